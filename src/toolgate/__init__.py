@@ -1,0 +1,103 @@
+"""toolgate: one gateway for every tool an AI agent calls.
+
+Declare a tool once, and every call goes through one pipeline that validates, runs, contains and
+shapes it; serve the same tools to any model provider.
+
+    from toolgate import Gateway, tool
+
+    @tool
+    def add(a: int, b: int) -> int:
+        "Add two integers."
+        return a + b
+
+    gateway = Gateway()
+    gateway.add(add)
+    outcome = gateway.call_sync("main:add", {"a": 1, "b": 2})
+"""
+
+import logging as _logging
+
+from .errors import (
+    ConfigError,
+    DuplicateToolError,
+    ErrorCode,
+    ToolCallParseError,
+    ToolDefinitionError,
+    ToolError,
+    ToolgateError,
+    ToolNotFoundError,
+)
+from .gateway import Gateway
+from .model import (
+    ApprovalRequest,
+    ApprovalSpec,
+    CallOutcome,
+    CallStatus,
+    ConfirmationSpec,
+    DisplaySpec,
+    Fact,
+    IdempotencySpec,
+    ImplementationKind,
+    ObservabilitySpec,
+    Overflow,
+    Permissions,
+    RateLimit,
+    SafetySpec,
+    SandboxMode,
+    SandboxSpec,
+    SideEffect,
+    SourceFormat,
+    TileArg,
+    TileDisplay,
+    Tool,
+    ToolCall,
+    ToolHints,
+    ToolSource,
+)
+from .python import FunctionTool, ToolContext, tool
+
+__version__ = "0.1.0"
+
+# A library never configures logging; without a handler, Python would print our warnings (tool
+# tracebacks, which the outcome already carries) to stderr through its last-resort handler.
+_logging.getLogger("toolgate").addHandler(_logging.NullHandler())
+
+__all__ = [
+    "ApprovalRequest",
+    "ApprovalSpec",
+    "CallOutcome",
+    "CallStatus",
+    "ConfigError",
+    "ConfirmationSpec",
+    "DisplaySpec",
+    "DuplicateToolError",
+    "ErrorCode",
+    "Fact",
+    "FunctionTool",
+    "Gateway",
+    "IdempotencySpec",
+    "ImplementationKind",
+    "ObservabilitySpec",
+    "Overflow",
+    "Permissions",
+    "RateLimit",
+    "SafetySpec",
+    "SandboxMode",
+    "SandboxSpec",
+    "SideEffect",
+    "SourceFormat",
+    "TileArg",
+    "TileDisplay",
+    "Tool",
+    "ToolCall",
+    "ToolCallParseError",
+    "ToolContext",
+    "ToolDefinitionError",
+    "ToolError",
+    "ToolHints",
+    "ToolNotFoundError",
+    "ToolSource",
+    "ToolgateError",
+    "__version__",
+    "tool",
+]

@@ -1,0 +1,121 @@
+"""Stable error codes and the exception hierarchy.
+
+Every surface (Python API, CLI, HTTP, MCP, exporters) speaks the same snake_case codes. A tool
+call never raises: it ends in a :class:`~toolgate.CallOutcome` that carries one of these codes.
+Exceptions are only for misuse of the Python API itself (bad configuration, a tool declared twice,
+an unknown tool id passed to ``Gateway.get_tool``); they carry the same codes and also subclass the
+fitting builtin so ordinary ``except LookupError`` code keeps working.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+__all__ = [
+    "ERROR_DESCRIPTIONS",
+    "ConfigError",
+    "DuplicateToolError",
+    "ErrorCode",
+    "ToolCallParseError",
+    "ToolDefinitionError",
+    "ToolError",
+    "ToolNotFoundError",
+    "ToolgateError",
+]
+
+
+class ErrorCode(StrEnum):
+    """The machine-readable reason a call (or an API operation) failed."""
+
+    TOOL_NOT_FOUND = "tool_not_found"
+    UNAVAILABLE = "unavailable"
+    FORBIDDEN = "forbidden"
+    INVALID_ARGUMENTS = "invalid_arguments"
+    RATE_LIMITED = "rate_limited"
+    IDEMPOTENCY_CONFLICT = "idempotency_conflict"
+    USER_REJECTION = "user_rejection"
+    SECURITY_BLOCKED = "security_blocked"
+    TIMEOUT = "timeout"
+    TOOL_ERROR = "tool_error"
+    INVALID_OUTPUT = "invalid_output"
+    CRASHED = "crashed"
+    # Codes of the Python API's own exceptions (never the outcome of a call).
+    DUPLICATE_TOOL = "duplicate_tool"
+    INVALID_DEFINITION = "invalid_definition"
+    CONFIG_ERROR = "config_error"
+
+
+#: One line per code: what it means. Rendered into the README's error table.
+ERROR_DESCRIPTIONS: dict[ErrorCode, str] = {
+    ErrorCode.TOOL_NOT_FOUND: "No tool has this id (the message suggests the closest ids).",
+    ErrorCode.UNAVAILABLE: "The tool exists but cannot run now (missing runtime, connection or "
+    "secret); the message says how to fix it.",
+    ErrorCode.FORBIDDEN: "An access rule denies this agent the tool; the message names the rule.",
+    ErrorCode.INVALID_ARGUMENTS: "The arguments do not match the input schema; the message names "
+    "every failing field by JSON pointer. The tool did not run.",
+    ErrorCode.RATE_LIMITED: "A rate limit is exhausted; the message says when to retry.",
+    ErrorCode.IDEMPOTENCY_CONFLICT: "The idempotency key was already used with other arguments.",
+    ErrorCode.USER_REJECTION: "A person denied the call, or nobody could be asked.",
+    ErrorCode.SECURITY_BLOCKED: "The tool's security check blocked the call.",
+    ErrorCode.TIMEOUT: "The tool did not finish within its timeout and was cancelled.",
+    ErrorCode.TOOL_ERROR: "The tool ran and reported an error (its message is passed on).",
+    ErrorCode.INVALID_OUTPUT: "The tool's result does not match its output schema.",
+    ErrorCode.CRASHED: "The gateway failed while handling the call (a bug); details are logged.",
+    ErrorCode.DUPLICATE_TOOL: "Python API: two declarations use the same tool id.",
+    ErrorCode.INVALID_DEFINITION: "Python API: a tool declaration is malformed.",
+    ErrorCode.CONFIG_ERROR: "Python API / CLI: the configuration is malformed or cannot be loaded.",
+}
+
+
+class ToolgateError(Exception):
+    """Root of every exception toolgate raises. ``code`` is a stable :class:`ErrorCode`."""
+
+    code: ErrorCode = ErrorCode.CRASHED
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ToolNotFoundError(ToolgateError, LookupError):
+    """No tool is registered under the requested id."""
+
+    code = ErrorCode.TOOL_NOT_FOUND
+
+    def __init__(self, message: str, *, suggestions: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.suggestions = suggestions
+
+
+class DuplicateToolError(ToolgateError, ValueError):
+    """Two declarations claim the same tool id."""
+
+    code = ErrorCode.DUPLICATE_TOOL
+
+
+class ToolDefinitionError(ToolgateError, ValueError):
+    """A tool declaration is malformed (bad schema, bad id, bad option)."""
+
+    code = ErrorCode.INVALID_DEFINITION
+
+
+class ConfigError(ToolgateError, ValueError):
+    """The gateway configuration (``toolgate.yaml`` or constructor options) is malformed."""
+
+    code = ErrorCode.CONFIG_ERROR
+
+
+class ToolCallParseError(ToolgateError, ValueError):
+    """A provider's tool-call payload could not be turned into a call."""
+
+    code = ErrorCode.INVALID_ARGUMENTS
+
+
+class ToolError(ToolgateError):
+    """Raise inside a tool to fail the call with exactly this message for the model.
+
+    Any other exception also becomes ``tool_error``, but its message is prefixed with the
+    exception's type; use this one when the message is written for the model.
+    """
+
+    code = ErrorCode.TOOL_ERROR

@@ -1,0 +1,266 @@
+"""The Gateway: the composition root, and the one object every surface talks to."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import os
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from ._loop_thread import LoopThread
+from .backends import Backend, PythonBackend
+from .errors import ErrorCode, ToolDefinitionError, ToolNotFoundError
+from .model import CallOutcome, ImplementationKind, Tool
+from .pipeline import Pipeline
+from .pipeline.execute import Executor
+from .pipeline.overflow import DEFAULT_OVERFLOW_LIMIT, DEFAULT_PREVIEW_CHARS, OverflowSpiller
+from .pipeline.shaping import ResultShaper
+from .pipeline.state import error_outcome
+from .pipeline.validation import check_schema
+from .python import FunctionTool, PythonBinding, tool
+from .python.schema import inspect_function
+from .registry import RegisteredTool, Registry
+
+__all__ = ["Gateway"]
+
+Addable = FunctionTool[Any, Any] | Callable[..., Any] | Tool
+
+
+class Gateway:
+    """Holds the tools and runs every call through the pipeline.
+
+    ``await gateway.call(...)`` and ``gateway.call_sync(...)`` never raise for a failed call: they
+    return a :class:`~toolgate.CallOutcome` whose ``status`` is ``ok``, ``error`` (with a stable
+    ``code``) or ``pending_approval``.
+    """
+
+    def __init__(
+        self,
+        *,
+        overflow_limit: int = DEFAULT_OVERFLOW_LIMIT,
+        preview_chars: int = DEFAULT_PREVIEW_CHARS,
+        spill_dir: Path | str | None = None,
+        max_threads: int = 32,
+        secrets: Mapping[str, str] | None = None,
+        config: Mapping[str, Any] | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        """
+        Args:
+            overflow_limit: Characters of model-facing content above which it is spilled to a
+                file (Jean2: 50,000).
+            preview_chars: Characters the model still sees of spilled content (Jean2: 10,000).
+            spill_dir: Where spilled content goes (default: ``<tmp>/toolgate/<session>/``).
+            max_threads: Worker threads for synchronous Python tools called through the async API.
+            secrets: Secret values; a tool receives only those it declares in ``secrets``.
+            config: Public settings; a tool receives only those it declares in ``config``.
+            environ: Where a tool's declared ``env`` variables are read (default ``os.environ``).
+        """
+        self.registry = Registry()
+        self._threads = ThreadPoolExecutor(max_threads, thread_name_prefix="toolgate-tool")
+        backends: dict[ImplementationKind, Backend] = {
+            ImplementationKind.PYTHON: PythonBackend(
+                threads=self._threads,
+                secrets=secrets,
+                config=config,
+                environ=os.environ if environ is None else environ,
+            )
+        }
+        spiller = OverflowSpiller(
+            limit=overflow_limit,
+            preview_chars=preview_chars,
+            root=None if spill_dir is None else Path(spill_dir),
+        )
+        self.pipeline = Pipeline(self.registry, Executor(backends, ResultShaper(spiller)))
+        self._loop_thread = LoopThread()
+
+    # -- registration ---------------------------------------------------------------------------
+
+    def add(
+        self,
+        *items: Addable | Iterable[Addable],
+        namespace: str | None = None,
+        handler: Callable[..., Any] | None = None,
+    ) -> list[Tool]:
+        """Register tools: ``@tool`` functions, plain functions (wrapped with ``@tool``), or
+        :class:`~toolgate.Tool` values with a ``handler=``. Lists and tuples are flattened.
+
+        ``namespace=`` re-homes every added tool in that namespace. Raises
+        :class:`~toolgate.DuplicateToolError` when an id is taken (naming both declarations) and
+        :class:`~toolgate.ToolDefinitionError` for a malformed declaration.
+        """
+        added: list[Tool] = []
+        for item in _flatten(items):
+            entry = self._entry_for(item, handler)
+            if namespace is not None:
+                renamed = dataclasses.replace(entry.tool, id=f"{namespace}:{entry.tool.name}")
+                entry = dataclasses.replace(entry, tool=renamed)
+            self._check(entry.tool)
+            self.registry.add(entry)
+            added.append(entry.tool)
+        return added
+
+    def _entry_for(self, item: Any, handler: Callable[..., Any] | None) -> RegisteredTool:
+        if isinstance(item, FunctionTool):
+            return RegisteredTool(item.tool, item.binding)
+        if isinstance(item, Tool):
+            if item.kind is not ImplementationKind.PYTHON:
+                raise ToolDefinitionError(
+                    f"{item.id}: {item.kind} tools are registered by their loader, not add()"
+                )
+            if handler is None:
+                raise ToolDefinitionError(f"{item.id}: add(tool, handler=function) needs a handler")
+            signature = inspect_function(handler, description=item.description)
+            binding = PythonBinding(
+                func=handler,
+                is_async=inspect.iscoroutinefunction(handler),
+                context_param=signature.context_param,
+                arguments_model=signature.arguments_model,
+                field_names=signature.field_names,
+                result_adapter=signature.result_adapter,
+            )
+            return RegisteredTool(item, binding)
+        if callable(item):
+            wrapped = tool(item)
+            return RegisteredTool(wrapped.tool, wrapped.binding)
+        raise ToolDefinitionError(
+            f"cannot add {item!r}: expected a @tool function, a function, or a Tool"
+        )
+
+    @staticmethod
+    def _check(definition: Tool) -> None:
+        check_schema(definition.input_schema, f"{definition.id}: input schema")
+        if definition.output_schema is not None:
+            check_schema(definition.output_schema, f"{definition.id}: output schema")
+
+    def remove(self, tool_id: str) -> bool:
+        """Unregister a tool; returns whether it was registered."""
+        return self.registry.remove(tool_id)
+
+    # -- catalog --------------------------------------------------------------------------------
+
+    def get_tool(self, tool_id: str) -> Tool:
+        """The tool with this id (or provider-safe name). Raises :class:`ToolNotFoundError`."""
+        entry = self.registry.get(tool_id)
+        if entry is None:
+            suggestions = self.registry.suggestions(tool_id)
+            hint = f"; did you mean {', '.join(suggestions)}?" if suggestions else ""
+            raise ToolNotFoundError(f"no tool named {tool_id!r}{hint}", suggestions=suggestions)
+        return entry.tool
+
+    def list_tools(self, *, agent: str | None = None) -> list[Tool]:
+        """The tools, sorted by id. ``agent`` filters to what that agent may call (policy issue)."""
+        return [entry.tool for entry in self.registry]
+
+    def entries(self) -> list[RegisteredTool]:
+        """Registered tools with their availability, sorted by id."""
+        return list(self.registry)
+
+    # -- calls ----------------------------------------------------------------------------------
+
+    async def call(
+        self,
+        tool_id: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        agent: str | None = None,
+        session_id: str | None = None,
+        workspace: Path | str | None = None,
+    ) -> CallOutcome:
+        """Call a tool through the whole pipeline and return its outcome (never raises)."""
+        prepared = self.pipeline.prepare(
+            tool_id,
+            arguments,
+            agent=agent,
+            session_id=session_id,
+            workspace=None if workspace is None else Path(workspace),
+            inline=False,
+        )
+        if isinstance(prepared, CallOutcome):
+            return prepared
+        return await self.pipeline.run(*prepared)
+
+    def call_sync(
+        self,
+        tool_id: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        agent: str | None = None,
+        session_id: str | None = None,
+        workspace: Path | str | None = None,
+    ) -> CallOutcome:
+        """:meth:`call` for synchronous code.
+
+        A synchronous Python tool runs in the calling thread with no event loop involved; its
+        timeout then cannot interrupt it, but a call that overruns still ends in ``timeout``.
+        Everything else runs on the gateway's private event loop thread.
+        """
+        prepared = self.pipeline.prepare(
+            tool_id,
+            arguments,
+            agent=agent,
+            session_id=session_id,
+            workspace=None if workspace is None else Path(workspace),
+            inline=True,
+        )
+        if isinstance(prepared, CallOutcome):
+            return prepared
+        plan, state = prepared
+        if not state.inline:
+            return self._loop_thread.run(self.pipeline.run(plan, state))
+        # No stage of an inline plan awaits anything, so the coroutine finishes on its first
+        # step: drive it by hand and skip the event loop altogether.
+        coroutine = self.pipeline.run(plan, state)
+        try:
+            coroutine.send(None)
+        except StopIteration as finished:
+            outcome: CallOutcome = finished.value
+            return outcome
+        coroutine.close()
+        return error_outcome(
+            state,
+            ErrorCode.CRASHED,
+            f"The gateway failed while handling this call to {state.tool.id} (an inline stage "
+            "suspended). This is not caused by your arguments.",
+        )
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Release the gateway's threads. Calls still running in worker threads are not waited."""
+        self._loop_thread.close()
+        self._threads.shutdown(wait=False, cancel_futures=True)
+
+    def __enter__(self) -> Gateway:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Gateway:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _flatten(items: Iterable[Any]) -> Iterable[Any]:
+    for item in items:
+        if isinstance(item, (list, tuple)):
+            yield from _flatten(item)
+        else:
+            yield item

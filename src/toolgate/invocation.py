@@ -1,0 +1,56 @@
+"""The state of one call in flight, shared by the pipeline's stages and the backends."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .model import Tool
+from .registry import RegisteredTool
+
+__all__ = ["Invocation", "new_call_id"]
+
+
+def new_call_id() -> str:
+    """A random, URL-safe call id (64 bits; unique enough for audit joins, cheap to make)."""
+    return "call_" + os.urandom(8).hex()
+
+
+class Invocation:
+    """Everything the stages and the backend know about one call. Mutable; internal."""
+
+    __slots__ = (
+        "agent",
+        "arguments",
+        "call_id",
+        "entry",
+        "inline",
+        "metadata",
+        "session_id",
+        "tool",
+        "workspace",
+    )
+
+    def __init__(
+        self,
+        *,
+        call_id: str,
+        entry: RegisteredTool,
+        arguments: Mapping[str, Any],
+        agent: str | None,
+        session_id: str | None,
+        workspace: Path | None,
+        inline: bool,
+    ) -> None:
+        self.call_id = call_id
+        self.entry = entry
+        self.tool: Tool = entry.tool
+        self.arguments = arguments
+        self.agent = agent
+        self.session_id = session_id
+        self.workspace = workspace
+        self.inline = inline
+        """True when ``call_sync`` drives the pipeline without an event loop."""
+        self.metadata: dict[str, Any] = {}

@@ -1,0 +1,138 @@
+"""The call pipeline. This module is the only place where the order of the stages is written.
+
+    Resolve → ValidateArgs → Execute (run with timeout, contain failures) → ShapeResult
+
+Later stages (access policy, rate limits, idempotency, security checks, approval, audit) slot in
+through :class:`Stage`: each says which tools it applies to, and a per-tool *plan* chains only the
+stages that apply, so a tool pays for no rule it does not have.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import traceback
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import ErrorCode
+from ..invocation import new_call_id
+from ..model import CallOutcome
+from ..registry import RegisteredTool, Registry
+from .execute import Executor
+from .state import CallState, Handler, Stage, error_outcome
+from .validation import ValidateArgumentsStage
+
+__all__ = ["Pipeline", "Plan", "Stage"]
+
+log = logging.getLogger("toolgate.pipeline")
+
+
+class Plan:
+    """The chain of stages compiled for one registered tool."""
+
+    __slots__ = ("entry", "handler", "inline")
+
+    def __init__(self, entry: RegisteredTool, handler: Handler, inline: bool) -> None:
+        self.entry = entry
+        self.handler = handler
+        self.inline = inline
+        """True when ``call_sync`` may run this plan without an event loop."""
+
+
+class Pipeline:
+    """Runs calls: resolve the tool, then its plan."""
+
+    def __init__(
+        self,
+        registry: Registry,
+        executor: Executor,
+        *,
+        stages: Sequence[Stage] = (),
+    ) -> None:
+        self.registry = registry
+        self.executor = executor
+        # The order of checks before a tool runs. Stages added by later features are inserted
+        # here, in this order: Authorize, ValidateArgs, RateLimit, Idempotency, SecurityCheck,
+        # Approval.
+        self.stages: tuple[Stage, ...] = (ValidateArgumentsStage(), *stages)
+        self._plans: dict[str, Plan] = {}
+
+    def plan_for(self, entry: RegisteredTool) -> Plan:
+        """The compiled plan for this exact registration (recompiled when it is replaced)."""
+        plan = self._plans.get(entry.tool.id)
+        if plan is not None and plan.entry is entry:
+            return plan
+        applicable = [stage for stage in self.stages if stage.applies_to(entry)]
+        handler: Handler = self.executor
+        for stage in reversed(applicable):
+            handler = functools.partial(stage, proceed=handler)
+        backend = self.executor.backend_for(entry.tool.kind)
+        inline = (
+            backend is not None
+            and backend.can_run_inline(entry)
+            and not any(stage.suspends for stage in applicable)
+        )
+        plan = Plan(entry, handler, inline)
+        self._plans[entry.tool.id] = plan
+        return plan
+
+    def prepare(
+        self,
+        tool_id: str,
+        arguments: Mapping[str, Any] | None,
+        *,
+        agent: str | None,
+        session_id: str | None,
+        workspace: Path | None,
+        inline: bool,
+    ) -> tuple[Plan, CallState] | CallOutcome:
+        """Resolve the tool. Returns its plan and the call state, or the outcome that ends it."""
+        call_id = new_call_id()
+        entry = self.registry.get(tool_id)
+        if entry is None:
+            suggestions = self.registry.suggestions(tool_id)
+            hint = (
+                f" Did you mean: {', '.join(suggestions)}?"
+                if suggestions
+                else " List the available tools and use one of their names."
+            )
+            return error_outcome(
+                None,
+                ErrorCode.TOOL_NOT_FOUND,
+                f"There is no tool named {tool_id!r}.{hint}",
+                tool_id=tool_id,
+                call_id=call_id,
+            )
+        plan = self.plan_for(entry)
+        state = CallState(
+            call_id=call_id,
+            entry=entry,
+            arguments={} if arguments is None else arguments,
+            agent=agent,
+            session_id=session_id,
+            workspace=workspace,
+            inline=inline and plan.inline,
+        )
+        if entry.unavailable_reason is not None:
+            return error_outcome(
+                state,
+                ErrorCode.UNAVAILABLE,
+                f"Tool {entry.tool.id} is unavailable: {entry.unavailable_reason}",
+            )
+        return plan, state
+
+    async def run(self, plan: Plan, state: CallState) -> CallOutcome:
+        """Run a prepared call. Never raises (except cancellation of the caller's own task)."""
+        try:
+            return await plan.handler(state)
+        except Exception as exc:
+            log.exception("pipeline failure in call %s to %s", state.call_id, state.tool.id)
+            return error_outcome(
+                state,
+                ErrorCode.CRASHED,
+                f"The gateway failed while handling this call to {state.tool.id} "
+                f"({type(exc).__name__}). This is not caused by your arguments; try again later.",
+                detail=traceback.format_exc(),
+            )

@@ -1,0 +1,95 @@
+"""The Execute stage: run the tool with its timeout, map failures to outcomes, shape the result."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import traceback
+from collections.abc import Mapping
+
+from ..backends.base import ArgumentConversionError, Backend
+from ..errors import ErrorCode, ToolError
+from ..model import CallOutcome, ImplementationKind
+from .shaping import ResultShaper
+from .state import CallState, error_outcome
+from .timeouts import CallTimedOut, run_with_timeout
+
+__all__ = ["Executor"]
+
+log = logging.getLogger("toolgate.pipeline")
+
+
+def _timeout_message(state: CallState) -> str:
+    return (
+        f"Tool {state.tool.id} did not finish within its timeout of {state.tool.timeout:g} s and "
+        "was cancelled. Try a smaller request, or tell the user the tool is too slow right now."
+    )
+
+
+class Executor:
+    """The last step of every plan: run, contain, shape."""
+
+    def __init__(self, backends: Mapping[ImplementationKind, Backend], shaper: ResultShaper):
+        self.backends = backends
+        self.shaper = shaper
+
+    def backend_for(self, kind: ImplementationKind) -> Backend | None:
+        """The backend that runs tools of this kind, if one is configured."""
+        return self.backends.get(kind)
+
+    async def __call__(self, state: CallState) -> CallOutcome:
+        backend = self.backends.get(state.tool.kind)
+        if backend is None:
+            return error_outcome(
+                state,
+                ErrorCode.UNAVAILABLE,
+                f"Tool {state.tool.id} cannot run: this gateway has no backend for "
+                f"{state.tool.kind} tools.",
+            )
+        started = time.perf_counter()
+        try:
+            if state.inline:
+                result = backend.run_inline(state)
+                duration = time.perf_counter() - started
+                if duration > state.tool.timeout:
+                    # call_sync ran the function in the caller's thread, which nothing can
+                    # interrupt; the deadline still decides the outcome.
+                    return error_outcome(
+                        state, ErrorCode.TIMEOUT, _timeout_message(state), duration=duration
+                    )
+            else:
+                result = await run_with_timeout(backend.run(state), state.tool.timeout)
+                duration = time.perf_counter() - started
+        except CallTimedOut:
+            return error_outcome(
+                state,
+                ErrorCode.TIMEOUT,
+                _timeout_message(state),
+                duration=time.perf_counter() - started,
+            )
+        except ArgumentConversionError as exc:
+            return error_outcome(
+                state,
+                ErrorCode.INVALID_ARGUMENTS,
+                f"Invalid arguments for tool {state.tool.id}; it did not run: {exc}. "
+                "Fix these fields and call it again.",
+            )
+        except ToolError as exc:
+            return error_outcome(
+                state, ErrorCode.TOOL_ERROR, exc.message, duration=time.perf_counter() - started
+            )
+        except asyncio.CancelledError:
+            raise  # the caller cancelled the call; not the tool's failure
+        except BaseException as exc:  # noqa: BLE001 - SystemExit/KeyboardInterrupt from a tool too
+            detail = traceback.format_exc()
+            log.warning("tool %s raised %s", state.tool.id, type(exc).__name__, exc_info=exc)
+            text = str(exc) or "(no message)"
+            return error_outcome(
+                state,
+                ErrorCode.TOOL_ERROR,
+                f"Tool {state.tool.id} failed with {type(exc).__name__}: {text}",
+                duration=time.perf_counter() - started,
+                detail=detail,
+            )
+        return self.shaper.shape(state, result, duration)

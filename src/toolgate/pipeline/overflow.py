@@ -1,0 +1,82 @@
+"""Context overflow protection (Jean2 seed, "Context Overflow Protection").
+
+Content over the limit (50,000 characters by default) is written in full to a file in a
+per-session temp folder; the model gets the first 10,000 characters and a note with the path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..model import Overflow
+
+__all__ = ["DEFAULT_OVERFLOW_LIMIT", "DEFAULT_PREVIEW_CHARS", "OverflowSpiller"]
+
+DEFAULT_OVERFLOW_LIMIT = 50_000
+DEFAULT_PREVIEW_CHARS = 10_000
+
+_SAFE_SESSION = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+def _session_folder_name(session_id: str | None) -> str:
+    # A session id comes from the caller; it must never steer the path (no "..", no "/").
+    if session_id is None:
+        return "no-session"
+    if _SAFE_SESSION.match(session_id) and session_id not in {".", ".."}:
+        return session_id
+    return "s-" + hashlib.sha256(session_id.encode("utf-8")).hexdigest()[:16]
+
+
+@dataclass(frozen=True, slots=True)
+class Spilled:
+    """The model-facing preview and where the full text went."""
+
+    preview: str
+    overflow: Overflow
+
+
+class OverflowSpiller:
+    """Decides when content is too large, and writes it out when it is."""
+
+    def __init__(
+        self,
+        *,
+        limit: int = DEFAULT_OVERFLOW_LIMIT,
+        preview_chars: int = DEFAULT_PREVIEW_CHARS,
+        root: Path | None = None,
+    ) -> None:
+        if limit < 1 or preview_chars < 0 or preview_chars > limit:
+            raise ValueError(
+                f"overflow limits must satisfy 0 <= preview ({preview_chars}) <= limit ({limit})"
+            )
+        self.limit = limit
+        self.preview_chars = preview_chars
+        self.root = root if root is not None else Path(tempfile.gettempdir()) / "toolgate"
+
+    def exceeds(self, text: str) -> bool:
+        """True when ``text`` is over the limit (exactly ``limit`` characters still fits)."""
+        return len(text) > self.limit
+
+    def spill(self, text: str, *, session_id: str | None, call_id: str) -> Spilled:
+        """Write ``text`` to ``<root>/<session>/<call_id>.txt`` and return the preview."""
+        folder = self.root / _session_folder_name(session_id)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path = folder / f"{call_id}.txt"
+        # O_EXCL: never follow a planted symlink or overwrite another call's output.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        note = (
+            f"\n\n[Output truncated by toolgate: the full result has {len(text):,} characters "
+            f"and only the first {self.preview_chars:,} are shown above. The complete output was "
+            f"saved to {path}; read that file if you need the rest.]"
+        )
+        return Spilled(
+            preview=text[: self.preview_chars] + note,
+            overflow=Overflow(path=str(path), original_size=len(text)),
+        )

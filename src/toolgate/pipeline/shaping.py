@@ -1,0 +1,121 @@
+"""Result shaping: what the model sees, what people see, and what is checked.
+
+Order (Jean2 seed, "Visualization" and "Context Overflow Protection"):
+
+1. results that are models are dumped to JSON values;
+2. ``_visualization`` is removed from the model-facing content and validated for people
+   (an invalid one is dropped and the reason kept for the operator: a display bug must not fail
+   the call);
+3. the bookkeeping keys ``_persisted``, ``_filePath``, ``_originalSize`` are removed;
+4. the content is checked against the output schema (``invalid_output``);
+5. content over the overflow limit is spilled to a file and replaced by a preview and a note.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel
+
+from .._json import to_text
+from ..errors import ErrorCode
+from ..model import CallOutcome, CallStatus, InvalidVisualization, validate_visualization
+from .overflow import OverflowSpiller
+from .state import CallState, error_outcome
+from .validation import SchemaValidator
+
+__all__ = ["ResultShaper"]
+
+VISUALIZATION_KEY = "_visualization"
+_BOOKKEEPING_KEYS = frozenset({VISUALIZATION_KEY, "_persisted", "_filePath", "_originalSize"})
+
+
+def _jsonable(result: Any) -> Any:
+    if isinstance(result, BaseModel):
+        return result.model_dump(mode="json")
+    return result
+
+
+class ResultShaper:
+    """Turns a tool's raw result into the outcome the caller receives."""
+
+    def __init__(self, spiller: OverflowSpiller) -> None:
+        self.spiller = spiller
+        self._output_validators: dict[str, tuple[Any, SchemaValidator]] = {}
+
+    def _output_validator(self, state: CallState) -> SchemaValidator | None:
+        tool = state.tool
+        if tool.output_schema is None:
+            return None
+        cached = self._output_validators.get(tool.id)
+        if cached is not None and cached[0] is tool:
+            return cached[1]
+        validator = SchemaValidator(tool.output_schema, f"{tool.id}: output schema")
+        self._output_validators[tool.id] = (tool, validator)
+        return validator
+
+    def shape(self, state: CallState, result: Any, duration: float) -> CallOutcome:
+        """Shape an ``ok`` result, or return ``invalid_output``."""
+        content = _jsonable(result)
+        visualization: Mapping[str, Any] | None = None
+        detail: str | None = None
+        if isinstance(content, dict) and not _BOOKKEEPING_KEYS.isdisjoint(content):
+            raw_visualization = content.get(VISUALIZATION_KEY)
+            content = {k: v for k, v in content.items() if k not in _BOOKKEEPING_KEYS}
+            if raw_visualization is not None:
+                try:
+                    visualization = validate_visualization(raw_visualization)
+                except InvalidVisualization as exc:
+                    detail = f"visualization dropped: {exc}"
+
+        validator = self._output_validator(state)
+        if validator is not None:
+            problems = validator.problems(content)
+            if problems:
+                listed = "\n".join(f"- {p}" for p in problems)
+                return error_outcome(
+                    state,
+                    ErrorCode.INVALID_OUTPUT,
+                    f"Tool {state.tool.id} returned a result that does not match its output "
+                    f"schema:\n{listed}\nThe result was discarded; this is a fault of the tool, "
+                    "not of your arguments.",
+                    duration=duration,
+                )
+
+        overflow = None
+        if isinstance(content, str):
+            text = content
+        else:
+            try:
+                text = json.dumps(content, ensure_ascii=False, allow_nan=False)
+            except (TypeError, ValueError):
+                # Not plain JSON (dates, sets, NaN…): hand the model the lenient rendering, and
+                # keep the content consistent with it.
+                try:
+                    text = to_text(content)
+                    content = json.loads(text)
+                except (TypeError, ValueError) as exc:  # circular references, mostly
+                    return error_outcome(
+                        state,
+                        ErrorCode.INVALID_OUTPUT,
+                        f"Tool {state.tool.id} returned a value that cannot be sent as JSON "
+                        f"({exc}).",
+                        duration=duration,
+                    )
+        if self.spiller.exceeds(text):
+            spilled = self.spiller.spill(text, session_id=state.session_id, call_id=state.call_id)
+            content, overflow = spilled.preview, spilled.overflow
+
+        return CallOutcome(
+            status=CallStatus.OK,
+            tool_id=state.tool.id,
+            call_id=state.call_id,
+            content=content,
+            visualization=visualization,
+            overflow=overflow,
+            duration=duration,
+            detail=detail,
+            metadata=state.metadata,
+        )

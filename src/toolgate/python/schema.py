@@ -1,0 +1,172 @@
+"""Build a tool's JSON Schemas from a Python function's signature, type hints and docstring."""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, get_args, get_origin, get_type_hints
+
+import docstring_parser
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
+from pydantic.fields import FieldInfo
+from pydantic.json_schema import GenerateJsonSchema
+
+from ..errors import ToolDefinitionError
+from .context import ToolContext
+
+__all__ = ["FunctionSignature", "inspect_function"]
+
+# Values that arrive from JSON already in the type the function expects; for parameters of only
+# these types the pipeline skips pydantic conversion (it is the hot path).
+_JSON_NATIVE: frozenset[Any] = frozenset({str, int, float, bool, dict, list, Any, type(None)})
+
+
+class _NoFieldTitles(GenerateJsonSchema):
+    """Pydantic titles every field after its name; models do not need that noise."""
+
+    def field_title_should_be_set(self, schema: Any) -> bool:
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionSignature:
+    """What ``@tool`` learned from a function."""
+
+    description: str
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any] | None
+    context_param: str | None
+    """Name of the ``ToolContext`` parameter, if any."""
+    arguments_model: type[BaseModel] | None
+    """Set when some argument needs converting from JSON (models, enums, dates…)."""
+    field_names: dict[str, str]
+    """Internal model field name → parameter name."""
+    result_adapter: TypeAdapter[Any] | None
+    """Set when the return annotation is a model whose values must be dumped to JSON."""
+
+
+def _is_json_native(annotation: Any) -> bool:
+    if annotation in _JSON_NATIVE or annotation is inspect.Parameter.empty:
+        return True
+    origin = get_origin(annotation)
+    if origin is typing.Annotated:
+        return _is_json_native(get_args(annotation)[0])
+    if origin in (list, dict, typing.Union) or str(origin) == "<class 'types.UnionType'>":
+        return all(_is_json_native(a) for a in get_args(annotation))
+    if origin is typing.Literal:
+        return all(isinstance(a, (str, int, float, bool)) or a is None for a in get_args(annotation))
+    return False
+
+
+def _field(
+    annotation: Any, default: Any, description: str | None, alias: str
+) -> tuple[Any, FieldInfo]:
+    """Turn ``Annotated[T, "text"]`` and docstring text into a pydantic ``Field``.
+
+    Fields get internal names and the parameter name as alias, so that no parameter (``schema``,
+    ``json``, ``model_config``…) can shadow pydantic's own attributes.
+    """
+    field_info: FieldInfo | None = default if isinstance(default, FieldInfo) else None
+    if get_origin(annotation) is typing.Annotated:
+        base, *extras = get_args(annotation)
+        texts = [e for e in extras if isinstance(e, str)]
+        others = [e for e in extras if not isinstance(e, str)]
+        if texts and description is None:
+            description = " ".join(texts)
+        annotation = typing.Annotated[(base, *others)] if others else base
+    if field_info is None:
+        return annotation, Field(default=default, description=description, alias=alias)
+    overrides: dict[str, Any] = {"alias": alias}
+    if field_info.description is None and description:
+        overrides["description"] = description
+    return annotation, FieldInfo.merge_field_infos(field_info, **overrides)
+
+
+def inspect_function(func: Callable[..., Any], *, description: str | None) -> FunctionSignature:
+    """Read a function's signature into schemas. Raises :class:`ToolDefinitionError` on misuse."""
+    where = f"{getattr(func, '__module__', '?')}:{getattr(func, '__qualname__', repr(func))}"
+    try:
+        hints = get_type_hints(func, include_extras=True)
+    except Exception as exc:  # NameError for unresolvable forward references, mostly
+        raise ToolDefinitionError(f"{where}: cannot resolve type hints ({exc})") from exc
+    doc = docstring_parser.parse(inspect.getdoc(func) or "")
+    param_docs = {p.arg_name: p.description for p in doc.params}
+
+    fields: dict[str, Any] = {}
+    names: dict[str, str] = {}
+    context_param: str | None = None
+    native = True
+    for index, param in enumerate(inspect.signature(func).parameters.values()):
+        annotation = hints.get(param.name, Any)
+        if annotation is ToolContext or (
+            get_origin(annotation) is typing.Annotated and get_args(annotation)[0] is ToolContext
+        ):
+            context_param = param.name
+            continue
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise ToolDefinitionError(
+                f"{where}: parameter {param.name!r}: tools take named parameters only, "
+                "not *args or **kwargs"
+            )
+        if param.kind is param.POSITIONAL_ONLY:
+            raise ToolDefinitionError(
+                f"{where}: parameter {param.name!r} is positional-only; tools are called with "
+                "keyword arguments"
+            )
+        native = native and _is_json_native(annotation)
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        internal = f"p{index}"
+        fields[internal] = _field(annotation, default, param_docs.get(param.name), param.name)
+        names[internal] = param.name
+
+    try:
+        model = create_model(
+            f"{getattr(func, '__name__', 'tool')}_arguments",
+            __config__=ConfigDict(extra="forbid", populate_by_name=False),
+            **fields,
+        )
+        schema = model.model_json_schema(by_alias=True, schema_generator=_NoFieldTitles)
+    except Exception as exc:
+        raise ToolDefinitionError(f"{where}: cannot build an input schema ({exc})") from exc
+    schema.pop("title", None)
+    schema.setdefault("properties", {})
+    schema["additionalProperties"] = False
+
+    text = description
+    if text is None:
+        parts = [doc.short_description, doc.long_description]
+        text = "\n\n".join(p for p in parts if p)
+    if not text:
+        text = getattr(func, "__name__", "tool").replace("_", " ")
+
+    output_schema, result_adapter = _output_schema(hints.get("return"), where)
+    return FunctionSignature(
+        description=text.strip(),
+        input_schema=schema,
+        output_schema=output_schema,
+        context_param=context_param,
+        arguments_model=None if native else model,
+        field_names=names,
+        result_adapter=result_adapter,
+    )
+
+
+def _output_schema(
+    annotation: Any, where: str
+) -> tuple[dict[str, Any] | None, TypeAdapter[Any] | None]:
+    """Structured return types (pydantic models, TypedDicts) declare the output schema."""
+    if annotation is None:
+        return None, None
+    structured = (
+        inspect.isclass(annotation) and issubclass(annotation, BaseModel)
+    ) or typing.is_typeddict(annotation)
+    if not structured:
+        return None, None
+    try:
+        adapter: TypeAdapter[Any] = TypeAdapter(annotation)
+        schema = adapter.json_schema(schema_generator=_NoFieldTitles)
+    except Exception as exc:
+        raise ToolDefinitionError(f"{where}: cannot build an output schema ({exc})") from exc
+    return schema, adapter
