@@ -6,6 +6,7 @@ kept on the outcome, rendered by the CLI and web UI, and never sent to the model
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
@@ -21,8 +22,13 @@ __all__ = [
 
 class _Model(BaseModel):
     # Wire names are camelCase (``oldStart``, ``exitCode``); unknown keys are dropped.
+    # defer_build: the schemas are built on first validation, not at ``import toolgate``.
     model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="ignore",
+        frozen=True,
+        defer_build=True,
     )
 
 
@@ -157,7 +163,9 @@ VISUALIZATION_TYPES = (
     "none",
 )
 
-_ADAPTER: TypeAdapter[Any] = TypeAdapter(Visualization)
+@functools.cache
+def _adapter() -> TypeAdapter[Any]:
+    return TypeAdapter(Visualization)
 
 
 class InvalidVisualization(ValueError):
@@ -179,7 +187,7 @@ def validate_visualization(value: Any) -> dict[str, Any]:
             f"_visualization.type must be one of {', '.join(VISUALIZATION_TYPES)}; got {kind!r}"
         )
     try:
-        model = _ADAPTER.validate_python(dict(value))
+        model = _adapter().validate_python(dict(value))
     except ValidationError as exc:
         problems = "; ".join(
             "_visualization."

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, get_args, get_origin, get_type_hints
 
 import docstring_parser
+import typing_extensions
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
 from pydantic.fields import FieldInfo
 from pydantic.json_schema import GenerateJsonSchema
@@ -77,7 +78,10 @@ def _field(
             description = " ".join(texts)
         annotation = typing.Annotated[(base, *others)] if others else base
     if field_info is None:
-        return annotation, Field(default=default, description=description, alias=alias)
+        # Only pass what is known: an explicit ``description=None`` would override a
+        # description given inside ``Annotated[..., Field(description=...)]``.
+        extra = {"description": description} if description else {}
+        return annotation, Field(default=default, alias=alias, **extra)
     overrides: dict[str, Any] = {"alias": alias}
     if field_info.description is None and description:
         overrides["description"] = description
@@ -161,7 +165,7 @@ def _output_schema(
         return None, None
     structured = (
         inspect.isclass(annotation) and issubclass(annotation, BaseModel)
-    ) or typing.is_typeddict(annotation)
+    ) or typing_extensions.is_typeddict(annotation)
     if not structured:
         return None, None
     try:
