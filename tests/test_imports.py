@@ -50,7 +50,5 @@ def test_layers_follow_the_architecture() -> None:
     if not lint.exists():
         pytest.skip("import-linter is not installed (pip install -e '.[test]')")
     root = Path(__file__).resolve().parents[1]
-    result = subprocess.run(
-        [str(lint), "--no-cache"], cwd=root, capture_output=True, text=True
-    )
+    result = subprocess.run([str(lint), "--no-cache"], cwd=root, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr

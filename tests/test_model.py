@@ -19,7 +19,11 @@ SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}, "required":
 
 
 def make(**overrides: object) -> Tool:
-    fields: dict[str, object] = {"id": "ns:search", "description": "Search.", "input_schema": SCHEMA}
+    fields: dict[str, object] = {
+        "id": "ns:search",
+        "description": "Search.",
+        "input_schema": SCHEMA,
+    }
     fields.update(overrides)
     return Tool(**fields)  # type: ignore[arg-type]
 
@@ -67,7 +71,10 @@ def test_approval_defaults_follow_the_level_and_the_declaration_wins() -> None:
     ):
         assert requires_approval_by_default(level) is True
         assert make(side_effect=level).requires_approval is True
-        assert make(side_effect=level, approval=ApprovalSpec(required=False)).requires_approval is False
+        assert (
+            make(side_effect=level, approval=ApprovalSpec(required=False)).requires_approval
+            is False
+        )
     assert make(side_effect="read_only", approval=ApprovalSpec(required=True)).requires_approval
 
 

@@ -136,7 +136,10 @@ def test_invalid_json_schema_is_rejected_at_registration() -> None:
         description="d",
         input_schema={"type": "object", "properties": {"a": {"type": "nope"}}},
     )
-    with Gateway() as gateway, pytest.raises(ToolDefinitionError, match=r"ext:broken: input schema"):
+    with (
+        Gateway() as gateway,
+        pytest.raises(ToolDefinitionError, match=r"ext:broken: input schema"),
+    ):
         gateway.add(broken, handler=lambda a: a)
 
 
@@ -153,9 +156,7 @@ def test_invalid_arguments_name_every_field_by_pointer_and_the_tool_does_not_run
 
     with Gateway() as gateway:
         gateway.add(create)
-        outcome = gateway.call_sync(
-            "crm:create", {"age": "old", "tags": ["a", 3], "extra": True}
-        )
+        outcome = gateway.call_sync("crm:create", {"age": "old", "tags": ["a", 3], "extra": True})
     assert outcome.code is ErrorCode.INVALID_ARGUMENTS
     message = outcome.message or ""
     assert "/name: required field is missing" in message

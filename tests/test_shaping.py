@@ -58,14 +58,24 @@ VALID: dict[str, dict[str, Any]] = {
                     {"path": "src/utils.ts", "action": "modified", "line": 42},
                 ],
             },
-            {"label": "Created", "icon": "plus", "files": [{"path": "src/new.ts", "action": "created"}]},
+            {
+                "label": "Created",
+                "icon": "plus",
+                "files": [{"path": "src/new.ts", "action": "created"}],
+            },
         ],
         "total": 3,
     },
     "table": {
         "type": "table",
-        "columns": [{"key": "name", "label": "Name"}, {"key": "status", "label": "Status", "width": "100px"}],
-        "rows": [{"name": "server", "status": "running"}, {"name": "database", "status": "stopped"}],
+        "columns": [
+            {"key": "name", "label": "Name"},
+            {"key": "status", "label": "Status", "width": "100px"},
+        ],
+        "rows": [
+            {"name": "server", "status": "running"},
+            {"name": "database", "status": "stopped"},
+        ],
         "totalRows": 2,
     },
     "markdown": {

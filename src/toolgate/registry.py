@@ -117,7 +117,9 @@ class Registry:
             by_name: dict[str, str] = {}
             for tool_id in ids:
                 by_name.setdefault(tool_id.rpartition(":")[2], tool_id)
-            for match in difflib.get_close_matches(name.rpartition(":")[2], list(by_name), cutoff=0.6):
+            for match in difflib.get_close_matches(
+                name.rpartition(":")[2], list(by_name), cutoff=0.6
+            ):
                 if by_name[match] not in candidates:
                     candidates.append(by_name[match])
         return tuple(candidates[:limit])

@@ -87,7 +87,7 @@ class CallOutcome:
     duration: float = 0.0
     """Seconds spent in the tool (0 when it did not run)."""
     detail: str | None = None
-    """Operator-only detail (a traceback, a discarded visualization's error). Never for the model."""
+    """Operator-only detail (a traceback, why a visualization was dropped). Never for the model."""
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
     @property

@@ -79,9 +79,7 @@ def level_from_access(access: str) -> SideEffect:
         raise ValueError(f"access must be one of {expected}, not {access!r}") from None
 
 
-def level_from_annotations(
-    *, read_only: bool | None, open_world: bool | None = None
-) -> SideEffect:
+def level_from_annotations(*, read_only: bool | None, open_world: bool | None = None) -> SideEffect:
     """Map MCP tool annotations (``readOnlyHint``, ``openWorldHint``) to a level."""
     if read_only:
         return SideEffect.READ_ONLY

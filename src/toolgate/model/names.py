@@ -37,14 +37,10 @@ def _encode_part(part: str) -> str:
     out: list[str] = []
     last = len(part) - 1
     for i, ch in enumerate(part):
-        if ch in _ALNUM:
-            out.append(ch)
-        elif (
-            ch == "_"
-            and 0 < i < last
-            and part[i - 1] != "_"
-            and part[i + 1] != "_"
-        ):
+        lone_inner_underscore = (
+            ch == "_" and 0 < i < last and part[i - 1] != "_" and part[i + 1] != "_"
+        )
+        if ch in _ALNUM or lone_inner_underscore:
             out.append(ch)
         else:
             out.append(_escape(ch))

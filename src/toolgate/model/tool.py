@@ -323,7 +323,7 @@ class Tool:
     env: tuple[str, ...] = ()
     """Environment variables passed to the implementation (Jean2 ``env``); nothing else is."""
     secrets: tuple[str, ...] = ()
-    """Secrets the tool needs (Jingle ``requiredPreferenceNames``); without them it is unavailable."""
+    """Secrets the tool needs (Jingle ``requiredPreferenceNames``); unavailable without them."""
     config: tuple[str, ...] = ()
     """Public settings the tool reads (Jingle ``publicPreferenceNames``)."""
     capability: str | None = None
@@ -398,8 +398,4 @@ class Tool:
 
 def _definition_fields(tool: Tool) -> dict[str, Any]:
     # ``source`` is excluded on purpose: moving a file does not change what the tool does.
-    return {
-        name: getattr(tool, name)
-        for name in Tool.__dataclass_fields__
-        if name != "source"
-    }
+    return {name: getattr(tool, name) for name in Tool.__dataclass_fields__ if name != "source"}

@@ -163,6 +163,7 @@ VISUALIZATION_TYPES = (
     "none",
 )
 
+
 @functools.cache
 def _adapter() -> TypeAdapter[Any]:
     return TypeAdapter(Visualization)
@@ -178,9 +179,7 @@ def validate_visualization(value: Any) -> dict[str, Any]:
     Raises :class:`InvalidVisualization` with every problem, each named by its path.
     """
     if not isinstance(value, Mapping):
-        raise InvalidVisualization(
-            f"_visualization must be an object, not {type(value).__name__}"
-        )
+        raise InvalidVisualization(f"_visualization must be an object, not {type(value).__name__}")
     kind = value.get("type")
     if kind not in VISUALIZATION_TYPES:
         raise InvalidVisualization(
@@ -190,9 +189,7 @@ def validate_visualization(value: Any) -> dict[str, Any]:
         model = _adapter().validate_python(dict(value))
     except ValidationError as exc:
         problems = "; ".join(
-            "_visualization."
-            + ".".join(str(p) for p in err["loc"][1:])
-            + f": {err['msg']}"
+            "_visualization." + ".".join(str(p) for p in err["loc"][1:]) + f": {err['msg']}"
             for err in exc.errors()
         )
         raise InvalidVisualization(problems) from None

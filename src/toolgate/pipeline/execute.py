@@ -81,7 +81,7 @@ class Executor:
             )
         except asyncio.CancelledError:
             raise  # the caller cancelled the call; not the tool's failure
-        except BaseException as exc:  # noqa: BLE001 - SystemExit/KeyboardInterrupt from a tool too
+        except BaseException as exc:
             detail = traceback.format_exc()
             log.warning("tool %s raised %s", state.tool.id, type(exc).__name__, exc_info=exc)
             text = str(exc) or "(no message)"

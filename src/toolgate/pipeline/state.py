@@ -40,12 +40,13 @@ def error_outcome(
     code: ErrorCode,
     message: str,
     *,
-    tool_id: str | None = None,
-    call_id: str | None = None,
+    tool_id: str = "",
+    call_id: str = "",
     duration: float = 0.0,
     detail: str | None = None,
 ) -> CallOutcome:
-    """Build an ``error`` outcome for the current call."""
+    """Build an ``error`` outcome for the current call (``tool_id``/``call_id`` when there is no
+    call state yet, e.g. for an unknown tool)."""
     return CallOutcome(
         status=CallStatus.ERROR,
         tool_id=tool_id if state is None else state.tool.id,

@@ -1,4 +1,4 @@
-"""Argument validation: a compiled JSON Schema validator per tool, and messages a model can act on."""
+"""Argument validation: a compiled JSON Schema validator per tool, and messages a model can use."""
 
 from __future__ import annotations
 
@@ -32,8 +32,10 @@ def check_schema(schema: Mapping[str, Any], where: str) -> None:
         jsonschema_rs.meta.validate(thaw(schema))
     except jsonschema_rs.ValidationError as exc:
         pointer = "/" + "/".join(str(p) for p in exc.instance_path)
-        raise ToolDefinitionError(f"{where} is not a valid JSON Schema at {pointer}: {exc.message}")
-    except Exception as exc:  # referencing errors, unsupported drafts
+        raise ToolDefinitionError(
+            f"{where} is not a valid JSON Schema at {pointer}: {exc.message}"
+        ) from None
+    except Exception as exc:  # noqa: BLE001 - referencing errors, unsupported drafts…
         raise ToolDefinitionError(f"{where} is not a usable JSON Schema: {exc}") from None
 
 
@@ -42,7 +44,7 @@ def compile_schema(schema: Mapping[str, Any], where: str) -> jsonschema_rs.Valid
     check_schema(schema, where)
     try:
         return jsonschema_rs.validator_for(thaw(schema))
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the library raises several unrelated types
         raise ToolDefinitionError(f"{where} cannot be compiled: {exc}") from None
 
 

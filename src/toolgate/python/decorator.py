@@ -229,10 +229,13 @@ def tool(
         try:
             definition = Tool(
                 id=tool_id,
-                title=title or (annotations.get("title") if isinstance(annotations, Mapping) else None),
+                title=title
+                or (annotations.get("title") if isinstance(annotations, Mapping) else None),
                 description=signature.description,
                 input_schema=signature.input_schema,
-                output_schema=output_schema if output_schema is not None else signature.output_schema,
+                output_schema=output_schema
+                if output_schema is not None
+                else signature.output_schema,
                 kind=ImplementationKind.PYTHON,
                 entry=PythonEntry(ref),
                 timeout=timeout,

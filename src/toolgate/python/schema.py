@@ -57,7 +57,9 @@ def _is_json_native(annotation: Any) -> bool:
     if origin in (list, dict, typing.Union) or str(origin) == "<class 'types.UnionType'>":
         return all(_is_json_native(a) for a in get_args(annotation))
     if origin is typing.Literal:
-        return all(isinstance(a, (str, int, float, bool)) or a is None for a in get_args(annotation))
+        return all(
+            isinstance(a, (str, int, float, bool)) or a is None for a in get_args(annotation)
+        )
     return False
 
 
@@ -80,8 +82,9 @@ def _field(
     if field_info is None:
         # Only pass what is known: an explicit ``description=None`` would override a
         # description given inside ``Annotated[..., Field(description=...)]``.
-        extra = {"description": description} if description else {}
-        return annotation, Field(default=default, alias=alias, **extra)
+        if description:
+            return annotation, Field(default=default, alias=alias, description=description)
+        return annotation, Field(default=default, alias=alias)
     overrides: dict[str, Any] = {"alias": alias}
     if field_info.description is None and description:
         overrides["description"] = description
