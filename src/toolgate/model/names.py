@@ -12,8 +12,9 @@ first character to be a letter or an underscore. Ids such as ``demo:add`` or
   so this marker is unambiguous).
 
 ``demo:add`` → ``demo__add``; ``@scope/weather:weather`` → ``_-40scope-2fweather__weather``.
-Names over 64 characters keep their first 55 characters plus ``-`` and 8 hex digits of a hash;
-those are resolved through the registry's table rather than decoded.
+Names over 64 characters keep their first 54 characters plus ``-h`` and 8 hex digits of a hash.
+``-h`` is never an escape, so a shortened name can never be mistaken for an encoded one; it is
+resolved through the registry's table rather than decoded.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ def to_provider_name(tool_id: str) -> str:
         encoded = "_" + encoded
     if len(encoded) > MAX_PROVIDER_NAME:
         suffix = hashlib.sha256(tool_id.encode("utf-8")).hexdigest()[:8]
-        encoded = encoded[: MAX_PROVIDER_NAME - 9] + "-" + suffix
+        encoded = encoded[: MAX_PROVIDER_NAME - 10] + "-h" + suffix
     return encoded
 
 

@@ -1,0 +1,97 @@
+"""Model Context Protocol: ``tools/list`` entries, ``tools/call`` params and ``CallToolResult``.
+
+Names are the same provider-safe names as everywhere else (MCP clients usually hand them on to a
+model provider unchanged). ``annotations`` carries the four behaviour hints resolved from the
+side-effect level, so a client always sees explicit booleans. ``outputSchema`` is exported when
+the tool declares one whose root is an object: up to protocol version 2025-11-25 MCP restricts
+``outputSchema`` and ``structuredContent`` to objects.
+
+MCP is the one target with a place for extra, non-model data: a tool's prompt examples
+(``display.examples``) go in ``_meta["toolgate/examples"]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import ToolCallParseError
+from ..model.call import CallOutcome, CallStatus, ToolCall
+from ..model.names import to_provider_name
+from ..model.tool import Tool
+from ._common import (
+    as_mapping,
+    json_ready,
+    object_schema,
+    parse_arguments,
+    require_str,
+    tool_id_for,
+)
+
+__all__ = ["EXAMPLES_META_KEY", "mcp_call_tool_result", "mcp_tool", "parse_mcp_tool_call"]
+
+#: The ``_meta`` key holding a tool's prompt examples.
+EXAMPLES_META_KEY = "toolgate/examples"
+
+
+def mcp_tool(tool: Tool) -> dict[str, Any]:
+    """The ``tools/list`` entry: ``name``, ``title``, ``description``, ``inputSchema``,
+    ``outputSchema`` (object output schemas only), ``annotations`` and ``_meta`` (examples)."""
+    hints = tool.resolved_hints
+    entry: dict[str, Any] = {
+        "name": to_provider_name(tool.id),
+        "title": tool.display_title,
+        "description": tool.description,
+        "inputSchema": object_schema(tool.input_schema),
+    }
+    output_schema = tool.output_schema_dict()
+    if output_schema is not None and output_schema.get("type") == "object":
+        entry["outputSchema"] = output_schema
+    entry["annotations"] = {
+        "title": tool.display_title,
+        "readOnlyHint": hints.read_only,
+        "destructiveHint": hints.destructive,
+        "idempotentHint": hints.idempotent,
+        "openWorldHint": hints.open_world,
+    }
+    if tool.display.examples:
+        entry["_meta"] = {EXAMPLES_META_KEY: list(tool.display.examples)}
+    return entry
+
+
+def parse_mcp_tool_call(payload: Any) -> ToolCall:
+    """The call in a ``tools/call`` request: its ``params`` (``{"name", "arguments"}``) or the
+    whole JSON-RPC request, whose ``id`` then becomes the call id."""
+    data = as_mapping(payload, "payload")
+    call_id: str | None = None
+    where = "payload"
+    if "params" in data:
+        method = data.get("method", "tools/call")
+        if method != "tools/call":
+            raise ToolCallParseError(f"payload.method is {method!r}; expected 'tools/call'")
+        request_id = data.get("id")
+        if request_id is not None:
+            if isinstance(request_id, bool) or not isinstance(request_id, (str, int)):
+                raise ToolCallParseError("payload.id must be a string or an integer")
+            call_id = str(request_id)
+        where = "payload.params"
+        data = as_mapping(data["params"], where)
+    name = require_str(data, "name", where)
+    arguments = data.get("arguments")
+    if not isinstance(arguments, (Mapping, type(None))):
+        raise ToolCallParseError(f"{where}.arguments must be a JSON object")
+    return ToolCall(tool_id_for(name), parse_arguments(arguments, f"{where}.arguments"), call_id)
+
+
+def mcp_call_tool_result(outcome: CallOutcome) -> dict[str, Any]:
+    """The ``CallToolResult`` for an outcome: one text block with ``outcome.text``,
+    ``structuredContent`` when the call succeeded with a JSON object, and ``isError``.
+
+    Tool errors are reported inside the result with ``isError: true`` (not as JSON-RPC errors),
+    as MCP asks, so the model can read them and correct itself.
+    """
+    result: dict[str, Any] = {"content": [{"type": "text", "text": outcome.text}]}
+    if outcome.status is CallStatus.OK and isinstance(outcome.content, Mapping):
+        result["structuredContent"] = json_ready(outcome.content)
+    result["isError"] = outcome.is_error
+    return result
