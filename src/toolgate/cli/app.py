@@ -1,0 +1,272 @@
+"""The ``toolgate`` commands (Typer). Every command talks only to the :class:`~toolgate.Gateway`.
+
+Commands: ``tools list``, ``tools show ID``, ``call ID``, ``export``, ``demo``; global options
+``--config PATH`` and ``--version``.
+
+Exit codes (see :mod:`toolgate.cli.errors`, where they are assigned in one function):
+
+* 0 success;
+* 1 the call ended in an error outcome (``tool_error``, ``invalid_arguments``,
+  ``tool_not_found``, …), or ``tools show`` / ``export --tool`` named an unknown tool;
+* 2 usage error: a bad option, ``--args`` that is not a JSON object, an unreadable args file;
+* 3 configuration error: a malformed ``toolgate.yaml``, a module or file that cannot be loaded;
+* 4 reserved for a call pending a person's approval.
+"""
+
+# No ``from __future__ import annotations``: Typer reads the annotations at runtime.
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+
+from ..errors import ErrorCode, ToolgateError
+from ..gateway import Gateway
+from ..registry import RegisteredTool
+from .catalog import describe_tool, print_tool, print_tool_table, summarize_tool
+from .errors import EXIT_CODES_HELP, CliUsageError, report
+from .options import CliState, make_console, parse_arguments, print_json
+from .outcome import print_outcome
+
+__all__ = ["app", "run"]
+
+_FORMATS_HELP = "openai, openai-responses, anthropic, gemini or mcp"
+
+app = typer.Typer(
+    name="toolgate",
+    help="One gateway for every tool an AI agent calls: list, inspect, call and export tools.\n\n"
+    "Tools come from ./toolgate.yaml, else $TOOLGATE_HOME/toolgate.yaml "
+    "(TOOLGATE_HOME defaults to ~/.toolgate). Run 'toolgate demo' for a tour that needs no "
+    "configuration.",
+    epilog=EXIT_CODES_HELP,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+tools_app = typer.Typer(
+    help="Inspect the configured tools.",
+    epilog=EXIT_CODES_HELP,
+    rich_markup_mode="markdown",
+    no_args_is_help=True,
+)
+app.add_typer(tools_app, name="tools")
+
+
+def _version(value: bool) -> None:
+    if value:
+        from .. import __version__
+
+        typer.echo(f"toolgate {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    ctx: typer.Context,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            "-c",
+            metavar="PATH",
+            help="Use this toolgate.yaml instead of ./toolgate.yaml or "
+            "$TOOLGATE_HOME/toolgate.yaml.",
+        ),
+    ] = None,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """One gateway for every tool an AI agent calls."""
+    ctx.obj = CliState(config_path=config)
+
+
+def _state(ctx: typer.Context) -> CliState:
+    state = ctx.find_object(CliState)
+    return state if state is not None else CliState()
+
+
+def _find_entry(gateway: Gateway, tool_id: str) -> RegisteredTool:
+    tool = gateway.get_tool(tool_id)  # raises ToolNotFoundError with suggestions
+    return next(entry for entry in gateway.entries() if entry.tool.id == tool.id)
+
+
+def _exit(code: int) -> NoReturn:
+    raise typer.Exit(code)
+
+
+# -- tools -------------------------------------------------------------------------------------
+
+
+@tools_app.command("list", epilog=EXIT_CODES_HELP)
+def list_tools(
+    ctx: typer.Context,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the catalog as JSON.")] = False,
+) -> None:
+    """List the tools: id, title, side-effect level, approval, kind, source and availability."""
+    state = _state(ctx)
+    with state.open_gateway() as gateway:
+        entries = gateway.entries()
+    if as_json:
+        print_json([summarize_tool(entry) for entry in entries])
+    elif entries:
+        print_tool_table(entries, state.out)
+    else:
+        state.out.print("No tools are configured.")
+    if not entries:
+        state.hint_when_unconfigured()
+
+
+@tools_app.command("show", epilog=EXIT_CODES_HELP)
+def show_tool(
+    ctx: typer.Context,
+    tool_id: Annotated[
+        str, typer.Argument(metavar="ID", help="The tool id (namespace:name) or provider name.")
+    ],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the details as JSON.")] = False,
+) -> None:
+    """Show one tool: description, input and output schemas, side-effect level, approval,
+    timeout, provider name and source."""
+    state = _state(ctx)
+    with state.open_gateway() as gateway:
+        entry = _find_entry(gateway, tool_id)
+    if as_json:
+        print_json(describe_tool(entry))
+    else:
+        print_tool(entry, state.out)
+
+
+# -- call --------------------------------------------------------------------------------------
+
+
+@app.command(epilog=EXIT_CODES_HELP)
+def call(
+    ctx: typer.Context,
+    tool_id: Annotated[
+        str, typer.Argument(metavar="ID", help="The tool id (namespace:name) or provider name.")
+    ],
+    args: Annotated[
+        str,
+        typer.Option(
+            "--args",
+            "-a",
+            metavar="JSON|@FILE|-",
+            help="The arguments: a JSON object, @file.json to read a file, or - for stdin.",
+        ),
+    ] = "{}",
+    agent: Annotated[
+        str | None, typer.Option(help="The name of the agent making the call.")
+    ] = None,
+    session: Annotated[
+        str | None, typer.Option(help="The session id (groups overflow files and state).")
+    ] = None,
+    workspace: Annotated[
+        Path | None,
+        typer.Option(help="The folder the call acts on (default: the current folder)."),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the whole outcome as JSON.")
+    ] = False,
+) -> None:
+    """Call a tool through the gateway's pipeline.
+
+    Prints the content exactly as the model reads it, then renders the tool's visualization
+    (diff, code, table, markdown, shell output, to-do list, file list) for you. Errors go to
+    stderr as 'error [code]: message'.
+    """
+    state = _state(ctx)
+    arguments = parse_arguments(args)
+    with state.open_gateway() as gateway:
+        outcome = gateway.call_sync(
+            tool_id,
+            arguments,
+            agent=agent,
+            session_id=session,
+            workspace=workspace if workspace is not None else Path.cwd(),
+        )
+    if as_json:
+        print_json(outcome.to_dict())
+    elif outcome.ok:
+        print_outcome(outcome, state.out)
+    code = report(outcome, state.err, quiet=as_json)
+    if outcome.code is ErrorCode.TOOL_NOT_FOUND:
+        state.hint_when_unconfigured()
+    _exit(code)
+
+
+# -- export ------------------------------------------------------------------------------------
+
+
+@app.command(epilog=EXIT_CODES_HELP)
+def export(
+    ctx: typer.Context,
+    format: Annotated[
+        str,
+        typer.Option("--format", "-f", metavar="FORMAT", help=f"The format: {_FORMATS_HELP}."),
+    ] = "openai",
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", metavar="FILE", help="Write to FILE instead of stdout."),
+    ] = None,
+    tool_ids: Annotated[
+        list[str] | None,
+        typer.Option("--tool", "-t", metavar="ID", help="Export only this tool (repeatable)."),
+    ] = None,
+) -> None:
+    """Print the tool definitions for a model provider as JSON."""
+    from ..exporters import EXPORT_FORMATS, export_tools
+
+    if format not in EXPORT_FORMATS:
+        raise CliUsageError(f"--format must be one of {', '.join(EXPORT_FORMATS)}, not {format!r}")
+    state = _state(ctx)
+    with state.open_gateway() as gateway:
+        tools = (
+            [gateway.get_tool(tool_id) for tool_id in tool_ids]
+            if tool_ids
+            else gateway.list_tools()
+        )
+    text = json.dumps(export_tools(tools, format), indent=2, ensure_ascii=False) + "\n"
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        try:
+            output.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise CliUsageError(f"--output: cannot write {output}: {exc.strerror or exc}") from None
+        noun = "definition" if len(tools) == 1 else "definitions"
+        state.err.print(f"Wrote {len(tools)} {format} tool {noun} to {output}")
+    if not tools:
+        state.hint_when_unconfigured()
+
+
+# -- demo --------------------------------------------------------------------------------------
+
+
+@app.command(epilog=EXIT_CODES_HELP)
+def demo(ctx: typer.Context) -> None:
+    """A short guided tour on the bundled demo tools; needs no configuration.
+
+    Lists the demo tools, calls a few of them (one per visualization type), shows the overflow
+    rule and how errors reach the model, and prints an OpenAI export of one tool.
+    """
+    from .tour import run_tour
+
+    run_tour(_state(ctx).out)
+
+
+# -- entry point -------------------------------------------------------------------------------
+
+
+def run() -> None:
+    """Run the command line; user errors become an exit code and one line on stderr."""
+    try:
+        app()
+    except (ToolgateError, CliUsageError) as exc:
+        sys.exit(report(exc, make_console(stderr=True)))

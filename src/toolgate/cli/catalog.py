@@ -1,0 +1,129 @@
+"""``toolgate tools list`` and ``tools show``: the catalog as Rich tables and as JSON."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from rich import box
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from ..model import Tool
+from ..model.names import to_provider_name
+from ..registry import RegisteredTool
+
+__all__ = ["describe_tool", "print_tool", "print_tool_table", "summarize_tool"]
+
+
+def _yes_no(value: bool) -> str:
+    return "yes" if value else "no"
+
+
+def _availability(entry: RegisteredTool) -> str:
+    return "available" if entry.available else f"unavailable: {entry.unavailable_reason}"
+
+
+def summarize_tool(entry: RegisteredTool) -> dict[str, Any]:
+    """One catalog row as JSON (what ``tools list --json`` prints)."""
+    tool = entry.tool
+    return {
+        "id": tool.id,
+        "title": tool.display_title,
+        "description": tool.description,
+        "provider_name": to_provider_name(tool.id),
+        "side_effect": str(tool.side_effect),
+        "requires_approval": tool.requires_approval,
+        "kind": str(tool.kind),
+        "source_format": str(tool.source.format),
+        "source": tool.source.location,
+        "available": entry.available,
+        "unavailable_reason": entry.unavailable_reason,
+    }
+
+
+def describe_tool(entry: RegisteredTool) -> dict[str, Any]:
+    """Everything ``tools show`` tells about one tool, as JSON."""
+    tool = entry.tool
+    hints = tool.resolved_hints
+    return {
+        **summarize_tool(entry),
+        "timeout": tool.timeout,
+        "input_schema": tool.input_schema_dict(),
+        "output_schema": tool.output_schema_dict(),
+        "hints": {
+            "readOnlyHint": hints.read_only,
+            "destructiveHint": hints.destructive,
+            "idempotentHint": hints.idempotent,
+            "openWorldHint": hints.open_world,
+        },
+    }
+
+
+def print_tool_table(entries: Sequence[RegisteredTool], console: Console) -> None:
+    """Print the catalog as a table: id, title, level, approval, kind, source, availability."""
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for header in ("ID", "Title", "Side effect", "Approval", "Kind", "Source", "Availability"):
+        table.add_column(header, overflow="fold")
+    for entry in entries:
+        tool = entry.tool
+        table.add_row(
+            Text(tool.id, style="bold"),
+            Text(tool.display_title),
+            Text(str(tool.side_effect)),
+            Text(_yes_no(tool.requires_approval), style="yellow" if tool.requires_approval else ""),
+            Text(str(tool.kind)),
+            Text(str(tool.source.format)),
+            Text(_availability(entry), style="" if entry.available else "red"),
+        )
+    console.print(table)
+    noun = "tool" if len(entries) == 1 else "tools"
+    console.print(Text(f"{len(entries)} {noun}", style="dim"))
+
+
+def _schema(schema: dict[str, Any] | None) -> RenderableType:
+    if schema is None:
+        return Text("(none declared)", style="dim")
+    from rich.syntax import Syntax
+
+    return Syntax(
+        json.dumps(schema, indent=2, ensure_ascii=False),
+        "json",
+        word_wrap=True,
+        background_color="default",
+    )
+
+
+def print_tool(entry: RegisteredTool, console: Console) -> None:
+    """Print one tool's details, schemas highlighted as JSON."""
+    tool: Tool = entry.tool
+    facts = Table.grid(padding=(0, 2))
+    facts.add_column(style="bold")
+    facts.add_column(overflow="fold")
+    rows = [
+        ("Title", tool.display_title),
+        ("Provider name", to_provider_name(tool.id)),
+        ("Side effect", str(tool.side_effect)),
+        ("Approval", "required" if tool.requires_approval else "not required"),
+        ("Timeout", f"{tool.timeout:g} s"),
+        ("Kind", str(tool.kind)),
+        ("Source", f"{tool.source.format}: {tool.source.location or '-'}"),
+        ("Availability", _availability(entry)),
+    ]
+    for label, value in rows:
+        facts.add_row(label, Text(value))
+    console.print(Text(tool.id, style="bold underline"))
+    console.print(facts)
+    console.print()
+    console.print(Text(tool.description))
+    console.print()
+    console.print(
+        Group(
+            Text("Input schema", style="bold"),
+            _schema(tool.input_schema_dict()),
+            Text("Output schema", style="bold"),
+            _schema(tool.output_schema_dict()),
+        )
+    )

@@ -1,0 +1,112 @@
+"""Shared command-line state and option parsing: consoles, ``--args`` and the gateway to use."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from rich.console import Console
+
+from ..config import LoadedConfig, build_gateway, load_config
+from ..gateway import Gateway
+from .errors import CliUsageError
+
+__all__ = ["CliState", "make_console", "parse_arguments", "print_json"]
+
+#: Width used when the output is not a terminal and ``COLUMNS`` is not set (Rich assumes 80).
+PIPE_WIDTH = 120
+
+
+def make_console(*, stderr: bool = False) -> Console:
+    """A Rich console that degrades to plain text (no colours, no cursor codes) off a terminal.
+
+    Tool output is printed literally: no markup, emoji codes or automatic highlighting.
+    """
+    stream = sys.stderr if stderr else sys.stdout
+    piped = not stream.isatty()
+    width = PIPE_WIDTH if piped and "COLUMNS" not in os.environ else None
+    return Console(stderr=stderr, width=width, emoji=False, highlight=False, markup=False)
+
+
+@dataclass
+class CliState:
+    """What the global options decided, shared by every command (``ctx.obj``)."""
+
+    config_path: Path | None = None
+    out: Console = field(default_factory=make_console)
+    err: Console = field(default_factory=lambda: make_console(stderr=True))
+    loaded: LoadedConfig | None = None
+
+    def open_gateway(self) -> Gateway:
+        """Load the configuration and build the gateway (raises ``ConfigError``)."""
+        self.loaded = load_config(self.config_path)
+        return build_gateway(self.loaded)
+
+    def hint_when_unconfigured(self) -> None:
+        """Tell the user how to create a configuration when none was found."""
+        if self.loaded is None or self.loaded.path is not None:
+            return
+        self.err.print(
+            "No toolgate.yaml found (looked in the current folder and in $TOOLGATE_HOME, "
+            "default ~/.toolgate). Create ./toolgate.yaml, for example:\n\n"
+            "  python:\n    - ./my_tools.py      # a file with @tool functions\n"
+            "  demo: true             # the bundled demo tools\n\n"
+            "or run 'toolgate demo' for a tour that needs no configuration.",
+            soft_wrap=True,
+        )
+
+
+_JSON_KINDS = {
+    list: "an array",
+    str: "a string",
+    int: "a number",
+    float: "a number",
+    bool: "a boolean",
+    type(None): "null",
+}
+
+
+def _read_source(spec: str, stdin: IO[str]) -> str:
+    if spec == "-":
+        return stdin.read()
+    if spec.startswith("@"):
+        path = Path(spec[1:]).expanduser()
+        try:
+            return path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise CliUsageError(f"--args: cannot read {path}: {reason}") from None
+    return spec
+
+
+def parse_arguments(spec: str, stdin: IO[str] | None = None) -> dict[str, Any]:
+    """Parse ``--args``: a JSON object, ``@file.json``, or ``-`` for standard input.
+
+    Raises :class:`CliUsageError` when the text cannot be read or is not a JSON object.
+    """
+    text = _read_source(spec, sys.stdin if stdin is None else stdin)
+    where = "standard input" if spec == "-" else spec[1:] if spec.startswith("@") else "--args"
+    if not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CliUsageError(
+            f"{where} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}). "
+            """Pass an object such as '{"a": 1}'."""
+        ) from None
+    if not isinstance(value, dict):
+        kind = _JSON_KINDS.get(type(value), type(value).__name__)
+        raise CliUsageError(f"{where} must be a JSON object of arguments, not {kind}")
+    return value
+
+
+def print_json(value: Any, stream: IO[str] | None = None) -> None:
+    """Print ``value`` as indented JSON, unwrapped and uncoloured (safe to pipe into ``jq``)."""
+    target = sys.stdout if stream is None else stream
+    target.write(json.dumps(value, indent=2, ensure_ascii=False, default=str) + "\n")
+    target.flush()

@@ -1,0 +1,403 @@
+"""The gateway configuration file, ``toolgate.yaml``: where the tools come from.
+
+Where it is found (the first that exists wins):
+
+1. the path given with ``--config PATH`` (or ``config_path=``); it must exist;
+2. ``toolgate.yaml`` in the current folder;
+3. ``$TOOLGATE_HOME/toolgate.yaml`` (``TOOLGATE_HOME`` defaults to ``~/.toolgate``).
+
+When none exists the configuration is empty: a gateway with no tools.
+
+The schema (every section optional; unknown keys are errors, so typos are reported)::
+
+    python:                      # Python tools
+      - myapp.tools:add          # module:attr - a @tool function, a plain function,
+                                 #   or a list/tuple of them (attr may be dotted)
+      - myapp.tools              # module - its ``tools`` list, else every @tool in it
+      - ./my_tools.py            # a .py file (relative to this file's folder);
+      - ./my_tools.py:add        #   ``file.py:attr`` picks one attribute
+      - module: myapp.more       # the long form of any of the above, with
+        namespace: more          #   optional re-homing of every tool in that namespace
+    demo: true                   # also include the bundled demo tools (namespace ``demo``)
+    overflow:                    # context overflow protection (Jean2)
+      limit: 50000               # characters of content above which it is saved to a file
+      preview: 10000             # characters the model still sees of it
+      dir: ./spill               # where the files go (default: <tmp>/toolgate)
+
+The folder holding the file is put at the front of ``sys.path``, so modules next to it import as
+they would with ``python -m``. Later sections (tool folders, manifests) are added beside
+``python``.
+
+Every problem is a :class:`~toolgate.ConfigError` whose message names the file and the field, for
+example ``toolgate.yaml: python[1]: cannot import 'nope.mod': No module named 'nope'``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib
+import importlib.util
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import yaml  # type: ignore[import-untyped, unused-ignore]  # no stubs in the dev deps
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .errors import ConfigError, ToolgateError
+from .gateway import Gateway
+from .model import SourceFormat, Tool, ToolSource
+from .pipeline.overflow import DEFAULT_OVERFLOW_LIMIT, DEFAULT_PREVIEW_CHARS
+from .python import FunctionTool, tool
+
+__all__ = [
+    "CONFIG_FILE_NAME",
+    "MAX_CONFIG_BYTES",
+    "GatewayConfig",
+    "LoadedConfig",
+    "OverflowConfig",
+    "PythonSource",
+    "build_gateway",
+    "find_config",
+    "load_config",
+    "load_gateway",
+    "parse_config",
+    "toolgate_home",
+]
+
+#: The file name looked for in the current folder and in ``$TOOLGATE_HOME``.
+CONFIG_FILE_NAME = "toolgate.yaml"
+#: Larger files are refused before parsing (a config file is a few kilobytes).
+MAX_CONFIG_BYTES = 1024 * 1024
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PythonSource(_Section):
+    """One entry of ``python:``: a module, a ``module:attr`` or a ``.py`` file."""
+
+    module: str = Field(min_length=1)
+    """``pkg.mod``, ``pkg.mod:attr``, ``path/to/file.py`` or ``path/to/file.py:attr``."""
+    namespace: str | None = Field(default=None, min_length=1)
+    """Re-home every tool of this entry in this namespace."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _short_form(cls, value: Any) -> Any:
+        # ``- myapp.tools:add`` is the short form of ``- module: myapp.tools:add``.
+        return {"module": value} if isinstance(value, str) else value
+
+
+class OverflowConfig(_Section):
+    """``overflow:``: when content is saved to a file instead of sent whole (Jean2 seed)."""
+
+    limit: int = Field(default=DEFAULT_OVERFLOW_LIMIT, ge=1)
+    """Characters of model-facing content above which it is spilled to a file."""
+    preview: int = Field(default=DEFAULT_PREVIEW_CHARS, ge=0)
+    """Characters of spilled content the model still sees."""
+    dir: str | None = None
+    """Where spilled content is written (relative to the config file's folder)."""
+
+    @model_validator(mode="after")
+    def _preview_fits(self) -> OverflowConfig:
+        if self.preview > self.limit:
+            raise ValueError(f"preview ({self.preview}) must not exceed limit ({self.limit})")
+        return self
+
+
+class GatewayConfig(_Section):
+    """The whole ``toolgate.yaml``."""
+
+    python: list[PythonSource] = Field(default_factory=list)
+    """Python modules, attributes and files that hold tools."""
+    demo: bool = False
+    """Include the bundled demo tools."""
+    overflow: OverflowConfig = Field(default_factory=OverflowConfig)
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedConfig:
+    """A parsed configuration and where it came from."""
+
+    config: GatewayConfig
+    path: Path | None = None
+    """The absolute path of the file, or ``None`` when no file exists (empty configuration)."""
+    label: str = CONFIG_FILE_NAME
+    """How messages name the file: relative to the current folder when inside it."""
+
+    @property
+    def folder(self) -> Path:
+        """The folder relative paths resolve against (the current folder without a file)."""
+        return Path.cwd() if self.path is None else self.path.parent
+
+
+def toolgate_home(environ: Mapping[str, str] | None = None) -> Path:
+    """``$TOOLGATE_HOME``, or ``~/.toolgate``."""
+    env = os.environ if environ is None else environ
+    value = env.get("TOOLGATE_HOME")
+    return Path(value).expanduser() if value else Path("~/.toolgate").expanduser()
+
+
+def find_config(
+    *, cwd: Path | None = None, environ: Mapping[str, str] | None = None
+) -> Path | None:
+    """The configuration file in use: ``./toolgate.yaml``, else ``$TOOLGATE_HOME/toolgate.yaml``."""
+    for folder in ((cwd or Path.cwd()), toolgate_home(environ)):
+        candidate = folder / CONFIG_FILE_NAME
+        if candidate.is_file():
+            return candidate.absolute()
+    return None
+
+
+def _label(path: Path, cwd: Path) -> str:
+    try:
+        return str(path.relative_to(cwd.absolute()))
+    except ValueError:
+        return str(path)
+
+
+def _field(loc: tuple[int | str, ...]) -> str:
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "(top level)"
+
+
+def _validation_message(label: str, exc: ValidationError) -> str:
+    problems = []
+    for error in exc.errors():
+        message = error["msg"]
+        if error["type"] == "extra_forbidden":
+            message = "unknown key (check the spelling)"
+        elif error["type"] == "value_error" and "error" in error.get("ctx", {}):
+            message = str(error["ctx"]["error"])
+        problems.append(f"{label}: {_field(error['loc'])}: {message}")
+    return "\n".join(problems)
+
+
+def parse_config(text: str, label: str = CONFIG_FILE_NAME) -> GatewayConfig:
+    """Parse the text of a ``toolgate.yaml``. Raises :class:`ConfigError` naming the field."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"{label}: invalid YAML{where}: {problem}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{label}: the file must be a mapping of sections (python:, demo:, overflow:), "
+            f"not a {type(data).__name__}"
+        )
+    try:
+        return GatewayConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_validation_message(label, exc)) from None
+
+
+def load_config(
+    config_path: Path | None = None,
+    *,
+    cwd: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> LoadedConfig:
+    """Find and parse the configuration (an empty one when there is no file).
+
+    ``config_path`` overrides the search and must exist.
+    """
+    cwd = cwd or Path.cwd()
+    if config_path is not None:
+        path = config_path if config_path.is_absolute() else cwd / config_path
+        if not path.is_file():
+            raise ConfigError(f"{config_path}: configuration file not found")
+    else:
+        found = find_config(cwd=cwd, environ=environ)
+        if found is None:
+            return LoadedConfig(GatewayConfig())
+        path = found
+    label = _label(path, cwd)
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"{label}: cannot read the file: {exc.strerror or exc}") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{label}: the file is larger than {MAX_CONFIG_BYTES:,} bytes")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{label}: the file is not UTF-8 text ({exc.reason})") from None
+    return LoadedConfig(parse_config(text, label), path.absolute(), label)
+
+
+# -- building the gateway ------------------------------------------------------------------------
+
+
+def _is_file_ref(ref: str) -> bool:
+    return ref.endswith(".py") or "/" in ref or "\\" in ref or ref.startswith(("~", "."))
+
+
+def _split_ref(ref: str) -> tuple[str, str | None]:
+    """``target`` and the optional attribute after the last colon (``file.py:attr``)."""
+    head, sep, attr = ref.rpartition(":")
+    # "C:\tools\x.py" has a colon too: only split when the part after it names an attribute.
+    if sep and head and attr and all(part.isidentifier() for part in attr.split(".")):
+        return head, attr
+    return ref, None
+
+
+def _load_file(path: Path, where: str) -> ModuleType:
+    if not path.is_file():
+        raise ConfigError(f"{where}: no such file: {path}")
+    # A unique parent name per file keeps two ``tools.py`` apart; the last part stays the file's
+    # stem, so ``@tool`` functions default to the namespace ``my_tools`` for ``my_tools.py``.
+    digest = hashlib.sha256(str(path).encode("utf-8")).hexdigest()[:12]
+    name = f"_toolgate_file_{digest}.{path.stem}"
+    existing = sys.modules.get(name)
+    if existing is not None:
+        return existing
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ConfigError(f"{where}: cannot load {path} as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[name]
+        raise ConfigError(f"{where}: cannot load {path}: {type(exc).__name__}: {exc}") from exc
+    return module
+
+
+def _import(module_name: str, where: str) -> ModuleType:
+    try:
+        return importlib.import_module(module_name)
+    except Exception as exc:
+        detail = str(exc) if isinstance(exc, ImportError) else f"{type(exc).__name__}: {exc}"
+        raise ConfigError(f"{where}: cannot import {module_name!r}: {detail}") from exc
+
+
+def _module_tools(module: ModuleType, where: str) -> list[Any]:
+    listed = getattr(module, "tools", None)
+    if isinstance(listed, (list, tuple)):
+        return list(listed)
+    found: list[Any] = []
+    for value in vars(module).values():
+        if isinstance(value, FunctionTool) and all(value is not f for f in found):
+            found.append(value)
+    if not found:
+        raise ConfigError(
+            f"{where}: {module.__name__.rpartition('.')[2]} has no @tool functions and no "
+            "'tools' list; name one with 'module:attr'"
+        )
+    return found
+
+
+def _attribute(module: ModuleType, attr: str, ref: str, where: str) -> Any:
+    value: Any = module
+    for part in attr.split("."):
+        try:
+            value = getattr(value, part)
+        except AttributeError:
+            raise ConfigError(f"{where}: {ref!r}: no attribute {part!r}") from None
+    if isinstance(value, (list, tuple)) or callable(value):
+        return value
+    raise ConfigError(
+        f"{where}: {ref!r} is not a @tool function, a function, or a list of them "
+        f"(it is a {type(value).__name__})"
+    )
+
+
+def _located(item: Any, path: Path, where: str) -> Any:
+    """Point the tool's ``source`` at the file (its module name is an internal one)."""
+    if isinstance(item, (list, tuple)):
+        return [_located(each, path, where) for each in item]
+    if not isinstance(item, FunctionTool):
+        if not callable(item) or isinstance(item, Tool):
+            return item  # Gateway.add reports what it cannot register
+        try:
+            item = tool(item)
+        except ToolgateError as exc:
+            raise ConfigError(f"{where}: {exc.message}") from exc
+    qualname = getattr(item.func, "__qualname__", item.tool.name)
+    located = dataclasses.replace(
+        item.tool, source=ToolSource(SourceFormat.PYTHON, f"{path}:{qualname}")
+    )
+    return FunctionTool(item.func, located, item.binding)
+
+
+def _source_tools(source: PythonSource, folder: Path, where: str) -> list[Any]:
+    target, attr = _split_ref(source.module)
+    path: Path | None = None
+    if _is_file_ref(target):
+        path = Path(target).expanduser()
+        path = (path if path.is_absolute() else folder / path).resolve()
+        module = _load_file(path, where)
+    else:
+        module = _import(target, where)
+    if attr is None:
+        items = _module_tools(module, where)
+    else:
+        items = [_attribute(module, attr, source.module, where)]
+    return items if path is None else [_located(item, path, where) for item in items]
+
+
+def build_gateway(loaded: LoadedConfig, *, include_demo: bool = False) -> Gateway:
+    """Build a :class:`Gateway` holding the configured tools.
+
+    ``include_demo`` adds the bundled demo tools even when the file does not ask for them.
+    Raises :class:`ConfigError` naming the file and the entry for every problem.
+    """
+    config, label, folder = loaded.config, loaded.label, loaded.folder
+    spill = config.overflow.dir
+    gateway = Gateway(
+        overflow_limit=config.overflow.limit,
+        preview_chars=config.overflow.preview,
+        spill_dir=None if spill is None else folder / Path(spill).expanduser(),
+    )
+    try:
+        if config.python and str(folder) not in sys.path:
+            sys.path.insert(0, str(folder))
+        for index, source in enumerate(config.python):
+            where = f"{label}: python[{index}]"
+            items = _source_tools(source, folder, where)
+            try:
+                gateway.add(items, namespace=source.namespace)
+            except ToolgateError as exc:
+                raise ConfigError(f"{where}: {exc.message}") from exc
+        if config.demo or include_demo:
+            from .demo import tools as demo_tools
+
+            try:
+                gateway.add(demo_tools)
+            except ToolgateError as exc:
+                raise ConfigError(f"{label}: demo: {exc.message}") from exc
+    except BaseException:
+        gateway.close()
+        raise
+    return gateway
+
+
+def load_gateway(
+    config_path: Path | None = None,
+    *,
+    cwd: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    include_demo: bool = False,
+) -> Gateway:
+    """Find the configuration, load it, and build a :class:`Gateway` from it.
+
+    Raises :class:`ConfigError` (naming the file and the field) when anything is wrong.
+    """
+    return build_gateway(
+        load_config(config_path, cwd=cwd, environ=environ), include_demo=include_demo
+    )

@@ -1,0 +1,227 @@
+"""``toolgate.yaml``: finding it, parsing it, and building a Gateway from it."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from toolgate import ConfigError
+from toolgate.config import (
+    MAX_CONFIG_BYTES,
+    find_config,
+    load_config,
+    load_gateway,
+    parse_config,
+    toolgate_home,
+)
+
+TOOLS_PY = '''
+from toolgate import tool
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@tool
+def echo(text: str) -> str:
+    """Echo the text."""
+    return text
+
+
+def plain(x: int) -> int:
+    """A plain function."""
+    return x * 2
+
+
+pair = [add, echo]
+'''
+
+
+@pytest.fixture(autouse=True)
+def restore_import_state(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    """Loading a config puts its folder on sys.path and imports modules; undo both."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    yield
+    for name, module in list(sys.modules.items()):
+        origin = getattr(module, "__file__", None) or ""
+        if origin.startswith(str(tmp_path)) or name.startswith("_toolgate_file_"):
+            del sys.modules[name]
+
+
+def _write(folder: Path, name: str, text: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _ids(config_text: str, folder: Path, home: Path | None = None) -> list[str]:
+    _write(folder, "toolgate.yaml", config_text)
+    environ = {"TOOLGATE_HOME": str(home or folder / "no-home")}
+    with load_gateway(cwd=folder, environ=environ) as gateway:
+        return [tool.id for tool in gateway.list_tools()]
+
+
+# -- finding the file ------------------------------------------------------------------------
+
+
+def test_current_folder_wins_over_toolgate_home(tmp_path: Path) -> None:
+    home, cwd = tmp_path / "home", tmp_path / "cwd"
+    in_home = _write(home, "toolgate.yaml", "demo: true\n")
+    cwd.mkdir()
+    environ = {"TOOLGATE_HOME": str(home)}
+    assert find_config(cwd=cwd, environ=environ) == in_home
+    in_cwd = _write(cwd, "toolgate.yaml", "")
+    assert find_config(cwd=cwd, environ=environ) == in_cwd
+
+
+def test_no_file_anywhere_is_an_empty_config(tmp_path: Path) -> None:
+    loaded = load_config(cwd=tmp_path, environ={"TOOLGATE_HOME": str(tmp_path / "none")})
+    assert loaded.path is None
+    assert loaded.config.python == [] and loaded.config.demo is False
+    with load_gateway(cwd=tmp_path, environ={"TOOLGATE_HOME": str(tmp_path)}) as gateway:
+        assert gateway.list_tools() == []
+
+
+def test_toolgate_home_defaults_to_dot_toolgate() -> None:
+    assert toolgate_home({}) == Path("~/.toolgate").expanduser()
+    assert toolgate_home({"TOOLGATE_HOME": "/srv/tg"}) == Path("/srv/tg")
+
+
+def test_explicit_path_must_exist(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"missing\.yaml: configuration file not found"):
+        load_config(Path("missing.yaml"), cwd=tmp_path)
+
+
+# -- python entries --------------------------------------------------------------------------
+
+
+def test_every_python_entry_form(tmp_path: Path) -> None:
+    package = f"cfgpkg_{tmp_path.name.replace('-', '_')}"
+    _write(tmp_path / package, "__init__.py", "")
+    _write(tmp_path / package, "mod.py", TOOLS_PY)
+    _write(tmp_path / package, "listed.py", TOOLS_PY + "\ntools = [echo]\n")
+    _write(tmp_path / "files", "local_tools.py", TOOLS_PY)
+    config = f"""
+python:
+  - {package}.mod:add            # module:attr, a @tool function
+  - module: {package}.mod:pair   # module:attr, a list
+    namespace: pair
+  - module: {package}.mod:plain  # module:attr, a plain function
+    namespace: plain
+  - module: {package}.listed     # module with a tools list
+    namespace: listed
+  - ./files/local_tools.py       # a file: every @tool in it
+  - module: ./files/local_tools.py:plain
+    namespace: fileplain
+"""
+    assert _ids(config, tmp_path) == [
+        "fileplain:plain",
+        "listed:echo",
+        "local_tools:add",
+        "local_tools:echo",
+        "mod:add",
+        "pair:add",
+        "pair:echo",
+        "plain:plain",
+    ]
+
+
+def test_file_paths_resolve_against_the_config_folder(tmp_path: Path) -> None:
+    config_dir = tmp_path / "conf"
+    _write(config_dir, "t.py", TOOLS_PY)
+    _write(config_dir, "toolgate.yaml", "python: [./t.py:echo]\n")
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    with load_gateway(config_dir / "toolgate.yaml", cwd=elsewhere) as gateway:
+        tool = gateway.get_tool("t:echo")
+        assert tool.source.location == f"{(config_dir / 't.py').resolve()}:echo"
+        assert gateway.call_sync("t:echo", {"text": "hi"}).content == "hi"
+
+
+def test_same_file_name_in_two_folders_does_not_collide(tmp_path: Path) -> None:
+    _write(tmp_path / "a", "tools.py", TOOLS_PY)
+    _write(tmp_path / "b", "tools.py", TOOLS_PY)
+    config = "python:\n  - ./a/tools.py:add\n  - module: ./b/tools.py:add\n    namespace: b\n"
+    assert _ids(config, tmp_path) == ["b:add", "tools:add"]
+
+
+def test_demo_and_overflow_settings(tmp_path: Path) -> None:
+    _write(tmp_path, "toolgate.yaml", "demo: true\noverflow: {limit: 100, preview: 10, dir: out}\n")
+    with load_gateway(cwd=tmp_path, environ={}) as gateway:
+        outcome = gateway.call_sync("demo:big_output", {"size": 101}, session_id="s")
+        assert outcome.overflow is not None
+        assert Path(outcome.overflow.path).parent == tmp_path / "out" / "s"
+        assert outcome.text.startswith("line 00000\n\n[Output truncated")  # 10-char preview
+        assert gateway.call_sync("demo:big_output", {"size": 100}).overflow is None
+
+
+# -- errors ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("python: [unclosed\n", r"^toolgate\.yaml: invalid YAML at line 2, column 1: "),
+        ("- a\n- b\n", r"^toolgate\.yaml: the file must be a mapping of sections"),
+        ("pyhton: []\n", r"^toolgate\.yaml: pyhton: unknown key \(check the spelling\)$"),
+        ("python: [{namespace: x}]\n", r"^toolgate\.yaml: python\[0\]\.module: Field required"),
+        (
+            "python:\n  - a\n  - module: b\n    namspace: c\n",
+            r"^toolgate\.yaml: python\[1\]\.namspace: unknown key",
+        ),
+        ("demo: maybe\n", r"^toolgate\.yaml: demo: Input should be a valid boolean"),
+        (
+            "overflow: {limit: 10, preview: 20}\n",
+            r"^toolgate\.yaml: overflow: preview \(20\) must not exceed limit \(10\)$",
+        ),
+        ("overflow: {limit: 0}\n", r"^toolgate\.yaml: overflow\.limit: .*greater than or equal"),
+    ],
+)
+def test_malformed_config_names_file_and_field(text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_config(text)
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ("nope.mod", r"python\[0\]: cannot import 'nope\.mod': No module named 'nope'$"),
+        ("./missing.py", r"python\[0\]: no such file: .*missing\.py$"),
+        ("./t.py:nothing", r"python\[0\]: './t\.py:nothing': no attribute 'nothing'$"),
+        (
+            "./t.py:TOOLS",
+            r"python\[0\]: './t\.py:TOOLS' is not a @tool function, .* \(it is a int\)$",
+        ),
+        ("./broken.py", r"python\[0\]: cannot load .*broken\.py: ZeroDivisionError"),
+        ("json", r"python\[0\]: json has no @tool functions and no 'tools' list"),
+    ],
+)
+def test_loading_errors_name_file_and_entry(tmp_path: Path, entry: str, message: str) -> None:
+    _write(tmp_path, "t.py", TOOLS_PY + "\nTOOLS = 3\n")
+    _write(tmp_path, "broken.py", "1 / 0\n")
+    with pytest.raises(ConfigError, match=r"^toolgate\.yaml: " + message):
+        _ids(f"python:\n  - {entry}\n", tmp_path)
+
+
+def test_duplicate_tools_are_a_config_error(tmp_path: Path) -> None:
+    _write(tmp_path, "t.py", TOOLS_PY)
+    with pytest.raises(ConfigError, match=r"python\[1\]: tool 't:add' is declared twice"):
+        _ids("python:\n  - ./t.py:add\n  - ./t.py:add\n", tmp_path)
+
+
+def test_oversized_config_is_refused(tmp_path: Path) -> None:
+    _write(tmp_path, "toolgate.yaml", "# padding\n" * (MAX_CONFIG_BYTES // 10 + 1))
+    with pytest.raises(ConfigError, match="larger than 1,048,576 bytes"):
+        load_config(cwd=tmp_path, environ={})
+
+
+def test_yaml_is_parsed_safely(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="invalid YAML"):
+        parse_config("demo: !!python/object/apply:os.system ['echo hacked']\n")
