@@ -470,3 +470,54 @@ def test_outcome_text_and_dict_for_errors(gateway: Gateway) -> None:
     assert outcome.text.startswith("Error [invalid_arguments]:")
     data = outcome.to_dict()
     assert data["status"] == "error" and data["code"] == "invalid_arguments"
+
+
+async def test_the_deadline_counts_from_the_start_even_if_the_first_step_blocks() -> None:
+    @tool(namespace="t", timeout=0.1)
+    async def blocks_then_waits() -> str:
+        """Blocks, then waits."""
+        time.sleep(0.15)  # a synchronous first step already past the deadline
+        await asyncio.sleep(5)
+        return "late"
+
+    async with Gateway() as gateway:
+        gateway.add(blocks_then_waits)
+        started = time.monotonic()
+        outcome = await gateway.call("t:blocks_then_waits")
+        elapsed = time.monotonic() - started
+    assert outcome.code is ErrorCode.TIMEOUT
+    assert elapsed < 4  # cancelled at its first suspension, not after the 5 s sleep
+
+
+async def test_errors_after_suspension_and_values_sent_back_flow_through() -> None:
+    @tool(namespace="t")
+    async def waits_then_fails() -> None:
+        """Waits, then fails."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[int] = loop.create_future()
+        loop.call_soon(future.set_result, 41)
+        value = await future
+        raise ToolError(f"got {value + 1}")
+
+    async with Gateway() as gateway:
+        gateway.add(waits_then_fails)
+        outcome = await gateway.call("t:waits_then_fails")
+    assert outcome.code is ErrorCode.TOOL_ERROR and outcome.message == "got 42"
+
+
+async def test_a_tool_that_swallows_the_cancellation_keeps_its_result() -> None:
+    @tool(namespace="t", timeout=0.05)
+    async def stubborn() -> str:
+        """Stubborn."""
+        try:
+            await asyncio.sleep(1)
+        except asyncio.CancelledError:
+            return "finished anyway"
+        return "slept"
+
+    async with Gateway() as gateway:
+        gateway.add(stubborn)
+        outcome = await gateway.call("t:stubborn")
+        assert outcome.content == "finished anyway"
+        await asyncio.sleep(0.01)  # no stray cancellation hits the caller afterwards
+    assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]

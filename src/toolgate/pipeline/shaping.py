@@ -14,6 +14,7 @@ Order (Jean2 seed, "Visualization" and "Context Overflow Protection"):
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -30,6 +31,20 @@ __all__ = ["ResultShaper"]
 
 VISUALIZATION_KEY = "_visualization"
 _BOOKKEEPING_KEYS = frozenset({VISUALIZATION_KEY, "_persisted", "_filePath", "_originalSize"})
+
+
+# One encoder for all calls: json.dumps with options builds a new encoder every time.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+_INT64 = 1 << 63
+
+
+def _is_small_scalar(value: Any) -> bool:
+    kind = type(value)
+    if value is None or kind is bool:
+        return True
+    if kind is int:
+        return -_INT64 <= value < _INT64
+    return kind is float and math.isfinite(value)
 
 
 def _jsonable(result: Any) -> Any:
@@ -87,9 +102,13 @@ class ResultShaper:
         overflow = None
         if isinstance(content, str):
             text = content
+        elif _is_small_scalar(content):
+            # The text is only needed to measure it: a bool, a finite float or a machine-sized
+            # int cannot come near the limit, so skip encoding it (the hot path of tiny tools).
+            text = ""
         else:
             try:
-                text = json.dumps(content, ensure_ascii=False, allow_nan=False)
+                text = _ENCODER.encode(content)
             except (TypeError, ValueError):
                 # Not plain JSON (dates, sets, NaN…): hand the model the lenient rendering, and
                 # keep the content consistent with it.

@@ -127,7 +127,7 @@ class ValidateArgumentsStage:
 
     async def __call__(self, state: CallState, proceed: Handler) -> CallOutcome:
         arguments = state.arguments
-        if not isinstance(arguments, Mapping):
+        if type(arguments) is not dict and not isinstance(arguments, Mapping):
             return error_outcome(
                 state,
                 ErrorCode.INVALID_ARGUMENTS,

@@ -1,0 +1,300 @@
+"""Turn summaries into the table, the ratios, the goals, and the JSON document."""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from _timing import Summary
+from scenarios import Scenario
+
+__all__ = [
+    "GOAL_OVERHEAD_US",
+    "GOAL_RATIO",
+    "Goal",
+    "Ratio",
+    "goals",
+    "ratios",
+    "render",
+    "to_json",
+]
+
+#: Median overhead over the direct call that `call_sync` and `await gateway.call` must stay under.
+GOAL_OVERHEAD_US = 15.0
+#: How many times slower the FastMCP in-memory client should be than our call.
+GOAL_RATIO = 50.0
+
+
+@dataclass(frozen=True)
+class Ratio:
+    label: str
+    numerator: str
+    denominator: str
+    value: float
+
+
+@dataclass(frozen=True)
+class Goal:
+    label: str
+    target: str
+    value: float
+    unit: str
+    met: bool | None
+    """``None`` when a scenario it needs did not run."""
+    detail: str = ""
+
+
+def _median(results: dict[str, Summary], key: str) -> float:
+    summary = results.get(key)
+    return math.nan if summary is None else summary.median_us
+
+
+def overhead(results: dict[str, Summary], key: str, base: str = "direct") -> float:
+    return _median(results, key) - _median(results, base)
+
+
+def ratios(results: dict[str, Summary]) -> list[Ratio]:
+    pairs = [
+        ("FastMCP (sync tool) / await gateway.call (async tool)", "fastmcp", "gw_async"),
+        ("FastMCP (sync tool) / call_sync (sync tool)", "fastmcp", "call_sync"),
+        ("like-for-like: FastMCP async tool / await gateway.call", "fastmcp_async", "gw_async"),
+        ("like-for-like: FastMCP run_in_thread=False / call_sync", "fastmcp_inline", "call_sync"),
+    ]
+    return [
+        Ratio(label, num, den, _median(results, num) / _median(results, den))
+        for label, num, den in pairs
+        if num in results and den in results
+    ]
+
+
+def goals(results: dict[str, Summary]) -> list[Goal]:
+    out: list[Goal] = []
+    for key, label in (
+        ("call_sync", "call_sync (sync tool): median overhead"),
+        ("gw_async", "await gateway.call (async tool): median overhead"),
+    ):
+        value = overhead(results, key)
+        out.append(
+            Goal(
+                label,
+                f"< {GOAL_OVERHEAD_US:g} µs",
+                value,
+                "µs",
+                None if math.isnan(value) else value < GOAL_OVERHEAD_US,
+            )
+        )
+    # Judged on the smaller of the two FastMCP figures (the brief's default sync tool and the
+    # like-for-like variant), so a PASS holds whichever comparison one prefers.
+    for ours, peers, label in (
+        ("gw_async", ("fastmcp", "fastmcp_async"), "FastMCP / await gateway.call"),
+        ("call_sync", ("fastmcp", "fastmcp_inline"), "FastMCP / call_sync"),
+    ):
+        candidates = [
+            (_median(results, peer) / _median(results, ours), peer)
+            for peer in peers
+            if peer in results and ours in results
+        ]
+        if not candidates:
+            out.append(Goal(label, f"≥ {GOAL_RATIO:g}×", math.nan, "×", None))
+            continue
+        value, peer = min(candidates)
+        out.append(
+            Goal(label, f"≥ {GOAL_RATIO:g}×", value, "×", value >= GOAL_RATIO, f"lowest: {peer}")
+        )
+    return out
+
+
+def _fmt(value: float, digits: int = 2) -> str:
+    if math.isnan(value):
+        return "—"
+    return f"{value:,.{digits}f}"
+
+
+def _fmt_signed(value: float) -> str:
+    return "—" if math.isnan(value) else f"{value:+,.2f}"
+
+
+def _fmt_goal(goal: Goal) -> str:
+    if goal.unit == "×":
+        return f"{_fmt(goal.value, 1)}×"
+    return f"{_fmt(goal.value, 2)} {goal.unit}"
+
+
+def _verdict(goal: Goal) -> str:
+    return "n/a" if goal.met is None else ("PASS" if goal.met else "MISS")
+
+
+@dataclass
+class Rows:
+    header: list[str]
+    body: list[list[str]]
+    groups: list[str]
+
+
+def _rows(scenarios: list[Scenario], results: dict[str, Summary]) -> Rows:
+    header = [
+        "#",
+        "scenario",
+        "median µs",
+        "p95 µs",
+        "overhead µs",
+        "vs own baseline µs",
+        "batches × calls",
+    ]
+    body: list[list[str]] = []
+    groups: list[str] = []
+    for index, sc in enumerate(scenarios, 1):
+        s = results.get(sc.key)
+        if s is None:
+            continue
+        shows_overhead = sc.overhead and sc.key != "direct"
+        over = _fmt_signed(overhead(results, sc.key)) if shows_overhead else ""
+        own = ""
+        if sc.baseline is not None and sc.baseline != "direct" and sc.baseline in results:
+            own = f"{_fmt_signed(overhead(results, sc.key, sc.baseline))} vs {sc.baseline}"
+        sizes = str(s.batch_min) if s.batch_min == s.batch_max else f"{s.batch_min}–{s.batch_max}"
+        body.append(
+            [
+                str(index),
+                sc.label,
+                _fmt(s.median_us),
+                _fmt(s.p95_us),
+                over,
+                own,
+                f"{s.batches} × {sizes}",
+            ]
+        )
+        groups.append(sc.group)
+    return Rows(header, body, groups)
+
+
+def render(
+    meta: dict[str, Any],
+    scenarios: list[Scenario],
+    results: dict[str, Summary],
+    problems: dict[str, str],
+) -> None:
+    """Print the report to stdout, with Rich when it is installed."""
+    rows = _rows(scenarios, results)
+    the_ratios = ratios(results)
+    the_goals = goals(results)
+    intro = [
+        f"toolgate {meta['toolgate']} · fastmcp {meta['fastmcp'] or 'not installed'} · "
+        f"mcp {meta['mcp'] or '—'} · jsonschema_rs {meta['jsonschema_rs']} · "
+        f"pydantic {meta['pydantic']} · {meta['implementation']} {meta['python']}",
+        f"{meta['platform']}, {meta['cpus']} CPUs, load avg {meta['load_before']} → "
+        f"{meta['load_after']} · {meta['rounds']} interleaved rounds, {meta['seconds']:g} s "
+        f"timing budget, wall {meta['wall_s']:.1f} s",
+        "sample = batch time / batch size (GC disabled inside each batch); median and p95 are "
+        "over those per-batch figures.",
+        "overhead = scenario median − direct-call median.  Goals: overhead < "
+        f"{GOAL_OVERHEAD_US:g} µs, FastMCP ≥ {GOAL_RATIO:g}× slower.",
+    ]
+    try:
+        from rich.console import Console
+        from rich.markup import escape
+        from rich.table import Table
+    except ImportError:  # plain text
+        _render_plain(intro, rows, the_ratios, the_goals, problems)
+        return
+
+    console = Console(width=None if sys.stdout.isatty() else 140)
+    for line in intro:
+        console.print(line, highlight=False, markup=False)
+    table = Table(show_lines=False)
+    for i, name in enumerate(rows.header):
+        table.add_column(name, justify="left" if i == 1 else "right", no_wrap=True)
+    previous = None
+    for group, row in zip(rows.groups, rows.body, strict=True):
+        if previous is not None and group != previous:
+            table.add_section()
+        table.add_row(*map(escape, row), style="bold" if group == "toolgate" else None)
+        previous = group
+    console.print(table)
+    for ratio in the_ratios:
+        console.print(f"  {ratio.label}: [bold]{_fmt(ratio.value, 1)}×[/bold]", highlight=False)
+    console.print("Goals (informational; the exit code does not depend on them):")
+    for goal in the_goals:
+        verdict = _verdict(goal)
+        colour = {"PASS": "green", "MISS": "red"}.get(verdict, "yellow")
+        extra = f"  ({goal.detail})" if goal.detail else ""
+        console.print(
+            f"  [{colour}]{verdict:4}[/{colour}]  {escape(goal.label)} = "
+            f"{_fmt_goal(goal)}, "
+            f"goal {goal.target}{extra}",
+            highlight=False,
+        )
+    for key, text in problems.items():
+        console.print(f"  [yellow]{key}[/yellow]: {escape(text)}", highlight=False)
+
+
+def _render_plain(
+    intro: list[str],
+    rows: Rows,
+    the_ratios: list[Ratio],
+    the_goals: list[Goal],
+    problems: dict[str, str],
+) -> None:
+    print("\n".join(intro))
+    widths = [max(len(r[i]) for r in [rows.header, *rows.body]) for i in range(len(rows.header))]
+    for row in [rows.header, *rows.body]:
+        print(
+            "  ".join(
+                c.ljust(w) if i == 1 else c.rjust(w)
+                for i, (c, w) in enumerate(zip(row, widths, strict=True))
+            )
+        )
+    for ratio in the_ratios:
+        print(f"  {ratio.label}: {_fmt(ratio.value, 1)}×")
+    print("Goals (informational; the exit code does not depend on them):")
+    for goal in the_goals:
+        extra = f"  ({goal.detail})" if goal.detail else ""
+        print(f"  {_verdict(goal):4}  {goal.label} = {_fmt_goal(goal)}, goal {goal.target}{extra}")
+    for key, text in problems.items():
+        print(f"  {key}: {text}")
+
+
+def _number(value: float) -> float | None:
+    return None if math.isnan(value) else round(value, 4)
+
+
+def to_json(
+    meta: dict[str, Any],
+    scenarios: list[Scenario],
+    results: dict[str, Summary],
+    problems: dict[str, str],
+) -> dict[str, Any]:
+    rows = []
+    for sc in scenarios:
+        s = results.get(sc.key)
+        row: dict[str, Any] = {
+            "key": sc.key,
+            "label": sc.label,
+            "group": sc.group,
+            "baseline": sc.baseline,
+            "note": sc.note,
+        }
+        if s is None:
+            row["problem"] = problems.get(sc.key, "did not run")
+        else:
+            row.update({k: _number(v) if isinstance(v, float) else v for k, v in asdict(s).items()})
+            row["overhead_us"] = (
+                _number(overhead(results, sc.key)) if sc.overhead and sc.key != "direct" else None
+            )
+            if sc.baseline is not None and sc.baseline in results:
+                row["vs_baseline_us"] = _number(overhead(results, sc.key, sc.baseline))
+        rows.append(row)
+    return {
+        "meta": meta,
+        "method": {
+            "sample": "batch time / batch size (ns per call), one sample per batch",
+            "statistics": "median and p95 (linear interpolation) over the samples, in µs",
+            "overhead": "scenario median − direct-call median",
+            "gc": "disabled inside each timed batch, collected before each scenario round",
+        },
+        "scenarios": rows,
+        "ratios": [{**asdict(r), "value": _number(r.value)} for r in ratios(results)],
+        "goals": [{**asdict(g), "value": _number(g.value)} for g in goals(results)],
+    }

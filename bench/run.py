@@ -1,0 +1,165 @@
+"""Time toolgate's call paths beside baselines and FastMCP, all in the same run.
+
+    python bench/run.py            # ~40 s: 5 interleaved rounds, 36 s of timing budget
+    python bench/run.py --quick    # ~12 s: 2 rounds, 8 s of timing budget
+    python bench/run.py --json     # machine-readable results on stdout
+    python bench/run.py --only direct,call_sync,gw_async
+
+See bench/README.md for what is measured and how to read it. The exit code is 0 whatever the
+figures (the goals are informational); it is 1 only when a scenario failed to run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import sys
+import time
+import traceback
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import toolgate
+from _report import render, to_json
+from _timing import Budget, Samples, Summary, summarize
+from scenarios import SCENARIOS, Context, Fixtures, Scenario, Skip
+
+PINNED_FASTMCP = "4.1.2"
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smaller, faster run (~12 s)")
+    parser.add_argument("--json", action="store_true", help="print JSON results on stdout")
+    parser.add_argument(
+        "--seconds", type=float, help="total timing budget, split over scenarios and rounds"
+    )
+    parser.add_argument("--rounds", type=int, help="interleaved rounds (each runs every scenario)")
+    parser.add_argument("--only", help="comma-separated scenario keys (see --list)")
+    parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    args = parser.parse_args(argv)
+    args.seconds = args.seconds or (8.0 if args.quick else 36.0)
+    args.rounds = max(1, args.rounds or (2 if args.quick else 5))
+    return args
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _fastmcp_version() -> str | None:
+    try:
+        import fastmcp
+    except ImportError:
+        return None
+    return str(fastmcp.__version__)
+
+
+def _load() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
+
+
+def _select(only: str | None) -> list[Scenario]:
+    if not only:
+        return list(SCENARIOS)
+    wanted = [k.strip() for k in only.split(",") if k.strip()]
+    known = {s.key for s in SCENARIOS}
+    unknown = [k for k in wanted if k not in known]
+    if unknown:
+        raise SystemExit(f"unknown scenario(s) {unknown}; known: {sorted(known)}")
+    # Overheads are relative to the direct call: always measure it.
+    return [s for s in SCENARIOS if s.key in wanted or s.key == "direct"]
+
+
+async def _run_all(
+    scenarios: list[Scenario], budget: Budget, rounds: int, fixtures: Fixtures, quiet: bool
+) -> tuple[dict[str, Samples], dict[str, str]]:
+    samples = {s.key: Samples() for s in scenarios}
+    problems: dict[str, str] = {}
+    for r in range(rounds):
+        # Rotate the order each round so slow drift on a shared machine spreads over everyone.
+        shift = r % len(scenarios)
+        order = scenarios[shift:] + scenarios[:shift]
+        if not quiet:
+            print(f"round {r + 1}/{rounds} …", file=sys.stderr, flush=True)
+        for sc in order:
+            if sc.key in problems:
+                continue
+            try:
+                samples[sc.key].extend(await sc.run(Context(fixtures, budget)))
+            except Skip as exc:
+                problems[sc.key] = f"skipped: {exc}"
+            except Exception as exc:  # noqa: BLE001 - report it, run the other scenarios
+                problems[sc.key] = f"FAILED: {type(exc).__name__}: {exc}"
+                if not quiet:
+                    traceback.print_exc()
+    return samples, problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    if args.list:
+        for s in SCENARIOS:
+            print(f"{s.key:16} {s.group:9} {s.label}" + (f"  — {s.note}" if s.note else ""))
+        return 0
+    scenarios = _select(args.only)
+    round_ns = int(args.seconds * 1e9 / (len(scenarios) * args.rounds))
+    budget = Budget(round_ns=round_ns, warmup_ns=min(30_000_000, round_ns // 4))
+
+    fastmcp_version = _fastmcp_version()
+    meta: dict[str, Any] = {
+        "toolgate": toolgate.__version__,
+        "fastmcp": fastmcp_version,
+        "mcp": _version("mcp"),
+        "jsonschema_rs": _version("jsonschema_rs") or _version("jsonschema-rs"),
+        "pydantic": _version("pydantic"),
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "platform": f"{platform.system()} {platform.machine()}",
+        "cpus": os.cpu_count(),
+        "load_before": _load(),
+        "rounds": args.rounds,
+        "seconds": args.seconds,
+        "round_ms_per_scenario": round(round_ns / 1e6, 1),
+        "quick": args.quick,
+    }
+
+    fixtures = Fixtures()
+    started = time.perf_counter()
+    try:
+        samples, problems = asyncio.run(
+            _run_all(scenarios, budget, args.rounds, fixtures, quiet=args.json)
+        )
+    finally:
+        fixtures.close()
+    meta["wall_s"] = round(time.perf_counter() - started, 2)
+    meta["load_after"] = _load()
+    if fastmcp_version is not None and fastmcp_version != PINNED_FASTMCP:
+        problems["fastmcp"] = (
+            f"version {fastmcp_version} is not the pinned {PINNED_FASTMCP}; "
+            + problems.get("fastmcp", "figures are not comparable with earlier runs")
+        )
+
+    results: dict[str, Summary] = {key: summarize(s) for key, s in samples.items() if s.per_call_ns}
+    if args.json:
+        json.dump(to_json(meta, scenarios, results, problems), sys.stdout, indent=2)
+        print()
+    else:
+        render(meta, scenarios, results, problems)
+    return 1 if any(p.startswith("FAILED") for p in problems.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
