@@ -43,7 +43,7 @@ def _is_small_scalar(value: Any) -> bool:
     if value is None or kind is bool:
         return True
     if kind is int:
-        return -_INT64 <= value < _INT64
+        return bool(-_INT64 <= value < _INT64)
     return kind is float and math.isfinite(value)
 
 
