@@ -8,7 +8,6 @@ import shlex
 from pathlib import Path
 
 from conftest import RunCli
-
 from toolgate import ErrorCode
 from toolgate.errors import ERROR_DESCRIPTIONS
 

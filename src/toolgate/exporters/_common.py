@@ -29,7 +29,6 @@ __all__ = [
 ]
 
 
-
 def provider_name(tool_id: str) -> str:
     """The provider-safe name for an id; a string without ``:`` is already such a name."""
     return to_provider_name(tool_id) if ":" in tool_id else tool_id
