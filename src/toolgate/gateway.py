@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import os
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -115,15 +114,7 @@ class Gateway:
             if handler is None:
                 raise ToolDefinitionError(f"{item.id}: add(tool, handler=function) needs a handler")
             signature = inspect_function(handler, description=item.description)
-            binding = PythonBinding(
-                func=handler,
-                is_async=inspect.iscoroutinefunction(handler),
-                context_param=signature.context_param,
-                arguments_model=signature.arguments_model,
-                field_names=signature.field_names,
-                result_adapter=signature.result_adapter,
-            )
-            return RegisteredTool(item, binding)
+            return RegisteredTool(item, PythonBinding.for_function(handler, signature))
         if callable(item):
             wrapped = tool(item)
             return RegisteredTool(wrapped.tool, wrapped.binding)

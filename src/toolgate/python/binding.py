@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
+
+from .schema import FunctionSignature
 
 __all__ = ["PythonBinding"]
 
@@ -26,3 +29,24 @@ class PythonBinding:
     """Jingle ``buildConfirmation``: arguments → title, risk label, facts (approvals issue)."""
     security_check: Callable[..., Any] | None = None
     """Same contract as a Jean2 security script (approvals issue)."""
+
+    @classmethod
+    def for_function(
+        cls,
+        func: Callable[..., Any],
+        signature: FunctionSignature,
+        *,
+        build_confirmation: Callable[[Mapping[str, Any]], Any] | None = None,
+        security_check: Callable[..., Any] | None = None,
+    ) -> PythonBinding:
+        """Bind ``func`` as inspected by :func:`~toolgate.python.schema.inspect_function`."""
+        return cls(
+            func=func,
+            is_async=inspect.iscoroutinefunction(func),
+            context_param=signature.context_param,
+            arguments_model=signature.arguments_model,
+            field_names=signature.field_names,
+            result_adapter=signature.result_adapter,
+            build_confirmation=build_confirmation,
+            security_check=security_check,
+        )

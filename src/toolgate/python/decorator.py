@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import inspect
 import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Generic, ParamSpec, TypeVar, overload
@@ -261,15 +260,8 @@ def tool(
             )
         except ValueError as exc:
             raise ToolDefinitionError(f"{ref}: {exc}") from None
-        binding = PythonBinding(
-            func=fn,
-            is_async=inspect.iscoroutinefunction(fn),
-            context_param=signature.context_param,
-            arguments_model=signature.arguments_model,
-            field_names=signature.field_names,
-            result_adapter=signature.result_adapter,
-            build_confirmation=build_confirmation,
-            security_check=security_check,
+        binding = PythonBinding.for_function(
+            fn, signature, build_confirmation=build_confirmation, security_check=security_check
         )
         return FunctionTool(fn, definition, binding)
 
