@@ -1,0 +1,278 @@
+"""A YAML loader for untrusted declarations: JSON-shaped values only, with hard size limits.
+
+:func:`load_yaml` parses with a :class:`yaml.SafeLoader` subclass, so no tag can build Python
+objects (``!!python/object/apply:os.system`` is refused). On top of that:
+
+* input larger than ``max_bytes`` is refused before parsing;
+* aliases and nodes are counted while the document is composed, and a document with more than
+  ``max_aliases`` aliases or ``max_nodes`` nodes, a recursive alias or nodes nested deeper than
+  ``max_depth`` is refused;
+* after construction the value is walked *as expanded* (a shared sub-object counts every time
+  it is reached) and refused past ``max_nodes``, so a "billion laughs" document fails fast instead
+  of exhausting memory in whatever consumes the value later;
+* a mapping that repeats a key is refused, naming the key and both lines (PyYAML would silently
+  keep the last value);
+* values stay JSON-shaped: timestamps are kept as the strings they are written as, the
+  ``!!binary``, ``!!set``, ``!!omap`` and ``!!pairs`` tags are refused, and only
+  ``true``/``false`` (any case style) are booleans, as in YAML 1.2 — ``yes``, ``no``, ``on`` and
+  ``off`` stay strings (YAML 1.1 turns them into booleans, silently changing ``enum: [yes, no]``).
+
+Every failure is a :class:`YamlError` naming the source and, when known, the line and column.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+# Only top-level names are used: they are typed the same with and without types-PyYAML.
+import yaml  # type: ignore[import-untyped, unused-ignore]
+
+__all__ = [
+    "DEFAULT_MAX_ALIASES",
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_DEPTH",
+    "DEFAULT_MAX_NODES",
+    "YamlError",
+    "load_yaml",
+    "shape_problem",
+]
+
+DEFAULT_MAX_BYTES = 1_048_576
+DEFAULT_MAX_ALIASES = 100
+DEFAULT_MAX_NODES = 100_000
+#: Far deeper than any real schema, far below Python's recursion limit.
+DEFAULT_MAX_DEPTH = 64
+
+_BOOL_TAG = "tag:yaml.org,2002:bool"
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+_NOT_JSON_TAGS = ("binary", "set", "omap", "pairs")
+
+
+class YamlError(ValueError):
+    """A YAML document was refused: a syntax error, a forbidden tag, or a limit exceeded."""
+
+    def __init__(
+        self, source: str, problem: str, *, line: int | None = None, column: int | None = None
+    ) -> None:
+        self.source = source
+        self.problem = problem
+        self.line = line
+        """1-based line of the problem, when known."""
+        self.column = column
+        """1-based column of the problem, when known."""
+        super().__init__(f"{source}: {self.location}{problem}")
+
+    @property
+    def location(self) -> str:
+        """``"line 3, column 7: "`` (or ``""`` when the position is unknown)."""
+        if self.line is None:
+            return ""
+        if self.column is None:
+            return f"line {self.line}: "
+        return f"line {self.line}, column {self.column}: "
+
+
+class _Loader(yaml.SafeLoader):  # type: ignore[misc, unused-ignore]
+    """SafeLoader with alias/depth limits, duplicate-key detection and JSON-shaped values."""
+
+    def __init__(self, text: str, *, max_aliases: int, max_nodes: int, max_depth: int) -> None:
+        super().__init__(text)
+        self._max_aliases = max_aliases
+        self._max_nodes = max_nodes
+        self._max_depth = max_depth
+        self._aliases = 0
+        self._nodes = 0
+        self._depth = 0
+        self._open_anchors: set[str] = set()
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        # PyYAML's parser methods are unannotated even in types-PyYAML: call them through Any.
+        parser: Any = self
+        if parser.check_event(yaml.AliasEvent):
+            event = parser.peek_event()
+            self._aliases += 1
+            if self._aliases > self._max_aliases:
+                raise yaml.MarkedYAMLError(
+                    None,
+                    None,
+                    f"more than {self._max_aliases} aliases (refused: possible alias bomb)",
+                    event.start_mark,
+                )
+            if event.anchor in self._open_anchors:
+                raise yaml.MarkedYAMLError(
+                    None, None, f"recursive alias *{event.anchor}", event.start_mark
+                )
+            return super().compose_node(parent, index)
+        event = parser.peek_event()
+        # Stop early on a huge document: the nodes as written are a lower bound of the nodes
+        # once expanded, which are counted after construction.
+        self._nodes += 1
+        if self._nodes > self._max_nodes:
+            raise yaml.MarkedYAMLError(
+                None, None, f"more than {self._max_nodes} values", event.start_mark
+            )
+        self._depth += 1
+        if self._depth > self._max_depth:
+            raise yaml.MarkedYAMLError(
+                None, None, f"nested deeper than {self._max_depth} levels", event.start_mark
+            )
+        anchor: str | None = getattr(event, "anchor", None)
+        if anchor is not None:
+            self._open_anchors.add(anchor)
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+            if anchor is not None:
+                self._open_anchors.discard(anchor)
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            constructor: Any = self
+            seen: dict[Any, yaml.ScalarNode] = {}
+            for key_node, _ in node.value:
+                # Keys brought in by ``<<`` merges may legitimately be overridden; only keys
+                # written in this mapping are compared. Scalars are constructed (and cached)
+                # immediately, so constructing them here costs nothing extra.
+                if key_node.tag == _MERGE_TAG or not isinstance(key_node, yaml.ScalarNode):
+                    continue
+                key = constructor.construct_object(key_node, deep=False)
+                first = seen.get(key)
+                if first is not None:
+                    raise yaml.MarkedYAMLError(
+                        None,
+                        None,
+                        f"duplicate key {key!r} (first at line {first.start_mark.line + 1})",
+                        key_node.start_mark,
+                    )
+                seen[key] = key_node
+        return super().construct_mapping(node, deep=deep)
+
+    def construct_plain_string(self, node: yaml.ScalarNode) -> str:
+        return str(self.construct_scalar(node))
+
+
+# YAML 1.2 booleans: drop the 1.1 resolver (yes/no/on/off) and resolve only true/false.
+_RESOLVERS: dict[str, list[tuple[str, re.Pattern[str]]]] = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != _BOOL_TAG]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+for _first in "tTfF":
+    _RESOLVERS.setdefault(_first, []).append(
+        (_BOOL_TAG, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"))
+    )
+_Loader.yaml_implicit_resolvers = _RESOLVERS
+# JSON has no dates: keep timestamps as written. ``=`` (the YAML "value" tag) is a plain string.
+# Without a constructor, SafeLoader refuses a tag ("could not determine a constructor"): the
+# tags whose values JSON cannot hold are removed.
+_Loader.yaml_constructors = {
+    tag: constructor
+    for tag, constructor in yaml.SafeLoader.yaml_constructors.items()
+    if tag not in {f"tag:yaml.org,2002:{name}" for name in _NOT_JSON_TAGS}
+}
+_Loader.yaml_constructors["tag:yaml.org,2002:timestamp"] = _Loader.construct_plain_string
+_Loader.yaml_constructors["tag:yaml.org,2002:value"] = _Loader.construct_plain_string
+
+
+def shape_problem(value: Any, *, max_nodes: int, max_depth: int) -> str | None:
+    """Why ``value`` is too big once expanded, or ``None`` when it is within the limits.
+
+    Counts every value and mapping key reached, as YAML counts nodes (shared sub-objects each
+    time they are reached), iteratively, so neither a deep nor a self-referencing value can
+    exhaust the stack.
+    """
+    count = 1
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+            keys = len(item)
+        elif isinstance(item, list):
+            children, keys = item, 0
+        else:
+            continue
+        if not children:
+            continue
+        if depth >= max_depth:
+            return f"nested deeper than {max_depth} levels"
+        count += keys + len(children)
+        if count > max_nodes:
+            return (
+                f"more than {max_nodes} values once aliases are expanded "
+                "(refused: possible alias bomb)"
+            )
+        stack.extend((child, depth + 1) for child in children)
+    return None
+
+
+def _error_from_yaml(exc: Any, source: str, line_offset: int, text: str) -> YamlError:
+    if isinstance(exc, yaml.MarkedYAMLError):
+        problem = exc.problem or exc.context or "invalid YAML"
+        if exc.problem and exc.context:
+            context = exc.context
+            at, problem_at = exc.context_mark, exc.problem_mark
+            if at is not None and problem_at is not None and at.line != problem_at.line:
+                context += f" at line {at.line + 1 + line_offset}"
+            # "expected a single document…, but found another document" reads as one sentence.
+            if problem.startswith(("but ", "second ")):
+                problem = f"{context}, {problem}"
+            else:
+                problem = f"{problem} ({context})"
+        mark = exc.problem_mark or exc.context_mark
+        if mark is not None:
+            return YamlError(
+                source, problem, line=mark.line + 1 + line_offset, column=mark.column + 1
+            )
+        return YamlError(source, problem)
+    position, character = getattr(exc, "position", None), getattr(exc, "character", None)
+    if isinstance(position, int) and isinstance(character, int):  # a ReaderError
+        line = text.count("\n", 0, position) + 1
+        column = position - (text.rfind("\n", 0, position) + 1) + 1
+        reason = getattr(exc, "reason", "not allowed")
+        return YamlError(
+            source,
+            f"character U+{character:04X} is not allowed in YAML ({reason})",
+            line=line + line_offset,
+            column=column,
+        )
+    return YamlError(source, str(exc))
+
+
+def load_yaml(
+    text: str,
+    *,
+    source: str,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_aliases: int = DEFAULT_MAX_ALIASES,
+    max_nodes: int = DEFAULT_MAX_NODES,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+    line_offset: int = 0,
+) -> Any:
+    """Parse one YAML document from untrusted ``text`` into plain JSON-shaped values.
+
+    ``source`` names the document in errors (a file path). ``line_offset`` is added to reported
+    line numbers, for a document embedded in a larger file (front matter starts on line 2).
+    Raises :class:`YamlError` for anything refused; an empty document is ``None``.
+    """
+    if len(text) > max_bytes or len(text.encode("utf-8", "surrogatepass")) > max_bytes:
+        raise YamlError(source, f"YAML document is larger than {max_bytes} bytes")
+    loader: Any = None  # Any: PyYAML's dispose() is unannotated
+    try:
+        loader = _Loader(text, max_aliases=max_aliases, max_nodes=max_nodes, max_depth=max_depth)
+        value = loader.get_single_data()
+    except yaml.YAMLError as exc:
+        raise _error_from_yaml(exc, source, line_offset, text) from None
+    except RecursionError:
+        raise YamlError(source, "YAML document is nested too deeply") from None
+    except (ValueError, TypeError, OverflowError) as exc:
+        # e.g. an integer with more digits than Python converts (int_max_str_digits).
+        raise YamlError(source, f"invalid value: {exc}") from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+    problem = shape_problem(value, max_nodes=max_nodes, max_depth=max_depth)
+    if problem is not None:
+        raise YamlError(source, f"YAML document {problem}")
+    return value

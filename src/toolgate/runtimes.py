@@ -1,0 +1,95 @@
+"""The script runtimes of tool folders (Jean2 seed, "Supported Runtimes").
+
+=========== ====================== ==============================
+runtime     command                typical script
+=========== ====================== ==============================
+bun         ``bun run SCRIPT``     TypeScript with Bun APIs
+node        ``node SCRIPT``        JavaScript
+python      ``python3 SCRIPT``     Python 3
+bash        ``bash SCRIPT``        shell
+go          ``go run SCRIPT``      Go source
+binary      ``SCRIPT``             a compiled executable
+powershell  ``pwsh -File SCRIPT``  PowerShell
+=========== ====================== ==============================
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["RUNTIMES", "Runtime", "runtime_for_extension"]
+
+
+@dataclass(frozen=True, slots=True)
+class Runtime:
+    """How to run a script of one kind."""
+
+    name: str
+    executable: str | None
+    """The program looked up on ``PATH``; ``None`` for ``binary`` (the script runs itself)."""
+    prefix: tuple[str, ...]
+    """Arguments between the program and the script (``run`` for bun, ``-File`` for pwsh)."""
+    install_hint: str
+
+    def argv(self, script: Path, *, resolved: str | None = None) -> list[str]:
+        """The command line that runs ``script`` (``resolved`` is the program's full path)."""
+        if self.executable is None:
+            return [str(script)]
+        return [resolved or self.executable, *self.prefix, str(script)]
+
+    def locate(self, path: str | None) -> str | None:
+        """The program's full path on the given ``PATH``, or ``None`` when it is not installed."""
+        if self.executable is None:
+            return ""
+        return shutil.which(self.executable, path=path if path is not None else os.defpath)
+
+    def unavailable_reason(self, script: Path, path: str | None) -> str | None:
+        """Why scripts of this runtime cannot run on this host now, or ``None`` when they can."""
+        if self.executable is None:
+            if not os.access(script, os.X_OK):
+                return (
+                    f"the script {script.name} is not executable; runtime 'binary' runs it "
+                    f"directly (chmod +x {script.name})"
+                )
+            return None
+        if self.locate(path) is None:
+            return (
+                f"runtime '{self.name}' is not installed: '{self.executable}' was not found on "
+                f"PATH. {self.install_hint}"
+            )
+        return None
+
+
+RUNTIMES: dict[str, Runtime] = {
+    runtime.name: runtime
+    for runtime in (
+        Runtime("bun", "bun", ("run",), "Install Bun (for example `npm install -g bun`)."),
+        Runtime("node", "node", (), "Install Node.js (for example `apt-get install nodejs`)."),
+        Runtime("python", "python3", (), "Install Python 3."),
+        Runtime("bash", "bash", (), "Install bash."),
+        Runtime("go", "go", ("run",), "Install Go (for example `apt-get install golang-go`)."),
+        Runtime("binary", None, (), "Make the script executable."),
+        Runtime("powershell", "pwsh", ("-File",), "Install PowerShell 7 (`pwsh`)."),
+    )
+}
+
+_BY_EXTENSION = {
+    ".ts": "bun",
+    ".tsx": "bun",
+    ".js": "node",
+    ".mjs": "node",
+    ".cjs": "node",
+    ".py": "python",
+    ".sh": "bash",
+    ".bash": "bash",
+    ".go": "go",
+    ".ps1": "powershell",
+}
+
+
+def runtime_for_extension(script: str) -> str | None:
+    """The runtime a script's file name suggests (``security.ts`` → bun), if any."""
+    return _BY_EXTENSION.get(Path(script).suffix.lower())
