@@ -521,3 +521,20 @@ async def test_a_tool_that_swallows_the_cancellation_keeps_its_result() -> None:
         assert outcome.content == "finished anyway"
         await asyncio.sleep(0.01)  # no stray cancellation hits the caller afterwards
     assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("schema", "message"),
+    [
+        (
+            {"type": "object", "properties": {"a": {"$ref": "https://example.com/a.json"}}},
+            "remote references are not allowed",
+        ),
+        ({"$schema": "https://example.com/my-dialect", "type": "object"}, "is not a JSON Schema"),
+    ],
+)
+def test_schemas_never_make_the_gateway_fetch_a_url(schema: dict[str, Any], message: str) -> None:
+    declared = Tool(id="ext:remote", description="d", input_schema=schema)
+    with Gateway() as gateway, pytest.raises(ToolDefinitionError, match=message):
+        gateway.add(declared, handler=lambda a=None: a)
+        gateway.call_sync("ext:remote", {"a": 1})

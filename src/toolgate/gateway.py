@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
@@ -12,17 +12,24 @@ from typing import Any
 
 from ._loop_thread import LoopThread
 from .backends import Backend, PythonBackend
+from .backends.environment import ScriptEnvironment
+from .backends.script import DEFAULT_MAX_OUTPUT, ScriptBackend
+from .backends.security import ScriptSecurityCheck
 from .errors import ErrorCode, ToolDefinitionError, ToolNotFoundError
+from .loaders import Diagnostic
 from .model import CallOutcome, ImplementationKind, Tool
 from .pipeline import Pipeline
 from .pipeline.execute import Executor
 from .pipeline.overflow import DEFAULT_OVERFLOW_LIMIT, DEFAULT_PREVIEW_CHARS, OverflowSpiller
+from .pipeline.security import SecurityCheckStage
 from .pipeline.shaping import ResultShaper
 from .pipeline.state import error_outcome
-from .pipeline.validation import check_schema
 from .python import FunctionTool, PythonBinding, tool
 from .python.schema import inspect_function
 from .registry import RegisteredTool, Registry
+from .schema_check import compile_schema
+from .sources import FolderRoot, ScanReport, ToolFolderSource
+from .sources.tool_folders import DEFAULT_RESCAN_INTERVAL
 
 __all__ = ["Gateway"]
 
@@ -47,6 +54,13 @@ class Gateway:
         secrets: Mapping[str, str] | None = None,
         config: Mapping[str, Any] | None = None,
         environ: Mapping[str, str] | None = None,
+        tool_folders: Iterable[Path | str | FolderRoot] = (),
+        env_file: Path | str | None = None,
+        env_from_process: Collection[str] | bool = (),
+        script_max_output: int = DEFAULT_MAX_OUTPUT,
+        script_concurrency: int = 32,
+        rescan_interval: float = DEFAULT_RESCAN_INTERVAL,
+        cwd: Path | str | None = None,
     ) -> None:
         """
         Args:
@@ -57,25 +71,66 @@ class Gateway:
             max_threads: Worker threads for synchronous Python tools called through the async API.
             secrets: Secret values; a tool receives only those it declares in ``secrets``.
             config: Public settings; a tool receives only those it declares in ``config``.
-            environ: Where a tool's declared ``env`` variables are read (default ``os.environ``).
+            environ: The gateway's environment as tools see it (default ``os.environ``): Python
+                tools read their declared ``env`` from it; scripts get only its safe system
+                variables (``PATH``, ``HOME``…) and the names allowed by ``env_from_process``.
+            tool_folders: Folders whose sub-folders are tool folders (``tool.md`` + script);
+                plain paths get the namespace ``local``.
+            env_file: The ``.env`` file scripts' declared ``env`` variables are read from.
+            env_from_process: Declared variables that may also come from ``environ``
+                (``True``: any declared variable).
+            script_max_output: Bytes of stdout (and of stderr) a script may write; past that it is
+                stopped.
+            script_concurrency: Processes of one script tool that may run at once.
+            rescan_interval: Seconds between full rescans of the tool folders while watching.
+            cwd: Working directory of scripts called without a workspace (default: the current).
         """
         self.registry = Registry()
         self._threads = ThreadPoolExecutor(max_threads, thread_name_prefix="toolgate-tool")
+        process_env = os.environ if environ is None else environ
+        environment = ScriptEnvironment(
+            env_file=None if env_file is None else Path(env_file),
+            process_env=process_env,
+            allow_from_process=env_from_process,
+        )
+        workdir = None if cwd is None else Path(cwd)
+        scripts = ScriptBackend(
+            environment=environment,
+            max_output=script_max_output,
+            concurrency=script_concurrency,
+            cwd=workdir,
+        )
         backends: dict[ImplementationKind, Backend] = {
             ImplementationKind.PYTHON: PythonBackend(
                 threads=self._threads,
                 secrets=secrets,
                 config=config,
-                environ=os.environ if environ is None else environ,
-            )
+                environ=process_env,
+            ),
+            ImplementationKind.SCRIPT: scripts,
         }
         spiller = OverflowSpiller(
             limit=overflow_limit,
             preview_chars=preview_chars,
             root=None if spill_dir is None else Path(spill_dir),
         )
-        self.pipeline = Pipeline(self.registry, Executor(backends, ResultShaper(spiller)))
+        self.pipeline = Pipeline(
+            self.registry,
+            Executor(backends, ResultShaper(spiller)),
+            stages=[SecurityCheckStage(ScriptSecurityCheck(environment=environment, cwd=workdir))],
+        )
         self._loop_thread = LoopThread()
+        self.tool_folders = ToolFolderSource(
+            self.registry,
+            [
+                root if isinstance(root, FolderRoot) else FolderRoot(Path(root))
+                for root in tool_folders
+            ],
+            availability=scripts.unavailable_reason,
+            rescan_interval=rescan_interval,
+        )
+        if self.tool_folders.roots:
+            self.tool_folders.scan()
 
     # -- registration ---------------------------------------------------------------------------
 
@@ -124,9 +179,10 @@ class Gateway:
 
     @staticmethod
     def _check(definition: Tool) -> None:
-        check_schema(definition.input_schema, f"{definition.id}: input schema")
+        # Compiling (not only checking) catches references that cannot resolve offline.
+        compile_schema(definition.input_schema, f"{definition.id}: input schema")
         if definition.output_schema is not None:
-            check_schema(definition.output_schema, f"{definition.id}: output schema")
+            compile_schema(definition.output_schema, f"{definition.id}: output schema")
 
     def remove(self, tool_id: str) -> bool:
         """Unregister a tool; returns whether it was registered."""
@@ -150,6 +206,18 @@ class Gateway:
     def entries(self) -> list[RegisteredTool]:
         """Registered tools with their availability, sorted by id."""
         return list(self.registry)
+
+    def diagnostics(self) -> list[Diagnostic]:
+        """Problems found in declarations (broken tool folders…), each naming file and field."""
+        return self.tool_folders.diagnostics
+
+    def add_tool_folder(self, path: Path | str, *, namespace: str = "local") -> ScanReport:
+        """Load every tool folder inside ``path`` (tools ``namespace:<name>``) and keep them."""
+        return self.tool_folders.add_root(FolderRoot(Path(path), namespace))
+
+    def rescan(self) -> ScanReport:
+        """Reload the tool folders now (watching does this by itself while started)."""
+        return self.tool_folders.scan()
 
     # -- calls ----------------------------------------------------------------------------------
 
@@ -221,6 +289,16 @@ class Gateway:
 
     # -- lifecycle ------------------------------------------------------------------------------
 
+    async def start(self) -> None:
+        """Start watching the tool folders, so changes apply without a restart."""
+        if self.tool_folders.roots:
+            await self.tool_folders.start()
+
+    async def aclose(self) -> None:
+        """Stop watching and release the gateway's threads."""
+        await self.tool_folders.stop()
+        self.close()
+
     def close(self) -> None:
         """Release the gateway's threads. Calls still running in worker threads are not waited."""
         self._loop_thread.close()
@@ -238,6 +316,7 @@ class Gateway:
         self.close()
 
     async def __aenter__(self) -> Gateway:
+        await self.start()
         return self
 
     async def __aexit__(
@@ -246,7 +325,7 @@ class Gateway:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.close()
+        await self.aclose()
 
 
 def _flatten(items: Iterable[Any]) -> Iterable[Any]:

@@ -7,11 +7,15 @@ from typing import Any, Protocol
 from ..invocation import Invocation
 from ..registry import RegisteredTool
 
-__all__ = ["ArgumentConversionError", "Backend"]
+__all__ = ["ArgumentConversionError", "Backend", "BackendUnavailableError"]
 
 
 class ArgumentConversionError(Exception):
     """Arguments passed the schema but could not be turned into the implementation's types."""
+
+
+class BackendUnavailableError(Exception):
+    """The implementation cannot run on this host now (a runtime or a connection is missing)."""
 
 
 class Backend(Protocol):

@@ -9,6 +9,7 @@ from .effects import (
     level_from_dangerous,
     requires_approval_by_default,
 )
+from .security import SecurityVerdict, parse_verdict
 from .tool import (
     ApprovalSpec,
     ConfirmationSpec,
@@ -62,6 +63,7 @@ __all__ = [
     "SandboxSpec",
     "ScriptEntry",
     "SecurityCheckSpec",
+    "SecurityVerdict",
     "SideEffect",
     "SourceFormat",
     "TileArg",
@@ -73,6 +75,7 @@ __all__ = [
     "level_from_access",
     "level_from_annotations",
     "level_from_dangerous",
+    "parse_verdict",
     "requires_approval_by_default",
     "split_tool_id",
     "validate_visualization",

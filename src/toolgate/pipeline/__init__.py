@@ -1,10 +1,11 @@
 """The call pipeline. This module is the only place where the order of the stages is written.
 
-    Resolve → ValidateArgs → Execute (run with timeout, contain failures) → ShapeResult
+    Resolve → Authorize → ValidateArgs → RateLimit → Idempotency → SecurityCheck → Approval
+            → Execute (run with timeout, contain failures) → ShapeResult
 
-Later stages (access policy, rate limits, idempotency, security checks, approval, audit) slot in
-through :class:`Stage`: each says which tools it applies to, and a per-tool *plan* chains only the
-stages that apply, so a tool pays for no rule it does not have.
+Stages are given to the :class:`Pipeline` by the gateway (the composition root) and always run in
+:data:`STAGE_ORDER`, whatever order they were passed in. Each says which tools it applies to, and a
+per-tool *plan* chains only the stages that apply, so a tool pays for no rule it does not have.
 """
 
 from __future__ import annotations
@@ -24,7 +25,17 @@ from .execute import Executor
 from .state import CallState, Handler, Stage, error_outcome
 from .validation import ValidateArgumentsStage
 
-__all__ = ["Pipeline", "Plan", "Stage"]
+__all__ = ["STAGE_ORDER", "Pipeline", "Plan", "Stage"]
+
+#: The order of the checks before a tool runs, by stage name.
+STAGE_ORDER = (
+    "authorize",
+    "validate_arguments",
+    "rate_limit",
+    "idempotency",
+    "security_check",
+    "approval",
+)
 
 log = logging.getLogger("toolgate.pipeline")
 
@@ -53,10 +64,13 @@ class Pipeline:
     ) -> None:
         self.registry = registry
         self.executor = executor
-        # The order of checks before a tool runs. Stages added by later features are inserted
-        # here, in this order: Authorize, ValidateArgs, RateLimit, Idempotency, SecurityCheck,
-        # Approval.
-        self.stages: tuple[Stage, ...] = (ValidateArgumentsStage(), *stages)
+        given = (ValidateArgumentsStage(), *stages)
+        unknown = [stage.name for stage in given if stage.name not in STAGE_ORDER]
+        if unknown:
+            raise ValueError(f"unknown pipeline stages {unknown}; known: {STAGE_ORDER}")
+        self.stages: tuple[Stage, ...] = tuple(
+            sorted(given, key=lambda stage: STAGE_ORDER.index(stage.name))
+        )
         self._plans: dict[str, Plan] = {}
 
     def plan_for(self, entry: RegisteredTool) -> Plan:

@@ -8,7 +8,7 @@ import time
 import traceback
 from collections.abc import Mapping
 
-from ..backends.base import ArgumentConversionError, Backend
+from ..backends.base import ArgumentConversionError, Backend, BackendUnavailableError
 from ..errors import ErrorCode, ToolError
 from ..model import CallOutcome, ImplementationKind
 from .shaping import ResultShaper
@@ -74,6 +74,10 @@ class Executor:
                 ErrorCode.INVALID_ARGUMENTS,
                 f"Invalid arguments for tool {state.tool.id}; it did not run: {exc}. "
                 "Fix these fields and call it again.",
+            )
+        except BackendUnavailableError as exc:
+            return error_outcome(
+                state, ErrorCode.UNAVAILABLE, f"Tool {state.tool.id} is unavailable: {exc}"
             )
         except ToolError as exc:
             return error_outcome(

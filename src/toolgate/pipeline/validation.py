@@ -7,10 +7,10 @@ from typing import Any
 
 import jsonschema_rs
 
-from .._json import thaw
-from ..errors import ErrorCode, ToolDefinitionError
+from ..errors import ErrorCode
 from ..model import CallOutcome, Tool
 from ..registry import RegisteredTool
+from ..schema_check import check_schema, compile_schema
 from .state import CallState, Handler, error_outcome
 
 __all__ = [
@@ -24,28 +24,6 @@ __all__ = [
 #: A model cannot act on a hundred problems at once, and a huge value would flood its context.
 _MAX_REPORTED = 20
 _MAX_PROBLEM_CHARS = 300
-
-
-def check_schema(schema: Mapping[str, Any], where: str) -> None:
-    """Raise :class:`ToolDefinitionError` when ``schema`` is not a valid JSON Schema."""
-    try:
-        jsonschema_rs.meta.validate(thaw(schema))
-    except jsonschema_rs.ValidationError as exc:
-        pointer = "/" + "/".join(str(p) for p in exc.instance_path)
-        raise ToolDefinitionError(
-            f"{where} is not a valid JSON Schema at {pointer}: {exc.message}"
-        ) from None
-    except Exception as exc:  # noqa: BLE001 - referencing errors, unsupported drafts…
-        raise ToolDefinitionError(f"{where} is not a usable JSON Schema: {exc}") from None
-
-
-def compile_schema(schema: Mapping[str, Any], where: str) -> jsonschema_rs.Validator:
-    """Compile a schema once; raise :class:`ToolDefinitionError` naming ``where`` if it is bad."""
-    check_schema(schema, where)
-    try:
-        return jsonschema_rs.validator_for(thaw(schema))
-    except Exception as exc:  # noqa: BLE001 - the library raises several unrelated types
-        raise ToolDefinitionError(f"{where} cannot be compiled: {exc}") from None
 
 
 def _pointer(parts: Iterable[Any]) -> str:

@@ -1,0 +1,92 @@
+"""The environment a script tool runs with: never the gateway's own (Jean2 seed, "Environment").
+
+A script gets the safe system variables (``PATH``, ``HOME``, ``USER``, locale…) and exactly the
+variables its declaration lists in ``env``, read from ``$TOOLGATE_HOME/.env`` — and from the
+gateway's own environment only for names the operator allows. Secrets a tool did not ask for never
+reach it, because it never receives variables it did not ask for.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dotenv import dotenv_values
+
+__all__ = ["SAFE_SYSTEM_VARIABLES", "ScriptEnvironment"]
+
+#: Passed through from the gateway's environment to every script, when set.
+SAFE_SYSTEM_VARIABLES = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "TMPDIR",
+    "LANG",
+    "LANGUAGE",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TERM",
+    "TZ",
+)
+
+
+def _safe_value(value: str) -> bool:
+    # Bash imports exported functions from values starting with "()" (Shellshock); refuse them.
+    return not value.startswith("()") and "\0" not in value
+
+
+@dataclass
+class ScriptEnvironment:
+    """Builds the complete environment of one script run."""
+
+    env_file: Path | None = None
+    """The ``.env`` file declared variables are read from (``$TOOLGATE_HOME/.env``)."""
+    process_env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    """The gateway's own environment: the source of the safe system variables."""
+    allow_from_process: Collection[str] | bool = ()
+    """Declared names that may also come from the gateway's environment (``True``: all)."""
+    _file_values: dict[str, str] | None = field(default=None, init=False, repr=False)
+    _file_mtime: float | None = field(default=None, init=False, repr=False)
+
+    def _from_file(self) -> dict[str, str]:
+        if self.env_file is None:
+            return {}
+        try:
+            mtime = self.env_file.stat().st_mtime
+        except OSError:
+            return {}
+        if self._file_values is None or mtime != self._file_mtime:
+            # Re-read when the file changes, so editing .env needs no restart.
+            values = dotenv_values(self.env_file, interpolate=False)
+            self._file_values = {k: v for k, v in values.items() if v is not None}
+            self._file_mtime = mtime
+        return self._file_values
+
+    def _allowed_from_process(self, name: str) -> bool:
+        if self.allow_from_process is True:
+            return True
+        if self.allow_from_process is False:
+            return False
+        return name in self.allow_from_process
+
+    def build(self, declared: Collection[str]) -> dict[str, str]:
+        """The environment for a tool that declared ``declared`` variables."""
+        result = {
+            name: self.process_env[name]
+            for name in SAFE_SYSTEM_VARIABLES
+            if name in self.process_env and _safe_value(self.process_env[name])
+        }
+        if not declared:
+            return result
+        from_file = self._from_file()
+        for name in declared:
+            value = from_file.get(name)
+            if value is None and self._allowed_from_process(name):
+                value = self.process_env.get(name)
+            if value is not None and _safe_value(value):
+                result[name] = value
+        return result

@@ -1,0 +1,210 @@
+"""Tool folders on disk → tools in the registry, kept in step without a restart.
+
+Every immediate sub-folder of a root (``$TOOLGATE_HOME/tools/<name>/`` and the folders named in
+``toolgate.yaml``) is one tool. The roots are watched with watchfiles and also rescanned every 60
+seconds (Jean2 seed: "scans every 60 seconds"), so adding, changing or deleting a folder adds,
+updates or removes its tool. A folder that fails to load keeps its diagnostics visible, and every
+other tool keeps loading.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import DuplicateToolError
+from ..loaders import Diagnostic, Severity, load_tool_folder
+from ..model import Tool
+from ..registry import RegisteredTool, Registry
+
+__all__ = ["DEFAULT_RESCAN_INTERVAL", "FolderRoot", "ScanReport", "ToolFolderSource"]
+
+log = logging.getLogger("toolgate.sources")
+
+#: Jean2: the server "scans every 60 seconds".
+DEFAULT_RESCAN_INTERVAL = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class FolderRoot:
+    """A folder whose sub-folders are tools, and the namespace those tools get."""
+
+    path: Path
+    namespace: str = "local"
+
+
+@dataclass
+class ScanReport:
+    """What one scan changed."""
+
+    added: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        """True when the registry changed."""
+        return bool(self.added or self.updated or self.removed)
+
+
+class ToolFolderSource:
+    """Loads tool folders into a registry and keeps them current."""
+
+    def __init__(
+        self,
+        registry: Registry,
+        roots: Iterable[FolderRoot],
+        *,
+        availability: Callable[[Tool], str | None],
+        rescan_interval: float = DEFAULT_RESCAN_INTERVAL,
+    ) -> None:
+        self.registry = registry
+        self.roots = tuple(roots)
+        self.availability = availability
+        self.rescan_interval = rescan_interval
+        self._owned: dict[Path, str] = {}
+        self._diagnostics: dict[Path, tuple[Diagnostic, ...]] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._stop: asyncio.Event | None = None
+        self.scans = 0
+        """How many scans ran (for tests and status pages)."""
+
+    def add_root(self, root: FolderRoot) -> ScanReport:
+        """Add a folder of tool folders and load it now (before :meth:`start`)."""
+        if self._task is not None:
+            raise RuntimeError("add tool folders before the gateway starts watching")
+        self.roots = (*self.roots, root)
+        return self.scan()
+
+    @property
+    def diagnostics(self) -> list[Diagnostic]:
+        """Every problem found by the last scan, folder by folder."""
+        return [d for folder in sorted(self._diagnostics) for d in self._diagnostics[folder]]
+
+    def _folders(self) -> list[tuple[Path, FolderRoot]]:
+        found: list[tuple[Path, FolderRoot]] = []
+        for root in self.roots:
+            if not root.path.is_dir():
+                continue
+            for child in sorted(root.path.iterdir()):
+                if child.is_dir() and not child.name.startswith("."):
+                    found.append((child, root))
+        return found
+
+    def scan(self) -> ScanReport:
+        """Load every folder now and bring the registry in step. Never raises for bad folders."""
+        report = ScanReport()
+        seen: dict[Path, str] = {}
+        diagnostics: dict[Path, tuple[Diagnostic, ...]] = {}
+        claimed: dict[str, Path] = {}
+        for folder, root in self._folders():
+            loaded = load_tool_folder(folder, namespace=root.namespace)
+            problems = list(loaded.diagnostics)
+            tool = loaded.tool
+            if tool is not None and tool.id in claimed:
+                problems.append(
+                    Diagnostic(
+                        str(folder),
+                        "name",
+                        f"tool {tool.id} is already declared by the folder {claimed[tool.id]}",
+                    )
+                )
+                tool = None
+            if tool is not None:
+                outcome = self._apply(folder, tool, report)
+                if outcome is None:
+                    claimed[tool.id] = folder
+                    seen[folder] = tool.id
+                else:
+                    problems.append(outcome)
+            if problems:
+                diagnostics[folder] = tuple(problems)
+        still_declared = set(seen.values())
+        for folder, tool_id in self._owned.items():
+            # Gone, broken now, or renamed: its old tool goes (a broken folder's tool must not
+            # keep running an outdated definition) — unless another folder declares it now.
+            dropped = seen.get(folder) != tool_id and tool_id not in still_declared
+            if dropped and self.registry.remove(tool_id):
+                report.removed.append(tool_id)
+        self._owned = seen
+        self._diagnostics = diagnostics
+        self.scans += 1
+        if report.changed:
+            log.info("tool folders: +%s ~%s -%s", report.added, report.updated, report.removed)
+        return report
+
+    def _apply(self, folder: Path, tool: Tool, report: ScanReport) -> Diagnostic | None:
+        entry = RegisteredTool(tool, None, self.availability(tool))
+        current = self.registry.get(tool.id)
+        owned_here = self._owned.get(folder) == tool.id
+        if current is not None and not owned_here and tool.id not in self._owned.values():
+            return Diagnostic(
+                str(folder),
+                "name",
+                f"tool {tool.id} is already registered by the "
+                f"{current.tool.source.format} declaration at {current.tool.source.location}",
+                Severity.ERROR,
+            )
+        if current is None:
+            try:
+                self.registry.add(entry)
+            except DuplicateToolError as exc:
+                return Diagnostic(str(folder), "name", str(exc))
+            report.added.append(tool.id)
+        elif current.tool != tool or current.unavailable_reason != entry.unavailable_reason:
+            self.registry.replace(entry)
+            report.updated.append(tool.id)
+        return None
+
+    # -- watching -------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Scan now, then watch the roots and rescan periodically until :meth:`stop`."""
+        if self._task is not None:
+            return
+        self.scan()
+        self._stop = asyncio.Event()
+        self._task = asyncio.create_task(self._watch(self._stop), name="toolgate-tool-folders")
+
+    async def stop(self) -> None:
+        """Stop watching (idempotent)."""
+        task, stop = self._task, self._stop
+        self._task = self._stop = None
+        if task is None or stop is None:
+            return
+        stop.set()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    async def _watch(self, stop: asyncio.Event) -> None:
+        from watchfiles import awatch  # the watcher thread only exists while serving
+
+        roots = [root.path for root in self.roots]
+        for path in roots:
+            path.mkdir(parents=True, exist_ok=True)
+        rescans = asyncio.create_task(self._rescan_periodically(stop))
+        try:
+            async for _changes in awatch(*roots, stop_event=stop, debounce=200, step=50):
+                self._safe_scan()
+        finally:
+            rescans.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await rescans
+
+    async def _rescan_periodically(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self.rescan_interval)
+            if not stop.is_set():
+                self._safe_scan()
+
+    def _safe_scan(self) -> None:
+        try:
+            self.scan()
+        except Exception:
+            log.exception("tool folder scan failed")

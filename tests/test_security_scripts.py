@@ -1,0 +1,180 @@
+"""Jean2 security scripts: the four outcomes, and every way a check can fail (all deny)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from folder_tools import clean_environ, write_tool
+from toolgate import ErrorCode, Gateway
+
+TOOL = (
+    "import json,sys\nd=json.load(sys.stdin)\n"
+    "open(d['workspacePath'] + '/ran', 'a').write('x')\n"
+    "print(json.dumps({'ran': True}))\n"
+)
+
+
+def verdict_script(verdict: dict[str, Any]) -> str:
+    return f"import sys\nsys.stdin.read()\nprint({json.dumps(json.dumps(verdict))})\n"
+
+
+def setup(root: Path, security: str, *, script_name: str = "security.py", **fields: Any) -> None:
+    folder = write_tool(
+        root,
+        "guarded",
+        TOOL,
+        runtime="python",
+        hasSecurityCheck=True,
+        securityScript=script_name,
+        **fields,
+    )
+    (folder / script_name).write_text(security, encoding="utf-8")
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    folder = tmp_path / "tools"
+    folder.mkdir()
+    return folder
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    folder = tmp_path / "ws"
+    folder.mkdir()
+    return folder
+
+
+def call(root: Path, workspace: Path, arguments: dict[str, Any] | None = None) -> Any:
+    with Gateway(tool_folders=[root], environ=clean_environ()) as gateway:
+        return gateway.call_sync("local:guarded", arguments or {}, workspace=workspace)
+
+
+@pytest.mark.parametrize(
+    ("verdict", "code", "runs"),
+    [
+        ({"allowed": True, "requiresApproval": False}, None, True),
+        ({"allowed": True, "requiresApproval": True}, None, True),
+        (
+            {"allowed": False, "requiresApproval": False, "message": "writes outside the repo"},
+            ErrorCode.SECURITY_BLOCKED,
+            False,
+        ),
+        (
+            {
+                "allowed": False,
+                "requiresApproval": True,
+                "permissionType": "file_write",
+                "permissionKey": "/etc/hosts",
+                "message": "This tool wants to write to /etc/hosts",
+            },
+            ErrorCode.USER_REJECTION,
+            False,
+        ),
+    ],
+)
+def test_the_four_outcomes(
+    root: Path, workspace: Path, verdict: dict[str, Any], code: ErrorCode | None, runs: bool
+) -> None:
+    setup(root, verdict_script(verdict))
+    outcome = call(root, workspace)
+    assert outcome.code is code
+    assert (workspace / "ran").exists() is runs
+    if code is not None:
+        assert verdict["message"] in (outcome.message or "")
+    if code is ErrorCode.USER_REJECTION:
+        assert "no approver is configured" in (outcome.message or "")
+
+
+@pytest.mark.parametrize(
+    ("security", "reason"),
+    [
+        ("import sys\nsys.stdin.read()\nraise SystemExit(2)\n", "exited with code 2"),
+        ("import sys,time\nsys.stdin.read()\ntime.sleep(30)\n", "did not answer within 0.5 s"),
+        ("import sys\nsys.stdin.read()\nprint('sure, go ahead')\n", "no valid verdict"),
+        ('import sys\nsys.stdin.read()\nprint(\'{"allowed": "yes"}\')\n', "'allowed' must be"),
+        ("import sys\nsys.stdin.read()\nprint('[true]')\n", "no valid verdict"),
+    ],
+)
+def test_a_crashing_hanging_or_lying_check_denies(
+    root: Path, workspace: Path, security: str, reason: str
+) -> None:
+    setup(root, security, securityTimeout=500)
+    outcome = call(root, workspace)
+    assert outcome.code is ErrorCode.SECURITY_BLOCKED
+    assert reason in (outcome.message or "")
+    assert "failed, so the call was denied" in (outcome.message or "")
+    assert not (workspace / "ran").exists()
+
+
+def test_a_missing_security_script_denies(root: Path, workspace: Path) -> None:
+    write_tool(root, "guarded", TOOL, runtime="python", hasSecurityCheck=True)  # security.ts
+    with Gateway(tool_folders=[root], environ=clean_environ()) as gateway:
+        assert any("security" in str(d) for d in gateway.diagnostics())  # a warning at load
+        outcome = gateway.call_sync("local:guarded", {}, workspace=workspace)
+    assert outcome.code is ErrorCode.SECURITY_BLOCKED
+    assert "does not exist" in (outcome.message or "")
+    assert not (workspace / "ran").exists()
+
+
+def test_the_check_gets_the_tool_input_at_the_top_and_under_args(
+    root: Path, workspace: Path, tmp_path: Path
+) -> None:
+    seen = tmp_path / "seen.json"
+    security = (
+        f"import json,sys\nd=json.load(sys.stdin)\nopen({str(seen)!r}, 'w').write(json.dumps(d))\n"
+        "print(json.dumps({'allowed': d['args']['path'] == d['path'] == 'a.txt'}))\n"
+    )
+    setup(
+        root, security, inputSchema={"type": "object", "properties": {"path": {"type": "string"}}}
+    )
+    outcome = call(root, workspace, {"path": "a.txt"})
+    assert outcome.ok, outcome.message
+    received = json.loads(seen.read_text())
+    assert received == {
+        "path": "a.txt",
+        "workspacePath": str(workspace),
+        "sessionId": "default",
+        "args": {"path": "a.txt"},
+    }
+
+
+def test_a_tool_argument_named_args_is_not_overwritten(
+    root: Path, workspace: Path, tmp_path: Path
+) -> None:
+    seen = tmp_path / "seen.json"
+    security = (
+        f"import json,sys\nd=json.load(sys.stdin)\nopen({str(seen)!r}, 'w').write(json.dumps(d))\n"
+        "print(json.dumps({'allowed': True}))\n"
+    )
+    setup(root, security, inputSchema={"type": "object", "properties": {"args": {"type": "array"}}})
+    assert call(root, workspace, {"args": ["-l"]}).ok
+    assert json.loads(seen.read_text())["args"] == ["-l"]
+
+
+def test_the_security_runtime_follows_the_script_extension(root: Path, workspace: Path) -> None:
+    setup(
+        root,
+        'cat >/dev/null\necho \'{"allowed": false, "message": "bash said no"}\'\n',
+        script_name="security.sh",
+    )
+    outcome = call(root, workspace)
+    assert outcome.code is ErrorCode.SECURITY_BLOCKED and "bash said no" in (outcome.message or "")
+
+
+def test_invalid_arguments_are_rejected_before_the_check_runs(
+    root: Path, workspace: Path, tmp_path: Path
+) -> None:
+    marker = tmp_path / "checked"
+    setup(
+        root,
+        f"import sys\nsys.stdin.read()\nopen({str(marker)!r}, 'w')\n"
+        "print('{\"allowed\": true}')\n",
+        inputSchema={"type": "object", "properties": {"n": {"type": "integer"}}},
+    )
+    assert call(root, workspace, {"n": "x"}).code is ErrorCode.INVALID_ARGUMENTS
+    assert not marker.exists()
