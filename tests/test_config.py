@@ -2,21 +2,27 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from folder_tools import write_tool
 from toolgate import ConfigError
+from toolgate.backends.script import DEFAULT_MAX_OUTPUT
 from toolgate.config import (
     MAX_CONFIG_BYTES,
+    ScriptsConfig,
     find_config,
     load_config,
     load_gateway,
     parse_config,
     toolgate_home,
 )
+from toolgate.demo import TOOL_FOLDERS
+from toolgate.sources import FolderRoot
 
 TOOLS_PY = '''
 from toolgate import tool
@@ -182,6 +188,22 @@ def test_demo_and_overflow_settings(tmp_path: Path) -> None:
             r"^toolgate\.yaml: overflow: preview \(20\) must not exceed limit \(10\)$",
         ),
         ("overflow: {limit: 0}\n", r"^toolgate\.yaml: overflow\.limit: .*greater than or equal"),
+        ("tool_folders: [{namespace: x}]\n", r"^toolgate\.yaml: tool_folders\[0\]\.path: Field"),
+        (
+            "tool_folders: [{path: ./t, namespace: 'a b'}]\n",
+            r"^toolgate\.yaml: tool_folders\[0\]\.namespace: 'a b' is not a usable namespace",
+        ),
+        ("tool_folders: [{path: ./t, nmespace: a}]\n", r"tool_folders\[0\]\.nmespace: unknown"),
+        ("scripts: {max_ouput: 1}\n", r"^toolgate\.yaml: scripts\.max_ouput: unknown key"),
+        ("scripts: {max_output: 0}\n", r"^toolgate\.yaml: scripts\.max_output: .*greater"),
+        ("scripts: {concurrency: -1}\n", r"^toolgate\.yaml: scripts\.concurrency: .*greater"),
+        (
+            "scripts: {env_from_process: [A, 3]}\n",
+            r"^toolgate\.yaml: scripts\.env_from_process: must be a list of variable names, or "
+            r"true",
+        ),
+        ("scripts: {env_from_process: yes}\n", r"scripts\.env_from_process: must be a list"),
+        ("a: &x [1]\nb: *x\nb: 2\n", r"^toolgate\.yaml: invalid YAML at line 3, .*duplicate key"),
     ],
 )
 def test_malformed_config_names_file_and_field(text: str, message: str) -> None:
@@ -225,3 +247,87 @@ def test_oversized_config_is_refused(tmp_path: Path) -> None:
 def test_yaml_is_parsed_safely(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="invalid YAML"):
         parse_config("demo: !!python/object/apply:os.system ['echo hacked']\n")
+
+
+# -- tool folders and scripts ------------------------------------------------------------------
+
+ENV_PY = """\
+import json, os, sys
+json.load(sys.stdin)
+print(json.dumps({name: os.environ.get(name) for name in ("FROM_FILE", "FROM_PROCESS")}))
+"""
+
+
+def test_tool_folder_roots_in_order_and_nothing_created(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    config = (
+        "tool_folders:\n  - ./a\n  - path: b\n    namespace: team\n  - ./a   # twice: once\n"
+        "demo: true\n"
+    )
+    _write(tmp_path, "toolgate.yaml", config)
+    with load_gateway(cwd=tmp_path, environ={"TOOLGATE_HOME": str(home)}) as gateway:
+        assert gateway.tool_folders.roots == (
+            FolderRoot(home / "tools", "local"),
+            FolderRoot(tmp_path / "a", "local"),
+            FolderRoot(tmp_path / "b", "team"),
+            FolderRoot(TOOL_FOLDERS, "demo"),
+        )
+        assert gateway.diagnostics() == []  # the demo folders load cleanly
+        ids = {tool.id for tool in gateway.list_tools()}
+        assert {"demo:word-count", "demo:file-diff", "demo:system-info", "demo:add"} <= ids
+    assert not home.exists()
+
+
+def test_a_folder_cannot_have_two_namespaces(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / "tools").mkdir(parents=True)
+    _write(tmp_path, "toolgate.yaml", f"tool_folders: [{{path: {home / 'tools'}, namespace: x}}]\n")
+    with pytest.raises(ConfigError, match=r"tool_folders\[0\]: .* already a tool folder with the "):
+        load_gateway(cwd=tmp_path, environ={"TOOLGATE_HOME": str(home)})
+
+
+def test_scripts_section(tmp_path: Path) -> None:
+    assert parse_config("").scripts == ScriptsConfig(
+        env_from_process=(), max_output=DEFAULT_MAX_OUTPUT, concurrency=32
+    )
+    assert DEFAULT_MAX_OUTPUT == 10 * 1024 * 1024
+    parsed = parse_config("scripts: {env_from_process: [A, B], max_output: 10, concurrency: 2}")
+    assert parsed.scripts == ScriptsConfig(
+        env_from_process=("A", "B"), max_output=10, concurrency=2
+    )
+    assert parse_config("scripts: {env_from_process: true}").scripts.env_from_process is True
+
+
+def test_scripts_read_home_env_file_and_allowed_process_variables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    write_tool(home / "tools", "env", ENV_PY, runtime="python", env=["FROM_FILE", "FROM_PROCESS"])
+    (home / ".env").write_text("FROM_FILE=file-value\n", encoding="utf-8")
+    monkeypatch.setenv("FROM_PROCESS", "process-value")
+    environ = {"TOOLGATE_HOME": str(home)}
+
+    def seen(config: str) -> object:
+        _write(tmp_path, "toolgate.yaml", config)
+        with load_gateway(cwd=tmp_path, environ=environ) as gateway:
+            outcome = gateway.call_sync("local:env", {}, workspace=tmp_path)
+            assert outcome.ok, outcome.text
+            return json.loads(outcome.text)
+
+    assert seen("") == {"FROM_FILE": "file-value", "FROM_PROCESS": None}
+    allowed = seen("scripts: {env_from_process: [FROM_PROCESS]}\n")
+    assert allowed == {"FROM_FILE": "file-value", "FROM_PROCESS": "process-value"}
+
+
+def test_scripts_max_output_reaches_the_backend(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    write_tool(
+        home / "tools", "loud", "import sys\nsys.stdout.write('x' * 100)\n", runtime="python"
+    )
+    _write(tmp_path, "toolgate.yaml", "scripts: {max_output: 50}\n")
+    with load_gateway(cwd=tmp_path, environ={"TOOLGATE_HOME": str(home)}) as gateway:
+        outcome = gateway.call_sync("local:loud", {}, workspace=tmp_path)
+    assert not outcome.ok
+    assert "more than 50 bytes" in outcome.text

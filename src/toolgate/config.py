@@ -18,15 +18,36 @@ The schema (every section optional; unknown keys are errors, so typos are report
       - ./my_tools.py:add        #   ``file.py:attr`` picks one attribute
       - module: myapp.more       # the long form of any of the above, with
         namespace: more          #   optional re-homing of every tool in that namespace
-    demo: true                   # also include the bundled demo tools (namespace ``demo``)
+    tool_folders:                # folders whose sub-folders are tool folders (tool.md + script)
+      - ./tools                  # relative to this file's folder; tools get namespace ``local``
+      - path: ~/shared-tools     # the long form, with another namespace
+        namespace: shared
+    scripts:                     # how script tools (tool folders) run
+      env_from_process: [GITHUB_TOKEN]  # declared ``env`` names that may also come from the
+                                 #   gateway's own environment (``true``: any declared name);
+                                 #   by default they come only from $TOOLGATE_HOME/.env
+      max_output: 10485760       # bytes of stdout (and of stderr) a script may write (10 MiB)
+      concurrency: 32            # processes of one tool that may run at once
+    demo: true                   # also include the bundled demo tools (namespace ``demo``): the
+                                 #   Python ones and the demo tool folders
     overflow:                    # context overflow protection (Jean2)
       limit: 50000               # characters of content above which it is saved to a file
       preview: 10000             # characters the model still sees of it
       dir: ./spill               # where the files go (default: <tmp>/toolgate)
 
 The folder holding the file is put at the front of ``sys.path``, so modules next to it import as
-they would with ``python -m``. Later sections (tool folders, manifests) are added beside
-``python``.
+they would with ``python -m``.
+
+Tool folders: ``$TOOLGATE_HOME/tools`` is always the first one (namespace ``local``; ``toolgate
+tools install`` and ``toolgate tools new`` put tools there), then the ``tool_folders`` entries in
+order. Every immediate sub-folder is one tool (Jean2 seed: ``tool.md`` or ``tool.json`` plus a
+script in any runtime). A folder that does not load does not stop the others: its problems are the
+gateway's diagnostics (``toolgate tools list`` prints them). Scripts read the variables they
+declare in ``env`` from ``$TOOLGATE_HOME/.env``. A ``tool_folders`` entry that does not exist is
+an error; a folder named twice is loaded once. Nothing is created when the gateway is built.
+
+The file is parsed with :func:`toolgate.loaders.load_yaml`: JSON-shaped values only (no Python
+tags), bounded aliases, size and depth, and a key written twice is an error naming both lines.
 
 Every problem is a :class:`~toolgate.ConfigError` whose message names the file and the field, for
 example ``toolgate.yaml: python[1]: cannot import 'nope.mod': No module named 'nope'``.
@@ -46,14 +67,16 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import yaml  # type: ignore[import-untyped, unused-ignore]  # no stubs in the dev deps
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .backends.script import DEFAULT_MAX_OUTPUT
 from .errors import ConfigError, ToolgateError
 from .gateway import Gateway
-from .model import SourceFormat, Tool, ToolSource
+from .loaders import YamlError, load_yaml
+from .model import SourceFormat, Tool, ToolSource, split_tool_id
 from .pipeline.overflow import DEFAULT_OVERFLOW_LIMIT, DEFAULT_PREVIEW_CHARS
 from .python import FunctionTool, tool
+from .sources import FolderRoot
 
 __all__ = [
     "CONFIG_FILE_NAME",
@@ -62,11 +85,14 @@ __all__ = [
     "LoadedConfig",
     "OverflowConfig",
     "PythonSource",
+    "ScriptsConfig",
+    "ToolFolderEntry",
     "build_gateway",
     "find_config",
     "load_config",
     "load_gateway",
     "parse_config",
+    "tool_folder_roots",
     "toolgate_home",
 ]
 
@@ -112,11 +138,64 @@ class OverflowConfig(_Section):
         return self
 
 
+class ToolFolderEntry(_Section):
+    """One entry of ``tool_folders:``: a folder whose sub-folders are tool folders."""
+
+    path: str = Field(min_length=1)
+    """The folder (``~`` expanded; relative to the config file's folder)."""
+    namespace: str = Field(default="local", min_length=1)
+    """The namespace of its tools (ids ``namespace:name``)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _short_form(cls, value: Any) -> Any:
+        # ``- ./tools`` is the short form of ``- path: ./tools``.
+        return {"path": value} if isinstance(value, str) else value
+
+    @field_validator("namespace")
+    @classmethod
+    def _valid_namespace(cls, value: str) -> str:
+        try:
+            split_tool_id(f"{value}:x")
+        except ValueError:
+            raise ValueError(
+                f"{value!r} is not a usable namespace (no white space, no trailing colon)"
+            ) from None
+        return value
+
+
+class ScriptsConfig(_Section):
+    """``scripts:``: how script tools (tool folders) run."""
+
+    env_from_process: tuple[str, ...] | bool = ()
+    """Declared ``env`` names that may also come from the gateway's environment (``True``: any);
+    by default a script's variables come only from ``$TOOLGATE_HOME/.env``."""
+    max_output: int = Field(default=DEFAULT_MAX_OUTPUT, ge=1)
+    """Bytes of stdout (and of stderr) a script may write before it is stopped."""
+    concurrency: int = Field(default=32, ge=1)
+    """Processes of one script tool that may run at once."""
+
+    @field_validator("env_from_process", mode="before")
+    @classmethod
+    def _names_or_true(cls, value: Any) -> Any:
+        # One clear message instead of pydantic's per-member union errors.
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, (list, tuple)) and all(
+            isinstance(item, str) and item for item in value
+        ):
+            return tuple(value)
+        raise ValueError("must be a list of variable names, or true for any declared variable")
+
+
 class GatewayConfig(_Section):
     """The whole ``toolgate.yaml``."""
 
     python: list[PythonSource] = Field(default_factory=list)
     """Python modules, attributes and files that hold tools."""
+    tool_folders: list[ToolFolderEntry] = Field(default_factory=list)
+    """Folders of tool folders (besides ``$TOOLGATE_HOME/tools``, which is always used)."""
+    scripts: ScriptsConfig = Field(default_factory=ScriptsConfig)
     demo: bool = False
     """Include the bundled demo tools."""
     overflow: OverflowConfig = Field(default_factory=OverflowConfig)
@@ -185,18 +264,16 @@ def _validation_message(label: str, exc: ValidationError) -> str:
 def parse_config(text: str, label: str = CONFIG_FILE_NAME) -> GatewayConfig:
     """Parse the text of a ``toolgate.yaml``. Raises :class:`ConfigError` naming the field."""
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"{label}: invalid YAML{where}: {problem}") from None
+        data = load_yaml(text, source=label)
+    except YamlError as exc:
+        where = f" at {exc.location.removesuffix(': ')}" if exc.line is not None else ""
+        raise ConfigError(f"{label}: invalid YAML{where}: {exc.problem}") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(
-            f"{label}: the file must be a mapping of sections (python:, demo:, overflow:), "
-            f"not a {type(data).__name__}"
+            f"{label}: the file must be a mapping of sections (python:, tool_folders:, scripts:, "
+            f"demo:, overflow:), not a {type(data).__name__}"
         )
     try:
         return GatewayConfig.model_validate(data)
@@ -351,18 +428,64 @@ def _source_tools(source: PythonSource, folder: Path, where: str) -> list[Any]:
     return items if path is None else [_located(item, path, where) for item in items]
 
 
-def build_gateway(loaded: LoadedConfig, *, include_demo: bool = False) -> Gateway:
+def tool_folder_roots(
+    loaded: LoadedConfig, *, home: Path | None = None, include_demo: bool = False
+) -> list[FolderRoot]:
+    """The tool-folder roots, in order: ``$TOOLGATE_HOME/tools`` (namespace ``local``), the
+    ``tool_folders`` entries, then the bundled demo tool folders (namespace ``demo``) when
+    ``demo: true`` or ``include_demo``.
+
+    Raises :class:`ConfigError` for a configured folder that does not exist. Creates nothing.
+    """
+    config, label, folder = loaded.config, loaded.label, loaded.folder
+    home = toolgate_home() if home is None else home
+    roots = [FolderRoot(home / "tools", "local")]
+    for index, entry in enumerate(config.tool_folders):
+        path = Path(entry.path).expanduser()
+        path = path if path.is_absolute() else folder / path
+        if not path.is_dir():
+            problem = "is not a folder" if path.exists() else "no such folder"
+            raise ConfigError(f"{label}: tool_folders[{index}]: {problem}: {path}")
+        # The same folder named twice (or $TOOLGATE_HOME/tools itself) would declare every tool
+        # in it twice: once is enough, under one namespace.
+        same = next((r for r in roots if r.path.resolve() == path.resolve()), None)
+        if same is None:
+            roots.append(FolderRoot(path, entry.namespace))
+        elif same.namespace != entry.namespace:
+            raise ConfigError(
+                f"{label}: tool_folders[{index}]: {path} is already a tool folder with the "
+                f"namespace {same.namespace!r}"
+            )
+    if config.demo or include_demo:
+        from .demo import TOOL_FOLDERS
+
+        roots.append(FolderRoot(TOOL_FOLDERS, "demo"))
+    return roots
+
+
+def build_gateway(
+    loaded: LoadedConfig, *, include_demo: bool = False, home: Path | None = None
+) -> Gateway:
     """Build a :class:`Gateway` holding the configured tools.
 
     ``include_demo`` adds the bundled demo tools even when the file does not ask for them.
+    ``home`` is ``$TOOLGATE_HOME`` (default :func:`toolgate_home`): its ``tools`` folder is always
+    a tool-folder root and its ``.env`` holds the variables scripts declare.
     Raises :class:`ConfigError` naming the file and the entry for every problem.
     """
     config, label, folder = loaded.config, loaded.label, loaded.folder
+    home = toolgate_home() if home is None else home
+    roots = tool_folder_roots(loaded, home=home, include_demo=include_demo)
     spill = config.overflow.dir
     gateway = Gateway(
         overflow_limit=config.overflow.limit,
         preview_chars=config.overflow.preview,
         spill_dir=None if spill is None else folder / Path(spill).expanduser(),
+        tool_folders=roots,
+        env_file=home / ".env",
+        env_from_process=config.scripts.env_from_process,
+        script_max_output=config.scripts.max_output,
+        script_concurrency=config.scripts.concurrency,
     )
     try:
         if config.python and str(folder) not in sys.path:
@@ -399,5 +522,7 @@ def load_gateway(
     Raises :class:`ConfigError` (naming the file and the field) when anything is wrong.
     """
     return build_gateway(
-        load_config(config_path, cwd=cwd, environ=environ), include_demo=include_demo
+        load_config(config_path, cwd=cwd, environ=environ),
+        include_demo=include_demo,
+        home=toolgate_home(environ),
     )

@@ -1,14 +1,22 @@
 """The ``toolgate`` commands (Typer). Every command talks only to the :class:`~toolgate.Gateway`.
 
-Commands: ``tools list``, ``tools show ID``, ``call ID``, ``export``, ``demo``; global options
+Commands: ``tools list``, ``tools show ID``, ``tools validate PATH``, ``tools install PATH``,
+``tools remove NAME``, ``tools new NAME``, ``call ID``, ``export``, ``demo``; global options
 ``--config PATH`` and ``--version``.
+
+``tools list --json`` prints the same JSON array of tools as always; the tool-folder diagnostics
+then go to stderr as text (one ``severity: path: field: message`` line each), so the array stays
+backward compatible and pipes cleanly into ``jq``.
 
 Exit codes (see :mod:`toolgate.cli.errors`, where they are assigned in one function):
 
 * 0 success;
 * 1 the call ended in an error outcome (``tool_error``, ``invalid_arguments``,
-  ``tool_not_found``, …), or ``tools show`` / ``export --tool`` named an unknown tool;
-* 2 usage error: a bad option, ``--args`` that is not a JSON object, an unreadable args file;
+  ``tool_not_found``, …), ``tools show`` / ``export --tool`` named an unknown tool, or a
+  tool-folder command failed (a folder that does not load, an installed tool without
+  ``--force``, removing a tool that is not installed, ``tools new`` onto an existing folder);
+* 2 usage error: a bad option, ``--args`` that is not a JSON object, an unreadable args file, a
+  PATH that is not a folder, a NAME that is a path;
 * 3 configuration error: a malformed ``toolgate.yaml``, a module or file that cannot be loaded;
 * 4 reserved for a call pending a person's approval.
 """
@@ -21,14 +29,24 @@ from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
+from rich.text import Text
 
 from ..errors import ErrorCode, ToolgateError
 from ..gateway import Gateway
 from ..registry import RegisteredTool
 from .catalog import describe_tool, print_tool, print_tool_table, summarize_tool
-from .errors import EXIT_CODES_HELP, CliUsageError, report
+from .errors import EXIT_CODES_HELP, CliFailure, CliUsageError, report
+from .folders import (
+    LOCAL_NAMESPACE,
+    install_folder,
+    new_folder,
+    print_diagnostics,
+    remove_folder,
+    validate_folder,
+)
 from .options import CliState, make_console, parse_arguments, print_json
 from .outcome import print_outcome
+from .scaffold import SCAFFOLD_RUNTIMES
 
 __all__ = ["app", "run"]
 
@@ -48,7 +66,8 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 tools_app = typer.Typer(
-    help="Inspect the configured tools.",
+    help="Inspect the configured tools, and validate, install, remove or create tool folders "
+    "(a tool.md plus a script in any runtime) in $TOOLGATE_HOME/tools.",
     epilog=EXIT_CODES_HELP,
     rich_markup_mode="markdown",
     no_args_is_help=True,
@@ -110,17 +129,32 @@ def list_tools(
     ctx: typer.Context,
     as_json: Annotated[bool, typer.Option("--json", help="Print the catalog as JSON.")] = False,
 ) -> None:
-    """List the tools: id, title, side-effect level, approval, kind, source and availability."""
+    """List the tools: id, title, side-effect level, approval, kind, source and availability.
+
+    Below the table: why each unavailable tool is unavailable, and every problem found in the
+    tool folders ($TOOLGATE_HOME/tools and tool_folders: in toolgate.yaml) as 'severity: path:
+    field: message'. A broken folder never stops the other tools from loading. With --json the
+    array of tools goes to stdout and those problems to stderr.
+    """
     state = _state(ctx)
     with state.open_gateway() as gateway:
         entries = gateway.entries()
+        diagnostics = gateway.diagnostics()
     if as_json:
         print_json([summarize_tool(entry) for entry in entries])
     elif entries:
         print_tool_table(entries, state.out)
     else:
         state.out.print("No tools are configured.")
-    if not entries:
+    if diagnostics:
+        noun = "problem" if len(diagnostics) == 1 else "problems"
+        console = state.err if as_json else state.out
+        if not as_json:
+            console.print()
+        print_diagnostics(
+            diagnostics, console, heading=f"{len(diagnostics)} {noun} in tool folders:"
+        )
+    if not entries and not diagnostics:
         state.hint_when_unconfigured()
 
 
@@ -141,6 +175,140 @@ def show_tool(
         print_json(describe_tool(entry))
     else:
         print_tool(entry, state.out)
+
+
+# -- tool folders ------------------------------------------------------------------------------
+
+_FOLDER_HELP = (
+    "A tool folder holds tool.md (YAML front matter: name, script, runtime, inputSchema, "
+    "outputSchema, timeout…; the Markdown body is the description the model reads) or tool.json, "
+    "and the script, run with one JSON object on stdin and writing one to stdout."
+)
+
+
+@tools_app.command("validate", epilog=EXIT_CODES_HELP)
+def validate_tool(
+    ctx: typer.Context,
+    path: Annotated[Path, typer.Argument(metavar="PATH", help="The tool folder to check.")],
+) -> None:
+    """Check a tool folder without installing or running it.
+
+    Prints the tool it declares (id, script and runtime, timeout, side effect, approval, inputs)
+    and every problem as 'severity: file: field: message', including a warning when its runtime
+    is not installed here. Exits 0 when the folder loads (warnings allowed), 1 when it does not,
+    2 when PATH is not a folder.
+    """
+    validate_folder(path, _state(ctx).out)
+
+
+@tools_app.command("install", epilog=EXIT_CODES_HELP)
+def install_tool(
+    ctx: typer.Context,
+    path: Annotated[Path, typer.Argument(metavar="PATH", help="The tool folder to install.")],
+    force: Annotated[
+        bool, typer.Option("--force", "-f", help="Replace an installed tool of the same name.")
+    ] = False,
+) -> None:
+    """Validate a tool folder, then copy it to $TOOLGATE_HOME/tools/NAME (NAME: its 'name').
+
+    The tool is then local:NAME and is available at once: the next toolgate command loads it,
+    and a running server picks it up by itself. Refuses a folder that does not load (printing
+    why), an installed tool of the same name unless --force, and symlinks pointing outside the
+    folder; `.git` and `__pycache__` are not copied.
+    """
+    state = _state(ctx)
+    check = install_folder(path, state.tools_dir, force=force, console=state.err)
+    assert check.tool is not None
+    tool_id = check.tool.id
+    state.out.print(
+        Text.assemble(("Installed ", "bold green"), (tool_id, "bold"), f" in {check.load.folder}"),
+        soft_wrap=True,
+    )
+    state.out.print(
+        f"It is available now: 'toolgate call {tool_id}' runs it, and a running server picks it "
+        "up by itself (it watches $TOOLGATE_HOME/tools).",
+        soft_wrap=True,
+    )
+    print_diagnostics(check.diagnostics, state.err)
+
+
+@tools_app.command("remove", epilog=EXIT_CODES_HELP)
+def remove_tool(
+    ctx: typer.Context,
+    name: Annotated[
+        str,
+        typer.Argument(
+            metavar="NAME",
+            help="The folder name in $TOOLGATE_HOME/tools (local:NAME is accepted too).",
+        ),
+    ],
+) -> None:
+    """Delete an installed tool folder, $TOOLGATE_HOME/tools/NAME, and nothing else.
+
+    A symlinked folder is unlinked, never followed. Exits 1 when no such folder is installed and
+    2 when NAME is a path ('/', '..').
+    """
+    state = _state(ctx)
+    removed = remove_folder(name, state.tools_dir)
+    state.out.print(
+        Text.assemble(
+            ("Removed ", "bold"), f"{LOCAL_NAMESPACE}:{removed.name}", f" (deleted {removed})"
+        ),
+        soft_wrap=True,
+    )
+
+
+@tools_app.command("new", epilog=EXIT_CODES_HELP)
+def new_tool(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(metavar="NAME", help="The tool's name, e.g. word-count.")],
+    runtime: Annotated[
+        str,
+        typer.Option(
+            "--runtime",
+            "-r",
+            metavar="RUNTIME",
+            help=f"The script's runtime: {', '.join(SCAFFOLD_RUNTIMES)}.",
+        ),
+    ] = "python",
+    directory: Annotated[
+        Path | None,
+        typer.Option(
+            "--dir",
+            metavar="PATH",
+            help="Create the folder PATH/NAME instead of $TOOLGATE_HOME/tools/NAME (then "
+            "install it with 'toolgate tools install PATH/NAME').",
+        ),
+    ] = None,
+) -> None:
+    """Create a working tool folder to start from: tool.md, a script and test-input.json.
+
+    The tool greets: given {"name": "Ada"} it returns {"message": "Hello, Ada!"}. tool.md sets
+    every common field (comments explain each); edit its description, schemas and the script.
+    For --runtime binary the script is an executable shell script: replace it with your own
+    executable. Created in $TOOLGATE_HOME/tools it is local:NAME at once.
+    """
+    state = _state(ctx)
+    parent = state.tools_dir if directory is None else directory
+    folder, files, check = new_folder(name, runtime, parent)
+    out = state.out
+    out.print(Text.assemble(("Created ", "bold green"), f"{folder} ({runtime})"), soft_wrap=True)
+    purposes = {
+        "tool.md": "the declaration: description, schemas, timeout, approval",
+        "test-input.json": "sample arguments",
+    }
+    for file in files:
+        purpose = purposes.get(file.name, "the code: JSON on stdin, JSON on stdout")
+        out.print(f"  {file.name:<16} {purpose}")
+    out.print()
+    out.print(Text("Try it:", style="bold"))
+    tool_id = f"{LOCAL_NAMESPACE}:{name}"
+    out.print(f"  toolgate tools validate {folder}", soft_wrap=True)
+    installed = directory is None
+    if not installed:
+        out.print(f"  toolgate tools install {folder}", soft_wrap=True)
+    out.print(f"  toolgate call {tool_id} --args @{folder / 'test-input.json'}", soft_wrap=True)
+    print_diagnostics(check.diagnostics, state.err)
 
 
 # -- call --------------------------------------------------------------------------------------
@@ -268,5 +436,5 @@ def run() -> None:
     """Run the command line; user errors become an exit code and one line on stderr."""
     try:
         app()
-    except (ToolgateError, CliUsageError) as exc:
+    except (ToolgateError, CliUsageError, CliFailure) as exc:
         sys.exit(report(exc, make_console(stderr=True)))

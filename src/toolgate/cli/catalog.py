@@ -63,7 +63,11 @@ def describe_tool(entry: RegisteredTool) -> dict[str, Any]:
 
 
 def print_tool_table(entries: Sequence[RegisteredTool], console: Console) -> None:
-    """Print the catalog as a table: id, title, level, approval, kind, source, availability."""
+    """Print the catalog as a table: id, title, level, approval, kind, source, availability.
+
+    Reasons for unavailability are often long (a missing runtime and how to install it), so the
+    table says "unavailable (see below)" and each reason follows the table on its own line.
+    """
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     for header in ("ID", "Title", "Side effect", "Approval", "Kind", "Source", "Availability"):
         table.add_column(header, overflow="fold")
@@ -76,11 +80,22 @@ def print_tool_table(entries: Sequence[RegisteredTool], console: Console) -> Non
             Text(_yes_no(tool.requires_approval), style="yellow" if tool.requires_approval else ""),
             Text(str(tool.kind)),
             Text(str(tool.source.format)),
-            Text(_availability(entry), style="" if entry.available else "red"),
+            Text(
+                "available" if entry.available else "unavailable (see below)",
+                style="" if entry.available else "red",
+            ),
         )
     console.print(table)
     noun = "tool" if len(entries) == 1 else "tools"
     console.print(Text(f"{len(entries)} {noun}", style="dim"))
+    for entry in entries:
+        if not entry.available:
+            console.print(
+                Text.assemble(
+                    (f"{entry.tool.id} is unavailable: ", "red"), entry.unavailable_reason or ""
+                ),
+                soft_wrap=True,
+            )
 
 
 def _schema(schema: dict[str, Any] | None) -> RenderableType:

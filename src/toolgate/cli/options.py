@@ -11,7 +11,7 @@ from typing import IO, Any
 
 from rich.console import Console
 
-from ..config import LoadedConfig, build_gateway, load_config
+from ..config import LoadedConfig, build_gateway, load_config, toolgate_home
 from ..gateway import Gateway
 from .errors import CliUsageError
 
@@ -41,6 +41,16 @@ class CliState:
     err: Console = field(default_factory=lambda: make_console(stderr=True))
     loaded: LoadedConfig | None = None
 
+    @property
+    def home(self) -> Path:
+        """``$TOOLGATE_HOME`` (default ``~/.toolgate``)."""
+        return toolgate_home()
+
+    @property
+    def tools_dir(self) -> Path:
+        """``$TOOLGATE_HOME/tools``: the installed tool folders (namespace ``local``)."""
+        return self.home / "tools"
+
     def open_gateway(self) -> Gateway:
         """Load the configuration and build the gateway (raises ``ConfigError``)."""
         self.loaded = load_config(self.config_path)
@@ -55,7 +65,9 @@ class CliState:
             "default ~/.toolgate). Create ./toolgate.yaml, for example:\n\n"
             "  python:\n    - ./my_tools.py      # a file with @tool functions\n"
             "  demo: true             # the bundled demo tools\n\n"
-            "or run 'toolgate demo' for a tour that needs no configuration.",
+            "or create a tool folder (tool.md + a script in any runtime) with "
+            "'toolgate tools new NAME', or run 'toolgate demo' for a tour that needs no "
+            "configuration.",
             soft_wrap=True,
         )
 

@@ -13,6 +13,7 @@ from rich.text import Text
 
 from ..gateway import Gateway
 from ..model import CallOutcome
+from ..sources import FolderRoot
 from .catalog import print_tool_table
 from .outcome import overflow_note
 from .render import render_visualization
@@ -72,6 +73,12 @@ _VISUAL_CALLS: tuple[tuple[str, dict[str, Any]], ...] = (
         },
     ),
     ("demo:word_count", {"text": "one gateway for every tool"}),
+)
+
+# Script tools: the bundled demo tool folders, run as child processes (Jean2 seed).
+_SCRIPT_CALLS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("demo:word-count", {"path": "greeting-v2.txt"}),
+    ("demo:file-diff", {"oldPath": "greeting-v1.txt", "newPath": "greeting-v2.txt"}),
 )
 
 _ERROR_CALLS: tuple[tuple[str, dict[str, Any]], ...] = (
@@ -138,12 +145,17 @@ def _export(console: Console, gateway: Gateway) -> None:
 
 
 def run_tour(console: Console) -> None:
-    """Print the tour: catalog, a call, every visualization, overflow, errors, an export."""
-    from ..demo import tools
+    """Print the tour: catalog, a call, every visualization, overflow, errors, script tools and
+    an export."""
+    from ..demo import TOOL_FOLDERS, tools
 
     console.print(Text("toolgate demo: a tour of the gateway on its bundled demo tools", "bold"))
     console.print("Every call below goes through the same pipeline as any configured tool.")
-    with Gateway() as gateway, tempfile.TemporaryDirectory(prefix="toolgate-demo-") as tmp:
+    demo_folders = [FolderRoot(TOOL_FOLDERS, "demo")]
+    with (
+        Gateway(tool_folders=demo_folders) as gateway,
+        tempfile.TemporaryDirectory(prefix="toolgate-demo-") as tmp,
+    ):
         workspace = Path(tmp)
         _sample_workspace(workspace)
         gateway.add(tools)
@@ -181,12 +193,29 @@ def run_tour(console: Console) -> None:
             outcome = _call(gateway, console, tool_id, args, workspace)
             console.print(Text.assemble(("model sees: ", "bold"), outcome.text), soft_wrap=True)
 
-        _heading(console, "6. Export for a provider  ($ toolgate export --format openai)")
+        _heading(console, "6. Script tools: a folder with tool.md and a script, any runtime")
+        console.print(
+            "These run as child processes: JSON arguments on stdin, a JSON result on stdout. "
+            "Start your own with 'toolgate tools new NAME --runtime python|node|bash|…'.",
+            soft_wrap=True,
+        )
+        (workspace / "greeting-v1.txt").write_text("Hello\nworld\n", encoding="utf-8")
+        (workspace / "greeting-v2.txt").write_text("Hello\nbrave new world\n", encoding="utf-8")
+        for tool_id, args in _SCRIPT_CALLS:
+            outcome = _call(gateway, console, tool_id, args, workspace)
+            console.print(
+                Text.assemble(("model sees: ", "bold"), _short(outcome.text)), soft_wrap=True
+            )
+            if outcome.visualization is not None:
+                render_visualization(outcome.visualization, console)
+
+        _heading(console, "7. Export for a provider  ($ toolgate export --format openai)")
         _export(console, gateway)
 
     _heading(console, "Next")
     console.print(
         "Put your own @tool functions in a file, name it in ./toolgate.yaml "
-        "(python: [./my_tools.py]), then try 'toolgate tools list', 'toolgate call' and "
-        "'toolgate export'. Add 'demo: true' to keep these demo tools."
+        "(python: [./my_tools.py]), or create a tool folder with 'toolgate tools new NAME', "
+        "then try 'toolgate tools list', 'toolgate call' and 'toolgate export'. Add "
+        "'demo: true' to keep these demo tools."
     )

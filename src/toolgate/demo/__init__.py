@@ -1,8 +1,10 @@
 """The bundled demo tools (namespace ``demo``).
 
 Small, deterministic Python tools that exercise the pipeline and every ``_visualization`` type of
-the Jean2 seed. ``toolgate demo`` tours them without any configuration; a ``toolgate.yaml`` with
-``demo: true`` adds them to the configured gateway.
+the Jean2 seed, and a few tool folders (:data:`TOOL_FOLDERS`: ``word-count``, ``file-diff``,
+``system-info``; ``tool.md`` plus a script each) that show script tools. ``toolgate demo`` tours
+them without any configuration; a ``toolgate.yaml`` with ``demo: true`` adds them all to the
+configured gateway.
 
     from toolgate import Gateway
     from toolgate.demo import tools
@@ -13,6 +15,7 @@ the Jean2 seed. ``toolgate demo`` tours them without any configuration; a ``tool
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from ..python import FunctionTool
@@ -32,6 +35,7 @@ from .tools import (
 )
 
 __all__ = [
+    "TOOL_FOLDERS",
     "add",
     "big_output",
     "diff_text",
@@ -62,3 +66,6 @@ tools: list[FunctionTool[Any, Any]] = [
     big_output,
     fail,
 ]
+
+#: The bundled demo tool folders (each sub-folder is one tool; namespace ``demo`` when configured).
+TOOL_FOLDERS: Path = Path(__file__).parent / "tool_folders"
