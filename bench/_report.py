@@ -8,11 +8,13 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from _timing import Summary
-from scenarios import Scenario
+from scenarios import BURST, BURST_SLEEP_S, Scenario
 
 __all__ = [
+    "GOAL_BURST_MS",
     "GOAL_OVERHEAD_US",
     "GOAL_RATIO",
+    "GOAL_SCRIPT_OVERHEAD_MS",
     "Goal",
     "Ratio",
     "goals",
@@ -25,6 +27,10 @@ __all__ = [
 GOAL_OVERHEAD_US = 15.0
 #: How many times slower the FastMCP in-memory client should be than our call.
 GOAL_RATIO = 50.0
+#: Median gateway overhead (gateway call − bare spawn) a python script tool must stay under.
+GOAL_SCRIPT_OVERHEAD_MS = 2.0
+#: Wall time a burst of BURST concurrent 100 ms bash script calls must stay under.
+GOAL_BURST_MS = 1000.0
 
 
 @dataclass(frozen=True)
@@ -103,6 +109,35 @@ def goals(results: dict[str, Summary]) -> list[Goal]:
         out.append(
             Goal(label, f"≥ {GOAL_RATIO:g}×", value, "×", value >= GOAL_RATIO, f"lowest: {peer}")
         )
+    return out + script_goals(results)
+
+
+def script_goals(results: dict[str, Summary]) -> list[Goal]:
+    """The script-tool goals, in ms: python gateway overhead, and the bursts' wall time."""
+    value = overhead(results, "python_gw", "python_bare") / 1000
+    out = [
+        Goal(
+            "python script tool: gateway overhead (median − bare median)",
+            f"< {GOAL_SCRIPT_OVERHEAD_MS:g} ms",
+            value,
+            "ms",
+            None if math.isnan(value) else value < GOAL_SCRIPT_OVERHEAD_MS,
+        )
+    ]
+    for key, which in (("burst_gw", "default script_concurrency"), ("burst_gw64", "64")):
+        value = _median(results, key) / 1000
+        if which == "64":
+            which = "script_concurrency=64"
+        out.append(
+            Goal(
+                f"{BURST} concurrent {BURST_SLEEP_S * 1000:g} ms bash calls, {which}: wall",
+                f"< {GOAL_BURST_MS:g} ms",
+                value,
+                "ms",
+                None if math.isnan(value) else value < GOAL_BURST_MS,
+                "median burst",
+            )
+        )
     return out
 
 
@@ -131,6 +166,9 @@ class Rows:
     header: list[str]
     body: list[list[str]]
     groups: list[str]
+    """Per row: a section starts where this changes."""
+    bold: list[bool]
+    """Per row: printed in bold (toolgate's own rows)."""
 
 
 def _rows(scenarios: list[Scenario], results: dict[str, Summary]) -> Rows:
@@ -145,9 +183,10 @@ def _rows(scenarios: list[Scenario], results: dict[str, Summary]) -> Rows:
     ]
     body: list[list[str]] = []
     groups: list[str] = []
+    bold: list[bool] = []
     for index, sc in enumerate(scenarios, 1):
         s = results.get(sc.key)
-        if s is None:
+        if s is None or not sc.batched:
             continue
         shows_overhead = sc.overhead and sc.key != "direct"
         over = _fmt_signed(overhead(results, sc.key)) if shows_overhead else ""
@@ -167,7 +206,91 @@ def _rows(scenarios: list[Scenario], results: dict[str, Summary]) -> Rows:
             ]
         )
         groups.append(sc.group)
-    return Rows(header, body, groups)
+        bold.append(sc.group == "toolgate")
+    return Rows(header, body, groups, bold)
+
+
+def _root(sc: Scenario) -> str:
+    return sc.baseline or sc.key
+
+
+def _script_rows(scenarios: list[Scenario], results: dict[str, Summary]) -> Rows:
+    """The script-tool rows, in ms; sections (``groups``) by the bare spawn they compare with."""
+    header = ["#", "script tools", "median ms", "p95 ms", "min ms", "vs bare ms", "samples"]
+    # "vs bare ms": median − the median of the section's bare spawn (the row's baseline).
+    body: list[list[str]] = []
+    groups: list[str] = []
+    bold: list[bool] = []
+    for index, sc in enumerate(scenarios, 1):
+        s = results.get(sc.key)
+        if s is None or sc.batched:
+            continue
+        own = ""
+        if sc.baseline is not None and sc.baseline in results:
+            own = _fmt_signed(overhead(results, sc.key, sc.baseline) / 1000)
+        samples = f"{s.batches} × {s.batch_max}" if sc.timing == "burst" else str(s.batches)
+        body.append(
+            [
+                str(index),
+                sc.label,
+                _fmt(s.median_us / 1000),
+                _fmt(s.p95_us / 1000),
+                _fmt(s.min_us / 1000),
+                own,
+                samples,
+            ]
+        )
+        groups.append(_root(sc))
+        bold.append(sc.group == "toolgate")
+    return Rows(header, body, groups, bold)
+
+
+def _program_text(info: dict[str, Any]) -> str:
+    if info.get("path") is None:
+        return f"{info['name']}: not on PATH"
+    shown = info["path"] if info["real"] == info["path"] else f"{info['path']} → {info['real']}"
+    verdict = "a shim: every call also runs it" if info.get("shim") else "not a shim"
+    return f"{info['name']} = {shown} ({info['kind']}, {verdict})"
+
+
+def _script_intro(meta: dict[str, Any]) -> list[str]:
+    script = meta.get("script")
+    if not script:
+        return []
+    scan = script.get("proc_scan")
+    scan_text = (
+        f"One /proc scan here: {scan['median_ms']:.2f} ms over {scan['processes']} processes "
+        "(the process runner makes at least one per call)."
+        if scan
+        else "No /proc here."
+    )
+    return [
+        "",
+        "Script tools (tool folders), one child process per call. Sample = one call "
+        f"({script['samples_per_round']} per round)",
+        f"or, for the × {script['burst_size']} rows, the wall time of {script['burst_size']} "
+        f"concurrent calls of a bash script that sleeps {BURST_SLEEP_S:g} s "
+        f"({script['bursts_per_round']} per round).",
+        "bare spawn = create_subprocess_exec(program, script, stdin=PIPE, stdout=PIPE) + "
+        "communicate(json) + json.loads,",
+        "  with the gateway's program, script, stdin, environment and cwd.  "
+        "vs bare = median − the bare spawn's median.",
+        _program_text(script["bash"]),
+        _program_text(script["python3"]),
+        scan_text,
+    ]
+
+
+def _script_lines(results: dict[str, Summary]) -> list[str]:
+    """The split of the bash overhead between the process runner and the rest of the gateway."""
+    if not all(k in results for k in ("bash_gw", "bash_runner", "bash_bare")):
+        return []
+    gw = overhead(results, "bash_gw", "bash_bare") / 1000
+    runner = overhead(results, "bash_runner", "bash_bare") / 1000
+    return [
+        f"  bash: gateway overhead {_fmt_signed(gw)} ms = run_process over a bare spawn "
+        f"{_fmt_signed(runner)} ms + pipeline and script backend {_fmt_signed(gw - runner)} ms"
+    ]
 
 
 def render(
@@ -178,6 +301,9 @@ def render(
 ) -> None:
     """Print the report to stdout, with Rich when it is installed."""
     rows = _rows(scenarios, results)
+    script_rows = _script_rows(scenarios, results)
+    script_intro = _script_intro(meta) if script_rows.body else []
+    script_lines = _script_lines(results)
     the_ratios = ratios(results)
     the_goals = goals(results)
     intro = [
@@ -197,24 +323,24 @@ def render(
         from rich.markup import escape
         from rich.table import Table
     except ImportError:  # plain text
-        _render_plain(intro, rows, the_ratios, the_goals, problems)
+        _render_plain(
+            intro, rows, the_ratios, (script_intro, script_rows, script_lines), the_goals, problems
+        )
         return
 
     console = Console(width=None if sys.stdout.isatty() else 140)
     for line in intro:
         console.print(line, highlight=False, markup=False)
-    table = Table(show_lines=False)
-    for i, name in enumerate(rows.header):
-        table.add_column(name, justify="left" if i == 1 else "right", no_wrap=True)
-    previous = None
-    for group, row in zip(rows.groups, rows.body, strict=True):
-        if previous is not None and group != previous:
-            table.add_section()
-        table.add_row(*map(escape, row), style="bold" if group == "toolgate" else None)
-        previous = group
-    console.print(table)
+    if rows.body:
+        console.print(_rich_table(Table, escape, rows))
     for ratio in the_ratios:
         console.print(f"  {ratio.label}: [bold]{_fmt(ratio.value, 1)}×[/bold]", highlight=False)
+    if script_rows.body:
+        for line in script_intro:
+            console.print(line, highlight=False, markup=False)
+        console.print(_rich_table(Table, escape, script_rows))
+        for line in script_lines:
+            console.print(line, highlight=False, markup=False)
     console.print("Goals (informational; the exit code does not depend on them):")
     for goal in the_goals:
         verdict = _verdict(goal)
@@ -230,14 +356,23 @@ def render(
         console.print(f"  [yellow]{key}[/yellow]: {escape(text)}", highlight=False)
 
 
-def _render_plain(
-    intro: list[str],
-    rows: Rows,
-    the_ratios: list[Ratio],
-    the_goals: list[Goal],
-    problems: dict[str, str],
-) -> None:
-    print("\n".join(intro))
+def _rich_table(table_type: Any, escape: Any, rows: Rows) -> Any:
+    """A Rich table of ``rows``, a section per change of group."""
+    table = table_type(show_lines=False)
+    for i, name in enumerate(rows.header):
+        table.add_column(name, justify="left" if i == 1 else "right", no_wrap=True)
+    previous = None
+    for group, row, bold in zip(rows.groups, rows.body, rows.bold, strict=True):
+        if previous is not None and group != previous:
+            table.add_section()
+        table.add_row(*map(escape, row), style="bold" if bold else None)
+        previous = group
+    return table
+
+
+def _print_plain_table(rows: Rows) -> None:
+    if not rows.body:
+        return
     widths = [max(len(r[i]) for r in [rows.header, *rows.body]) for i in range(len(rows.header))]
     for row in [rows.header, *rows.body]:
         print(
@@ -246,8 +381,26 @@ def _render_plain(
                 for i, (c, w) in enumerate(zip(row, widths, strict=True))
             )
         )
+
+
+def _render_plain(
+    intro: list[str],
+    rows: Rows,
+    the_ratios: list[Ratio],
+    script: tuple[list[str], Rows, list[str]],
+    the_goals: list[Goal],
+    problems: dict[str, str],
+) -> None:
+    print("\n".join(intro))
+    _print_plain_table(rows)
     for ratio in the_ratios:
         print(f"  {ratio.label}: {_fmt(ratio.value, 1)}×")
+    script_intro, script_rows, script_lines = script
+    if script_rows.body:
+        print("\n".join([*script_intro]))
+        _print_plain_table(script_rows)
+        for line in script_lines:
+            print(line)
     print("Goals (informational; the exit code does not depend on them):")
     for goal in the_goals:
         extra = f"  ({goal.detail})" if goal.detail else ""
@@ -275,6 +428,7 @@ def to_json(
             "group": sc.group,
             "baseline": sc.baseline,
             "note": sc.note,
+            "timing": sc.timing,
         }
         if s is None:
             row["problem"] = problems.get(sc.key, "did not run")
@@ -293,6 +447,11 @@ def to_json(
             "statistics": "median and p95 (linear interpolation) over the samples, in µs",
             "overhead": "scenario median − direct-call median",
             "gc": "disabled inside each timed batch, collected before each scenario round",
+            "script_rows": (
+                "timing 'single': one sample = one call (batch size 1); timing 'burst': one "
+                f"sample = wall time of {BURST} concurrent calls (batch size {BURST}); "
+                "vs_baseline_us = median − the bare spawn's median; overhead_us is null"
+            ),
         },
         "scenarios": rows,
         "ratios": [{**asdict(r), "value": _number(r.value)} for r in ratios(results)],

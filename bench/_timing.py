@@ -6,6 +6,11 @@ p95 describes how noisy whole batches were, not the tail of single calls.
 
 Awaited calls are timed inside the running event loop, and each batch ends with one
 ``await asyncio.sleep(0)`` so that the loop gets one turn per batch (≤ 0.1 µs per call here).
+
+Calls that take milliseconds (script tools: one child process per call) are not batched:
+:func:`time_each_async` times every call on its own, so each sample is one call (or, for a burst
+of concurrent calls, the wall time of the whole burst), and a fixed number of samples is taken per
+round instead of filling a time budget.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from itertools import repeat
 from time import perf_counter_ns
 from typing import Any
 
-__all__ = ["Budget", "Samples", "Summary", "percentile", "summarize"]
+__all__ = ["Budget", "Samples", "Summary", "percentile", "summarize", "time_each_async"]
 
 
 @dataclass
@@ -144,6 +149,44 @@ class Budget:
         for _ in repeat(None, calls):
             await call()
         return (perf_counter_ns() - start) / calls
+
+
+async def time_each_async(
+    call: Callable[[], Awaitable[Any]],
+    *,
+    samples: int,
+    warmup: int = 3,
+    size: int = 1,
+    give_up_ns: int = 20_000_000_000,
+) -> Samples:
+    """Time ``samples`` awaits of ``call``, one sample each (no batching), after ``warmup``.
+
+    For calls of a millisecond or more, where a clock read per call costs nothing in comparison:
+    the median and p95 are then those of single calls. ``size`` is recorded as the batch size of
+    every sample: 1 for one call, or the number of calls ``call`` makes concurrently (a burst, whose
+    sample is then the wall time of the whole burst). Like :meth:`Budget.measure_async`, the GC is
+    off inside each timed await and the loop gets one turn (``asyncio.sleep(0)``) inside the timed
+    region. Stops early, with at least one sample, once ``give_up_ns`` have passed.
+    """
+    for _ in range(warmup):
+        await call()
+    gc.collect()
+    out = Samples()
+    first = perf_counter_ns()
+    for _ in range(samples):
+        gc.disable()
+        try:
+            start = perf_counter_ns()
+            await call()
+            await asyncio.sleep(0)
+            end = perf_counter_ns()
+        finally:
+            gc.enable()
+        out.per_call_ns.append(float(end - start))
+        out.batch_sizes.append(size)
+        if end - first > give_up_ns:
+            break
+    return out
 
 
 def percentile(ordered: list[float], q: float) -> float:

@@ -28,7 +28,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import toolgate
 from _report import render, to_json
 from _timing import Budget, Samples, Summary, summarize
-from scenarios import SCENARIOS, Context, Fixtures, Scenario, Skip
+from scenarios import (
+    BURST,
+    SCENARIOS,
+    Context,
+    Fixtures,
+    Scenario,
+    ScriptPlan,
+    Skip,
+    describe_program,
+    proc_scan,
+)
 
 PINNED_FASTMCP = "4.1.2"
 
@@ -41,11 +51,24 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         "--seconds", type=float, help="total timing budget, split over scenarios and rounds"
     )
     parser.add_argument("--rounds", type=int, help="interleaved rounds (each runs every scenario)")
+    parser.add_argument(
+        "--script-samples",
+        type=int,
+        help="script-tool calls timed per scenario and round (default 30, quick 15)",
+    )
+    parser.add_argument(
+        "--bursts",
+        type=int,
+        help=f"bursts of {BURST} concurrent script calls timed per burst scenario and round "
+        "(default 2)",
+    )
     parser.add_argument("--only", help="comma-separated scenario keys (see --list)")
     parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
     args = parser.parse_args(argv)
     args.seconds = args.seconds or (8.0 if args.quick else 36.0)
     args.rounds = max(1, args.rounds or (2 if args.quick else 5))
+    args.script_samples = max(1, args.script_samples or (15 if args.quick else 30))
+    args.bursts = max(1, args.bursts or 2)
     return args
 
 
@@ -79,12 +102,22 @@ def _select(only: str | None) -> list[Scenario]:
     unknown = [k for k in wanted if k not in known]
     if unknown:
         raise SystemExit(f"unknown scenario(s) {unknown}; known: {sorted(known)}")
-    # Overheads are relative to the direct call: always measure it.
-    return [s for s in SCENARIOS if s.key in wanted or s.key == "direct"]
+    chosen = set(wanted)
+    # A script row's overhead is relative to its bare spawn: measure that too.
+    chosen |= {s.baseline for s in SCENARIOS if s.key in wanted and not s.batched and s.baseline}
+    # The µs rows' overheads are relative to the direct call: measure it whenever one runs.
+    if any(s.batched for s in SCENARIOS if s.key in chosen):
+        chosen.add("direct")
+    return [s for s in SCENARIOS if s.key in chosen]
 
 
 async def _run_all(
-    scenarios: list[Scenario], budget: Budget, rounds: int, fixtures: Fixtures, quiet: bool
+    scenarios: list[Scenario],
+    budget: Budget,
+    plan: ScriptPlan,
+    rounds: int,
+    fixtures: Fixtures,
+    quiet: bool,
 ) -> tuple[dict[str, Samples], dict[str, str]]:
     samples = {s.key: Samples() for s in scenarios}
     problems: dict[str, str] = {}
@@ -98,7 +131,7 @@ async def _run_all(
             if sc.key in problems:
                 continue
             try:
-                samples[sc.key].extend(await sc.run(Context(fixtures, budget)))
+                samples[sc.key].extend(await sc.run(Context(fixtures, budget, plan)))
             except Skip as exc:
                 problems[sc.key] = f"skipped: {exc}"
             except Exception as exc:  # noqa: BLE001 - report it, run the other scenarios
@@ -112,11 +145,18 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     if args.list:
         for s in SCENARIOS:
-            print(f"{s.key:16} {s.group:9} {s.label}" + (f"  — {s.note}" if s.note else ""))
+            print(
+                f"{s.key:16} {s.group:9} {s.timing:8} {s.label}"
+                + (f"  — {s.note}" if s.note else "")
+            )
         return 0
     scenarios = _select(args.only)
-    round_ns = int(args.seconds * 1e9 / (len(scenarios) * args.rounds))
+    # The time budget is split over the µs (batched) rows only; script rows take a fixed number
+    # of samples per round (plan), so adding them does not thin the other rows.
+    batched = sum(1 for s in scenarios if s.batched)
+    round_ns = int(args.seconds * 1e9 / (max(1, batched) * args.rounds))
     budget = Budget(round_ns=round_ns, warmup_ns=min(30_000_000, round_ns // 4))
+    plan = ScriptPlan(samples=args.script_samples, bursts=args.bursts)
 
     fastmcp_version = _fastmcp_version()
     meta: dict[str, Any] = {
@@ -135,12 +175,21 @@ def main(argv: list[str] | None = None) -> int:
         "round_ms_per_scenario": round(round_ns / 1e6, 1),
         "quick": args.quick,
     }
+    if any(not s.batched for s in scenarios):
+        meta["script"] = {
+            "bash": describe_program("bash"),
+            "python3": describe_program("python3"),
+            "proc_scan": proc_scan(),
+            "samples_per_round": plan.samples,
+            "bursts_per_round": plan.bursts,
+            "burst_size": BURST,
+        }
 
     fixtures = Fixtures()
     started = time.perf_counter()
     try:
         samples, problems = asyncio.run(
-            _run_all(scenarios, budget, args.rounds, fixtures, quiet=args.json)
+            _run_all(scenarios, budget, plan, args.rounds, fixtures, quiet=args.json)
         )
     finally:
         fixtures.close()

@@ -6,7 +6,12 @@ calls) or ``await ctx.budget.measure_async(call)`` (awaited calls). It is called
 inside one running event loop; it sets up whatever it needs (and checks once that the call really
 works) before timing, and tears it down after. Raise :class:`Skip` when it cannot run here.
 
-To add a scenario (script tools, audit, HTTP…), write one more function below::
+Script-tool scenarios (``timing="single"`` / ``"burst"``) take milliseconds per call: they are
+timed one call (or one burst of concurrent calls) per sample with :func:`~_timing.time_each_async`,
+a fixed number of samples per round (``ctx.plan``), outside the µs time budget; the report shows
+them in a table of their own, in ms, beside a bare spawn of the same script.
+
+To add a scenario (audit, HTTP…), write one more function below::
 
     @scenario("gw_audit", "await gateway.call, audit on", group="toolgate", baseline="gw_async")
     async def gw_audit(ctx: Context) -> Samples:
@@ -17,20 +22,44 @@ To add a scenario (script tools, audit, HTTP…), write one more function below:
 from __future__ import annotations
 
 import asyncio
+import inspect
+import json
+import os
+import shutil
+import statistics
+import tempfile
+import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import Any, Literal
 
-from _timing import Budget, Samples
+from _timing import Budget, Samples, time_each_async
 from toolgate import Gateway, tool
+from toolgate.backends.environment import SAFE_SYSTEM_VARIABLES
 
-__all__ = ["ARGS", "SCENARIOS", "Context", "Fixtures", "Scenario", "Skip", "scenario"]
+__all__ = [
+    "ARGS",
+    "BURST",
+    "SCENARIOS",
+    "Context",
+    "Fixtures",
+    "Scenario",
+    "ScriptPlan",
+    "Skip",
+    "describe_program",
+    "proc_scan",
+    "scenario",
+]
 
 ARGS: dict[str, int] = {"a": 1, "b": 2}
 EXPECTED = 3
 
 Group = Literal["baseline", "toolgate", "peer"]
+Timing = Literal["batched", "single", "burst"]
+"""``batched``: µs calls timed in batches over the time budget (the main table). ``single``: one
+call per sample (script tools). ``burst``: one sample = the wall time of BURST concurrent calls."""
 
 
 @tool(namespace="bench")
@@ -65,6 +94,11 @@ class Scenario:
     note: str = ""
     overhead: bool = True
     """Whether "median − direct-call median" means anything (not for a component on its own)."""
+    timing: Timing = "batched"
+
+    @property
+    def batched(self) -> bool:
+        return self.timing == "batched"
 
 
 SCENARIOS: list[Scenario] = []
@@ -78,6 +112,7 @@ def scenario(
     baseline: str | None = None,
     note: str = "",
     overhead: bool = True,
+    timing: Timing = "batched",
 ) -> Callable[[Callable[[Context], Awaitable[Samples]]], Callable[[Context], Awaitable[Samples]]]:
     """Register a scenario function; the table lists them in registration order."""
 
@@ -86,7 +121,9 @@ def scenario(
     ) -> Callable[[Context], Awaitable[Samples]]:
         if any(s.key == key for s in SCENARIOS):
             raise ValueError(f"duplicate scenario key {key!r}")
-        SCENARIOS.append(Scenario(key, label, group, func, baseline, note, overhead))
+        # Script rows compare with their bare baseline, never with the direct call.
+        vs_direct = overhead and timing == "batched"
+        SCENARIOS.append(Scenario(key, label, group, func, baseline, note, vs_direct, timing))
         return func
 
     return register
@@ -94,6 +131,10 @@ def scenario(
 
 class Fixtures:
     """Objects shared by every round: built once, on first use."""
+
+    def __init__(self) -> None:
+        self._script_gateways: dict[int | None, Gateway] = {}
+        self._script_tmp: tempfile.TemporaryDirectory[str] | None = None
 
     @cached_property
     def gateway(self) -> Gateway:
@@ -117,15 +158,83 @@ class Fixtures:
         server.tool(plain_add_async, name="add_async")
         return server
 
+    # -- script tools (tool folders written to a temporary directory) ----------------------------
+
+    @cached_property
+    def script_root(self) -> Path:
+        self._script_tmp = tempfile.TemporaryDirectory(prefix="toolgate-bench-")
+        root = Path(self._script_tmp.name) / "tools"
+        for name, (runtime, script, source) in SCRIPT_TOOLS.items():
+            _write_tool_folder(root, name, runtime, script, source)
+        return root
+
+    def script_gateway_with(self, concurrency: int | None) -> Gateway:
+        """A gateway over the bench's tool folders (``None``: the default script_concurrency)."""
+        gateway = self._script_gateways.get(concurrency)
+        if gateway is None:
+            gateway = (
+                Gateway(tool_folders=[self.script_root])
+                if concurrency is None
+                else Gateway(tool_folders=[self.script_root], script_concurrency=concurrency)
+            )
+            self._script_gateways[concurrency] = gateway
+            missing = [n for n in SCRIPT_TOOLS if f"local:{n}" not in gateway.registry]
+            if missing:
+                problems = "; ".join(str(d) for d in gateway.diagnostics()) or "no diagnostics"
+                raise RuntimeError(f"tool folders {missing} did not load: {problems}")
+        return gateway
+
+    @cached_property
+    def script_env(self) -> dict[str, str]:
+        """What the gateway gives a script that declares no variables: the safe system ones."""
+        return {
+            name: os.environ[name]
+            for name in SAFE_SYSTEM_VARIABLES
+            if name in os.environ and not os.environ[name].startswith("()")
+        }
+
+    @cached_property
+    def script_cwd(self) -> Path:
+        return Path.cwd()
+
+    @cached_property
+    def script_payload(self) -> bytes:
+        """The stdin the gateway writes for ``SCRIPT_ARGS``, so the bare spawn sends the same."""
+        payload = {**SCRIPT_ARGS, "workspacePath": str(self.script_cwd), "sessionId": "default"}
+        return json.dumps(payload).encode("utf-8")
+
+    def program(self, name: str) -> str:
+        """The program the gateway runs for a runtime: looked up on the scripts' PATH."""
+        found = shutil.which(name, path=self.script_env.get("PATH", os.defpath))
+        if found is None:
+            raise Skip(f"{name} is not on PATH")
+        return found
+
     def close(self) -> None:
         if "gateway" in self.__dict__:
             self.gateway.close()
+        for gateway in self._script_gateways.values():
+            gateway.close()
+        if self._script_tmp is not None:
+            self._script_tmp.cleanup()
+
+
+@dataclass(frozen=True)
+class ScriptPlan:
+    """How many samples the script-tool scenarios take per round (they ignore the time budget)."""
+
+    samples: int = 30
+    """Single calls timed per scenario and round (after ``warmup`` untimed ones)."""
+    bursts: int = 2
+    """Bursts of ``BURST`` concurrent calls timed per burst scenario and round."""
+    warmup: int = 3
 
 
 @dataclass
 class Context:
     fixtures: Fixtures
     budget: Budget
+    plan: ScriptPlan = field(default_factory=ScriptPlan)
 
 
 def _plain(value: Any) -> Any:
@@ -281,3 +390,294 @@ async def fastmcp_inline(ctx: Context) -> Samples:
 )
 async def fastmcp_async(ctx: Context) -> Samples:
     return await _fastmcp(ctx, "add_async")
+
+
+# -- script tools (tool folders: tool.md + a script, one child process per call) ----------------
+
+#: Concurrent calls in one burst, and how long the burst tool's script sleeps.
+BURST = 50
+BURST_SLEEP_S = 0.1
+SCRIPT_ARGS: dict[str, int] = {"a": 1}
+#: The gateway's default ``script_concurrency`` (processes of one script tool at once).
+DEFAULT_SCRIPT_CONCURRENCY: Any = (
+    inspect.signature(Gateway).parameters.get("script_concurrency", inspect.Parameter).default
+)
+
+# The echo scripts read the whole JSON object from stdin and wrap it: {"echo": <input>}. The bash
+# one uses builtins only (no `cat`), so a call is exactly one process.
+_ECHO_SH = """IFS= read -r -d '' input || true
+printf '{"echo":%s}\\n' "$input"
+"""
+_ECHO_PY = """import json, sys
+json.dump({"echo": json.load(sys.stdin)}, sys.stdout)
+"""
+_SLEEP_SH = f"""IFS= read -r -d '' input || true
+sleep {BURST_SLEEP_S}
+printf '{{"slept":{BURST_SLEEP_S}}}\\n'
+"""
+
+#: folder (= tool name, id ``local:<name>``): runtime, script file, script source
+SCRIPT_TOOLS: dict[str, tuple[str, str, str]] = {
+    "echo-sh": ("bash", "script.sh", _ECHO_SH),
+    "echo-py": ("python", "script.py", _ECHO_PY),
+    "sleep-sh": ("bash", "script.sh", _SLEEP_SH),
+}
+_RUNTIME_PROGRAM = {"bash": "bash", "python": "python3"}
+
+
+def _write_tool_folder(root: Path, name: str, runtime: str, script: str, source: str) -> None:
+    """A Jean2-style tool folder: ``tool.md`` (YAML front matter + description) and the script."""
+    folder = root / name
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "tool.md").write_text(
+        "---\n"
+        f"name: {name}\n"
+        f"script: {script}\n"
+        f"runtime: {runtime}\n"
+        "inputSchema: {type: object, properties: {a: {type: integer}}}\n"
+        "outputSchema: {type: object}\n"
+        "---\n\n"
+        f"Benchmark tool {name}.\n",
+        encoding="utf-8",
+    )
+    (folder / script).write_text(source, encoding="utf-8")
+
+
+def describe_program(name: str) -> dict[str, Any]:
+    """Which ``name`` scripts get (on the scripts' PATH), what it really is, and if it is a shim."""
+    env_path = os.environ.get("PATH", os.defpath)
+    found = shutil.which(name, path=env_path)
+    if found is None:
+        return {"name": name, "path": None, "real": None, "kind": "missing", "shim": False}
+    real = os.path.realpath(found)
+    try:
+        with open(real, "rb") as handle:
+            head = handle.read(2048)
+    except OSError:
+        head = b""
+    if head.startswith(b"\x7fELF"):
+        kind = "ELF binary"
+    elif head.startswith(b"#!"):
+        kind = "pyenv shim (bash script)" if b"pyenv" in head else "wrapper script"
+    else:
+        kind = "unknown"
+    return {"name": name, "path": found, "real": real, "kind": kind, "shim": head.startswith(b"#!")}
+
+
+def proc_scan(repeat: int = 15) -> dict[str, Any] | None:
+    """What one scan of ``/proc/*/stat`` costs here (median ms) and how many processes it read.
+
+    The same work as the process runner's scan (list ``/proc``, read every ``<pid>/stat``), which
+    it does at least once at the end of every script call; ``None`` without ``/proc``.
+    """
+    if not os.path.exists("/proc/self/stat"):
+        return None
+    times: list[float] = []
+    count = 0
+    for _ in range(repeat):
+        start = time.perf_counter_ns()
+        count = 0
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                fd = os.open(f"/proc/{name}/stat", os.O_RDONLY)
+            except OSError:
+                continue
+            try:
+                os.read(fd, 4096)
+                count += 1
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+        times.append((time.perf_counter_ns() - start) / 1e6)
+    return {"median_ms": round(statistics.median(times), 3), "processes": count}
+
+
+def _check_echo(result: Any) -> None:
+    echoed = result.get("echo") if isinstance(result, dict) else None
+    if not isinstance(echoed, dict) or echoed.get("a") != SCRIPT_ARGS["a"]:
+        raise RuntimeError(f"the script did not echo its input: {result!r}")
+
+
+def _check_script_outcome(outcome: Any) -> None:
+    if not outcome.ok:
+        raise RuntimeError(f"script tool call failed: {outcome.code}: {outcome.message}")
+
+
+async def _bare_spawn(
+    program: str, script: str, payload: bytes, env: dict[str, str], cwd: Path
+) -> Any:
+    """One JSON round trip through a bare child process: what a gateway call is compared with."""
+    proc = await asyncio.create_subprocess_exec(
+        program,
+        script,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        env=env,
+        cwd=cwd,
+    )
+    out, _ = await proc.communicate(payload)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{program} {script} exited with code {proc.returncode}")
+    return json.loads(out)
+
+
+async def _bare_echo(ctx: Context, tool_name: str) -> Samples:
+    fx = ctx.fixtures
+    runtime, script, _ = SCRIPT_TOOLS[tool_name]
+    program = fx.program(_RUNTIME_PROGRAM[runtime])
+    path = str(fx.script_root / tool_name / script)
+    payload, env, cwd = fx.script_payload, fx.script_env, fx.script_cwd
+
+    async def call() -> None:
+        _check_echo(await _bare_spawn(program, path, payload, env, cwd))
+
+    return await time_each_async(call, samples=ctx.plan.samples, warmup=ctx.plan.warmup)
+
+
+async def _gateway_echo(ctx: Context, tool_name: str) -> Samples:
+    fx = ctx.fixtures
+    fx.program(_RUNTIME_PROGRAM[SCRIPT_TOOLS[tool_name][0]])  # Skip when the runtime is missing
+    gateway_call = fx.script_gateway_with(None).call
+    tool_id = f"local:{tool_name}"
+
+    async def call() -> None:
+        outcome = await gateway_call(tool_id, SCRIPT_ARGS)
+        _check_script_outcome(outcome)
+        _check_echo(outcome.content)
+
+    return await time_each_async(call, samples=ctx.plan.samples, warmup=ctx.plan.warmup)
+
+
+@scenario(
+    "bash_bare",
+    "bare spawn  bash script.sh (JSON in → JSON out)",
+    group="baseline",
+    timing="single",
+    note="create_subprocess_exec + communicate + json.loads; same program, script, stdin, env",
+)
+async def bash_bare(ctx: Context) -> Samples:
+    return await _bare_echo(ctx, "echo-sh")
+
+
+@scenario(
+    "bash_runner",
+    "run_process alone  (bash; toolgate's process runner)",
+    group="toolgate",
+    baseline="bash_bare",
+    timing="single",
+    note="the gateway's process runner without the pipeline: splits the gateway overhead",
+)
+async def bash_runner(ctx: Context) -> Samples:
+    try:
+        from toolgate.backends.processes import run_process
+    except ImportError as exc:
+        raise Skip(f"toolgate.backends.processes.run_process is not importable ({exc})") from None
+    fx = ctx.fixtures
+    argv = [fx.program("bash"), str(fx.script_root / "echo-sh" / SCRIPT_TOOLS["echo-sh"][1])]
+    payload, env, cwd = fx.script_payload, fx.script_env, fx.script_cwd
+
+    async def call() -> None:
+        result = await run_process(argv, stdin=payload, env=env, cwd=cwd, timeout=30.0)
+        if result.exit_code != 0:
+            raise RuntimeError(f"run_process: exit code {result.exit_code}")
+        _check_echo(json.loads(result.stdout))
+
+    return await time_each_async(call, samples=ctx.plan.samples, warmup=ctx.plan.warmup)
+
+
+@scenario(
+    "bash_gw",
+    "await gateway.call  (bash script tool)",
+    group="toolgate",
+    baseline="bash_bare",
+    timing="single",
+    note="tool folder, runtime bash; one child process per call",
+)
+async def bash_gw(ctx: Context) -> Samples:
+    return await _gateway_echo(ctx, "echo-sh")
+
+
+@scenario(
+    "python_bare",
+    "bare spawn  python3 script.py (JSON in → JSON out)",
+    group="baseline",
+    timing="single",
+    note="python3 as found on PATH (see the header: may be a pyenv shim)",
+)
+async def python_bare(ctx: Context) -> Samples:
+    return await _bare_echo(ctx, "echo-py")
+
+
+@scenario(
+    "python_gw",
+    "await gateway.call  (python script tool)",
+    group="toolgate",
+    baseline="python_bare",
+    timing="single",
+    note="tool folder, runtime python (python3 on PATH)",
+)
+async def python_gw(ctx: Context) -> Samples:
+    return await _gateway_echo(ctx, "echo-py")
+
+
+@scenario(
+    "burst_bare",
+    f"{BURST} × bare spawn at once  (bash, sleep {BURST_SLEEP_S:g} s)",
+    group="baseline",
+    timing="burst",
+    note="asyncio.gather of bare spawns: the floor for the gateway bursts",
+)
+async def burst_bare(ctx: Context) -> Samples:
+    fx = ctx.fixtures
+    program = fx.program("bash")
+    path = str(fx.script_root / "sleep-sh" / SCRIPT_TOOLS["sleep-sh"][1])
+    payload, env, cwd = fx.script_payload, fx.script_env, fx.script_cwd
+
+    async def burst() -> None:
+        await asyncio.gather(*(_bare_spawn(program, path, payload, env, cwd) for _ in range(BURST)))
+
+    await _bare_spawn(program, path, payload, env, cwd)  # warm-up and check: one call
+    return await time_each_async(burst, samples=ctx.plan.bursts, warmup=0, size=BURST)
+
+
+async def _gateway_burst(ctx: Context, concurrency: int | None) -> Samples:
+    fx = ctx.fixtures
+    fx.program("bash")
+    gateway_call = fx.script_gateway_with(concurrency).call
+
+    async def burst() -> None:
+        outcomes = await asyncio.gather(
+            *(gateway_call("local:sleep-sh", SCRIPT_ARGS) for _ in range(BURST))
+        )
+        for outcome in outcomes:
+            _check_script_outcome(outcome)
+
+    _check_script_outcome(await gateway_call("local:sleep-sh", SCRIPT_ARGS))  # warm-up, check
+    return await time_each_async(burst, samples=ctx.plan.bursts, warmup=0, size=BURST)
+
+
+@scenario(
+    "burst_gw",
+    f"{BURST} × gateway.call at once  (script_concurrency={DEFAULT_SCRIPT_CONCURRENCY}, default)",
+    group="toolgate",
+    baseline="burst_bare",
+    timing="burst",
+    note="script_concurrency left at its default (per tool): calls beyond it queue",
+)
+async def burst_gw(ctx: Context) -> Samples:
+    return await _gateway_burst(ctx, None)
+
+
+@scenario(
+    "burst_gw64",
+    f"{BURST} × gateway.call at once  (script_concurrency=64)",
+    group="toolgate",
+    baseline="burst_bare",
+    timing="burst",
+    note="all calls run side by side",
+)
+async def burst_gw64(ctx: Context) -> Samples:
+    return await _gateway_burst(ctx, 64)
