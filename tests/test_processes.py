@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from toolgate.backends import processes
+from toolgate.backends import process_tree, processes
 from toolgate.backends.processes import ProcessResult, ProcessStartError, run_process
 
 pytestmark = pytest.mark.skipif(
@@ -349,7 +349,7 @@ def _quote(text: str) -> str:
 async def test_process_group_fallback_without_proc(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(processes, "_HAVE_PROC", False)
+    monkeypatch.setattr(process_tree, "HAVE_PROC", False)
     pid_file = tmp_path / "background.pid"
     started = time.monotonic()
     script = f"{spawn_reporting(pid_file, setsid=False)} & {until_written(pid_file)}; sleep 300"
@@ -478,14 +478,14 @@ async def test_no_zombies_after_a_batch(tmp_path: Path) -> None:
 async def test_no_scan_for_a_fast_program(monkeypatch: pytest.MonkeyPatch) -> None:
     # A program that is over before the first snapshot is not polled: one scan at the end.
     scans = 0
-    read_table = processes._read_process_table
+    read_table = process_tree.read_process_table
 
-    def counting() -> dict[int, processes._Stat]:
+    def counting() -> dict[int, process_tree.ProcessStat]:
         nonlocal scans
         scans += 1
         return read_table()
 
-    monkeypatch.setattr(processes, "_read_process_table", counting)
+    monkeypatch.setattr(process_tree, "read_process_table", counting)
     monkeypatch.setattr(processes, "FIRST_SNAPSHOT", 5.0)
     result = await run_process(["true"], stdin=b"", env=ENV, cwd=None, timeout=30)
     assert result.exit_code == 0
@@ -494,14 +494,14 @@ async def test_no_scan_for_a_fast_program(monkeypatch: pytest.MonkeyPatch) -> No
 
 async def test_tracking_scans_are_shared(monkeypatch: pytest.MonkeyPatch) -> None:
     scans = 0
-    read_table = processes._read_process_table
+    read_table = process_tree.read_process_table
 
-    def counting() -> dict[int, processes._Stat]:
+    def counting() -> dict[int, process_tree.ProcessStat]:
         nonlocal scans
         scans += 1
         return read_table()
 
-    monkeypatch.setattr(processes, "_read_process_table", counting)
+    monkeypatch.setattr(process_tree, "read_process_table", counting)
     results = await asyncio.gather(*(run("sleep 1") for _ in range(20)))
     assert all(r.exit_code == 0 for r in results)
     # 20 calls, each with ~7 snapshots and one final scan: far fewer scans than 160.
@@ -514,7 +514,7 @@ async def test_tracking_scans_are_shared(monkeypatch: pytest.MonkeyPatch) -> Non
 
 def test_stat_parsing_survives_odd_command_names() -> None:
     rest = " ".join(["S", "42", "7", "7"] + ["0"] * 15 + ["123456", "0"])
-    parsed = processes._parse_stat(f"99 (a) b (c) d)) {rest}".encode())
-    assert parsed == processes._Stat(b"S", 42, 7, 7, 123456)
-    assert processes._parse_stat(b"garbage") is None
-    assert processes._parse_stat(b"1 (x) S 1") is None
+    parsed = process_tree.parse_stat(f"99 (a) b (c) d)) {rest}".encode())
+    assert parsed == process_tree.ProcessStat(b"S", 42, 7, 7, 123456)
+    assert process_tree.parse_stat(b"garbage") is None
+    assert process_tree.parse_stat(b"1 (x) S 1") is None

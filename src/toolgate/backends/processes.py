@@ -33,29 +33,24 @@ waits for the pipes to close, so a background process holding stdout would hide 
 exit. Here ``Process.wait()`` is the program's exit, reads are made one chunk at a time (a stream
 stops being read the moment it passes its cap) and the runner can close its ends whenever it must.
 
-How descendants are found (Linux)
-=================================
+Cleaning up (Linux)
+===================
 
 The program is started with ``start_new_session=True``, so it leads a new session and process
 group; everything it forks stays in that group and session unless it calls ``setsid()`` or
-``setpgid()``. Descendants are found by scanning ``/proc/*/stat`` (``/proc/<pid>/task/<tid>/
-children`` is not available on every kernel) and walking the parent links down from the
-program, from every process seen before, and from every member of the program's session or
-process group. Each process is remembered with its start time (field 22 of ``stat``), and a
-signal is only sent after checking that the pid still belongs to the process with that start time
-(through a pidfd where the kernel offers one, so a reused pid is never signalled).
+``setpgid()``. Its descendants are found by scanning ``/proc`` and killed without ever signalling
+a reused pid, by :mod:`toolgate.backends.process_tree` (see there for how).
 
 A process whose parent exits is reparented to init and drops out of a walk from the program. To
 still catch it, the runner *tracks* descendants while the program runs: a first snapshot
 :data:`FIRST_SNAPSHOT` seconds after the start, then one every :data:`SNAPSHOT_INTERVAL` seconds,
 each merged into the tracked set. A program that finishes before the first snapshot pays for no
 polling at all. Scans are shared by concurrent calls: a snapshot reuses a scan of the process
-table made less than :data:`SCAN_MAX_AGE` seconds earlier (and after the call started).
+table made less than :data:`~toolgate.backends.process_tree.SCAN_MAX_AGE` seconds earlier (and
+after the call started).
 
-At the end of the call the tree is frozen, then killed: ``SIGSTOP`` to the process group, then
-rounds of fresh scans that stop every descendant not yet stopped (a stopped process cannot fork
-and keeps its children attached to it, so the walk finds them), until a round finds nothing new;
-then ``SIGKILL`` to the process group and to every stopped process.
+At the end of the call the tree is frozen, then killed: ``SIGSTOP`` to the process group and to
+every descendant found, until a fresh scan finds nothing new; then ``SIGKILL`` to all of them.
 
 A process that escaped the walk but still holds stdout or stderr open is found by the pipe it
 holds: when the output does not reach end of file :data:`HOLDER_SCAN_DELAY` seconds after the
@@ -79,12 +74,13 @@ import asyncio
 import contextlib
 import errno
 import os
-import signal as signal_module
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+
+from . import process_tree
+from .process_tree import ProcessTree, pipe_holders
 
 __all__ = [
     "DEFAULT_MAX_OUTPUT",
@@ -106,15 +102,8 @@ DRAIN_AFTER_KILL = 0.5
 FIRST_SNAPSHOT = 0.02
 #: Seconds between later records of the descendants.
 SNAPSHOT_INTERVAL = 0.15
-#: A snapshot may reuse a process-table scan this many seconds old (shared by concurrent calls).
-SCAN_MAX_AGE = 0.05
 
 _CHUNK = 64 * 1024
-_MAX_FREEZE_ROUNDS = 50
-_PROC = "/proc"
-#: Whether descendants can be found through ``/proc/<pid>/stat`` (Linux). Read on every call.
-_HAVE_PROC = os.path.exists("/proc/self/stat")
-_HAVE_PIDFD = hasattr(os, "pidfd_open") and hasattr(signal_module, "pidfd_send_signal")
 
 
 class ProcessStartError(Exception):
@@ -254,14 +243,14 @@ class _Call:
         self._stdin_data = memoryview(b"")
         self._exceeded: str | None = None
         self._wake: asyncio.Future[None] | None = None
-        self._tree = _Tree(proc.pid, started)
+        self._tree = ProcessTree(proc.pid, started)
         self._snapshot_handle: asyncio.TimerHandle | None = None
         self._exit: asyncio.Future[int] = asyncio.ensure_future(proc.wait())
 
     async def run(self, stdin: bytes, timeout: float) -> ProcessResult:
         try:
             self._start_io(stdin)
-            if _HAVE_PROC:
+            if process_tree.HAVE_PROC:
                 self._snapshot_handle = self._loop.call_later(FIRST_SNAPSHOT, self._snapshot)
             timed_out = await self._supervise(timeout)
             self._stop_snapshots()
@@ -375,10 +364,10 @@ class _Call:
         at every ``/proc/<pid>/fd`` (~2 ms for 100 processes), so only done when an output pipe
         has not reached end of file (or was not read to the end: the cap was passed).
         """
-        if not _HAVE_PROC:
+        if not process_tree.HAVE_PROC:
             return
         inodes = self._open_pipe_inodes()
-        if inodes and self._tree.adopt(_pipe_holders(inodes)):
+        if inodes and self._tree.adopt(pipe_holders(inodes)):
             self._tree.kill()
 
     # -- descendants -------------------------------------------------------------------------
@@ -483,258 +472,3 @@ class _Call:
             with contextlib.suppress(OSError):
                 os.close(stream.fd)
             stream.fd = -1
-
-
-# -- process table -----------------------------------------------------------------------------
-
-
-class _Stat(NamedTuple):
-    """The fields of ``/proc/<pid>/stat`` the runner uses."""
-
-    state: bytes
-    ppid: int
-    pgrp: int
-    session: int
-    start: int
-
-
-def _parse_stat(data: bytes) -> _Stat | None:
-    """Parse one ``/proc/<pid>/stat`` line; ``comm`` may hold spaces and parentheses."""
-    close = data.rfind(b")")
-    if close < 0:
-        return None
-    fields = data[close + 1 :].split()
-    # fields[0] is field 3 of stat (state); fields[19] is field 22 (starttime).
-    try:
-        return _Stat(fields[0], int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19]))
-    except (IndexError, ValueError):
-        return None
-
-
-def _read_stat(pid: int) -> _Stat | None:
-    try:
-        fd = os.open(f"{_PROC}/{pid}/stat", os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        data = os.read(fd, 4096)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    return _parse_stat(data)
-
-
-def _read_process_table() -> dict[int, _Stat]:
-    """Scan ``/proc``: pid to stat of every process (threads are not listed)."""
-    table: dict[int, _Stat] = {}
-    try:
-        names = os.listdir(_PROC)
-    except OSError:
-        return table
-    for name in names:
-        if not name.isdigit():
-            continue
-        pid = int(name)
-        stat = _read_stat(pid)
-        if stat is not None:
-            table[pid] = stat
-    return table
-
-
-class _ProcessTableCache:
-    """The latest scan of ``/proc``, shared by all calls (scans are synchronous: no lock)."""
-
-    __slots__ = ("_latest",)
-
-    def __init__(self) -> None:
-        #: When the latest scan began (``time.monotonic()``), and its table; one attribute, so
-        #: that event loops in other threads always see a matching pair.
-        self._latest: tuple[float, dict[int, _Stat]] = (float("-inf"), {})
-
-    def get(self, not_before: float) -> dict[int, _Stat]:
-        """A table scanned at or after ``not_before`` (``time.monotonic()``), scanning if needed."""
-        began, table = self._latest
-        if began >= not_before:
-            return table
-        began = time.monotonic()
-        table = _read_process_table()
-        self._latest = (began, table)
-        return table
-
-
-_SCANS = _ProcessTableCache()
-
-
-class _Tree:
-    """The processes one call started: found by walking ``/proc``, remembered while it runs."""
-
-    __slots__ = ("_not_before", "_root", "_root_start", "tracked")
-
-    def __init__(self, root: int, started: float) -> None:
-        self._root = root
-        self._root_start: int | None = None
-        self._not_before = started
-        #: pid to start time of every descendant seen so far and not known to be gone.
-        self.tracked: dict[int, int] = {}
-
-    def snapshot(self) -> None:
-        """Record the current descendants (from a scan at most ``SCAN_MAX_AGE`` seconds old)."""
-        not_before = max(self._not_before, time.monotonic() - SCAN_MAX_AGE)
-        self._record(_SCANS.get(not_before))
-
-    def _record(self, table: dict[int, _Stat]) -> dict[int, int]:
-        """Walk ``table`` from the root, the tracked processes and the root's session and group.
-
-        Updates :attr:`tracked` and returns the descendants found (pid to start time).
-        """
-        root = self._root
-        tracked = {
-            pid: start
-            for pid, start in self.tracked.items()
-            if (stat := table.get(pid)) is not None and stat.start == start
-        }
-        root_stat = table.get(root)
-        if root_stat is not None:
-            if self._root_start is None:
-                self._root_start = root_stat.start
-            if root_stat.start == self._root_start:
-                tracked[root] = root_stat.start
-        children: dict[int, list[int]] = {}
-        for pid, stat in table.items():
-            if stat.session == root or stat.pgrp == root:
-                tracked.setdefault(pid, stat.start)
-            children.setdefault(stat.ppid, []).append(pid)
-        found: dict[int, int] = {}
-        never = (0, 1, os.getpid())
-        todo = list(tracked)
-        while todo:
-            pid = todo.pop()
-            if pid in found or pid in never:
-                continue
-            found[pid] = table[pid].start
-            todo.extend(children.get(pid, ()))
-        self.tracked = found
-        return found
-
-    def adopt(self, processes: Mapping[int, int]) -> bool:
-        """Count ``processes`` (pid to start time) as descendants; True if one was new."""
-        new = {pid: start for pid, start in processes.items() if self.tracked.get(pid) != start}
-        self.tracked.update(new)
-        return bool(new)
-
-    def kill(self) -> None:
-        """``SIGKILL`` the process group and every descendant; synchronous, so cancel-safe.
-
-        The tree is first frozen with ``SIGSTOP`` (group, then each descendant found by fresh
-        scans until a scan finds nothing new), so no process can fork or be orphaned while it is
-        being walked; then everything frozen gets ``SIGKILL``.
-        """
-        if not _HAVE_PROC:
-            _signal_group(self._root, signal_module.SIGKILL)
-            return
-        _signal_group(self._root, signal_module.SIGSTOP)
-        stopped: dict[int, _Target] = {}
-        try:
-            for _ in range(_MAX_FREEZE_ROUNDS):
-                table = _SCANS.get(time.monotonic())
-                found = self._record(table)
-                new = [
-                    (pid, start)
-                    for pid, start in found.items()
-                    if pid not in stopped and table[pid].state not in (b"Z", b"X")
-                ]
-                if not new:
-                    break
-                for pid, start in new:
-                    target = _Target.open(pid, start)
-                    if target is not None:
-                        target.send(signal_module.SIGSTOP)
-                        stopped[pid] = target
-        finally:
-            _signal_group(self._root, signal_module.SIGKILL)
-            for target in stopped.values():
-                target.send(signal_module.SIGKILL)
-                target.close()
-
-
-def _pipe_holders(inodes: set[int]) -> dict[int, int]:
-    """Processes (pid to start time) other than this one with a pipe of ``inodes`` open.
-
-    Reads every ``/proc/<pid>/fd`` it may read: a few milliseconds, so only used when the output
-    does not reach end of file although the tree was killed.
-    """
-    holders: dict[int, int] = {}
-    if not inodes:
-        return holders
-    links = {f"pipe:[{inode}]" for inode in inodes}
-    me = os.getpid()
-    try:
-        names = os.listdir(_PROC)
-    except OSError:
-        return holders
-    for name in names:
-        if not name.isdigit() or int(name) == me:
-            continue
-        folder = f"{_PROC}/{name}/fd"
-        try:
-            fds = os.listdir(folder)
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                link = os.readlink(f"{folder}/{fd}")
-            except OSError:
-                continue
-            if link in links:
-                stat = _read_stat(int(name))
-                if stat is not None:
-                    holders[int(name)] = stat.start
-                break
-    return holders
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-
-
-class _Target:
-    """A process checked to be the one with a known start time, safe to signal (pidfd)."""
-
-    __slots__ = ("_pid", "_pidfd")
-
-    def __init__(self, pid: int, pidfd: int | None) -> None:
-        self._pid = pid
-        self._pidfd = pidfd
-
-    @classmethod
-    def open(cls, pid: int, start: int) -> _Target | None:
-        """The process ``pid`` if it is still the one started at ``start``, else ``None``."""
-        pidfd: int | None = None
-        if _HAVE_PIDFD:
-            try:
-                pidfd = os.pidfd_open(pid)
-            except ProcessLookupError:
-                return None
-            except OSError:
-                pidfd = None  # ENOSYS and the like: check the start time, then use the pid
-        # With a pidfd open first, a matching start time proves the pidfd is that process.
-        stat = _read_stat(pid)
-        if stat is None or stat.start != start:
-            if pidfd is not None:
-                os.close(pidfd)
-            return None
-        return cls(pid, pidfd)
-
-    def send(self, sig: int) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            if self._pidfd is not None:
-                signal_module.pidfd_send_signal(self._pidfd, sig)
-            else:
-                os.kill(self._pid, sig)
-
-    def close(self) -> None:
-        if self._pidfd is not None:
-            os.close(self._pidfd)
-            self._pidfd = None
