@@ -1,9 +1,13 @@
 """Time toolgate's call paths beside baselines and FastMCP, all in the same run.
 
-    python bench/run.py            # ~40 s: 5 interleaved rounds, 36 s of timing budget
-    python bench/run.py --quick    # ~12 s: 2 rounds, 8 s of timing budget
+    python bench/run.py            # ~65 s: 5 interleaved rounds, 36 s of µs timing budget
+    python bench/run.py --quick    # ~22 s: 2 rounds, 8 s of µs timing budget
     python bench/run.py --json     # machine-readable results on stdout
     python bench/run.py --only direct,call_sync,gw_async
+    python bench/run.py --only bash_gw,python_gw,burst_gw,burst_gw64   # script tools only
+
+The script-tool rows (one child process per call) take a fixed number of samples per round
+(``--script-samples``, ``--bursts``) on top of the µs budget.
 
 See bench/README.md for what is measured and how to read it. The exit code is 0 whatever the
 figures (the goals are informational); it is 1 only when a scenario failed to run.
@@ -45,7 +49,7 @@ PINNED_FASTMCP = "4.1.2"
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="smaller, faster run (~12 s)")
+    parser.add_argument("--quick", action="store_true", help="smaller, faster run (~22 s)")
     parser.add_argument("--json", action="store_true", help="print JSON results on stdout")
     parser.add_argument(
         "--seconds", type=float, help="total timing budget, split over scenarios and rounds"
