@@ -538,3 +538,37 @@ def test_schemas_never_make_the_gateway_fetch_a_url(schema: dict[str, Any], mess
     with Gateway() as gateway, pytest.raises(ToolDefinitionError, match=message):
         gateway.add(declared, handler=lambda a=None: a)
         gateway.call_sync("ext:remote", {"a": 1})
+
+
+def test_tools_that_need_approval_are_denied_while_no_approver_is_configured() -> None:
+    ran: list[str] = []
+
+    @tool(namespace="crm", effect="external_write")
+    def create_ticket(subject: str) -> str:
+        """Create a ticket."""
+        ran.append(subject)
+        return "created"
+
+    @tool(namespace="crm", effect="external_write", approval=False)
+    def create_draft(subject: str) -> str:
+        """Create a draft (declared safe to run without a prompt)."""
+        ran.append(subject)
+        return "drafted"
+
+    @tool(namespace="crm", effect="read_only", approval=True)
+    def read_secret_notes() -> str:
+        """Read notes that a person must release."""
+        ran.append("notes")
+        return "notes"
+
+    with Gateway() as gateway:
+        gateway.add(create_ticket, create_draft, read_secret_notes)
+        denied = gateway.call_sync("crm:create_ticket", {"subject": "x"})
+        assert denied.code is ErrorCode.USER_REJECTION
+        assert "Ask the user" in (denied.message or "")
+        assert gateway.call_sync("crm:read_secret_notes").code is ErrorCode.USER_REJECTION
+        assert gateway.call_sync("crm:create_draft", {"subject": "y"}).content == "drafted"
+        # Invalid arguments are reported before anyone would be asked.
+        invalid = gateway.call_sync("crm:create_ticket", {"subject": 1})
+        assert invalid.code is ErrorCode.INVALID_ARGUMENTS
+    assert ran == ["y"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import subprocess
@@ -457,3 +458,54 @@ def test_python_runtime_is_python3(tools_root: Path) -> None:
     with gateway_for(tools_root) as gateway:
         outcome = gateway.call_sync("local:which")
     assert outcome.content == {"major": 3}
+
+
+# -- review findings -------------------------------------------------------------------------------
+
+
+def test_require_approval_denies_while_no_approver_is_configured(
+    tools_root: Path, tmp_path: Path
+) -> None:
+    marker = tmp_path / "ran"
+    write_tool(
+        tools_root, "ask", f"cat >/dev/null; touch {marker}; echo '{{}}'", requireApproval=True
+    )
+    write_tool(tools_root, "risky", f"cat >/dev/null; touch {marker}; echo '{{}}'", dangerous=True)
+    with gateway_for(tools_root) as gateway:
+        for tool_id in ("local:ask", "local:risky"):
+            outcome = gateway.call_sync(tool_id)
+            assert outcome.code is ErrorCode.USER_REJECTION
+            assert "no approver is configured" in (outcome.message or "")
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    ("error", "fails"),
+    [(None, False), (False, False), ("", False), (0, True), ("boom", True), ({"c": 1}, True)],
+)
+def test_which_error_values_mean_an_error(tools_root: Path, error: Any, fails: bool) -> None:
+    payload = json.dumps({"result": 1, "error": error})
+    write_tool(tools_root, "err", f"cat >/dev/null; echo '{payload}'")
+    with gateway_for(tools_root) as gateway:
+        outcome = gateway.call_sync("local:err")
+    assert (outcome.code is ErrorCode.TOOL_ERROR) is fails
+
+
+def test_a_huge_error_value_is_cut(tools_root: Path) -> None:
+    script = "import json,sys\nsys.stdin.read()\nprint(json.dumps({'error': 'x' * 3_000_000}))\n"
+    write_tool(tools_root, "err", script, runtime="python")
+    with gateway_for(tools_root) as gateway:
+        outcome = gateway.call_sync("local:err")
+    assert outcome.code is ErrorCode.TOOL_ERROR
+    assert len(outcome.message or "") < 3_000 and "characters, cut" in (outcome.message or "")
+
+
+async def test_the_concurrency_cap_works_from_sync_and_async_callers_at_once(
+    tools_root: Path,
+) -> None:
+    write_tool(tools_root, "one", "cat >/dev/null; sleep 0.1; echo '{\"ok\": 1}'")
+    async with gateway_for(tools_root, script_concurrency=1) as gateway:
+        threaded = [asyncio.to_thread(gateway.call_sync, "local:one") for _ in range(3)]
+        direct = [gateway.call("local:one") for _ in range(3)]
+        outcomes = await asyncio.gather(*threaded, *direct)
+    assert [o.content for o in outcomes] == [{"ok": 1}] * 6

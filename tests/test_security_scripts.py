@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from folder_tools import clean_environ, write_tool
+from folder_tools import clean_environ, require_program, write_tool
 from toolgate import ErrorCode, Gateway
 
 TOOL = (
@@ -140,7 +140,29 @@ def test_the_check_gets_the_tool_input_at_the_top_and_under_args(
         "workspacePath": str(workspace),
         "sessionId": "default",
         "args": {"path": "a.txt"},
+        "allowedPaths": [str(workspace)],
     }
+
+
+def test_a_security_script_whose_runtime_is_missing_makes_the_tool_unavailable(
+    root: Path, tmp_path: Path
+) -> None:
+    setup(root, "console.log('{}')", script_name="security.ts")  # bun
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").symlink_to(require_program("python3"))
+    with Gateway(tool_folders=[root], environ=clean_environ(PATH=str(bin_dir))) as gateway:
+        [entry] = gateway.entries()
+        assert "security check cannot run" in (entry.unavailable_reason or "")
+        assert "bun" in (entry.unavailable_reason or "")
+        assert gateway.call_sync("local:guarded").code is ErrorCode.UNAVAILABLE
+
+
+def test_a_huge_security_message_is_cut(root: Path, workspace: Path) -> None:
+    setup(root, verdict_script({"allowed": False, "message": "no " * 100_000}))
+    outcome = call(root, workspace)
+    assert outcome.code is ErrorCode.SECURITY_BLOCKED
+    assert len(outcome.message or "") < 2_000
 
 
 def test_a_tool_argument_named_args_is_not_overwritten(

@@ -113,3 +113,36 @@ def test_a_python_tool_keeps_its_id_when_a_folder_claims_it(root: Path) -> None:
         assert report.added == ["local:other"]
         assert gateway.call_sync("local:shared").content == "python"
         assert any("already registered" in str(d) for d in gateway.diagnostics())
+
+
+async def test_a_newcomer_cannot_take_over_a_running_tool(root: Path) -> None:
+    write_tool(root, "zz-deploy", ECHO % 1, declared_name="deploy")
+    async with Gateway(tool_folders=[root], environ=clean_environ()) as gateway:
+        assert (await gateway.call("local:deploy")).content == {"version": 1}
+        write_tool(root, "aa-newcomer", ECHO % 666, declared_name="deploy")
+        await until(lambda: any("aa-newcomer" in d.path for d in gateway.diagnostics()))
+        assert (await gateway.call("local:deploy")).content == {"version": 1}
+        [problem] = [d for d in gateway.diagnostics() if "aa-newcomer" in d.path]
+        assert "already declared by the folder" in problem.message
+        assert "zz-deploy" in problem.message
+
+
+def test_a_folder_that_cannot_be_read_does_not_stop_the_others(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from toolgate.sources import tool_folders
+
+    write_tool(root, "good", ECHO % 1)
+    write_tool(root, "locked", ECHO % 2)
+    real = tool_folders.load_tool_folder
+
+    def load(folder: Path, **kwargs: object) -> object:
+        if folder.name == "locked":
+            raise PermissionError(13, "Permission denied", str(folder / "tool.md"))
+        return real(folder, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(tool_folders, "load_tool_folder", load)
+    with Gateway(tool_folders=[root], environ=clean_environ()) as gateway:
+        assert [t.id for t in gateway.list_tools()] == ["local:good"]
+        [problem] = gateway.diagnostics()
+        assert "locked" in problem.path and "Permission denied" in problem.message

@@ -69,7 +69,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .backends.script import DEFAULT_MAX_OUTPUT
+from .backends.processes import DEFAULT_MAX_OUTPUT
 from .errors import ConfigError, ToolgateError
 from .gateway import Gateway
 from .loaders import YamlError, load_yaml

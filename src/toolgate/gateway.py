@@ -13,12 +13,14 @@ from typing import Any
 from ._loop_thread import LoopThread
 from .backends import Backend, PythonBackend
 from .backends.environment import ScriptEnvironment
-from .backends.script import DEFAULT_MAX_OUTPUT, ScriptBackend
+from .backends.processes import DEFAULT_MAX_OUTPUT
+from .backends.script import ScriptBackend
 from .backends.security import ScriptSecurityCheck
 from .errors import ErrorCode, ToolDefinitionError, ToolNotFoundError
 from .loaders import Diagnostic
 from .model import CallOutcome, ImplementationKind, Tool
 from .pipeline import Pipeline
+from .pipeline.approval import ApprovalStage
 from .pipeline.execute import Executor
 from .pipeline.overflow import DEFAULT_OVERFLOW_LIMIT, DEFAULT_PREVIEW_CHARS, OverflowSpiller
 from .pipeline.security import SecurityCheckStage
@@ -117,7 +119,10 @@ class Gateway:
         self.pipeline = Pipeline(
             self.registry,
             Executor(backends, ResultShaper(spiller)),
-            stages=[SecurityCheckStage(ScriptSecurityCheck(environment=environment, cwd=workdir))],
+            stages=[
+                SecurityCheckStage(ScriptSecurityCheck(environment=environment, cwd=workdir)),
+                ApprovalStage(),
+            ],
         )
         self._loop_thread = LoopThread()
         self.tool_folders = ToolFolderSource(

@@ -7,7 +7,7 @@ from typing import Any, Protocol
 from ..invocation import Invocation
 from ..registry import RegisteredTool
 
-__all__ = ["ArgumentConversionError", "Backend", "BackendUnavailableError"]
+__all__ = ["ArgumentConversionError", "Backend", "BackendUnavailableError", "ToolTimeoutError"]
 
 
 class ArgumentConversionError(Exception):
@@ -16,6 +16,10 @@ class ArgumentConversionError(Exception):
 
 class BackendUnavailableError(Exception):
     """The implementation cannot run on this host now (a runtime or a connection is missing)."""
+
+
+class ToolTimeoutError(Exception):
+    """The backend's own deadline stopped the tool (the pipeline reports it as ``timeout``)."""
 
 
 class Backend(Protocol):

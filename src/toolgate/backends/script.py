@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import weakref
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,16 +26,24 @@ from ..errors import ToolError
 from ..invocation import Invocation
 from ..model import ScriptEntry, Tool
 from ..registry import RegisteredTool
-from ..runtimes import RUNTIMES, Runtime
-from .base import BackendUnavailableError
+from ..runtimes import RUNTIMES, Runtime, runtime_for_extension
+from .base import BackendUnavailableError, ToolTimeoutError
 from .environment import ScriptEnvironment
-from .processes import ProcessResult, ProcessStartError, run_process
+from .processes import DEFAULT_MAX_OUTPUT, ProcessResult, ProcessStartError, run_process
 
-__all__ = ["DEFAULT_MAX_OUTPUT", "ScriptBackend", "decode_tail", "script_input"]
+__all__ = [
+    "ScriptBackend",
+    "ScriptCommand",
+    "decode_tail",
+    "interpret_result",
+    "script_input",
+    "security_runtime",
+]
 
-DEFAULT_MAX_OUTPUT = 10 * 1024 * 1024
 _STDERR_TAIL = 2_000
 _STDOUT_START = 300
+#: A model cannot use a megabyte of error text; the rest is cut.
+_MAX_ERROR_CHARS = 2_000
 # The pipeline's deadline is authoritative (it cancels the run, which kills the tree); this is a
 # backstop in case a cancellation is swallowed somewhere.
 _BACKSTOP_MARGIN = 5.0
@@ -45,12 +55,49 @@ def decode_tail(data: bytes, limit: int = _STDERR_TAIL) -> str:
     return text if len(text) <= limit else "…" + text[-limit:]
 
 
+def _bounded(text: str, limit: int = _MAX_ERROR_CHARS) -> str:
+    return text if len(text) <= limit else text[:limit] + f"… ({len(text):,} characters, cut)"
+
+
 def script_input(invocation: Invocation, *, cwd: Path) -> dict[str, Any]:
     """What a script reads on stdin: the arguments plus ``workspacePath`` and ``sessionId``."""
     payload = dict(invocation.arguments)
     payload["workspacePath"] = str(invocation.workspace or cwd)
     payload["sessionId"] = invocation.session_id or "default"
     return payload
+
+
+def security_runtime(tool: Tool, script: Path) -> Runtime:
+    """A security script's runtime: its extension's (``security.ts`` → bun), else the tool's."""
+    fallback = tool.entry.runtime if isinstance(tool.entry, ScriptEntry) else "binary"
+    return RUNTIMES[runtime_for_extension(script.name) or fallback]
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptCommand:
+    """A script ready to start: its command line, environment and working directory."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: Path
+
+    @classmethod
+    def prepare(
+        cls,
+        script: Path,
+        runtime: Runtime,
+        *,
+        tool: Tool,
+        environment: ScriptEnvironment,
+        cwd: Path,
+    ) -> ScriptCommand:
+        """Resolve the runtime on the script's own ``PATH``; raise if it cannot run here."""
+        env = environment.build(tool.env)
+        program = runtime.locate(env.get("PATH"))
+        if program is None:
+            reason = runtime.unavailable_reason(script, env.get("PATH"))
+            raise BackendUnavailableError(reason or f"runtime '{runtime.name}' is missing")
+        return cls(runtime.argv(script, resolved=program or None), env, cwd)
 
 
 def _entry(tool: Tool) -> tuple[ScriptEntry, Runtime]:
@@ -61,7 +108,7 @@ def _entry(tool: Tool) -> tuple[ScriptEntry, Runtime]:
 
 
 class ScriptBackend:
-    """Runs ``script`` tools; at most ``concurrency`` processes per tool at once."""
+    """Runs ``script`` tools; at most ``concurrency`` processes per tool (and event loop)."""
 
     def __init__(
         self,
@@ -75,51 +122,74 @@ class ScriptBackend:
         self.max_output = max_output
         self.concurrency = concurrency
         self.cwd = cwd
-        self._slots: dict[str, asyncio.Semaphore] = {}
+        # asyncio semaphores belong to one loop: async callers and call_sync's private loop each
+        # get their own, so neither can deadlock or break the other.
+        self._slots: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, dict[str, asyncio.Semaphore]
+        ] = weakref.WeakKeyDictionary()
 
     def can_run_inline(self, entry: RegisteredTool) -> bool:
         return False
 
     def unavailable_reason(self, tool: Tool) -> str | None:
-        """Why this script tool cannot run on this host now (e.g. its runtime is missing)."""
+        """Why this script tool cannot run on this host now (its runtime, or its security
+        check's runtime, is missing; a binary is not executable)."""
         try:
             entry, runtime = _entry(tool)
         except BackendUnavailableError as exc:
             return str(exc)
         path = self.environment.build(tool.env).get("PATH")
-        return runtime.unavailable_reason(Path(entry.path), path)
+        reason = runtime.unavailable_reason(Path(entry.path), path)
+        if reason is None and tool.security_check and tool.security_check.script:
+            script = Path(tool.security_check.script)
+            checker = security_runtime(tool, script)
+            if checker.executable is not None and checker.locate(path) is None:
+                reason = "its security check cannot run: " + (
+                    checker.unavailable_reason(script, path) or f"'{checker.name}' is missing"
+                )
+        return reason
 
     def run_inline(self, invocation: Invocation) -> Any:
         raise RuntimeError("script tools run on the event loop; call_sync never inlines them")
 
     def _slot(self, tool_id: str) -> asyncio.Semaphore:
-        slot = self._slots.get(tool_id)
+        per_loop = self._slots.setdefault(asyncio.get_running_loop(), {})
+        slot = per_loop.get(tool_id)
         if slot is None:
-            slot = self._slots[tool_id] = asyncio.Semaphore(self.concurrency)
+            slot = per_loop[tool_id] = asyncio.Semaphore(self.concurrency)
         return slot
 
     async def run(self, invocation: Invocation) -> Any:
         tool = invocation.tool
         entry, runtime = _entry(tool)
-        env = self.environment.build(tool.env)
-        program = runtime.locate(env.get("PATH"))
-        if program is None:
-            raise BackendUnavailableError(runtime.unavailable_reason(Path(entry.path), None) or "")
         cwd = invocation.workspace or self.cwd or Path.cwd()
+        command = ScriptCommand.prepare(
+            Path(entry.path), runtime, tool=tool, environment=self.environment, cwd=cwd
+        )
         stdin = json.dumps(script_input(invocation, cwd=cwd)).encode("utf-8")
         async with self._slot(tool.id):
             try:
                 result = await run_process(
-                    runtime.argv(Path(entry.path), resolved=program or None),
+                    command.argv,
                     stdin=stdin,
-                    env=env,
-                    cwd=cwd,
+                    env=command.env,
+                    cwd=command.cwd,
                     timeout=tool.timeout + _BACKSTOP_MARGIN,
                     max_output=self.max_output,
                 )
             except ProcessStartError as exc:
                 raise ToolError(f"Tool {tool.id} could not be started: {exc}") from None
         return interpret_result(tool.id, result, self.max_output)
+
+
+def _error_text(value: Any) -> str:
+    return _bounded(value if isinstance(value, str) else json.dumps(value, default=str))
+
+
+def _reports_error(value: Any) -> bool:
+    # Jean2: "include an error field". null, false and "" mean there is none; anything else
+    # (0 included) is an error the script reported.
+    return value is not None and value is not False and value != ""
 
 
 def interpret_result(tool_id: str, result: ProcessResult, max_output: int) -> Mapping[str, Any]:
@@ -130,7 +200,7 @@ def interpret_result(tool_id: str, result: ProcessResult, max_output: int) -> Ma
             "and was stopped. Ask for less output (a narrower request)."
         )
     if result.timed_out:
-        raise ToolError(f"Tool {tool_id} did not finish in time and was stopped.")
+        raise ToolTimeoutError(f"Tool {tool_id} did not finish in time and was stopped.")
     text = result.stdout.decode("utf-8", errors="replace").strip()
     parsed: Any = None
     if text:
@@ -144,8 +214,8 @@ def interpret_result(tool_id: str, result: ProcessResult, max_output: int) -> Ma
             if result.signal
             else f"exited with code {result.exit_code}"
         )
-        if isinstance(parsed, dict) and parsed.get("error"):
-            raise ToolError(f"{parsed['error']} (tool {tool_id} {reason})")
+        if isinstance(parsed, dict) and _reports_error(parsed.get("error")):
+            raise ToolError(f"{_error_text(parsed['error'])} (tool {tool_id} {reason})")
         stderr = decode_tail(result.stderr)
         detail = f": {stderr}" if stderr else " and wrote nothing to stderr"
         raise ToolError(f"Tool {tool_id} {reason}{detail}")
@@ -155,7 +225,6 @@ def interpret_result(tool_id: str, result: ProcessResult, max_output: int) -> Ma
         raise ToolError(
             f"Tool {tool_id} must print one JSON object on stdout, but it printed {what}"
         )
-    error = parsed.get("error")
-    if error not in (None, "", False):
-        raise ToolError(error if isinstance(error, str) else json.dumps(error))
+    if _reports_error(parsed.get("error")):
+        raise ToolError(_error_text(parsed["error"]))
     return parsed

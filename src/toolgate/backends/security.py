@@ -2,8 +2,12 @@
 
 The script receives "the exact same input as the tool itself" (the arguments plus
 ``workspacePath`` and ``sessionId``). Security scripts written for that system in the wild also
-read the arguments under an ``args`` key (``input.args.path``), so the arguments are given both at
-the top level and under ``args`` — unless the tool has an argument named ``args`` itself.
+read the arguments under an ``args`` key (``input.args.path``) and may read ``allowedPaths``, so
+the input also carries:
+
+* ``args`` — the arguments again, unless the tool has an argument named ``args`` itself (in its
+  schema or in the call);
+* ``allowedPaths`` — the folders the call may touch: the workspace.
 """
 
 from __future__ import annotations
@@ -12,15 +16,16 @@ import json
 from pathlib import Path
 
 from ..invocation import Invocation
-from ..model import ScriptEntry, SecurityVerdict, parse_verdict
-from ..runtimes import RUNTIMES, runtime_for_extension
+from ..model import SecurityVerdict, parse_verdict
+from .base import BackendUnavailableError
 from .environment import ScriptEnvironment
 from .processes import ProcessStartError, run_process
-from .script import decode_tail, script_input
+from .script import ScriptCommand, decode_tail, script_input, security_runtime
 
 __all__ = ["ScriptSecurityCheck", "SecurityCheckFailedError", "security_input"]
 
 _MAX_VERDICT_OUTPUT = 1024 * 1024
+_MAX_MESSAGE_CHARS = 1_000
 
 
 class SecurityCheckFailedError(Exception):
@@ -28,11 +33,26 @@ class SecurityCheckFailedError(Exception):
 
 
 def security_input(invocation: Invocation, *, cwd: Path) -> dict[str, object]:
-    """The tool's own input, plus the arguments under ``args`` for scripts that expect that."""
+    """The tool's own input, plus ``args`` and ``allowedPaths`` for scripts that expect them."""
     payload: dict[str, object] = script_input(invocation, cwd=cwd)
-    if "args" not in invocation.arguments:
+    properties = invocation.tool.input_schema.get("properties") or {}
+    if "args" not in invocation.arguments and "args" not in properties:
         payload["args"] = dict(invocation.arguments)
+    payload.setdefault("allowedPaths", [payload["workspacePath"]])
     return payload
+
+
+def _bounded_verdict(verdict: SecurityVerdict) -> SecurityVerdict:
+    message = verdict.message
+    if message is None or len(message) <= _MAX_MESSAGE_CHARS:
+        return verdict
+    return SecurityVerdict(
+        allowed=verdict.allowed,
+        requires_approval=verdict.requires_approval,
+        permission_type=verdict.permission_type,
+        permission_key=verdict.permission_key,
+        message=message[:_MAX_MESSAGE_CHARS] + "…",
+    )
 
 
 class ScriptSecurityCheck:
@@ -51,22 +71,23 @@ class ScriptSecurityCheck:
         script = Path(spec.script)
         if not script.is_file():
             raise SecurityCheckFailedError(f"the security script {script} does not exist")
-        # The script's own extension says how to run it (security.ts → bun), else the tool's.
-        fallback = tool.entry.runtime if isinstance(tool.entry, ScriptEntry) else "binary"
-        runtime = RUNTIMES[runtime_for_extension(script.name) or fallback]
-        env = self.environment.build(tool.env)
-        program = runtime.locate(env.get("PATH"))
-        if program is None:
-            raise SecurityCheckFailedError(
-                runtime.unavailable_reason(script, env.get("PATH")) or "runtime missing"
-            )
         cwd = invocation.workspace or self.cwd or Path.cwd()
         try:
-            result = await run_process(
-                runtime.argv(script, resolved=program or None),
-                stdin=json.dumps(security_input(invocation, cwd=cwd)).encode("utf-8"),
-                env=env,
+            command = ScriptCommand.prepare(
+                script,
+                security_runtime(tool, script),
+                tool=tool,
+                environment=self.environment,
                 cwd=cwd,
+            )
+        except BackendUnavailableError as exc:
+            raise SecurityCheckFailedError(str(exc)) from None
+        try:
+            result = await run_process(
+                command.argv,
+                stdin=json.dumps(security_input(invocation, cwd=cwd)).encode("utf-8"),
+                env=command.env,
+                cwd=command.cwd,
                 timeout=spec.timeout,
                 max_output=_MAX_VERDICT_OUTPUT,
             )
@@ -86,7 +107,7 @@ class ScriptSecurityCheck:
             )
         text = result.stdout.decode("utf-8", errors="replace").strip()
         try:
-            return parse_verdict(json.loads(text))
+            return _bounded_verdict(parse_verdict(json.loads(text)))
         except ValueError as exc:
             raise SecurityCheckFailedError(
                 f"the security script printed no valid verdict ({exc}): {text[:200]!r}"

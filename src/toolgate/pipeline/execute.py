@@ -8,7 +8,12 @@ import time
 import traceback
 from collections.abc import Mapping
 
-from ..backends.base import ArgumentConversionError, Backend, BackendUnavailableError
+from ..backends.base import (
+    ArgumentConversionError,
+    Backend,
+    BackendUnavailableError,
+    ToolTimeoutError,
+)
 from ..errors import ErrorCode, ToolError
 from ..model import CallOutcome, ImplementationKind
 from .shaping import ResultShaper
@@ -61,7 +66,7 @@ class Executor:
             else:
                 result = await run_with_timeout(backend.run(state), state.tool.timeout)
                 duration = time.perf_counter() - started
-        except CallTimedOut:
+        except (CallTimedOut, ToolTimeoutError):
             return error_outcome(
                 state,
                 ErrorCode.TIMEOUT,

@@ -47,7 +47,8 @@ class SecurityCheckStage:
             return error_outcome(
                 state,
                 ErrorCode.SECURITY_BLOCKED,
-                f"The security check of tool {tool.id} failed, so the call was denied: {exc}. "
+                f"The security check of tool {tool.id} failed, so the call was denied: "
+                f"{str(exc).rstrip('.')}. "
                 "Tell the user the tool's security check is broken.",
                 detail=repr(exc),
             )

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import DuplicateToolError
-from ..loaders import Diagnostic, Severity, load_tool_folder
+from ..loaders import Diagnostic, FolderLoad, Severity, load_tool_folder
 from ..model import Tool
 from ..registry import RegisteredTool, Registry
 
@@ -88,21 +88,52 @@ class ToolFolderSource:
     def _folders(self) -> list[tuple[Path, FolderRoot]]:
         found: list[tuple[Path, FolderRoot]] = []
         for root in self.roots:
-            if not root.path.is_dir():
+            try:
+                children = sorted(root.path.iterdir()) if root.path.is_dir() else []
+            except OSError as exc:
+                log.warning("cannot list tool folder root %s: %s", root.path, exc)
                 continue
-            for child in sorted(root.path.iterdir()):
-                if child.is_dir() and not child.name.startswith("."):
-                    found.append((child, root))
+            for child in children:
+                try:
+                    if child.is_dir() and not child.name.startswith("."):
+                        found.append((child, root))
+                except OSError:
+                    found.append((child, root))  # the loader reports why it cannot be read
         return found
+
+    def load(self) -> list[FolderLoad]:
+        """Read and parse every folder. Touches no shared state: safe to run in a thread."""
+        loads: list[FolderLoad] = []
+        for folder, root in self._folders():
+            try:
+                loads.append(load_tool_folder(folder, namespace=root.namespace))
+            except Exception as exc:  # noqa: BLE001 - one folder must never stop the others
+                problem = Diagnostic(str(folder), None, f"cannot be loaded: {exc}")
+                loads.append(FolderLoad(folder, None, (problem,), None))
+        return loads
 
     def scan(self) -> ScanReport:
         """Load every folder now and bring the registry in step. Never raises for bad folders."""
+        return self.apply(self.load())
+
+    def apply(self, loads: list[FolderLoad]) -> ScanReport:
+        """Bring the registry in step with freshly loaded folders."""
         report = ScanReport()
         seen: dict[Path, str] = {}
         diagnostics: dict[Path, tuple[Diagnostic, ...]] = {}
         claimed: dict[str, Path] = {}
-        for folder, root in self._folders():
-            loaded = load_tool_folder(folder, namespace=root.namespace)
+        previous_owner = {tool_id: folder for folder, tool_id in self._owned.items()}
+        # A folder that already owned its tool id keeps it: a newcomer declaring the same name
+        # must not silently take over a running tool (the newcomer gets the diagnostic).
+        ordered = sorted(
+            loads,
+            key=lambda load: (
+                load.tool is None or previous_owner.get(load.tool.id) != load.folder,
+                str(load.folder),
+            ),
+        )
+        for loaded in ordered:
+            folder = loaded.folder
             problems = list(loaded.diagnostics)
             tool = loaded.tool
             if tool is not None and tool.id in claimed:
@@ -115,7 +146,7 @@ class ToolFolderSource:
                 )
                 tool = None
             if tool is not None:
-                outcome = self._apply(folder, tool, report)
+                outcome = self._apply_one(folder, tool, report)
                 if outcome is None:
                     claimed[tool.id] = folder
                     seen[folder] = tool.id
@@ -137,11 +168,10 @@ class ToolFolderSource:
             log.info("tool folders: +%s ~%s -%s", report.added, report.updated, report.removed)
         return report
 
-    def _apply(self, folder: Path, tool: Tool, report: ScanReport) -> Diagnostic | None:
+    def _apply_one(self, folder: Path, tool: Tool, report: ScanReport) -> Diagnostic | None:
         entry = RegisteredTool(tool, None, self.availability(tool))
         current = self.registry.get(tool.id)
-        owned_here = self._owned.get(folder) == tool.id
-        if current is not None and not owned_here and tool.id not in self._owned.values():
+        if current is not None and tool.id not in self._owned.values():
             return Diagnostic(
                 str(folder),
                 "name",
@@ -190,7 +220,7 @@ class ToolFolderSource:
         rescans = asyncio.create_task(self._rescan_periodically(stop))
         try:
             async for _changes in awatch(*roots, stop_event=stop, debounce=200, step=50):
-                self._safe_scan()
+                await self._safe_scan()
         finally:
             rescans.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -201,10 +231,12 @@ class ToolFolderSource:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), self.rescan_interval)
             if not stop.is_set():
-                self._safe_scan()
+                await self._safe_scan()
 
-    def _safe_scan(self) -> None:
+    async def _safe_scan(self) -> None:
+        # Reading and parsing happen in a thread, so a slow disk or a large folder never stalls
+        # the event loop; only the registry update runs on the loop.
         try:
-            self.scan()
+            self.apply(await asyncio.to_thread(self.load))
         except Exception:
             log.exception("tool folder scan failed")
