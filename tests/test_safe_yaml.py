@@ -132,9 +132,48 @@ def test_duplicate_key_is_refused_with_key_and_lines() -> None:
     assert "first at line 3" in str(error)
 
 
-def test_merge_keys_may_be_overridden() -> None:
+def _merge_bomb(levels: int = 30) -> str:
+    """Each level merges the previous one twice: 2**levels mappings once merges are expanded."""
+    lines = ["a0: &a0 {x: 1}"]
+    lines += [f"a{i}: &a{i} {{<<: [*a{i - 1}, *a{i - 1}]}}" for i in range(1, levels + 1)]
+    return "\n".join(lines) + "\n"
+
+
+def test_merge_key_bomb_is_refused_fast() -> None:
+    text = _merge_bomb()
+    assert len(text.encode()) < 1024 and text.count("*") == 60
+    started = time.perf_counter()
+    with pytest.raises(YamlError, match=r"merge keys \(<<\) are not supported") as caught:
+        load_yaml(text, source="bomb.yaml")
+    assert time.perf_counter() - started < 5  # a sanity bound; it takes milliseconds
+    assert (caught.value.line, caught.value.column) == (2, 10)
+
+
+def test_merge_key_is_refused() -> None:
     text = "base: &b {x: 1, y: 2}\nm:\n  <<: *b\n  x: 3\n"
-    assert load_yaml(text, source="t.yaml")["m"] == {"x": 3, "y": 2}
+    with pytest.raises(YamlError) as caught:
+        load_yaml(text, source="t.yaml")
+    assert str(caught.value) == (
+        "t.yaml: line 3, column 3: merge keys (<<) are not supported; write the keys out"
+    )
+
+
+def test_explicit_merge_tag_is_refused() -> None:
+    with pytest.raises(YamlError, match=r"merge keys \(<<\) are not supported") as caught:
+        load_yaml("b: &b {x: 1}\n!!merge m: *b\n", source="t.yaml")
+    assert caught.value.line == 2
+
+
+def test_merge_key_through_an_alias_is_refused() -> None:
+    text = "k: &k <<\nb: &b {x: 1}\nm: {*k : *b}\n"
+    with pytest.raises(YamlError, match=r"merge keys \(<<\) are not supported") as caught:
+        load_yaml(text, source="t.yaml")
+    assert caught.value.line == 3
+
+
+def test_quoted_merge_key_is_an_ordinary_key() -> None:
+    assert load_yaml('"<<": 1\n', source="t.yaml") == {"<<": 1}
+    assert load_yaml("'<<': {a: 1}\n", source="t.yaml") == {"<<": {"a": 1}}
 
 
 def test_syntax_error_names_source_line_and_column() -> None:

@@ -894,3 +894,161 @@ def test_local_references_and_ref_shaped_data_are_fine(tmp_path: Path) -> None:
     }
     load = load_tool_folder(make_folder(tmp_path, front_with(inputSchema=schema)))
     assert load.tool is not None and load.diagnostics == ()
+
+
+def test_merge_key_in_front_matter_is_refused(tmp_path: Path) -> None:
+    front = MINIMAL_FRONT + "base: &b {a: 1}\nextra:\n  <<: *b\n"
+    error = only_error(load_tool_folder(make_folder(tmp_path, front)), None)
+    assert "merge keys (<<) are not supported" in error.message
+    assert "line 11, column 3" in error.message
+
+
+# --- schemas that pass the meta-schema but cannot be compiled -------------------------------
+
+
+@pytest.mark.parametrize("field", ["inputSchema", "outputSchema"])
+def test_schema_that_cannot_compile_is_an_error(tmp_path: Path, field: str) -> None:
+    schema = {"type": "object", "properties": {"x": {"$ref": "#/definitions/missing"}}}
+    load = load_tool_folder(make_folder(tmp_path, front_with(**{field: schema})))
+    error = only_error(load, field)
+    assert f"'{field}' cannot be compiled" in error.message
+    assert "/definitions/missing" in error.message
+    assert "\n" not in error.message
+
+
+def test_compile_error_names_where_in_the_schema(tmp_path: Path) -> None:
+    schema = {"type": "object", "properties": {"x": {"type": "string", "pattern": "("}}}
+    load = load_tool_folder(make_folder(tmp_path, front_with(inputSchema=schema)))
+    error = only_error(load, "inputSchema")
+    assert "regex" in error.message and '["properties"]["x"]' in error.message
+
+
+@pytest.mark.parametrize(
+    "dialect",
+    [
+        "https://json-schema.org/draft-07/schema#",  # the meta-schema accepts it, compiling not
+        "http://json-schema.org/schema#",
+    ],
+)
+def test_meta_schema_the_gateway_cannot_compile_is_refused(tmp_path: Path, dialect: str) -> None:
+    schema = {"$schema": dialect, "type": "object"}
+    load = load_tool_folder(make_folder(tmp_path, front_with(inputSchema=schema)))
+    error = only_error(load, "inputSchema/$schema")
+    assert "unsupported $schema" in error.message
+
+
+@pytest.mark.parametrize(
+    "dialect",
+    [
+        "http://json-schema.org/draft-04/schema#",
+        "http://json-schema.org/draft-06/schema",
+        "http://json-schema.org/draft-07/schema#",
+        "https://json-schema.org/draft/2019-09/schema",
+        "https://json-schema.org/draft/2020-12/schema#",
+    ],
+)
+def test_every_known_meta_schema_is_accepted(tmp_path: Path, dialect: str) -> None:
+    schema = {"$schema": dialect, "type": "object"}
+    load = load_tool_folder(make_folder(tmp_path, front_with(outputSchema=schema)))
+    assert load.tool is not None and load.diagnostics == ()
+
+
+# --- the file system refusing access: a diagnostic, never an exception ----------------------
+
+
+def deny(monkeypatch: pytest.MonkeyPatch, method: str, target: Path) -> None:
+    """Make ``Path.<method>`` raise PermissionError for ``target`` (as a mode-000 folder does)."""
+    original = getattr(Path, method)
+
+    def denied(self: Path, *args: Any, **kwargs: Any) -> Any:
+        if self == target:
+            raise PermissionError(13, "Permission denied", str(self))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, method, denied)
+
+
+def test_unreadable_folder_is_a_diagnostic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = make_folder(tmp_path)
+    deny(monkeypatch, "stat", folder)
+    error = only_error(load_tool_folder(folder), None)
+    assert error.path == str(folder)
+    assert "cannot access the tool folder: Permission denied" in error.message
+
+
+@pytest.mark.parametrize("method", ["stat", "open"])
+def test_unreadable_tool_md_is_a_diagnostic(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, method: str
+) -> None:
+    folder = make_folder(tmp_path)
+    deny(monkeypatch, method, folder / "tool.md")
+    error = only_error(load_tool_folder(folder), None)
+    assert error.path == str(folder / "tool.md")
+    assert "Permission denied" in error.message
+
+
+def test_unreadable_tool_md_does_not_fall_back_to_tool_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = make_json_folder(tmp_path, WORD_COUNT_JSON)
+    deny(monkeypatch, "stat", folder / "tool.md")
+    error = only_error(load_tool_folder(folder), None)
+    assert error.path == str(folder / "tool.md")
+    assert "cannot access the file: Permission denied" in error.message
+
+
+def test_unreadable_tool_json_is_a_diagnostic(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = make_json_folder(tmp_path, WORD_COUNT_JSON)
+    deny(monkeypatch, "stat", folder / "tool.json")
+    error = only_error(load_tool_folder(folder), None)
+    assert error.path == str(folder / "tool.json")
+    assert "Permission denied" in error.message
+
+
+def test_unreadable_script_is_a_diagnostic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = make_folder(tmp_path)
+    script = (folder / "script.sh").resolve()
+    deny(monkeypatch, "stat", script)
+    error = only_error(load_tool_folder(folder), "script")
+    assert error.path == str(folder / "tool.md")
+    assert f"cannot access the script 'script.sh' ({script}): Permission denied" in error.message
+
+
+def test_unreadable_security_script_is_a_diagnostic(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    front = front_with(hasSecurityCheck=True, securityScript="check.sh")
+    folder = make_folder(tmp_path, front, files={"script.sh": "", "check.sh": ""})
+    check = (folder / "check.sh").resolve()
+    deny(monkeypatch, "stat", check)
+    error = only_error(load_tool_folder(folder), "securityScript")
+    assert f"cannot access the security script 'check.sh' ({check})" in error.message
+    assert "Permission denied" in error.message
+
+
+@pytest.mark.parametrize("which", ["folder", "script"])
+def test_unresolvable_paths_are_diagnostics(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, which: str
+) -> None:
+    folder = make_folder(tmp_path)
+    target = folder if which == "folder" else folder.resolve() / "script.sh"
+    deny(monkeypatch, "resolve", target)
+    load = load_tool_folder(folder)
+    assert load.tool is None
+    assert any("Permission denied" in d.message for d in errors(load)), load.diagnostics
+
+
+def test_mode_000_folder_is_a_diagnostic(tmp_path: Path) -> None:
+    if os.geteuid() == 0:
+        pytest.skip("running as root: DAC override makes file permissions moot")
+    folder = make_folder(tmp_path)
+    folder.chmod(0)
+    try:
+        load = load_tool_folder(folder)
+    finally:
+        folder.chmod(0o755)
+    error = only_error(load, None)
+    assert error.path == str(folder / "tool.md")
+    assert "Permission denied" in error.message

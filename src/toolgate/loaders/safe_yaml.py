@@ -10,6 +10,9 @@ objects (``!!python/object/apply:os.system`` is refused). On top of that:
 * after construction the value is walked *as expanded* (a shared sub-object counts every time
   it is reached) and refused past ``max_nodes``, so a "billion laughs" document fails fast instead
   of exhausting memory in whatever consumes the value later;
+* merge keys (``<<``, or any key tagged ``!!merge``) are refused while the document is composed,
+  before PyYAML would expand them: a few dozen aliases merged into each other expand
+  exponentially, and JSON has no merges anyway (a quoted ``"<<"`` is an ordinary key);
 * a mapping that repeats a key is refused, naming the key and both lines (PyYAML would silently
   keep the last value);
 * values stay JSON-shaped: timestamps are kept as the strings they are written as, the
@@ -74,7 +77,8 @@ class YamlError(ValueError):
 
 
 class _Loader(yaml.SafeLoader):  # type: ignore[misc, unused-ignore]
-    """SafeLoader with alias/depth limits, duplicate-key detection and JSON-shaped values."""
+    """SafeLoader with alias/depth limits, no merge keys, duplicate-key detection and JSON-shaped
+    values."""
 
     def __init__(self, text: str, *, max_aliases: int, max_nodes: int, max_depth: int) -> None:
         super().__init__(text)
@@ -103,7 +107,8 @@ class _Loader(yaml.SafeLoader):  # type: ignore[misc, unused-ignore]
                 raise yaml.MarkedYAMLError(
                     None, None, f"recursive alias *{event.anchor}", event.start_mark
                 )
-            return super().compose_node(parent, index)
+            node = super().compose_node(parent, index)
+            return self._refuse_merge_key(node, parent, index, event.start_mark)
         event = parser.peek_event()
         # Stop early on a huge document: the nodes as written are a lower bound of the nodes
         # once expanded, which are counted after construction.
@@ -121,21 +126,43 @@ class _Loader(yaml.SafeLoader):  # type: ignore[misc, unused-ignore]
         if anchor is not None:
             self._open_anchors.add(anchor)
         try:
-            return super().compose_node(parent, index)
+            node = super().compose_node(parent, index)
+            return self._refuse_merge_key(node, parent, index, event.start_mark)
         finally:
             self._depth -= 1
             if anchor is not None:
                 self._open_anchors.discard(anchor)
+
+    @staticmethod
+    def _refuse_merge_key(
+        node: yaml.Node | None, parent: yaml.Node | None, index: Any, mark: Any
+    ) -> Any:
+        """Refuse ``node`` when it is a merge key (the composer passes ``index=None`` for keys).
+
+        ``mark`` is where the key is written: for an alias, the alias rather than its anchor.
+
+        Checked before construction: PyYAML's ``flatten_mapping`` expands merges while it
+        constructs, exponentially for merges of merges, before any size limit could apply.
+        """
+        if (
+            isinstance(parent, yaml.MappingNode)
+            and index is None
+            and node is not None
+            and node.tag == _MERGE_TAG
+        ):
+            raise yaml.MarkedYAMLError(
+                None, None, "merge keys (<<) are not supported; write the keys out", mark
+            )
+        return node
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> Any:
         if isinstance(node, yaml.MappingNode):
             constructor: Any = self
             seen: dict[Any, yaml.ScalarNode] = {}
             for key_node, _ in node.value:
-                # Keys brought in by ``<<`` merges may legitimately be overridden; only keys
-                # written in this mapping are compared. Scalars are constructed (and cached)
-                # immediately, so constructing them here costs nothing extra.
-                if key_node.tag == _MERGE_TAG or not isinstance(key_node, yaml.ScalarNode):
+                # Merge keys never get here (refused while composing). Scalars are constructed
+                # (and cached) immediately, so constructing them here costs nothing extra.
+                if not isinstance(key_node, yaml.ScalarNode):
                     continue
                 key = constructor.construct_object(key_node, deep=False)
                 first = seen.get(key)
