@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from toolgate.loaders import YamlError, load_yaml
@@ -32,10 +30,8 @@ def test_empty_document_is_none() -> None:
 
 
 def test_billion_laughs_is_refused_fast() -> None:
-    started = time.perf_counter()
     with pytest.raises(YamlError) as caught:
         load_yaml(_billion_laughs(), source="bomb.yaml")
-    assert time.perf_counter() - started < 5  # a sanity bound; it takes milliseconds
     assert "bomb.yaml" in str(caught.value)
     assert "alias" in str(caught.value)
 
@@ -142,10 +138,8 @@ def _merge_bomb(levels: int = 30) -> str:
 def test_merge_key_bomb_is_refused_fast() -> None:
     text = _merge_bomb()
     assert len(text.encode()) < 1024 and text.count("*") == 60
-    started = time.perf_counter()
     with pytest.raises(YamlError, match=r"merge keys \(<<\) are not supported") as caught:
         load_yaml(text, source="bomb.yaml")
-    assert time.perf_counter() - started < 5  # a sanity bound; it takes milliseconds
     assert (caught.value.line, caught.value.column) == (2, 10)
 
 
