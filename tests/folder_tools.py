@@ -89,3 +89,51 @@ def clean_environ(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k in {"PATH", "HOME", "LANG", "TMPDIR"}}
     env.update(extra)
     return env
+
+
+# The Jean2 seed's own word-count example, verbatim (tool.md and script.ts).
+WORD_COUNT_TOOL_MD = """\
+---
+name: word-count
+script: script.ts
+runtime: bun
+inputSchema:
+  type: object
+  properties:
+    path:
+      type: string
+      description: "Path to the file to count words in"
+  required:
+    - path
+outputSchema:
+  type: object
+  properties:
+    words:
+      type: number
+    lines:
+      type: number
+    characters:
+      type: number
+timeout: 10000
+---
+
+Count words, lines, and characters in a file.
+"""
+
+WORD_COUNT_SCRIPT_TS = """\
+import { readFileSync } from 'node:fs';
+
+const input = JSON.parse(await Bun.stdin.text());
+const { path } = input;
+
+try {
+  const content = readFileSync(path, 'utf-8');
+  const words = content.split(/\\s+/).filter(Boolean).length;
+  const lines = content.split('\\n').length;
+  const characters = content.length;
+
+  console.log(JSON.stringify({ words, lines, characters }));
+} catch (e) {
+  console.log(JSON.stringify({ error: e.message }));
+}
+"""

@@ -13,52 +13,15 @@ from typing import Any
 
 import pytest
 
-from folder_tools import clean_environ, gone, require_program, write_tool
+from folder_tools import (
+    WORD_COUNT_SCRIPT_TS,
+    WORD_COUNT_TOOL_MD,
+    clean_environ,
+    gone,
+    require_program,
+    write_tool,
+)
 from toolgate import ErrorCode, Gateway, SideEffect
-
-SEED_TOOL_MD = """---
-name: word-count
-script: script.ts
-runtime: bun
-inputSchema:
-  type: object
-  properties:
-    path:
-      type: string
-      description: "Path to the file to count words in"
-  required:
-    - path
-outputSchema:
-  type: object
-  properties:
-    words:
-      type: number
-    lines:
-      type: number
-    characters:
-      type: number
-timeout: 10000
----
-
-Count words, lines, and characters in a file.
-"""
-
-SEED_SCRIPT_TS = """import { readFileSync } from 'node:fs';
-
-const input = JSON.parse(await Bun.stdin.text());
-const { path } = input;
-
-try {
-  const content = readFileSync(path, 'utf-8');
-  const words = content.split(/\\s+/).filter(Boolean).length;
-  const lines = content.split('\\n').length;
-  const characters = content.length;
-
-  console.log(JSON.stringify({ words, lines, characters }));
-} catch (e) {
-  console.log(JSON.stringify({ error: e.message }));
-}
-"""
 
 WORD_COUNT_PY = """import json, sys
 data = json.load(sys.stdin)
@@ -100,8 +63,8 @@ def test_the_seed_word_count_example_runs_unchanged_with_bun(
     require_program("bun")
     folder = tools_root / "word-count"
     folder.mkdir()
-    (folder / "tool.md").write_text(SEED_TOOL_MD, encoding="utf-8")
-    (folder / "script.ts").write_text(SEED_SCRIPT_TS, encoding="utf-8")
+    (folder / "tool.md").write_text(WORD_COUNT_TOOL_MD, encoding="utf-8")
+    (folder / "script.ts").write_text(WORD_COUNT_SCRIPT_TS, encoding="utf-8")
     with gateway_for(tools_root) as gateway:
         assert gateway.diagnostics() == []
         tool = gateway.get_tool("local:word-count")
@@ -119,7 +82,9 @@ def test_the_seed_word_count_with_a_python_script(tools_root: Path, sample: Path
     folder = tools_root / "word-count"
     folder.mkdir()
     (folder / "tool.md").write_text(
-        SEED_TOOL_MD.replace("script.ts", "script.py").replace("runtime: bun", "runtime: python"),
+        WORD_COUNT_TOOL_MD.replace("script.ts", "script.py").replace(
+            "runtime: bun", "runtime: python"
+        ),
         encoding="utf-8",
     )
     (folder / "script.py").write_text(WORD_COUNT_PY, encoding="utf-8")
