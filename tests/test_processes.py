@@ -455,29 +455,30 @@ async def test_no_zombies_after_a_batch(tmp_path: Path) -> None:
 
 async def test_no_scan_for_a_fast_program(monkeypatch: pytest.MonkeyPatch) -> None:
     # A program that is over before the first snapshot is not polled: one scan at the end.
-    scans = 0
+    scans: list[int] = []
     read_table = process_tree.read_process_table
 
-    def counting() -> dict[int, process_tree.ProcessStat]:
-        nonlocal scans
-        scans += 1
-        return read_table()
+    def counting(min_pid: int = 0) -> dict[int, process_tree.ProcessStat]:
+        scans.append(min_pid)
+        return read_table(min_pid)
 
     monkeypatch.setattr(process_tree, "read_process_table", counting)
     monkeypatch.setattr(processes, "FIRST_SNAPSHOT", 5.0)
     result = await run_process(["true"], stdin=b"", env=ENV, cwd=None, timeout=30)
     assert result.exit_code == 0
-    assert scans == 1
+    assert len(scans) == 1
+    # Only processes newer than the child are read (unless the pid counter wrapped meanwhile).
+    assert scans[0] > os.getpid() or scans[0] == 0
 
 
 async def test_tracking_scans_are_shared(monkeypatch: pytest.MonkeyPatch) -> None:
     scans = 0
     read_table = process_tree.read_process_table
 
-    def counting() -> dict[int, process_tree.ProcessStat]:
+    def counting(min_pid: int = 0) -> dict[int, process_tree.ProcessStat]:
         nonlocal scans
         scans += 1
-        return read_table()
+        return read_table(min_pid)
 
     monkeypatch.setattr(process_tree, "read_process_table", counting)
     results = await asyncio.gather(*(run("sleep 1") for _ in range(20)))
@@ -496,3 +497,15 @@ def test_stat_parsing_survives_odd_command_names() -> None:
     assert parsed == process_tree.ProcessStat(b"S", 42, 7, 7, 123456)
     assert process_tree.parse_stat(b"garbage") is None
     assert process_tree.parse_stat(b"1 (x) S 1") is None
+
+
+def test_a_wrapped_pid_counter_makes_the_scan_read_everything(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(process_tree, "_last_pid", lambda: 100)
+    assert process_tree.lowest_pid_to_scan(5000) == 0  # the counter is below the root: wrapped
+    monkeypatch.setattr(process_tree, "_last_pid", lambda: 9000)
+    assert process_tree.lowest_pid_to_scan(5000) == 5000
+    assert process_tree.lowest_pid_to_scan(5000, [7000, 4000]) == 4000
+    monkeypatch.setattr(process_tree, "_last_pid", lambda: None)
+    assert process_tree.lowest_pid_to_scan(5000) == 0

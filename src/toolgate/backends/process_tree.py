@@ -43,7 +43,7 @@ import contextlib
 import os
 import signal as signal_module
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
 __all__ = [
@@ -105,8 +105,30 @@ def _read_stat(pid: int) -> ProcessStat | None:
     return parse_stat(data)
 
 
-def read_process_table() -> dict[int, ProcessStat]:
-    """Scan ``/proc``: pid to stat of every process (threads are not listed)."""
+def _last_pid() -> int | None:
+    try:
+        with open(f"{_PROC}/sys/kernel/ns_last_pid", "rb") as handle:
+            return int(handle.read())
+    except (OSError, ValueError):
+        return None
+
+
+def lowest_pid_to_scan(root: int, tracked: Iterable[int] = ()) -> int:
+    """The lowest pid a scan for ``root``'s descendants must read.
+
+    Pids are handed out in increasing order, so everything ``root`` started has a higher pid —
+    unless the kernel's pid counter wrapped around since ``root`` started; then (or when the
+    counter cannot be read) the whole table is scanned. Reading only the newer entries is what
+    keeps the per-call bookkeeping cheap on a host with many processes.
+    """
+    last = _last_pid()
+    if last is None or last < root:
+        return 0
+    return min(root, *tracked) if tracked else root
+
+
+def read_process_table(min_pid: int = 0) -> dict[int, ProcessStat]:
+    """Scan ``/proc``: pid to stat of every process with a pid of at least ``min_pid``."""
     table: dict[int, ProcessStat] = {}
     try:
         names = os.listdir(_PROC)
@@ -116,6 +138,8 @@ def read_process_table() -> dict[int, ProcessStat]:
         if not name.isdigit():
             continue
         pid = int(name)
+        if pid < min_pid:
+            continue
         stat = _read_stat(pid)
         if stat is not None:
             table[pid] = stat
@@ -128,18 +152,19 @@ class _ProcessTableCache:
     __slots__ = ("_latest",)
 
     def __init__(self) -> None:
-        #: When the latest scan began (``time.monotonic()``), and its table; one attribute, so
-        #: that event loops in other threads always see a matching pair.
-        self._latest: tuple[float, dict[int, ProcessStat]] = (float("-inf"), {})
+        #: When the latest scan began (``time.monotonic()``), the lowest pid it read, and its
+        #: table; one attribute, so that event loops in other threads always see a matching set.
+        self._latest: tuple[float, int, dict[int, ProcessStat]] = (float("-inf"), 0, {})
 
-    def get(self, not_before: float) -> dict[int, ProcessStat]:
-        """A table scanned at or after ``not_before`` (``time.monotonic()``), scanning if needed."""
-        began, table = self._latest
-        if began >= not_before:
+    def get(self, not_before: float, min_pid: int = 0) -> dict[int, ProcessStat]:
+        """A table of every pid from ``min_pid`` on, scanned at or after ``not_before``
+        (``time.monotonic()``), scanning if needed."""
+        began, covered_from, table = self._latest
+        if began >= not_before and covered_from <= min_pid:
             return table
         began = time.monotonic()
-        table = read_process_table()
-        self._latest = (began, table)
+        table = read_process_table(min_pid)
+        self._latest = (began, min_pid, table)
         return table
 
 
@@ -165,7 +190,7 @@ class ProcessTree:
     def snapshot(self) -> None:
         """Record the current descendants (from a scan at most ``SCAN_MAX_AGE`` seconds old)."""
         not_before = max(self._not_before, time.monotonic() - SCAN_MAX_AGE)
-        self._record(_SCANS.get(not_before))
+        self._record(_SCANS.get(not_before, lowest_pid_to_scan(self._root, self.tracked)))
 
     def _record(self, table: dict[int, ProcessStat]) -> dict[int, int]:
         """Walk ``table`` from the root, the tracked processes and the root's session and group.
@@ -221,7 +246,9 @@ class ProcessTree:
         stopped: dict[int, _Target] = {}
         try:
             for _ in range(_MAX_FREEZE_ROUNDS):
-                table = _SCANS.get(time.monotonic())
+                table = _SCANS.get(
+                    time.monotonic(), lowest_pid_to_scan(self._root, self.tracked)
+                )
                 found = self._record(table)
                 new = [
                     (pid, start)
