@@ -712,7 +712,18 @@ def _error(tool_id: str) -> CallOutcome:
 
 
 def _pending(tool_id: str) -> CallOutcome:
-    approval = ApprovalRequest("req_1", tool_id, "Register?", "high", (), "digest", 0.0, 60.0)
+    approval = ApprovalRequest(
+        id="req_1",
+        tool_id=tool_id,
+        title="Register?",
+        risk="high",
+        facts=(),
+        arguments={},
+        arguments_digest="digest",
+        definition_hash="hash",
+        created_at=0.0,
+        expires_at=60.0,
+    )
     return CallOutcome(
         CallStatus.PENDING_APPROVAL,
         tool_id,

@@ -13,6 +13,7 @@ from enum import StrEnum
 
 __all__ = [
     "ERROR_DESCRIPTIONS",
+    "ApprovalClosedError",
     "ConfigError",
     "DuplicateToolError",
     "ErrorCode",
@@ -43,6 +44,7 @@ class ErrorCode(StrEnum):
     DUPLICATE_TOOL = "duplicate_tool"
     INVALID_DEFINITION = "invalid_definition"
     CONFIG_ERROR = "config_error"
+    APPROVAL_CLOSED = "approval_closed"
 
 
 #: One line per code: what it means. Rendered into the README's error table.
@@ -64,6 +66,8 @@ ERROR_DESCRIPTIONS: dict[ErrorCode, str] = {
     ErrorCode.DUPLICATE_TOOL: "Python API: two declarations use the same tool id.",
     ErrorCode.INVALID_DEFINITION: "Python API: a tool declaration is malformed.",
     ErrorCode.CONFIG_ERROR: "Python API / CLI: the configuration is malformed or cannot be loaded.",
+    ErrorCode.APPROVAL_CLOSED: "Python API / CLI: no open approval request has this id (unknown, "
+    "already decided, expired, or its tool changed).",
 }
 
 
@@ -119,3 +123,9 @@ class ToolError(ToolgateError):
     """
 
     code = ErrorCode.TOOL_ERROR
+
+
+class ApprovalClosedError(ToolgateError, LookupError):
+    """No open approval request has this id: unknown, already decided, expired, or voided."""
+
+    code = ErrorCode.APPROVAL_CLOSED

@@ -8,19 +8,26 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 from ._loop_thread import LoopThread
+from .approvals import ApprovalService, Approver
 from .backends import Backend, PythonBackend
 from .backends.environment import ScriptEnvironment
 from .backends.processes import DEFAULT_MAX_OUTPUT
 from .backends.script import ScriptBackend
-from .backends.security import ScriptSecurityCheck
+from .backends.security import PythonSecurityCheck, ScriptSecurityCheck, SecurityChecks
 from .errors import ErrorCode, ToolDefinitionError, ToolNotFoundError
 from .loaders import Diagnostic
-from .model import CallOutcome, ImplementationKind, Tool
+from .model import ApprovalRequest, CallOutcome, CallStatus, ImplementationKind, Tool
 from .pipeline import Pipeline
-from .pipeline.approval import ApprovalStage
+from .pipeline.approval import (
+    DECIDER_RUN,
+    DEFAULT_APPROVAL_TTL,
+    ApprovalSettings,
+    ApprovalStage,
+)
+from .pipeline.approval_policy import ApprovalPolicy, ApprovalRule
 from .pipeline.execute import Executor
 from .pipeline.overflow import DEFAULT_OVERFLOW_LIMIT, DEFAULT_PREVIEW_CHARS, OverflowSpiller
 from .pipeline.security import SecurityCheckStage
@@ -63,6 +70,10 @@ class Gateway:
         script_concurrency: int = 32,
         rescan_interval: float = DEFAULT_RESCAN_INTERVAL,
         cwd: Path | str | None = None,
+        approver: Approver | Literal["queue"] | None = None,
+        approval_ttl: float = DEFAULT_APPROVAL_TTL,
+        approval_rules: Iterable[ApprovalRule] = (),
+        state_path: Path | str | None = None,
     ) -> None:
         """
         Args:
@@ -86,8 +97,25 @@ class Gateway:
             script_concurrency: Processes of one script tool that may run at once.
             rescan_interval: Seconds between full rescans of the tool folders while watching.
             cwd: Working directory of scripts called without a workspace (default: the current).
+            approver: Who decides calls that need approval. ``None`` (the default): nobody, so
+                such calls are denied with ``user_rejection``. ``"queue"``: requests wait in
+                :attr:`approvals` for a decision (CLI, HTTP, web UI). A callable (sync or async,
+                taking the :class:`~toolgate.ApprovalRequest`, returning ``"approve"``,
+                ``"always"`` or ``"deny"``): asked when a caller waits (``wait_for_approval``);
+                requests also wait in the queue.
+            approval_ttl: Seconds a request waits for a decision before it expires.
+            approval_rules: Operator rules that make approval stricter (or, with ``override``,
+                waive it) per tool, namespace or level.
+            state_path: The SQLite file holding approvals and grants (default: in memory, so
+                grants last as long as the gateway; the CLI uses ``$TOOLGATE_HOME/toolgate.db``).
         """
         self.registry = Registry()
+        store = None
+        if approver is not None:
+            from .stores.sqlite import SQLiteApprovalStore  # sqlite3 only when approvals are on
+
+            store = SQLiteApprovalStore(":memory:" if state_path is None else Path(state_path))
+        self._store = store
         self._threads = ThreadPoolExecutor(max_threads, thread_name_prefix="toolgate-tool")
         process_env = os.environ if environ is None else environ
         environment = ScriptEnvironment(
@@ -120,10 +148,31 @@ class Gateway:
             self.registry,
             Executor(backends, ResultShaper(spiller)),
             stages=[
-                SecurityCheckStage(ScriptSecurityCheck(environment=environment, cwd=workdir)),
-                ApprovalStage(),
+                SecurityCheckStage(
+                    SecurityChecks(
+                        script=ScriptSecurityCheck(environment=environment, cwd=workdir),
+                        python=PythonSecurityCheck(cwd=workdir),
+                    )
+                ),
+                ApprovalStage(
+                    store=store,
+                    policy=ApprovalPolicy(approval_rules),
+                    settings=ApprovalSettings(enabled=store is not None, ttl=approval_ttl),
+                    builders=_confirmation_builder,
+                ),
             ],
         )
+        self.approvals: ApprovalService | None = (
+            None
+            if store is None
+            else ApprovalService(
+                store=store,
+                registry=self.registry,
+                run=self._run_approved,
+                approver=None if approver == "queue" else approver,
+            )
+        )
+        """The approval queue and grants (``None`` when no approver is configured)."""
         self._loop_thread = LoopThread()
         self.tool_folders = ToolFolderSource(
             self.registry,
@@ -234,8 +283,38 @@ class Gateway:
         agent: str | None = None,
         session_id: str | None = None,
         workspace: Path | str | None = None,
+        wait_for_approval: float | None = None,
     ) -> CallOutcome:
-        """Call a tool through the whole pipeline and return its outcome (never raises)."""
+        """Call a tool through the whole pipeline and return its outcome (never raises).
+
+        A call that needs approval returns ``pending_approval`` at once — unless
+        ``wait_for_approval`` gives seconds to wait for a decision from the configured approver
+        (or, with the queue, from whoever decides it); then the outcome is the call's own.
+        """
+        outcome = await self._call(
+            tool_id, arguments, agent=agent, session_id=session_id, workspace=workspace
+        )
+        if (
+            wait_for_approval is not None
+            and outcome.status is CallStatus.PENDING_APPROVAL
+            and outcome.approval is not None
+            and self.approvals is not None
+        ):
+            decided = await self.approvals.wait(outcome.approval, wait_for_approval)
+            if decided is not None:
+                return decided
+        return outcome
+
+    async def _call(
+        self,
+        tool_id: str,
+        arguments: Mapping[str, Any] | None,
+        *,
+        agent: str | None,
+        session_id: str | None,
+        workspace: Path | str | None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> CallOutcome:
         prepared = self.pipeline.prepare(
             tool_id,
             arguments,
@@ -243,10 +322,22 @@ class Gateway:
             session_id=session_id,
             workspace=None if workspace is None else Path(workspace),
             inline=False,
+            metadata=metadata,
         )
         if isinstance(prepared, CallOutcome):
             return prepared
         return await self.pipeline.run(*prepared)
+
+    async def _run_approved(self, request: ApprovalRequest) -> CallOutcome:
+        """Run the call a person just approved (the Approval stage takes the approval)."""
+        return await self._call(
+            request.tool_id,
+            dict(request.arguments),
+            agent=request.agent,
+            session_id=request.session_id,
+            workspace=request.workspace,
+            metadata={DECIDER_RUN: True},
+        )
 
     def call_sync(
         self,
@@ -256,6 +347,7 @@ class Gateway:
         agent: str | None = None,
         session_id: str | None = None,
         workspace: Path | str | None = None,
+        wait_for_approval: float | None = None,
     ) -> CallOutcome:
         """:meth:`call` for synchronous code.
 
@@ -263,6 +355,17 @@ class Gateway:
         timeout then cannot interrupt it, but a call that overruns still ends in ``timeout``.
         Everything else runs on the gateway's private event loop thread.
         """
+        if wait_for_approval is not None and self.approvals is not None:
+            return self._loop_thread.run(
+                self.call(
+                    tool_id,
+                    arguments,
+                    agent=agent,
+                    session_id=session_id,
+                    workspace=workspace,
+                    wait_for_approval=wait_for_approval,
+                )
+            )
         prepared = self.pipeline.prepare(
             tool_id,
             arguments,
@@ -305,9 +408,12 @@ class Gateway:
         self.close()
 
     def close(self) -> None:
-        """Release the gateway's threads. Calls still running in worker threads are not waited."""
+        """Release the gateway's threads and its state store. Calls still running in worker
+        threads are not waited."""
         self._loop_thread.close()
         self._threads.shutdown(wait=False, cancel_futures=True)
+        if self._store is not None:
+            self._store.close()
 
     def __enter__(self) -> Gateway:
         return self
@@ -331,6 +437,11 @@ class Gateway:
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+def _confirmation_builder(entry: RegisteredTool) -> Callable[[Mapping[str, Any]], Any] | None:
+    binding = entry.binding
+    return binding.build_confirmation if isinstance(binding, PythonBinding) else None
 
 
 def _flatten(items: Iterable[Any]) -> Iterable[Any]:

@@ -246,9 +246,7 @@ class ProcessTree:
         stopped: dict[int, _Target] = {}
         try:
             for _ in range(_MAX_FREEZE_ROUNDS):
-                table = _SCANS.get(
-                    time.monotonic(), lowest_pid_to_scan(self._root, self.tracked)
-                )
+                table = _SCANS.get(time.monotonic(), lowest_pid_to_scan(self._root, self.tracked))
                 found = self._record(table)
                 new = [
                     (pid, start)

@@ -12,17 +12,27 @@ the input also carries:
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 from ..invocation import Invocation
 from ..model import SecurityVerdict, parse_verdict
+from ..python.binding import PythonBinding
 from .base import BackendUnavailableError
 from .environment import ScriptEnvironment
 from .processes import ProcessStartError, run_process
 from .script import ScriptCommand, decode_tail, script_input, security_runtime
 
-__all__ = ["ScriptSecurityCheck", "SecurityCheckFailedError", "security_input"]
+__all__ = [
+    "PythonSecurityCheck",
+    "ScriptSecurityCheck",
+    "SecurityCheckFailedError",
+    "SecurityChecks",
+    "security_input",
+]
 
 _MAX_VERDICT_OUTPUT = 1024 * 1024
 _MAX_MESSAGE_CHARS = 1_000
@@ -112,3 +122,59 @@ class ScriptSecurityCheck:
             raise SecurityCheckFailedError(
                 f"the security script printed no valid verdict ({exc}): {text[:200]!r}"
             ) from None
+
+
+class PythonSecurityCheck:
+    """Runs a Python tool's ``security_check`` function: the same input and verdict as a script
+    (a mapping, or a :class:`~toolgate.model.SecurityVerdict`), with the same timeout."""
+
+    def __init__(self, *, cwd: Path | None = None) -> None:
+        self.cwd = cwd
+
+    async def check(self, invocation: Invocation) -> SecurityVerdict:
+        """The verdict; raises :class:`SecurityCheckFailedError` when there is none."""
+        binding = invocation.entry.binding
+        spec = invocation.tool.security_check
+        if not isinstance(binding, PythonBinding) or binding.security_check is None or not spec:
+            raise SecurityCheckFailedError("the tool declares a security check but no function")
+        check = binding.security_check
+        payload = security_input(invocation, cwd=invocation.workspace or self.cwd or Path.cwd())
+        try:
+            if inspect.iscoroutinefunction(check):
+                answer = await asyncio.wait_for(check(payload), spec.timeout)
+            else:
+                answer = await asyncio.wait_for(asyncio.to_thread(check, payload), spec.timeout)
+        except TimeoutError:
+            raise SecurityCheckFailedError(
+                f"the security check did not answer within {spec.timeout:g} s"
+            ) from None
+        except Exception as exc:  # noqa: BLE001 - a check that fails denies
+            raise SecurityCheckFailedError(
+                f"the security check raised {type(exc).__name__}: {exc}"
+            ) from None
+        if isinstance(answer, SecurityVerdict):
+            return _bounded_verdict(answer)
+        if not isinstance(answer, Mapping):
+            raise SecurityCheckFailedError(
+                f"the security check returned {type(answer).__name__}, not a verdict"
+            )
+        try:
+            return _bounded_verdict(parse_verdict(answer))
+        except ValueError as exc:
+            raise SecurityCheckFailedError(
+                f"the security check returned no valid verdict ({exc})"
+            ) from None
+
+
+class SecurityChecks:
+    """Picks the check a tool declared: a Python function, else a security script."""
+
+    def __init__(self, *, script: ScriptSecurityCheck, python: PythonSecurityCheck) -> None:
+        self.script = script
+        self.python = python
+
+    async def check(self, invocation: Invocation) -> SecurityVerdict:
+        """The verdict of the tool's own check."""
+        if isinstance(invocation.entry.binding, PythonBinding):
+            return await self.python.check(invocation)
+        return await self.script.check(invocation)

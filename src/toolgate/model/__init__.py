@@ -1,6 +1,14 @@
 """The normalized model: plain, immutable data shared by every layer."""
 
-from .call import ApprovalRequest, CallOutcome, CallStatus, Overflow, ToolCall
+from .approval import (
+    TOOL_WIDE_KEY,
+    ApprovalRequest,
+    ApprovalStatus,
+    Decision,
+    Grant,
+    PermissionKey,
+)
+from .call import CallOutcome, CallStatus, Overflow, ToolCall
 from .effects import (
     SideEffect,
     ToolHints,
@@ -39,14 +47,18 @@ from .tool import (
 from .visualization import VISUALIZATION_TYPES, InvalidVisualization, validate_visualization
 
 __all__ = [
+    "TOOL_WIDE_KEY",
     "VISUALIZATION_TYPES",
     "ApprovalRequest",
     "ApprovalSpec",
+    "ApprovalStatus",
     "CallOutcome",
     "CallStatus",
     "ConfirmationSpec",
+    "Decision",
     "DisplaySpec",
     "Fact",
+    "Grant",
     "IdempotencySpec",
     "ImplementationKind",
     "InvalidVisualization",
@@ -54,6 +66,7 @@ __all__ = [
     "ObservabilitySpec",
     "OsCommandEntry",
     "Overflow",
+    "PermissionKey",
     "Permissions",
     "PythonEntry",
     "RateLimit",

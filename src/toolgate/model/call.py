@@ -9,6 +9,7 @@ from typing import Any
 
 from .._json import to_text
 from ..errors import ErrorCode
+from .approval import ApprovalRequest
 
 __all__ = [
     "ApprovalRequest",
@@ -36,20 +37,6 @@ class ToolCall:
     arguments: Mapping[str, Any] = field(default_factory=dict)
     call_id: str | None = None
     """The provider's id for this call (OpenAI ``tool_call_id``, Anthropic ``tool_use_id``…)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ApprovalRequest:
-    """A call waiting for a person's decision. Returned as a value, never raised."""
-
-    id: str
-    tool_id: str
-    title: str
-    risk: str
-    facts: tuple[tuple[str, str], ...]
-    arguments_digest: str
-    created_at: float
-    expires_at: float
 
 
 @dataclass(frozen=True, slots=True)

@@ -101,6 +101,7 @@ class Pipeline:
         session_id: str | None,
         workspace: Path | None,
         inline: bool,
+        metadata: Mapping[str, Any] | None = None,
     ) -> tuple[Plan, CallState] | CallOutcome:
         """Resolve the tool. Returns its plan and the call state, or the outcome that ends it."""
         call_id = new_call_id()
@@ -129,6 +130,8 @@ class Pipeline:
             workspace=workspace,
             inline=inline and plan.inline,
         )
+        if metadata:
+            state.metadata.update(metadata)
         if entry.unavailable_reason is not None:
             return error_outcome(
                 state,

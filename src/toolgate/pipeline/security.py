@@ -1,9 +1,9 @@
 """The SecurityCheck stage: run the tool's check before the tool, and act on the verdict.
 
 Fail closed: a check that is missing, crashes, times out or prints something other than a verdict
-denies the call. Until a person can be asked (the approvals feature), the verdict that asks for a
-person (``allowed: false, requiresApproval: true``) denies too — as the Jean2 seed says for a host
-with no permission callback configured.
+denies the call. The verdict that asks for a person (``allowed: false, requiresApproval: true``)
+is handed to the Approval stage with its permission type and key; with no approver configured it
+is denied there — as the Jean2 seed says for a host with no permission callback.
 """
 
 from __future__ import annotations
@@ -55,19 +55,14 @@ class SecurityCheckStage:
         state.metadata["security"] = {
             "allowed": verdict.allowed,
             "requiresApproval": verdict.requires_approval,
+            "asksAPerson": verdict.asks_a_person,
             "permissionType": verdict.permission_type,
             "permissionKey": verdict.permission_key,
+            "message": verdict.message,
         }
-        if verdict.allowed:
+        if verdict.allowed or verdict.asks_a_person:
             return await proceed(state)
         reason = verdict.message or "no reason given"
-        if verdict.asks_a_person:
-            return error_outcome(
-                state,
-                ErrorCode.USER_REJECTION,
-                f"Tool {tool.id} needs a person's permission ({reason}), and no approver is "
-                "configured, so the call was denied. Ask the user to allow it.",
-            )
         return error_outcome(
             state,
             ErrorCode.SECURITY_BLOCKED,

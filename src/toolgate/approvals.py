@@ -1,0 +1,262 @@
+"""The approval queue, decisions and approvers: what surfaces use to let people decide.
+
+``gateway.approvals`` lists pending requests, records decisions (``approve`` runs the approved
+call once and keeps its outcome under the request's id; ``always`` also stores a grant; ``deny``
+ends it with ``user_rejection``), lists and revokes grants, and — for callers that asked to wait —
+consults the configured approver. An approver that raises, returns something that is not a
+decision, or does not answer in time denies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import os
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from .errors import ApprovalClosedError, ErrorCode
+from .model import (
+    ApprovalRequest,
+    ApprovalStatus,
+    CallOutcome,
+    CallStatus,
+    Decision,
+    Grant,
+)
+from .registry import Registry
+from .stores.base import ApprovalStore, ClosedRequestError
+
+__all__ = ["ApprovalService", "Approver", "parse_decision"]
+
+#: A person (or program) deciding: sync or async, returning a decision, optionally with a message.
+Approver = Callable[
+    [ApprovalRequest],
+    "Decision | str | tuple[Decision | str, str | None] | Awaitable[Any]",
+]
+RunCall = Callable[[ApprovalRequest], Awaitable[CallOutcome]]
+
+_POLL_INTERVAL = 0.1
+
+
+def parse_decision(value: Any) -> tuple[Decision, str | None]:
+    """Read what an approver returned: a decision (or its name), optionally with a message."""
+    message = None
+    if isinstance(value, tuple) and len(value) == 2:
+        value, message = value
+    if isinstance(value, bool):
+        raise ValueError("an approver must return approve, always or deny, not a bool")
+    return Decision(value), None if message is None else str(message)
+
+
+def _denied(request: ApprovalRequest, text: str) -> CallOutcome:
+    return CallOutcome(
+        status=CallStatus.ERROR,
+        tool_id=request.tool_id,
+        call_id="",
+        code=ErrorCode.USER_REJECTION,
+        message=text,
+        approval=request,
+    )
+
+
+def _from_stored(request: ApprovalRequest, stored: dict[str, Any]) -> CallOutcome:
+    code = stored.get("code")
+    return CallOutcome(
+        status=CallStatus(stored.get("status", "error")),
+        tool_id=request.tool_id,
+        call_id=str(stored.get("call_id", "")),
+        content=stored.get("content"),
+        code=None if code is None else ErrorCode(code),
+        message=stored.get("message"),
+        visualization=stored.get("visualization"),
+        duration=float(stored.get("duration", 0.0)),
+        approval=request,
+        metadata={"approval": {"id": request.id, "replayed": True}},
+    )
+
+
+class ApprovalService:
+    """The pending-queue API: ``pending()``, ``decide(id, ...)``, ``result(id)``, grants."""
+
+    def __init__(
+        self,
+        *,
+        store: ApprovalStore,
+        registry: Registry,
+        run: RunCall,
+        approver: Approver | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.registry = registry
+        self._run = run
+        self.approver = approver
+        self.clock = clock
+
+    # -- the queue ------------------------------------------------------------------------------
+
+    def pending(self) -> list[ApprovalRequest]:
+        """Requests waiting for a decision, oldest first."""
+        return self.store.pending(now=self.clock())
+
+    def get(self, request_id: str) -> ApprovalRequest:
+        """A request by id (any status). Raises :class:`ApprovalClosedError` when unknown."""
+        request = self.store.get(request_id)
+        if request is None:
+            raise ApprovalClosedError(f"no approval request {request_id!r}")
+        return request
+
+    def events(self, request_id: str) -> list[dict[str, Any]]:
+        """Who asked, who decided, what ran — the request's log, oldest first."""
+        return self.store.events(request_id)
+
+    async def decide(
+        self,
+        request_id: str,
+        decision: Decision | str,
+        *,
+        by: str | None = None,
+        message: str | None = None,
+        grant_ttl: float | None = None,
+    ) -> CallOutcome:
+        """Decide a pending request and return the call's outcome.
+
+        ``approve`` runs the call once, now, and keeps the outcome for :meth:`result` and for
+        the agent's retry; ``always`` also stores a grant (expiring after ``grant_ttl`` seconds,
+        if given); ``deny`` ends it with ``user_rejection``. Raises
+        :class:`ApprovalClosedError` when the request is unknown, already decided, expired, or
+        its tool's definition changed since it was shown (then the request is voided).
+        """
+        decision = Decision(decision)
+        request = self.get(request_id)
+        now = self.clock()
+        entry = self.registry.get(request.tool_id)
+        if entry is None or entry.tool.definition_hash != request.definition_hash:
+            self._void(request, now)
+            raise ApprovalClosedError(
+                f"the tool {request.tool_id} changed (or was removed) since request "
+                f"{request_id} was made; it was voided — call the tool again to ask anew"
+            )
+        try:
+            decided = self.store.decide(
+                request_id, decision, decided_by=by, message=message, now=now
+            )
+        except ClosedRequestError as exc:
+            raise ApprovalClosedError(str(exc)) from None
+        self.store.record_event(
+            request_id, "decided", actor=by, at=now, detail={"decision": str(decision)}
+        )
+        if decision is Decision.DENY:
+            return _denied(
+                decided,
+                f"The call to {decided.tool_id} was denied"
+                + (f" by {by}" if by else "")
+                + (f": {message}" if message else "")
+                + ". Do not retry it unchanged; ask the user what to do instead.",
+            )
+        if decision is Decision.ALWAYS:
+            self.store.add_grant(
+                Grant(
+                    id="grt_" + os.urandom(12).hex(),
+                    workspace=decided.workspace,
+                    tool_id=decided.tool_id,
+                    permission=decided.permission,
+                    definition_hash=decided.definition_hash,
+                    granted_by=by,
+                    granted_at=now,
+                    expires_at=None if grant_ttl is None else now + grant_ttl,
+                    approval_id=decided.id,
+                )
+            )
+            self.store.record_event(request_id, "granted", actor=by, at=now)
+        return await self._run(decided)
+
+    def _void(self, request: ApprovalRequest, now: float) -> None:
+        if request.status is ApprovalStatus.PENDING:
+            with contextlib.suppress(ClosedRequestError):  # decided meanwhile: nothing to void
+                self.store.decide(
+                    request.id,
+                    Decision.DENY,
+                    decided_by="toolgate",
+                    message="the tool changed since the request was made",
+                    now=now,
+                )
+
+    def result(self, request_id: str) -> CallOutcome | None:
+        """The outcome of a decided request (``None`` while it waits or runs)."""
+        request = self.get(request_id)
+        if request.status is ApprovalStatus.DENIED or (
+            request.status is ApprovalStatus.DELIVERED and request.decision is Decision.DENY
+        ):
+            return _denied(request, f"The call to {request.tool_id} was denied.")
+        stored = self.store.outcome(request_id)
+        return None if stored is None else _from_stored(request, stored)
+
+    def collect(self, request: ApprovalRequest) -> CallOutcome | None:
+        """Hand the final outcome of a decided request to the caller that waited for it, once."""
+        outcome = self.result(request.id)
+        if outcome is not None and not self.store.transition(
+            request.id, from_status=request.status, to_status=ApprovalStatus.DELIVERED
+        ):
+            return None  # a retry collected it first
+        return outcome
+
+    # -- grants ---------------------------------------------------------------------------------
+
+    def grants(self) -> list[Grant]:
+        """Live "always allow" grants, newest first."""
+        return self.store.grants(now=self.clock())
+
+    def revoke(self, grant_id: str) -> bool:
+        """Revoke a grant; False when no live grant has this id."""
+        return self.store.revoke_grant(grant_id, now=self.clock())
+
+    # -- waiting --------------------------------------------------------------------------------
+
+    async def wait(self, request: ApprovalRequest, timeout: float) -> CallOutcome | None:
+        """Wait up to ``timeout`` seconds for a decision on ``request`` and return the outcome.
+
+        With an approver configured it is asked; without one, the queue is watched for a
+        decision made elsewhere (CLI, HTTP, web UI). ``None`` when nothing was decided in time.
+        """
+        if self.approver is not None:
+            return await self._ask_approver(request, timeout)
+        deadline = self.clock() + timeout
+        while self.clock() < deadline:
+            current = self.get(request.id)
+            if current.status in (ApprovalStatus.COMPLETED, ApprovalStatus.DENIED):
+                return self.collect(current)
+            if current.status in (ApprovalStatus.EXPIRED, ApprovalStatus.DELIVERED):
+                return None
+            await asyncio.sleep(_POLL_INTERVAL)
+        return None
+
+    async def _ask_approver(self, request: ApprovalRequest, timeout: float) -> CallOutcome:
+        approver = self.approver
+        assert approver is not None
+        try:
+            answer: Any
+            if inspect.iscoroutinefunction(approver):
+                answer = await asyncio.wait_for(approver(request), timeout)
+            else:
+                answer = await asyncio.wait_for(asyncio.to_thread(approver, request), timeout)
+            if inspect.isawaitable(answer):
+                answer = await asyncio.wait_for(answer, timeout)
+            decision, message = parse_decision(answer)
+            by = "approver"
+        except Exception as exc:  # noqa: BLE001 - an approver that fails denies
+            reason = "did not answer in time" if isinstance(exc, TimeoutError) else f"failed: {exc}"
+            decision, message, by = Decision.DENY, f"the approver {reason}", "toolgate"
+        outcome = await self.decide(request.id, decision, by=by, message=message)
+        # The waiting caller receives the outcome now: nothing is left for a retry to collect.
+        self.store.transition(
+            request.id,
+            from_status=ApprovalStatus.DENIED
+            if decision is Decision.DENY
+            else ApprovalStatus.COMPLETED,
+            to_status=ApprovalStatus.DELIVERED,
+        )
+        return outcome
