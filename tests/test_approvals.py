@@ -1,0 +1,544 @@
+"""The approval engine through the public Python API: requests, decisions, grants, approvers."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolgate import (
+    ApprovalSpec,
+    CallStatus,
+    ConfirmationSpec,
+    ErrorCode,
+    Fact,
+    Gateway,
+    SideEffect,
+    tool,
+)
+from toolgate.errors import ApprovalClosedError
+from toolgate.model import ApprovalRequest, ApprovalStatus, Decision, SecurityVerdict
+from toolgate.pipeline.approval_policy import ApprovalPolicy, ApprovalRule
+from toolgate.registry import RegisteredTool
+
+RUNS: list[dict[str, Any]] = []
+
+
+@tool(namespace="gh", effect="external_write", title="Create GitHub issue")
+def create_issue(repository: str, title: str) -> dict[str, Any]:
+    """Create an issue."""
+    RUNS.append({"repository": repository, "title": title})
+    return {"url": f"https://example.org/{repository}/issues/{len(RUNS)}"}
+
+
+@pytest.fixture(autouse=True)
+def _reset_runs() -> None:
+    RUNS.clear()
+
+
+@pytest.fixture
+def gateway(tmp_path: Path) -> Any:
+    with Gateway(approver="queue", state_path=tmp_path / "state.db") as gw:
+        gw.add(create_issue)
+        yield gw
+
+
+ARGS = {"repository": "acme/app", "title": "Crash on start"}
+
+
+def pending(gw: Gateway, arguments: dict[str, Any] = ARGS, **where: Any) -> ApprovalRequest:
+    outcome = gw.call_sync("gh:create_issue", arguments, **where)
+    assert outcome.status is CallStatus.PENDING_APPROVAL, outcome
+    assert outcome.approval is not None
+    assert outcome.approval.id in outcome.text  # the agent is told which request waits
+    return outcome.approval
+
+
+# -- the request -----------------------------------------------------------------------------------
+
+
+def test_a_call_that_needs_approval_returns_a_request_and_does_not_run(gateway: Gateway) -> None:
+    request = pending(gateway, workspace="/ws", agent="bot")
+    assert RUNS == []
+    assert request.title == "Create GitHub issue" and request.risk == "medium"
+    assert request.facts == (("repository", "acme/app"), ("title", "Crash on start"))
+    assert dict(request.arguments) == ARGS
+    assert request.workspace == "/ws" and request.agent == "bot"
+    assert request.expires_at - request.created_at == pytest.approx(300)
+    assert [r.id for r in gateway.approvals.pending()] == [request.id]  # type: ignore[union-attr]
+
+
+def test_a_retried_pending_call_attaches_to_the_same_request(gateway: Gateway) -> None:
+    first = pending(gateway)
+    second = pending(gateway)
+    assert second.id == first.id
+    assert len(gateway.approvals.pending()) == 1  # type: ignore[union-attr]
+
+
+def test_approve_once_runs_once_and_the_retry_collects_the_result(gateway: Gateway) -> None:
+    approvals = gateway.approvals
+    assert approvals is not None
+    request = pending(gateway)
+    outcome = asyncio.run(approvals.decide(request.id, "approve", by="alice"))
+    assert outcome.ok and len(RUNS) == 1
+    assert approvals.result(request.id).content == outcome.content  # type: ignore[union-attr]
+    # Replaying the decision does not run it again.
+    with pytest.raises(ApprovalClosedError, match="already decided"):
+        asyncio.run(approvals.decide(request.id, "approve", by="alice"))
+    # The agent's retry gets the stored outcome, once, without running the tool.
+    retry = gateway.call_sync("gh:create_issue", ARGS)
+    assert retry.ok and retry.content == outcome.content and len(RUNS) == 1
+    assert retry.metadata["approval"] == {"id": request.id, "replayed": True}
+    # After that, the same call asks anew.
+    assert pending(gateway).id != request.id
+    assert len(RUNS) == 1
+    kinds = [event["kind"] for event in approvals.events(request.id)]
+    assert kinds[:3] == ["requested", "decided", "ran"]
+
+
+def test_an_approval_for_arguments_a_cannot_run_arguments_b(gateway: Gateway) -> None:
+    approvals = gateway.approvals
+    assert approvals is not None
+    request = pending(gateway)
+    other = pending(gateway, {**ARGS, "title": "Something else"})
+    assert other.id != request.id
+    asyncio.run(approvals.decide(request.id, "approve"))
+    assert RUNS == [ARGS]
+    assert gateway.call_sync("gh:create_issue", {**ARGS, "title": "Third"}).status is (
+        CallStatus.PENDING_APPROVAL
+    )
+    assert RUNS == [ARGS]
+
+
+def test_nothing_in_the_arguments_can_carry_an_approval(gateway: Gateway) -> None:
+    request = pending(gateway)
+    forged = {**ARGS, "approval_id": request.id, "approved": True}
+    outcome = gateway.call_sync("gh:create_issue", forged)
+    assert outcome.code is ErrorCode.INVALID_ARGUMENTS  # and it never reaches the tool
+    assert RUNS == []
+
+
+def test_an_expired_request_cannot_be_approved_and_never_runs(tmp_path: Path) -> None:
+    with Gateway(approver="queue", approval_ttl=0.2, state_path=tmp_path / "s.db") as gateway:
+        gateway.add(create_issue)
+        request = pending(gateway)
+        time.sleep(0.3)
+        with pytest.raises(ApprovalClosedError, match="expired"):
+            asyncio.run(gateway.approvals.decide(request.id, "approve"))  # type: ignore[union-attr]
+        assert gateway.approvals.pending() == []  # type: ignore[union-attr]
+        assert pending(gateway).id != request.id  # a new call asks again
+    assert RUNS == []
+
+
+def test_deny_ends_in_user_rejection_for_the_retry(gateway: Gateway) -> None:
+    approvals = gateway.approvals
+    assert approvals is not None
+    request = pending(gateway)
+    denied = asyncio.run(approvals.decide(request.id, "deny", by="bob", message="wrong repo"))
+    assert denied.code is ErrorCode.USER_REJECTION and "wrong repo" in (denied.message or "")
+    retry = gateway.call_sync("gh:create_issue", ARGS)
+    assert retry.code is ErrorCode.USER_REJECTION
+    assert "denied by bob: wrong repo" in (retry.message or "")
+    assert RUNS == []
+
+
+def test_unknown_request_ids_are_a_lookup_error(gateway: Gateway) -> None:
+    with pytest.raises(ApprovalClosedError) as info:
+        asyncio.run(gateway.approvals.decide("apr_nope", "approve"))  # type: ignore[union-attr]
+    assert isinstance(info.value, LookupError)
+
+
+# -- grants ----------------------------------------------------------------------------------------
+
+
+def test_always_allow_covers_the_same_workspace_and_key_only(gateway: Gateway) -> None:
+    @tool(namespace="gh", effect="external_write")
+    def close_issue(number: int) -> str:
+        """Close an issue."""
+        RUNS.append({"closed": number})
+        return "closed"
+
+    gateway.add(close_issue)
+    approvals = gateway.approvals
+    assert approvals is not None
+    request = pending(gateway, workspace="/ws/a")
+    asyncio.run(approvals.decide(request.id, "always", by="alice"))
+    [grant] = approvals.grants()
+    assert (grant.workspace, grant.tool_id, grant.granted_by) == (
+        "/ws/a",
+        "gh:create_issue",
+        "alice",
+    )
+    # Same workspace, other arguments: no prompt.
+    again = gateway.call_sync("gh:create_issue", {**ARGS, "title": "B"}, workspace="/ws/a")
+    assert again.ok and again.metadata["approval"] == {"grant": grant.id}
+    # Another workspace, or another tool: asks.
+    assert pending(gateway, workspace="/ws/b").workspace == "/ws/b"
+    other_tool = gateway.call_sync("gh:close_issue", {"number": 1}, workspace="/ws/a")
+    assert other_tool.status is CallStatus.PENDING_APPROVAL
+    assert len(RUNS) == 2
+
+
+def test_a_changed_tool_definition_voids_grants_and_requests(gateway: Gateway) -> None:
+    approvals = gateway.approvals
+    assert approvals is not None
+    request = pending(gateway)
+    asyncio.run(approvals.decide(request.id, "always"))
+    waiting = pending(gateway, {**ARGS, "title": "waiting"}, workspace="/elsewhere")
+    entry = gateway.registry.get("gh:create_issue")
+    assert entry is not None
+    changed = dataclasses.replace(entry.tool, description="Create an issue (now also labels it).")
+    gateway.registry.replace(RegisteredTool(changed, entry.binding))
+    # The grant was for the definition the person saw: it no longer applies.
+    assert gateway.call_sync("gh:create_issue", {**ARGS, "title": "B"}).status is (
+        CallStatus.PENDING_APPROVAL
+    )
+    with pytest.raises(ApprovalClosedError, match="changed"):
+        asyncio.run(approvals.decide(waiting.id, "approve"))
+    assert len(RUNS) == 1
+
+
+def test_grants_survive_a_restart_and_can_be_revoked(tmp_path: Path) -> None:
+    state = tmp_path / "state.db"
+    with Gateway(approver="queue", state_path=state) as gateway:
+        gateway.add(create_issue)
+        request = pending(gateway)
+        asyncio.run(gateway.approvals.decide(request.id, "always"))  # type: ignore[union-attr]
+    with Gateway(approver="queue", state_path=state) as restarted:
+        restarted.add(create_issue)
+        approvals = restarted.approvals
+        assert approvals is not None
+        [grant] = approvals.grants()
+        assert restarted.call_sync("gh:create_issue", {**ARGS, "title": "B"}).ok
+        assert approvals.revoke(grant.id) is True
+        assert approvals.revoke(grant.id) is False
+        assert approvals.grants() == []
+        assert restarted.call_sync("gh:create_issue", {**ARGS, "title": "C"}).status is (
+            CallStatus.PENDING_APPROVAL
+        )
+
+
+# -- approvers -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("answer", "runs", "code"),
+    [
+        ("approve", 1, None),
+        (Decision.ALWAYS, 1, None),
+        (("deny", "not today"), 0, ErrorCode.USER_REJECTION),
+    ],
+)
+def test_a_callback_approver_decides_when_the_caller_waits(
+    answer: Any, runs: int, code: ErrorCode | None
+) -> None:
+    seen: list[ApprovalRequest] = []
+
+    def approver(request: ApprovalRequest) -> Any:
+        seen.append(request)
+        return answer
+
+    with Gateway(approver=approver) as gateway:
+        gateway.add(create_issue)
+        outcome = gateway.call_sync("gh:create_issue", ARGS, wait_for_approval=5)
+        assert outcome.code is code and len(RUNS) == runs
+        assert seen[0].title == "Create GitHub issue"
+        if code is not None:
+            assert "not today" in (outcome.message or "")
+        # Without waiting, the request is returned as pending and the approver is not asked.
+        assert gateway.call_sync("gh:create_issue", {**ARGS, "title": "x"}).status in (
+            CallStatus.PENDING_APPROVAL,
+            CallStatus.OK,  # the "always" grant covers it
+        )
+
+
+async def test_an_async_approver_and_await_call(tmp_path: Path) -> None:
+    async def approver(request: ApprovalRequest) -> str:
+        await asyncio.sleep(0)
+        return "approve"
+
+    async with Gateway(approver=approver) as gateway:
+        gateway.add(create_issue)
+        outcome = await gateway.call("gh:create_issue", ARGS, wait_for_approval=5)
+    assert outcome.ok and len(RUNS) == 1
+
+
+@pytest.mark.parametrize(
+    "approver",
+    [
+        lambda request: 1 / 0,
+        lambda request: "yes please",
+        lambda request: True,
+        lambda request: time.sleep(2) or "approve",
+    ],
+    ids=["raises", "nonsense", "bool", "too slow"],
+)
+def test_an_approver_that_fails_or_hangs_denies(approver: Any) -> None:
+    with Gateway(approver=approver) as gateway:
+        gateway.add(create_issue)
+        outcome = gateway.call_sync("gh:create_issue", ARGS, wait_for_approval=0.5)
+    assert outcome.code is ErrorCode.USER_REJECTION
+    assert "approver" in (outcome.message or "")
+    assert RUNS == []
+
+
+def test_waiting_on_the_queue_sees_a_decision_made_elsewhere(gateway: Gateway) -> None:
+    approvals = gateway.approvals
+    assert approvals is not None
+
+    async def scenario() -> Any:
+        waiter = asyncio.create_task(gateway.call("gh:create_issue", ARGS, wait_for_approval=10))
+        while not approvals.pending():
+            await asyncio.sleep(0.02)
+        [request] = approvals.pending()
+        await approvals.decide(request.id, "approve", by="web")
+        return await waiter
+
+    outcome = asyncio.run(scenario())
+    assert outcome.ok and len(RUNS) == 1
+
+
+# -- confirmation ----------------------------------------------------------------------------------
+
+
+def test_build_confirmation_and_templates() -> None:
+    @tool(
+        namespace="gh",
+        effect="external_write",
+        build_confirmation=lambda args: {
+            "title": f"Create an issue in {args['repository']}",
+            "riskLabel": "high",
+            "facts": [{"label": "Repository", "value": args["repository"]}],
+        },
+    )
+    def built(repository: str) -> str:
+        """Built."""
+        return "ok"
+
+    @tool(
+        namespace="gh",
+        effect="communication",
+        approval=ApprovalSpec(
+            confirmation=ConfirmationSpec(
+                title="Send to {{ args.to }}",
+                facts=(
+                    Fact("Recipient", "{{ args.to }}"),
+                    Fact("Words", "{{ args.text | wordcount }}"),
+                ),
+            )
+        ),
+    )
+    def templated(to: str, text: str) -> str:
+        """Templated."""
+        return "sent"
+
+    with Gateway(approver="queue") as gateway:
+        gateway.add(built, templated)
+        first = gateway.call_sync("gh:built", {"repository": "acme/app"}).approval
+        second = gateway.call_sync("gh:templated", {"to": "ada", "text": "hi there"}).approval
+    assert first is not None and second is not None
+    assert (first.title, first.risk, first.facts) == (
+        "Create an issue in acme/app",
+        "high",
+        (("Repository", "acme/app"),),
+    )
+    assert (second.title, second.risk) == ("Send to ada", "medium")
+    assert second.facts == (("Recipient", "ada"), ("Words", "2"))
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"build_confirmation": lambda args: 1 / 0},
+        {"build_confirmation": lambda args: "not a mapping"},
+        {"approval": ApprovalSpec(confirmation=ConfirmationSpec(title="{{ args.missing }}"))},
+        {
+            "approval": ApprovalSpec(
+                confirmation=ConfirmationSpec(
+                    title="{{ ''.__class__.__mro__[1].__subclasses__() }}"
+                )
+            )
+        },
+    ],
+    ids=["raises", "bad-return", "undefined", "sandbox-escape"],
+)
+def test_a_confirmation_that_fails_is_a_denial(spec: dict[str, Any]) -> None:
+    @tool(namespace="x", effect="external_write", **spec)
+    def act(value: str = "") -> str:
+        """Act."""
+        RUNS.append({})
+        return "done"
+
+    with Gateway(approver="queue") as gateway:
+        gateway.add(act)
+        outcome = gateway.call_sync("x:act", {})
+    assert outcome.code is ErrorCode.USER_REJECTION
+    assert "confirmation could not be built" in (outcome.message or "")
+    assert RUNS == []
+
+
+# -- Python security checks and the ask-a-person verdict -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("verdict", "expected"),
+    [
+        ({"allowed": True}, "ok"),
+        ({"allowed": True, "requiresApproval": True}, "ok"),
+        ({"allowed": False, "message": "outside the repo"}, ErrorCode.SECURITY_BLOCKED),
+        (
+            SecurityVerdict(False, True, "file_write", "/etc/hosts", "wants /etc/hosts"),
+            "pending",
+        ),
+    ],
+)
+def test_python_security_checks_have_the_four_outcomes(verdict: Any, expected: Any) -> None:
+    received: list[dict[str, Any]] = []
+
+    def check(payload: dict[str, Any]) -> Any:
+        received.append(payload)
+        return verdict
+
+    @tool(namespace="fs", effect="local_write", security_check=check)
+    def write(path: str) -> str:
+        """Write."""
+        RUNS.append({"path": path})
+        return "written"
+
+    with Gateway(approver="queue") as gateway:
+        gateway.add(write)
+        outcome = gateway.call_sync("fs:write", {"path": "x"}, workspace="/ws")
+    assert received[0]["path"] == "x" and received[0]["args"] == {"path": "x"}
+    assert received[0]["workspacePath"] == "/ws"
+    if expected == "ok":
+        assert outcome.ok
+    elif expected == "pending":
+        assert outcome.status is CallStatus.PENDING_APPROVAL and outcome.approval is not None
+        assert outcome.approval.permission.type == "file_write"
+        assert outcome.approval.permission.key == "/etc/hosts"
+        assert outcome.approval.security_message == "wants /etc/hosts"
+    else:
+        assert outcome.code is expected
+
+
+def test_always_allow_for_a_security_key_covers_that_key_only() -> None:
+    def check(payload: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "allowed": False,
+            "requiresApproval": True,
+            "permissionType": "file_write",
+            "permissionKey": payload["path"],
+        }
+
+    @tool(namespace="fs", effect="local_write", security_check=check)
+    def write(path: str) -> str:
+        """Write."""
+        RUNS.append({"path": path})
+        return "written"
+
+    with Gateway(approver="queue") as gateway:
+        gateway.add(write)
+        approvals = gateway.approvals
+        assert approvals is not None
+        request = gateway.call_sync("fs:write", {"path": "a.txt"}).approval
+        assert request is not None
+        asyncio.run(approvals.decide(request.id, "always"))
+        collected = gateway.call_sync("fs:write", {"path": "a.txt"})  # the retry collects
+        assert collected.metadata["approval"]["replayed"] is True
+        granted = gateway.call_sync("fs:write", {"path": "a.txt"})  # same key: no prompt, runs
+        assert granted.ok and "grant" in granted.metadata["approval"]
+        other = gateway.call_sync("fs:write", {"path": "b.txt"})
+        assert other.status is CallStatus.PENDING_APPROVAL  # another key asks
+    assert [run["path"] for run in RUNS] == ["a.txt", "a.txt"]
+
+
+@pytest.mark.parametrize(
+    "check",
+    [lambda payload: 1 / 0, lambda payload: "yes", lambda payload: time.sleep(1) or {}],
+    ids=["raises", "lies", "hangs"],
+)
+def test_a_failing_python_security_check_denies(check: Any) -> None:
+    @tool(namespace="fs", security_check=check)
+    def act() -> str:
+        """Act."""
+        RUNS.append({})
+        return "done"
+
+    entry_tool = dataclasses.replace(
+        act.tool,
+        security_check=dataclasses.replace(act.tool.security_check, timeout=0.3),  # type: ignore[arg-type]
+    )
+    with Gateway() as gateway:
+        gateway.registry.add(RegisteredTool(entry_tool, act.binding))
+        outcome = gateway.call_sync("fs:act")
+    assert outcome.code is ErrorCode.SECURITY_BLOCKED
+    assert RUNS == []
+
+
+# -- operator policy -------------------------------------------------------------------------------
+
+
+def _tool(level: str, required: bool | None = None, tool_id: str = "crm:create") -> Any:
+    @tool(id=tool_id, effect=level, approval=required)
+    def f() -> None:
+        """F."""
+
+    return f.tool
+
+
+def test_operator_rules_can_only_make_approval_stricter_unless_they_override() -> None:
+    read = _tool("read_only")
+    write = _tool("external_write")
+    assert ApprovalPolicy([ApprovalRule(True, namespace="crm")]).requires_approval(read)
+    assert ApprovalPolicy([ApprovalRule(False, level=SideEffect.EXTERNAL_WRITE)]).requires_approval(
+        write
+    )
+    waived = ApprovalPolicy([ApprovalRule(False, tool="crm:create", override=True)])
+    assert waived.requires_approval(write) is False
+    # The most specific rule wins; among equals, requiring wins.
+    mixed = ApprovalPolicy(
+        [
+            ApprovalRule(True, level=SideEffect.EXTERNAL_WRITE),
+            ApprovalRule(False, tool="crm:create", override=True),
+        ]
+    )
+    assert mixed.requires_approval(write) is False
+    both = ApprovalPolicy(
+        [
+            ApprovalRule(True, tool="crm:create"),
+            ApprovalRule(False, tool="crm:create", override=True),
+        ]
+    )
+    assert both.requires_approval(write) is True
+    with pytest.raises(ValueError, match="exactly one"):
+        ApprovalRule(True, tool="a:b", namespace="a")
+
+
+def test_approval_rules_reach_the_gateway() -> None:
+    @tool(namespace="crm", effect="read_only")
+    def lookup() -> str:
+        """Lookup."""
+        return "found"
+
+    with Gateway(approver="queue", approval_rules=[ApprovalRule(True, namespace="crm")]) as gw:
+        gw.add(lookup)
+        assert gw.call_sync("crm:lookup").status is CallStatus.PENDING_APPROVAL
+
+
+async def test_two_racing_retries_collect_a_completed_outcome_once(gateway: Gateway) -> None:
+    approvals = gateway.approvals
+    assert approvals is not None
+    request = (await gateway.call("gh:create_issue", ARGS)).approval
+    assert request is not None
+    await approvals.decide(request.id, "approve")
+    first, second = await asyncio.gather(
+        gateway.call("gh:create_issue", ARGS), gateway.call("gh:create_issue", ARGS)
+    )
+    statuses = sorted(str(o.status) for o in (first, second))
+    assert statuses == ["ok", "pending_approval"]  # one collects, the other asks anew
+    assert len(RUNS) == 1
+    assert approvals.get(request.id).status is ApprovalStatus.DELIVERED
