@@ -542,3 +542,45 @@ async def test_two_racing_retries_collect_a_completed_outcome_once(gateway: Gate
     assert statuses == ["ok", "pending_approval"]  # one collects, the other asks anew
     assert len(RUNS) == 1
     assert approvals.get(request.id).status is ApprovalStatus.DELIVERED
+
+
+async def test_a_decision_made_elsewhere_while_the_approver_is_asked_wins() -> None:
+    import threading
+
+    asked = threading.Event()
+    release = threading.Event()
+
+    class SlowApprover:
+        name = "carol"
+
+        def __call__(self, request: ApprovalRequest) -> str:
+            asked.set()
+            release.wait(5)
+            return "deny"  # too late: someone already approved it
+
+    async with Gateway(approver=SlowApprover()) as gateway:
+        gateway.add(create_issue)
+        approvals = gateway.approvals
+        assert approvals is not None
+        waiter = asyncio.create_task(gateway.call("gh:create_issue", ARGS, wait_for_approval=5))
+        await asyncio.to_thread(asked.wait, 5)
+        [request] = approvals.pending()
+        await approvals.decide(request.id, "approve", by="dave")
+        release.set()
+        outcome = await waiter
+        assert approvals.get(request.id).decided_by == "dave"
+    assert outcome.ok and len(RUNS) == 1
+
+
+def test_the_approver_can_say_who_decided() -> None:
+    class Named:
+        name = "erin"
+
+        def __call__(self, request: ApprovalRequest) -> str:
+            return "approve"
+
+    with Gateway(approver=Named()) as gateway:
+        gateway.add(create_issue)
+        outcome = gateway.call_sync("gh:create_issue", ARGS, wait_for_approval=5)
+        approval_id = outcome.metadata["approval"]["id"]
+        assert gateway.approvals.get(approval_id).decided_by == "erin"  # type: ignore[union-attr]

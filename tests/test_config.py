@@ -14,6 +14,7 @@ from toolgate import ConfigError
 from toolgate.backends.script import DEFAULT_MAX_OUTPUT
 from toolgate.config import (
     MAX_CONFIG_BYTES,
+    STATE_FILE_NAME,
     ScriptsConfig,
     find_config,
     load_config,
@@ -22,6 +23,10 @@ from toolgate.config import (
     toolgate_home,
 )
 from toolgate.demo import TOOL_FOLDERS
+from toolgate.errors import ErrorCode
+from toolgate.model import CallStatus, SideEffect
+from toolgate.pipeline.approval import DEFAULT_APPROVAL_TTL
+from toolgate.pipeline.approval_policy import ApprovalRule
 from toolgate.sources import FolderRoot
 
 TOOLS_PY = '''
@@ -160,7 +165,7 @@ def test_same_file_name_in_two_folders_does_not_collide(tmp_path: Path) -> None:
 
 def test_demo_and_overflow_settings(tmp_path: Path) -> None:
     _write(tmp_path, "toolgate.yaml", "demo: true\noverflow: {limit: 100, preview: 10, dir: out}\n")
-    with load_gateway(cwd=tmp_path, environ={}) as gateway:
+    with load_gateway(cwd=tmp_path, environ={"TOOLGATE_HOME": str(tmp_path / "h")}) as gateway:
         outcome = gateway.call_sync("demo:big_output", {"size": 101}, session_id="s")
         assert outcome.overflow is not None
         assert Path(outcome.overflow.path).parent == tmp_path / "out" / "s"
@@ -267,7 +272,8 @@ def test_tool_folder_roots_in_order_and_nothing_created(tmp_path: Path) -> None:
         "demo: true\n"
     )
     _write(tmp_path, "toolgate.yaml", config)
-    with load_gateway(cwd=tmp_path, environ={"TOOLGATE_HOME": str(home)}) as gateway:
+    environ = {"TOOLGATE_HOME": str(home)}
+    with load_gateway(cwd=tmp_path, environ=environ, approver=None) as gateway:
         assert gateway.tool_folders.roots == (
             FolderRoot(home / "tools", "local"),
             FolderRoot(tmp_path / "a", "local"),
@@ -331,3 +337,111 @@ def test_scripts_max_output_reaches_the_backend(tmp_path: Path) -> None:
         outcome = gateway.call_sync("local:loud", {}, workspace=tmp_path)
     assert not outcome.ok
     assert "more than 50 bytes" in outcome.text
+
+
+# -- approval --------------------------------------------------------------------------------
+
+APPROVAL_TOOLS_PY = '''
+from toolgate import tool
+
+
+@tool(effect="read_only")
+def peek(text: str) -> str:
+    """Read-only echo."""
+    return text
+
+
+@tool(effect="external_write")
+def send(to: str) -> str:
+    """Pretend to send."""
+    return f"sent to {to}"
+'''
+
+
+def test_approval_section_defaults_and_rules() -> None:
+    default = parse_config("").approval
+    assert default.expires_after == DEFAULT_APPROVAL_TTL == 300
+    assert default.rules == []
+    parsed = parse_config(
+        "approval:\n"
+        "  expires_after: 60\n"
+        "  rules:\n"
+        "    - {tool: 'tools:send', require: false, override: true}\n"
+        "    - {namespace: team, require: true}\n"
+        "    - {level: read_only, require: true}\n"
+    ).approval
+    assert parsed.expires_after == 60
+    assert parsed.approval_rules() == [
+        ApprovalRule(require=False, tool="tools:send", override=True),
+        ApprovalRule(require=True, namespace="team"),
+        ApprovalRule(require=True, level=SideEffect.READ_ONLY),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "approval: {rules: [{require: true}]}",
+            r"approval\.rules\[0\]: give exactly one of tool, namespace, level$",
+        ),
+        (
+            "approval: {rules: [{require: true, level: read_only}, "
+            "{tool: 'a:b', namespace: a, require: true}]}",
+            r"approval\.rules\[1\]: give exactly one of tool, namespace, level "
+            r"\(got tool, namespace\)",
+        ),
+        ("approval: {rules: [{level: read_only}]}", r"approval\.rules\[0\]\.require: Field req"),
+        ("approval: {rules: [{level: sometimes, require: true}]}", r"rules\[0\]\.level: Input"),
+        ("approval: {rules: [{tool: nocolon, require: true}]}", r"rules\[0\]\.tool: tool id"),
+        ("approval: {rules: [{namespace: 'a b', require: true}]}", r"rules\[0\]\.namespace: "),
+        ("approval: {rules: [{level: read_only, require: true, when: x}]}", r"\.when: unknown"),
+        ("approval: {expires_after: 0}", r"approval\.expires_after: Input should be greater"),
+        ("approval: {expires_after: soon}", r"approval\.expires_after: must be a number"),
+        ("approval: {expires_after: true}", r"approval\.expires_after: must be a number"),
+        ("approval: {expire_after: 5}", r"approval\.expire_after: unknown key"),
+    ],
+)
+def test_approval_section_errors_name_the_field(text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=r"^toolgate\.yaml: .*" + message):
+        parse_config(text)
+
+
+def test_gateway_gets_the_approval_settings_and_keeps_state_in_home(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    _write(tmp_path, "tools.py", APPROVAL_TOOLS_PY)
+    _write(
+        tmp_path,
+        "toolgate.yaml",
+        "python: [./tools.py]\n"
+        "approval:\n  expires_after: 42\n  rules: [{level: read_only, require: true}]\n",
+    )
+    environ = {"TOOLGATE_HOME": str(home)}
+    with load_gateway(cwd=tmp_path, environ=environ) as gateway:  # approver: the queue
+        assert gateway.approvals is not None
+        outcome = gateway.call_sync("tools:peek", {"text": "hi"}, workspace=tmp_path)
+        assert outcome.status is CallStatus.PENDING_APPROVAL  # the rule made it ask
+        assert outcome.approval is not None
+        request = outcome.approval
+        assert request.expires_at - request.created_at == pytest.approx(42)
+    assert (home / STATE_FILE_NAME).is_file()
+    # A new gateway (a restart) sees the same queue.
+    with load_gateway(cwd=tmp_path, environ=environ) as gateway:
+        assert gateway.approvals is not None
+        assert [r.id for r in gateway.approvals.pending()] == [request.id]
+
+
+def test_approver_callable_and_none(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    _write(tmp_path, "tools.py", APPROVAL_TOOLS_PY)
+    _write(tmp_path, "toolgate.yaml", "python: [./tools.py]\n")
+    environ = {"TOOLGATE_HOME": str(home)}
+    with load_gateway(cwd=tmp_path, environ=environ, approver=lambda request: "approve") as gw:
+        outcome = gw.call_sync("tools:send", {"to": "x"}, wait_for_approval=10)
+        assert outcome.ok, outcome.text
+        assert outcome.content == "sent to x"
+    with load_gateway(cwd=tmp_path, environ=environ, approver=None) as gateway:
+        assert gateway.approvals is None
+        denied = gateway.call_sync("tools:send", {"to": "x"})
+        assert denied.code is ErrorCode.USER_REJECTION
+        assert "no approver" in (denied.message or "")

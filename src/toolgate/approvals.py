@@ -246,11 +246,18 @@ class ApprovalService:
             if inspect.isawaitable(answer):
                 answer = await asyncio.wait_for(answer, timeout)
             decision, message = parse_decision(answer)
-            by = "approver"
+            # An approver may say whom it decided for (the terminal prompt: the OS user).
+            by = str(getattr(approver, "name", None) or "approver")
         except Exception as exc:  # noqa: BLE001 - an approver that fails denies
             reason = "did not answer in time" if isinstance(exc, TimeoutError) else f"failed: {exc}"
             decision, message, by = Decision.DENY, f"the approver {reason}", "toolgate"
-        outcome = await self.decide(request.id, decision, by=by, message=message)
+        try:
+            outcome = await self.decide(request.id, decision, by=by, message=message)
+        except ApprovalClosedError as exc:
+            # Decided elsewhere (CLI, web UI) while the approver was asked, or expired: hand
+            # over whatever that decision produced.
+            decided = self.collect(self.get(request.id))
+            return decided if decided is not None else _denied(request, str(exc))
         # The waiting caller receives the outcome now: nothing is left for a retry to collect.
         self.store.transition(
             request.id,

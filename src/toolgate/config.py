@@ -34,6 +34,16 @@ The schema (every section optional; unknown keys are errors, so typos are report
       limit: 50000               # characters of content above which it is saved to a file
       preview: 10000             # characters the model still sees of it
       dir: ./spill               # where the files go (default: <tmp>/toolgate)
+    approval:                    # human approval (see toolgate.pipeline.approval_policy)
+      expires_after: 300         # seconds a request waits for a decision before it expires
+      rules:                     # operator rules; each selects by exactly one of tool,
+        - tool: tools:send       #   namespace, level. The most specific match wins (tool,
+          require: true          #   then namespace, then level). They can only make approval
+        - level: read_only       #   stricter, unless ``override: true`` lets ``require: false``
+          require: true          #   waive what a tool declares itself
+        - namespace: trusted
+          require: false
+          override: true
 
 The folder holding the file is put at the front of ``sys.path``, so modules next to it import as
 they would with ``python -m``.
@@ -44,7 +54,9 @@ order. Every immediate sub-folder is one tool (Jean2 seed: ``tool.md`` or ``tool
 script in any runtime). A folder that does not load does not stop the others: its problems are the
 gateway's diagnostics (``toolgate tools list`` prints them). Scripts read the variables they
 declare in ``env`` from ``$TOOLGATE_HOME/.env``. A ``tool_folders`` entry that does not exist is
-an error; a folder named twice is loaded once. Nothing is created when the gateway is built.
+an error; a folder named twice is loaded once. Nothing is created when the gateway is built,
+except the state database ``$TOOLGATE_HOME/toolgate.db`` (approval requests and "always allow"
+grants, so they survive a restart) when approvals are on — with ``approver=None`` nothing at all.
 
 The file is parsed with :func:`toolgate.loaders.load_yaml`: JSON-shaped values only (no Python
 tags), bounded aliases, size and depth, and a key written twice is an error naming both lines.
@@ -65,15 +77,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .approvals import Approver
 from .backends.processes import DEFAULT_MAX_OUTPUT
 from .errors import ConfigError, ToolgateError
 from .gateway import Gateway
 from .loaders import YamlError, load_yaml
-from .model import SourceFormat, Tool, ToolSource, split_tool_id
+from .model import SideEffect, SourceFormat, Tool, ToolSource, split_tool_id
+from .pipeline.approval import DEFAULT_APPROVAL_TTL
+from .pipeline.approval_policy import ApprovalRule
 from .pipeline.overflow import DEFAULT_OVERFLOW_LIMIT, DEFAULT_PREVIEW_CHARS
 from .python import FunctionTool, tool
 from .sources import FolderRoot
@@ -81,6 +96,9 @@ from .sources import FolderRoot
 __all__ = [
     "CONFIG_FILE_NAME",
     "MAX_CONFIG_BYTES",
+    "STATE_FILE_NAME",
+    "ApprovalConfig",
+    "ApprovalRuleEntry",
     "GatewayConfig",
     "LoadedConfig",
     "OverflowConfig",
@@ -98,6 +116,8 @@ __all__ = [
 
 #: The file name looked for in the current folder and in ``$TOOLGATE_HOME``.
 CONFIG_FILE_NAME = "toolgate.yaml"
+#: The SQLite database in ``$TOOLGATE_HOME`` holding approval requests and grants.
+STATE_FILE_NAME = "toolgate.db"
 #: Larger files are refused before parsing (a config file is a few kilobytes).
 MAX_CONFIG_BYTES = 1024 * 1024
 
@@ -138,6 +158,16 @@ class OverflowConfig(_Section):
         return self
 
 
+def _valid_namespace(value: str) -> str:
+    try:
+        split_tool_id(f"{value}:x")
+    except ValueError:
+        raise ValueError(
+            f"{value!r} is not a usable namespace (no white space, no trailing colon)"
+        ) from None
+    return value
+
+
 class ToolFolderEntry(_Section):
     """One entry of ``tool_folders:``: a folder whose sub-folders are tool folders."""
 
@@ -154,14 +184,8 @@ class ToolFolderEntry(_Section):
 
     @field_validator("namespace")
     @classmethod
-    def _valid_namespace(cls, value: str) -> str:
-        try:
-            split_tool_id(f"{value}:x")
-        except ValueError:
-            raise ValueError(
-                f"{value!r} is not a usable namespace (no white space, no trailing colon)"
-            ) from None
-        return value
+    def _valid_folder_namespace(cls, value: str) -> str:
+        return _valid_namespace(value)
 
 
 class ScriptsConfig(_Section):
@@ -188,6 +212,74 @@ class ScriptsConfig(_Section):
         raise ValueError("must be a list of variable names, or true for any declared variable")
 
 
+class ApprovalRuleEntry(_Section):
+    """One entry of ``approval.rules:``: which tools it selects and whether they need approval."""
+
+    tool: str | None = Field(default=None, min_length=1)
+    """A tool id (``namespace:name``)."""
+    namespace: str | None = Field(default=None, min_length=1)
+    """Every tool of a namespace."""
+    level: SideEffect | None = None
+    """Every tool of a side-effect level (``read_only`` … ``privileged``)."""
+    require: bool
+    """Whether the selected tools need a person's approval."""
+    override: bool = False
+    """Let ``require: false`` waive a requirement the tool declares itself."""
+
+    @field_validator("tool")
+    @classmethod
+    def _valid_tool_id(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                split_tool_id(value)
+            except ValueError as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
+    @field_validator("namespace")
+    @classmethod
+    def _valid_rule_namespace(cls, value: str | None) -> str | None:
+        return None if value is None else _valid_namespace(value)
+
+    @model_validator(mode="after")
+    def _one_selector(self) -> ApprovalRuleEntry:
+        chosen = [name for name in ("tool", "namespace", "level") if getattr(self, name)]
+        if len(chosen) != 1:
+            given = f" (got {', '.join(chosen)})" if chosen else ""
+            raise ValueError(f"give exactly one of tool, namespace, level{given}")
+        return self
+
+    def to_rule(self) -> ApprovalRule:
+        """The :class:`~toolgate.pipeline.approval_policy.ApprovalRule` this entry declares."""
+        return ApprovalRule(
+            require=self.require,
+            tool=self.tool,
+            namespace=self.namespace,
+            level=self.level,
+            override=self.override,
+        )
+
+
+class ApprovalConfig(_Section):
+    """``approval:``: how long requests wait, and the operator's approval rules."""
+
+    expires_after: float = Field(default=DEFAULT_APPROVAL_TTL, gt=0)
+    """Seconds a request waits for a decision before it expires."""
+    rules: list[ApprovalRuleEntry] = Field(default_factory=list)
+    """Per tool, namespace or level; see :mod:`toolgate.pipeline.approval_policy`."""
+
+    @field_validator("expires_after", mode="before")
+    @classmethod
+    def _seconds(cls, value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError("must be a number of seconds")
+        return value
+
+    def approval_rules(self) -> list[ApprovalRule]:
+        """The rules, in file order."""
+        return [entry.to_rule() for entry in self.rules]
+
+
 class GatewayConfig(_Section):
     """The whole ``toolgate.yaml``."""
 
@@ -199,6 +291,7 @@ class GatewayConfig(_Section):
     demo: bool = False
     """Include the bundled demo tools."""
     overflow: OverflowConfig = Field(default_factory=OverflowConfig)
+    approval: ApprovalConfig = Field(default_factory=ApprovalConfig)
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,7 +366,7 @@ def parse_config(text: str, label: str = CONFIG_FILE_NAME) -> GatewayConfig:
     if not isinstance(data, dict):
         raise ConfigError(
             f"{label}: the file must be a mapping of sections (python:, tool_folders:, scripts:, "
-            f"demo:, overflow:), not a {type(data).__name__}"
+            f"demo:, overflow:, approval:), not a {type(data).__name__}"
         )
     try:
         return GatewayConfig.model_validate(data)
@@ -464,13 +557,21 @@ def tool_folder_roots(
 
 
 def build_gateway(
-    loaded: LoadedConfig, *, include_demo: bool = False, home: Path | None = None
+    loaded: LoadedConfig,
+    *,
+    include_demo: bool = False,
+    home: Path | None = None,
+    approver: Approver | Literal["queue"] | None = "queue",
 ) -> Gateway:
     """Build a :class:`Gateway` holding the configured tools.
 
     ``include_demo`` adds the bundled demo tools even when the file does not ask for them.
     ``home`` is ``$TOOLGATE_HOME`` (default :func:`toolgate_home`): its ``tools`` folder is always
-    a tool-folder root and its ``.env`` holds the variables scripts declare.
+    a tool-folder root, its ``.env`` holds the variables scripts declare, and its
+    ``toolgate.db`` the approval requests and grants, so they outlive the process.
+    ``approver`` decides calls that need approval (see :class:`Gateway`): ``"queue"`` (the
+    default) keeps them pending for ``toolgate approvals`` (or any other surface) to decide;
+    ``None`` denies them and opens no database.
     Raises :class:`ConfigError` naming the file and the entry for every problem.
     """
     config, label, folder = loaded.config, loaded.label, loaded.folder
@@ -486,6 +587,10 @@ def build_gateway(
         env_from_process=config.scripts.env_from_process,
         script_max_output=config.scripts.max_output,
         script_concurrency=config.scripts.concurrency,
+        approver=approver,
+        approval_ttl=config.approval.expires_after,
+        approval_rules=config.approval.approval_rules(),
+        state_path=None if approver is None else home / STATE_FILE_NAME,
     )
     try:
         if config.python and str(folder) not in sys.path:
@@ -516,13 +621,16 @@ def load_gateway(
     cwd: Path | None = None,
     environ: Mapping[str, str] | None = None,
     include_demo: bool = False,
+    approver: Approver | Literal["queue"] | None = "queue",
 ) -> Gateway:
     """Find the configuration, load it, and build a :class:`Gateway` from it.
 
-    Raises :class:`ConfigError` (naming the file and the field) when anything is wrong.
+    ``approver`` is passed to :func:`build_gateway`. Raises :class:`ConfigError` (naming the
+    file and the field) when anything is wrong.
     """
     return build_gateway(
         load_config(config_path, cwd=cwd, environ=environ),
         include_demo=include_demo,
         home=toolgate_home(environ),
+        approver=approver,
     )

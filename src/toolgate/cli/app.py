@@ -1,8 +1,14 @@
 """The ``toolgate`` commands (Typer). Every command talks only to the :class:`~toolgate.Gateway`.
 
 Commands: ``tools list``, ``tools show ID``, ``tools validate PATH``, ``tools install PATH``,
-``tools remove NAME``, ``tools new NAME``, ``call ID``, ``export``, ``demo``; global options
-``--config PATH`` and ``--version``.
+``tools remove NAME``, ``tools new NAME``, ``call ID``, ``approvals list|show|approve|deny``,
+``grants list|revoke``, ``export``, ``demo``; global options ``--config PATH`` and ``--version``.
+
+Approvals: a call that needs a person's approval asks at the terminal when stdin and stdout are
+one (Allow once / Always allow / Deny), then prints the call's result. Otherwise (or with
+``--no-prompt``) it prints the request and how to decide it and exits 4; ``toolgate approvals
+approve ID`` runs it, and repeating the same call prints the stored outcome. Requests and grants
+live in ``$TOOLGATE_HOME/toolgate.db``.
 
 ``tools list --json`` prints the same JSON array of tools as always; the tool-folder diagnostics
 then go to stderr as text (one ``severity: path: field: message`` line each), so the array stays
@@ -12,19 +18,21 @@ Exit codes (see :mod:`toolgate.cli.errors`, where they are assigned in one funct
 
 * 0 success;
 * 1 the call ended in an error outcome (``tool_error``, ``invalid_arguments``,
-  ``tool_not_found``, …), ``tools show`` / ``export --tool`` named an unknown tool, or a
-  tool-folder command failed (a folder that does not load, an installed tool without
-  ``--force``, removing a tool that is not installed, ``tools new`` onto an existing folder);
+  ``tool_not_found``, ``user_rejection``…), ``tools show`` / ``export --tool`` named an unknown
+  tool, a tool-folder command failed (a folder that does not load, an installed tool without
+  ``--force``, removing a tool that is not installed, ``tools new`` onto an existing folder), or
+  an approvals/grants command named an unknown, already decided or expired request or grant;
 * 2 usage error: a bad option, ``--args`` that is not a JSON object, an unreadable args file, a
   PATH that is not a folder, a NAME that is a path;
 * 3 configuration error: a malformed ``toolgate.yaml``, a module or file that cannot be loaded;
-* 4 reserved for a call pending a person's approval.
+* 4 the call is pending a person's approval (``toolgate approvals``).
 """
 
 # No ``from __future__ import annotations``: Typer reads the annotations at runtime.
 
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, NoReturn
 
@@ -33,7 +41,9 @@ from rich.text import Text
 
 from ..errors import ErrorCode, ToolgateError
 from ..gateway import Gateway
+from ..model import CallStatus
 from ..registry import RegisteredTool
+from .approvals import approvals_app, current_user, decide_at_terminal, grants_app, print_pending
 from .catalog import describe_tool, print_tool, print_tool_table, summarize_tool
 from .errors import EXIT_CODES_HELP, CliFailure, CliUsageError, report
 from .folders import (
@@ -73,6 +83,8 @@ tools_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(tools_app, name="tools")
+app.add_typer(approvals_app, name="approvals")
+app.add_typer(grants_app, name="grants")
 
 
 def _version(value: bool) -> None:
@@ -137,13 +149,13 @@ def list_tools(
     array of tools goes to stdout and those problems to stderr.
     """
     state = _state(ctx)
-    with state.open_gateway() as gateway:
+    with state.open_gateway(approver=None) as gateway:
         entries = gateway.entries()
         diagnostics = gateway.diagnostics()
     if as_json:
-        print_json([summarize_tool(entry) for entry in entries])
+        print_json([summarize_tool(entry, state.approval_policy) for entry in entries])
     elif entries:
-        print_tool_table(entries, state.out)
+        print_tool_table(entries, state.out, state.approval_policy)
     else:
         state.out.print("No tools are configured.")
     if diagnostics:
@@ -169,12 +181,12 @@ def show_tool(
     """Show one tool: description, input and output schemas, side-effect level, approval,
     timeout, provider name and source."""
     state = _state(ctx)
-    with state.open_gateway() as gateway:
+    with state.open_gateway(approver=None) as gateway:
         entry = _find_entry(gateway, tool_id)
     if as_json:
-        print_json(describe_tool(entry))
+        print_json(describe_tool(entry, state.approval_policy))
     else:
-        print_tool(entry, state.out)
+        print_tool(entry, state.out, state.approval_policy)
 
 
 # -- tool folders ------------------------------------------------------------------------------
@@ -342,15 +354,29 @@ def call(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the whole outcome as JSON.")
     ] = False,
+    no_prompt: Annotated[
+        bool,
+        typer.Option(
+            "--no-prompt",
+            help="Never ask at the terminal: a call that needs approval prints its request and "
+            "exits 4 (as it does when stdin or stdout is not a terminal).",
+        ),
+    ] = False,
 ) -> None:
     """Call a tool through the gateway's pipeline.
 
     Prints the content exactly as the model reads it, then renders the tool's visualization
     (diff, code, table, markdown, shell output, to-do list, file list) for you. Errors go to
     stderr as 'error [code]: message'.
+
+    A call that needs a person's approval asks at the terminal — [a] Allow once, [A] Always
+    allow, [d] Deny — then prints the result. Without a terminal (or with --no-prompt) it prints
+    the request and how to decide it ('toolgate approvals approve ID') and exits 4; repeating
+    the same call after the decision prints the stored outcome.
     """
     state = _state(ctx)
     arguments = parse_arguments(args)
+    interactive = not no_prompt and args != "-" and sys.stdin.isatty() and sys.stdout.isatty()
     with state.open_gateway() as gateway:
         outcome = gateway.call_sync(
             tool_id,
@@ -359,11 +385,27 @@ def call(
             session_id=session,
             workspace=workspace if workspace is not None else Path.cwd(),
         )
+        if (
+            interactive
+            and outcome.status is CallStatus.PENDING_APPROVAL
+            and outcome.approval is not None
+        ):
+            outcome = decide_at_terminal(gateway, outcome.approval, state.err, by=current_user())
+    pending = outcome.status is CallStatus.PENDING_APPROVAL
     if as_json:
         print_json(outcome.to_dict())
     elif outcome.ok:
         print_outcome(outcome, state.out)
-    code = report(outcome, state.err, quiet=as_json)
+    elif pending and outcome.approval is not None:
+        print_pending(outcome.approval, state.out, state)
+    approval = outcome.metadata.get("approval")
+    if isinstance(approval, Mapping) and approval.get("replayed") and not as_json:
+        state.err.print(
+            f"note: this is the stored outcome of approved request {approval.get('id')}; the "
+            "tool did not run again.",
+            soft_wrap=True,
+        )
+    code = report(outcome, state.err, quiet=as_json or (pending and outcome.approval is not None))
     if outcome.code is ErrorCode.TOOL_NOT_FOUND:
         state.hint_when_unconfigured()
     _exit(code)
@@ -394,7 +436,7 @@ def export(
     if format not in EXPORT_FORMATS:
         raise CliUsageError(f"--format must be one of {', '.join(EXPORT_FORMATS)}, not {format!r}")
     state = _state(ctx)
-    with state.open_gateway() as gateway:
+    with state.open_gateway(approver=None) as gateway:
         tools = (
             [gateway.get_tool(tool_id) for tool_id in tool_ids]
             if tool_ids

@@ -13,20 +13,27 @@ from rich.text import Text
 
 from ..model import Tool
 from ..model.names import to_provider_name
+from ..pipeline.approval_policy import ApprovalPolicy
 from ..registry import RegisteredTool
 
-__all__ = ["describe_tool", "print_tool", "print_tool_table", "summarize_tool"]
+__all__ = ["describe_tool", "needs_approval", "print_tool", "print_tool_table", "summarize_tool"]
 
 
 def _yes_no(value: bool) -> str:
     return "yes" if value else "no"
 
 
+def needs_approval(tool: Tool, policy: ApprovalPolicy | None = None) -> bool:
+    """Whether calls of ``tool`` need approval: its own answer, adjusted by the operator's rules
+    (``approval.rules`` in toolgate.yaml) when ``policy`` is given."""
+    return tool.requires_approval if policy is None else policy.requires_approval(tool)
+
+
 def _availability(entry: RegisteredTool) -> str:
     return "available" if entry.available else f"unavailable: {entry.unavailable_reason}"
 
 
-def summarize_tool(entry: RegisteredTool) -> dict[str, Any]:
+def summarize_tool(entry: RegisteredTool, policy: ApprovalPolicy | None = None) -> dict[str, Any]:
     """One catalog row as JSON (what ``tools list --json`` prints)."""
     tool = entry.tool
     return {
@@ -35,7 +42,7 @@ def summarize_tool(entry: RegisteredTool) -> dict[str, Any]:
         "description": tool.description,
         "provider_name": to_provider_name(tool.id),
         "side_effect": str(tool.side_effect),
-        "requires_approval": tool.requires_approval,
+        "requires_approval": needs_approval(tool, policy),
         "kind": str(tool.kind),
         "source_format": str(tool.source.format),
         "source": tool.source.location,
@@ -44,12 +51,12 @@ def summarize_tool(entry: RegisteredTool) -> dict[str, Any]:
     }
 
 
-def describe_tool(entry: RegisteredTool) -> dict[str, Any]:
+def describe_tool(entry: RegisteredTool, policy: ApprovalPolicy | None = None) -> dict[str, Any]:
     """Everything ``tools show`` tells about one tool, as JSON."""
     tool = entry.tool
     hints = tool.resolved_hints
     return {
-        **summarize_tool(entry),
+        **summarize_tool(entry, policy),
         "timeout": tool.timeout,
         "input_schema": tool.input_schema_dict(),
         "output_schema": tool.output_schema_dict(),
@@ -62,7 +69,9 @@ def describe_tool(entry: RegisteredTool) -> dict[str, Any]:
     }
 
 
-def print_tool_table(entries: Sequence[RegisteredTool], console: Console) -> None:
+def print_tool_table(
+    entries: Sequence[RegisteredTool], console: Console, policy: ApprovalPolicy | None = None
+) -> None:
     """Print the catalog as a table: id, title, level, approval, kind, source, availability.
 
     Reasons for unavailability are often long (a missing runtime and how to install it), so the
@@ -73,11 +82,12 @@ def print_tool_table(entries: Sequence[RegisteredTool], console: Console) -> Non
         table.add_column(header, overflow="fold")
     for entry in entries:
         tool = entry.tool
+        approval = needs_approval(tool, policy)
         table.add_row(
             Text(tool.id, style="bold"),
             Text(tool.display_title),
             Text(str(tool.side_effect)),
-            Text(_yes_no(tool.requires_approval), style="yellow" if tool.requires_approval else ""),
+            Text(_yes_no(approval), style="yellow" if approval else ""),
             Text(str(tool.kind)),
             Text(str(tool.source.format)),
             Text(
@@ -111,7 +121,9 @@ def _schema(schema: dict[str, Any] | None) -> RenderableType:
     )
 
 
-def print_tool(entry: RegisteredTool, console: Console) -> None:
+def print_tool(
+    entry: RegisteredTool, console: Console, policy: ApprovalPolicy | None = None
+) -> None:
     """Print one tool's details, schemas highlighted as JSON."""
     tool: Tool = entry.tool
     facts = Table.grid(padding=(0, 2))
@@ -121,7 +133,7 @@ def print_tool(entry: RegisteredTool, console: Console) -> None:
         ("Title", tool.display_title),
         ("Provider name", to_provider_name(tool.id)),
         ("Side effect", str(tool.side_effect)),
-        ("Approval", "required" if tool.requires_approval else "not required"),
+        ("Approval", "required" if needs_approval(tool, policy) else "not required"),
         ("Timeout", f"{tool.timeout:g} s"),
         ("Kind", str(tool.kind)),
         ("Source", f"{tool.source.format}: {tool.source.location or '-'}"),

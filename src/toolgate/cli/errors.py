@@ -5,14 +5,15 @@ code   meaning
 =====  ==========================================================================================
 0      success
 1      the call ended in an error outcome (``tool_error``, ``invalid_arguments``,
-       ``tool_not_found``, …), ``tools show`` named an unknown tool, or a tool-folder command
-       failed: ``tools validate`` / ``tools install`` on a folder that does not load,
-       ``tools install`` onto an installed tool without ``--force``, ``tools remove`` of a tool
-       that is not installed, ``tools new`` onto an existing folder
+       ``tool_not_found``, ``user_rejection``…), ``tools show`` named an unknown tool, a
+       tool-folder command failed: ``tools validate`` / ``tools install`` on a folder that does
+       not load, ``tools install`` onto an installed tool without ``--force``, ``tools remove``
+       of a tool that is not installed, ``tools new`` onto an existing folder; or ``approvals``
+       / ``grants`` named an unknown, already decided or expired request, or an unknown grant
 2      usage error: a bad option, ``--args`` that is not a JSON object, an unreadable args file,
        a PATH that is not a folder, a NAME that is a path
 3      configuration error: a malformed ``toolgate.yaml``, a module that cannot be imported
-4      reserved: the call is pending a person's approval
+4      the call is pending a person's approval: decide it with ``toolgate approvals``
 =====  ==========================================================================================
 """
 

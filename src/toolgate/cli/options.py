@@ -7,12 +7,14 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 from rich.console import Console
 
+from ..approvals import Approver
 from ..config import LoadedConfig, build_gateway, load_config, toolgate_home
 from ..gateway import Gateway
+from ..pipeline.approval_policy import ApprovalPolicy
 from .errors import CliUsageError
 
 __all__ = ["CliState", "make_console", "parse_arguments", "print_json"]
@@ -51,10 +53,22 @@ class CliState:
         """``$TOOLGATE_HOME/tools``: the installed tool folders (namespace ``local``)."""
         return self.home / "tools"
 
-    def open_gateway(self) -> Gateway:
-        """Load the configuration and build the gateway (raises ``ConfigError``)."""
+    @property
+    def approval_policy(self) -> ApprovalPolicy | None:
+        """The operator's approval rules from the loaded toolgate.yaml (``None`` before loading)."""
+        if self.loaded is None:
+            return None
+        return ApprovalPolicy(self.loaded.config.approval.approval_rules())
+
+    def open_gateway(self, approver: Approver | Literal["queue"] | None = "queue") -> Gateway:
+        """Load the configuration and build the gateway (raises ``ConfigError``).
+
+        With the default ``"queue"`` approver, approval requests and grants live in
+        ``$TOOLGATE_HOME/toolgate.db`` (shared by every command and kept across restarts);
+        commands that call no tool pass ``None`` and open no database.
+        """
         self.loaded = load_config(self.config_path)
-        return build_gateway(self.loaded)
+        return build_gateway(self.loaded, approver=approver)
 
     def hint_when_unconfigured(self) -> None:
         """Tell the user how to create a configuration when none was found."""
