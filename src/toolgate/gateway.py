@@ -114,7 +114,9 @@ class Gateway:
         if approver is not None:
             from .stores.sqlite import SQLiteApprovalStore  # sqlite3 only when approvals are on
 
-            store = SQLiteApprovalStore(":memory:" if state_path is None else Path(state_path))
+            store = SQLiteApprovalStore(
+                ":memory:" if state_path is None else Path(state_path).expanduser()
+            )
         self._store = store
         self._threads = ThreadPoolExecutor(max_threads, thread_name_prefix="toolgate-tool")
         process_env = os.environ if environ is None else environ
