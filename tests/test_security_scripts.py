@@ -200,3 +200,37 @@ def test_invalid_arguments_are_rejected_before_the_check_runs(
     )
     assert call(root, workspace, {"n": "x"}).code is ErrorCode.INVALID_ARGUMENTS
     assert not marker.exists()
+
+
+def test_a_verdict_that_asks_a_person_becomes_a_request_keyed_by_its_permission(
+    root: Path, workspace: Path, tmp_path: Path
+) -> None:
+    import asyncio
+
+    setup(
+        root,
+        verdict_script(
+            {
+                "allowed": False,
+                "requiresApproval": True,
+                "permissionType": "file_write",
+                "permissionKey": "notes.txt",
+                "message": "This tool wants to write to notes.txt",
+            }
+        ),
+    )
+    with Gateway(
+        tool_folders=[root], environ=clean_environ(), approver="queue", state_path=tmp_path / "s.db"
+    ) as gateway:
+        outcome = gateway.call_sync("local:guarded", {}, workspace=workspace)
+        request = outcome.approval
+        assert request is not None and not (workspace / "ran").exists()
+        assert (request.permission.type, request.permission.key) == ("file_write", "notes.txt")
+        assert request.security_message == "This tool wants to write to notes.txt"
+        approvals = gateway.approvals
+        assert approvals is not None
+        ran = asyncio.run(approvals.decide(request.id, "always", by="alice"))
+        assert ran.ok and (workspace / "ran").read_text() == "x"
+        gateway.call_sync("local:guarded", {}, workspace=workspace)  # collects the outcome
+        again = gateway.call_sync("local:guarded", {}, workspace=workspace)  # the grant covers it
+        assert again.ok and (workspace / "ran").read_text() == "xx"
