@@ -584,3 +584,106 @@ def test_the_approver_can_say_who_decided() -> None:
         outcome = gateway.call_sync("gh:create_issue", ARGS, wait_for_approval=5)
         approval_id = outcome.metadata["approval"]["id"]
         assert gateway.approvals.get(approval_id).decided_by == "erin"  # type: ignore[union-attr]
+
+
+# -- review findings -------------------------------------------------------------------------------
+
+
+def test_a_relative_workspace_is_resolved_so_a_grant_stays_in_its_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder_a, folder_b = tmp_path / "a", tmp_path / "b"
+    folder_a.mkdir()
+    folder_b.mkdir()
+    with Gateway(approver="queue") as gateway:
+        gateway.add(create_issue)
+        approvals = gateway.approvals
+        assert approvals is not None
+        monkeypatch.chdir(folder_a)
+        request = pending(gateway, workspace=".")
+        assert request.workspace == str(folder_a)
+        asyncio.run(approvals.decide(request.id, "always"))
+        monkeypatch.chdir(folder_b)
+        elsewhere = gateway.call_sync("gh:create_issue", ARGS, workspace=".")
+        assert elsewhere.status is CallStatus.PENDING_APPROVAL  # neither the grant nor the result
+    assert len(RUNS) == 1
+
+
+async def test_a_decision_racing_the_agents_retry_runs_the_call_once(gateway: Gateway) -> None:
+    approvals = gateway.approvals
+    assert approvals is not None
+    request = (await gateway.call("gh:create_issue", ARGS)).approval
+    assert request is not None
+    for decision in ("approve", "always"):
+        RUNS.clear()
+        if decision == "always":
+            request = (await gateway.call("gh:create_issue", {**ARGS, "title": "2"})).approval
+            assert request is not None
+        arguments = dict(request.arguments)
+        decided, retried = await asyncio.gather(
+            approvals.decide(request.id, decision),
+            gateway.call("gh:create_issue", arguments),
+        )
+        assert len(RUNS) == 1, decision
+        assert decided.ok
+        # The retry either came first (still pending), took the approval, or got the result.
+        assert retried.ok or retried.status is CallStatus.PENDING_APPROVAL
+
+
+def test_changing_a_python_tools_code_ends_its_grants() -> None:
+    def first_version(repository: str, title: str) -> str:
+        """Create an issue."""
+        RUNS.append({"v": 1})
+        return "v1"
+
+    def second_version(repository: str, title: str) -> str:
+        """Create an issue."""
+        RUNS.append({"v": 2})
+        return "EVIL"
+
+    one = tool(first_version, id="gh:create", effect="external_write")
+    two = tool(second_version, id="gh:create", effect="external_write")
+    assert one.tool.definition_hash != two.tool.definition_hash
+    with Gateway(approver="queue") as gateway:
+        gateway.add(one)
+        request = pending_for(gateway, "gh:create")
+        asyncio.run(gateway.approvals.decide(request.id, "always"))  # type: ignore[union-attr]
+        gateway.remove("gh:create")
+        gateway.add(two)
+        changed = gateway.call_sync("gh:create", {**ARGS, "title": "again"})
+        assert changed.status is CallStatus.PENDING_APPROVAL
+    assert RUNS == [{"v": 1}]
+
+
+def pending_for(gateway: Gateway, tool_id: str) -> ApprovalRequest:
+    outcome = gateway.call_sync(tool_id, ARGS)
+    assert outcome.approval is not None, outcome
+    return outcome.approval
+
+
+def test_rules_accept_level_names_as_strings() -> None:
+    rule = ApprovalRule(True, level="local_write")  # type: ignore[arg-type]
+    assert ApprovalPolicy([rule]).requires_approval(_tool("local_write"))
+
+
+async def test_concurrent_identical_calls_share_one_request(gateway: Gateway) -> None:
+    outcomes = await asyncio.gather(*(gateway.call("gh:create_issue", ARGS) for _ in range(8)))
+    ids = {o.approval.id for o in outcomes if o.approval is not None}
+    assert len(ids) == 1 and len(gateway.approvals.pending()) == 1  # type: ignore[union-attr]
+
+
+def test_a_confirmation_builder_that_hangs_is_a_denial(monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolgate.pipeline import approval as approval_stage
+
+    monkeypatch.setattr(approval_stage, "CONFIRMATION_TIMEOUT", 0.2)
+
+    @tool(namespace="x", effect="external_write", build_confirmation=lambda a: time.sleep(2))
+    def slow() -> str:
+        """Slow to confirm."""
+        return "ran"
+
+    with Gateway(approver="queue") as gateway:
+        gateway.add(slow)
+        outcome = gateway.call_sync("x:slow")
+    assert outcome.code is ErrorCode.USER_REJECTION
+    assert "could not be built" in (outcome.message or "")

@@ -171,7 +171,12 @@ def test_pending_call_approved_runs_once_and_the_retry_gets_the_stored_outcome(
 
     shown = _json(run_cli("approvals", "show", request_id, "--json"))
     assert shown["decision"] == "approve" and shown["decided_by"] == "alice"
-    assert [event["kind"] for event in shown["events"]] == ["requested", "decided", "ran"]
+    assert [event["kind"] for event in shown["events"]] == [
+        "requested",
+        "decided",
+        "ran",
+        "delivered",
+    ]
     text = _ok(run_cli("approvals", "show", request_id))
     assert "Decision: approve by alice" in text
 

@@ -564,7 +564,7 @@ def test_tools_that_need_approval_are_denied_while_no_approver_is_configured() -
         gateway.add(create_ticket, create_draft, read_secret_notes)
         denied = gateway.call_sync("crm:create_ticket", {"subject": "x"})
         assert denied.code is ErrorCode.USER_REJECTION
-        assert "Ask the user" in (denied.message or "")
+        assert "Tell the user" in (denied.message or "")
         assert gateway.call_sync("crm:read_secret_notes").code is ErrorCode.USER_REJECTION
         assert gateway.call_sync("crm:create_draft", {"subject": "y"}).content == "drafted"
         # Invalid arguments are reported before anyone would be asked.

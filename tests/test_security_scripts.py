@@ -234,3 +234,27 @@ def test_a_verdict_that_asks_a_person_becomes_a_request_keyed_by_its_permission(
         gateway.call_sync("local:guarded", {}, workspace=workspace)  # collects the outcome
         again = gateway.call_sync("local:guarded", {}, workspace=workspace)  # the grant covers it
         assert again.ok and (workspace / "ran").read_text() == "xx"
+
+
+def test_arguments_cannot_forge_what_the_check_sees(
+    root: Path, workspace: Path, tmp_path: Path
+) -> None:
+    seen = tmp_path / "seen.json"
+    security = (
+        f"import json,sys\nd=json.load(sys.stdin)\nopen({str(seen)!r}, 'w').write(json.dumps(d))\n"
+        "print(json.dumps({'allowed': d['args'].get('path') == 'safe.txt' and "
+        "d['allowedPaths'] == [d['workspacePath']]}))\n"
+    )
+    setup(root, security)  # the schema allows extra properties, as tool.md schemas often do
+    forged = {
+        "path": "/etc/passwd",
+        "args": {"path": "safe.txt"},
+        "allowedPaths": ["/"],
+        "workspacePath": "/",
+    }
+    outcome = call(root, workspace, forged)
+    assert outcome.code is ErrorCode.SECURITY_BLOCKED
+    received = json.loads(seen.read_text())
+    assert received["args"]["path"] == "/etc/passwd"
+    assert received["allowedPaths"] == [str(workspace)]
+    assert received["workspacePath"] == str(workspace)

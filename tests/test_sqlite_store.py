@@ -21,7 +21,7 @@ from toolgate.model import (
     Grant,
     PermissionKey,
 )
-from toolgate.stores import ApprovalStore, ClosedRequestError
+from toolgate.stores import ApprovalStore, ClosedRequestError, DuplicateRequestError
 from toolgate.stores.sqlite import SCHEMA_VERSION, SQLiteApprovalStore
 
 NOW = 1_700_000_000.0
@@ -199,12 +199,24 @@ def test_find_open_none_workspace_and_agent_match_none_only(store: SQLiteApprova
 
 
 def test_find_open_returns_the_newest_open_request(store: SQLiteApprovalStore) -> None:
-    older = make_request("old", created_at=NOW - 10)
+    older = make_request("old", created_at=NOW - 10, status=ApprovalStatus.DENIED)
     newer = make_request("new", created_at=NOW - 5)
     store.create(older)
     store.create(newer)
     found = find(store, older)
     assert found is not None and found.id == "new"
+
+
+def test_one_call_has_at_most_one_pending_request(store: SQLiteApprovalStore) -> None:
+    store.create(make_request("first"))
+    with pytest.raises(DuplicateRequestError, match=r"files\.delete"):
+        store.create(make_request("second"))
+    with pytest.raises(ValueError, match="already exists"):
+        store.create(make_request("first"))
+    store.create(make_request("other-workspace", workspace=None))  # another call: fine
+    store.create(make_request("no-agent", workspace=None, agent=None))
+    with pytest.raises(DuplicateRequestError):  # NULLs count as equal here
+        store.create(make_request("no-agent-again", workspace=None, agent=None))
 
 
 @pytest.mark.parametrize(
@@ -247,8 +259,8 @@ def test_find_open_marks_an_expired_pending_request_and_skips_it(
 def test_pending_lists_unexpired_oldest_first_and_marks_expired(
     store: SQLiteApprovalStore,
 ) -> None:
-    store.create(make_request("b", created_at=NOW - 5))
-    store.create(make_request("a", created_at=NOW - 9))
+    store.create(make_request("b", created_at=NOW - 5, arguments={"n": "b"}))
+    store.create(make_request("a", created_at=NOW - 9, arguments={"n": "a"}))
     store.create(make_request("gone", created_at=NOW - 20, expires_at=NOW - 1))
     store.create(make_request("done", status=ApprovalStatus.APPROVED))
     assert [r.id for r in store.pending(now=NOW)] == ["a", "b"]

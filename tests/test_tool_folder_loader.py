@@ -28,6 +28,14 @@ from toolgate.model import (
     ToolSource,
 )
 
+
+def script_entry(tool: Any) -> ScriptEntry:
+    """The tool's script entry without its content digest (tested on its own)."""
+    entry = tool.entry
+    assert isinstance(entry, ScriptEntry) and entry.digest is not None
+    return ScriptEntry(entry.path, entry.runtime)
+
+
 # --- the seed's own examples, verbatim ------------------------------------------------------
 
 
@@ -148,7 +156,9 @@ def test_seed_word_count_example_loads(tmp_path: Path) -> None:
     assert tool.description == "Count words, lines, and characters in a file."
     assert tool.timeout == 10.0
     assert tool.kind is ImplementationKind.SCRIPT
-    assert tool.entry == ScriptEntry(path=str((folder / "script.ts").resolve()), runtime="bun")
+    assert script_entry(tool) == ScriptEntry(
+        path=str((folder / "script.ts").resolve()), runtime="bun"
+    )
     assert tool.input_schema_dict() == {
         "type": "object",
         "properties": {
@@ -183,7 +193,7 @@ def test_seed_full_format_example_maps_every_field(tmp_path: Path) -> None:
     tool = load.tool
     assert tool is not None
     assert tool.id == "jean2:my-tool"  # name
-    assert tool.entry == ScriptEntry(str((folder / "script.ts").resolve()), "bun")  # script
+    assert script_entry(tool) == ScriptEntry(str((folder / "script.ts").resolve()), "bun")  # script
     assert load.runtime == "bun"  # runtime
     assert tool.timeout == 30.0  # timeout: 30000 ms
     assert tool.approval == ApprovalSpec(required=False)  # requireApproval: false
@@ -220,7 +230,9 @@ def test_defaults(tmp_path: Path) -> None:
     assert tool.side_effect is SideEffect.LOCAL_WRITE
     assert tool.security_check is None
     assert tool.env == ()
-    assert tool.entry == ScriptEntry(str((tmp_path / "tool" / "script.sh").resolve()), "bash")
+    assert script_entry(tool) == ScriptEntry(
+        str((tmp_path / "tool" / "script.sh").resolve()), "bash"
+    )
 
 
 def test_security_defaults(tmp_path: Path) -> None:
@@ -524,7 +536,7 @@ def test_tool_json_equivalent(tmp_path: Path) -> None:
     script = str((folder / "script.ts").resolve())
     assert tool.id == "local:word-count"
     assert tool.description == "Count words, lines, and characters in a file."
-    assert tool.entry == ScriptEntry(script, "bun")
+    assert script_entry(tool) == ScriptEntry(script, "bun")
     assert tool.timeout == 10.0
     assert tool.approval == ApprovalSpec(required=True)
     assert tool.display == DisplaySpec(dangerous=True)
@@ -732,7 +744,7 @@ def test_script_symlink_inside_is_fine(tmp_path: Path) -> None:
     (folder / "link.sh").symlink_to(folder / "script.sh")
     load = load_tool_folder(folder)
     assert load.tool is not None
-    assert load.tool.entry == ScriptEntry(str((folder / "script.sh").resolve()), "bash")
+    assert script_entry(load.tool) == ScriptEntry(str((folder / "script.sh").resolve()), "bash")
 
 
 def test_script_in_subfolder_is_fine(tmp_path: Path) -> None:
@@ -1008,3 +1020,16 @@ def test_mode_000_folder_is_a_diagnostic(tmp_path: Path) -> None:
     error = only_error(load, None)
     assert error.path == str(folder / "tool.md")
     assert "Permission denied" in error.message
+
+
+def test_the_script_and_security_script_contents_are_part_of_the_definition(tmp_path: Path) -> None:
+    front = MINIMAL_FRONT + "hasSecurityCheck: true\nsecurityScript: security.sh\n"
+    folder = make_folder(tmp_path, front, files={"script.sh": "echo {}", "security.sh": "echo 1"})
+    first = load_tool_folder(folder).tool
+    (folder / "script.sh").write_text("echo '{\"changed\": true}'", encoding="utf-8")
+    second = load_tool_folder(folder).tool
+    (folder / "security.sh").write_text("echo 2", encoding="utf-8")
+    third = load_tool_folder(folder).tool
+    assert first is not None and second is not None and third is not None
+    hashes = {first.definition_hash, second.definition_hash, third.definition_hash}
+    assert len(hashes) == 3

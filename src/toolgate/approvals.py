@@ -11,21 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import inspect
 import os
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .errors import ApprovalClosedError, ErrorCode
-from .model import (
-    ApprovalRequest,
-    ApprovalStatus,
-    CallOutcome,
-    CallStatus,
-    Decision,
-    Grant,
-)
+from .errors import ApprovalClosedError
+from .model import ApprovalRequest, ApprovalStatus, CallOutcome, Decision, Grant
+from .pipeline.approval_outcomes import denied_outcome, replayed_outcome
 from .registry import Registry
 from .stores.base import ApprovalStore, ClosedRequestError
 
@@ -49,33 +44,6 @@ def parse_decision(value: Any) -> tuple[Decision, str | None]:
     if isinstance(value, bool):
         raise ValueError("an approver must return approve, always or deny, not a bool")
     return Decision(value), None if message is None else str(message)
-
-
-def _denied(request: ApprovalRequest, text: str) -> CallOutcome:
-    return CallOutcome(
-        status=CallStatus.ERROR,
-        tool_id=request.tool_id,
-        call_id="",
-        code=ErrorCode.USER_REJECTION,
-        message=text,
-        approval=request,
-    )
-
-
-def _from_stored(request: ApprovalRequest, stored: dict[str, Any]) -> CallOutcome:
-    code = stored.get("code")
-    return CallOutcome(
-        status=CallStatus(stored.get("status", "error")),
-        tool_id=request.tool_id,
-        call_id=str(stored.get("call_id", "")),
-        content=stored.get("content"),
-        code=None if code is None else ErrorCode(code),
-        message=stored.get("message"),
-        visualization=stored.get("visualization"),
-        duration=float(stored.get("duration", 0.0)),
-        approval=request,
-        metadata={"approval": {"id": request.id, "replayed": True}},
-    )
 
 
 class ApprovalService:
@@ -150,13 +118,7 @@ class ApprovalService:
             request_id, "decided", actor=by, at=now, detail={"decision": str(decision)}
         )
         if decision is Decision.DENY:
-            return _denied(
-                decided,
-                f"The call to {decided.tool_id} was denied"
-                + (f" by {by}" if by else "")
-                + (f": {message}" if message else "")
-                + ". Do not retry it unchanged; ask the user what to do instead.",
-            )
+            return denied_outcome(decided)
         if decision is Decision.ALWAYS:
             self.store.add_grant(
                 Grant(
@@ -172,7 +134,41 @@ class ApprovalService:
                 )
             )
             self.store.record_event(request_id, "granted", actor=by, at=now)
-        return await self._run(decided)
+        return await self._run_once(decided)
+
+    async def _run_once(self, request: ApprovalRequest) -> CallOutcome:
+        """Run the approved call now — unless a retry took the approval first; then its outcome."""
+        store = self.store
+        if not store.transition(
+            request.id, from_status=ApprovalStatus.APPROVED, to_status=ApprovalStatus.RUNNING
+        ):
+            return await self._outcome_of(request)
+        try:
+            outcome = await self._run(request)
+        except BaseException:
+            store.transition(
+                request.id, from_status=ApprovalStatus.RUNNING, to_status=ApprovalStatus.DELIVERED
+            )
+            raise
+        store.store_outcome(request.id, outcome.to_dict())  # collectable by the agent's retry
+        store.record_event(request.id, "ran", actor=request.agent, at=self.clock())
+        return outcome
+
+    async def _outcome_of(self, request: ApprovalRequest) -> CallOutcome:
+        """Wait for the run another caller started, and return its outcome."""
+        entry = self.registry.get(request.tool_id)
+        deadline = self.clock() + (entry.tool.timeout if entry else 60.0) + 30.0
+        while self.clock() < deadline:
+            stored = self.store.outcome(request.id)
+            if stored is not None:
+                return replayed_outcome(self.get(request.id), stored)
+            if self.get(request.id).status is not ApprovalStatus.RUNNING:
+                break
+            await asyncio.sleep(_POLL_INTERVAL)
+        return denied_outcome(
+            self.get(request.id),
+            retry_hint=False,
+        )
 
     def _void(self, request: ApprovalRequest, now: float) -> None:
         if request.status is ApprovalStatus.PENDING:
@@ -188,12 +184,10 @@ class ApprovalService:
     def result(self, request_id: str) -> CallOutcome | None:
         """The outcome of a decided request (``None`` while it waits or runs)."""
         request = self.get(request_id)
-        if request.status is ApprovalStatus.DENIED or (
-            request.status is ApprovalStatus.DELIVERED and request.decision is Decision.DENY
-        ):
-            return _denied(request, f"The call to {request.tool_id} was denied.")
+        if request.decision is Decision.DENY:
+            return denied_outcome(request)
         stored = self.store.outcome(request_id)
-        return None if stored is None else _from_stored(request, stored)
+        return None if stored is None else replayed_outcome(request, stored)
 
     def collect(self, request: ApprovalRequest) -> CallOutcome | None:
         """Hand the final outcome of a decided request to the caller that waited for it, once."""
@@ -257,7 +251,12 @@ class ApprovalService:
             # Decided elsewhere (CLI, web UI) while the approver was asked, or expired: hand
             # over whatever that decision produced.
             decided = self.collect(self.get(request.id))
-            return decided if decided is not None else _denied(request, str(exc))
+            if decided is not None:
+                return decided
+            return denied_outcome(
+                dataclasses.replace(request, decided_by="toolgate", decision_message=str(exc)),
+                retry_hint=False,
+            )
         # The waiting caller receives the outcome now: nothing is left for a retry to collect.
         self.store.transition(
             request.id,

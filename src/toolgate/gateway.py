@@ -22,7 +22,7 @@ from .loaders import Diagnostic
 from .model import ApprovalRequest, CallOutcome, CallStatus, ImplementationKind, Tool
 from .pipeline import Pipeline
 from .pipeline.approval import (
-    DECIDER_RUN,
+    APPROVAL_TAKEN,
     DEFAULT_APPROVAL_TTL,
     ApprovalSettings,
     ApprovalStage,
@@ -322,7 +322,7 @@ class Gateway:
             arguments,
             agent=agent,
             session_id=session_id,
-            workspace=None if workspace is None else Path(workspace),
+            workspace=_workspace(workspace),
             inline=False,
             metadata=metadata,
         )
@@ -338,7 +338,7 @@ class Gateway:
             agent=request.agent,
             session_id=request.session_id,
             workspace=request.workspace,
-            metadata={DECIDER_RUN: True},
+            metadata={APPROVAL_TAKEN: request.id},
         )
 
     def call_sync(
@@ -373,7 +373,7 @@ class Gateway:
             arguments,
             agent=agent,
             session_id=session_id,
-            workspace=None if workspace is None else Path(workspace),
+            workspace=_workspace(workspace),
             inline=True,
         )
         if isinstance(prepared, CallOutcome):
@@ -439,6 +439,12 @@ class Gateway:
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+def _workspace(workspace: Path | str | None) -> Path | None:
+    # Absolute and resolved: approvals and grants are keyed by it, so "." must not mean
+    # whatever folder the next caller happens to be in.
+    return None if workspace is None else Path(workspace).expanduser().resolve()
 
 
 def _confirmation_builder(entry: RegisteredTool) -> Callable[[Mapping[str, Any]], Any] | None:

@@ -5,9 +5,10 @@ The script receives "the exact same input as the tool itself" (the arguments plu
 read the arguments under an ``args`` key (``input.args.path``) and may read ``allowedPaths``, so
 the input also carries:
 
-* ``args`` — the arguments again, unless the tool has an argument named ``args`` itself (in its
-  schema or in the call);
+* ``args`` — the arguments again, unless the tool declares an argument named ``args`` itself;
 * ``allowedPaths`` — the folders the call may touch: the workspace.
+
+Both are always set by the gateway; a caller cannot supply them.
 """
 
 from __future__ import annotations
@@ -45,10 +46,15 @@ class SecurityCheckFailedError(Exception):
 def security_input(invocation: Invocation, *, cwd: Path) -> dict[str, object]:
     """The tool's own input, plus ``args`` and ``allowedPaths`` for scripts that expect them."""
     payload: dict[str, object] = script_input(invocation, cwd=cwd)
-    properties = invocation.tool.input_schema.get("properties") or {}
-    if "args" not in invocation.arguments and "args" not in properties:
-        payload["args"] = dict(invocation.arguments)
-    payload.setdefault("allowedPaths", [payload["workspacePath"]])
+    # The compatibility keys are set by the gateway, never taken from the caller: an extra
+    # argument named ``args`` or ``allowedPaths`` (schemas often allow extra properties) must
+    # not let a model hand the check a forged view of the call. Only a tool that declares such
+    # an argument in its schema gets its own value there.
+    declared = invocation.tool.input_schema.get("properties") or {}
+    if "args" not in declared:
+        payload["args"] = {k: v for k, v in invocation.arguments.items() if k != "args"}
+    if "allowedPaths" not in declared:
+        payload["allowedPaths"] = [payload["workspacePath"]]
     return payload
 
 

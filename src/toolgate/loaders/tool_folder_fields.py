@@ -10,6 +10,7 @@ here raises for what a declaration contains, and no file system error escapes ei
 from __future__ import annotations
 
 import difflib
+import hashlib
 import math
 import re
 import stat
@@ -171,6 +172,21 @@ def got(value: Any) -> str:
 # --- fields ----------------------------------------------------------------------------------
 
 
+def _contents_digest(script: Path, security: SecurityCheckSpec | None) -> str | None:
+    """SHA-256 over the script and the security script (``None`` when one cannot be read)."""
+    hasher = hashlib.sha256()
+    paths = [script]
+    if security is not None and security.script is not None:
+        paths.append(Path(security.script))
+    for path in paths:
+        try:
+            hasher.update(path.read_bytes() if path.is_file() else b"")
+        except OSError:
+            return None
+        hasher.update(b"\0")
+    return hasher.hexdigest()
+
+
 def build_tool(
     folder: Path,
     declaration: Path,
@@ -245,7 +261,11 @@ def build_tool(
             description=description or name,
             input_schema=input_schema,
             kind=ImplementationKind.SCRIPT,
-            entry=ScriptEntry(path=str(script_path), runtime=runtime),
+            entry=ScriptEntry(
+                path=str(script_path),
+                runtime=runtime,
+                digest=_contents_digest(script_path, security),
+            ),
             output_schema=output_schema,
             timeout=timeout,
             side_effect=level_from_dangerous(dangerous),

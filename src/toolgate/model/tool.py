@@ -111,6 +111,9 @@ class PythonEntry:
 
     ref: str
     """``module:qualname`` of the callable."""
+    code_digest: str | None = None
+    """A digest of the function's compiled code, so approvals and grants bound to the definition
+    hash end when the code changes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +124,9 @@ class ScriptEntry:
     """Absolute path of the script."""
     runtime: str
     """One of the Jean2 runtimes: bun, node, python, bash, go, binary, powershell."""
+    digest: str | None = None
+    """SHA-256 of the script's (and security script's) contents when loaded, so the definition
+    hash — and every approval and grant bound to it — changes when the code does."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,23 +1,29 @@
 """The Approval stage: calls that need a person never run without one.
 
-For a call that needs approval (see :mod:`~toolgate.pipeline.approval_policy`):
+For a call that needs approval (see :mod:`~toolgate.pipeline.approval_policy`), the request for
+exactly this call — same tool definition, same arguments (by digest of their canonical JSON), same
+workspace and agent — is looked up first, so a retried call attaches to it instead of asking
+twice:
 
-1. a live "always allow" grant for (workspace, tool, permission key, tool definition) lets it run;
-2. otherwise the request for exactly this call — same tool definition, same arguments (by digest
-   of their canonical JSON), same workspace and agent — is looked up, so a retried call attaches to
-   it instead of asking twice: still ``pending`` → the same ``pending_approval`` outcome;
-   ``approved`` → the call runs now, once (the request is taken atomically, so two retries cannot
-   both run it); ``completed`` (it already ran when it was approved) → the stored outcome, once;
-   ``denied`` → ``user_rejection``, once;
-3. otherwise a new request is created with its confirmation and returned as ``pending_approval`` —
-   or, with no approver configured at all, the call is denied (Jean2: "denied by default for
-   safety").
+* ``approved`` → the call runs now, once (the approval is taken atomically: of two racing
+  callers exactly one runs it);
+* ``running`` → the caller is told the approved call is running and to call again for its result;
+* ``completed`` (it ran when it was approved) → the stored outcome, once; ``denied`` →
+  ``user_rejection``, once. A decided request is collectable for one approval TTL after its
+  decision; after that the call asks anew.
 
-Nothing in the arguments can carry or forge an approval: requests are found by the call itself.
+Otherwise a live "always allow" grant for (workspace, tool, permission key, tool definition) lets
+the call run; otherwise the pending request is returned again, or a new one is created with its
+confirmation — or, with no approver configured at all, the call is denied (Jean2: "denied by
+default for safety").
+
+Nothing in the arguments can carry or forge an approval: requests are found by the call itself,
+and the run a decision starts is marked by the gateway, never by the caller.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -35,30 +41,32 @@ from ..model import (
     PermissionKey,
 )
 from ..registry import RegisteredTool
-from ..stores.base import ApprovalStore
+from ..stores.base import ApprovalStore, DuplicateRequestError
+from .approval_outcomes import denied_outcome, replayed_outcome
 from .approval_policy import ApprovalPolicy
 from .confirmation import ConfirmationError, build_confirmation
 from .state import CallState, Handler, error_outcome
 
 __all__ = [
-    "DECIDER_RUN",
+    "APPROVAL_TAKEN",
     "DEFAULT_APPROVAL_TTL",
     "ApprovalSettings",
     "ApprovalStage",
-    "denied_outcome",
     "new_approval_id",
-    "replayed_outcome",
 ]
-
-#: Metadata flag of the run a decision starts: its outcome stays stored for the agent to collect.
-DECIDER_RUN = "approval_decider_run"
 
 #: How long a request waits for a decision before it expires (seconds).
 DEFAULT_APPROVAL_TTL = 300.0
+#: Seconds a confirmation builder may take; a slow one is a denial, not a stalled gateway.
+CONFIRMATION_TIMEOUT = 5.0
+#: Metadata key of the run a decision starts (set by the gateway, never from a caller's input):
+#: the request id whose approval the decider has already taken.
+APPROVAL_TAKEN = "approval_taken"
 
 
 def new_approval_id() -> str:
-    """An unguessable request id (128 bits): knowing one is what lets a person decide it."""
+    """A request id (128 random bits). Deciding goes through the approval API of a surface the
+    person is authenticated to; the id only names the request."""
     return "apr_" + os.urandom(16).hex()
 
 
@@ -70,22 +78,43 @@ class ApprovalSettings:
     """Whether anyone can decide requests (an approver or the pending queue). Without one,
     calls that need approval are denied."""
     ttl: float = DEFAULT_APPROVAL_TTL
-    """Seconds a request waits for a decision."""
+    """Seconds a request waits for a decision, and a decided one stays collectable."""
 
 
-def _ask_user_message(tool_id: str, reason: str) -> str:
+@dataclass(frozen=True, slots=True)
+class _CallKey:
+    """What makes two calls "the same call" for approval purposes."""
+
+    tool_id: str
+    definition_hash: str
+    arguments_digest: str
+    workspace: str | None
+    agent: str | None
+
+    def find(self, store: ApprovalStore, now: float) -> ApprovalRequest | None:
+        return store.find_open(
+            tool_id=self.tool_id,
+            definition_hash=self.definition_hash,
+            arguments_digest=self.arguments_digest,
+            workspace=self.workspace,
+            agent=self.agent,
+            now=now,
+        )
+
+
+def _no_approver_message(tool_id: str, reason: str) -> str:
     return (
-        f"Tool {tool_id} needs a person's approval before it runs ({reason}), and no approver "
-        "is configured, so the call was denied. Ask the user to approve it, or to configure an "
-        "approver."
+        f"Tool {tool_id} needs a person's approval before it runs ({reason}), but no approver "
+        "is configured on this gateway, so the call was denied. Tell the user: an operator "
+        "must configure an approver (or an approval rule) before this tool can run."
     )
 
 
 class ApprovalStage:
-    """Grants, attached retries, new requests — or a denial when nobody can be asked."""
+    """Attached retries, grants, new requests — or a denial when nobody can be asked."""
 
     name = "approval"
-    suspends = False
+    suspends = True  # confirmation builders run in a worker thread, with a deadline
 
     def __init__(
         self,
@@ -112,6 +141,10 @@ class ApprovalStage:
         asked_by_check = bool(verdict.get("asksAPerson"))
         if not asked_by_check and not self.policy.requires_approval(tool):
             return await proceed(state)
+        taken = state.metadata.pop(APPROVAL_TAKEN, None)
+        if taken:
+            state.metadata["approval"] = {"id": taken}
+            return await proceed(state)  # the run a person's decision started
         if asked_by_check:
             permission = PermissionKey(
                 str(verdict.get("permissionType") or "security"),
@@ -124,79 +157,93 @@ class ApprovalStage:
         store = self.store
         if not self.settings.enabled or store is None:
             return error_outcome(
-                state, ErrorCode.USER_REJECTION, _ask_user_message(tool.id, reason)
+                state, ErrorCode.USER_REJECTION, _no_approver_message(tool.id, reason)
             )
 
         now = self.clock()
-        workspace = None if state.workspace is None else str(state.workspace)
-        definition_hash = tool.definition_hash
-        arguments_digest = digest(dict(state.arguments))
-        request = store.find_open(
+        call = _CallKey(
             tool_id=tool.id,
-            definition_hash=definition_hash,
-            arguments_digest=arguments_digest,
-            workspace=workspace,
+            definition_hash=tool.definition_hash,
+            arguments_digest=digest(dict(state.arguments)),
+            workspace=None if state.workspace is None else str(state.workspace),
             agent=state.agent,
-            now=now,
         )
+        request = call.find(store, now)
         if request is not None and request.status is not ApprovalStatus.PENDING:
-            attached = await self._attached(state, request, proceed)
+            attached = await self._attached(state, request, proceed, now)
             if attached is not None:
                 return attached
+            request = None
         grant = store.find_grant(
-            workspace=workspace,
+            workspace=call.workspace,
             tool_id=tool.id,
             permission=permission,
-            definition_hash=definition_hash,
+            definition_hash=call.definition_hash,
             now=now,
         )
         if grant is not None:
             state.metadata["approval"] = {"grant": grant.id}
             return await proceed(state)
-        if request is not None and request.status is ApprovalStatus.PENDING:
-            state.metadata["approval"] = {"id": request.id}
+        if request is not None:
             return self.pending(state, request)
 
+        builder = self.builders(state.entry)
         try:
-            confirmation = build_confirmation(
-                tool, state.arguments, builder=self.builders(state.entry)
+            confirmation = await asyncio.wait_for(
+                asyncio.to_thread(build_confirmation, tool, state.arguments, builder=builder),
+                CONFIRMATION_TIMEOUT,
             )
-        except ConfirmationError as exc:
+        except (ConfirmationError, TimeoutError) as exc:
+            problem = str(exc) or f"it took longer than {CONFIRMATION_TIMEOUT:g} s"
             return error_outcome(
                 state,
                 ErrorCode.USER_REJECTION,
                 f"Tool {tool.id} needs a person's approval, but its confirmation could not be "
-                f"built, so the call was denied: {exc}",
+                f"built, so the call was denied: {problem}",
             )
         request = ApprovalRequest(
             id=new_approval_id(),
-            tool_id=tool.id,
+            tool_id=call.tool_id,
+            definition_hash=call.definition_hash,
+            arguments_digest=call.arguments_digest,
+            workspace=call.workspace,
+            agent=call.agent,
             title=confirmation.title,
             risk=confirmation.risk,
             facts=confirmation.facts,
             arguments=dict(state.arguments),
-            arguments_digest=arguments_digest,
-            definition_hash=definition_hash,
             created_at=now,
             expires_at=now + self.settings.ttl,
-            workspace=workspace,
-            agent=state.agent,
             session_id=state.session_id,
             permission=permission,
             security_message=str(verdict["message"]) if verdict.get("message") else None,
         )
-        store.create(request)
+        try:
+            store.create(request)
+        except DuplicateRequestError:
+            # An identical call created its request first: attach to that one.
+            existing = call.find(store, self.clock())
+            if existing is None or existing.status is not ApprovalStatus.PENDING:
+                return await self.__call__(state, proceed)
+            return self.pending(state, existing)
         store.record_event(request.id, "requested", actor=state.agent, at=now)
         return self.pending(state, request)
 
     async def _attached(
-        self, state: CallState, request: ApprovalRequest, proceed: Handler
+        self, state: CallState, request: ApprovalRequest, proceed: Handler, now: float
     ) -> CallOutcome | None:
-        """The outcome for a call that already has a request (``None``: ask anew)."""
+        """The outcome for a call whose request was decided (``None``: ask anew)."""
         store = self.store
         assert store is not None
+        decided_at = request.decided_at or request.created_at
+        if now - decided_at > self.settings.ttl:
+            # Decided too long ago to hand over: close it, and let this call ask anew.
+            store.transition(
+                request.id, from_status=request.status, to_status=ApprovalStatus.EXPIRED
+            )
+            return None
         state.metadata["approval"] = {"id": request.id}
-        if request.status in (ApprovalStatus.PENDING, ApprovalStatus.RUNNING):
+        if request.status is ApprovalStatus.RUNNING:
             return self.pending(state, request)
         if request.status is ApprovalStatus.APPROVED:
             # Taken atomically: of two racing callers, exactly one runs the approved call.
@@ -204,7 +251,6 @@ class ApprovalStage:
                 request.id, from_status=ApprovalStatus.APPROVED, to_status=ApprovalStatus.RUNNING
             ):
                 return None
-            state.metadata["approval"]["decision"] = str(request.decision)
             try:
                 outcome = await proceed(state)
             except BaseException:
@@ -217,66 +263,44 @@ class ApprovalStage:
                 raise
             store.store_outcome(request.id, outcome.to_dict())
             store.record_event(request.id, "ran", actor=state.agent, at=self.clock())
-            if not state.metadata.get(DECIDER_RUN):
-                # The caller that ran it has its outcome: nothing is left to collect.
-                store.transition(
-                    request.id,
-                    from_status=ApprovalStatus.COMPLETED,
-                    to_status=ApprovalStatus.DELIVERED,
-                )
+            # This caller has the outcome: nothing is left for anyone to collect.
+            store.transition(
+                request.id, from_status=ApprovalStatus.COMPLETED, to_status=ApprovalStatus.DELIVERED
+            )
             return outcome
         # completed (it ran when it was approved) or denied: hand the final outcome over, once.
         if not store.transition(
             request.id, from_status=request.status, to_status=ApprovalStatus.DELIVERED
         ):
             return None
+        store.record_event(request.id, "delivered", actor=state.agent, at=self.clock())
         if request.status is ApprovalStatus.DENIED:
-            return denied_outcome(state, request)
-        stored = store.outcome(request.id) or {}
-        return replayed_outcome(state, request, stored)
+            return denied_outcome(request, call_id=state.call_id, metadata=state.metadata)
+        return replayed_outcome(
+            request, store.outcome(request.id) or {}, call_id=state.call_id, metadata=state.metadata
+        )
 
     def pending(self, state: CallState, request: ApprovalRequest) -> CallOutcome:
-        """The ``pending_approval`` outcome for ``request``."""
+        """The ``pending_approval`` outcome for ``request`` (waiting, or approved and running)."""
+        state.metadata["approval"] = {"id": request.id}
+        if request.status is ApprovalStatus.RUNNING:
+            text = (
+                f"The call to {state.tool.id} was approved and is running now (request "
+                f"{request.id}). Call the tool again with the same arguments in a moment to "
+                "receive its result."
+            )
+        else:
+            text = (
+                f"Tool {state.tool.id} needs a person's approval before it runs; request "
+                f"{request.id} is waiting for a decision (it expires in "
+                f"{max(0, int(request.expires_at - self.clock()))} s). Tell the user, and call "
+                "the tool again with the same arguments once it is approved."
+            )
         return CallOutcome(
             status=CallStatus.PENDING_APPROVAL,
             tool_id=state.tool.id,
             call_id=state.call_id,
             approval=request,
-            message=(
-                f"Tool {state.tool.id} needs a person's approval before it runs; request "
-                f"{request.id} is waiting for a decision (it expires in "
-                f"{max(0, int(request.expires_at - self.clock()))} s). Tell the user, and call the "
-                "tool again with the same arguments once it is approved."
-            ),
+            message=text,
             metadata=state.metadata,
         )
-
-
-def denied_outcome(state: CallState, request: ApprovalRequest) -> CallOutcome:
-    """``user_rejection`` for a call a person denied."""
-    note = f": {request.decision_message}" if request.decision_message else ""
-    who = f" by {request.decided_by}" if request.decided_by else ""
-    return error_outcome(
-        state,
-        ErrorCode.USER_REJECTION,
-        f"The call to {state.tool.id} was denied{who}{note}. Do not retry it unchanged; ask the "
-        "user what to do instead.",
-    )
-
-
-def replayed_outcome(
-    state: CallState, request: ApprovalRequest, stored: Mapping[str, Any]
-) -> CallOutcome:
-    """The stored outcome of an approved call, as the outcome of the retry that collects it."""
-    code = stored.get("code")
-    return CallOutcome(
-        status=CallStatus(stored.get("status", "error")),
-        tool_id=state.tool.id,
-        call_id=str(stored.get("call_id", state.call_id)),
-        content=stored.get("content"),
-        code=None if code is None else ErrorCode(code),
-        message=stored.get("message"),
-        visualization=stored.get("visualization"),
-        duration=float(stored.get("duration", 0.0)),
-        metadata={**state.metadata, "approval": {"id": request.id, "replayed": True}},
-    )

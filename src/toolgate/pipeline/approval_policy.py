@@ -38,6 +38,8 @@ class ApprovalRule:
         chosen = [name for name in ("tool", "namespace", "level") if getattr(self, name)]
         if len(chosen) != 1:
             raise ValueError("an approval rule selects by exactly one of tool, namespace, level")
+        if self.level is not None:
+            object.__setattr__(self, "level", SideEffect(self.level))  # "local_write" works too
 
     def specificity(self, tool: Tool) -> int | None:
         """How specifically this rule matches ``tool`` (higher wins), or ``None``."""

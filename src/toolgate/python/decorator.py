@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import functools
+import hashlib
+import inspect
 import re
+import types
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
@@ -237,7 +240,7 @@ def tool(
                 if output_schema is not None
                 else signature.output_schema,
                 kind=ImplementationKind.PYTHON,
-                entry=PythonEntry(ref),
+                entry=PythonEntry(ref, code_digest(fn)),
                 timeout=timeout,
                 side_effect=_level(effect, access, hints, annotations is not None),
                 hints=hints,
@@ -270,6 +273,30 @@ def tool(
     if func is not None:
         return decorate(func)
     return decorate
+
+
+def code_digest(fn: Callable[..., Any]) -> str | None:
+    """A digest of a function's compiled code (bytecode, constants, names), nested code
+    included; ``None`` for callables without Python code (builtins, C extensions)."""
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    if code is None:
+        call = getattr(fn, "__call__", None)  # noqa: B004 - callable objects
+        code = getattr(getattr(call, "__func__", None), "__code__", None)
+    if code is None:
+        return None
+    hasher = hashlib.sha256()
+
+    def feed(item: Any) -> None:
+        if isinstance(item, types.CodeType):
+            hasher.update(item.co_code)
+            hasher.update(repr(item.co_names).encode())
+            for const in item.co_consts:
+                feed(const)
+        else:
+            hasher.update(repr(item).encode())
+
+    feed(code)
+    return hasher.hexdigest()
 
 
 def _default_id(fn: Callable[..., Any], namespace: str | None, name: str | None) -> str:

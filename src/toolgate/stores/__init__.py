@@ -1,5 +1,5 @@
 """Stores hold the gateway's state behind protocols; SQLite is the embedded default."""
 
-from .base import ApprovalStore, ClosedRequestError
+from .base import ApprovalStore, ClosedRequestError, DuplicateRequestError
 
-__all__ = ["ApprovalStore", "ClosedRequestError"]
+__all__ = ["ApprovalStore", "ClosedRequestError", "DuplicateRequestError"]

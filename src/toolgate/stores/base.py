@@ -8,11 +8,15 @@ from typing import Any, Protocol
 
 from ..model import ApprovalRequest, ApprovalStatus, Decision, Grant, PermissionKey
 
-__all__ = ["ApprovalStore", "ClosedRequestError"]
+__all__ = ["ApprovalStore", "ClosedRequestError", "DuplicateRequestError"]
 
 
 class ClosedRequestError(LookupError):
     """The request does not exist, or is no longer in the state the operation needs."""
+
+
+class DuplicateRequestError(Exception):
+    """This exact call already has a pending request (another caller created it first)."""
 
 
 class ApprovalStore(Protocol):
@@ -44,6 +48,8 @@ class ApprovalStore(Protocol):
 
         "Not closed": ``pending`` and not expired (a pending request found expired is marked
         ``expired`` and not returned), ``approved``, ``running``, ``completed`` or ``denied``.
+        :meth:`create` refuses a second pending request for the same call
+        (:class:`DuplicateRequestError`).
         """
         ...
 

@@ -26,7 +26,7 @@ from typing import Any, Final
 
 from .._json import canonical_json, thaw
 from ..model import ApprovalRequest, ApprovalStatus, Decision, Grant, PermissionKey
-from .base import ClosedRequestError
+from .base import ClosedRequestError, DuplicateRequestError
 
 __all__ = ["BUSY_TIMEOUT", "SCHEMA_VERSION", "SQLiteApprovalStore"]
 
@@ -105,6 +105,16 @@ _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         """,
         "CREATE INDEX IF NOT EXISTS approval_events_request ON approval_events (request_id, id)",
     ),
+    (
+        # At most one pending request per call: concurrent identical calls (in this process or
+        # another one sharing the file) attach to one request instead of creating several.
+        """
+        CREATE UNIQUE INDEX IF NOT EXISTS approvals_one_pending ON approvals (
+            tool_id, definition_hash, arguments_digest, COALESCE(workspace, ''),
+            COALESCE(agent, '')
+        ) WHERE status = 'pending'
+        """,
+    ),
 )
 
 #: The schema version this code writes (SQLite's ``PRAGMA user_version``).
@@ -114,6 +124,7 @@ SCHEMA_VERSION: Final = len(_MIGRATIONS)
 _OPEN: Final = (
     ApprovalStatus.PENDING.value,
     ApprovalStatus.APPROVED.value,
+    ApprovalStatus.RUNNING.value,
     ApprovalStatus.COMPLETED.value,
     ApprovalStatus.DENIED.value,
 )
@@ -379,7 +390,8 @@ class SQLiteApprovalStore:
     def create(self, request: ApprovalRequest) -> None:
         """Store a new request (as given; normally ``pending``).
 
-        Raises :class:`ValueError` when a request with this id already exists.
+        Raises :class:`ValueError` when a request with this id already exists, and
+        :class:`DuplicateRequestError` when this call already has a pending request.
         """
         values = _request_to_row(request)
         with self._write() as conn:
@@ -389,7 +401,14 @@ class SQLiteApprovalStore:
                     values,
                 )
             except sqlite3.IntegrityError as exc:
-                raise ValueError(f"approval request {request.id!r} already exists") from exc
+                taken = conn.execute(
+                    "SELECT 1 FROM approvals WHERE id = ?", (request.id,)
+                ).fetchone()
+                if taken is not None:
+                    raise ValueError(f"approval request {request.id!r} already exists") from exc
+                raise DuplicateRequestError(
+                    f"a pending request for this call of {request.tool_id} already exists"
+                ) from exc
 
     def get(self, request_id: str) -> ApprovalRequest | None:
         """The request with this id (any status), or ``None``."""

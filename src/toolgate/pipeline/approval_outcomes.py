@@ -1,0 +1,56 @@
+"""The outcomes a decided approval request hands over: one place for their shape and wording."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import ErrorCode
+from ..model import ApprovalRequest, CallOutcome, CallStatus
+
+__all__ = ["denied_outcome", "replayed_outcome"]
+
+
+def denied_outcome(
+    request: ApprovalRequest,
+    *,
+    call_id: str = "",
+    metadata: Mapping[str, Any] | None = None,
+    retry_hint: bool = True,
+) -> CallOutcome:
+    """``user_rejection`` for a call a person (or a failing approver) denied."""
+    who = f" by {request.decided_by}" if request.decided_by else ""
+    note = f": {request.decision_message}" if request.decision_message else ""
+    hint = " Do not retry it unchanged; ask the user what to do instead." if retry_hint else ""
+    return CallOutcome(
+        status=CallStatus.ERROR,
+        tool_id=request.tool_id,
+        call_id=call_id,
+        code=ErrorCode.USER_REJECTION,
+        message=f"The call to {request.tool_id} was denied{who}{note}.{hint}",
+        approval=request,
+        metadata={} if metadata is None else metadata,
+    )
+
+
+def replayed_outcome(
+    request: ApprovalRequest,
+    stored: Mapping[str, Any],
+    *,
+    call_id: str = "",
+    metadata: Mapping[str, Any] | None = None,
+) -> CallOutcome:
+    """The stored outcome of an approved call, handed to the caller that collects it."""
+    code = stored.get("code")
+    return CallOutcome(
+        status=CallStatus(stored.get("status", "error")),
+        tool_id=request.tool_id,
+        call_id=str(stored.get("call_id", call_id)),
+        content=stored.get("content"),
+        code=None if code is None else ErrorCode(code),
+        message=stored.get("message"),
+        visualization=stored.get("visualization"),
+        duration=float(stored.get("duration", 0.0)),
+        approval=request,
+        metadata={**(metadata or {}), "approval": {"id": request.id, "replayed": True}},
+    )
