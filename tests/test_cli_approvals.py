@@ -365,7 +365,7 @@ def _finish(child: Any) -> tuple[int, str]:
 
 def _prompted(project: Path, home: Path, line: str) -> Any:
     child = _spawn(project, home, "call", "tools:append", "--args", json.dumps({"line": line}))
-    child.expect(r"\[a\] Allow once  \[A\] Always allow  \[d\] Deny")
+    child.expect(r"\[o\] Allow once  \[always\] Always allow  \[d\] Deny")
     return child
 
 
@@ -378,9 +378,9 @@ def test_terminal_allow_once(configured: Path, toolgate_home: Path) -> None:
     assert '"line": "tty"' in shown  # the exact arguments
     assert "Expires" in shown and "in 4m" in shown
     child.sendline("maybe")  # not an answer: asked again
-    child.expect("Please answer a")
+    child.expect("Please answer o")
     child.expect(r"\[d\] Deny")
-    child.sendline("a")
+    child.sendline("o")
     status, out = _finish(child)
     assert status == 0, out
     assert "appended tty" in out
@@ -424,7 +424,7 @@ def test_terminal_always_allow_stores_a_grant(
     run_cli: RunCli, configured: Path, toolgate_home: Path
 ) -> None:
     child = _prompted(configured, toolgate_home, "always")
-    child.sendline("A")
+    child.sendline("always")
     status, out = _finish(child)
     assert status == 0, out
     assert "appended always" in out
@@ -454,13 +454,14 @@ def test_no_prompt_on_a_terminal_leaves_it_pending(configured: Path, toolgate_ho
 
 
 def test_parse_answer() -> None:
-    assert parse_answer("a\n") is Decision.APPROVE
+    assert parse_answer("o\n") is Decision.APPROVE
     assert parse_answer(" once ") is Decision.APPROVE
-    assert parse_answer("A") is Decision.ALWAYS
+    assert parse_answer("always") is Decision.ALWAYS
     assert parse_answer("ALWAYS") is Decision.ALWAYS
     assert parse_answer("d") is Decision.DENY
     assert parse_answer("Deny") is Decision.DENY
-    for other in ("", "y", "yes", "allow", "aa"):
+    # A permanent grant needs the whole word: one mistyped letter never makes one.
+    for other in ("", "y", "yes", "allow", "a", "A", "aa", "alway"):
         assert parse_answer(other) is None
 
 
@@ -475,7 +476,9 @@ def _launch(target: str) -> str:
     return f"launched {target}"
 
 
-@pytest.mark.parametrize(("answers", "status"), [("x\nA\n", CallStatus.OK), ("", CallStatus.ERROR)])
+@pytest.mark.parametrize(
+    ("answers", "status"), [("x\nalways\n", CallStatus.OK), ("", CallStatus.ERROR)]
+)
 def test_terminal_approver_as_a_gateway_approver(answers: str, status: CallStatus) -> None:
     screen = io.StringIO()
     approver = TerminalApprover(
@@ -487,7 +490,7 @@ def test_terminal_approver_as_a_gateway_approver(answers: str, status: CallStatu
         assert outcome.status is status, outcome.text
         shown = screen.getvalue()
         assert '"target": "rocket"' in shown
-        assert shown.count("[a] Allow once") == (2 if answers else 1)
+        assert shown.count("[o] Allow once") == (2 if answers else 1)
         if status is CallStatus.OK:
             assert outcome.content == "launched rocket"
             assert gateway.approvals is not None and len(gateway.approvals.grants()) == 1

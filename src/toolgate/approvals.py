@@ -118,7 +118,8 @@ class ApprovalService:
             request_id, "decided", actor=by, at=now, detail={"decision": str(decision)}
         )
         if decision is Decision.DENY:
-            return denied_outcome(decided)
+            # A person's denial means "not this"; the gateway's own (a failed approver) does not.
+            return denied_outcome(decided, retry_hint=by != "toolgate")
         if decision is Decision.ALWAYS:
             self.store.add_grant(
                 Grant(

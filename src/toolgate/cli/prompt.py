@@ -7,8 +7,9 @@ expiry. Text that came from the model (facts, arguments) is shown with control a
 characters escaped, so an argument cannot move the cursor, recolour the prompt or reorder it with
 bidirectional overrides to make a call look harmless.
 
-Answers: ``a`` / ``once`` → allow once, ``A`` / ``always`` → always allow, ``d`` / ``deny`` →
-deny; anything else asks again. End of input (Ctrl-D), Ctrl-C, and no answer before the request
+Answers: ``o`` / ``once`` → allow once, ``always`` (the whole word, so no slip of the Shift or
+Caps Lock key makes a permanent grant) → always allow, ``d`` / ``deny`` → deny; anything else asks
+again. End of input (Ctrl-D), Ctrl-C, and no answer before the request
 expires all deny.
 """
 
@@ -44,12 +45,11 @@ __all__ = [
 ]
 
 #: The question asked after the confirmation.
-PROMPT = "[a] Allow once  [A] Always allow  [d] Deny: "
+PROMPT = "[o] Allow once  [always] Always allow  [d] Deny: "
 
 _ANSWERS = {
-    "a": Decision.APPROVE,
+    "o": Decision.APPROVE,
     "once": Decision.APPROVE,
-    "A": Decision.ALWAYS,
     "always": Decision.ALWAYS,
     "d": Decision.DENY,
     "deny": Decision.DENY,
@@ -68,10 +68,9 @@ _RISK_STYLES = {
 def parse_answer(answer: str) -> Decision | None:
     """The decision a typed answer means, or ``None`` when it means none (ask again).
 
-    ``a`` and ``A`` differ (once / always); the words are accepted in any case.
+    Case does not matter; a permanent grant needs the whole word ``always``.
     """
-    text = answer.strip()
-    return _ANSWERS.get(text, _ANSWERS.get(text.lower()))
+    return _ANSWERS.get(answer.strip().lower())
 
 
 def clean(text: str) -> str:
@@ -243,7 +242,10 @@ class TerminalApprover:
             if decision is not None:
                 return decision, None
             self.console.print(
-                Text("Please answer a (allow once), A (always allow) or d (deny).", style="yellow")
+                Text(
+                    "Please answer o (allow once), always (always allow) or d (deny).",
+                    style="yellow",
+                )
             )
 
     def _no_answer(self, reason: str) -> tuple[Decision, str]:
