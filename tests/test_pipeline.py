@@ -186,7 +186,7 @@ def test_huge_values_are_shortened_in_the_message(gateway: Gateway) -> None:
 
 
 def test_the_validator_is_compiled_once_per_tool_definition(gateway: Gateway) -> None:
-    stage = gateway.pipeline.stages[0]
+    [stage] = [s for s in gateway.pipeline.stages if s.name == "validate_arguments"]
     first = stage.validator_for(add.tool)  # type: ignore[attr-defined]
     gateway.call_sync("math:add", {"a": 1, "b": 2})
     assert stage.validator_for(add.tool) is first  # type: ignore[attr-defined]

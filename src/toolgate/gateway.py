@@ -18,8 +18,10 @@ from .backends.processes import DEFAULT_MAX_OUTPUT
 from .backends.script import ScriptBackend
 from .backends.security import PythonSecurityCheck, ScriptSecurityCheck, SecurityChecks
 from .errors import ErrorCode, ToolDefinitionError, ToolNotFoundError
+from .health import InMemoryStats, ToolStatus, failed_status, tool_status
 from .loaders import Diagnostic
 from .model import ApprovalRequest, CallOutcome, CallStatus, ImplementationKind, Tool
+from .model.policy import AccessPolicy, PolicyAction
 from .pipeline import Pipeline
 from .pipeline.approval import (
     APPROVAL_TAKEN,
@@ -28,7 +30,9 @@ from .pipeline.approval import (
     ApprovalStage,
 )
 from .pipeline.approval_policy import ApprovalPolicy, ApprovalRule
+from .pipeline.authorize import AccessRules, AuthorizeStage
 from .pipeline.execute import Executor
+from .pipeline.observers import CallObserver
 from .pipeline.overflow import DEFAULT_OVERFLOW_LIMIT, DEFAULT_PREVIEW_CHARS, OverflowSpiller
 from .pipeline.security import SecurityCheckStage
 from .pipeline.shaping import ResultShaper
@@ -74,6 +78,9 @@ class Gateway:
         approval_ttl: float = DEFAULT_APPROVAL_TTL,
         approval_rules: Iterable[ApprovalRule] = (),
         state_path: Path | str | None = None,
+        policies: Iterable[AccessPolicy] = (),
+        agent_labels: Mapping[str, Mapping[str, str]] | None = None,
+        observers: Iterable[CallObserver] = (),
     ) -> None:
         """
         Args:
@@ -108,6 +115,11 @@ class Gateway:
                 waive it) per tool, namespace or level.
             state_path: The SQLite file holding approvals and grants (default: in memory, so
                 grants last as long as the gateway; the CLI uses ``$TOOLGATE_HOME/toolgate.db``).
+            policies: Access policies (Joch ``Policy`` resources) layered on the tools' own
+                ``safety`` rules.
+            agent_labels: Labels per agent name, for policies that select agents by label.
+            observers: Told about every finished call (an audit log, for example); statistics
+                for health are always kept in memory.
         """
         self.registry = Registry()
         store = None
@@ -146,10 +158,17 @@ class Gateway:
             preview_chars=preview_chars,
             root=None if spill_dir is None else Path(spill_dir),
         )
+        labels = dict(agent_labels or {})
+        self.access = AccessRules(policies, agent_labels=lambda agent: labels.get(agent or "", {}))
+        self.stats = InMemoryStats()
+        secret_values = secrets or {}
         self.pipeline = Pipeline(
             self.registry,
             Executor(backends, ResultShaper(spiller)),
+            observers=[self.stats, *observers],
+            secret_values=lambda tool: _received_values(tool, secret_values, environment),
             stages=[
+                AuthorizeStage(self.access),
                 SecurityCheckStage(
                     SecurityChecks(
                         script=ScriptSecurityCheck(environment=environment, cwd=workdir),
@@ -161,6 +180,11 @@ class Gateway:
                     policy=ApprovalPolicy(approval_rules),
                     settings=ApprovalSettings(enabled=store is not None, ttl=approval_ttl),
                     builders=_confirmation_builder,
+                    every_tool=any(
+                        rule.action is PolicyAction.REQUIRE_APPROVAL
+                        for policy in self.access.policies
+                        for rule in policy.rules
+                    ),
                 ),
             ],
         )
@@ -256,8 +280,29 @@ class Gateway:
         return entry.tool
 
     def list_tools(self, *, agent: str | None = None) -> list[Tool]:
-        """The tools, sorted by id. ``agent`` filters to what that agent may call (policy issue)."""
-        return [entry.tool for entry in self.registry]
+        """The tools ``agent`` may call, sorted by id — exactly the ones a call would not refuse
+        as ``forbidden``."""
+        return [
+            entry.tool for entry in self.registry if self.access.decide(entry.tool, agent).allowed
+        ]
+
+    def status(self, tool_id: str) -> ToolStatus:
+        """Health of one tool: phase, calls and failure rate over 7 days, latency, last error."""
+        entry = self.registry.get(tool_id)
+        if entry is None:
+            self.get_tool(tool_id)  # raises ToolNotFoundError with suggestions
+            raise AssertionError("unreachable")
+        return tool_status(entry.tool.id, self.stats, unavailable_reason=entry.unavailable_reason)
+
+    def statuses(self) -> list[ToolStatus]:
+        """Health of every registered tool, and ``Failed`` for declarations that do not load."""
+        found = [self.status(entry.tool.id) for entry in self.registry]
+        seen: set[str] = set()
+        for problem in self.diagnostics():
+            if problem.severity == "error" and problem.path not in seen:
+                seen.add(problem.path)
+                found.append(failed_status(problem.path, str(problem)))
+        return found
 
     def entries(self) -> list[RegisteredTool]:
         """Registered tools with their availability, sorted by id."""
@@ -445,6 +490,17 @@ def _workspace(workspace: Path | str | None) -> Path | None:
     # Absolute and resolved: approvals and grants are keyed by it, so "." must not mean
     # whatever folder the next caller happens to be in.
     return None if workspace is None else Path(workspace).expanduser().resolve()
+
+
+def _received_values(
+    tool: Tool, secrets: Mapping[str, str], environment: ScriptEnvironment
+) -> tuple[str, ...]:
+    """The secret and environment values a tool receives: redacted from what is recorded."""
+    values = [secrets[name] for name in tool.secrets if name in secrets]
+    if tool.env:
+        received = environment.build(tool.env)
+        values.extend(received[name] for name in tool.env if name in received)
+    return tuple(values)
 
 
 def _confirmation_builder(entry: RegisteredTool) -> Callable[[Mapping[str, Any]], Any] | None:

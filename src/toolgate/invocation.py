@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ class Invocation:
         "inline",
         "metadata",
         "session_id",
+        "started_at",
         "tool",
         "workspace",
     )
@@ -54,3 +56,5 @@ class Invocation:
         self.inline = inline
         """True when ``call_sync`` drives the pipeline without an event loop."""
         self.metadata: dict[str, Any] = {}
+        self.started_at = time.time()
+        """When the call began (``time.time()``), for the audit log and statistics."""

@@ -12,16 +12,18 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..errors import ErrorCode
 from ..invocation import new_call_id
-from ..model import CallOutcome
+from ..model import CallOutcome, Tool
 from ..registry import RegisteredTool, Registry
 from .execute import Executor
+from .observers import CallObserver, FinishedCall
 from .state import CallState, Handler, Stage, error_outcome
 from .validation import ValidateArgumentsStage
 
@@ -61,9 +63,14 @@ class Pipeline:
         executor: Executor,
         *,
         stages: Sequence[Stage] = (),
+        observers: Sequence[CallObserver] = (),
+        secret_values: Callable[[Tool], tuple[str, ...]] = lambda tool: (),
     ) -> None:
         self.registry = registry
         self.executor = executor
+        self.observers: tuple[CallObserver, ...] = tuple(observers)
+        """Told about every finished call (audit, statistics)."""
+        self.secret_values = secret_values
         given = (ValidateArgumentsStage(), *stages)
         unknown = [stage.name for stage in given if stage.name not in STAGE_ORDER]
         if unknown:
@@ -113,13 +120,28 @@ class Pipeline:
                 if suggestions
                 else " List the available tools and use one of their names."
             )
-            return error_outcome(
+            outcome = error_outcome(
                 None,
                 ErrorCode.TOOL_NOT_FOUND,
                 f"There is no tool named {tool_id!r}.{hint}",
                 tool_id=tool_id,
                 call_id=call_id,
             )
+            if self.observers:
+                self._notify(
+                    FinishedCall(
+                        call_id=call_id,
+                        tool_id=tool_id,
+                        tool=None,
+                        arguments=arguments if isinstance(arguments, Mapping) else {},
+                        agent=agent,
+                        session_id=session_id,
+                        workspace=None if workspace is None else str(workspace),
+                        started_at=time.time(),
+                        outcome=outcome,
+                    )
+                )
+            return outcome
         plan = self.plan_for(entry)
         state = CallState(
             call_id=call_id,
@@ -133,23 +155,54 @@ class Pipeline:
         if metadata:
             state.metadata.update(metadata)
         if entry.unavailable_reason is not None:
-            return error_outcome(
+            return self.finish(
                 state,
-                ErrorCode.UNAVAILABLE,
-                f"Tool {entry.tool.id} is unavailable: {entry.unavailable_reason}",
+                error_outcome(
+                    state,
+                    ErrorCode.UNAVAILABLE,
+                    f"Tool {entry.tool.id} is unavailable: {entry.unavailable_reason}",
+                ),
             )
         return plan, state
+
+    def finish(self, state: CallState, outcome: CallOutcome) -> CallOutcome:
+        """Tell the observers how the call ended; return the outcome."""
+        if self.observers:
+            tool = state.tool
+            self._notify(
+                FinishedCall(
+                    call_id=state.call_id,
+                    tool_id=tool.id,
+                    tool=tool,
+                    arguments=state.arguments,
+                    agent=state.agent,
+                    session_id=state.session_id,
+                    workspace=None if state.workspace is None else str(state.workspace),
+                    started_at=state.started_at,
+                    outcome=outcome,
+                    secrets=self.secret_values(tool) if tool.secrets or tool.env else (),
+                )
+            )
+        return outcome
+
+    def _notify(self, call: FinishedCall) -> None:
+        for observer in self.observers:
+            try:
+                observer.observe(call)
+            except Exception:
+                log.exception("call observer %r failed", observer)
 
     async def run(self, plan: Plan, state: CallState) -> CallOutcome:
         """Run a prepared call. Never raises (except cancellation of the caller's own task)."""
         try:
-            return await plan.handler(state)
+            outcome = await plan.handler(state)
         except Exception as exc:
             log.exception("pipeline failure in call %s to %s", state.call_id, state.tool.id)
-            return error_outcome(
+            outcome = error_outcome(
                 state,
                 ErrorCode.CRASHED,
                 f"The gateway failed while handling this call to {state.tool.id} "
                 f"({type(exc).__name__}). This is not caused by your arguments; try again later.",
                 detail=traceback.format_exc(),
             )
+        return self.finish(state, outcome)

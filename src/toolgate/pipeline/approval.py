@@ -44,6 +44,7 @@ from ..registry import RegisteredTool
 from ..stores.base import ApprovalStore, DuplicateRequestError
 from .approval_outcomes import denied_outcome, replayed_outcome
 from .approval_policy import ApprovalPolicy
+from .authorize import POLICY_APPROVAL
 from .confirmation import ConfirmationError, build_confirmation
 from .state import CallState, Handler, error_outcome
 
@@ -124,22 +125,30 @@ class ApprovalStage:
         settings: ApprovalSettings,
         builders: Callable[[RegisteredTool], Callable[[Mapping[str, Any]], Any] | None],
         clock: Callable[[], float] = time.time,
+        every_tool: bool = False,
     ) -> None:
         self.store = store
         self.policy = policy
+        self.every_tool = every_tool
+        """Check every tool: access policies may require approval for any call."""
         self.settings = settings
         self.builders = builders
         self.clock = clock
 
     def applies_to(self, entry: RegisteredTool) -> bool:
         tool = entry.tool
-        return self.policy.requires_approval(tool) or tool.security_check is not None
+        return (
+            self.every_tool
+            or self.policy.requires_approval(tool)
+            or tool.security_check is not None
+        )
 
     async def __call__(self, state: CallState, proceed: Handler) -> CallOutcome:
         tool = state.tool
         verdict = state.metadata.get("security") or {}
         asked_by_check = bool(verdict.get("asksAPerson"))
-        if not asked_by_check and not self.policy.requires_approval(tool):
+        by_policy = state.metadata.get(POLICY_APPROVAL)
+        if not asked_by_check and not by_policy and not self.policy.requires_approval(tool):
             return await proceed(state)
         taken = state.metadata.pop(APPROVAL_TAKEN, None)
         if taken:
@@ -153,7 +162,7 @@ class ApprovalStage:
             reason = str(verdict.get("message") or "its security check asks for permission")
         else:
             permission = TOOL_WIDE_KEY
-            reason = f"side effect: {tool.side_effect}"
+            reason = str(by_policy) if by_policy else f"side effect: {tool.side_effect}"
         store = self.store
         if not self.settings.enabled or store is None:
             return error_outcome(

@@ -1,0 +1,197 @@
+"""The audit record: one finished call, redacted, as it is stored and exported."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..model import CallStatus, Tool
+from ..pipeline.observers import FinishedCall
+from .redaction import redact, redact_text, redact_values, text_pattern
+
+__all__ = ["AuditRecord", "approval_decision", "record_from"]
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRecord:
+    """One call as the audit log keeps it. Every text field is already redacted.
+
+    ``args`` is ``None`` when the tool's ``log_args`` is off; ``result`` and ``visualization``
+    are ``None`` when ``log_result`` is off or the call did not succeed.
+    """
+
+    time: float
+    """Unix time the call began."""
+    call_id: str
+    tool_id: str
+    status: str
+    """``ok``, ``error`` or ``pending_approval``."""
+    agent: str | None = None
+    session: str | None = None
+    workspace: str | None = None
+    definition_hash: str | None = None
+    """The tool definition that handled the call (``None`` when no tool matched)."""
+    code: str | None = None
+    """The error code, for errors."""
+    message: str | None = None
+    """The error (or pending) message, redacted."""
+    detail: str | None = None
+    """Operator-only detail (a traceback, a stderr tail), redacted."""
+    duration: float = 0.0
+    approval_id: str | None = None
+    approval_decision: str | None = None
+    """``pending``, ``approve``, ``always``, ``deny`` or ``granted`` (an "always allow" grant
+    covered the call); ``None`` when no approval was involved."""
+    idempotency_key: str | None = None
+    args: Any = None
+    result: Any = None
+    visualization: Any = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """True when the call succeeded."""
+        return self.status == CallStatus.OK.value
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready copy (what ``toolgate audit export`` writes, one object per line)."""
+        return {
+            "time": self.time,
+            "call_id": self.call_id,
+            "tool_id": self.tool_id,
+            "definition_hash": self.definition_hash,
+            "status": self.status,
+            "code": self.code,
+            "message": self.message,
+            "detail": self.detail,
+            "duration": self.duration,
+            "agent": self.agent,
+            "session": self.session,
+            "workspace": self.workspace,
+            "approval_id": self.approval_id,
+            "approval_decision": self.approval_decision,
+            "idempotency_key": self.idempotency_key,
+            "args": self.args,
+            "result": self.result,
+            "visualization": self.visualization,
+            "metadata": dict(self.metadata),
+        }
+
+
+def approval_decision(call: FinishedCall) -> tuple[str | None, str | None]:
+    """``(approval_id, decision)`` for a call, from its outcome and ``metadata["approval"]``."""
+    outcome = call.outcome
+    info = outcome.metadata.get("approval")
+    info = info if isinstance(info, Mapping) else {}
+    approval_id = info.get("id")
+    if approval_id is None and outcome.approval is not None:
+        approval_id = outcome.approval.id
+    if outcome.status is CallStatus.PENDING_APPROVAL:
+        return _str(approval_id), "pending"
+    if outcome.approval is not None and outcome.approval.decision is not None:
+        return _str(approval_id), str(outcome.approval.decision)
+    if approval_id is not None:
+        return _str(approval_id), "approve"  # a taken (approved) request ran the call
+    if info.get("grant") is not None:
+        return None, "granted"
+    return None, None
+
+
+# id(tool) -> (tool, hash): the definition hash serializes the whole tool, so compute it once per
+# tool object (the tool is kept alive by the entry, so its id is not reused meanwhile).
+_HASHES: dict[int, tuple[Tool, str]] = {}
+_HASHES_MAX = 4096
+
+
+def _definition_hash(tool: Tool) -> str:
+    entry = _HASHES.get(id(tool))
+    if entry is not None and entry[0] is tool:
+        return entry[1]
+    value = tool.definition_hash
+    if len(_HASHES) >= _HASHES_MAX:
+        _HASHES.clear()
+    _HASHES[id(tool)] = (tool, value)
+    return value
+
+
+def _str(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _idempotency_key(metadata: Mapping[str, Any]) -> str | None:
+    info = metadata.get("idempotency")
+    if isinstance(info, Mapping):
+        return _str(info.get("key"))
+    return _str(info)
+
+
+def record_from(call: FinishedCall) -> AuditRecord:
+    """Build the redacted record of ``call``.
+
+    Paths come from the tool's ``observability.redact_fields`` (``args.*`` paths apply to the
+    arguments, ``result.*`` to the result, ``result._visualization.*`` and ``visualization.*`` to
+    the visualization); secrets from ``call.secrets``. Strings masked by path are also scrubbed
+    from every other text of the record (message, detail, metadata, idempotency key, …), as are
+    the secrets — so an error message or a stderr tail echoing them records only the marker.
+    Arguments and results are redacted even when they are not kept, so that their values are
+    still scrubbed from the rest.
+    """
+    outcome = call.outcome
+    tool = call.tool
+    spec = tool.observability if tool is not None else None
+    paths = spec.redact_fields if spec is not None else ()
+    log_args = spec.log_args if spec is not None else True
+    log_result = spec.log_result if spec is not None else True
+    secrets = call.secrets
+
+    removed: set[str] = set()
+    args = redact(call.arguments, paths, prefix="args", secrets=secrets, removed=removed)
+    ok = outcome.status is CallStatus.OK
+    result: Any = None
+    visualization: Any = None
+    if ok or paths:
+        result = redact(outcome.content, paths, prefix="result", secrets=secrets, removed=removed)
+    if outcome.visualization is not None:
+        vis = redact(
+            outcome.visualization,
+            paths,
+            prefix="result._visualization",
+            secrets=secrets,
+            removed=removed,
+        )
+        visualization = redact(vis, paths, prefix="visualization", secrets=(), removed=removed)
+
+    pattern = text_pattern((*secrets, *removed))
+    approval_id, decision = approval_decision(call)
+    if removed:
+        args = redact_values(args, pattern)
+        result = redact_values(result, pattern)
+        visualization = redact_values(visualization, pattern)
+
+    return AuditRecord(
+        time=call.started_at,
+        call_id=_text(call.call_id, pattern) or "",
+        tool_id=call.tool_id,
+        status=str(outcome.status),
+        agent=_text(call.agent, pattern),
+        session=_text(call.session_id, pattern),
+        workspace=_text(call.workspace, pattern),
+        definition_hash=_definition_hash(tool) if tool is not None else None,
+        code=None if outcome.code is None else str(outcome.code),
+        message=_text(outcome.message, pattern),
+        detail=_text(outcome.detail, pattern),
+        duration=float(outcome.duration),
+        approval_id=_text(approval_id, pattern),
+        approval_decision=decision,
+        idempotency_key=_text(_idempotency_key(outcome.metadata), pattern),
+        args=args if log_args else None,
+        result=result if (ok and log_result) else None,
+        visualization=visualization if (ok and log_result) else None,
+        metadata=redact_values(outcome.metadata, pattern),
+    )
+
+
+def _text(value: str | None, pattern: re.Pattern[str] | None) -> str | None:
+    return None if value is None else redact_text(value, pattern)

@@ -1,0 +1,131 @@
+"""The Authorize stage: who may call a tool (Joch ``safety`` and ``Policy`` resources).
+
+Tool-level rules are minimum guarantees; policies add to them:
+
+1. ``safety.allowedAgents``: only these agents may call (unset: any agent);
+2. ``safety.deniedNamespaces``: no agent in these namespaces may call;
+3. every ``Policy`` that applies to the agent, rules in declared order: a ``deny`` short-circuits
+   (any deny wins over any allow); ``require: {approval: human}`` marks the call as needing a
+   person's approval (the Approval stage acts on it).
+
+The same decision filters listings, so an agent never sees a tool it cannot call. The denial
+message names the rule that denied, and nothing about other tools.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from ..errors import ErrorCode
+from ..model import CallOutcome, Tool
+from ..model.policy import AccessPolicy, PolicyAction, PolicyRule, agent_namespace
+from ..registry import RegisteredTool
+from .state import CallState, Handler, error_outcome
+
+__all__ = ["POLICY_APPROVAL", "AccessDecision", "AccessRules", "AuthorizeStage"]
+
+#: Metadata key: the policy rule that requires a person's approval for this call.
+POLICY_APPROVAL = "policy_requires_approval"
+
+
+@dataclass(frozen=True, slots=True)
+class AccessDecision:
+    """Whether an agent may call a tool, and what else a policy requires."""
+
+    allowed: bool
+    reason: str | None = None
+    """For a denial: which rule denied. For approval: which rule requires it."""
+    requires_approval: bool = False
+
+
+def _facts(tool: Tool, agent: str | None) -> dict[str, str]:
+    return {
+        "tool.id": tool.id,
+        "tool.namespace": tool.namespace,
+        "tool.sideEffect": str(tool.side_effect),
+        "agent.name": agent or "",
+        "agent.namespace": agent_namespace(agent),
+    }
+
+
+def _matches(rule: PolicyRule, facts: Mapping[str, str]) -> bool:
+    return all(facts.get(key) in values for key, values in rule.when.items())
+
+
+class AccessRules:
+    """Evaluates tool safety declarations and operator policies."""
+
+    def __init__(
+        self,
+        policies: Iterable[AccessPolicy] = (),
+        *,
+        agent_labels: Callable[[str | None], Mapping[str, str]] = lambda agent: {},
+    ) -> None:
+        self.policies = tuple(policies)
+        self.agent_labels = agent_labels
+
+    def _applies(self, policy: AccessPolicy, agent: str | None) -> bool:
+        if policy.agents is not None and (agent or "") not in policy.agents:
+            return False
+        if policy.agent_labels:
+            labels = self.agent_labels(agent)
+            return all(labels.get(k) == v for k, v in policy.agent_labels.items())
+        return True
+
+    def decide(self, tool: Tool, agent: str | None) -> AccessDecision:
+        """The decision for ``agent`` calling ``tool`` (arguments never matter here)."""
+        safety = tool.safety
+        who = agent or "(unnamed agent)"
+        if safety.allowed_agents is not None and (agent or "") not in safety.allowed_agents:
+            return AccessDecision(
+                False, f"tool {tool.id} allows only listed agents, and {who} is not one of them"
+            )
+        namespace = agent_namespace(agent)
+        if namespace in safety.denied_namespaces:
+            return AccessDecision(
+                False, f"tool {tool.id} may not be called by agents in namespace {namespace!r}"
+            )
+        facts = _facts(tool, agent)
+        approval: str | None = None
+        for policy in self.policies:
+            if not self._applies(policy, agent):
+                continue
+            for index, rule in enumerate(policy.rules):
+                if not _matches(rule, facts):
+                    continue
+                label = f"policy {policy.name!r} rule {index + 1}"
+                because = f" ({rule.reason})" if rule.reason else ""
+                if rule.action is PolicyAction.DENY:
+                    return AccessDecision(False, f"denied by {label}{because}")
+                approval = approval or f"required by {label}{because}"
+        return AccessDecision(True, approval, requires_approval=approval is not None)
+
+
+class AuthorizeStage:
+    """Denies calls an agent may not make (``forbidden``), before anything else is checked."""
+
+    name = "authorize"
+    suspends = False
+
+    def __init__(self, rules: AccessRules) -> None:
+        self.rules = rules
+
+    def applies_to(self, entry: RegisteredTool) -> bool:
+        safety = entry.tool.safety
+        return bool(
+            self.rules.policies or safety.allowed_agents is not None or safety.denied_namespaces
+        )
+
+    async def __call__(self, state: CallState, proceed: Handler) -> CallOutcome:
+        decision = self.rules.decide(state.tool, state.agent)
+        if not decision.allowed:
+            return error_outcome(
+                state,
+                ErrorCode.FORBIDDEN,
+                f"You may not call tool {state.tool.id}: {decision.reason}. Do not retry; use "
+                "another tool or ask the user.",
+            )
+        if decision.requires_approval:
+            state.metadata[POLICY_APPROVAL] = decision.reason
+        return await proceed(state)

@@ -1,0 +1,418 @@
+"""The Idempotency stage: a repeated key replays the first call's outcome instead of running again.
+
+A tool opts in with an ``idempotencyKeyTemplate`` (Python: ``idempotency_key=``), rendered in
+Jinja2's immutable sandbox over ``args`` (the call's arguments), ``agent``, ``session`` and
+``tool`` (the tool id), with ``StrictUndefined`` and the filters ``hash`` (SHA-256 hex of the
+value's canonical JSON), ``lower`` and ``default`` (and Jinja's other builtins). ``agent`` and
+``session`` are undefined for a call without them, like a missing argument: write
+``{{ agent | default('anonymous') }}``. Keys are scoped per tool. Within the tool's window
+(default 24 h, counted from the first call):
+
+* the first call with a key takes it and runs; its final outcome — ``ok`` or ``error``, errors
+  included — is stored (``pending_approval`` is not final: the key is given up so the retry after
+  the decision runs);
+* a later call with the same key and the same arguments (by digest) gets the stored outcome,
+  with ``metadata["idempotency"] = {"key", "replayed": True, "original_call_id"}``;
+* a call with the same key while the first still runs waits for it and gets its outcome (in this
+  process it is woken when the first ends; a call in another process sharing the SQLite store
+  polls), for at most the tool's timeout plus :data:`LEASE_GRACE` — the first call's *lease*,
+  after which a key whose owner died can be taken again;
+* the same key with different arguments is ``idempotency_conflict``; the tool does not run.
+
+A template that cannot be rendered stops the call before the tool runs: ``invalid_arguments``
+when this call's values are the problem (an undefined variable such as a missing optional
+argument, a type error, an empty key) — the caller can fix it — and ``unavailable`` when the
+declaration is (a syntax error or a sandbox violation), since no call can succeed until the tool
+is fixed.
+
+Tools declared ``idempotent: true`` without a key template are not de-duplicated: repeating such
+a call is harmless by the tool's own word, so every call runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from contextlib import suppress
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from .._json import digest, thaw
+from ..errors import ErrorCode
+from ..model import CallOutcome, CallStatus, Overflow
+from ..registry import RegisteredTool
+from ..stores.idempotency import (
+    IdempotencyRecord,
+    IdempotencyStatus,
+    IdempotencyStore,
+    MemoryIdempotencyStore,
+)
+from .state import CallState, Handler, error_outcome
+
+if TYPE_CHECKING:
+    from jinja2 import Template
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+__all__ = ["LEASE_GRACE", "IdempotencyStage", "KeyTemplateError", "render_key"]
+
+#: Seconds beyond a tool's timeout that a running call holds its key (and others wait for it).
+LEASE_GRACE: Final = 30.0
+#: First and longest pause between two looks at a key held by another process (seconds).
+_POLL_FIRST: Final = 0.01
+_POLL_MAX: Final = 0.5
+
+log = logging.getLogger("toolgate.pipeline.idempotency")
+
+
+class KeyTemplateError(Exception):
+    """The key template could not be rendered. ``code`` says whose fault it is."""
+
+    def __init__(self, message: str, code: ErrorCode) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+def _hash(value: Any) -> str:
+    """The ``hash`` filter: SHA-256 hex of the canonical JSON of ``value``. (An undefined value
+    raises ``UndefinedError`` when serialized: ``StrictUndefined`` refuses ``str()``.)"""
+    return digest(value)
+
+
+_environment: ImmutableSandboxedEnvironment | None = None
+_templates: dict[str, Template] = {}
+_environment_lock = threading.Lock()
+
+
+def _template(source: str) -> Template:
+    global _environment
+    found = _templates.get(source)
+    if found is not None:
+        return found
+    with _environment_lock:
+        if _environment is None:
+            from jinja2 import StrictUndefined
+            from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+            environment = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
+            environment.filters["hash"] = _hash
+            _environment = environment
+        compiled = _environment.from_string(source)
+        if len(_templates) < 4096:
+            _templates[source] = compiled
+        return compiled
+
+
+def render_key(
+    template: str,
+    *,
+    arguments: Mapping[str, Any],
+    agent: str | None,
+    session: str | None,
+    tool_id: str,
+) -> str:
+    """Render an idempotency key template. Raises :class:`KeyTemplateError`."""
+    # No copy: the immutable sandbox refuses to modify the arguments.
+    context: dict[str, Any] = {"args": arguments, "tool": tool_id}
+    if agent is not None:
+        context["agent"] = agent
+    if session is not None:
+        context["session"] = session
+    try:
+        key = _template(template).render(context)
+    except Exception as exc:
+        raise _render_error(exc) from exc
+    key = key.strip()
+    if not key:
+        raise KeyTemplateError(
+            "its idempotency key rendered empty for these arguments; pass the argument the key "
+            "is built from",
+            ErrorCode.INVALID_ARGUMENTS,
+        )
+    return key
+
+
+def _render_error(exc: Exception) -> KeyTemplateError:
+    """Why a key template failed, and whose fault it is."""
+    from jinja2.exceptions import SecurityError, TemplateSyntaxError, UndefinedError
+
+    if isinstance(exc, TemplateSyntaxError):
+        return KeyTemplateError(
+            f"its idempotency key template is malformed (line {exc.lineno}: {exc.message})",
+            ErrorCode.UNAVAILABLE,
+        )
+    if isinstance(exc, SecurityError):
+        return KeyTemplateError(
+            f"its idempotency key template breaks the sandbox ({exc})", ErrorCode.UNAVAILABLE
+        )
+    if isinstance(exc, UndefinedError):
+        return KeyTemplateError(
+            f"its idempotency key needs a value this call does not provide ({exc.message}); "
+            "pass the argument the key is built from",
+            ErrorCode.INVALID_ARGUMENTS,
+        )
+    return KeyTemplateError(
+        f"its idempotency key could not be built from these arguments "
+        f"({type(exc).__name__}: {exc})",
+        ErrorCode.INVALID_ARGUMENTS,
+    )
+
+
+def outcome_to_record(outcome: CallOutcome) -> dict[str, Any]:
+    """The JSON-ready part of a final outcome that a replay hands over again."""
+    record: dict[str, Any] = {
+        "status": str(outcome.status),
+        "call_id": outcome.call_id,
+        "content": outcome.content,
+        "code": None if outcome.code is None else str(outcome.code),
+        "message": outcome.message,
+        "duration": outcome.duration,
+    }
+    if outcome.visualization is not None:
+        record["visualization"] = thaw(outcome.visualization)
+    if outcome.overflow is not None:
+        record["overflow"] = {
+            "path": outcome.overflow.path,
+            "original_size": outcome.overflow.original_size,
+        }
+    return record
+
+
+def outcome_from_record(
+    stored: Mapping[str, Any], *, tool_id: str, call_id: str, metadata: Mapping[str, Any]
+) -> CallOutcome:
+    """A stored outcome, handed to the call ``call_id`` that replays it."""
+    code = stored.get("code")
+    overflow = stored.get("overflow")
+    return CallOutcome(
+        status=CallStatus(stored.get("status", "error")),
+        tool_id=tool_id,
+        call_id=call_id,
+        content=stored.get("content"),
+        code=None if code is None else ErrorCode(code),
+        message=stored.get("message"),
+        visualization=stored.get("visualization"),
+        overflow=None
+        if overflow is None
+        else Overflow(path=str(overflow["path"]), original_size=int(overflow["original_size"])),
+        duration=float(stored.get("duration", 0.0)),
+        metadata=metadata,
+    )
+
+
+class IdempotencyStage:
+    """Replays, waits for, or refuses calls whose idempotency key is already taken."""
+
+    name = "idempotency"
+    # Never awaits when nothing waits; when a call must wait for another and runs inline
+    # (``call_sync`` without an event loop) it blocks its own thread instead of suspending.
+    suspends = False
+
+    def __init__(
+        self,
+        store: IdempotencyStore | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+        lease_grace: float = LEASE_GRACE,
+    ) -> None:
+        """
+        Args:
+            store: Where keys and outcomes live (default: in memory, for this stage's lifetime).
+            clock: Unix seconds, for windows and leases.
+            lease_grace: Seconds beyond the tool's timeout a running call holds its key, and
+                the longest another call with the key waits for it.
+        """
+        self.store: IdempotencyStore = MemoryIdempotencyStore() if store is None else store
+        self.clock = clock
+        self.lease_grace = lease_grace
+        # Keys running in this process → the signal their waiters wait on (made by the first
+        # waiter: a call nobody waits for makes none).
+        self._signals: dict[tuple[str, str], concurrent.futures.Future[None] | None] = {}
+        self._signals_lock = threading.Lock()
+
+    @classmethod
+    def sqlite(
+        cls, path: Path | str, *, clock: Callable[[], float] = time.time
+    ) -> IdempotencyStage:
+        """A stage whose keys and outcomes persist in the SQLite database at ``path``."""
+        from ..stores.idempotency_sqlite import SQLiteIdempotencyStore
+
+        return cls(SQLiteIdempotencyStore(path), clock=clock)
+
+    def close(self) -> None:
+        """Release the store."""
+        self.store.close()
+
+    def applies_to(self, entry: RegisteredTool) -> bool:
+        return bool(entry.tool.idempotency.key_template)
+
+    async def __call__(self, state: CallState, proceed: Handler) -> CallOutcome:
+        tool = state.tool
+        template = tool.idempotency.key_template
+        if not template:
+            return await proceed(state)
+        try:
+            key = render_key(
+                template,
+                arguments=state.arguments,
+                agent=state.agent,
+                session=state.session_id,
+                tool_id=tool.id,
+            )
+        except KeyTemplateError as exc:
+            return error_outcome(
+                state,
+                exc.code,
+                f"Tool {tool.id} did not run: {exc.message}.",
+                detail=f"idempotencyKeyTemplate: {template}",
+            )
+        arguments_digest = digest(state.arguments)
+        lease = tool.timeout + self.lease_grace
+        deadline = time.monotonic() + lease
+        pause = _POLL_FIRST
+        while True:
+            now = self.clock()
+            mine = IdempotencyRecord(
+                tool_id=tool.id,
+                key=key,
+                arguments_digest=arguments_digest,
+                call_id=state.call_id,
+                status=IdempotencyStatus.RUNNING,
+                created_at=now,
+                expires_at=now + lease,
+            )
+            held = self.store.claim(mine, now=now)
+            if held is None:
+                return await self._run(state, proceed, mine)
+            if held.arguments_digest != arguments_digest:
+                return self._conflict(state, key, held)
+            if held.status is IdempotencyStatus.DONE and held.outcome is not None:
+                return self._replay(state, key, held)
+            # Another call holds the key and is running: wait for it, then look again.
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return error_outcome(
+                    state,
+                    ErrorCode.IDEMPOTENCY_CONFLICT,
+                    f"Tool {tool.id} did not run: an earlier call with the same idempotency key "
+                    f"({held.call_id}) is still running. Call again later with the same "
+                    "arguments to receive its result.",
+                )
+            with self._signals_lock:
+                slot = (tool.id, key)
+                signal = None
+                if slot in self._signals:
+                    signal = self._signals[slot]
+                    if signal is None:
+                        signal = self._signals[slot] = concurrent.futures.Future()
+            if signal is None:  # held by another process (or just finishing): poll
+                wait, pause = min(pause, remaining), min(pause * 2, _POLL_MAX)
+            else:
+                wait = remaining
+            await _wait(signal, wait, inline=state.inline)
+
+    async def _run(
+        self, state: CallState, proceed: Handler, mine: IdempotencyRecord
+    ) -> CallOutcome:
+        """Run the call that took the key; store its final outcome; wake the waiters."""
+        slot = (mine.tool_id, mine.key)
+        with self._signals_lock:
+            self._signals[slot] = None
+        state.metadata["idempotency"] = {"key": mine.key, "replayed": False}
+        try:
+            try:
+                outcome = await proceed(state)
+            except BaseException:
+                self.store.release(mine.tool_id, mine.key, call_id=mine.call_id)
+                raise
+            self._settle(state, mine, outcome)
+            return outcome
+        finally:
+            with self._signals_lock:
+                signal = self._signals.pop(slot, None)
+            if signal is not None:
+                signal.set_result(None)
+
+    def _settle(self, state: CallState, mine: IdempotencyRecord, outcome: CallOutcome) -> None:
+        """Keep a final outcome for the window; give the key up for a pending one."""
+        try:
+            if outcome.status is CallStatus.PENDING_APPROVAL:
+                self.store.release(mine.tool_id, mine.key, call_id=mine.call_id)
+                return
+            window = state.tool.idempotency.window
+            self.store.complete(
+                mine.tool_id,
+                mine.key,
+                call_id=mine.call_id,
+                outcome=outcome_to_record(outcome),
+                expires_at=mine.created_at + window,
+            )
+        except Exception:
+            # The tool ran: its outcome goes to the caller even if it cannot be kept.
+            log.exception(
+                "could not store the outcome of call %s for idempotency key %r of %s",
+                mine.call_id,
+                mine.key,
+                mine.tool_id,
+            )
+            with suppress(Exception):
+                self.store.release(mine.tool_id, mine.key, call_id=mine.call_id)
+
+    @staticmethod
+    def _replay(state: CallState, key: str, held: IdempotencyRecord) -> CallOutcome:
+        state.metadata["idempotency"] = {
+            "key": key,
+            "replayed": True,
+            "original_call_id": held.call_id,
+        }
+        assert held.outcome is not None
+        return outcome_from_record(
+            held.outcome, tool_id=state.tool.id, call_id=state.call_id, metadata=state.metadata
+        )
+
+    @staticmethod
+    def _conflict(state: CallState, key: str, held: IdempotencyRecord) -> CallOutcome:
+        state.metadata["idempotency"] = {"key": key, "original_call_id": held.call_id}
+        return error_outcome(
+            state,
+            ErrorCode.IDEMPOTENCY_CONFLICT,
+            f"Tool {state.tool.id} did not run: its idempotency key {key!r} was already used by "
+            f"call {held.call_id} with different arguments. Repeat that call's arguments exactly "
+            "to get its result, or change the values the key is built from for a new call.",
+        )
+
+
+async def _wait(
+    signal: concurrent.futures.Future[None] | None, timeout: float, *, inline: bool
+) -> None:
+    """Wait until ``signal`` is set or ``timeout`` passes, without cancelling ``signal`` (other
+    callers wait on it too). ``inline``: block this thread, there is no event loop to yield to."""
+    if inline:
+        if signal is None:
+            time.sleep(timeout)
+        else:
+            with suppress(concurrent.futures.TimeoutError):
+                signal.result(timeout)
+        return
+    if signal is None:
+        await asyncio.sleep(timeout)
+        return
+    loop = asyncio.get_running_loop()
+    waiter: asyncio.Future[None] = loop.create_future()
+
+    def wake(_: concurrent.futures.Future[None]) -> None:
+        with suppress(RuntimeError):  # the waiter's loop is already closed
+            loop.call_soon_threadsafe(_resolve, waiter)
+
+    signal.add_done_callback(wake)
+    with suppress(TimeoutError):
+        await asyncio.wait_for(waiter, timeout)
+
+
+def _resolve(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)

@@ -1,0 +1,189 @@
+"""The RateLimit stage: ``callsPerMinute`` and ``callsPerDay`` per tool (optionally per agent).
+
+The algorithm is the ``limits`` library's fixed-window strategy; the counters live in a
+``limits`` :class:`~limits.storage.Storage`: :class:`~toolgate.stores.limits_memory.
+MemoryRateLimitStorage` (the Python API's default), :class:`~toolgate.stores.limits_sqlite.
+SQLiteRateLimitStorage` (the embedded store, so a daily limit survives a restart), or any storage
+of ``limits`` itself (``limits.storage.storage_from_string("redis://…")``) for a shared one.
+
+A window starts at the first call counted in it and lasts a minute (a day); the count is
+incremented atomically by the storage, so of N concurrent callers exactly ``limit`` succeed.
+With both limits the stage first tests both (a read) and only then counts the call against each,
+shortest window first: a call refused by the daily limit does not spend the per-minute budget
+(only a call that loses a race for the last daily slot may, and at most until its minute ends).
+
+A refused call ends in ``rate_limited`` saying how many seconds until a retry can succeed (the
+end of the latest exhausted window); the same number is in ``metadata["rate_limit"]``.
+
+``limits`` is imported when a stage is built, not by ``import toolgate``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from ..errors import ErrorCode
+from ..model import CallOutcome, RateLimit
+from ..registry import RegisteredTool
+from .state import CallState, Handler, error_outcome
+
+if TYPE_CHECKING:
+    from limits import RateLimitItem
+    from limits.storage import Storage
+
+__all__ = ["RateLimitStage"]
+
+#: Identifies toolgate's counters in a shared storage.
+_NAMESPACE = "toolgate"
+
+
+@dataclass(frozen=True, slots=True)
+class _Limit:
+    item: RateLimitItem
+    calls: int
+    per: str  # "minute" / "day"
+
+
+class RateLimitStage:
+    """Refuses calls over a tool's ``callsPerMinute`` / ``callsPerDay`` with ``rate_limited``."""
+
+    name = "rate_limit"
+    suspends = False  # storage calls are short and synchronous (a lock, one SQLite statement)
+
+    def __init__(
+        self,
+        storage: Storage | None = None,
+        *,
+        per_agent: bool = False,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        """
+        Args:
+            storage: Where the counters live (default: in memory, for this stage's lifetime).
+            per_agent: Count each agent separately (each agent gets the tool's full limits)
+                instead of all callers together.
+            clock: Unix seconds, to turn window ends into "retry in N s" (default: the
+                storage's ``clock`` attribute if it has one, else :func:`time.time`).
+        """
+        from limits.strategies import FixedWindowRateLimiter
+
+        if storage is None:
+            from ..stores.limits_memory import MemoryRateLimitStorage
+
+            storage = (
+                MemoryRateLimitStorage() if clock is None else MemoryRateLimitStorage(clock=clock)
+            )
+        self.storage = storage
+        self.per_agent = per_agent
+        found: Callable[[], float] = getattr(storage, "clock", time.time)
+        self.clock: Callable[[], float] = found if clock is None else clock
+        self._limiter = FixedWindowRateLimiter(storage)
+        self._limits: dict[RateLimit, tuple[_Limit, ...]] = {}
+
+    @classmethod
+    def sqlite(
+        cls,
+        path: Path | str,
+        *,
+        per_agent: bool = False,
+        clock: Callable[[], float] = time.time,
+    ) -> RateLimitStage:
+        """A stage whose counters persist in the SQLite database at ``path``."""
+        from ..stores.limits_sqlite import SQLiteRateLimitStorage
+
+        return cls(SQLiteRateLimitStorage(path, clock=clock), per_agent=per_agent, clock=clock)
+
+    def close(self) -> None:
+        """Release the storage, when it has anything to release."""
+        close: Any = getattr(self.storage, "close", None)
+        if callable(close):
+            close()
+
+    def applies_to(self, entry: RegisteredTool) -> bool:
+        rate = entry.tool.safety.rate_limit
+        return rate is not None and (
+            rate.calls_per_minute is not None or rate.calls_per_day is not None
+        )
+
+    def _limits_for(self, rate: RateLimit) -> tuple[_Limit, ...]:
+        found = self._limits.get(rate)
+        if found is None:
+            from limits import RateLimitItemPerDay, RateLimitItemPerMinute
+
+            made: list[_Limit] = []
+            if rate.calls_per_minute is not None:
+                item: RateLimitItem = RateLimitItemPerMinute(
+                    rate.calls_per_minute, namespace=_NAMESPACE
+                )
+                made.append(_Limit(item, rate.calls_per_minute, "minute"))
+            if rate.calls_per_day is not None:
+                item = RateLimitItemPerDay(rate.calls_per_day, namespace=_NAMESPACE)
+                made.append(_Limit(item, rate.calls_per_day, "day"))
+            found = self._limits[rate] = tuple(made)
+        return found
+
+    def identifiers(self, tool_id: str, agent: str | None) -> tuple[str, ...]:
+        """What a counter is keyed by (quoted: ``/`` separates them in ``limits``' keys)."""
+        if self.per_agent:
+            return quote(tool_id, safe=""), "agent", quote(agent or "", safe="")
+        return (quote(tool_id, safe=""),)
+
+    def acquire(self, rate: RateLimit, tool_id: str, agent: str | None) -> _Refusal | None:
+        """Count one call; ``None`` when it may run, else why not and when to retry."""
+        limits = self._limits_for(rate)
+        ids = self.identifiers(tool_id, agent)
+        limiter = self._limiter
+        if len(limits) > 1:
+            exhausted = [limit for limit in limits if not limiter.test(limit.item, *ids)]
+            if exhausted:
+                return self._refusal(exhausted, ids)
+        for limit in limits:
+            if not limiter.hit(limit.item, *ids):
+                exhausted = [other for other in limits if not limiter.test(other.item, *ids)]
+                return self._refusal(exhausted or [limit], ids)
+        return None
+
+    def _refusal(self, exhausted: list[_Limit], ids: tuple[str, ...]) -> _Refusal:
+        now = self.clock()
+        resets = [
+            self._limiter.get_window_stats(limit.item, *ids).reset_time for limit in exhausted
+        ]
+        retry_after = max(1, math.ceil(max(resets) - now))
+        return _Refusal(exhausted[-1], retry_after)
+
+    async def __call__(self, state: CallState, proceed: Handler) -> CallOutcome:
+        rate = state.tool.safety.rate_limit
+        if rate is None:
+            return await proceed(state)
+        refusal = self.acquire(rate, state.tool.id, state.agent)
+        if refusal is None:
+            return await proceed(state)
+        limit = refusal.limit
+        scope = f" for agent {state.agent or '(anonymous)'}" if self.per_agent else ""
+        state.metadata["rate_limit"] = {
+            "limit": limit.calls,
+            "per": limit.per,
+            "per_agent": self.per_agent,
+            "retry_after": refusal.retry_after,
+        }
+        return error_outcome(
+            state,
+            ErrorCode.RATE_LIMITED,
+            f"Tool {state.tool.id} is rate limited: it allows at most {limit.calls} "
+            f"call{'s' if limit.calls != 1 else ''} per {limit.per}{scope}, and that limit is "
+            f"used up. Retry in {refusal.retry_after} s; do not retry sooner.",
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Refusal:
+    limit: _Limit
+    """The exhausted limit the message names (the longest one when several are)."""
+    retry_after: int
+    """Whole seconds until a retry can succeed."""

@@ -1,0 +1,143 @@
+"""A small SQLite database wrapper shared by the rate-limit and idempotency stores.
+
+It follows the conventions of :mod:`toolgate.stores.sqlite`: one connection shared by every
+thread (guarded by a lock), WAL mode for files, a private file (0600, folders 0700), explicit
+transactions whose writes take the write lock up front (``BEGIN IMMEDIATE``) so several
+processes sharing the file serialize instead of failing half-way.
+
+Each *component* (``rate_limits``, ``idempotency``) versions its own tables in the
+``toolgate_components`` table instead of ``PRAGMA user_version``, which the approval store owns:
+so all of them can live in the same database file.
+
+This module imports :mod:`sqlite3`; it is only imported when a store is built.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Final
+
+from .sqlite import BUSY_TIMEOUT, MEMORY, _ensure_private_file
+
+__all__ = ["SQLiteDatabase"]
+
+_COMPONENTS_TABLE: Final = """
+    CREATE TABLE IF NOT EXISTS toolgate_components (
+        name TEXT PRIMARY KEY,
+        version INTEGER NOT NULL
+    )
+"""
+
+
+class SQLiteDatabase:
+    """One connection to ``path`` (or ``":memory:"``) with the tables of ``component``.
+
+    ``migrations[i]`` moves the component from version ``i`` to ``i + 1``; append new ones,
+    never edit an old one.
+    """
+
+    def __init__(
+        self,
+        path: Path | str,
+        *,
+        component: str,
+        migrations: Sequence[Sequence[str]],
+    ) -> None:
+        self._lock = threading.Lock()
+        self.component = component
+        self.path: Path | None = None if str(path) == MEMORY else Path(path).expanduser()
+        """The database file, or ``None`` for an in-memory database."""
+        if self.path is not None:
+            _ensure_private_file(self.path)
+        conn = sqlite3.connect(
+            MEMORY if self.path is None else str(self.path),
+            timeout=BUSY_TIMEOUT,
+            isolation_level=None,  # transactions are explicit
+            check_same_thread=False,  # shared by threads, guarded by self._lock
+        )
+        try:
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
+            if self.path is not None:
+                conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            self._migrate(conn, component, migrations)
+        except BaseException:
+            conn.close()
+            raise
+        self._conn: sqlite3.Connection | None = conn
+
+    def __repr__(self) -> str:
+        where = MEMORY if self.path is None else str(self.path)
+        return f"SQLiteDatabase({where!r}, component={self.component!r})"
+
+    @staticmethod
+    def _migrate(
+        conn: sqlite3.Connection, component: str, migrations: Sequence[Sequence[str]]
+    ) -> None:
+        """Bring the component's tables to the newest version, one migration per transaction."""
+        target = len(migrations)
+        while True:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute(_COMPONENTS_TABLE)
+                row = conn.execute(
+                    "SELECT version FROM toolgate_components WHERE name = ?", (component,)
+                ).fetchone()
+                version = 0 if row is None else int(row[0])
+                if version > target:
+                    raise RuntimeError(
+                        f"the {component} tables have schema version {version}, newer than the "
+                        f"{target} this toolgate understands; upgrade toolgate"
+                    )
+                if version == target:
+                    conn.execute("COMMIT")
+                    return
+                for statement in migrations[version]:
+                    conn.execute(statement)
+                conn.execute(
+                    "INSERT INTO toolgate_components (name, version) VALUES (?, ?) "
+                    "ON CONFLICT(name) DO UPDATE SET version = excluded.version",
+                    (component, version + 1),
+                )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise RuntimeError(f"the {self.component} store is closed")
+        return self._conn
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """The connection, for read-only statements."""
+        with self._lock:
+            yield self._connection()
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """The connection inside a write transaction: committed on success, else rolled back."""
+        with self._lock:
+            conn = self._connection()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def close(self) -> None:
+        """Release the connection (idempotent). Later operations raise :class:`RuntimeError`."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None

@@ -1,0 +1,546 @@
+"""The SQLite audit log: what reaches the disk, batching, failures, queries, retention, stats
+and the ``toolgate audit`` commands."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from toolgate import tool
+from toolgate.audit import MARKER, AuditRecord
+from toolgate.audit import sqlite_log as sqlite_log_module
+from toolgate.audit.sqlite_log import SQLiteAuditLog
+from toolgate.cli.audit import audit_app, parse_time
+from toolgate.errors import ErrorCode
+from toolgate.model import CallOutcome, CallStatus, Tool
+from toolgate.pipeline.observers import FinishedCall
+
+
+@tool(id="demo:send_mail", redact=["args.body", "args.customer_email", "result.items.*.token"])
+def send_mail(body: str, customer_email: str, subject: str) -> dict[str, Any]:
+    """Send a mail to a customer."""
+    return {}
+
+
+@tool(id="demo:read")
+def read(path: str) -> str:
+    """Read a file."""
+    return path
+
+
+SEND: Tool = send_mail.tool
+READ: Tool = read.tool
+
+SECRET = "sk-live-SUPERSECRET-4242"
+BODY = "Dear customer, your diagnosis is confidential"
+EMAIL = "jane.doe@example.org"
+TOKEN = "tok-ITEM-7777"
+
+
+def finished(
+    tool_obj: Tool | None = None,
+    *,
+    tool_id: str | None = None,
+    arguments: dict[str, Any] | None = None,
+    status: CallStatus = CallStatus.OK,
+    code: ErrorCode | None = None,
+    message: str | None = None,
+    content: Any = None,
+    duration: float = 0.01,
+    agent: str | None = "agent-a",
+    started_at: float | None = None,
+    secrets: tuple[str, ...] = (),
+    call_id: str = "call-1",
+    **outcome: Any,
+) -> FinishedCall:
+    """A finished call, built directly."""
+    tool_obj = READ if tool_obj is None and tool_id is None else tool_obj
+    tid = tool_id or (tool_obj.id if tool_obj is not None else "x:y")
+    return FinishedCall(
+        call_id=call_id,
+        tool_id=tid,
+        tool=tool_obj,
+        arguments=arguments if arguments is not None else {"path": "/tmp/a"},
+        agent=agent,
+        session_id="sess-1",
+        workspace="/work/space",
+        started_at=time.time() if started_at is None else started_at,
+        outcome=CallOutcome(
+            status=status,
+            tool_id=tid,
+            call_id=call_id,
+            content=content,
+            code=code,
+            message=message,
+            duration=duration,
+            **outcome,
+        ),
+        secrets=secrets,
+    )
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Any:
+    audit = SQLiteAuditLog(tmp_path / "audit.db", flush_interval=0.05, retention_days=None)
+    yield audit
+    audit.close()
+
+
+# -- nothing secret reaches the disk -----------------------------------------------------------
+
+
+def test_secrets_and_redacted_values_never_reach_any_file(tmp_path: Path) -> None:
+    db = tmp_path / "home" / "audit.db"
+    jsonl = tmp_path / "home" / "audit.jsonl"
+    audit = SQLiteAuditLog(db, jsonl_path=jsonl, flush_interval=0.05)
+    arguments = {"body": BODY, "customer_email": EMAIL, "subject": f"key {SECRET}"}
+    ok = finished(
+        SEND,
+        arguments=arguments,
+        content={"items": [{"token": TOKEN, "n": 1}], "echo": SECRET, "note": f"sent {BODY}"},
+        visualization={"type": "markdown", "content": f"to {EMAIL}: {BODY} ({SECRET})"},
+        secrets=(SECRET,),
+        metadata={"idempotency": {"key": f"mail-{EMAIL}"}, "approval": {"id": "apr_1"}},
+    )
+    failed = finished(
+        SEND,
+        call_id="call-2",
+        arguments=arguments,
+        status=CallStatus.ERROR,
+        code=ErrorCode.TOOL_ERROR,
+        message=f"smtp refused {EMAIL}; stderr tail: {BODY} auth={SECRET}",
+        detail=f"Traceback: send({BODY!r}, {EMAIL!r}) with {SECRET}",
+        secrets=(SECRET,),
+    )
+    audit.observe(ok)
+    audit.observe(failed)
+    assert audit.flush(5)
+    records = audit.query()
+    assert len(records) == 2
+    assert audit.healthy and audit.lost == 0
+
+    files = [p for p in db.parent.iterdir() if p.is_file()]
+    assert db in files and jsonl in files
+    assert any(p.name.endswith("-wal") for p in files)  # WAL mode: records sit in the WAL
+    for path in files:
+        raw = path.read_bytes()
+        for value in (SECRET, BODY, EMAIL, TOKEN):
+            assert value.encode() not in raw, f"{value!r} found in {path.name}"
+    assert MARKER.encode() in jsonl.read_bytes()
+    assert stat.S_IMODE(db.stat().st_mode) == 0o600
+    assert stat.S_IMODE(jsonl.stat().st_mode) == 0o600
+
+    audit.close()  # checkpoints the WAL into the database file
+    raw = db.read_bytes()
+    assert SECRET.encode() not in raw and BODY.encode() not in raw and EMAIL.encode() not in raw
+
+    by_call = {r.call_id: r for r in records}
+    assert by_call["call-1"].args == {
+        "body": MARKER,
+        "customer_email": MARKER,
+        "subject": "key " + MARKER,
+    }
+    assert by_call["call-1"].result["items"] == [{"token": MARKER, "n": 1}]
+    assert by_call["call-1"].approval_id == "apr_1"
+    assert by_call["call-1"].idempotency_key == f"mail-{MARKER}"
+    assert by_call["call-2"].message is not None and MARKER in by_call["call-2"].message
+    lines = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    assert {line["call_id"] for line in lines} == {"call-1", "call-2"}
+
+
+def test_every_outcome_is_recorded_with_its_approval(log: SQLiteAuditLog) -> None:
+    log.observe(finished(status=CallStatus.OK, call_id="ok"))
+    log.observe(
+        finished(
+            status=CallStatus.ERROR,
+            code=ErrorCode.FORBIDDEN,
+            message="denied by allowed_agents",
+            call_id="forbidden",
+        )
+    )
+    log.observe(
+        finished(
+            status=CallStatus.PENDING_APPROVAL,
+            message="Approval pending",
+            metadata={"approval": {"id": "apr_9"}},
+            call_id="pending",
+        )
+    )
+    log.observe(finished(metadata={"approval": {"grant": "grt_1"}}, call_id="granted"))
+    log.observe(
+        finished(
+            tool_id="nope:missing",
+            tool_obj=None,
+            status=CallStatus.ERROR,
+            code=ErrorCode.TOOL_NOT_FOUND,
+            call_id="missing",
+        )
+    )
+    assert log.flush(5)
+    records = {r.call_id: r for r in log.query()}
+    assert set(records) == {"ok", "forbidden", "pending", "granted", "missing"}
+    assert records["pending"].approval_id == "apr_9"
+    assert records["pending"].approval_decision == "pending"
+    assert records["granted"].approval_decision == "granted"
+    assert records["forbidden"].code == "forbidden" and records["forbidden"].result is None
+    assert records["missing"].definition_hash is None
+    assert records["ok"].definition_hash == READ.definition_hash
+    assert records["ok"].session == "sess-1" and records["ok"].workspace == "/work/space"
+
+
+# -- batching and the queue -----------------------------------------------------------------
+
+
+def test_many_records_are_written_in_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    audit = SQLiteAuditLog(
+        tmp_path / "audit.db", batch_size=500, flush_interval=10.0, retention_days=None
+    )
+    sizes: list[int] = []
+    original = audit._write_records
+
+    def counting(records: list[AuditRecord]) -> None:
+        sizes.append(len(records))
+        original(records)
+
+    monkeypatch.setattr(audit, "_write_records", counting)
+    for i in range(3000):
+        audit.observe(finished(call_id=f"c{i}", started_at=1_000_000.0 + i))
+    assert audit.flush(10)
+    assert audit.count() == 3000 and audit.written == 3000 and audit.lost == 0
+    assert max(sizes) <= 500
+    assert len(sizes) < 100  # batched, not one transaction per record
+    newest = audit.query(limit=1)[0]
+    assert newest.call_id == "c2999"
+    audit.close()
+
+
+def test_a_full_queue_counts_losses_without_blocking(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    audit = SQLiteAuditLog(tmp_path / "audit.db", queue_size=10, flush_interval=0.01)
+    entered, release = threading.Event(), threading.Event()
+    original = audit._write_records
+
+    def stuck(records: list[AuditRecord]) -> None:
+        entered.set()
+        release.wait(10)
+        original(records)
+
+    monkeypatch.setattr(audit, "_write_records", stuck)
+    audit.observe(finished(call_id="first"))
+    assert entered.wait(5)  # the writer is stuck on the first batch
+    started = time.perf_counter()
+    for i in range(100):
+        audit.observe(finished(call_id=f"c{i}"))
+    assert time.perf_counter() - started < 1.0
+    assert audit.lost == 90
+    release.set()
+    assert audit.flush(5)
+    assert audit.count() == 11
+    audit.close()
+    audit.observe(finished(call_id="after-close"))
+    assert audit.lost == 91
+
+
+# -- a failing store ---------------------------------------------------------------------------
+
+
+def test_an_unusable_path_is_unhealthy_and_observe_never_raises(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    audit = SQLiteAuditLog(blocker / "audit.db", flush_interval=0.01)
+    assert not audit.healthy
+    assert audit.last_error is not None
+    for i in range(5):
+        audit.observe(finished(call_id=f"c{i}"))
+    assert audit.flush(5)
+    assert audit.lost == 5
+    assert not audit.healthy
+    audit.close()
+
+
+def test_a_failing_write_is_counted_until_a_later_write_succeeds(
+    log: SQLiteAuditLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log.observe(finished(call_id="fine"))
+    assert log.flush(5) and log.healthy
+    monkeypatch.setattr(sqlite_log_module, "_INSERT", "INSERT INTO no_such_table VALUES (?)")
+    log.observe(finished(call_id="lost-1"))
+    log.observe(finished(call_id="lost-2"))
+    assert log.flush(5)
+    assert not log.healthy
+    assert log.lost == 2
+    assert "no_such_table" in (log.last_error or "")
+    monkeypatch.undo()
+    log.observe(finished(call_id="back"))
+    assert log.flush(5)
+    assert log.healthy
+    assert [r.call_id for r in log.query()] == ["back", "fine"]
+
+
+def test_a_call_that_cannot_be_recorded_loses_only_its_record(log: SQLiteAuditLog) -> None:
+    bad = finished(call_id="bad", content={"x": object()})  # not JSON: serialized via str()
+    log.observe(bad)
+    log.observe(finished(call_id="good"))
+    assert log.flush(5)
+    assert {r.call_id for r in log.query()} == {"bad", "good"}
+    assert log.lost == 0
+
+
+# -- queries, retention and stats ------------------------------------------------------------
+
+
+def test_query_filters_and_paging(log: SQLiteAuditLog) -> None:
+    base = 1_700_000_000.0
+    for i in range(10):
+        log.observe(
+            finished(
+                SEND if i % 2 else READ,
+                arguments={"body": "b", "customer_email": "e", "subject": "s"}
+                if i % 2
+                else {"path": "/p"},
+                agent="alice" if i < 5 else "bob",
+                status=CallStatus.ERROR if i % 3 == 0 else CallStatus.OK,
+                code=ErrorCode.TOOL_ERROR if i % 3 == 0 else None,
+                started_at=base + i,
+                call_id=f"c{i}",
+            )
+        )
+    assert log.flush(5)
+    assert [r.call_id for r in log.query(limit=3)] == ["c9", "c8", "c7"]
+    assert [r.call_id for r in log.query(limit=3, offset=3)] == ["c6", "c5", "c4"]
+    assert {r.call_id for r in log.query(tool_id="demo:send_mail")} == {
+        "c1",
+        "c3",
+        "c5",
+        "c7",
+        "c9",
+    }
+    assert {r.call_id for r in log.query(agent="alice", status="error")} == {"c0", "c3"}
+    assert {r.call_id for r in log.query(code="tool_error")} == {"c0", "c3", "c6", "c9"}
+    assert [r.call_id for r in log.query(since=base + 2, until=base + 5)] == ["c4", "c3", "c2"]
+    assert log.count(agent="bob") == 5
+    out = log.query(tool_id="demo:read", limit=None)
+    assert len(out) == 5
+
+
+def test_export_jsonl(log: SQLiteAuditLog, tmp_path: Path) -> None:
+    for i in range(4):
+        log.observe(finished(call_id=f"c{i}", started_at=100.0 + i))
+    assert log.flush(5)
+    target = tmp_path / "out.jsonl"
+    assert log.export_jsonl(target, since=101.0) == 3
+    lines = [json.loads(line) for line in target.read_text().splitlines()]
+    assert [line["call_id"] for line in lines] == ["c3", "c2", "c1"]
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+
+
+def test_prune_deletes_records_older_than_the_retention(tmp_path: Path) -> None:
+    audit = SQLiteAuditLog(tmp_path / "audit.db", retention_days=7, flush_interval=0.05)
+    now = time.time()
+    day = 86_400.0
+    for i, age in enumerate((0.5, 3, 6.9, 7.1, 30)):
+        audit.observe(finished(call_id=f"age{i}", started_at=now - age * day))
+    assert audit.flush(5)
+    assert audit.prune(now) == 2
+    assert {r.call_id for r in audit.query()} == {"age0", "age1", "age2"}
+    audit.close()
+
+    keep = SQLiteAuditLog(tmp_path / "audit.db", retention_days=None)
+    assert keep.prune(now + 365 * day) == 0
+    keep.close()
+
+
+def test_the_writer_prunes_on_its_own(tmp_path: Path) -> None:
+    audit = SQLiteAuditLog(
+        tmp_path / "audit.db", retention_days=1, flush_interval=0.02, prune_interval=0.05
+    )
+    audit.observe(finished(call_id="old", started_at=time.time() - 2 * 86_400))
+    audit.observe(finished(call_id="new"))
+    assert audit.flush(5)
+    deadline = time.monotonic() + 5
+    while audit.count() != 1 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert [r.call_id for r in audit.query()] == ["new"]
+    audit.close()
+
+
+def test_stats_percentiles_and_the_failure_rule(log: SQLiteAuditLog) -> None:
+    now = time.time()
+    # 20 successful calls of 1..20 ms.
+    for i in range(1, 21):
+        log.observe(finished(READ, duration=i / 1000, started_at=now - 100 + i, call_id=f"ok{i}"))
+    # The caller's mistakes: counted in total, never failures.
+    for i, code in enumerate(sorted(sqlite_log_module.NOT_TOOL_FAILURES)):
+        log.observe(
+            finished(
+                READ,
+                status=CallStatus.ERROR,
+                code=ErrorCode(code),
+                message="caller mistake",
+                duration=0.0,
+                started_at=now - 50 + i,
+                call_id=f"mistake{i}",
+            )
+        )
+    # Two tool failures; the newer one is the last error.
+    log.observe(
+        finished(
+            READ,
+            status=CallStatus.ERROR,
+            code=ErrorCode.TIMEOUT,
+            message="timed out",
+            duration=0.5,
+            started_at=now - 30,
+            call_id="timeout",
+        )
+    )
+    log.observe(
+        finished(
+            READ,
+            status=CallStatus.ERROR,
+            code=ErrorCode.TOOL_ERROR,
+            message="disk on fire",
+            duration=0.03,
+            started_at=now - 20,
+            call_id="boom",
+        )
+    )
+    log.observe(finished(READ, status=CallStatus.PENDING_APPROVAL, started_at=now - 10))
+    # An old failure outside the window, and another tool.
+    log.observe(
+        finished(
+            READ,
+            status=CallStatus.ERROR,
+            code=ErrorCode.CRASHED,
+            started_at=now - 30 * 86_400,
+            call_id="old",
+        )
+    )
+    log.observe(finished(SEND, arguments={}, duration=0.2, started_at=now - 5, call_id="send"))
+    assert log.flush(5)
+
+    since = now - 7 * 86_400
+    stats = log.stats("demo:read", since=since)
+    assert stats.total == 20 + 6 + 2  # pending is not finished: not counted
+    assert stats.failures == 2
+    assert stats.failure_rate == pytest.approx(2 / 28)
+    # Durations of the 22 calls that ran: 1..20 ms, 30 ms, 500 ms (nearest rank).
+    assert stats.p50 == pytest.approx(0.011)
+    assert stats.p95 == pytest.approx(0.03)
+    assert stats.last_error == "[tool_error] disk on fire"
+    assert stats.last_error_code == "tool_error"
+    assert stats.last_error_at == pytest.approx(now - 20)
+
+    everything = log.all_stats(since)
+    assert set(everything) == {"demo:read", "demo:send_mail"}
+    assert everything["demo:read"] == stats
+    assert everything["demo:send_mail"].total == 1
+    assert everything["demo:send_mail"].p50 == everything["demo:send_mail"].p95 == 0.2
+    assert everything["demo:send_mail"].last_error is None
+
+    unused = log.stats("demo:nothing", since=since)
+    assert unused.total == 0 and unused.p50 is None and unused.failure_rate == 0.0
+
+
+# -- toolgate audit ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def filled_db(tmp_path: Path) -> Path:
+    path = tmp_path / "audit.db"
+    audit = SQLiteAuditLog(path)
+    now = time.time()
+    audit.observe(finished(call_id="recent-ok", started_at=now - 60))
+    audit.observe(
+        finished(
+            call_id="recent-err",
+            status=CallStatus.ERROR,
+            code=ErrorCode.TOOL_ERROR,
+            message="it broke",
+            agent="bob",
+            started_at=now - 30,
+        )
+    )
+    audit.observe(finished(call_id="old", started_at=now - 3 * 86_400))
+    audit.flush(5)
+    audit.close()
+    return path
+
+
+def test_cli_list_json_with_filters(filled_db: Path) -> None:
+    runner = CliRunner()
+    result = runner.invoke(audit_app, ["list", "--db", str(filled_db), "--json", "--since", "-1d"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert [r["call_id"] for r in data] == ["recent-err", "recent-ok"]
+
+    result = runner.invoke(
+        audit_app, ["list", "--db", str(filled_db), "--json", "--status", "tool_error"]
+    )
+    assert [r["call_id"] for r in json.loads(result.stdout)] == ["recent-err"]
+
+    result = runner.invoke(
+        audit_app, ["list", "--db", str(filled_db), "--json", "--agent", "bob", "--limit", "1"]
+    )
+    assert [r["call_id"] for r in json.loads(result.stdout)] == ["recent-err"]
+
+
+def test_cli_list_table(filled_db: Path) -> None:
+    result = CliRunner().invoke(audit_app, ["list", "--db", str(filled_db), "--tool", "demo:read"])
+    assert result.exit_code == 0, result.output
+    assert "recent-err" in result.stdout and "tool_error" in result.stdout
+    assert "3 records" in result.stdout
+
+
+def test_cli_export(filled_db: Path, tmp_path: Path) -> None:
+    target = tmp_path / "export.jsonl"
+    result = CliRunner().invoke(
+        audit_app, ["export", "--db", str(filled_db), "--output", str(target), "--until", "-1d"]
+    )
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in target.read_text().splitlines()]
+    assert [line["call_id"] for line in lines] == ["old"]
+
+    result = CliRunner().invoke(audit_app, ["export", "--db", str(filled_db)])
+    assert result.exit_code == 0
+    assert len(result.stdout.splitlines()) == 3
+
+
+def test_cli_errors_and_an_empty_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    runner = CliRunner()
+    result = runner.invoke(audit_app, ["list", "--db", str(tmp_path / "x.db"), "--since", "soon"])
+    assert result.exit_code == 2
+    result = runner.invoke(audit_app, ["list", "--db", str(tmp_path / "x.db"), "--status", "meh"])
+    assert result.exit_code == 2
+
+    monkeypatch.setenv("TOOLGATE_HOME", str(tmp_path / "home"))
+    result = runner.invoke(audit_app, ["list"])
+    assert result.exit_code == 0 and "No audit records" in result.stdout
+    assert not (tmp_path / "home" / "audit.db").exists()  # reading never creates the log
+
+    broken = tmp_path / "broken.db"
+    broken.write_bytes(b"this is not a database" * 100)
+    result = runner.invoke(audit_app, ["list", "--db", str(broken)])
+    assert result.exit_code == 1
+
+
+def test_parse_time() -> None:
+    assert parse_time("-1h", "--since", now=10_000.0) == 6_400.0
+    assert parse_time("7d", "--since", now=1_000_000.0) == 1_000_000.0 - 7 * 86_400
+    assert parse_time("2024-01-01T00:00:00+00:00", "--since") == 1_704_067_200.0
+
+
+def test_the_database_is_private(log: SQLiteAuditLog) -> None:
+    assert log.path is not None
+    assert stat.S_IMODE(os.stat(log.path).st_mode) == 0o600
