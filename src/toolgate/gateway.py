@@ -8,7 +8,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ._loop_thread import LoopThread
 from .approvals import ApprovalService, Approver
@@ -18,7 +18,7 @@ from .backends.processes import DEFAULT_MAX_OUTPUT
 from .backends.script import ScriptBackend
 from .backends.security import PythonSecurityCheck, ScriptSecurityCheck, SecurityChecks
 from .errors import ErrorCode, ToolDefinitionError, ToolNotFoundError
-from .health import InMemoryStats, ToolStatus, failed_status, tool_status
+from .health import InMemoryStats, StatsSource, ToolStatus, failed_status, tool_status
 from .loaders import Diagnostic
 from .model import ApprovalRequest, CallOutcome, CallStatus, ImplementationKind, Tool
 from .model.policy import AccessPolicy, PolicyAction
@@ -30,19 +30,25 @@ from .pipeline.approval import (
     ApprovalStage,
 )
 from .pipeline.approval_policy import ApprovalPolicy, ApprovalRule
+from .pipeline.audit_guard import AuditGuardStage
 from .pipeline.authorize import AccessRules, AuthorizeStage
 from .pipeline.execute import Executor
+from .pipeline.idempotency import IdempotencyStage
 from .pipeline.observers import CallObserver
 from .pipeline.overflow import DEFAULT_OVERFLOW_LIMIT, DEFAULT_PREVIEW_CHARS, OverflowSpiller
+from .pipeline.rate_limit import RateLimitStage
 from .pipeline.security import SecurityCheckStage
 from .pipeline.shaping import ResultShaper
-from .pipeline.state import error_outcome
+from .pipeline.state import Stage, error_outcome
 from .python import FunctionTool, PythonBinding, tool
 from .python.schema import inspect_function
 from .registry import RegisteredTool, Registry
 from .schema_check import compile_schema
 from .sources import FolderRoot, ScanReport, ToolFolderSource
 from .sources.tool_folders import DEFAULT_RESCAN_INTERVAL
+
+if TYPE_CHECKING:
+    from .audit.sqlite_log import SQLiteAuditLog
 
 __all__ = ["Gateway"]
 
@@ -81,6 +87,10 @@ class Gateway:
         policies: Iterable[AccessPolicy] = (),
         agent_labels: Mapping[str, Mapping[str, str]] | None = None,
         observers: Iterable[CallObserver] = (),
+        audit_path: Path | str | None = None,
+        audit_jsonl: Path | str | None = None,
+        audit_retention_days: float | None = 30,
+        rate_limit_per_agent: bool = False,
     ) -> None:
         """
         Args:
@@ -118,8 +128,12 @@ class Gateway:
             policies: Access policies (Joch ``Policy`` resources) layered on the tools' own
                 ``safety`` rules.
             agent_labels: Labels per agent name, for policies that select agents by label.
-            observers: Told about every finished call (an audit log, for example); statistics
-                for health are always kept in memory.
+            observers: Told about every finished call, besides the audit log and statistics.
+            audit_path: The SQLite audit log (one record per call, redacted); also the source of
+                health statistics. Without it, statistics are kept in memory only.
+            audit_jsonl: Also append every audit record to this JSON-lines file.
+            audit_retention_days: How long audit records are kept (``None``: forever).
+            rate_limit_per_agent: Count rate limits per agent instead of per tool.
         """
         self.registry = Registry()
         store = None
@@ -160,15 +174,43 @@ class Gateway:
         )
         labels = dict(agent_labels or {})
         self.access = AccessRules(policies, agent_labels=lambda agent: labels.get(agent or "", {}))
-        self.stats = InMemoryStats()
+        self.audit: SQLiteAuditLog | None = None
+        """The audit log, when ``audit_path`` is given."""
+        if audit_path is not None:
+            from .audit.sqlite_log import SQLiteAuditLog  # sqlite3 only when auditing
+
+            self.audit = SQLiteAuditLog(
+                Path(audit_path).expanduser(),
+                jsonl_path=None if audit_jsonl is None else Path(audit_jsonl).expanduser(),
+                retention_days=audit_retention_days,
+            )
+        memory_stats = InMemoryStats() if self.audit is None else None
+        self.stats: StatsSource = self.audit if self.audit is not None else memory_stats  # type: ignore[assignment]
         secret_values = secrets or {}
+        limits_path = None if state_path is None else Path(state_path).expanduser()
+        self._rate_limits = (
+            RateLimitStage(per_agent=rate_limit_per_agent)
+            if limits_path is None
+            else RateLimitStage.sqlite(limits_path, per_agent=rate_limit_per_agent)
+        )
+        self._idempotency = (
+            IdempotencyStage() if limits_path is None else IdempotencyStage.sqlite(limits_path)
+        )
+        guards: list[Stage] = [] if self.audit is None else [AuditGuardStage(self.audit)]
         self.pipeline = Pipeline(
             self.registry,
             Executor(backends, ResultShaper(spiller)),
-            observers=[self.stats, *observers],
+            observers=[
+                observer
+                for observer in (memory_stats, self.audit, *observers)
+                if observer is not None
+            ],
             secret_values=lambda tool: _received_values(tool, secret_values, environment),
             stages=[
+                *guards,
                 AuthorizeStage(self.access),
+                self._rate_limits,
+                self._idempotency,
                 SecurityCheckStage(
                     SecurityChecks(
                         script=ScriptSecurityCheck(environment=environment, cwd=workdir),
@@ -459,6 +501,10 @@ class Gateway:
         threads are not waited."""
         self._loop_thread.close()
         self._threads.shutdown(wait=False, cancel_futures=True)
+        self._rate_limits.close()
+        self._idempotency.close()
+        if self.audit is not None:
+            self.audit.close()  # flushes what is queued
         if self._store is not None:
             self._store.close()
 

@@ -1,6 +1,7 @@
 """The call pipeline. This module is the only place where the order of the stages is written.
 
-    Resolve → Authorize → ValidateArgs → RateLimit → Idempotency → SecurityCheck → Approval
+    Resolve → AuditGuard → Authorize → ValidateArgs → RateLimit → Idempotency → SecurityCheck
+            → Approval
             → Execute (run with timeout, contain failures) → ShapeResult
 
 Stages are given to the :class:`Pipeline` by the gateway (the composition root) and always run in
@@ -31,6 +32,7 @@ __all__ = ["STAGE_ORDER", "Pipeline", "Plan", "Stage"]
 
 #: The order of the checks before a tool runs, by stage name.
 STAGE_ORDER = (
+    "audit_guard",
     "authorize",
     "validate_arguments",
     "rate_limit",
