@@ -1,13 +1,15 @@
 """Time toolgate's call paths beside baselines and FastMCP, all in the same run.
 
-    python bench/run.py            # ~65 s: 5 interleaved rounds, 36 s of µs timing budget
-    python bench/run.py --quick    # ~22 s: 2 rounds, 8 s of µs timing budget
+    python bench/run.py            # ~90 s: 5 interleaved rounds, 46 s of µs timing budget
+    python bench/run.py --quick    # ~27 s: 2 rounds, 11 s of µs timing budget
     python bench/run.py --json     # machine-readable results on stdout
     python bench/run.py --only direct,call_sync,gw_async
     python bench/run.py --only bash_gw,python_gw,burst_gw,burst_gw64   # script tools only
+    python bench/run.py --only g_access,g_rate,g_idem,g_idem_replay,g_audit,g_full,audit_rate
 
 The script-tool rows (one child process per call) take a fixed number of samples per round
-(``--script-samples``, ``--bursts``) on top of the µs budget.
+(``--script-samples``, ``--bursts``) on top of the µs budget; the sustained-audit scenario runs
+once, after the rounds (``--audit-calls`` calls).
 
 See bench/README.md for what is measured and how to read it. The exit code is 0 whatever the
 figures (the goals are informational); it is 1 only when a scenario failed to run.
@@ -33,6 +35,8 @@ import toolgate
 from _report import render, to_json
 from _timing import Budget, Samples, Summary, summarize
 from scenarios import (
+    AUDIT_CALLS,
+    AUDIT_CALLS_QUICK,
     BURST,
     SCENARIOS,
     Context,
@@ -49,7 +53,7 @@ PINNED_FASTMCP = "4.1.2"
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="smaller, faster run (~22 s)")
+    parser.add_argument("--quick", action="store_true", help="smaller, faster run (~27 s)")
     parser.add_argument("--json", action="store_true", help="print JSON results on stdout")
     parser.add_argument(
         "--seconds", type=float, help="total timing budget, split over scenarios and rounds"
@@ -66,13 +70,22 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         help=f"bursts of {BURST} concurrent script calls timed per burst scenario and round "
         "(default 2)",
     )
+    parser.add_argument(
+        "--audit-calls",
+        type=int,
+        help=f"calls of the sustained-audit scenario, run once (default {AUDIT_CALLS:,}, "
+        f"quick {AUDIT_CALLS_QUICK:,})",
+    )
     parser.add_argument("--only", help="comma-separated scenario keys (see --list)")
     parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
     args = parser.parse_args(argv)
-    args.seconds = args.seconds or (8.0 if args.quick else 36.0)
+    # 16 µs rows share the budget (36 s / 8 s for the 10 rows before the guarantee rows).
+    args.seconds = args.seconds or (11.0 if args.quick else 46.0)
     args.rounds = max(1, args.rounds or (2 if args.quick else 5))
     args.script_samples = max(1, args.script_samples or (15 if args.quick else 30))
     args.bursts = max(1, args.bursts or 2)
+    audit_calls = AUDIT_CALLS_QUICK if args.quick else AUDIT_CALLS
+    args.audit_calls = max(1, args.audit_calls or audit_calls)
     return args
 
 
@@ -109,6 +122,9 @@ def _select(only: str | None) -> list[Scenario]:
     chosen = set(wanted)
     # A script row's overhead is relative to its bare spawn: measure that too.
     chosen |= {s.baseline for s in SCENARIOS if s.key in wanted and not s.batched and s.baseline}
+    # The guarantee rows are read against the bare call_sync row.
+    if any(s.baseline == "call_sync" for s in SCENARIOS if s.key in wanted):
+        chosen.add("call_sync")
     # The µs rows' overheads are relative to the direct call: measure it whenever one runs.
     if any(s.batched for s in SCENARIOS if s.key in chosen):
         chosen.add("direct")
@@ -125,23 +141,34 @@ async def _run_all(
 ) -> tuple[dict[str, Samples], dict[str, str]]:
     samples = {s.key: Samples() for s in scenarios}
     problems: dict[str, str] = {}
-    for r in range(rounds):
+
+    async def run(sc: Scenario) -> None:
+        if sc.key in problems:
+            return
+        try:
+            samples[sc.key].extend(await sc.run(Context(fixtures, budget, plan)))
+        except Skip as exc:
+            problems[sc.key] = f"skipped: {exc}"
+        except Exception as exc:  # noqa: BLE001 - report it, run the other scenarios
+            problems[sc.key] = f"FAILED: {type(exc).__name__}: {exc}"
+            if not quiet:
+                traceback.print_exc()
+
+    rotated = [s for s in scenarios if s.timing != "throughput"]
+    for r in range(rounds if rotated else 0):
         # Rotate the order each round so slow drift on a shared machine spreads over everyone.
-        shift = r % len(scenarios)
-        order = scenarios[shift:] + scenarios[:shift]
+        shift = r % len(rotated)
+        order = rotated[shift:] + rotated[:shift]
         if not quiet:
             print(f"round {r + 1}/{rounds} …", file=sys.stderr, flush=True)
         for sc in order:
-            if sc.key in problems:
-                continue
-            try:
-                samples[sc.key].extend(await sc.run(Context(fixtures, budget, plan)))
-            except Skip as exc:
-                problems[sc.key] = f"skipped: {exc}"
-            except Exception as exc:  # noqa: BLE001 - report it, run the other scenarios
-                problems[sc.key] = f"FAILED: {type(exc).__name__}: {exc}"
-                if not quiet:
-                    traceback.print_exc()
+            await run(sc)
+    # Throughput scenarios run once, after the rounds (their writer backlog is flushed inside).
+    for sc in scenarios:
+        if sc.timing == "throughput":
+            if not quiet:
+                print(f"{sc.key} ({plan.audit_calls:,} calls) …", file=sys.stderr, flush=True)
+            await run(sc)
     return samples, problems
 
 
@@ -160,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     batched = sum(1 for s in scenarios if s.batched)
     round_ns = int(args.seconds * 1e9 / (max(1, batched) * args.rounds))
     budget = Budget(round_ns=round_ns, warmup_ns=min(30_000_000, round_ns // 4))
-    plan = ScriptPlan(samples=args.script_samples, bursts=args.bursts)
+    plan = ScriptPlan(samples=args.script_samples, bursts=args.bursts, audit_calls=args.audit_calls)
 
     fastmcp_version = _fastmcp_version()
     meta: dict[str, Any] = {
@@ -179,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         "round_ms_per_scenario": round(round_ns / 1e6, 1),
         "quick": args.quick,
     }
-    if any(not s.batched for s in scenarios):
+    if any(s.timing in ("single", "burst") for s in scenarios):
         meta["script"] = {
             "bash": describe_program("bash"),
             "python3": describe_program("python3"),
@@ -198,6 +225,12 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         fixtures.close()
     meta["wall_s"] = round(time.perf_counter() - started, 2)
+    if fixtures.audit_logs:
+        meta["audit_logs"] = fixtures.audit_logs
+    if fixtures.idempotency_keys:
+        meta["idempotency_keys"] = fixtures.idempotency_keys
+    if fixtures.audit_throughput is not None:
+        meta["audit_throughput"] = fixtures.audit_throughput
     meta["load_after"] = _load()
     if fastmcp_version is not None and fastmcp_version != PINNED_FASTMCP:
         problems["fastmcp"] = (

@@ -22,7 +22,9 @@ To add a scenario (audit, HTTP…), write one more function below::
 from __future__ import annotations
 
 import asyncio
+import gc
 import inspect
+import itertools
 import json
 import os
 import shutil
@@ -32,16 +34,23 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import repeat
 from pathlib import Path
+from time import perf_counter_ns
 from typing import Any, Literal
 
 from _timing import Budget, Samples, time_each_async
 from toolgate import Gateway, tool
 from toolgate.backends.environment import SAFE_SYSTEM_VARIABLES
+from toolgate.model.policy import AccessPolicy, PolicyAction, PolicyRule
+from toolgate.python import FunctionTool
 
 __all__ = [
     "ARGS",
+    "AUDIT_CALLS",
+    "AUDIT_CALLS_QUICK",
     "BURST",
+    "GUARANTEE_VARIANTS",
     "SCENARIOS",
     "Context",
     "Fixtures",
@@ -55,11 +64,15 @@ __all__ = [
 
 ARGS: dict[str, int] = {"a": 1, "b": 2}
 EXPECTED = 3
+#: Calls of the sustained audit-throughput scenario (default run, and with ``--quick``).
+AUDIT_CALLS = 50_000
+AUDIT_CALLS_QUICK = 20_000
 
 Group = Literal["baseline", "toolgate", "peer"]
-Timing = Literal["batched", "single", "burst"]
+Timing = Literal["batched", "single", "burst", "throughput"]
 """``batched``: µs calls timed in batches over the time budget (the main table). ``single``: one
-call per sample (script tools). ``burst``: one sample = the wall time of BURST concurrent calls."""
+call per sample (script tools). ``burst``: one sample = the wall time of BURST concurrent calls.
+``throughput``: run once, after the rounds; one sample = wall time / records (its own section)."""
 
 
 @tool(namespace="bench")
@@ -135,6 +148,16 @@ class Fixtures:
     def __init__(self) -> None:
         self._script_gateways: dict[int | None, Gateway] = {}
         self._script_tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._guarantee_gateways: dict[str, Gateway] = {}
+        self._state_tmp: tempfile.TemporaryDirectory[str] | None = None
+        self.fresh_a = itertools.count(1_000_000)
+        """``args.a`` of the calls that need a new idempotency key (never 1: ARGS keeps its key)."""
+        self.audit_logs: dict[str, dict[str, Any]] = {}
+        """Per audited variant: records written and lost, after each round (see settle)."""
+        self.idempotency_keys: dict[str, int] = {}
+        """Per idempotency variant: keys held by its in-memory store after the last round."""
+        self.audit_throughput: dict[str, Any] | None = None
+        """What the sustained-audit scenario saw (calls, written, lost, times)."""
 
     @cached_property
     def gateway(self) -> Gateway:
@@ -157,6 +180,58 @@ class Fixtures:
         server.tool(plain_add, name="add_inline", run_in_thread=False)
         server.tool(plain_add_async, name="add_async")
         return server
+
+    # -- guarantees (access, rate limit, idempotency, audit): one gateway per variant -----------
+
+    @cached_property
+    def state_dir(self) -> Path:
+        """A temporary directory for the audit databases."""
+        self._state_tmp = tempfile.TemporaryDirectory(prefix="toolgate-bench-state-")
+        return Path(self._state_tmp.name)
+
+    def guarantee_gateway(self, variant: str) -> Gateway:
+        """The gateway of one GUARANTEE_VARIANTS entry, built on first use and kept."""
+        gateway = self._guarantee_gateways.get(variant)
+        if gateway is not None:
+            return gateway
+        func, options, expected = GUARANTEE_VARIANTS[variant]
+        options = dict(options)
+        if options.pop("audit", False):
+            options["audit_path"] = self.state_dir / f"audit-{variant}.db"
+        gateway = Gateway(**options)
+        self._guarantee_gateways[variant] = gateway
+        gateway.add(func)
+        # Make sure the scenario measures what it says: the stages it adds, and an inline plan.
+        entry = gateway.registry.get(func.tool.id)
+        assert entry is not None
+        applied = [s.name for s in gateway.pipeline.stages if s.applies_to(entry)]
+        if set(applied) != {"validate_arguments", *expected}:
+            raise RuntimeError(f"{variant}: stages {applied}, expected validation + {expected}")
+        if not gateway.pipeline.plan_for(entry).inline:
+            raise RuntimeError(f"{variant}: call_sync would not run {func.tool.id} inline")
+        return gateway
+
+    def settle(self, variant: str) -> None:
+        """After a round (untimed): wait until the variant's audit log has written its backlog,
+        and note its counts and how many idempotency keys its store holds."""
+        gateway = self.guarantee_gateway(variant)
+        # Private, read for the report only: the in-memory store sweeps expired keys by scanning
+        # all of them every 1024 claims, so its per-call cost grows with the live keys.
+        stage = getattr(gateway, "_idempotency", None)
+        records = getattr(getattr(stage, "store", None), "_records", None)
+        if records is not None and GUARANTEE_VARIANTS[variant][0].tool.idempotency.key_template:
+            self.idempotency_keys[variant] = len(records)
+        log = gateway.audit
+        if log is None:
+            return
+        flushed = log.flush(60.0)
+        self.audit_logs[variant] = {
+            "written": log.written,
+            "lost": log.lost,
+            "flushed": flushed,
+            "healthy": log.healthy,
+            "last_error": log.last_error,
+        }
 
     # -- script tools (tool folders written to a temporary directory) ----------------------------
 
@@ -215,8 +290,12 @@ class Fixtures:
             self.gateway.close()
         for gateway in self._script_gateways.values():
             gateway.close()
+        for gateway in self._guarantee_gateways.values():
+            gateway.close()
         if self._script_tmp is not None:
             self._script_tmp.cleanup()
+        if self._state_tmp is not None:
+            self._state_tmp.cleanup()
 
 
 @dataclass(frozen=True)
@@ -228,6 +307,8 @@ class ScriptPlan:
     bursts: int = 2
     """Bursts of ``BURST`` concurrent calls timed per burst scenario and round."""
     warmup: int = 3
+    audit_calls: int = AUDIT_CALLS
+    """Calls of the sustained-audit scenario (``throughput`` timing), run once."""
 
 
 @dataclass
@@ -349,6 +430,229 @@ async def call_sync_async(ctx: Context) -> Samples:
     call = ctx.fixtures.gateway.call_sync
     _check_outcome(call("bench:add_async", ARGS))
     return ctx.budget.measure(lambda: call("bench:add_async", ARGS))
+
+
+# -- guarantees: each stage on its own, then all of them (sync tool, call_sync) -----------------
+#
+# Every variant is its own gateway (a policy or an audit log applies gateway-wide) holding one
+# tool, ``bench:<name>``, the same function as ``add``. Calls pass ``agent=GUARANTEE_AGENT`` (the
+# access rules need a caller). Rate limits and idempotency use the in-memory stores (no
+# ``state_path``); the audit log writes to a SQLite file in a temporary directory.
+
+GUARANTEE_AGENT = "bench-agent"
+#: Never reached: the rate-limit stage counts every call but never refuses one.
+HUGE_PER_MINUTE = 10**12
+#: The idempotency key template: over both arguments, so a fresh ``a`` makes a fresh key.
+IDEMPOTENCY_KEY = "{{ args.a }}-{{ args.b }}"
+#: A policy that is evaluated for every call and never matches the bench tools.
+OTHER_NAMESPACE_POLICY = AccessPolicy(
+    "bench-deny-other",
+    rules=(PolicyRule(when={"tool.namespace": ("other",)}, action=PolicyAction.DENY),),
+)
+
+# The audited tools are declared ``external_write`` with approval waived by the tool itself, so
+# that the audit guard stage applies too (below that level a call does not depend on the log's
+# health) and no approval stage is added.
+
+
+@tool(namespace="bench", allowed_agents=[GUARANTEE_AGENT])
+def add_access(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@tool(namespace="bench", calls_per_minute=HUGE_PER_MINUTE)
+def add_rate(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@tool(namespace="bench", idempotency_key=IDEMPOTENCY_KEY)
+def add_idem(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@tool(namespace="bench", redact=["args.b"], effect="external_write", approval=False)
+def add_audit(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@tool(
+    namespace="bench",
+    allowed_agents=[GUARANTEE_AGENT],
+    calls_per_minute=HUGE_PER_MINUTE,
+    idempotency_key=IDEMPOTENCY_KEY,
+    redact=["args.b"],
+    effect="external_write",
+    approval=False,
+)
+def add_full(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+#: variant → (tool, gateway options, the stages its plan must contain besides validation)
+GUARANTEE_VARIANTS: dict[str, tuple[FunctionTool[..., int], dict[str, Any], tuple[str, ...]]] = {
+    "access": (add_access, {"policies": [OTHER_NAMESPACE_POLICY]}, ("authorize",)),
+    "rate": (add_rate, {}, ("rate_limit",)),
+    "idem": (add_idem, {}, ("idempotency",)),
+    "audit": (add_audit, {"audit": True}, ("audit_guard",)),
+    "full": (
+        add_full,
+        {"policies": [OTHER_NAMESPACE_POLICY], "audit": True},
+        ("audit_guard", "authorize", "rate_limit", "idempotency"),
+    ),
+}
+
+
+def _guarantee(ctx: Context, variant: str) -> tuple[Gateway, str]:
+    gateway = ctx.fixtures.guarantee_gateway(variant)
+    return gateway, f"bench:{GUARANTEE_VARIANTS[variant][0].tool.name}"
+
+
+def _measure_guarantee(ctx: Context, variant: str, *, fresh_keys: bool = False) -> Samples:
+    """Check one call, time ``call_sync`` on the variant's tool, then let its audit log (if any)
+    catch up outside the timed region, so its backlog is not charged to the next scenario."""
+    gateway, tool_id = _guarantee(ctx, variant)
+    call = gateway.call_sync
+    agent = GUARANTEE_AGENT
+    if fresh_keys:
+        keys = ctx.fixtures.fresh_a
+        first = next(keys)
+        outcome = call(tool_id, {"a": first, "b": 2}, agent=agent)
+        if not outcome.ok or outcome.content != first + 2:
+            raise RuntimeError(f"{tool_id} did not return {first + 2}: {outcome!r}")
+        if outcome.metadata.get("idempotency", {}).get("replayed") is not False:
+            raise RuntimeError(f"{tool_id}: a fresh key was not run: {outcome.metadata!r}")
+        samples = ctx.budget.measure(lambda: call(tool_id, {"a": next(keys), "b": 2}, agent=agent))
+    else:
+        _check_outcome(call(tool_id, ARGS, agent=agent))
+        samples = ctx.budget.measure(lambda: call(tool_id, ARGS, agent=agent))
+    ctx.fixtures.settle(variant)
+    return samples
+
+
+@scenario(
+    "g_access",
+    "call_sync + access  (allowed_agents + 1 policy)",
+    group="toolgate",
+    baseline="call_sync",
+    note="authorize stage: the tool's allowed_agents and a policy that never matches it",
+)
+async def g_access(ctx: Context) -> Samples:
+    return _measure_guarantee(ctx, "access")
+
+
+@scenario(
+    "g_rate",
+    "call_sync + rate limit  (per minute, memory)",
+    group="toolgate",
+    baseline="call_sync",
+    note="rate_limit stage, in-memory counters; the limit is never reached",
+)
+async def g_rate(ctx: Context) -> Samples:
+    return _measure_guarantee(ctx, "rate")
+
+
+@scenario(
+    "g_idem",
+    "call_sync + idempotency  (new key, memory)",
+    group="toolgate",
+    baseline="call_sync",
+    note="key template over args; a counter in args.a makes every call a new key (the tool runs)",
+)
+async def g_idem(ctx: Context) -> Samples:
+    return _measure_guarantee(ctx, "idem", fresh_keys=True)
+
+
+@scenario(
+    "g_idem_replay",
+    "call_sync + idempotency  (replay, memory)",
+    group="toolgate",
+    baseline="call_sync",
+    note="the same args every call: the stored outcome is replayed, the tool does not run",
+)
+async def g_idem_replay(ctx: Context) -> Samples:
+    gateway, tool_id = _guarantee(ctx, "idem")
+    first = gateway.call_sync(tool_id, ARGS, agent=GUARANTEE_AGENT)
+    _check_outcome(first)
+    replay = gateway.call_sync(tool_id, ARGS, agent=GUARANTEE_AGENT)
+    _check_outcome(replay)
+    if replay.metadata.get("idempotency", {}).get("replayed") is not True:
+        raise RuntimeError(f"{tool_id}: the same key was not replayed: {replay.metadata!r}")
+    return _measure_guarantee(ctx, "idem")
+
+
+@scenario(
+    "g_audit",
+    "call_sync + audit log  (SQLite, writer thread)",
+    group="toolgate",
+    baseline="call_sync",
+    note="observe() enqueues; the writer thread redacts and writes meanwhile (audit_guard on)",
+)
+async def g_audit(ctx: Context) -> Samples:
+    return _measure_guarantee(ctx, "audit")
+
+
+@scenario(
+    "g_full",
+    "call_sync + all four  (access, rate, idem, audit)",
+    group="toolgate",
+    baseline="call_sync",
+    note="all of the above in one gateway; a fresh idempotency key per call",
+)
+async def g_full(ctx: Context) -> Samples:
+    return _measure_guarantee(ctx, "full", fresh_keys=True)
+
+
+@scenario(
+    "audit_rate",
+    "sustained audit: N × call_sync (audit on), then audit.flush()",
+    group="toolgate",
+    timing="throughput",
+    note="runs once, after the rounds; sample = (first call → flush end) / N",
+)
+async def audit_rate(ctx: Context) -> Samples:
+    """N calls as fast as one thread can make them, then wait until the log has written them."""
+    n = ctx.plan.audit_calls
+    fx = ctx.fixtures
+    gateway = Gateway(audit_path=fx.state_dir / "audit-throughput.db")
+    try:
+        gateway.add(add_audit)
+        log = gateway.audit
+        assert log is not None
+        call = gateway.call_sync
+        tool_id, agent = "bench:add_audit", GUARANTEE_AGENT
+        _check_outcome(call(tool_id, ARGS, agent=agent))
+        if not log.flush(30.0) or log.written != 1:
+            raise RuntimeError(f"the audit log did not write the check call ({log.last_error})")
+        gc.collect()
+        start = perf_counter_ns()
+        for _ in repeat(None, n):
+            call(tool_id, ARGS, agent=agent)
+        calls_end = perf_counter_ns()
+        backlog = log.pending
+        flushed = log.flush(120.0)
+        end = perf_counter_ns()
+        written, lost = log.written - 1, log.lost
+    finally:
+        gateway.close()
+    fx.audit_throughput = {
+        "calls": n,
+        "written": written,
+        "lost": lost,
+        "flushed": flushed,
+        "calls_s": (calls_end - start) / 1e9,
+        "flush_s": (end - calls_end) / 1e9,
+        "total_s": (end - start) / 1e9,
+        "backlog_after_calls": backlog,
+        "calls_per_s": n / ((calls_end - start) / 1e9),
+        "written_per_s": written / ((end - start) / 1e9),
+        "gc": "on",
+    }
+    return Samples([(end - start) / max(written, 1)], [n])
 
 
 # -- peers --------------------------------------------------------------------------------------

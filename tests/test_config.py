@@ -273,7 +273,8 @@ def test_tool_folder_roots_in_order_and_nothing_created(tmp_path: Path) -> None:
     )
     _write(tmp_path, "toolgate.yaml", config)
     environ = {"TOOLGATE_HOME": str(home)}
-    with load_gateway(cwd=tmp_path, environ=environ, approver=None) as gateway:
+    with load_gateway(cwd=tmp_path, environ=environ, approver=None, audit="read") as gateway:
+        assert gateway.audit is None  # no log yet: "read" creates none
         assert gateway.tool_folders.roots == (
             FolderRoot(home / "tools", "local"),
             FolderRoot(tmp_path / "a", "local"),
@@ -445,3 +446,182 @@ def test_approver_callable_and_none(tmp_path: Path) -> None:
         denied = gateway.call_sync("tools:send", {"to": "x"})
         assert denied.code is ErrorCode.USER_REJECTION
         assert "no approver" in (denied.message or "")
+
+
+# -- audit, policies, agents, rate limits --------------------------------------------------------
+
+GUARDED_TOOLS_PY = '''
+from toolgate import tool
+
+
+@tool(effect="read_only")
+def peek(text: str) -> str:
+    """Read."""
+    return text
+
+
+@tool(effect="external_write")
+def send(to: str) -> str:
+    """Send."""
+    return "sent to " + to
+'''
+
+POLICY_DOC = """\
+apiVersion: joch.dev/v1alpha1
+kind: Policy
+metadata: {{name: {name}}}
+spec:
+  appliesTo: {applies}
+  rules:
+    - when: {{tool.sideEffect: external_write}}
+      action: deny
+"""
+
+
+def test_guarantee_sections_default() -> None:
+    config = parse_config("")
+    assert config.audit.enabled is True
+    assert config.audit.jsonl is None
+    assert config.audit.retention_days == 30
+    assert config.policies == []
+    assert config.agents == {}
+    assert config.rate_limits.per_agent is False
+
+
+def test_guarantee_sections_parse() -> None:
+    config = parse_config(
+        "audit: {enabled: false, jsonl: ./a.jsonl, retention_days: null}\n"
+        "agents:\n  intern: {labels: {team: interns}}\n  boss: {}\n"
+        "rate_limits: {per_agent: true}\n"
+        "policies:\n  - ./p.yaml\n  - {kind: Policy}\n"
+    )
+    assert (config.audit.enabled, config.audit.jsonl, config.audit.retention_days) == (
+        False,
+        "./a.jsonl",
+        None,
+    )
+    assert config.agent_labels() == {"intern": {"team": "interns"}, "boss": {}}
+    assert config.rate_limits.per_agent is True
+    assert config.policies == ["./p.yaml", {"kind": "Policy"}]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("audit: {retension_days: 3}\n", r"audit\.retension_days: unknown key"),
+        ("audit: {retention_days: soon}\n", r"audit\.retention_days: must be a number of days"),
+        ("audit: {retention_days: 0}\n", r"audit\.retention_days: "),
+        ("policies: [1]\n", r"policies\[0\]: must be a Policy resource \(a mapping\) or the path"),
+        ("policies: {a: 1}\n", r"policies: "),
+        ("agents: {intern: {label: {a: b}}}\n", r"agents\.intern\.label: unknown key"),
+        ("rate_limits: {per_tool: true}\n", r"rate_limits\.per_tool: unknown key"),
+    ],
+)
+def test_guarantee_section_errors(text: str, expected: str) -> None:
+    with pytest.raises(ConfigError, match=rf"^toolgate\.yaml: {expected}"):
+        parse_config(text)
+
+
+def test_policies_inline_and_from_a_multi_document_file(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    _write(tmp_path, "tools.py", GUARDED_TOOLS_PY)
+    inline = POLICY_DOC.format(name="by-label", applies="{selector: {matchLabels: {team: t}}}")
+    _write(
+        tmp_path / "policies",
+        "more.yaml",
+        "# comment\n"
+        + POLICY_DOC.format(name="by-name", applies="{agents: [bob]}")
+        + "---\n"
+        + POLICY_DOC.format(name="for-eve", applies="{agents: [eve]}")
+        + "...\n",
+    )
+    indented = "\n".join("    " + line for line in inline.splitlines()).replace("    ", "  - ", 1)
+    _write(
+        tmp_path,
+        "toolgate.yaml",
+        "python: [./tools.py]\nagents:\n  ann: {labels: {team: t}}\n"
+        f"policies:\n{indented}\n  - policies/more.yaml\n",
+    )
+    environ = {"TOOLGATE_HOME": str(home)}
+    with load_gateway(cwd=tmp_path, environ=environ, approver=None, audit="off") as gateway:
+        assert [p.name for p in gateway.access.policies] == ["by-label", "by-name", "for-eve"]
+        assert gateway.access.policies[0].source == "toolgate.yaml: policies[0]"
+        assert gateway.access.policies[2].source == "policies/more.yaml (document 2)"
+        for agent in ("ann", "bob", "eve"):
+            assert [t.id for t in gateway.list_tools(agent=agent)] == ["tools:peek"]
+            denied = gateway.call_sync("tools:send", {"to": "x"}, agent=agent)
+            assert denied.code is ErrorCode.FORBIDDEN
+        assert [t.id for t in gateway.list_tools(agent="zed")] == ["tools:peek", "tools:send"]
+    assert not home.exists()
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (
+            POLICY_DOC.format(name="a", applies="{agents: [x]}").replace("deny", "allow"),
+            r"policies\[0\]: p\.yaml: spec\.rules\.0\.action: ",
+        ),
+        (
+            POLICY_DOC.format(name="a", applies="{agents: [x]}") + "---\nkind: [\n",
+            r"policies\[0\]: p\.yaml \(document 2\): invalid YAML at line 10",
+        ),
+        ("- 1\n", r"policies\[0\]: p\.yaml: a Policy document must be a mapping, not a list"),
+        ("# nothing\n", r"policies\[0\]: p\.yaml holds no Policy documents"),
+    ],
+)
+def test_policy_file_errors_name_the_file_and_field(
+    tmp_path: Path, content: str, expected: str
+) -> None:
+    _write(tmp_path, "p.yaml", content)
+    _write(tmp_path, "toolgate.yaml", "policies: [./p.yaml]\n")
+    environ = {"TOOLGATE_HOME": str(tmp_path / "home")}
+    with pytest.raises(ConfigError, match=rf"^toolgate\.yaml: {expected}"):
+        load_gateway(cwd=tmp_path, environ=environ, approver=None, audit="off")
+
+
+def test_missing_policy_file_and_bad_inline_policy(tmp_path: Path) -> None:
+    environ = {"TOOLGATE_HOME": str(tmp_path / "home")}
+    _write(tmp_path, "toolgate.yaml", "policies: [./nope.yaml]\n")
+    with pytest.raises(ConfigError, match=r"^toolgate\.yaml: policies\[0\]: no such file: "):
+        load_gateway(cwd=tmp_path, environ=environ, approver=None, audit="off")
+    _write(tmp_path, "toolgate.yaml", "policies:\n  - {apiVersion: v1, kind: Policy}\n")
+    with pytest.raises(ConfigError, match=r"^toolgate\.yaml: policies\[0\]: apiVersion: "):
+        load_gateway(cwd=tmp_path, environ=environ, approver=None, audit="off")
+
+
+def test_audit_log_in_home_with_jsonl_and_per_agent_limits(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    _write(tmp_path, "tools.py", GUARDED_TOOLS_PY)
+    _write(
+        tmp_path,
+        "toolgate.yaml",
+        "python: [./tools.py]\naudit: {jsonl: logs.jsonl, retention_days: 7}\n"
+        "rate_limits: {per_agent: true}\n",
+    )
+    environ = {"TOOLGATE_HOME": str(home)}
+    with load_gateway(cwd=tmp_path, environ=environ, approver=None) as gateway:
+        assert gateway.audit is not None
+        assert gateway.audit.path == home / "audit.db"
+        assert gateway.audit.jsonl_path == tmp_path / "logs.jsonl"
+        assert gateway.audit.retention_days == 7
+        assert gateway._rate_limits.per_agent is True
+        assert gateway.call_sync("tools:peek", {"text": "hi"}, agent="a").ok
+        gateway.audit.flush(5)
+        assert [r.agent for r in gateway.audit.query()] == ["a"]
+    assert len((tmp_path / "logs.jsonl").read_text(encoding="utf-8").splitlines()) == 1
+    # "read" opens the existing log for statistics only: no retention, no JSON-lines copy.
+    with load_gateway(cwd=tmp_path, environ=environ, approver=None, audit="read") as gateway:
+        assert gateway.audit is not None
+        assert gateway.audit.retention_days is None and gateway.audit.jsonl_path is None
+        assert gateway.status("tools:peek").total_calls_7d == 1
+    with load_gateway(cwd=tmp_path, environ=environ, approver=None, audit="off") as gateway:
+        assert gateway.audit is None
+
+
+def test_audit_disabled_in_the_file(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    _write(tmp_path, "toolgate.yaml", "audit: {enabled: false}\n")
+    with load_gateway(cwd=tmp_path, environ={"TOOLGATE_HOME": str(home)}, approver=None) as gw:
+        assert gw.audit is None
+    assert not home.exists()

@@ -44,6 +44,27 @@ The schema (every section optional; unknown keys are errors, so typos are report
         - namespace: trusted
           require: false
           override: true
+    audit:                       # the audit log: one redacted record per call
+      enabled: true              # (default) records go to $TOOLGATE_HOME/audit.db
+      jsonl: ./audit.jsonl       # also append every record to this JSON-lines file
+      retention_days: 30         # records older than this are deleted (null: keep forever)
+    policies:                    # access policies (Joch ``Policy`` resources), in order
+      - apiVersion: joch.dev/v1alpha1   # inline: one Policy resource
+        kind: Policy
+        metadata: {name: no-external-writes-for-interns}
+        spec:
+          appliesTo: {selector: {matchLabels: {team: interns}}}
+          rules:
+            - when: {tool.sideEffect: external_write}
+              action: deny
+              reason: interns do not write to external systems
+      - ./policies.yaml          # a file of one or more Policy documents (``---`` between
+                                 #   them), relative to this file's folder
+    agents:                      # agents by name, with the labels policies select them by
+      intern-bot:
+        labels: {team: interns}
+    rate_limits:
+      per_agent: false           # count tools' callsPerMinute/callsPerDay per agent too
 
 The folder holding the file is put at the front of ``sys.path``, so modules next to it import as
 they would with ``python -m``.
@@ -56,7 +77,15 @@ gateway's diagnostics (``toolgate tools list`` prints them). Scripts read the va
 declare in ``env`` from ``$TOOLGATE_HOME/.env``. A ``tool_folders`` entry that does not exist is
 an error; a folder named twice is loaded once. Nothing is created when the gateway is built,
 except the state database ``$TOOLGATE_HOME/toolgate.db`` (approval requests and "always allow"
-grants, so they survive a restart) when approvals are on — with ``approver=None`` nothing at all.
+grants, so they survive a restart) when approvals are on, and the audit log
+``$TOOLGATE_HOME/audit.db`` when auditing is on (``audit.enabled``, the default) — with
+``approver=None`` and ``audit="off"`` (or ``"read"`` and no log yet) nothing at all.
+
+Policies: each entry of ``policies:`` is either one inline Joch ``Policy`` resource or the path of
+a YAML file holding one or more of them, separated by ``---`` lines (see
+:mod:`toolgate.loaders.policy` for the fields). They are read when the gateway is built and layered
+on the tools' own ``safety`` rules; a malformed one is a :class:`~toolgate.ConfigError` naming the
+file, the document and the field.
 
 The file is parsed with :func:`toolgate.loaders.load_yaml`: JSON-shaped values only (no Python
 tags), bounded aliases, size and depth, and a key written twice is an error naming both lines.
@@ -72,21 +101,32 @@ import hashlib
 import importlib
 import importlib.util
 import os
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from .approvals import Approver
 from .backends.processes import DEFAULT_MAX_OUTPUT
 from .errors import ConfigError, ToolgateError
 from .gateway import Gateway
 from .loaders import YamlError, load_yaml
+from .loaders.policy import load_policy
 from .model import SideEffect, SourceFormat, Tool, ToolSource, split_tool_id
+from .model.policy import AccessPolicy
 from .pipeline.approval import DEFAULT_APPROVAL_TTL
 from .pipeline.approval_policy import ApprovalRule
 from .pipeline.overflow import DEFAULT_OVERFLOW_LIMIT, DEFAULT_PREVIEW_CHARS
@@ -94,21 +134,27 @@ from .python import FunctionTool, tool
 from .sources import FolderRoot
 
 __all__ = [
+    "AUDIT_FILE_NAME",
     "CONFIG_FILE_NAME",
     "MAX_CONFIG_BYTES",
     "STATE_FILE_NAME",
+    "AgentConfig",
     "ApprovalConfig",
     "ApprovalRuleEntry",
+    "AuditConfig",
+    "AuditMode",
     "GatewayConfig",
     "LoadedConfig",
     "OverflowConfig",
     "PythonSource",
+    "RateLimitsConfig",
     "ScriptsConfig",
     "ToolFolderEntry",
     "build_gateway",
     "find_config",
     "load_config",
     "load_gateway",
+    "load_policies",
     "parse_config",
     "tool_folder_roots",
     "toolgate_home",
@@ -118,8 +164,14 @@ __all__ = [
 CONFIG_FILE_NAME = "toolgate.yaml"
 #: The SQLite database in ``$TOOLGATE_HOME`` holding approval requests and grants.
 STATE_FILE_NAME = "toolgate.db"
+#: The SQLite audit log in ``$TOOLGATE_HOME`` (one redacted record per call).
+AUDIT_FILE_NAME = "audit.db"
 #: Larger files are refused before parsing (a config file is a few kilobytes).
 MAX_CONFIG_BYTES = 1024 * 1024
+
+AuditMode = Literal["write", "read", "off"]
+"""How :func:`build_gateway` uses the audit log: ``"write"`` records every call; ``"read"`` opens
+an existing log for statistics only (creates nothing, prunes nothing); ``"off"`` ignores it."""
 
 
 class _Section(BaseModel):
@@ -280,6 +332,49 @@ class ApprovalConfig(_Section):
         return [entry.to_rule() for entry in self.rules]
 
 
+class AuditConfig(_Section):
+    """``audit:``: the audit log (one redacted record per call) in ``$TOOLGATE_HOME/audit.db``."""
+
+    enabled: bool = True
+    """Record every call (the default)."""
+    jsonl: str | None = Field(default=None, min_length=1)
+    """Also append every record to this JSON-lines file (relative to the config file's folder)."""
+    retention_days: float | None = Field(default=30, gt=0)
+    """Days records are kept (``null``: forever)."""
+
+    @field_validator("retention_days", mode="before")
+    @classmethod
+    def _days(cls, value: Any) -> Any:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise ValueError("must be a number of days, or null to keep records forever")
+        return value
+
+
+class AgentConfig(_Section):
+    """One entry of ``agents:``: the labels policies select the agent by."""
+
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class RateLimitsConfig(_Section):
+    """``rate_limits:``: how the tools' ``callsPerMinute`` / ``callsPerDay`` are counted."""
+
+    per_agent: bool = False
+    """Count each agent's calls separately (default: all agents' calls of a tool together)."""
+
+
+def _policy_entry(value: Any) -> Any:
+    if isinstance(value, str):
+        if not value.strip():
+            raise ValueError("a policy file path must not be empty")
+        return value
+    if isinstance(value, dict):
+        return value
+    raise ValueError(
+        "must be a Policy resource (a mapping) or the path of a YAML file of Policy documents"
+    )
+
+
 class GatewayConfig(_Section):
     """The whole ``toolgate.yaml``."""
 
@@ -292,6 +387,16 @@ class GatewayConfig(_Section):
     """Include the bundled demo tools."""
     overflow: OverflowConfig = Field(default_factory=OverflowConfig)
     approval: ApprovalConfig = Field(default_factory=ApprovalConfig)
+    audit: AuditConfig = Field(default_factory=AuditConfig)
+    policies: list[Annotated[Any, BeforeValidator(_policy_entry)]] = Field(default_factory=list)
+    """Inline Joch ``Policy`` resources (mappings) and paths of YAML files holding them."""
+    agents: dict[str, AgentConfig] = Field(default_factory=dict)
+    """Agents by name, with their labels (for policies selecting agents by label)."""
+    rate_limits: RateLimitsConfig = Field(default_factory=RateLimitsConfig)
+
+    def agent_labels(self) -> dict[str, dict[str, str]]:
+        """The labels of every declared agent, by name."""
+        return {name: dict(agent.labels) for name, agent in self.agents.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -366,7 +471,8 @@ def parse_config(text: str, label: str = CONFIG_FILE_NAME) -> GatewayConfig:
     if not isinstance(data, dict):
         raise ConfigError(
             f"{label}: the file must be a mapping of sections (python:, tool_folders:, scripts:, "
-            f"demo:, overflow:, approval:), not a {type(data).__name__}"
+            f"demo:, overflow:, approval:, audit:, policies:, agents:, rate_limits:), not a "
+            f"{type(data).__name__}"
         )
     try:
         return GatewayConfig.model_validate(data)
@@ -395,6 +501,12 @@ def load_config(
             return LoadedConfig(GatewayConfig())
         path = found
     label = _label(path, cwd)
+    text = _read_text(path, label)
+    return LoadedConfig(parse_config(text, label), path.absolute(), label)
+
+
+def _read_text(path: Path, label: str) -> str:
+    """A small UTF-8 file's text (at most :data:`MAX_CONFIG_BYTES`); raises ``ConfigError``."""
     try:
         with path.open("rb") as handle:
             raw = handle.read(MAX_CONFIG_BYTES + 1)
@@ -403,10 +515,85 @@ def load_config(
     if len(raw) > MAX_CONFIG_BYTES:
         raise ConfigError(f"{label}: the file is larger than {MAX_CONFIG_BYTES:,} bytes")
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{label}: the file is not UTF-8 text ({exc.reason})") from None
-    return LoadedConfig(parse_config(text, label), path.absolute(), label)
+
+
+# -- policies ------------------------------------------------------------------------------------
+
+_DOCUMENT_START = re.compile(r"^---(?:[ \t]+(.*))?$")
+
+
+def _yaml_documents(text: str) -> list[tuple[int, str]]:
+    """Split a multi-document YAML text on its ``---`` lines: ``(first line offset, text)``.
+
+    A document's own content after ``---`` on the marker line stays part of that document.
+    """
+    documents: list[tuple[int, list[str]]] = [(0, [])]
+    for number, line in enumerate(text.splitlines()):
+        match = _DOCUMENT_START.match(line.rstrip("\r"))
+        if match is None:
+            documents[-1][1].append(line)
+            continue
+        rest = (match.group(1) or "").strip()
+        if rest and not rest.startswith("#"):
+            documents.append((number, [rest]))
+        else:
+            documents.append((number + 1, []))
+    return [(offset, "\n".join(lines)) for offset, lines in documents]
+
+
+def _file_policies(path: Path, file_label: str, where: str) -> list[AccessPolicy]:
+    if not path.is_file():
+        problem = "is not a file" if path.exists() else "no such file"
+        raise ConfigError(f"{where}: {problem}: {path}")
+    text = _read_text(path, f"{where}: {file_label}")
+    found: list[AccessPolicy] = []
+    documents = [(offset, doc) for offset, doc in _yaml_documents(text) if doc.strip()]
+    for number, (offset, document) in enumerate(documents, start=1):
+        source = f"{file_label} (document {number})" if len(documents) > 1 else file_label
+        try:
+            data = load_yaml(document, source=file_label, line_offset=offset)
+        except YamlError as exc:
+            at = f" at {exc.location.removesuffix(': ')}" if exc.line is not None else ""
+            raise ConfigError(f"{where}: {source}: invalid YAML{at}: {exc.problem}") from None
+        if data is None:
+            continue
+        if not isinstance(data, dict):
+            raise ConfigError(
+                f"{where}: {source}: a Policy document must be a mapping, not a "
+                f"{type(data).__name__}"
+            )
+        try:
+            found.append(load_policy(data, source=source))
+        except ValueError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+    if not found:
+        raise ConfigError(f"{where}: {file_label} holds no Policy documents")
+    return found
+
+
+def load_policies(loaded: LoadedConfig) -> list[AccessPolicy]:
+    """The access policies of ``policies:``, in order: inline resources and those of each file
+    (paths relative to the config file's folder; messages name them that way too).
+
+    Raises :class:`ConfigError` naming the file, the entry (and document) and the field.
+    """
+    label, folder = loaded.label, loaded.folder
+    found: list[AccessPolicy] = []
+    for index, entry in enumerate(loaded.config.policies):
+        where = f"{label}: policies[{index}]"
+        if isinstance(entry, str):
+            path = Path(entry).expanduser()
+            path = path if path.is_absolute() else folder / path
+            found.extend(_file_policies(path, _label(path, folder), where))
+            continue
+        try:
+            found.append(load_policy(entry, source=where))
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+    return found
 
 
 # -- building the gateway ------------------------------------------------------------------------
@@ -562,6 +749,7 @@ def build_gateway(
     include_demo: bool = False,
     home: Path | None = None,
     approver: Approver | Literal["queue"] | None = "queue",
+    audit: AuditMode = "write",
 ) -> Gateway:
     """Build a :class:`Gateway` holding the configured tools.
 
@@ -572,12 +760,25 @@ def build_gateway(
     ``approver`` decides calls that need approval (see :class:`Gateway`): ``"queue"`` (the
     default) keeps them pending for ``toolgate approvals`` (or any other surface) to decide;
     ``None`` denies them and opens no database.
+    ``audit`` (when ``audit.enabled``, the default): ``"write"`` records every call in
+    ``$TOOLGATE_HOME/audit.db`` (and the ``audit.jsonl`` file) and takes the tools' statistics
+    from it; ``"read"`` opens that log only when it exists, for statistics, and creates or prunes
+    nothing (for commands that call no tool); ``"off"`` keeps statistics in memory.
     Raises :class:`ConfigError` naming the file and the entry for every problem.
     """
     config, label, folder = loaded.config, loaded.label, loaded.folder
     home = toolgate_home() if home is None else home
     roots = tool_folder_roots(loaded, home=home, include_demo=include_demo)
+    policies = load_policies(loaded)
     spill = config.overflow.dir
+    audit_path: Path | None = None
+    audit_jsonl: Path | None = None
+    if config.audit.enabled and audit != "off":
+        audit_path = home / AUDIT_FILE_NAME
+        if audit == "read" and not audit_path.is_file():
+            audit_path = None
+        if audit == "write" and config.audit.jsonl is not None:
+            audit_jsonl = folder / Path(config.audit.jsonl).expanduser()
     gateway = Gateway(
         overflow_limit=config.overflow.limit,
         preview_chars=config.overflow.preview,
@@ -591,6 +792,12 @@ def build_gateway(
         approval_ttl=config.approval.expires_after,
         approval_rules=config.approval.approval_rules(),
         state_path=None if approver is None else home / STATE_FILE_NAME,
+        policies=policies,
+        agent_labels=config.agent_labels(),
+        audit_path=audit_path,
+        audit_jsonl=audit_jsonl,
+        audit_retention_days=config.audit.retention_days if audit == "write" else None,
+        rate_limit_per_agent=config.rate_limits.per_agent,
     )
     try:
         if config.python and str(folder) not in sys.path:
@@ -622,15 +829,17 @@ def load_gateway(
     environ: Mapping[str, str] | None = None,
     include_demo: bool = False,
     approver: Approver | Literal["queue"] | None = "queue",
+    audit: AuditMode = "write",
 ) -> Gateway:
     """Find the configuration, load it, and build a :class:`Gateway` from it.
 
-    ``approver`` is passed to :func:`build_gateway`. Raises :class:`ConfigError` (naming the
-    file and the field) when anything is wrong.
+    ``approver`` and ``audit`` are passed to :func:`build_gateway`. Raises
+    :class:`ConfigError` (naming the file and the field) when anything is wrong.
     """
     return build_gateway(
         load_config(config_path, cwd=cwd, environ=environ),
         include_demo=include_demo,
         home=toolgate_home(environ),
         approver=approver,
+        audit=audit,
     )

@@ -2,7 +2,12 @@
 
 Commands: ``tools list``, ``tools show ID``, ``tools validate PATH``, ``tools install PATH``,
 ``tools remove NAME``, ``tools new NAME``, ``call ID``, ``approvals list|show|approve|deny``,
-``grants list|revoke``, ``export``, ``demo``; global options ``--config PATH`` and ``--version``.
+``grants list|revoke``, ``audit list|export``, ``export``, ``demo``; global options
+``--config PATH`` and ``--version``.
+
+Every call (and every approved call) is recorded in the audit log ``$TOOLGATE_HOME/audit.db``
+(``audit:`` in toolgate.yaml); ``tools list`` and ``tools show`` read the tools' health (phase,
+calls and failure rate over 7 days, latency, last error) from it without creating it.
 
 Approvals: a call that needs a person's approval asks at the terminal when stdin and stdout are
 one (Allow once / Always allow / Deny), then prints the call's result. Otherwise (or with
@@ -10,7 +15,8 @@ one (Allow once / Always allow / Deny), then prints the call's result. Otherwise
 approve ID`` runs it, and repeating the same call prints the stored outcome. Requests and grants
 live in ``$TOOLGATE_HOME/toolgate.db``.
 
-``tools list --json`` prints the same JSON array of tools as always; the tool-folder diagnostics
+``tools list --json`` prints the same JSON array of tools as always (plus each tool's
+``phase``); the tool-folder diagnostics
 then go to stderr as text (one ``severity: path: field: message`` line each), so the array stays
 backward compatible and pipes cleanly into ``jq``.
 
@@ -44,6 +50,7 @@ from ..gateway import Gateway
 from ..model import CallStatus
 from ..registry import RegisteredTool
 from .approvals import approvals_app, current_user, decide_at_terminal, grants_app, print_pending
+from .audit import audit_app
 from .catalog import describe_tool, print_tool, print_tool_table, summarize_tool
 from .errors import EXIT_CODES_HELP, CliFailure, CliUsageError, report
 from .folders import (
@@ -85,6 +92,7 @@ tools_app = typer.Typer(
 app.add_typer(tools_app, name="tools")
 app.add_typer(approvals_app, name="approvals")
 app.add_typer(grants_app, name="grants")
+app.add_typer(audit_app, name="audit")
 
 
 def _version(value: bool) -> None:
@@ -140,22 +148,44 @@ def _exit(code: int) -> NoReturn:
 def list_tools(
     ctx: typer.Context,
     as_json: Annotated[bool, typer.Option("--json", help="Print the catalog as JSON.")] = False,
+    agent: Annotated[
+        str | None,
+        typer.Option(
+            "--agent",
+            metavar="NAME",
+            help="Only the tools this agent may call (its access rules and policies applied).",
+        ),
+    ] = None,
 ) -> None:
-    """List the tools: id, title, side-effect level, approval, kind, source and availability.
+    """List the tools: id, title, side-effect level, approval, kind, source, availability and
+    phase (Ready, Degraded, Unavailable, Failed).
 
     Below the table: why each unavailable tool is unavailable, and every problem found in the
     tool folders ($TOOLGATE_HOME/tools and tool_folders: in toolgate.yaml) as 'severity: path:
     field: message'. A broken folder never stops the other tools from loading. With --json the
-    array of tools goes to stdout and those problems to stderr.
+    array of tools goes to stdout and those problems to stderr. With --agent NAME, only the
+    tools that agent may call: exactly those a call by it would not refuse as forbidden.
     """
     state = _state(ctx)
-    with state.open_gateway(approver=None) as gateway:
+    with state.open_gateway(approver=None, audit="read") as gateway:
         entries = gateway.entries()
+        if agent is not None:
+            allowed = {tool.id for tool in gateway.list_tools(agent=agent)}
+            entries = [entry for entry in entries if entry.tool.id in allowed]
+        statuses = {status.tool_id: status for status in gateway.statuses()}
         diagnostics = gateway.diagnostics()
     if as_json:
-        print_json([summarize_tool(entry, state.approval_policy) for entry in entries])
+        rows = []
+        for entry in entries:
+            row = summarize_tool(entry, state.approval_policy)
+            status = statuses.get(entry.tool.id)
+            row["phase"] = None if status is None else str(status.phase)
+            rows.append(row)
+        print_json(rows)
     elif entries:
-        print_tool_table(entries, state.out, state.approval_policy)
+        print_tool_table(entries, state.out, state.approval_policy, statuses)
+    elif agent is not None and state.loaded is not None and state.loaded.path is not None:
+        state.out.print(Text(f"No tools that agent {agent!r} may call."), soft_wrap=True)
     else:
         state.out.print("No tools are configured.")
     if diagnostics:
@@ -179,14 +209,16 @@ def show_tool(
     as_json: Annotated[bool, typer.Option("--json", help="Print the details as JSON.")] = False,
 ) -> None:
     """Show one tool: description, input and output schemas, side-effect level, approval,
-    timeout, provider name and source."""
+    timeout, provider name and source, and its health: phase, calls and failure rate over the
+    last 7 days, p50/p95 latency, last error and why it is not Ready."""
     state = _state(ctx)
-    with state.open_gateway(approver=None) as gateway:
+    with state.open_gateway(approver=None, audit="read") as gateway:
         entry = _find_entry(gateway, tool_id)
+        status = gateway.status(entry.tool.id)
     if as_json:
-        print_json(describe_tool(entry, state.approval_policy))
+        print_json(describe_tool(entry, state.approval_policy, status))
     else:
-        print_tool(entry, state.out, state.approval_policy)
+        print_tool(entry, state.out, state.approval_policy, status)
 
 
 # -- tool folders ------------------------------------------------------------------------------
@@ -436,7 +468,7 @@ def export(
     if format not in EXPORT_FORMATS:
         raise CliUsageError(f"--format must be one of {', '.join(EXPORT_FORMATS)}, not {format!r}")
     state = _state(ctx)
-    with state.open_gateway(approver=None) as gateway:
+    with state.open_gateway(approver=None, audit="off") as gateway:
         tools = (
             [gateway.get_tool(tool_id) for tool_id in tool_ids]
             if tool_ids

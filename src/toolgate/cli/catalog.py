@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich import box
@@ -11,12 +11,33 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from ..health import Phase, ToolStatus
 from ..model import Tool
 from ..model.names import to_provider_name
 from ..pipeline.approval_policy import ApprovalPolicy
 from ..registry import RegisteredTool
+from .prompt import clean
 
-__all__ = ["describe_tool", "needs_approval", "print_tool", "print_tool_table", "summarize_tool"]
+__all__ = [
+    "describe_tool",
+    "format_ms",
+    "needs_approval",
+    "print_tool",
+    "print_tool_table",
+    "summarize_tool",
+]
+
+_PHASE_STYLES = {
+    Phase.READY: "green",
+    Phase.DEGRADED: "yellow",
+    Phase.UNAVAILABLE: "red",
+    Phase.FAILED: "bold red",
+}
+
+
+def format_ms(seconds: float | None) -> str:
+    """A latency in milliseconds (``-`` when unknown)."""
+    return "-" if seconds is None else f"{seconds * 1000:.1f} ms"
 
 
 def _yes_no(value: bool) -> str:
@@ -51,12 +72,17 @@ def summarize_tool(entry: RegisteredTool, policy: ApprovalPolicy | None = None) 
     }
 
 
-def describe_tool(entry: RegisteredTool, policy: ApprovalPolicy | None = None) -> dict[str, Any]:
-    """Everything ``tools show`` tells about one tool, as JSON."""
+def describe_tool(
+    entry: RegisteredTool, policy: ApprovalPolicy | None = None, status: ToolStatus | None = None
+) -> dict[str, Any]:
+    """Everything ``tools show`` tells about one tool, as JSON (with its health ``status``,
+    Joch field names, when given)."""
     tool = entry.tool
     hints = tool.resolved_hints
+    extra: dict[str, Any] = {} if status is None else {"status": status.to_dict()}
     return {
         **summarize_tool(entry, policy),
+        **extra,
         "timeout": tool.timeout,
         "input_schema": tool.input_schema_dict(),
         "output_schema": tool.output_schema_dict(),
@@ -69,32 +95,50 @@ def describe_tool(entry: RegisteredTool, policy: ApprovalPolicy | None = None) -
     }
 
 
+def _phase_text(status: ToolStatus | None) -> Text:
+    if status is None:
+        return Text("-", style="dim")
+    return Text(str(status.phase), style=_PHASE_STYLES.get(status.phase, ""))
+
+
 def print_tool_table(
-    entries: Sequence[RegisteredTool], console: Console, policy: ApprovalPolicy | None = None
+    entries: Sequence[RegisteredTool],
+    console: Console,
+    policy: ApprovalPolicy | None = None,
+    statuses: Mapping[str, ToolStatus] | None = None,
 ) -> None:
-    """Print the catalog as a table: id, title, level, approval, kind, source, availability.
+    """Print the catalog as a table: id, title, level, approval, kind, source, availability and
+    (when ``statuses`` are given) phase.
 
     Reasons for unavailability are often long (a missing runtime and how to install it), so the
     table says "unavailable (see below)" and each reason follows the table on its own line.
     """
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    for header in ("ID", "Title", "Side effect", "Approval", "Kind", "Source", "Availability"):
+    headers = ["ID", "Title", "Side effect", "Approval", "Kind", "Source", "Availability"]
+    if statuses is not None:
+        headers.append("Phase")
+    for header in headers:
         table.add_column(header, overflow="fold")
     for entry in entries:
         tool = entry.tool
         approval = needs_approval(tool, policy)
-        table.add_row(
+        cells = [
             Text(tool.id, style="bold"),
             Text(tool.display_title),
             Text(str(tool.side_effect)),
             Text(_yes_no(approval), style="yellow" if approval else ""),
             Text(str(tool.kind)),
             Text(str(tool.source.format)),
+        ]
+        cells.append(
             Text(
                 "available" if entry.available else "unavailable (see below)",
                 style="" if entry.available else "red",
-            ),
+            )
         )
+        if statuses is not None:
+            cells.append(_phase_text(statuses.get(tool.id)))
+        table.add_row(*cells)
     console.print(table)
     noun = "tool" if len(entries) == 1 else "tools"
     console.print(Text(f"{len(entries)} {noun}", style="dim"))
@@ -121,10 +165,27 @@ def _schema(schema: dict[str, Any] | None) -> RenderableType:
     )
 
 
+def _status_rows(status: ToolStatus) -> list[tuple[str, Text]]:
+    rows = [
+        ("Phase", _phase_text(status)),
+        ("Calls (7 days)", Text(str(status.total_calls_7d))),
+        ("Failure rate (7 days)", Text(f"{status.failure_rate_7d:.1%}")),
+        ("Latency", Text(f"p50 {format_ms(status.p50)}, p95 {format_ms(status.p95)}")),
+        ("Last error", Text(clean(status.last_error or "-"))),
+    ]
+    if status.reason:
+        rows.append(("Reason", Text(clean(status.reason))))
+    return rows
+
+
 def print_tool(
-    entry: RegisteredTool, console: Console, policy: ApprovalPolicy | None = None
+    entry: RegisteredTool,
+    console: Console,
+    policy: ApprovalPolicy | None = None,
+    status: ToolStatus | None = None,
 ) -> None:
-    """Print one tool's details, schemas highlighted as JSON."""
+    """Print one tool's details (and its health ``status`` when given), schemas highlighted as
+    JSON."""
     tool: Tool = entry.tool
     facts = Table.grid(padding=(0, 2))
     facts.add_column(style="bold")
@@ -141,6 +202,8 @@ def print_tool(
     ]
     for label, value in rows:
         facts.add_row(label, Text(value))
+    for label, text in [] if status is None else _status_rows(status):
+        facts.add_row(label, text)
     console.print(Text(tool.id, style="bold underline"))
     console.print(facts)
     console.print()

@@ -12,7 +12,7 @@ from typing import IO, Any, Literal
 from rich.console import Console
 
 from ..approvals import Approver
-from ..config import LoadedConfig, build_gateway, load_config, toolgate_home
+from ..config import AuditMode, LoadedConfig, build_gateway, load_config, toolgate_home
 from ..gateway import Gateway
 from ..pipeline.approval_policy import ApprovalPolicy
 from .errors import CliUsageError
@@ -60,15 +60,23 @@ class CliState:
             return None
         return ApprovalPolicy(self.loaded.config.approval.approval_rules())
 
-    def open_gateway(self, approver: Approver | Literal["queue"] | None = "queue") -> Gateway:
+    def open_gateway(
+        self,
+        approver: Approver | Literal["queue"] | None = "queue",
+        *,
+        audit: AuditMode = "write",
+    ) -> Gateway:
         """Load the configuration and build the gateway (raises ``ConfigError``).
 
         With the default ``"queue"`` approver, approval requests and grants live in
         ``$TOOLGATE_HOME/toolgate.db`` (shared by every command and kept across restarts);
-        commands that call no tool pass ``None`` and open no database.
+        commands that call no tool pass ``None`` and open no database. Likewise every call is
+        recorded in ``$TOOLGATE_HOME/audit.db`` (``audit="write"``); commands that only read
+        the tools' statistics pass ``"read"`` (an existing log only, nothing created) and those
+        that need none ``"off"``.
         """
         self.loaded = load_config(self.config_path)
-        return build_gateway(self.loaded, approver=approver)
+        return build_gateway(self.loaded, approver=approver, audit=audit)
 
     def hint_when_unconfigured(self) -> None:
         """Tell the user how to create a configuration when none was found."""
