@@ -457,3 +457,45 @@ def test_outcomes_persist_across_a_restart(tmp_path: Path) -> None:
     assert second.content == first.content
     assert second.metadata["idempotency"]["original_call_id"] == first.call_id
     assert len(RUNS) == 1
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{{ args.order }}",
+        "charge-{{ args.order | lower }}-{{ args.amount }}",
+        "zendesk-{{ args.subject | hash }}",
+        "{{args.subject|lower|hash}}",
+        "{{ args.subject | hash | lower }} and {{ args.amount }}",
+        "x{{ args.ratio }}y",
+        "{{ args.missing | default('none') }}",  # not simple: Jinja
+        "{{ args.items }}",  # a dict method name: Jinja
+        "{{ agent }}-{{ args.order }}",  # not simple: Jinja
+    ],
+)
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"order": "A1", "amount": 5, "subject": "Hello", "ratio": 0.5, "items": "i"},
+        {"order": "ünï", "amount": -1, "subject": "", "ratio": 2.0, "items": 3},
+        {"order": True, "amount": None, "subject": ["a"], "ratio": 1e20, "items": None},
+    ],
+)
+def test_the_fast_key_renderer_agrees_with_jinja(
+    template: str, arguments: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from toolgate.pipeline import idempotency
+
+    def render(fast: bool) -> Any:
+        if not fast:
+            monkeypatch.setattr(idempotency, "_fast_render", lambda source, args: None)
+        try:
+            return idempotency.render_key(
+                template, arguments=arguments, agent="bot", session=None, tool_id="t:x"
+            )
+        except idempotency.KeyTemplateError as exc:
+            return ("error", exc.code)
+        finally:
+            monkeypatch.undo()
+
+    assert render(fast=True) == render(fast=False)

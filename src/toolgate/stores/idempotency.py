@@ -11,14 +11,13 @@ idempotency_sqlite.SQLiteIdempotencyStore` persists records and coordinates proc
 
 from __future__ import annotations
 
-import json
+import copy
+import heapq
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import Any, Final, Protocol
-
-from .._json import canonical_json
+from typing import Any, Protocol
 
 __all__ = [
     "IdempotencyRecord",
@@ -26,9 +25,6 @@ __all__ = [
     "IdempotencyStore",
     "MemoryIdempotencyStore",
 ]
-
-#: Claims between two sweeps of expired records.
-_SWEEP_EVERY: Final = 1024
 
 
 class IdempotencyStatus(StrEnum):
@@ -94,33 +90,43 @@ class IdempotencyStore(Protocol):
 class MemoryIdempotencyStore:
     """Records in a dict, for as long as the store lives (one process only).
 
-    Outcomes are kept as JSON text, so every replay gets its own copy, as from a persistent
-    store.
+    Outcomes are kept as given and deep-copied when replayed, so every replay gets its own copy,
+    as from a persistent store, while the common path (a fresh key) pays no serialization.
+    Expired records are dropped in expiry order from a heap: no scan over every live key.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        # (tool_id, key) → the record without its outcome, and the outcome's JSON text.
-        self._records: dict[tuple[str, str], tuple[IdempotencyRecord, str | None]] = {}
-        self._claims = 0
+        # (tool_id, key) → the record without its outcome, and the outcome.
+        self._records: dict[
+            tuple[str, str], tuple[IdempotencyRecord, Mapping[str, Any] | None]
+        ] = {}
+        self._expiry: list[tuple[float, tuple[str, str]]] = []
 
     @staticmethod
-    def _full(record: IdempotencyRecord, outcome: str | None) -> IdempotencyRecord:
-        return record if outcome is None else replace(record, outcome=json.loads(outcome))
+    def _full(record: IdempotencyRecord, outcome: Mapping[str, Any] | None) -> IdempotencyRecord:
+        return record if outcome is None else replace(record, outcome=copy.deepcopy(outcome))
+
+    def _expire(self, now: float) -> None:
+        # Entries whose record was replaced since (a new expiry) are skipped, not deleted.
+        while self._expiry and self._expiry[0][0] <= now:
+            expires_at, slot = heapq.heappop(self._expiry)
+            found = self._records.get(slot)
+            if found is not None and found[0].expires_at == expires_at:
+                del self._records[slot]
 
     def claim(self, record: IdempotencyRecord, *, now: float) -> IdempotencyRecord | None:
         """See :meth:`IdempotencyStore.claim`."""
         slot = (record.tool_id, record.key)
-        text = None if record.outcome is None else canonical_json(record.outcome)
+        outcome = None if record.outcome is None else copy.deepcopy(record.outcome)
+        bare = record if record.outcome is None else replace(record, outcome=None)
         with self._lock:
+            self._expire(now)
             found = self._records.get(slot)
             if found is not None and found[0].expires_at > now:
                 return self._full(*found)
-            self._records[slot] = (replace(record, outcome=None), text)
-            self._claims += 1
-            if self._claims % _SWEEP_EVERY == 0:
-                for stale in [k for k, (r, _) in self._records.items() if r.expires_at <= now]:
-                    del self._records[stale]
+            self._records[slot] = (bare, outcome)
+            heapq.heappush(self._expiry, (bare.expires_at, slot))
             return None
 
     def complete(
@@ -133,13 +139,13 @@ class MemoryIdempotencyStore:
         expires_at: float,
     ) -> bool:
         """See :meth:`IdempotencyStore.complete`."""
-        text = canonical_json(outcome)
         with self._lock:
             found = self._records.get((tool_id, key))
             if found is None or found[0].call_id != call_id:
                 return False
             done = replace(found[0], status=IdempotencyStatus.DONE, expires_at=expires_at)
-            self._records[(tool_id, key)] = (done, text)
+            self._records[(tool_id, key)] = (done, outcome)
+            heapq.heappush(self._expiry, (expires_at, (tool_id, key)))
             return True
 
     def release(self, tool_id: str, key: str, *, call_id: str) -> bool:
@@ -163,3 +169,4 @@ class MemoryIdempotencyStore:
         """Forget every record."""
         with self._lock:
             self._records.clear()
+            self._expiry.clear()
