@@ -20,13 +20,11 @@ This module imports :mod:`sqlite3`; it is only imported when an audit log is bui
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import threading
-import time
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import TracebackType
@@ -34,7 +32,12 @@ from typing import IO, Any, Final
 
 from ..model.stats import NOT_TOOL_FAILURES, ToolStats
 from ..pipeline.observers import FinishedCall
-from .record import AuditRecord, record_from
+from .query import build_stats, fetch_stats
+from .query import where as _where
+from .record import AuditRecord
+from .sqlite_rows import dump, record_from_row, row_from_record
+from .sqlite_schema import COLUMNS, SCHEMA_VERSION, ensure_private_file, migrate
+from .writer import BatchWriter, Flush
 
 __all__ = [
     "BUSY_TIMEOUT",
@@ -53,180 +56,16 @@ MEMORY: Final = ":memory:"
 
 _DAY: Final = 86_400.0
 
-_MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
-    (
-        """
-        CREATE TABLE IF NOT EXISTS audit_records (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            time REAL NOT NULL,
-            call_id TEXT NOT NULL,
-            tool_id TEXT NOT NULL,
-            definition_hash TEXT,
-            status TEXT NOT NULL,
-            code TEXT,
-            message TEXT,
-            detail TEXT,
-            duration REAL NOT NULL,
-            agent TEXT,
-            session TEXT,
-            workspace TEXT,
-            approval_id TEXT,
-            approval_decision TEXT,
-            idempotency_key TEXT,
-            args TEXT,
-            result TEXT,
-            visualization TEXT,
-            metadata TEXT NOT NULL
-        )
-        """,
-        "CREATE INDEX IF NOT EXISTS audit_time ON audit_records (time)",
-        "CREATE INDEX IF NOT EXISTS audit_tool ON audit_records (tool_id, time)",
-        "CREATE INDEX IF NOT EXISTS audit_agent ON audit_records (agent, time)",
-        "CREATE INDEX IF NOT EXISTS audit_status ON audit_records (status, time)",
-    ),
-)
-
-#: The schema version this code writes (SQLite's ``PRAGMA user_version``).
-SCHEMA_VERSION: Final = len(_MIGRATIONS)
-
-_COLUMNS: Final = (
-    "time, call_id, tool_id, definition_hash, status, code, message, detail, duration, agent, "
-    "session, workspace, approval_id, approval_decision, idempotency_key, args, result, "
-    "visualization, metadata"
-)
 _INSERT: Final = (
-    f"INSERT INTO audit_records ({_COLUMNS}) VALUES ({', '.join(['?'] * len(_COLUMNS.split(',')))})"
+    f"INSERT INTO audit_records ({COLUMNS}) VALUES ({', '.join(['?'] * len(COLUMNS.split(',')))})"
 )
-
-_EXCLUDED = ", ".join(f"'{code}'" for code in sorted(NOT_TOOL_FAILURES))
-#: SQL: the row is a tool failure (see :data:`NOT_TOOL_FAILURES`).
-_FAILURE: Final = f"(status = 'error' AND (code IS NULL OR code NOT IN ({_EXCLUDED})))"
-#: SQL: the tool ran to an end that says something about its latency.
-_RAN: Final = f"(status = 'ok' OR {_FAILURE})"
 
 
 class AuditStoreError(RuntimeError):
     """The audit database cannot be opened or read (query API only; ``observe`` never raises)."""
 
 
-def _json_default(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return dict(value)
-    if isinstance(value, (tuple, set, frozenset)):
-        return list(value)
-    return str(value)
-
-
-_ENCODER: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_json_default)
-
-
-def _dump(value: Any) -> str:
-    return _ENCODER.encode(value)
-
-
-def _row(record: AuditRecord) -> tuple[Any, ...]:
-    return (
-        record.time,
-        record.call_id,
-        record.tool_id,
-        record.definition_hash,
-        record.status,
-        record.code,
-        record.message,
-        record.detail,
-        record.duration,
-        record.agent,
-        record.session,
-        record.workspace,
-        record.approval_id,
-        record.approval_decision,
-        record.idempotency_key,
-        None if record.args is None else _dump(record.args),
-        None if record.result is None else _dump(record.result),
-        None if record.visualization is None else _dump(record.visualization),
-        _dump(record.metadata),
-    )
-
-
-def _load(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
-
-
-def _record(row: sqlite3.Row) -> AuditRecord:
-    return AuditRecord(
-        time=row["time"],
-        call_id=row["call_id"],
-        tool_id=row["tool_id"],
-        definition_hash=row["definition_hash"],
-        status=row["status"],
-        code=row["code"],
-        message=row["message"],
-        detail=row["detail"],
-        duration=row["duration"],
-        agent=row["agent"],
-        session=row["session"],
-        workspace=row["workspace"],
-        approval_id=row["approval_id"],
-        approval_decision=row["approval_decision"],
-        idempotency_key=row["idempotency_key"],
-        args=_load(row["args"]),
-        result=_load(row["result"]),
-        visualization=_load(row["visualization"]),
-        metadata=_load(row["metadata"]) or {},
-    )
-
-
-def _ensure_private_file(path: Path) -> None:
-    """Create missing parent folders (0700) and the file (0600); existing ones keep their mode."""
-    missing: list[Path] = []
-    parent = path.parent
-    while not parent.exists():
-        missing.append(parent)
-        parent = parent.parent
-    for folder in reversed(missing):
-        with suppress(FileExistsError):
-            folder.mkdir(mode=0o700)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    os.close(fd)
-
-
-def _where(
-    *,
-    tool_id: str | None = None,
-    agent: str | None = None,
-    status: str | None = None,
-    code: str | None = None,
-    since: float | None = None,
-    until: float | None = None,
-) -> tuple[str, list[Any]]:
-    clauses: list[str] = []
-    params: list[Any] = []
-    for column, value in (("tool_id", tool_id), ("agent", agent), ("status", status)):
-        if value is not None:
-            clauses.append(f"{column} = ?")
-            params.append(value)
-    if code is not None:
-        clauses.append("code = ?")
-        params.append(code)
-    if since is not None:
-        clauses.append("time >= ?")
-        params.append(since)
-    if until is not None:
-        clauses.append("time < ?")
-        params.append(until)
-    return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
-
-
-class _Flush:
-    """A marker in the queue: set once everything queued before it is written."""
-
-    __slots__ = ("done",)
-
-    def __init__(self) -> None:
-        self.done = threading.Event()
-
-
-class SQLiteAuditLog:
+class SQLiteAuditLog(BatchWriter):
     """The audit log: a :class:`~toolgate.pipeline.observers.CallObserver` backed by SQLite.
 
     ``path`` is the database file (created with its folders, mode 0600) or ``":memory:"``.
@@ -262,7 +101,7 @@ class SQLiteAuditLog:
         self.queue_size = queue_size
         self.prune_interval = prune_interval
 
-        self._queue: deque[FinishedCall | _Flush] = deque()
+        self._queue: deque[FinishedCall | Flush] = deque()
         self._wake = threading.Event()
         self._lock = threading.Lock()  # guards the connection and the JSONL file
         self._count_lock = threading.Lock()
@@ -344,7 +183,7 @@ class SQLiteAuditLog:
         conn: sqlite3.Connection | None = None
         try:
             if self.path is not None:
-                _ensure_private_file(self.path)
+                ensure_private_file(self.path)
             conn = sqlite3.connect(
                 MEMORY if self.path is None else str(self.path),
                 timeout=BUSY_TIMEOUT,
@@ -356,7 +195,7 @@ class SQLiteAuditLog:
             if self.path is not None:
                 conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
-            self._migrate(conn)
+            migrate(conn)
         except (sqlite3.Error, OSError, RuntimeError) as exc:
             if conn is not None:
                 conn.close()
@@ -365,82 +204,9 @@ class SQLiteAuditLog:
         self._conn = conn
         return conn
 
-    @staticmethod
-    def _migrate(conn: sqlite3.Connection) -> None:
-        """Bring the schema to :data:`SCHEMA_VERSION`, one migration per transaction."""
-        while True:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-                if version > SCHEMA_VERSION:
-                    raise RuntimeError(
-                        f"the audit database has schema version {version}, newer than the "
-                        f"{SCHEMA_VERSION} this toolgate understands; upgrade toolgate"
-                    )
-                if version == SCHEMA_VERSION:
-                    conn.execute("COMMIT")
-                    return
-                for statement in _MIGRATIONS[version]:
-                    conn.execute(statement)
-                conn.execute(f"PRAGMA user_version = {version + 1}")
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-
-    def _run(self) -> None:
-        next_prune = 0.0
-        while True:
-            if self.retention_days is not None and time.monotonic() >= next_prune:
-                next_prune = time.monotonic() + self.prune_interval
-                with suppress(Exception):
-                    self.prune(time.time())
-            self._wake.wait(self.flush_interval)
-            self._wake.clear()
-            try:
-                self._drain()
-            except Exception as exc:  # noqa: BLE001 - the writer must survive anything
-                self._fail("the audit writer failed", exc)
-            if self._stopping and not self._queue:
-                return
-
-    def _drain(self) -> None:
-        """Write everything queued now, in batches; release flush markers in order."""
-        batch: list[FinishedCall] = []
-        while True:
-            try:
-                item = self._queue.popleft()
-            except IndexError:
-                break
-            if isinstance(item, _Flush):
-                self._write(batch)
-                batch = []
-                item.done.set()
-                continue
-            batch.append(item)
-            if len(batch) >= self.batch_size:
-                self._write(batch)
-                batch = []
-        self._write(batch)
-
-    def _write(self, calls: list[FinishedCall]) -> None:
-        """Redact and write one batch; on any failure count the batch as lost."""
-        if not calls:
-            return
-        records: list[AuditRecord] = []
-        for call in calls:
-            try:
-                records.append(record_from(call))
-            except Exception as exc:  # noqa: BLE001 - a bad call loses its record, not the batch
-                self._lose(1)
-                self._fail(f"cannot record call {call.call_id!r}", exc)
-        if records:
-            self._write_records(records)
-
     def _write_records(self, records: list[AuditRecord]) -> None:
         try:
-            rows = [_row(record) for record in records]
+            rows = [row_from_record(record) for record in records]
         except Exception as exc:  # noqa: BLE001 - unserializable values
             self._lose(len(records))
             self._fail("cannot serialize audit records", exc)
@@ -468,31 +234,13 @@ class SQLiteAuditLog:
         if ok:
             self._healthy = True
 
-    def _append_jsonl(self, records: list[AuditRecord]) -> bool:
-        if self.jsonl_path is None:
-            return True
-        try:
-            if self._jsonl is None:
-                _ensure_private_file(self.jsonl_path)
-                self._jsonl = self.jsonl_path.open("a", encoding="utf-8")
-            self._jsonl.write("".join(_dump(r.to_dict()) + "\n" for r in records))
-            self._jsonl.flush()
-        except (OSError, ValueError, TypeError) as exc:
-            self._fail(f"cannot append to {self.jsonl_path}", exc)
-            if self._jsonl is not None:
-                with suppress(OSError):
-                    self._jsonl.close()
-                self._jsonl = None
-            return False
-        return True
-
     # -- life cycle -----------------------------------------------------------------------------
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every call observed so far is written (or lost); False on timeout."""
         if not self._thread.is_alive():
             return not self._queue
-        marker = _Flush()
+        marker = Flush()
         self._queue.append(marker)
         self._wake.set()
         return marker.done.wait(timeout)
@@ -555,12 +303,12 @@ class SQLiteAuditLog:
         where, params = _where(
             tool_id=tool_id, agent=agent, status=status, code=code, since=since, until=until
         )
-        sql = f"SELECT {_COLUMNS} FROM audit_records{where} ORDER BY time DESC, id DESC"
+        sql = f"SELECT {COLUMNS} FROM audit_records{where} ORDER BY time DESC, id DESC"
         sql += " LIMIT ? OFFSET ?"
         params += [-1 if limit is None else limit, offset]
         with self._reading() as conn:
             rows = conn.execute(sql, params).fetchall()
-        return [_record(row) for row in rows]
+        return [record_from_row(row) for row in rows]
 
     def count(self, **filters: Any) -> int:
         """How many records match ``filters`` (those of :meth:`query`, without paging)."""
@@ -584,7 +332,7 @@ class SQLiteAuditLog:
     def _export(self, stream: IO[str], filters: dict[str, Any]) -> int:
         written = 0
         for record in self.query(**filters):
-            stream.write(_dump(record.to_dict()) + "\n")
+            stream.write(dump(record.to_dict()) + "\n")
             written += 1
         stream.flush()
         return written
@@ -606,6 +354,11 @@ class SQLiteAuditLog:
                 raise
         return int(deleted.rowcount)
 
+    def _stats(self, since: float, tool_id: str | None) -> dict[str, ToolStats]:
+        with self._reading() as conn:
+            rows = fetch_stats(conn, since, tool_id)
+        return build_stats(rows)
+
     # -- health statistics ------------------------------------------------------------------------
 
     def stats(self, tool_id: str, *, since: float) -> ToolStats:
@@ -615,57 +368,3 @@ class SQLiteAuditLog:
     def all_stats(self, since: float) -> dict[str, ToolStats]:
         """The health figures of every tool with records since ``since``, by tool id."""
         return self._stats(since, None)
-
-    def _stats(self, since: float, tool_id: str | None) -> dict[str, ToolStats]:
-        scope = "time >= ?" + ("" if tool_id is None else " AND tool_id = ?")
-        params: tuple[Any, ...] = (since,) if tool_id is None else (since, tool_id)
-        with self._reading() as conn:
-            counts = conn.execute(
-                "SELECT tool_id, "
-                "SUM(CASE WHEN status != 'pending_approval' THEN 1 ELSE 0 END) AS total, "
-                f"SUM(CASE WHEN {_FAILURE} THEN 1 ELSE 0 END) AS failures "
-                f"FROM audit_records WHERE {scope} GROUP BY tool_id",
-                params,
-            ).fetchall()
-            ranks = conn.execute(
-                "SELECT tool_id, rn, n, duration FROM ("
-                "SELECT tool_id, duration, "
-                "ROW_NUMBER() OVER (PARTITION BY tool_id ORDER BY duration) AS rn, "
-                "COUNT(*) OVER (PARTITION BY tool_id) AS n "
-                f"FROM audit_records WHERE {scope} AND {_RAN}"
-                ") WHERE rn = (n * 50 + 99) / 100 OR rn = (n * 95 + 99) / 100",
-                params,
-            ).fetchall()
-            errors = conn.execute(
-                "SELECT tool_id, code, message, time FROM ("
-                "SELECT tool_id, code, message, time, ROW_NUMBER() OVER "
-                "(PARTITION BY tool_id ORDER BY time DESC, id DESC) AS rn "
-                f"FROM audit_records WHERE {scope} AND {_FAILURE}"
-                ") WHERE rn = 1",
-                params,
-            ).fetchall()
-        p50: dict[str, float] = {}
-        p95: dict[str, float] = {}
-        for row in ranks:
-            n, rn = int(row["n"]), int(row["rn"])
-            if rn == (n * 50 + 99) // 100:
-                p50[row["tool_id"]] = float(row["duration"])
-            if rn == (n * 95 + 99) // 100:
-                p95[row["tool_id"]] = float(row["duration"])
-        last = {row["tool_id"]: row for row in errors}
-        out: dict[str, ToolStats] = {}
-        for row in counts:
-            tid = row["tool_id"]
-            err = last.get(tid)
-            out[tid] = ToolStats(
-                total=int(row["total"] or 0),
-                failures=int(row["failures"] or 0),
-                p50=p50.get(tid),
-                p95=p95.get(tid),
-                last_error=None
-                if err is None
-                else f"[{err['code']}] {err['message'] or ''}".strip(),
-                last_error_at=None if err is None else float(err["time"]),
-                last_error_code=None if err is None else err["code"],
-            )
-        return out

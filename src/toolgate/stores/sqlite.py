@@ -14,12 +14,10 @@ This module imports :mod:`sqlite3`; it is only imported when a store is built, n
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import threading
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager, suppress
-from datetime import UTC, datetime
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
@@ -27,6 +25,18 @@ from typing import Any, Final
 from .._json import canonical_json, thaw
 from ..model import ApprovalRequest, ApprovalStatus, Decision, Grant, PermissionKey
 from .base import ClosedRequestError, DuplicateRequestError
+from .sqlite_rows import (
+    _GRANT_COLUMNS,
+    _OPEN,
+    _REQUEST_COLUMNS,
+    _grant_from_row,
+    _grant_to_row,
+    _placeholders,
+    _request_from_row,
+    _request_to_row,
+    _timestamp,
+)
+from .sqlite_schema import SCHEMA_VERSION, ensure_private_file, migrate
 
 __all__ = ["BUSY_TIMEOUT", "SCHEMA_VERSION", "SQLiteApprovalStore"]
 
@@ -36,225 +46,8 @@ BUSY_TIMEOUT: Final = 5.0
 #: The path that opens a private, in-memory database.
 MEMORY: Final = ":memory:"
 
-# Migration ``i`` moves the database from ``user_version`` ``i`` to ``i + 1``. Append new
-# migrations; never edit an old one.
-_MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
-    (
-        """
-        CREATE TABLE IF NOT EXISTS approvals (
-            id TEXT PRIMARY KEY,
-            tool_id TEXT NOT NULL,
-            title TEXT NOT NULL,
-            risk TEXT NOT NULL,
-            facts TEXT NOT NULL,
-            arguments TEXT NOT NULL,
-            arguments_digest TEXT NOT NULL,
-            definition_hash TEXT NOT NULL,
-            created_at REAL NOT NULL,
-            expires_at REAL NOT NULL,
-            workspace TEXT,
-            agent TEXT,
-            session_id TEXT,
-            permission_type TEXT NOT NULL,
-            permission_key TEXT NOT NULL,
-            security_message TEXT,
-            display TEXT,
-            status TEXT NOT NULL,
-            decision TEXT,
-            decided_by TEXT,
-            decided_at REAL,
-            decision_message TEXT,
-            outcome TEXT
-        )
-        """,
-        """
-        CREATE INDEX IF NOT EXISTS approvals_call
-            ON approvals (arguments_digest, tool_id, definition_hash, created_at)
-        """,
-        "CREATE INDEX IF NOT EXISTS approvals_status ON approvals (status, created_at)",
-        """
-        CREATE TABLE IF NOT EXISTS grants (
-            id TEXT PRIMARY KEY,
-            workspace TEXT,
-            tool_id TEXT NOT NULL,
-            permission_type TEXT NOT NULL,
-            permission_key TEXT NOT NULL,
-            definition_hash TEXT NOT NULL,
-            granted_by TEXT,
-            granted_at REAL NOT NULL,
-            expires_at REAL,
-            approval_id TEXT,
-            metadata TEXT NOT NULL,
-            revoked_at REAL
-        )
-        """,
-        """
-        CREATE INDEX IF NOT EXISTS grants_key
-            ON grants (tool_id, permission_type, permission_key, definition_hash)
-        """,
-        "CREATE INDEX IF NOT EXISTS grants_granted_at ON grants (granted_at)",
-        """
-        CREATE TABLE IF NOT EXISTS approval_events (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            request_id TEXT NOT NULL,
-            kind TEXT NOT NULL,
-            actor TEXT,
-            at REAL NOT NULL,
-            detail TEXT
-        )
-        """,
-        "CREATE INDEX IF NOT EXISTS approval_events_request ON approval_events (request_id, id)",
-    ),
-    (
-        # At most one pending request per call: concurrent identical calls (in this process or
-        # another one sharing the file) attach to one request instead of creating several.
-        """
-        CREATE UNIQUE INDEX IF NOT EXISTS approvals_one_pending ON approvals (
-            tool_id, definition_hash, arguments_digest, COALESCE(workspace, ''),
-            COALESCE(agent, '')
-        ) WHERE status = 'pending'
-        """,
-    ),
-)
-
-#: The schema version this code writes (SQLite's ``PRAGMA user_version``).
-SCHEMA_VERSION: Final = len(_MIGRATIONS)
-
-# The statuses ``find_open`` returns (a pending one only while unexpired).
-_OPEN: Final = (
-    ApprovalStatus.PENDING.value,
-    ApprovalStatus.APPROVED.value,
-    ApprovalStatus.RUNNING.value,
-    ApprovalStatus.COMPLETED.value,
-    ApprovalStatus.DENIED.value,
-)
-
-_REQUEST_COLUMNS: Final = (
-    "id, tool_id, title, risk, facts, arguments, arguments_digest, definition_hash, "
-    "created_at, expires_at, workspace, agent, session_id, permission_type, permission_key, "
-    "security_message, display, status, decision, decided_by, decided_at, decision_message"
-)
-
-_GRANT_COLUMNS: Final = (
-    "id, workspace, tool_id, permission_type, permission_key, definition_hash, granted_by, "
-    "granted_at, expires_at, approval_id, metadata"
-)
-
-
-def _request_from_row(row: sqlite3.Row) -> ApprovalRequest:
-    """The one place a row of ``approvals`` becomes an :class:`ApprovalRequest`."""
-    decision = row["decision"]
-    return ApprovalRequest(
-        id=row["id"],
-        tool_id=row["tool_id"],
-        title=row["title"],
-        risk=row["risk"],
-        facts=tuple((str(label), str(value)) for label, value in json.loads(row["facts"])),
-        arguments=json.loads(row["arguments"]),
-        arguments_digest=row["arguments_digest"],
-        definition_hash=row["definition_hash"],
-        created_at=row["created_at"],
-        expires_at=row["expires_at"],
-        workspace=row["workspace"],
-        agent=row["agent"],
-        session_id=row["session_id"],
-        permission=PermissionKey(row["permission_type"], row["permission_key"]),
-        security_message=row["security_message"],
-        display=row["display"],
-        status=ApprovalStatus(row["status"]),
-        decision=Decision(decision) if decision is not None else None,
-        decided_by=row["decided_by"],
-        decided_at=row["decided_at"],
-        decision_message=row["decision_message"],
-    )
-
-
-def _request_to_row(request: ApprovalRequest) -> tuple[Any, ...]:
-    """The values of :data:`_REQUEST_COLUMNS` for a request, in order."""
-    return (
-        request.id,
-        request.tool_id,
-        request.title,
-        request.risk,
-        canonical_json([[label, value] for label, value in request.facts]),
-        canonical_json(thaw(request.arguments)),
-        request.arguments_digest,
-        request.definition_hash,
-        request.created_at,
-        request.expires_at,
-        request.workspace,
-        request.agent,
-        request.session_id,
-        request.permission.type,
-        request.permission.key,
-        request.security_message,
-        request.display,
-        request.status.value,
-        request.decision.value if request.decision is not None else None,
-        request.decided_by,
-        request.decided_at,
-        request.decision_message,
-    )
-
-
-def _grant_from_row(row: sqlite3.Row) -> Grant:
-    """The one place a row of ``grants`` becomes a :class:`Grant`."""
-    return Grant(
-        id=row["id"],
-        workspace=row["workspace"],
-        tool_id=row["tool_id"],
-        permission=PermissionKey(row["permission_type"], row["permission_key"]),
-        definition_hash=row["definition_hash"],
-        granted_by=row["granted_by"],
-        granted_at=row["granted_at"],
-        expires_at=row["expires_at"],
-        approval_id=row["approval_id"],
-        metadata=json.loads(row["metadata"]),
-    )
-
-
-def _grant_to_row(grant: Grant) -> tuple[Any, ...]:
-    """The values of :data:`_GRANT_COLUMNS` for a grant, in order."""
-    return (
-        grant.id,
-        grant.workspace,
-        grant.tool_id,
-        grant.permission.type,
-        grant.permission.key,
-        grant.definition_hash,
-        grant.granted_by,
-        grant.granted_at,
-        grant.expires_at,
-        grant.approval_id,
-        canonical_json(thaw(grant.metadata)),
-    )
-
-
-def _timestamp(at: float) -> str:
-    """A Unix time as ISO 8601 UTC, for messages."""
-    return datetime.fromtimestamp(at, tz=UTC).isoformat(timespec="seconds")
-
-
-def _placeholders(values: tuple[Any, ...]) -> str:
-    return ", ".join("?" * len(values))
-
-
-def _ensure_private_file(path: Path) -> None:
-    """Create the missing parent folders (mode 0700) and the database file (mode 0600).
-
-    An existing file or folder keeps its mode: the store does not second-guess a choice the
-    user made.
-    """
-    missing: list[Path] = []
-    parent = path.parent
-    while not parent.exists():
-        missing.append(parent)
-        parent = parent.parent
-    for folder in reversed(missing):
-        with suppress(FileExistsError):  # another process made it first
-            folder.mkdir(mode=0o700)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    os.close(fd)
+#: Kept under its old name for :mod:`toolgate.stores.sqlite_db`.
+_ensure_private_file = ensure_private_file
 
 
 class SQLiteApprovalStore:
@@ -273,7 +66,7 @@ class SQLiteApprovalStore:
         self.path: Path | None = None if str(path) == MEMORY else Path(path)
         """The database file, or ``None`` for an in-memory store."""
         if self.path is not None:
-            _ensure_private_file(self.path)
+            ensure_private_file(self.path)
         conn = sqlite3.connect(
             MEMORY if self.path is None else str(self.path),
             timeout=BUSY_TIMEOUT,
@@ -286,7 +79,7 @@ class SQLiteApprovalStore:
             if self.path is not None:
                 conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
-            self._migrate(conn)
+            migrate(conn)
         except BaseException:
             conn.close()
             raise
@@ -296,30 +89,6 @@ class SQLiteApprovalStore:
         return f"SQLiteApprovalStore({MEMORY if self.path is None else str(self.path)!r})"
 
     # -- plumbing ---------------------------------------------------------------------------
-
-    @staticmethod
-    def _migrate(conn: sqlite3.Connection) -> None:
-        """Bring the schema to :data:`SCHEMA_VERSION`, one migration per transaction."""
-        while True:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-                if version > SCHEMA_VERSION:
-                    raise RuntimeError(
-                        f"the approval database has schema version {version}, newer than the "
-                        f"{SCHEMA_VERSION} this toolgate understands; upgrade toolgate"
-                    )
-                if version == SCHEMA_VERSION:
-                    conn.execute("COMMIT")
-                    return
-                for statement in _MIGRATIONS[version]:
-                    conn.execute(statement)
-                conn.execute(f"PRAGMA user_version = {version + 1}")
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:

@@ -1,0 +1,171 @@
+"""Building a :class:`~toolgate.Gateway` from a loaded configuration."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+from ..approvals import Approver
+from ..errors import ConfigError, ToolgateError
+from ..gateway import Gateway
+from ..sources import FolderRoot
+from .files import LoadedConfig, load_config, toolgate_home
+from .policies import load_policies
+from .python_sources import _source_tools
+
+__all__ = [
+    "AUDIT_FILE_NAME",
+    "STATE_FILE_NAME",
+    "AuditMode",
+    "build_gateway",
+    "load_gateway",
+    "tool_folder_roots",
+]
+
+#: The SQLite database in ``$TOOLGATE_HOME`` holding approval requests and grants.
+STATE_FILE_NAME = "toolgate.db"
+#: The SQLite audit log in ``$TOOLGATE_HOME`` (one redacted record per call).
+AUDIT_FILE_NAME = "audit.db"
+
+AuditMode = Literal["write", "read", "off"]
+"""How :func:`build_gateway` uses the audit log: ``"write"`` records every call; ``"read"`` opens
+an existing log for statistics only (creates nothing, prunes nothing); ``"off"`` ignores it."""
+
+
+def tool_folder_roots(
+    loaded: LoadedConfig, *, home: Path | None = None, include_demo: bool = False
+) -> list[FolderRoot]:
+    """The tool-folder roots, in order: ``$TOOLGATE_HOME/tools`` (namespace ``local``), the
+    ``tool_folders`` entries, then the bundled demo tool folders (namespace ``demo``) when
+    ``demo: true`` or ``include_demo``.
+
+    Raises :class:`ConfigError` for a configured folder that does not exist. Creates nothing.
+    """
+    config, label, folder = loaded.config, loaded.label, loaded.folder
+    home = toolgate_home() if home is None else home
+    roots = [FolderRoot(home / "tools", "local")]
+    for index, entry in enumerate(config.tool_folders):
+        path = Path(entry.path).expanduser()
+        path = path if path.is_absolute() else folder / path
+        if not path.is_dir():
+            problem = "is not a folder" if path.exists() else "no such folder"
+            raise ConfigError(f"{label}: tool_folders[{index}]: {problem}: {path}")
+        # The same folder named twice (or $TOOLGATE_HOME/tools itself) would declare every tool
+        # in it twice: once is enough, under one namespace.
+        same = next((r for r in roots if r.path.resolve() == path.resolve()), None)
+        if same is None:
+            roots.append(FolderRoot(path, entry.namespace))
+        elif same.namespace != entry.namespace:
+            raise ConfigError(
+                f"{label}: tool_folders[{index}]: {path} is already a tool folder with the "
+                f"namespace {same.namespace!r}"
+            )
+    if config.demo or include_demo:
+        from ..demo import TOOL_FOLDERS
+
+        roots.append(FolderRoot(TOOL_FOLDERS, "demo"))
+    return roots
+
+
+def build_gateway(
+    loaded: LoadedConfig,
+    *,
+    include_demo: bool = False,
+    home: Path | None = None,
+    approver: Approver | Literal["queue"] | None = "queue",
+    audit: AuditMode = "write",
+) -> Gateway:
+    """Build a :class:`Gateway` holding the configured tools.
+
+    ``include_demo`` adds the bundled demo tools even when the file does not ask for them.
+    ``home`` is ``$TOOLGATE_HOME`` (default :func:`toolgate_home`): its ``tools`` folder is always
+    a tool-folder root, its ``.env`` holds the variables scripts declare, and its
+    ``toolgate.db`` the approval requests and grants, so they outlive the process.
+    ``approver`` decides calls that need approval (see :class:`Gateway`): ``"queue"`` (the
+    default) keeps them pending for ``toolgate approvals`` (or any other surface) to decide;
+    ``None`` denies them and opens no database.
+    ``audit`` (when ``audit.enabled``, the default): ``"write"`` records every call in
+    ``$TOOLGATE_HOME/audit.db`` (and the ``audit.jsonl`` file) and takes the tools' statistics
+    from it; ``"read"`` opens that log only when it exists, for statistics, and creates or prunes
+    nothing (for commands that call no tool); ``"off"`` keeps statistics in memory.
+    Raises :class:`ConfigError` naming the file and the entry for every problem.
+    """
+    config, label, folder = loaded.config, loaded.label, loaded.folder
+    home = toolgate_home() if home is None else home
+    roots = tool_folder_roots(loaded, home=home, include_demo=include_demo)
+    policies = load_policies(loaded)
+    spill = config.overflow.dir
+    audit_path: Path | None = None
+    audit_jsonl: Path | None = None
+    if config.audit.enabled and audit != "off":
+        audit_path = home / AUDIT_FILE_NAME
+        if audit == "read" and not audit_path.is_file():
+            audit_path = None
+        if audit == "write" and config.audit.jsonl is not None:
+            audit_jsonl = folder / Path(config.audit.jsonl).expanduser()
+    gateway = Gateway(
+        overflow_limit=config.overflow.limit,
+        preview_chars=config.overflow.preview,
+        spill_dir=None if spill is None else folder / Path(spill).expanduser(),
+        tool_folders=roots,
+        env_file=home / ".env",
+        env_from_process=config.scripts.env_from_process,
+        script_max_output=config.scripts.max_output,
+        script_concurrency=config.scripts.concurrency,
+        approver=approver,
+        approval_ttl=config.approval.expires_after,
+        approval_rules=config.approval.approval_rules(),
+        state_path=None if approver is None else home / STATE_FILE_NAME,
+        policies=policies,
+        agent_labels=config.agent_labels(),
+        audit_path=audit_path,
+        audit_jsonl=audit_jsonl,
+        audit_retention_days=config.audit.retention_days if audit == "write" else None,
+        rate_limit_per_agent=config.rate_limits.per_agent,
+    )
+    try:
+        if config.python and str(folder) not in sys.path:
+            sys.path.insert(0, str(folder))
+        for index, source in enumerate(config.python):
+            where = f"{label}: python[{index}]"
+            items = _source_tools(source, folder, where)
+            try:
+                gateway.add(items, namespace=source.namespace)
+            except ToolgateError as exc:
+                raise ConfigError(f"{where}: {exc.message}") from exc
+        if config.demo or include_demo:
+            from ..demo import tools as demo_tools
+
+            try:
+                gateway.add(demo_tools)
+            except ToolgateError as exc:
+                raise ConfigError(f"{label}: demo: {exc.message}") from exc
+    except BaseException:
+        gateway.close()
+        raise
+    return gateway
+
+
+def load_gateway(
+    config_path: Path | None = None,
+    *,
+    cwd: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    include_demo: bool = False,
+    approver: Approver | Literal["queue"] | None = "queue",
+    audit: AuditMode = "write",
+) -> Gateway:
+    """Find the configuration, load it, and build a :class:`Gateway` from it.
+
+    ``approver`` and ``audit`` are passed to :func:`build_gateway`. Raises
+    :class:`ConfigError` (naming the file and the field) when anything is wrong.
+    """
+    return build_gateway(
+        load_config(config_path, cwd=cwd, environ=environ),
+        include_demo=include_demo,
+        home=toolgate_home(environ),
+        approver=approver,
+        audit=audit,
+    )

@@ -1,0 +1,150 @@
+"""Finding, reading and parsing ``toolgate.yaml``, and ``$TOOLGATE_HOME``."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from ..errors import ConfigError
+from ..loaders import YamlError, load_yaml
+from .schema import GatewayConfig
+
+__all__ = [
+    "CONFIG_FILE_NAME",
+    "MAX_CONFIG_BYTES",
+    "LoadedConfig",
+    "find_config",
+    "load_config",
+    "parse_config",
+    "toolgate_home",
+]
+
+#: The file name looked for in the current folder and in ``$TOOLGATE_HOME``.
+CONFIG_FILE_NAME = "toolgate.yaml"
+#: Larger files are refused before parsing (a config file is a few kilobytes).
+MAX_CONFIG_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedConfig:
+    """A parsed configuration and where it came from."""
+
+    config: GatewayConfig
+    path: Path | None = None
+    """The absolute path of the file, or ``None`` when no file exists (empty configuration)."""
+    label: str = CONFIG_FILE_NAME
+    """How messages name the file: relative to the current folder when inside it."""
+
+    @property
+    def folder(self) -> Path:
+        """The folder relative paths resolve against (the current folder without a file)."""
+        return Path.cwd() if self.path is None else self.path.parent
+
+
+def toolgate_home(environ: Mapping[str, str] | None = None) -> Path:
+    """``$TOOLGATE_HOME``, or ``~/.toolgate``."""
+    env = os.environ if environ is None else environ
+    value = env.get("TOOLGATE_HOME")
+    return Path(value).expanduser() if value else Path("~/.toolgate").expanduser()
+
+
+def find_config(
+    *, cwd: Path | None = None, environ: Mapping[str, str] | None = None
+) -> Path | None:
+    """The configuration file in use: ``./toolgate.yaml``, else ``$TOOLGATE_HOME/toolgate.yaml``."""
+    for folder in ((cwd or Path.cwd()), toolgate_home(environ)):
+        candidate = folder / CONFIG_FILE_NAME
+        if candidate.is_file():
+            return candidate.absolute()
+    return None
+
+
+def _label(path: Path, cwd: Path) -> str:
+    try:
+        return str(path.relative_to(cwd.absolute()))
+    except ValueError:
+        return str(path)
+
+
+def _field(loc: tuple[int | str, ...]) -> str:
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "(top level)"
+
+
+def _validation_message(label: str, exc: ValidationError) -> str:
+    problems = []
+    for error in exc.errors():
+        message = error["msg"]
+        if error["type"] == "extra_forbidden":
+            message = "unknown key (check the spelling)"
+        elif error["type"] == "value_error" and "error" in error.get("ctx", {}):
+            message = str(error["ctx"]["error"])
+        problems.append(f"{label}: {_field(error['loc'])}: {message}")
+    return "\n".join(problems)
+
+
+def parse_config(text: str, label: str = CONFIG_FILE_NAME) -> GatewayConfig:
+    """Parse the text of a ``toolgate.yaml``. Raises :class:`ConfigError` naming the field."""
+    try:
+        data = load_yaml(text, source=label)
+    except YamlError as exc:
+        where = f" at {exc.location.removesuffix(': ')}" if exc.line is not None else ""
+        raise ConfigError(f"{label}: invalid YAML{where}: {exc.problem}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{label}: the file must be a mapping of sections (python:, tool_folders:, scripts:, "
+            f"demo:, overflow:, approval:, audit:, policies:, agents:, rate_limits:), not a "
+            f"{type(data).__name__}"
+        )
+    try:
+        return GatewayConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_validation_message(label, exc)) from None
+
+
+def load_config(
+    config_path: Path | None = None,
+    *,
+    cwd: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> LoadedConfig:
+    """Find and parse the configuration (an empty one when there is no file).
+
+    ``config_path`` overrides the search and must exist.
+    """
+    cwd = cwd or Path.cwd()
+    if config_path is not None:
+        path = config_path if config_path.is_absolute() else cwd / config_path
+        if not path.is_file():
+            raise ConfigError(f"{config_path}: configuration file not found")
+    else:
+        found = find_config(cwd=cwd, environ=environ)
+        if found is None:
+            return LoadedConfig(GatewayConfig())
+        path = found
+    label = _label(path, cwd)
+    text = _read_text(path, label)
+    return LoadedConfig(parse_config(text, label), path.absolute(), label)
+
+
+def _read_text(path: Path, label: str) -> str:
+    """A small UTF-8 file's text (at most :data:`MAX_CONFIG_BYTES`); raises ``ConfigError``."""
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"{label}: cannot read the file: {exc.strerror or exc}") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{label}: the file is larger than {MAX_CONFIG_BYTES:,} bytes")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{label}: the file is not UTF-8 text ({exc.reason})") from None

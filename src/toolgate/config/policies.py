@@ -1,0 +1,87 @@
+"""Loading the access policies of ``policies:``: inline resources and YAML files of them."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..loaders import YamlError, load_yaml
+from ..loaders.policy import load_policy
+from ..model.policy import AccessPolicy
+from .files import LoadedConfig, _label, _read_text
+
+__all__ = ["load_policies"]
+
+_DOCUMENT_START = re.compile(r"^---(?:[ \t]+(.*))?$")
+
+
+def _yaml_documents(text: str) -> list[tuple[int, str]]:
+    """Split a multi-document YAML text on its ``---`` lines: ``(first line offset, text)``.
+
+    A document's own content after ``---`` on the marker line stays part of that document.
+    """
+    documents: list[tuple[int, list[str]]] = [(0, [])]
+    for number, line in enumerate(text.splitlines()):
+        match = _DOCUMENT_START.match(line.rstrip("\r"))
+        if match is None:
+            documents[-1][1].append(line)
+            continue
+        rest = (match.group(1) or "").strip()
+        if rest and not rest.startswith("#"):
+            documents.append((number, [rest]))
+        else:
+            documents.append((number + 1, []))
+    return [(offset, "\n".join(lines)) for offset, lines in documents]
+
+
+def _file_policies(path: Path, file_label: str, where: str) -> list[AccessPolicy]:
+    if not path.is_file():
+        problem = "is not a file" if path.exists() else "no such file"
+        raise ConfigError(f"{where}: {problem}: {path}")
+    text = _read_text(path, f"{where}: {file_label}")
+    found: list[AccessPolicy] = []
+    documents = [(offset, doc) for offset, doc in _yaml_documents(text) if doc.strip()]
+    for number, (offset, document) in enumerate(documents, start=1):
+        source = f"{file_label} (document {number})" if len(documents) > 1 else file_label
+        try:
+            data = load_yaml(document, source=file_label, line_offset=offset)
+        except YamlError as exc:
+            at = f" at {exc.location.removesuffix(': ')}" if exc.line is not None else ""
+            raise ConfigError(f"{where}: {source}: invalid YAML{at}: {exc.problem}") from None
+        if data is None:
+            continue
+        if not isinstance(data, dict):
+            raise ConfigError(
+                f"{where}: {source}: a Policy document must be a mapping, not a "
+                f"{type(data).__name__}"
+            )
+        try:
+            found.append(load_policy(data, source=source))
+        except ValueError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+    if not found:
+        raise ConfigError(f"{where}: {file_label} holds no Policy documents")
+    return found
+
+
+def load_policies(loaded: LoadedConfig) -> list[AccessPolicy]:
+    """The access policies of ``policies:``, in order: inline resources and those of each file
+    (paths relative to the config file's folder; messages name them that way too).
+
+    Raises :class:`ConfigError` naming the file, the entry (and document) and the field.
+    """
+    label, folder = loaded.label, loaded.folder
+    found: list[AccessPolicy] = []
+    for index, entry in enumerate(loaded.config.policies):
+        where = f"{label}: policies[{index}]"
+        if isinstance(entry, str):
+            path = Path(entry).expanduser()
+            path = path if path.is_absolute() else folder / path
+            found.extend(_file_policies(path, _label(path, folder), where))
+            continue
+        try:
+            found.append(load_policy(entry, source=where))
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+    return found

@@ -1,0 +1,126 @@
+"""The tools of one ``python:`` entry: importing a module or loading a ``.py`` file."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from ..errors import ConfigError, ToolgateError
+from ..model import SourceFormat, Tool, ToolSource
+from ..python import FunctionTool, tool
+from .schema import PythonSource
+
+
+def _is_file_ref(ref: str) -> bool:
+    return ref.endswith(".py") or "/" in ref or "\\" in ref or ref.startswith(("~", "."))
+
+
+def _split_ref(ref: str) -> tuple[str, str | None]:
+    """``target`` and the optional attribute after the last colon (``file.py:attr``)."""
+    head, sep, attr = ref.rpartition(":")
+    # "C:\tools\x.py" has a colon too: only split when the part after it names an attribute.
+    if sep and head and attr and all(part.isidentifier() for part in attr.split(".")):
+        return head, attr
+    return ref, None
+
+
+def _load_file(path: Path, where: str) -> ModuleType:
+    if not path.is_file():
+        raise ConfigError(f"{where}: no such file: {path}")
+    # A unique parent name per file keeps two ``tools.py`` apart; the last part stays the file's
+    # stem, so ``@tool`` functions default to the namespace ``my_tools`` for ``my_tools.py``.
+    digest = hashlib.sha256(str(path).encode("utf-8")).hexdigest()[:12]
+    name = f"_toolgate_file_{digest}.{path.stem}"
+    existing = sys.modules.get(name)
+    if existing is not None:
+        return existing
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ConfigError(f"{where}: cannot load {path} as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[name]
+        raise ConfigError(f"{where}: cannot load {path}: {type(exc).__name__}: {exc}") from exc
+    return module
+
+
+def _import(module_name: str, where: str) -> ModuleType:
+    try:
+        return importlib.import_module(module_name)
+    except Exception as exc:
+        detail = str(exc) if isinstance(exc, ImportError) else f"{type(exc).__name__}: {exc}"
+        raise ConfigError(f"{where}: cannot import {module_name!r}: {detail}") from exc
+
+
+def _module_tools(module: ModuleType, where: str) -> list[Any]:
+    listed = getattr(module, "tools", None)
+    if isinstance(listed, (list, tuple)):
+        return list(listed)
+    found: list[Any] = []
+    for value in vars(module).values():
+        if isinstance(value, FunctionTool) and all(value is not f for f in found):
+            found.append(value)
+    if not found:
+        raise ConfigError(
+            f"{where}: {module.__name__.rpartition('.')[2]} has no @tool functions and no "
+            "'tools' list; name one with 'module:attr'"
+        )
+    return found
+
+
+def _attribute(module: ModuleType, attr: str, ref: str, where: str) -> Any:
+    value: Any = module
+    for part in attr.split("."):
+        try:
+            value = getattr(value, part)
+        except AttributeError:
+            raise ConfigError(f"{where}: {ref!r}: no attribute {part!r}") from None
+    if isinstance(value, (list, tuple)) or callable(value):
+        return value
+    raise ConfigError(
+        f"{where}: {ref!r} is not a @tool function, a function, or a list of them "
+        f"(it is a {type(value).__name__})"
+    )
+
+
+def _located(item: Any, path: Path, where: str) -> Any:
+    """Point the tool's ``source`` at the file (its module name is an internal one)."""
+    if isinstance(item, (list, tuple)):
+        return [_located(each, path, where) for each in item]
+    if not isinstance(item, FunctionTool):
+        if not callable(item) or isinstance(item, Tool):
+            return item  # Gateway.add reports what it cannot register
+        try:
+            item = tool(item)
+        except ToolgateError as exc:
+            raise ConfigError(f"{where}: {exc.message}") from exc
+    qualname = getattr(item.func, "__qualname__", item.tool.name)
+    located = dataclasses.replace(
+        item.tool, source=ToolSource(SourceFormat.PYTHON, f"{path}:{qualname}")
+    )
+    return FunctionTool(item.func, located, item.binding)
+
+
+def _source_tools(source: PythonSource, folder: Path, where: str) -> list[Any]:
+    target, attr = _split_ref(source.module)
+    path: Path | None = None
+    if _is_file_ref(target):
+        path = Path(target).expanduser()
+        path = (path if path.is_absolute() else folder / path).resolve()
+        module = _load_file(path, where)
+    else:
+        module = _import(target, where)
+    if attr is None:
+        items = _module_tools(module, where)
+    else:
+        items = [_attribute(module, attr, source.module, where)]
+    return items if path is None else [_located(item, path, where) for item in items]

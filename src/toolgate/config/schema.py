@@ -1,0 +1,251 @@
+"""The sections of ``toolgate.yaml``: pydantic models, one per section, and the whole file."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+
+from ..backends.processes import DEFAULT_MAX_OUTPUT
+from ..model import SideEffect, split_tool_id
+from ..pipeline.approval import DEFAULT_APPROVAL_TTL
+from ..pipeline.approval_policy import ApprovalRule
+from ..pipeline.overflow import DEFAULT_OVERFLOW_LIMIT, DEFAULT_PREVIEW_CHARS
+
+__all__ = [
+    "AgentConfig",
+    "ApprovalConfig",
+    "ApprovalRuleEntry",
+    "AuditConfig",
+    "GatewayConfig",
+    "OverflowConfig",
+    "PythonSource",
+    "RateLimitsConfig",
+    "ScriptsConfig",
+    "ToolFolderEntry",
+]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PythonSource(_Section):
+    """One entry of ``python:``: a module, a ``module:attr`` or a ``.py`` file."""
+
+    module: str = Field(min_length=1)
+    """``pkg.mod``, ``pkg.mod:attr``, ``path/to/file.py`` or ``path/to/file.py:attr``."""
+    namespace: str | None = Field(default=None, min_length=1)
+    """Re-home every tool of this entry in this namespace."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _short_form(cls, value: Any) -> Any:
+        # ``- myapp.tools:add`` is the short form of ``- module: myapp.tools:add``.
+        return {"module": value} if isinstance(value, str) else value
+
+
+class OverflowConfig(_Section):
+    """``overflow:``: when content is saved to a file instead of sent whole (Jean2 seed)."""
+
+    limit: int = Field(default=DEFAULT_OVERFLOW_LIMIT, ge=1)
+    """Characters of model-facing content above which it is spilled to a file."""
+    preview: int = Field(default=DEFAULT_PREVIEW_CHARS, ge=0)
+    """Characters of spilled content the model still sees."""
+    dir: str | None = None
+    """Where spilled content is written (relative to the config file's folder)."""
+
+    @model_validator(mode="after")
+    def _preview_fits(self) -> OverflowConfig:
+        if self.preview > self.limit:
+            raise ValueError(f"preview ({self.preview}) must not exceed limit ({self.limit})")
+        return self
+
+
+def _valid_namespace(value: str) -> str:
+    try:
+        split_tool_id(f"{value}:x")
+    except ValueError:
+        raise ValueError(
+            f"{value!r} is not a usable namespace (no white space, no trailing colon)"
+        ) from None
+    return value
+
+
+class ToolFolderEntry(_Section):
+    """One entry of ``tool_folders:``: a folder whose sub-folders are tool folders."""
+
+    path: str = Field(min_length=1)
+    """The folder (``~`` expanded; relative to the config file's folder)."""
+    namespace: str = Field(default="local", min_length=1)
+    """The namespace of its tools (ids ``namespace:name``)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _short_form(cls, value: Any) -> Any:
+        # ``- ./tools`` is the short form of ``- path: ./tools``.
+        return {"path": value} if isinstance(value, str) else value
+
+    @field_validator("namespace")
+    @classmethod
+    def _valid_folder_namespace(cls, value: str) -> str:
+        return _valid_namespace(value)
+
+
+class ScriptsConfig(_Section):
+    """``scripts:``: how script tools (tool folders) run."""
+
+    env_from_process: tuple[str, ...] | bool = ()
+    """Declared ``env`` names that may also come from the gateway's environment (``True``: any);
+    by default a script's variables come only from ``$TOOLGATE_HOME/.env``."""
+    max_output: int = Field(default=DEFAULT_MAX_OUTPUT, ge=1)
+    """Bytes of stdout (and of stderr) a script may write before it is stopped."""
+    concurrency: int = Field(default=32, ge=1)
+    """Processes of one script tool that may run at once."""
+
+    @field_validator("env_from_process", mode="before")
+    @classmethod
+    def _names_or_true(cls, value: Any) -> Any:
+        # One clear message instead of pydantic's per-member union errors.
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, (list, tuple)) and all(
+            isinstance(item, str) and item for item in value
+        ):
+            return tuple(value)
+        raise ValueError("must be a list of variable names, or true for any declared variable")
+
+
+class ApprovalRuleEntry(_Section):
+    """One entry of ``approval.rules:``: which tools it selects and whether they need approval."""
+
+    tool: str | None = Field(default=None, min_length=1)
+    """A tool id (``namespace:name``)."""
+    namespace: str | None = Field(default=None, min_length=1)
+    """Every tool of a namespace."""
+    level: SideEffect | None = None
+    """Every tool of a side-effect level (``read_only`` … ``privileged``)."""
+    require: bool
+    """Whether the selected tools need a person's approval."""
+    override: bool = False
+    """Let ``require: false`` waive a requirement the tool declares itself."""
+
+    @field_validator("tool")
+    @classmethod
+    def _valid_tool_id(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                split_tool_id(value)
+            except ValueError as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
+    @field_validator("namespace")
+    @classmethod
+    def _valid_rule_namespace(cls, value: str | None) -> str | None:
+        return None if value is None else _valid_namespace(value)
+
+    @model_validator(mode="after")
+    def _one_selector(self) -> ApprovalRuleEntry:
+        chosen = [name for name in ("tool", "namespace", "level") if getattr(self, name)]
+        if len(chosen) != 1:
+            given = f" (got {', '.join(chosen)})" if chosen else ""
+            raise ValueError(f"give exactly one of tool, namespace, level{given}")
+        return self
+
+    def to_rule(self) -> ApprovalRule:
+        """The :class:`~toolgate.pipeline.approval_policy.ApprovalRule` this entry declares."""
+        return ApprovalRule(
+            require=self.require,
+            tool=self.tool,
+            namespace=self.namespace,
+            level=self.level,
+            override=self.override,
+        )
+
+
+class ApprovalConfig(_Section):
+    """``approval:``: how long requests wait, and the operator's approval rules."""
+
+    expires_after: float = Field(default=DEFAULT_APPROVAL_TTL, gt=0)
+    """Seconds a request waits for a decision before it expires."""
+    rules: list[ApprovalRuleEntry] = Field(default_factory=list)
+    """Per tool, namespace or level; see :mod:`toolgate.pipeline.approval_policy`."""
+
+    @field_validator("expires_after", mode="before")
+    @classmethod
+    def _seconds(cls, value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError("must be a number of seconds")
+        return value
+
+    def approval_rules(self) -> list[ApprovalRule]:
+        """The rules, in file order."""
+        return [entry.to_rule() for entry in self.rules]
+
+
+class AuditConfig(_Section):
+    """``audit:``: the audit log (one redacted record per call) in ``$TOOLGATE_HOME/audit.db``."""
+
+    enabled: bool = True
+    """Record every call (the default)."""
+    jsonl: str | None = Field(default=None, min_length=1)
+    """Also append every record to this JSON-lines file (relative to the config file's folder)."""
+    retention_days: float | None = Field(default=30, gt=0)
+    """Days records are kept (``null``: forever)."""
+
+    @field_validator("retention_days", mode="before")
+    @classmethod
+    def _days(cls, value: Any) -> Any:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise ValueError("must be a number of days, or null to keep records forever")
+        return value
+
+
+class AgentConfig(_Section):
+    """One entry of ``agents:``: the labels policies select the agent by."""
+
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class RateLimitsConfig(_Section):
+    """``rate_limits:``: how the tools' ``callsPerMinute`` / ``callsPerDay`` are counted."""
+
+    per_agent: bool = False
+    """Count each agent's calls separately (default: all agents' calls of a tool together)."""
+
+
+def _policy_entry(value: Any) -> Any:
+    if isinstance(value, str):
+        if not value.strip():
+            raise ValueError("a policy file path must not be empty")
+        return value
+    if isinstance(value, dict):
+        return value
+    raise ValueError(
+        "must be a Policy resource (a mapping) or the path of a YAML file of Policy documents"
+    )
+
+
+class GatewayConfig(_Section):
+    """The whole ``toolgate.yaml``."""
+
+    python: list[PythonSource] = Field(default_factory=list)
+    """Python modules, attributes and files that hold tools."""
+    tool_folders: list[ToolFolderEntry] = Field(default_factory=list)
+    """Folders of tool folders (besides ``$TOOLGATE_HOME/tools``, which is always used)."""
+    scripts: ScriptsConfig = Field(default_factory=ScriptsConfig)
+    demo: bool = False
+    """Include the bundled demo tools."""
+    overflow: OverflowConfig = Field(default_factory=OverflowConfig)
+    approval: ApprovalConfig = Field(default_factory=ApprovalConfig)
+    audit: AuditConfig = Field(default_factory=AuditConfig)
+    policies: list[Annotated[Any, BeforeValidator(_policy_entry)]] = Field(default_factory=list)
+    """Inline Joch ``Policy`` resources (mappings) and paths of YAML files holding them."""
+    agents: dict[str, AgentConfig] = Field(default_factory=dict)
+    """Agents by name, with their labels (for policies selecting agents by label)."""
+    rate_limits: RateLimitsConfig = Field(default_factory=RateLimitsConfig)
+
+    def agent_labels(self) -> dict[str, dict[str, str]]:
+        """The labels of every declared agent, by name."""
+        return {name: dict(agent.labels) for name, agent in self.agents.items()}

@@ -1,0 +1,140 @@
+"""The schema of the approval database: its migrations and how they are applied.
+
+Used by :mod:`toolgate.stores.sqlite`; this module imports :mod:`sqlite3`.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from contextlib import suppress
+from pathlib import Path
+from typing import Final
+
+__all__ = ["SCHEMA_VERSION", "ensure_private_file", "migrate"]
+
+# Migration ``i`` moves the database from ``user_version`` ``i`` to ``i + 1``. Append new
+# migrations; never edit an old one.
+_MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
+    (
+        """
+        CREATE TABLE IF NOT EXISTS approvals (
+            id TEXT PRIMARY KEY,
+            tool_id TEXT NOT NULL,
+            title TEXT NOT NULL,
+            risk TEXT NOT NULL,
+            facts TEXT NOT NULL,
+            arguments TEXT NOT NULL,
+            arguments_digest TEXT NOT NULL,
+            definition_hash TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            expires_at REAL NOT NULL,
+            workspace TEXT,
+            agent TEXT,
+            session_id TEXT,
+            permission_type TEXT NOT NULL,
+            permission_key TEXT NOT NULL,
+            security_message TEXT,
+            display TEXT,
+            status TEXT NOT NULL,
+            decision TEXT,
+            decided_by TEXT,
+            decided_at REAL,
+            decision_message TEXT,
+            outcome TEXT
+        )
+        """,
+        """
+        CREATE INDEX IF NOT EXISTS approvals_call
+            ON approvals (arguments_digest, tool_id, definition_hash, created_at)
+        """,
+        "CREATE INDEX IF NOT EXISTS approvals_status ON approvals (status, created_at)",
+        """
+        CREATE TABLE IF NOT EXISTS grants (
+            id TEXT PRIMARY KEY,
+            workspace TEXT,
+            tool_id TEXT NOT NULL,
+            permission_type TEXT NOT NULL,
+            permission_key TEXT NOT NULL,
+            definition_hash TEXT NOT NULL,
+            granted_by TEXT,
+            granted_at REAL NOT NULL,
+            expires_at REAL,
+            approval_id TEXT,
+            metadata TEXT NOT NULL,
+            revoked_at REAL
+        )
+        """,
+        """
+        CREATE INDEX IF NOT EXISTS grants_key
+            ON grants (tool_id, permission_type, permission_key, definition_hash)
+        """,
+        "CREATE INDEX IF NOT EXISTS grants_granted_at ON grants (granted_at)",
+        """
+        CREATE TABLE IF NOT EXISTS approval_events (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            request_id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            actor TEXT,
+            at REAL NOT NULL,
+            detail TEXT
+        )
+        """,
+        "CREATE INDEX IF NOT EXISTS approval_events_request ON approval_events (request_id, id)",
+    ),
+    (
+        # At most one pending request per call: concurrent identical calls (in this process or
+        # another one sharing the file) attach to one request instead of creating several.
+        """
+        CREATE UNIQUE INDEX IF NOT EXISTS approvals_one_pending ON approvals (
+            tool_id, definition_hash, arguments_digest, COALESCE(workspace, ''),
+            COALESCE(agent, '')
+        ) WHERE status = 'pending'
+        """,
+    ),
+)
+
+#: The schema version this code writes (SQLite's ``PRAGMA user_version``).
+SCHEMA_VERSION: Final = len(_MIGRATIONS)
+
+
+def ensure_private_file(path: Path) -> None:
+    """Create the missing parent folders (mode 0700) and the database file (mode 0600).
+
+    An existing file or folder keeps its mode: the store does not second-guess a choice the
+    user made.
+    """
+    missing: list[Path] = []
+    parent = path.parent
+    while not parent.exists():
+        missing.append(parent)
+        parent = parent.parent
+    for folder in reversed(missing):
+        with suppress(FileExistsError):  # another process made it first
+            folder.mkdir(mode=0o700)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    os.close(fd)
+
+
+def migrate(conn: sqlite3.Connection) -> None:
+    """Bring the schema to :data:`SCHEMA_VERSION`, one migration per transaction."""
+    while True:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+            if version > SCHEMA_VERSION:
+                raise RuntimeError(
+                    f"the approval database has schema version {version}, newer than the "
+                    f"{SCHEMA_VERSION} this toolgate understands; upgrade toolgate"
+                )
+            if version == SCHEMA_VERSION:
+                conn.execute("COMMIT")
+                return
+            for statement in _MIGRATIONS[version]:
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {version + 1}")
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
