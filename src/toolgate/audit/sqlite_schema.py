@@ -5,11 +5,10 @@ Used by :mod:`toolgate.audit.sqlite_log`; this module imports :mod:`sqlite3`.
 
 from __future__ import annotations
 
-import os
 import sqlite3
-from contextlib import suppress
-from pathlib import Path
 from typing import Final
+
+from ..stores.sqlite_schema import ensure_private_file, run_migrations
 
 __all__ = ["COLUMNS", "SCHEMA_VERSION", "ensure_private_file", "migrate"]
 
@@ -56,39 +55,6 @@ COLUMNS: Final = (
 )
 
 
-def ensure_private_file(path: Path) -> None:
-    """Create missing parent folders (0700) and the file (0600); existing ones keep their mode."""
-    missing: list[Path] = []
-    parent = path.parent
-    while not parent.exists():
-        missing.append(parent)
-        parent = parent.parent
-    for folder in reversed(missing):
-        with suppress(FileExistsError):
-            folder.mkdir(mode=0o700)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    os.close(fd)
-
-
 def migrate(conn: sqlite3.Connection) -> None:
-    """Bring the schema to :data:`SCHEMA_VERSION`, one migration per transaction."""
-    while True:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-            if version > SCHEMA_VERSION:
-                raise RuntimeError(
-                    f"the audit database has schema version {version}, newer than the "
-                    f"{SCHEMA_VERSION} this toolgate understands; upgrade toolgate"
-                )
-            if version == SCHEMA_VERSION:
-                conn.execute("COMMIT")
-                return
-            for statement in _MIGRATIONS[version]:
-                conn.execute(statement)
-            conn.execute(f"PRAGMA user_version = {version + 1}")
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
+    """Bring the audit schema to :data:`SCHEMA_VERSION`."""
+    run_migrations(conn, _MIGRATIONS, database="audit")

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Sequence
 from contextlib import suppress
 from pathlib import Path
 from typing import Final
 
-__all__ = ["SCHEMA_VERSION", "ensure_private_file", "migrate"]
+__all__ = ["SCHEMA_VERSION", "ensure_private_file", "migrate", "run_migrations"]
 
 # Migration ``i`` moves the database from ``user_version`` ``i`` to ``i + 1``. Append new
 # migrations; never edit an old one.
@@ -116,21 +117,25 @@ def ensure_private_file(path: Path) -> None:
     os.close(fd)
 
 
-def migrate(conn: sqlite3.Connection) -> None:
-    """Bring the schema to :data:`SCHEMA_VERSION`, one migration per transaction."""
+def run_migrations(
+    conn: sqlite3.Connection, migrations: Sequence[Sequence[str]], *, database: str
+) -> None:
+    """Bring a database to ``len(migrations)`` (``PRAGMA user_version``), one migration per
+    transaction; refuse a database newer than this code (``database`` names it in the error)."""
+    latest = len(migrations)
     while True:
         conn.execute("BEGIN IMMEDIATE")
         try:
             version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-            if version > SCHEMA_VERSION:
+            if version > latest:
                 raise RuntimeError(
-                    f"the approval database has schema version {version}, newer than the "
-                    f"{SCHEMA_VERSION} this toolgate understands; upgrade toolgate"
+                    f"the {database} database has schema version {version}, newer than the "
+                    f"{latest} this toolgate understands; upgrade toolgate"
                 )
-            if version == SCHEMA_VERSION:
+            if version == latest:
                 conn.execute("COMMIT")
                 return
-            for statement in _MIGRATIONS[version]:
+            for statement in migrations[version]:
                 conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {version + 1}")
             conn.execute("COMMIT")
@@ -138,3 +143,8 @@ def migrate(conn: sqlite3.Connection) -> None:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+
+
+def migrate(conn: sqlite3.Connection) -> None:
+    """Bring the approval schema to :data:`SCHEMA_VERSION`."""
+    run_migrations(conn, _MIGRATIONS, database="approval")
