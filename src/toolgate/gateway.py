@@ -17,7 +17,7 @@ from .backends.environment import ScriptEnvironment
 from .backends.processes import DEFAULT_MAX_OUTPUT
 from .backends.script import ScriptBackend
 from .backends.security import PythonSecurityCheck, ScriptSecurityCheck, SecurityChecks
-from .errors import ErrorCode, ToolDefinitionError, ToolNotFoundError
+from .errors import ErrorCode, ToolNotFoundError
 from .health import InMemoryStats, StatsSource, ToolStatus, failed_status, tool_status
 from .loaders import Diagnostic
 from .model import ApprovalRequest, CallOutcome, CallStatus, ImplementationKind, Tool
@@ -40,11 +40,20 @@ from .pipeline.rate_limit import RateLimitStage
 from .pipeline.security import SecurityCheckStage
 from .pipeline.shaping import ResultShaper
 from .pipeline.state import Stage, error_outcome
-from .python import FunctionTool, PythonBinding, tool
-from .python.schema import inspect_function
+from .python import FunctionTool, PythonBinding
 from .registry import RegisteredTool, Registry
 from .schema_check import compile_schema
+from .secrets import SecretResolver, SecretStore
 from .sources import FolderRoot, ScanReport, ToolFolderSource
+from .sources.declarations import (
+    DeclarationSource,
+    SourceAlert,
+    SourceContext,
+    SourceLoad,
+    SourceSet,
+)
+from .sources.formats import open_source
+from .sources.python_functions import entry_for, flatten
 from .sources.tool_folders import DEFAULT_RESCAN_INTERVAL
 
 if TYPE_CHECKING:
@@ -91,6 +100,8 @@ class Gateway:
         audit_jsonl: Path | str | None = None,
         audit_retention_days: float | None = 30,
         rate_limit_per_agent: bool = False,
+        secret_store: SecretStore | None = None,
+        home: Path | str | None = None,
     ) -> None:
         """
         Args:
@@ -134,6 +145,9 @@ class Gateway:
             audit_jsonl: Also append every audit record to this JSON-lines file.
             audit_retention_days: How long audit records are kept (``None``: forever).
             rate_limit_per_agent: Count rate limits per agent instead of per tool.
+            secret_store: Where connection secrets live (capabilities' required preferences,
+                resources' ``secretRef``); ``secrets=`` values are used first for the latter.
+            home: ``$TOOLGATE_HOME``, for declaration sources that keep state there.
         """
         self.registry = Registry()
         store = None
@@ -152,16 +166,18 @@ class Gateway:
             allow_from_process=env_from_process,
         )
         workdir = None if cwd is None else Path(cwd)
+        self.secrets = SecretResolver(secrets, secret_store)
+        """The secrets each tool receives (from ``secrets=`` and the ``secret_store``)."""
         scripts = ScriptBackend(
             environment=environment,
             max_output=script_max_output,
             concurrency=script_concurrency,
             cwd=workdir,
         )
-        backends: dict[ImplementationKind, Backend] = {
+        self._backends: dict[ImplementationKind, Backend] = {
             ImplementationKind.PYTHON: PythonBackend(
                 threads=self._threads,
-                secrets=secrets,
+                secrets=self.secrets,
                 config=config,
                 environ=process_env,
             ),
@@ -186,7 +202,6 @@ class Gateway:
             )
         memory_stats = InMemoryStats() if self.audit is None else None
         self.stats: StatsSource = self.audit if self.audit is not None else memory_stats  # type: ignore[assignment]
-        secret_values = secrets or {}
         limits_path = None if state_path is None else Path(state_path).expanduser()
         self._rate_limits = (
             RateLimitStage(per_agent=rate_limit_per_agent)
@@ -199,13 +214,13 @@ class Gateway:
         guards: list[Stage] = [] if self.audit is None else [AuditGuardStage(self.audit)]
         self.pipeline = Pipeline(
             self.registry,
-            Executor(backends, ResultShaper(spiller)),
+            Executor(self._backends, ResultShaper(spiller)),
             observers=[
                 observer
                 for observer in (memory_stats, self.audit, *observers)
                 if observer is not None
             ],
-            secret_values=lambda tool: _received_values(tool, secret_values, environment),
+            secret_values=lambda tool: _received_values(tool, self.secrets, environment),
             stages=[
                 *guards,
                 AuthorizeStage(self.access),
@@ -253,6 +268,14 @@ class Gateway:
         )
         if self.tool_folders.roots:
             self.tool_folders.scan()
+        self.source_context = SourceContext(
+            secrets=self.secrets,
+            environ=process_env,
+            script_availability=scripts.unavailable_reason,
+            home=None if home is None else Path(home).expanduser(),
+        )
+        self.declarations = SourceSet(self.registry, self._check)
+        """The declaration sources (capabilities, plugins, extension info, resources)."""
 
     # -- registration ---------------------------------------------------------------------------
 
@@ -270,8 +293,8 @@ class Gateway:
         :class:`~toolgate.ToolDefinitionError` for a malformed declaration.
         """
         added: list[Tool] = []
-        for item in _flatten(items):
-            entry = self._entry_for(item, handler)
+        for item in flatten(items):
+            entry = entry_for(item, handler)
             if namespace is not None:
                 renamed = dataclasses.replace(entry.tool, id=f"{namespace}:{entry.tool.name}")
                 entry = dataclasses.replace(entry, tool=renamed)
@@ -279,25 +302,6 @@ class Gateway:
             self.registry.add(entry)
             added.append(entry.tool)
         return added
-
-    def _entry_for(self, item: Any, handler: Callable[..., Any] | None) -> RegisteredTool:
-        if isinstance(item, FunctionTool):
-            return RegisteredTool(item.tool, item.binding)
-        if isinstance(item, Tool):
-            if item.kind is not ImplementationKind.PYTHON:
-                raise ToolDefinitionError(
-                    f"{item.id}: {item.kind} tools are registered by their loader, not add()"
-                )
-            if handler is None:
-                raise ToolDefinitionError(f"{item.id}: add(tool, handler=function) needs a handler")
-            signature = inspect_function(handler, description=item.description)
-            return RegisteredTool(item, PythonBinding.for_function(handler, signature))
-        if callable(item):
-            wrapped = tool(item)
-            return RegisteredTool(wrapped.tool, wrapped.binding)
-        raise ToolDefinitionError(
-            f"cannot add {item!r}: expected a @tool function, a function, or a Tool"
-        )
 
     @staticmethod
     def _check(definition: Tool) -> None:
@@ -352,7 +356,34 @@ class Gateway:
 
     def diagnostics(self) -> list[Diagnostic]:
         """Problems found in declarations (broken tool folders…), each naming file and field."""
-        return self.tool_folders.diagnostics
+        return [*self.tool_folders.diagnostics, *self.declarations.diagnostics()]
+
+    def alerts(self) -> list[SourceAlert]:
+        """Alerts the declaration sources raised on their last load (plugin alerts)."""
+        return self.declarations.alerts()
+
+    def agent_context(self, *, agent: str | None = None) -> str:
+        """Text to give ``agent`` about the tools: the guide of each connected capability and a
+        "connect it in Settings" hint for each unconnected one (MCP server instructions)."""
+        return self.declarations.agent_context(agent)
+
+    def add_source(
+        self,
+        source: DeclarationSource | Path | str,
+        *,
+        format: str | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> SourceLoad:
+        """Load declarations in one of the formats (a path: detected unless ``format`` names
+        it; ``options``: the format's settings) and register their tools. Problems are in the
+        returned diagnostics and in :meth:`diagnostics`; the other tools keep loading."""
+        if not isinstance(source, DeclarationSource):
+            source = open_source(
+                Path(source).expanduser(), self.source_context, format_name=format, options=options
+            )
+        for kind, backend in source.backends().items():
+            self._backends.setdefault(kind, backend)
+        return self.declarations.add(source)
 
     def add_tool_folder(self, path: Path | str, *, namespace: str = "local") -> ScanReport:
         """Load every tool folder inside ``path`` (tools ``namespace:<name>``) and keep them."""
@@ -490,10 +521,12 @@ class Gateway:
         """Start watching the tool folders, so changes apply without a restart."""
         if self.tool_folders.roots:
             await self.tool_folders.start()
+        await self.declarations.start()
 
     async def aclose(self) -> None:
         """Stop watching and release the gateway's threads."""
         await self.tool_folders.stop()
+        await self.declarations.aclose()
         self.close()
 
     def close(self) -> None:
@@ -539,10 +572,10 @@ def _workspace(workspace: Path | str | None) -> Path | None:
 
 
 def _received_values(
-    tool: Tool, secrets: Mapping[str, str], environment: ScriptEnvironment
+    tool: Tool, secrets: SecretResolver, environment: ScriptEnvironment
 ) -> tuple[str, ...]:
     """The secret and environment values a tool receives: redacted from what is recorded."""
-    values = [secrets[name] for name in tool.secrets if name in secrets]
+    values = list(secrets.for_tool(tool).values())
     if tool.env:
         received = environment.build(tool.env)
         values.extend(received[name] for name in tool.env if name in received)
@@ -552,11 +585,3 @@ def _received_values(
 def _confirmation_builder(entry: RegisteredTool) -> Callable[[Mapping[str, Any]], Any] | None:
     binding = entry.binding
     return binding.build_confirmation if isinstance(binding, PythonBinding) else None
-
-
-def _flatten(items: Iterable[Any]) -> Iterable[Any]:
-    for item in items:
-        if isinstance(item, (list, tuple)):
-            yield from _flatten(item)
-        else:
-            yield item

@@ -17,6 +17,7 @@ from ..invocation import Invocation
 from ..python.binding import PythonBinding
 from ..python.context import ToolContext
 from ..registry import RegisteredTool
+from ..secrets import SecretResolver
 from .base import ArgumentConversionError
 
 __all__ = ["PythonBackend"]
@@ -41,12 +42,12 @@ class PythonBackend:
         self,
         *,
         threads: ThreadPoolExecutor,
-        secrets: Mapping[str, str] | None = None,
+        secrets: SecretResolver | None = None,
         config: Mapping[str, Any] | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> None:
         self._threads = threads
-        self._secrets = secrets or {}
+        self._secrets = secrets or SecretResolver(None, None)
         self._config = config or {}
         self._environ = environ or {}
 
@@ -63,9 +64,7 @@ class PythonBackend:
             session_id=invocation.session_id,
             workspace=invocation.workspace,
             config=MappingProxyType({k: self._config[k] for k in tool.config if k in self._config}),
-            secrets=MappingProxyType(
-                {k: self._secrets[k] for k in tool.secrets if k in self._secrets}
-            ),
+            secrets=MappingProxyType(self._secrets.for_tool(tool) if tool.secrets else {}),
             env=MappingProxyType({k: self._environ[k] for k in tool.env if k in self._environ}),
             logger=logging.getLogger(f"toolgate.tool.{tool.id}"),
         )

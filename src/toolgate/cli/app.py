@@ -49,6 +49,7 @@ from ..errors import ErrorCode, ToolgateError
 from ..gateway import Gateway
 from ..model import CallStatus
 from ..registry import RegisteredTool
+from . import connections, declarations, plugins, resources
 from .approvals import approvals_app, current_user, decide_at_terminal, grants_app, print_pending
 from .audit import audit_app
 from .catalog import describe_tool, print_tool, print_tool_table, summarize_tool
@@ -93,6 +94,8 @@ app.add_typer(tools_app, name="tools")
 app.add_typer(approvals_app, name="approvals")
 app.add_typer(grants_app, name="grants")
 app.add_typer(audit_app, name="audit")
+for _module in (declarations, connections, plugins, resources):
+    _module.register(app)
 
 
 def _version(value: bool) -> None:

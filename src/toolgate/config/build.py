@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -14,6 +15,7 @@ from ..sources import FolderRoot
 from .files import LoadedConfig, load_config, toolgate_home
 from .policies import load_policies
 from .python_sources import _source_tools
+from .schema import SourceEntry
 
 __all__ = [
     "AUDIT_FILE_NAME",
@@ -124,6 +126,7 @@ def build_gateway(
         audit_jsonl=audit_jsonl,
         audit_retention_days=config.audit.retention_days if audit == "write" else None,
         rate_limit_per_agent=config.rate_limits.per_agent,
+        home=home,
     )
     try:
         if config.python and str(folder) not in sys.path:
@@ -135,6 +138,7 @@ def build_gateway(
                 gateway.add(items, namespace=source.namespace)
             except ToolgateError as exc:
                 raise ConfigError(f"{where}: {exc.message}") from exc
+        _add_sources(gateway, loaded)
         if config.demo or include_demo:
             from ..demo import tools as demo_tools
 
@@ -146,6 +150,35 @@ def build_gateway(
         gateway.close()
         raise
     return gateway
+
+
+def _source_path(entry: SourceEntry, folder: Path, where: str) -> Path:
+    if entry.path is not None:
+        path = Path(entry.path).expanduser()
+        return path if path.is_absolute() else folder / path
+    package, _, inner = (entry.package or "").partition("/")
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError) as exc:
+        raise ConfigError(f"{where}: package {package!r} cannot be found: {exc}") from None
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError(f"{where}: {package!r} is not an installed package")
+    return Path(next(iter(spec.submodule_search_locations))) / inner
+
+
+def _add_sources(gateway: Gateway, loaded: LoadedConfig) -> None:
+    """Open every ``sources:`` entry; their declaration problems stay diagnostics."""
+    for index, entry in enumerate(loaded.config.sources):
+        where = f"{loaded.label}: sources[{index}]"
+        path = _source_path(entry, loaded.folder, where)
+        try:
+            gateway.add_source(
+                path,
+                format=None if entry.format == "auto" else entry.format,
+                options=entry.options,
+            )
+        except ToolgateError as exc:
+            raise ConfigError(f"{where}: {exc.message}") from exc
 
 
 def load_gateway(

@@ -2,37 +2,16 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from ..errors import ConfigError
 from ..loaders import YamlError, load_yaml
 from ..loaders.policy import load_policy
+from ..loaders.safe_yaml import split_yaml_documents
 from ..model.policy import AccessPolicy
 from .files import LoadedConfig, _label, _read_text
 
 __all__ = ["load_policies"]
-
-_DOCUMENT_START = re.compile(r"^---(?:[ \t]+(.*))?$")
-
-
-def _yaml_documents(text: str) -> list[tuple[int, str]]:
-    """Split a multi-document YAML text on its ``---`` lines: ``(first line offset, text)``.
-
-    A document's own content after ``---`` on the marker line stays part of that document.
-    """
-    documents: list[tuple[int, list[str]]] = [(0, [])]
-    for number, line in enumerate(text.splitlines()):
-        match = _DOCUMENT_START.match(line.rstrip("\r"))
-        if match is None:
-            documents[-1][1].append(line)
-            continue
-        rest = (match.group(1) or "").strip()
-        if rest and not rest.startswith("#"):
-            documents.append((number, [rest]))
-        else:
-            documents.append((number + 1, []))
-    return [(offset, "\n".join(lines)) for offset, lines in documents]
 
 
 def _file_policies(path: Path, file_label: str, where: str) -> list[AccessPolicy]:
@@ -41,7 +20,7 @@ def _file_policies(path: Path, file_label: str, where: str) -> list[AccessPolicy
         raise ConfigError(f"{where}: {problem}: {path}")
     text = _read_text(path, f"{where}: {file_label}")
     found: list[AccessPolicy] = []
-    documents = [(offset, doc) for offset, doc in _yaml_documents(text) if doc.strip()]
+    documents = [(offset, doc) for offset, doc in split_yaml_documents(text) if doc.strip()]
     for number, (offset, document) in enumerate(documents, start=1):
         source = f"{file_label} (document {number})" if len(documents) > 1 else file_label
         try:

@@ -22,8 +22,12 @@ __all__ = [
     "PythonSource",
     "RateLimitsConfig",
     "ScriptsConfig",
+    "SourceEntry",
     "ToolFolderEntry",
 ]
+
+#: The declaration formats ``sources:`` entries may name (``auto``: detect from the content).
+SOURCE_FORMATS = ("auto", "capability", "plugin", "extension-info", "resource")
 
 
 class _Section(BaseModel):
@@ -90,6 +94,39 @@ class ToolFolderEntry(_Section):
     @classmethod
     def _valid_folder_namespace(cls, value: str) -> str:
         return _valid_namespace(value)
+
+
+class SourceEntry(_Section):
+    """One entry of ``sources:``: declarations in one of the formats (capability manifests,
+    plugins, extension info, Kubernetes-style resources)."""
+
+    path: str | None = Field(default=None, min_length=1)
+    """A file or folder (``~`` expanded; relative to the config file's folder)."""
+    package: str | None = Field(default=None, min_length=1)
+    """A Python package whose folder holds the declarations (``mypkg`` or ``mypkg/sub``)."""
+    format: str = "auto"
+    """``capability``, ``plugin``, ``extension-info``, ``resource``, or ``auto`` (detected)."""
+    options: dict[str, Any] = Field(default_factory=dict)
+    """Settings of the format (see its README section), e.g. a plugin's ``host_mode``."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _short_form(cls, value: Any) -> Any:
+        # ``- ./plugins/weather`` is the short form of ``- path: ./plugins/weather``.
+        return {"path": value} if isinstance(value, str) else value
+
+    @field_validator("format")
+    @classmethod
+    def _known_format(cls, value: str) -> str:
+        if value not in SOURCE_FORMATS:
+            raise ValueError(f"must be one of {', '.join(SOURCE_FORMATS)}")
+        return value
+
+    @model_validator(mode="after")
+    def _one_location(self) -> SourceEntry:
+        if (self.path is None) == (self.package is None):
+            raise ValueError("give exactly one of path, package")
+        return self
 
 
 class ScriptsConfig(_Section):
@@ -234,6 +271,8 @@ class GatewayConfig(_Section):
     """Python modules, attributes and files that hold tools."""
     tool_folders: list[ToolFolderEntry] = Field(default_factory=list)
     """Folders of tool folders (besides ``$TOOLGATE_HOME/tools``, which is always used)."""
+    sources: list[SourceEntry] = Field(default_factory=list)
+    """Declarations in the other formats: capabilities, plugins, extension info, resources."""
     scripts: ScriptsConfig = Field(default_factory=ScriptsConfig)
     demo: bool = False
     """Include the bundled demo tools."""

@@ -38,7 +38,9 @@ __all__ = [
     "DEFAULT_MAX_NODES",
     "YamlError",
     "load_yaml",
+    "load_yaml_documents",
     "shape_problem",
+    "split_yaml_documents",
 ]
 
 DEFAULT_MAX_BYTES = 1_048_576
@@ -303,3 +305,36 @@ def load_yaml(
     if problem is not None:
         raise YamlError(source, f"YAML document {problem}")
     return value
+
+
+_DOCUMENT_START = re.compile(r"^---(?:[ \t]+(.*))?$")
+
+
+def split_yaml_documents(text: str) -> list[tuple[int, str]]:
+    """Split a multi-document YAML text on its ``---`` lines: ``(first line offset, text)``.
+
+    A document's own content after ``---`` on the marker line stays part of that document.
+    """
+    documents: list[tuple[int, list[str]]] = [(0, [])]
+    for number, line in enumerate(text.splitlines()):
+        match = _DOCUMENT_START.match(line.rstrip("\r"))
+        if match is None:
+            documents[-1][1].append(line)
+            continue
+        rest = (match.group(1) or "").strip()
+        if rest and not rest.startswith("#"):
+            documents.append((number, [rest]))
+        else:
+            documents.append((number + 1, []))
+    return [(offset, "\n".join(lines)) for offset, lines in documents]
+
+
+def load_yaml_documents(text: str, *, source: str) -> list[tuple[int, Any]]:
+    """Parse every ``---``-separated document of ``text`` (multi-document resource files):
+    ``(first line offset, value)`` for each non-empty document, with the same limits and
+    errors as :func:`load_yaml` (line numbers count from the start of the file)."""
+    return [
+        (offset, load_yaml(document, source=source, line_offset=offset))
+        for offset, document in split_yaml_documents(text)
+        if document.strip()
+    ]

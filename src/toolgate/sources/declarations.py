@@ -1,0 +1,211 @@
+"""Declaration sources: files, folders and packages in one of the declaration formats.
+
+Each format (capabilities, plugins, extension info, Kubernetes-style resources) has one
+:class:`DeclarationSource` subclass that turns its declarations into registered tools plus
+diagnostics and alerts. :class:`SourceSet` keeps the registry in step with every source: a
+reload adds, updates and removes that source's tools, and a tool id another declaration already
+holds becomes a diagnostic instead of a takeover.
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from ..errors import DuplicateToolError, ToolgateError
+from ..loaders import Diagnostic
+from ..model import ImplementationKind, SourceFormat, Tool
+from ..registry import RegisteredTool, Registry
+from ..secrets import SecretResolver
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from ..backends import Backend
+
+__all__ = ["DeclarationSource", "SourceAlert", "SourceContext", "SourceLoad", "SourceSet"]
+
+log = logging.getLogger("toolgate.sources")
+
+
+@dataclass(frozen=True, slots=True)
+class SourceAlert:
+    """Something a source wants the operator to see (Pandora ``resolveTools`` alerts)."""
+
+    source: str
+    """The source's id (plugin id, capability id…) or location."""
+    level: Literal["info", "warning"]
+    message: str
+
+
+@dataclass
+class SourceLoad:
+    """What one load of a source produced."""
+
+    entries: list[RegisteredTool] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    alerts: list[SourceAlert] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SourceContext:
+    """What the gateway lends a source while it loads and binds tools."""
+
+    secrets: SecretResolver = field(default_factory=lambda: SecretResolver(None, None))
+    """Secret values by scope (connections, ``secretRef``); sources only check presence."""
+    environ: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    """The gateway's environment (Pandora ``env`` snapshots are taken from it at load time)."""
+    script_availability: Callable[[Tool], str | None] = lambda tool: None
+    """Why a script tool cannot run here (missing runtime), for tools bound to tool folders."""
+    home: Path | None = None
+    """``$TOOLGATE_HOME``, when the gateway was built from a configuration."""
+
+
+class DeclarationSource(ABC):
+    """One declaration (file, folder or package) in one format.
+
+    :meth:`load` reads and binds the declarations; it must not run any tool. A source whose tools
+    change by themselves (an MCP server's list, a connection being made) calls the ``changed``
+    callback it got in :meth:`start`, and the :class:`SourceSet` reloads it.
+    """
+
+    format: ClassVar[SourceFormat]
+
+    def __init__(self, location: str) -> None:
+        self.location = location
+        """The file, folder or package the declarations come from."""
+
+    @classmethod
+    def claims(cls, path: Path, document: Any) -> bool:
+        """Whether a parsed JSON/YAML file (``document``, its first document) is in this format,
+        for ``toolgate validate`` and ``format: auto`` (``path`` is the file). Never runs code."""
+        return False
+
+    @classmethod
+    @abstractmethod
+    def open(cls, path: Path, context: SourceContext, options: Mapping[str, Any]) -> Self:
+        """A source for ``path`` (a file or a folder). ``options`` are the format-specific keys of
+        its ``sources:`` entry in ``toolgate.yaml``. Reads nothing yet: :meth:`load` does."""
+
+    @classmethod
+    @abstractmethod
+    def validate(cls, path: Path) -> list[Diagnostic]:
+        """Check the declarations at ``path`` against the format's schema without importing or
+        running anything; each diagnostic names the file, the JSON pointer and what was
+        expected."""
+
+    @abstractmethod
+    def load(self) -> SourceLoad:
+        """Read the declarations and return the tools with their bindings. Never raises for a
+        bad declaration: problems are diagnostics naming the file and the field."""
+
+    def backends(self) -> Mapping[ImplementationKind, Backend]:
+        """Backends this source's tools need beyond the built-in Python and script ones."""
+        return {}
+
+    def agent_context(self, agent: str | None) -> str | None:
+        """Text agents should be given about this source's tools (capability guides)."""
+        return None
+
+    async def start(self, changed: Callable[[], None]) -> None:  # noqa: B027 - optional hook
+        """Begin background work (connections, watching). ``changed()`` asks for a reload."""
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook
+        """Release what :meth:`start` acquired."""
+
+
+class SourceSet:
+    """Every declaration source of a gateway, applied to its registry."""
+
+    def __init__(self, registry: Registry, check: Callable[[Tool], None]) -> None:
+        self.registry = registry
+        self._check = check
+        self.sources: list[DeclarationSource] = []
+        self._owned: dict[int, set[str]] = {}
+        self._loads: dict[int, SourceLoad] = {}
+
+    def add(self, source: DeclarationSource) -> SourceLoad:
+        """Load a source and register its tools."""
+        self.sources.append(source)
+        return self.reload(source)
+
+    def reload(self, source: DeclarationSource) -> SourceLoad:
+        """Load ``source`` again and bring the registry in step with it. Never raises for a
+        broken declaration (the source's diagnostics say what is wrong)."""
+        try:
+            loaded = source.load()
+        except Exception as exc:
+            log.exception("loading %s failed", source.location)
+            loaded = SourceLoad(
+                diagnostics=[Diagnostic(source.location, None, f"cannot be loaded: {exc}")]
+            )
+        owned_before = self._owned.get(id(source), set())
+        owned_now: set[str] = set()
+        problems = list(loaded.diagnostics)
+        for entry in loaded.entries:
+            problem = self._apply(entry, owned_before | owned_now)
+            if problem is None:
+                owned_now.add(entry.tool.id)
+            else:
+                problems.append(Diagnostic(source.location, entry.tool.id, problem))
+        for tool_id in owned_before - owned_now:
+            self.registry.remove(tool_id)
+        self._owned[id(source)] = owned_now
+        result = SourceLoad(loaded.entries, problems, loaded.alerts)
+        self._loads[id(source)] = result
+        return result
+
+    def _apply(self, entry: RegisteredTool, owned: set[str]) -> str | None:
+        tool = entry.tool
+        try:
+            self._check(tool)
+        except ToolgateError as exc:
+            return exc.message
+        current = self.registry.get(tool.id)
+        if current is not None and current.tool.id == tool.id and tool.id not in owned:
+            return (
+                f"tool {tool.id} is already registered by the {current.tool.source.format} "
+                f"declaration at {current.tool.source.location}"
+            )
+        try:
+            if current is None or current.tool.id != tool.id:
+                self.registry.add(entry)
+            elif current != entry:
+                self.registry.replace(entry)
+        except DuplicateToolError as exc:
+            return str(exc)
+        return None
+
+    def diagnostics(self) -> list[Diagnostic]:
+        """Problems of the last load of every source."""
+        return [d for s in self.sources for d in self._loads.get(id(s), SourceLoad()).diagnostics]
+
+    def alerts(self) -> list[SourceAlert]:
+        """Alerts of the last load of every source."""
+        return [a for s in self.sources for a in self._loads.get(id(s), SourceLoad()).alerts]
+
+    def agent_context(self, agent: str | None) -> str:
+        """Every source's agent context, one paragraph each."""
+        parts = [text for s in self.sources if (text := s.agent_context(agent))]
+        return "\n\n".join(part.strip() for part in parts)
+
+    async def start(self) -> None:
+        """Start every source's background work."""
+        for source in self.sources:
+            await source.start(lambda source=source: self._changed(source))  # type: ignore[misc]
+
+    def _changed(self, source: DeclarationSource) -> None:
+        self.reload(source)
+
+    async def aclose(self) -> None:
+        """Stop every source's background work."""
+        for source in reversed(self.sources):
+            try:
+                await source.aclose()
+            except Exception:
+                log.exception("closing %s failed", source.location)
