@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from ..errors import DuplicateToolError, ToolgateError
 from ..loaders import Diagnostic
 from ..model import ImplementationKind, SourceFormat, Tool
+from ..model.policy import AccessPolicy
 from ..registry import RegisteredTool, Registry
 from ..secrets import SecretResolver
 
@@ -50,6 +51,8 @@ class SourceLoad:
     entries: list[RegisteredTool] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
     alerts: list[SourceAlert] = field(default_factory=list)
+    policies: list[AccessPolicy] = field(default_factory=list)
+    """Access policies declared next to the tools (Kubernetes-style ``kind: Policy``)."""
 
 
 @dataclass(frozen=True)
@@ -156,7 +159,7 @@ class SourceSet:
         for tool_id in owned_before - owned_now:
             self.registry.remove(tool_id)
         self._owned[id(source)] = owned_now
-        result = SourceLoad(loaded.entries, problems, loaded.alerts)
+        result = SourceLoad(loaded.entries, problems, loaded.alerts, loaded.policies)
         self._loads[id(source)] = result
         return result
 
@@ -184,6 +187,10 @@ class SourceSet:
     def diagnostics(self) -> list[Diagnostic]:
         """Problems of the last load of every source."""
         return [d for s in self.sources for d in self._loads.get(id(s), SourceLoad()).diagnostics]
+
+    def policies(self) -> list[AccessPolicy]:
+        """Policies of the last load of every source."""
+        return [p for s in self.sources for p in self._loads.get(id(s), SourceLoad()).policies]
 
     def alerts(self) -> list[SourceAlert]:
         """Alerts of the last load of every source."""
