@@ -44,11 +44,17 @@ def _default(value: Any) -> Any:
     return str(value)
 
 
+# Built once: json.dumps with options makes a new encoder on every call, which costs more than
+# encoding a small argument object (this runs on every idempotent call).
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_default
+)
+_TEXT = json.JSONEncoder(ensure_ascii=False, default=_default)
+
+
 def canonical_json(value: Any) -> str:
     """Serialize a value deterministically: sorted keys, no insignificant white space."""
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_default
-    )
+    return _CANONICAL.encode(value)
 
 
 def digest(value: Any) -> str:
@@ -60,4 +66,4 @@ def to_text(value: Any) -> str:
     """The text a model reads for a JSON value: strings as they are, anything else as JSON."""
     if isinstance(value, str):
         return value
-    return json.dumps(value, ensure_ascii=False, default=_default)
+    return _TEXT.encode(value)

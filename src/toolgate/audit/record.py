@@ -14,9 +14,11 @@ from .redaction import redact, redact_text, redact_values, text_pattern
 __all__ = ["AuditRecord", "approval_decision", "record_from"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class AuditRecord:
-    """One call as the audit log keeps it. Every text field is already redacted.
+    """One call as the audit log keeps it. Every text field is already redacted. Treat it as
+    read-only (not frozen only because a frozen dataclass is several times slower to build, and
+    one is built for every call).
 
     ``args`` is ``None`` when the tool's ``log_args`` is off; ``result`` and ``visualization``
     are ``None`` when ``log_result`` is off or the call did not succeed.

@@ -51,6 +51,8 @@ def _compile(values: tuple[str, ...]) -> re.Pattern[str] | None:
 def text_pattern(values: Iterable[str]) -> re.Pattern[str] | None:
     """A compiled pattern matching any of ``values`` (those of at least
     :data:`MIN_VALUE_LENGTH` characters), or ``None`` when there is none. Cached."""
+    if not values:  # the common case: nothing to mask
+        return None
     usable = tuple(sorted({v for v in values if isinstance(v, str) and len(v) >= MIN_VALUE_LENGTH}))
     return _compile(usable)
 
@@ -78,6 +80,9 @@ def redact_values(value: Any, values: Iterable[str] | re.Pattern[str] | None) ->
 
 
 def _copy(value: Any) -> Any:
+    kind = type(value)
+    if kind is int or kind is str or kind is float or value is None or kind is bool:
+        return value  # the common leaves first: the ABC checks below cost more than the copy
     if isinstance(value, Mapping):
         return {str(k): _copy(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -106,8 +111,10 @@ def _scrub(value: Any, pattern: re.Pattern[str]) -> Any:
     return value
 
 
-def _split(paths: Iterable[str], prefix: str) -> tuple[tuple[str, ...], ...]:
-    """The paths under ``prefix`` as segment tuples (``()`` means the whole value)."""
+@lru_cache(maxsize=1024)
+def _split(paths: tuple[str, ...], prefix: str) -> tuple[tuple[str, ...], ...]:
+    """The paths under ``prefix`` as segment tuples (``()`` means the whole value). Cached: a
+    tool's paths are the same on every call."""
     head = tuple(prefix.split(".")) if prefix else ()
     out: list[tuple[str, ...]] = []
     for path in paths:
@@ -141,10 +148,10 @@ def _collect(value: Any, removed: set[str]) -> None:
 
 
 def _mask(value: Any, paths: tuple[tuple[str, ...], ...], removed: set[str]) -> Any:
-    if any(not p for p in paths):
+    if () in paths:  # a path ending here: mask the whole value
         _collect(value, removed)
         return MARKER
-    if isinstance(value, Mapping):
+    if type(value) is dict or isinstance(value, Mapping):
         out: dict[str, Any] = {}
         for key, item in value.items():
             below = tuple(p[1:] for p in paths if _matches(p[0], str(key)))
@@ -176,7 +183,7 @@ def redact(
     :data:`MIN_VALUE_LENGTH` long) are added to it, for scrubbing other text with
     :func:`redact_text`.
     """
-    relative = _split(paths, prefix)
+    relative = _split(paths if isinstance(paths, tuple) else tuple(paths), prefix)
     sink: set[str] = set() if removed is None else removed
     masked = _mask(value, relative, sink) if relative else _copy(value)
     pattern = text_pattern(secrets)

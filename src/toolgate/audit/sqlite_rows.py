@@ -50,7 +50,7 @@ def row_from_record(record: AuditRecord) -> tuple[Any, ...]:
         None if record.args is None else dump(record.args),
         None if record.result is None else dump(record.result),
         None if record.visualization is None else dump(record.visualization),
-        dump(record.metadata),
+        dump(record.metadata) if record.metadata else "{}",
     )
 
 

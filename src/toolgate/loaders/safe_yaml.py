@@ -138,7 +138,7 @@ class _Loader(yaml.SafeLoader):  # type: ignore[misc, unused-ignore]
     @staticmethod
     def _refuse_merge_key(
         node: yaml.Node | None, parent: yaml.Node | None, index: Any, mark: Any
-    ) -> Any:
+    ) -> yaml.Node | None:
         """Refuse ``node`` when it is a merge key (the composer passes ``index=None`` for keys).
 
         ``mark`` is where the key is written: for an alias, the alias rather than its anchor.

@@ -39,6 +39,11 @@ class AccessDecision:
     requires_approval: bool = False
 
 
+#: Cached (tool, agent) decisions before the cache starts over (agents are few; this bounds it
+#: when agent names come from callers).
+_MAX_CACHED_DECISIONS = 4096
+
+
 def _facts(tool: Tool, agent: str | None) -> dict[str, str]:
     return {
         "tool.id": tool.id,
@@ -62,8 +67,22 @@ class AccessRules:
         *,
         agent_labels: Callable[[str | None], Mapping[str, str]] = lambda agent: {},
     ) -> None:
-        self.policies = tuple(policies)
+        self._policies = tuple(policies)
         self.agent_labels = agent_labels
+        # (id(tool), agent) -> (tool, decision). A decision depends only on the tool, the agent
+        # and the policies (labels are fixed per gateway), so it is computed once per pair; the
+        # tool is kept in the value so that a recycled id() never returns a stale decision.
+        self._decisions: dict[tuple[int, str | None], tuple[Tool, AccessDecision]] = {}
+
+    @property
+    def policies(self) -> tuple[AccessPolicy, ...]:
+        """The operator's policies, in evaluation order."""
+        return self._policies
+
+    @policies.setter
+    def policies(self, policies: Iterable[AccessPolicy]) -> None:
+        self._policies = tuple(policies)
+        self._decisions = {}  # every cached decision may change
 
     def _applies(self, policy: AccessPolicy, agent: str | None) -> bool:
         if policy.agents is not None and (agent or "") not in policy.agents:
@@ -75,6 +94,16 @@ class AccessRules:
 
     def decide(self, tool: Tool, agent: str | None) -> AccessDecision:
         """The decision for ``agent`` calling ``tool`` (arguments never matter here)."""
+        cached = self._decisions.get((id(tool), agent))
+        if cached is not None and cached[0] is tool:
+            return cached[1]
+        decision = self._decide(tool, agent)
+        if len(self._decisions) >= _MAX_CACHED_DECISIONS:
+            self._decisions = {}
+        self._decisions[(id(tool), agent)] = (tool, decision)
+        return decision
+
+    def _decide(self, tool: Tool, agent: str | None) -> AccessDecision:
         safety = tool.safety
         who = agent or "(unnamed agent)"
         if safety.allowed_agents is not None and (agent or "") not in safety.allowed_agents:

@@ -24,6 +24,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -131,8 +132,8 @@ class RateLimitStage:
     def identifiers(self, tool_id: str, agent: str | None) -> tuple[str, ...]:
         """What a counter is keyed by (quoted: ``/`` separates them in ``limits``' keys)."""
         if self.per_agent:
-            return quote(tool_id, safe=""), "agent", quote(agent or "", safe="")
-        return (quote(tool_id, safe=""),)
+            return _quoted(tool_id), "agent", _quoted(agent or "")
+        return (_quoted(tool_id),)
 
     def acquire(self, rate: RateLimit, tool_id: str, agent: str | None) -> _Refusal | None:
         """Count one call; ``None`` when it may run, else why not and when to retry."""
@@ -179,6 +180,12 @@ class RateLimitStage:
             f"call{'s' if limit.calls != 1 else ''} per {limit.per}{scope}, and that limit is "
             f"used up. Retry in {refusal.retry_after} s; do not retry sooner.",
         )
+
+
+@lru_cache(maxsize=4096)
+def _quoted(name: str) -> str:
+    # Tool ids and agent names repeat on every call: quote each once.
+    return quote(name, safe="")
 
 
 @dataclass(frozen=True, slots=True)

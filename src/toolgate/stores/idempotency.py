@@ -143,7 +143,17 @@ class MemoryIdempotencyStore:
             found = self._records.get((tool_id, key))
             if found is None or found[0].call_id != call_id:
                 return False
-            done = replace(found[0], status=IdempotencyStatus.DONE, expires_at=expires_at)
+            held = found[0]
+            # Built directly: dataclasses.replace costs several times more on this hot path.
+            done = IdempotencyRecord(
+                held.tool_id,
+                held.key,
+                held.arguments_digest,
+                held.call_id,
+                IdempotencyStatus.DONE,
+                held.created_at,
+                expires_at,
+            )
             self._records[(tool_id, key)] = (done, outcome)
             heapq.heappush(self._expiry, (expires_at, (tool_id, key)))
             return True
