@@ -17,7 +17,7 @@ from .backends.environment import ScriptEnvironment
 from .backends.processes import DEFAULT_MAX_OUTPUT
 from .backends.script import ScriptBackend
 from .backends.security import PythonSecurityCheck, ScriptSecurityCheck, SecurityChecks
-from .errors import ErrorCode, ToolNotFoundError
+from .errors import ToolNotFoundError
 from .health import InMemoryStats, StatsSource, ToolStatus, failed_status, tool_status
 from .loaders import Diagnostic
 from .model import ApprovalRequest, CallOutcome, CallStatus, ImplementationKind, Tool
@@ -39,7 +39,7 @@ from .pipeline.overflow import DEFAULT_OVERFLOW_LIMIT, DEFAULT_PREVIEW_CHARS, Ov
 from .pipeline.rate_limit import RateLimitStage
 from .pipeline.security import SecurityCheckStage
 from .pipeline.shaping import ResultShaper
-from .pipeline.state import Stage, error_outcome
+from .pipeline.state import Stage
 from .python import FunctionTool, PythonBinding
 from .registry import RegisteredTool, Registry
 from .schema_check import compile_schema
@@ -212,6 +212,13 @@ class Gateway:
             IdempotencyStage() if limits_path is None else IdempotencyStage.sqlite(limits_path)
         )
         guards: list[Stage] = [] if self.audit is None else [AuditGuardStage(self.audit)]
+        self._approval_stage = ApprovalStage(
+            store=store,
+            policy=ApprovalPolicy(approval_rules),
+            settings=ApprovalSettings(enabled=store is not None, ttl=approval_ttl),
+            builders=_confirmation_builder,
+            every_tool=_any_requires_approval(self.access.policies),
+        )
         self.pipeline = Pipeline(
             self.registry,
             Executor(self._backends, ResultShaper(spiller)),
@@ -232,17 +239,7 @@ class Gateway:
                         python=PythonSecurityCheck(cwd=workdir),
                     )
                 ),
-                ApprovalStage(
-                    store=store,
-                    policy=ApprovalPolicy(approval_rules),
-                    settings=ApprovalSettings(enabled=store is not None, ttl=approval_ttl),
-                    builders=_confirmation_builder,
-                    every_tool=any(
-                        rule.action is PolicyAction.REQUIRE_APPROVAL
-                        for policy in self.access.policies
-                        for rule in policy.rules
-                    ),
-                ),
+                self._approval_stage,
             ],
         )
         self.approvals: ApprovalService | None = (
@@ -274,7 +271,8 @@ class Gateway:
             script_availability=scripts.unavailable_reason,
             home=None if home is None else Path(home).expanduser(),
         )
-        self.declarations = SourceSet(self.registry, self._check)
+        self._configured_policies = tuple(policies)
+        self.declarations = SourceSet(self.registry, self._check, on_reload=self._sources_reloaded)
         """The declaration sources (capabilities, plugins, extension info, resources)."""
 
     # -- registration ---------------------------------------------------------------------------
@@ -357,6 +355,15 @@ class Gateway:
     def diagnostics(self) -> list[Diagnostic]:
         """Problems found in declarations (broken tool folders…), each naming file and field."""
         return [*self.tool_folders.diagnostics, *self.declarations.diagnostics()]
+
+    def _sources_reloaded(self) -> None:
+        # Policy resources loaded with the tools join the configured ones, and every compiled
+        # plan is rebuilt, since whether a tool needs the access or approval stage may change.
+        policies = (*self._configured_policies, *self.declarations.policies())
+        if policies != self.access.policies:
+            self.access.policies = policies
+            self._approval_stage.every_tool = _any_requires_approval(policies)
+            self.pipeline.invalidate()
 
     def alerts(self) -> list[SourceAlert]:
         """Alerts the declaration sources raised on their last load (plugin alerts)."""
@@ -499,21 +506,7 @@ class Gateway:
         plan, state = prepared
         if not state.inline:
             return self._loop_thread.run(self.pipeline.run(plan, state))
-        # No stage of an inline plan awaits anything, so the coroutine finishes on its first
-        # step: drive it by hand and skip the event loop altogether.
-        coroutine = self.pipeline.run(plan, state)
-        try:
-            coroutine.send(None)
-        except StopIteration as finished:
-            outcome: CallOutcome = finished.value
-            return outcome
-        coroutine.close()
-        return error_outcome(
-            state,
-            ErrorCode.CRASHED,
-            f"The gateway failed while handling this call to {state.tool.id} (an inline stage "
-            "suspended). This is not caused by your arguments.",
-        )
+        return self.pipeline.run_inline(plan, state)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -563,6 +556,12 @@ class Gateway:
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+def _any_requires_approval(policies: Iterable[AccessPolicy]) -> bool:
+    return any(
+        rule.action is PolicyAction.REQUIRE_APPROVAL for policy in policies for rule in policy.rules
+    )
 
 
 def _workspace(workspace: Path | str | None) -> Path | None:

@@ -82,6 +82,11 @@ class Pipeline:
         )
         self._plans: dict[str, Plan] = {}
 
+    def invalidate(self) -> None:
+        """Forget every compiled plan (a stage's ``applies_to`` answer may have changed, e.g.
+        new access policies)."""
+        self._plans = {}
+
     def plan_for(self, entry: RegisteredTool) -> Plan:
         """The compiled plan for this exact registration (recompiled when it is replaced)."""
         plan = self._plans.get(entry.tool.id)
@@ -193,6 +198,26 @@ class Pipeline:
                 observer.observe(call)
             except Exception:
                 log.exception("call observer %r failed", observer)
+
+    def run_inline(self, plan: Plan, state: CallState) -> CallOutcome:
+        """Run a prepared call of an inline plan in the calling thread, without an event loop.
+
+        No stage of an inline plan awaits anything, so the coroutine finishes on its first step:
+        it is driven by hand. Never raises.
+        """
+        coroutine = self.run(plan, state)
+        try:
+            coroutine.send(None)
+        except StopIteration as finished:
+            outcome: CallOutcome = finished.value
+            return outcome
+        coroutine.close()
+        return error_outcome(
+            state,
+            ErrorCode.CRASHED,
+            f"The gateway failed while handling this call to {state.tool.id} (an inline stage "
+            "suspended). This is not caused by your arguments.",
+        )
 
     async def run(self, plan: Plan, state: CallState) -> CallOutcome:
         """Run a prepared call. Never raises (except cancellation of the caller's own task)."""

@@ -125,9 +125,16 @@ class DeclarationSource(ABC):
 class SourceSet:
     """Every declaration source of a gateway, applied to its registry."""
 
-    def __init__(self, registry: Registry, check: Callable[[Tool], None]) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        check: Callable[[Tool], None],
+        *,
+        on_reload: Callable[[], None] = lambda: None,
+    ) -> None:
         self.registry = registry
         self._check = check
+        self._on_reload = on_reload
         self.sources: list[DeclarationSource] = []
         self._owned: dict[int, set[str]] = {}
         self._loads: dict[int, SourceLoad] = {}
@@ -161,6 +168,7 @@ class SourceSet:
         self._owned[id(source)] = owned_now
         result = SourceLoad(loaded.entries, problems, loaded.alerts, loaded.policies)
         self._loads[id(source)] = result
+        self._on_reload()
         return result
 
     def _apply(self, entry: RegisteredTool, owned: set[str]) -> str | None:
