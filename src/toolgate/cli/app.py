@@ -49,8 +49,23 @@ from ..errors import ErrorCode, ToolgateError
 from ..gateway import Gateway
 from ..model import CallStatus
 from ..registry import RegisteredTool
-from . import connections, declarations, plugins, resources
-from .approvals import approvals_app, current_user, decide_at_terminal, grants_app, print_pending
+from . import (
+    agents,
+    connections,
+    declarations,
+    mcp_command,
+    plugins,
+    resources,
+    serve_command,
+)
+from .approvals import (
+    approvals_app,
+    call_display,
+    current_user,
+    decide_at_terminal,
+    grants_app,
+    print_pending,
+)
 from .audit import audit_app
 from .catalog import describe_tool, print_tool, print_tool_table, summarize_tool
 from .errors import EXIT_CODES_HELP, CliFailure, CliUsageError, report
@@ -63,7 +78,7 @@ from .folders import (
     validate_folder,
 )
 from .options import CliState, make_console, parse_arguments, print_json
-from .outcome import print_outcome
+from .outcome import print_display, print_outcome
 from .scaffold import SCAFFOLD_RUNTIMES
 
 __all__ = ["app", "run"]
@@ -94,7 +109,15 @@ app.add_typer(tools_app, name="tools")
 app.add_typer(approvals_app, name="approvals")
 app.add_typer(grants_app, name="grants")
 app.add_typer(audit_app, name="audit")
-for _module in (declarations, connections, plugins, resources):
+for _module in (
+    declarations,
+    connections,
+    plugins,
+    resources,
+    serve_command,
+    mcp_command,
+    agents,
+):
     _module.register(app)
 
 
@@ -400,9 +423,10 @@ def call(
 ) -> None:
     """Call a tool through the gateway's pipeline.
 
-    Prints the content exactly as the model reads it, then renders the tool's visualization
-    (diff, code, table, markdown, shell output, to-do list, file list) for you. Errors go to
-    stderr as 'error [code]: message'.
+    First prints the call's one-line display to stderr (the tool's tile, e.g. 'Show Map Of
+    "Cairo" At Zoom Level 12', or its title and arguments). Then prints the content exactly as
+    the model reads it, and renders the tool's visualization (diff, code, table, markdown, shell
+    output, to-do list, file list) for you. Errors go to stderr as 'error [code]: message'.
 
     A call that needs a person's approval asks at the terminal — [a] Allow once, [A] Always
     allow, [d] Deny — then prints the result. Without a terminal (or with --no-prompt) it prints
@@ -413,6 +437,10 @@ def call(
     arguments = parse_arguments(args)
     interactive = not no_prompt and args != "-" and sys.stdin.isatty() and sys.stdout.isatty()
     with state.open_gateway() as gateway:
+        display = call_display(gateway, tool_id, arguments)
+        if display is not None and not as_json:
+            # On stderr, like every note: stdout stays exactly what the model reads.
+            print_display(display, state.err)
         outcome = gateway.call_sync(
             tool_id,
             arguments,
@@ -432,7 +460,7 @@ def call(
     elif outcome.ok:
         print_outcome(outcome, state.out)
     elif pending and outcome.approval is not None:
-        print_pending(outcome.approval, state.out, state)
+        print_pending(outcome.approval, state.out, state, display=display)
     approval = outcome.metadata.get("approval")
     if isinstance(approval, Mapping) and approval.get("replayed") and not as_json:
         state.err.print(
