@@ -6,6 +6,8 @@
     python bench/run.py --only direct,call_sync,gw_async
     python bench/run.py --only bash_gw,python_gw,burst_gw,burst_gw64   # script tools only
     python bench/run.py --only g_access,g_rate,g_idem,g_idem_replay,g_audit,g_full,audit_rate
+    python bench/run.py --only starlette,fastmcp,tg_mcp,tg_api     # HTTP throughput only
+    python bench/run.py --no-http  # skip the HTTP throughput section (~50 s)
 
 The script-tool rows (one child process per call) take a fixed number of samples per round
 (``--script-samples``, ``--bursts``) on top of the µs budget; the sustained-audit scenario runs
@@ -31,6 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import http_throughput
 import toolgate
 from _report import render, to_json
 from _timing import Budget, Samples, Summary, summarize
@@ -77,6 +80,14 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         f"quick {AUDIT_CALLS_QUICK:,})",
     )
     parser.add_argument("--only", help="comma-separated scenario keys (see --list)")
+    parser.add_argument(
+        "--no-http", action="store_true", help="skip the HTTP throughput section (wrk)"
+    )
+    parser.add_argument(
+        "--http-seconds",
+        type=float,
+        help="seconds of wrk load per HTTP target and concurrency (default 5, quick 2)",
+    )
     parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
     args = parser.parse_args(argv)
     # 16 µs rows share the budget (36 s / 8 s for the 10 rows before the guarantee rows).
@@ -86,6 +97,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     args.bursts = max(1, args.bursts or 2)
     audit_calls = AUDIT_CALLS_QUICK if args.quick else AUDIT_CALLS
     args.audit_calls = max(1, args.audit_calls or audit_calls)
+    args.http_seconds = args.http_seconds or (2.0 if args.quick else 5.0)
     return args
 
 
@@ -111,11 +123,16 @@ def _load() -> str:
         return "?"
 
 
+_HTTP_KEYS = {t.key for t in http_throughput.TARGETS}
+
+
 def _select(only: str | None) -> list[Scenario]:
     if not only:
         return list(SCENARIOS)
-    wanted = [k.strip() for k in only.split(",") if k.strip()]
-    known = {s.key for s in SCENARIOS}
+    wanted = [k.strip() for k in only.split(",") if k.strip() and k.strip() not in _HTTP_KEYS]
+    if not wanted:
+        return []
+    known = {s.key for s in SCENARIOS} | _HTTP_KEYS
     unknown = [k for k in wanted if k not in known]
     if unknown:
         raise SystemExit(f"unknown scenario(s) {unknown}; known: {sorted(known)}")
@@ -180,7 +197,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"{s.key:16} {s.group:9} {s.timing:8} {s.label}"
                 + (f"  — {s.note}" if s.note else "")
             )
+        for t in http_throughput.TARGETS:
+            print(f"{t.key:16} {t.group:9} {'http':8} {t.label}  — wrk at 1 and 16 connections")
         return 0
+    http_only = None
+    if args.only:
+        http_only = {k.strip() for k in args.only.split(",")} & _HTTP_KEYS
     scenarios = _select(args.only)
     # The time budget is split over the µs (batched) rows only; script rows take a fixed number
     # of samples per round (plan), so adding them does not thin the other rows.
@@ -239,11 +261,22 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     results: dict[str, Summary] = {key: summarize(s) for key, s in samples.items() if s.per_call_ns}
+    http_targets: list[http_throughput.Target] = []
+    if not args.no_http and (not args.only or http_only):
+        http_targets = http_throughput.run(args.http_seconds, http_only or None, quiet=args.json)
+        for target in http_targets:
+            if target.problem:
+                problems[target.key] = target.problem
     if args.json:
-        json.dump(to_json(meta, scenarios, results, problems), sys.stdout, indent=2)
+        document = to_json(meta, scenarios, results, problems)
+        document["http"] = http_throughput.to_json(http_targets)
+        json.dump(document, sys.stdout, indent=2)
         print()
     else:
-        render(meta, scenarios, results, problems)
+        if scenarios:
+            render(meta, scenarios, results, problems)
+        if http_targets:
+            print("\n".join(http_throughput.report(http_targets)))
     return 1 if any(p.startswith("FAILED") for p in problems.values()) else 0
 
 
