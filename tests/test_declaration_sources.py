@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+import subprocess
+import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
 from toolgate import Gateway, tool
-from toolgate.cli.app import app
 from toolgate.errors import ErrorCode
 from toolgate.loaders import Diagnostic
 from toolgate.model import SourceFormat
@@ -157,16 +158,49 @@ def test_add_source_refuses_a_file_in_no_known_format(tmp_path: Path) -> None:
         gateway.add_source(path)
 
 
+def _toolgate(*args: str) -> subprocess.CompletedProcess[str]:
+    exe = Path(sys.executable).parent / "toolgate"
+    return subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=60)
+
+
 def test_validate_cli_reports_unknown_files_and_bad_paths(tmp_path: Path) -> None:
     path = tmp_path / "other.yaml"
     path.write_text("hello: world\n")
-    runner = CliRunner()
-    result = runner.invoke(app, ["validate", str(path)])
-    assert result.exit_code == 1
-    assert "not a declaration in a known format" in result.output
-    missing = runner.invoke(app, ["validate", str(tmp_path / "nope")])
-    assert missing.exit_code == 2
-    assert "no such file or folder" in missing.output
-    unknown = runner.invoke(app, ["validate", str(path), "--format", "zip"])
-    assert unknown.exit_code == 2
-    assert "unknown format" in unknown.output
+    result = _toolgate("validate", str(path))
+    assert result.returncode == 1
+    assert "not a declaration in a known format" in result.stdout
+    missing = _toolgate("validate", str(tmp_path / "nope"))
+    assert missing.returncode == 2
+    assert "no such file or folder" in missing.stderr
+    unknown = _toolgate("validate", str(path), "--format", "zip")
+    assert unknown.returncode == 2
+    assert "unknown format" in unknown.stderr
+
+
+class StartRecordingSource(FakeSource):
+    def __init__(self) -> None:
+        super().__init__()
+        self.started = asyncio.Event()
+        self.changed: Callable[[], None] | None = None
+
+    async def start(self, changed: Callable[[], None]) -> None:
+        self.changed = changed
+        self.started.set()
+
+
+async def test_a_source_added_to_a_running_gateway_is_started_and_can_ask_for_a_reload() -> None:
+    source = StartRecordingSource()
+    async with Gateway() as gateway:
+        gateway.add_source(source)
+        await asyncio.wait_for(source.started.wait(), 10)
+        assert source.changed is not None
+        source.next = SourceLoad(entries=[_entry(echo)])
+        source.changed()
+        assert [t.id for t in gateway.list_tools()] == ["fake:echo"]
+
+
+async def test_a_source_added_from_another_thread_is_started_on_the_gateways_loop() -> None:
+    source = StartRecordingSource()
+    async with Gateway() as gateway:
+        await asyncio.to_thread(gateway.add_source, source)
+        await asyncio.wait_for(source.started.wait(), 10)

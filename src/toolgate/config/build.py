@@ -11,6 +11,7 @@ from typing import Literal
 from ..approvals import Approver
 from ..errors import ConfigError, ToolgateError
 from ..gateway import Gateway
+from ..secrets import open_secret_store
 from ..sources import FolderRoot
 from .files import LoadedConfig, load_config, toolgate_home
 from .policies import load_policies
@@ -126,6 +127,9 @@ def build_gateway(
         audit_jsonl=audit_jsonl,
         audit_retention_days=config.audit.retention_days if audit == "write" else None,
         rate_limit_per_agent=config.rate_limits.per_agent,
+        # The keyring or the secrets file, chosen on first use: commands that read no secret
+        # never load a keyring backend.
+        secret_store=open_secret_store(home),
         home=home,
     )
     try:

@@ -9,6 +9,7 @@ holds becomes a diagnostic instead of a takeover.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
@@ -136,13 +137,40 @@ class SourceSet:
         self._check = check
         self._on_reload = on_reload
         self.sources: list[DeclarationSource] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        """The loop the set was started on; sources added later are started on it too."""
         self._owned: dict[int, set[str]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
         self._loads: dict[int, SourceLoad] = {}
 
     def add(self, source: DeclarationSource) -> SourceLoad:
         """Load a source and register its tools."""
         self.sources.append(source)
-        return self.reload(source)
+        loaded = self.reload(source)
+        if self._loop is not None and not self._loop.is_closed():
+            self._start_later(source, self._loop)
+        return loaded
+
+    def _start_later(self, source: DeclarationSource, loop: asyncio.AbstractEventLoop) -> None:
+        # Added to a running gateway: start it on the gateway's loop, from whichever thread
+        # added it, so its connections and polling run like those of the first sources.
+        coroutine = self._start_one(source)
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            task = loop.create_task(coroutine)
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        else:
+            asyncio.run_coroutine_threadsafe(coroutine, loop)
+
+    async def _start_one(self, source: DeclarationSource) -> None:
+        try:
+            await source.start(lambda: self._changed(source))
+        except Exception:
+            log.exception("starting %s failed", source.location)
 
     def reload(self, source: DeclarationSource) -> SourceLoad:
         """Load ``source`` again and bring the registry in step with it. Never raises for a
@@ -210,15 +238,17 @@ class SourceSet:
         return "\n\n".join(part.strip() for part in parts)
 
     async def start(self) -> None:
-        """Start every source's background work."""
-        for source in self.sources:
-            await source.start(lambda source=source: self._changed(source))  # type: ignore[misc]
+        """Start every source's background work (and that of sources added later)."""
+        self._loop = asyncio.get_running_loop()
+        for source in list(self.sources):
+            await self._start_one(source)
 
     def _changed(self, source: DeclarationSource) -> None:
         self.reload(source)
 
     async def aclose(self) -> None:
         """Stop every source's background work."""
+        self._loop = None
         for source in reversed(self.sources):
             try:
                 await source.aclose()
