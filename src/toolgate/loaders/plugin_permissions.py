@@ -1,0 +1,211 @@
+"""Pandora ``sandbox`` and ``permissions`` (seed 001, "Sandbox & Permissions"), checked.
+
+Shared by the manifest (:mod:`toolgate.loaders.plugin`, JSON values) and the per-tool overrides of
+tool objects (:mod:`toolgate.loaders.plugin_tool`, Python mappings or objects). Host names are
+normalized the way the egress proxy of the sandbox issue will match them (lower case, IDNA,
+trailing dot removed); wildcards must name a domain (``*.example.org``), never a bare ``*`` or a
+whole top-level domain. ``fs`` prefixes are stored absolute (relative ones against the plugin
+folder). Nothing here enforces anything: it only records what a tool is granted.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..model import Permissions, SandboxMode
+from .diagnostics import Severity
+from .tool_folder_fields import Report, got
+
+__all__ = [
+    "PERMISSION_FIELDS",
+    "escape_pointer",
+    "parse_permissions",
+    "parse_sandbox",
+    "suggest",
+    "unknown_field",
+]
+
+#: The fields of ``permissions`` (seed: "Sandbox & Permissions").
+PERMISSION_FIELDS: tuple[str, ...] = ("time", "network", "env", "fs", "random")
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
+_SANDBOX_MODES = ", ".join(f"'{mode}'" for mode in SandboxMode)
+
+
+def suggest(key: str, known: tuple[str, ...]) -> str:
+    """``"; did you mean 'x'?"`` for a misspelt field name, or ``""``."""
+    close = difflib.get_close_matches(key, known, n=1)
+    if not close:
+        lowered = {name.lower(): name for name in known}
+        close = [lowered[key.lower()]] if key.lower() in lowered else []
+    return f"; did you mean '{close[0]}'?" if close else ""
+
+
+def escape_pointer(part: str) -> str:
+    """One JSON pointer segment (``~`` → ``~0``, ``/`` → ``~1``)."""
+    return part.replace("~", "~0").replace("/", "~1")
+
+
+def unknown_field(
+    report: Report, pointer: str, key: Any, known: tuple[str, ...], what: str
+) -> None:
+    """Warn about a field nobody reads, suggesting the closest known one."""
+    name = key if isinstance(key, str) else repr(key)
+    hint = suggest(name, known) if isinstance(key, str) else ""
+    report.warning(
+        f"{pointer}/{escape_pointer(name)}",
+        f"unknown {what} field {name!r} (ignored){hint}; known fields: {', '.join(known)}",
+    )
+
+
+def parse_sandbox(value: Any, pointer: str, report: Report) -> SandboxMode | None:
+    """``sandbox``: the default when ``None``; a diagnostic (and ``None``) for anything else."""
+    if value is None:
+        return SandboxMode.COMPARTMENT
+    if isinstance(value, str) and value in {mode.value for mode in SandboxMode}:
+        return SandboxMode(value)
+    report.error(
+        pointer, f"'sandbox' must be {_SANDBOX_MODES} (default 'compartment'), {got(value)}"
+    )
+    return None
+
+
+_MISSING: Any = object()
+
+
+def _get(value: Any, key: str) -> Any:
+    """A field of a mapping or an attribute of an object (Python tool overrides); ``None`` when
+    absent, as an optional JSON field set to ``null``."""
+    if isinstance(value, Mapping):
+        return value.get(key)
+    return getattr(value, key, None)
+
+
+def parse_permissions(
+    value: Any,
+    pointer: str,
+    folder: Path,
+    report: Report,
+) -> Permissions | None:
+    """Check ``permissions`` (a JSON object, or a Python mapping/object for a tool's override)
+    and map it onto :class:`~toolgate.model.Permissions`. ``None`` after any error."""
+    if value is None:
+        return Permissions()
+    if isinstance(value, (str, bytes, int, float, list, tuple)) or value is True:
+        report.error(
+            pointer,
+            f"'permissions' must be an object with {', '.join(PERMISSION_FIELDS)}, {got(value)}",
+        )
+        return None
+    before = len(report.items)
+    if isinstance(value, Mapping):
+        for key in value:
+            if key not in PERMISSION_FIELDS:
+                unknown_field(report, pointer, key, PERMISSION_FIELDS, "permissions")
+    time = _flag(_get(value, "time"), f"{pointer}/time", "time", report)
+    randomness = _flag(_get(value, "random"), f"{pointer}/random", "random", report)
+    network = _strings(_get(value, "network"), f"{pointer}/network", "host names", report)
+    env = _strings(_get(value, "env"), f"{pointer}/env", "environment variable names", report)
+    fs = _strings(_get(value, "fs"), f"{pointer}/fs", "path prefixes", report)
+    hosts = tuple(
+        host
+        for index, text in enumerate(network)
+        if (host := _host(text, f"{pointer}/network/{index}", report))
+    )
+    names = _env_names(env, f"{pointer}/env", report)
+    prefixes = tuple(
+        prefix
+        for index, text in enumerate(fs)
+        if (prefix := _prefix(text, f"{pointer}/fs/{index}", folder, report))
+    )
+    if any(d.severity is Severity.ERROR for d in report.items[before:]):
+        return None
+    return Permissions(
+        time=time, network=_unique(hosts), env=names, fs=_unique(prefixes), random=randomness
+    )
+
+
+def _unique(items: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(items))
+
+
+def _flag(value: Any, pointer: str, name: str, report: Report) -> bool:
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    report.error(pointer, f"'{name}' must be a boolean (true or false), {got(value)}")
+    return False
+
+
+def _strings(value: Any, pointer: str, what: str, report: Report) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        report.error(pointer, f"must be a list of {what}, {got(value)}")
+        return ()
+    items: list[str] = []
+    for index, item in enumerate(value):
+        if isinstance(item, str) and item.strip():
+            items.append(item.strip())
+        else:
+            report.error(f"{pointer}/{index}", f"must be a non-empty string ({what}), {got(item)}")
+    return tuple(items)
+
+
+def _host(text: str, pointer: str, report: Report) -> str | None:
+    """Check one ``network`` host name (normalized as the later egress proxy will match it)."""
+    shape = "a host name such as 'api.example.com' or '*.example.org' (optionally ':port')"
+    if "://" in text or "/" in text or "@" in text or "?" in text:
+        report.error(pointer, f"{text!r} is not a host name: give {shape}, without scheme or path")
+        return None
+    host, _, port = text.partition(":") if text.count(":") == 1 else (text, "", "")
+    if port and not (port.isdigit() and 0 < int(port) < 65536):
+        report.error(pointer, f"{text!r}: the port must be a number from 1 to 65535")
+        return None
+    wildcard = host.startswith("*.")
+    name = host[2:] if wildcard else host
+    try:
+        ascii_name = name.rstrip(".").encode("idna").decode("ascii").lower()
+    except UnicodeError:
+        ascii_name = ""
+    labels = ascii_name.split(".") if ascii_name else []
+    if not labels or not all(_LABEL.match(label) for label in labels):
+        report.error(pointer, f"{text!r} is not a valid host name: give {shape}")
+        return None
+    if wildcard and len(labels) < 2:
+        report.error(
+            pointer,
+            f"{text!r} would allow a whole top-level domain; name a domain, e.g. '*.example.org'",
+        )
+        return None
+    return ("*." if wildcard else "") + ascii_name + (f":{port}" if port else "")
+
+
+def _env_names(names: tuple[str, ...], pointer: str, report: Report) -> tuple[str, ...]:
+    valid: list[str] = []
+    for index, name in enumerate(names):
+        if not _ENV_NAME.match(name):
+            report.error(
+                f"{pointer}/{index}",
+                f"{name!r} is not a valid environment variable name "
+                "(letters, digits and '_', not starting with a digit)",
+            )
+        elif name not in valid:
+            valid.append(name)
+    return tuple(valid)
+
+
+def _prefix(text: str, pointer: str, folder: Path, report: Report) -> str | None:
+    if "\0" in text:
+        report.error(pointer, "a path prefix must not contain a NUL character")
+        return None
+    path = Path(text).expanduser()
+    absolute = os.path.normpath(path if path.is_absolute() else folder / path)
+    if absolute == os.sep:
+        report.warning(pointer, "'/' grants read access to the whole file system")
+    return absolute

@@ -1,0 +1,542 @@
+"""Pandora plugins (seed 001) as a declaration source: a manifest plus Python tool objects.
+
+``PluginSource.open(path)`` takes the manifest file or the plugin folder (see
+:mod:`toolgate.loaders.plugin` for the manifest, :mod:`toolgate.loaders.plugin_tool` for the
+tool objects, :mod:`toolgate.sources.plugin_runtime` for importing and calling plugin code).
+Tools are registered as ``pluginId:toolId`` (``@pandorakit/weather:weather``).
+
+**Sandbox.** The seed's default mode is ``compartment``, which this version of toolgate cannot
+enforce yet (the sandbox issue will). A ``compartment`` tool therefore never runs silently
+without one:
+
+* An entry whose ``sandbox`` is ``compartment`` is **not imported at all** (importing runs the
+  plugin's code on the host) unless the operator opts in with ``host_mode`` in the source's
+  options. Its tools are reported as not loaded, with a warning diagnostic and a warning alert
+  saying why and how to opt in. Which tools it would provide, and any per-tool ``sandbox``
+  override inside the module, cannot be known without importing it.
+* ``host_mode: true`` runs every compartment tool of the plugin on the host; ``host_mode:
+  [weather, ...]`` (local or full ids) only those, and still imports the entries (the modules'
+  top-level code runs on the host either way). A tool that runs on the host this way is
+  registered with ``sandbox.mode = host`` (what really happens) and is reported as
+  "host (operator opt-in)".
+* A tool whose own ``sandbox`` override says ``compartment`` (in an entry that was imported)
+  and that is not opted in is registered **unavailable**, with a reason that says so and how to
+  opt in; its binding refuses to run even if called directly.
+
+Options of a ``sources:`` entry (``toolgate.yaml``)::
+
+    sources:
+      - path: ./plugins/weather
+        format: plugin
+        options:
+          host_mode: true            # or [weather]; default false
+          config: {units: metric}    # ctx.pluginConfig of resolve_tools
+          resolve_timeout: 30        # seconds resolve_tools may take (default 30)
+
+**Environment.** ``ctx.env`` holds only the declared ``permissions.env`` keys (the tool's own
+``permissions`` override wins), snapshotted from the gateway's environment at load time.
+
+**Dynamic tools.** ``resolve_tools(ctx)`` (sync or async; ``ctx.plugin_config`` /
+``ctx.pluginConfig``, ``ctx.env``, ``ctx.logger``) returns ``{"tools": [...], "alerts": [...]}``;
+alerts (``info`` / ``warning``) become :class:`SourceAlert` values of the plugin. When it raises,
+times out or returns something else, the plugin gets a warning alert and no resolved tools; the
+static ``tools`` still load.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import traceback
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import MappingProxyType, ModuleType
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from .._json import thaw
+from ..errors import ConfigError
+from ..loaders import Diagnostic, Severity
+from ..loaders.plugin import PluginManifest, ToolsEntry, is_plugin_manifest, load_plugin_manifest
+from ..loaders.plugin_tool import PluginTool, build_plugin_tool
+from ..loaders.tool_folder_fields import Report
+from ..model import SandboxMode, SourceFormat
+from ..python.decorator import code_digest
+from ..registry import RegisteredTool
+from .declarations import DeclarationSource, SourceAlert, SourceContext, SourceLoad
+from .plugin_report import PluginEntryStatus, PluginReport, PluginToolStatus
+from .plugin_runtime import (
+    DEFAULT_RESOLVE_TIMEOUT,
+    PluginLogger,
+    PluginToolContext,
+    ResolveToolsContext,
+    call_resolve_tools,
+    execute_binding,
+    forget_modules,
+    import_entry,
+    package_name,
+    refusing_binding,
+)
+
+if TYPE_CHECKING:
+    from typing import Self
+
+__all__ = ["PLUGIN_OPTIONS", "PluginOptions", "PluginSource"]
+
+log = logging.getLogger("toolgate.sources.plugins")
+
+#: The keys a plugin's ``options:`` may hold.
+PLUGIN_OPTIONS: tuple[str, ...] = ("host_mode", "config", "resolve_timeout")
+
+_OPT_IN_HINT = (
+    "To run its tools on the host anyway (no isolation), add 'options: {host_mode: true}' (or a "
+    "list of tool ids) to this plugin under 'sources:' in toolgate.yaml."
+)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PluginOptions:
+    """The operator's settings for one plugin (``options:`` of its ``sources:`` entry)."""
+
+    host_mode: bool | frozenset[str] = False
+    """``True``: run every ``compartment`` tool of the plugin on the host; a set of tool ids:
+    only those; ``False``: none (they stay unavailable / not loaded)."""
+    config: Mapping[str, Any] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
+    """``pluginConfig`` for ``resolve_tools``."""
+    resolve_timeout: float = DEFAULT_RESOLVE_TIMEOUT
+    """Seconds ``resolve_tools`` may take."""
+
+    @classmethod
+    def parse(cls, options: Mapping[str, Any], where: str) -> PluginOptions:
+        """Check ``options``; raises :class:`ConfigError` naming ``where`` and the key."""
+        unknown = sorted(str(key) for key in options if key not in PLUGIN_OPTIONS)
+        if unknown:
+            raise ConfigError(
+                f"{where}: unknown plugin option {', '.join(map(repr, unknown))}; "
+                f"known options: {', '.join(PLUGIN_OPTIONS)}"
+            )
+        host_mode = options.get("host_mode", False)
+        parsed_host: bool | frozenset[str]
+        if isinstance(host_mode, bool):
+            parsed_host = host_mode
+        elif isinstance(host_mode, list) and all(
+            isinstance(item, str) and item.strip() for item in host_mode
+        ):
+            parsed_host = frozenset(item.strip() for item in host_mode)
+        else:
+            raise ConfigError(
+                f"{where}: host_mode must be true, false, or a list of tool ids "
+                f"(e.g. [weather]), not {host_mode!r}"
+            )
+        config = options.get("config", {})
+        if not isinstance(config, Mapping):
+            raise ConfigError(
+                f"{where}: config must be a mapping (the plugin's settings), not {config!r}"
+            )
+        timeout = options.get("resolve_timeout", DEFAULT_RESOLVE_TIMEOUT)
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+            raise ConfigError(
+                f"{where}: resolve_timeout must be a positive number of seconds, not {timeout!r}"
+            )
+        return cls(parsed_host, MappingProxyType(dict(config)), float(timeout))
+
+    def runs_on_host(self, plugin_id: str, local_id: str) -> bool:
+        """Whether the operator opted this tool in to host mode."""
+        if isinstance(self.host_mode, bool):
+            return self.host_mode
+        return local_id in self.host_mode or f"{plugin_id}:{local_id}" in self.host_mode
+
+
+class PluginSource(DeclarationSource):
+    """One Pandora plugin: its manifest file or folder.
+
+    After each :meth:`load`, :attr:`report` tells what was loaded and why anything was not
+    (``toolgate plugins`` prints it).
+    """
+
+    format: ClassVar[SourceFormat] = SourceFormat.PLUGIN
+
+    def __init__(self, path: Path, context: SourceContext, options: PluginOptions) -> None:
+        super().__init__(str(path))
+        self.path = path
+        self.context = context
+        self.options = options
+        self.report: PluginReport | None = None
+        """What the last :meth:`load` found (``None`` before the first)."""
+
+    @classmethod
+    def claims(cls, path: Path, document: Any) -> bool:
+        """A document with ``id`` and ``provides.tools`` is a plugin manifest."""
+        return is_plugin_manifest(document)
+
+    @classmethod
+    def open(cls, path: Path, context: SourceContext, options: Mapping[str, Any]) -> Self:
+        """A source for a manifest file or a plugin folder; raises :class:`ConfigError` for bad
+        ``options``."""
+        return cls(path, context, PluginOptions.parse(options, f"{path}: options"))
+
+    @classmethod
+    def validate(cls, path: Path) -> list[Diagnostic]:
+        """Check the manifest (never imports the entry: tool objects are checked at load)."""
+        return list(load_plugin_manifest(path).diagnostics)
+
+    def load(self) -> SourceLoad:
+        """Read the manifest, import the entries allowed to run on the host, resolve dynamic
+        tools and bind every tool. Never raises for a broken plugin."""
+        loader = _PluginLoader(self.location, self.context.environ, self.options)
+        entries = loader.load(self.path)
+        self.report = loader.report()
+        return SourceLoad(entries, list(loader.diagnostics), list(loader.alerts))
+
+
+class _PluginLoader:
+    """One load of one plugin: collects tools, diagnostics, alerts and the report."""
+
+    def __init__(self, location: str, environ: Mapping[str, str], options: PluginOptions) -> None:
+        self.location = location
+        self.environ = environ
+        self.options = options
+        self.manifest: PluginManifest | None = None
+        self.plugin_id: str | None = None
+        self.diagnostics: list[Diagnostic] = []
+        self.alerts: list[SourceAlert] = []
+        self.entries: list[PluginEntryStatus] = []
+        self.tools: list[PluginToolStatus] = []
+        self.all_imported = True
+
+    def report(self) -> PluginReport:
+        manifest = self.manifest
+        return PluginReport(
+            location=self.location,
+            plugin_id=self.plugin_id,
+            manifest=None if manifest is None else str(manifest.path),
+            name=None if manifest is None else manifest.name,
+            version=None if manifest is None else manifest.version,
+            description=None if manifest is None else manifest.description,
+            host_mode=self.options.host_mode
+            if isinstance(self.options.host_mode, bool)
+            else tuple(sorted(self.options.host_mode)),
+            entries=tuple(self.entries),
+            tools=tuple(self.tools),
+            alerts=tuple(self.alerts),
+            diagnostics=tuple(self.diagnostics),
+        )
+
+    def _alert(self, level: Literal["info", "warning"], message: str) -> None:
+        self.alerts.append(SourceAlert(self.plugin_id or self.location, level, message))
+
+    def _snapshot(self, keys: tuple[str, ...]) -> Mapping[str, str]:
+        return MappingProxyType({key: self.environ[key] for key in keys if key in self.environ})
+
+    def load(self, path: Path) -> list[RegisteredTool]:
+        loaded = load_plugin_manifest(path)
+        self.diagnostics.extend(loaded.diagnostics)
+        self.plugin_id = loaded.plugin_id
+        self.manifest = manifest = loaded.manifest
+        if manifest is None:
+            return []
+        forget_modules(manifest)
+        built: list[tuple[PluginTool, ToolsEntry, bool]] = []
+        for entry in manifest.tools:
+            built.extend((tool, entry, resolved) for tool, resolved in self._entry(manifest, entry))
+        registered: list[RegisteredTool] = []
+        seen: dict[str, str] = {}
+        for plugin_tool, entry, resolved in built:
+            if plugin_tool.local_id in seen:
+                self.diagnostics.append(
+                    Diagnostic(
+                        str(entry.module_file),
+                        None,
+                        f"plugin {manifest.id}: tool id {plugin_tool.local_id!r} is declared "
+                        f"twice (also by {seen[plugin_tool.local_id]}); the second is ignored",
+                    )
+                )
+                continue
+            seen[plugin_tool.local_id] = "resolve_tools" if resolved else f"{entry.entry} tools"
+            registered.append(self._bind(manifest, entry, plugin_tool, resolved))
+        self._check_host_mode_names(manifest, set(seen))
+        return registered
+
+    # -- one tools entry ----------------------------------------------------------------------
+
+    def _entry(self, manifest: PluginManifest, entry: ToolsEntry) -> list[tuple[PluginTool, bool]]:
+        if entry.sandbox is SandboxMode.COMPARTMENT and not self.options.host_mode:
+            reason = (
+                f"the tools of entry {entry.entry!r} were not loaded: its sandbox is "
+                "'compartment', which this version of toolgate cannot enforce yet, and importing "
+                f"the entry would run its code on the host without a sandbox. {_OPT_IN_HINT}"
+            )
+            self.all_imported = False
+            self.entries.append(
+                PluginEntryStatus(entry.pointer, entry.entry, entry.sandbox, False, reason)
+            )
+            self.diagnostics.append(
+                Diagnostic(str(manifest.path), f"{entry.pointer}/sandbox", reason, Severity.WARNING)
+            )
+            self._alert("warning", reason)
+            return []
+        try:
+            module = import_entry(manifest, entry)
+        except (Exception, SystemExit) as exc:
+            log.warning(
+                "plugin %s: importing %s failed", manifest.id, entry.module_file, exc_info=exc
+            )
+            reason = (
+                f"importing the entry {entry.entry!r} failed: {_describe(exc, manifest.folder)}"
+            )
+            self.all_imported = False
+            self.entries.append(
+                PluginEntryStatus(entry.pointer, entry.entry, entry.sandbox, False, reason)
+            )
+            self.diagnostics.append(
+                Diagnostic(str(entry.module_file), None, f"plugin {manifest.id}: {reason}")
+            )
+            return []
+        self.entries.append(
+            PluginEntryStatus(entry.pointer, entry.entry, entry.sandbox, True, None)
+        )
+        report = Report(str(entry.module_file))
+        tools = self._static_tools(manifest, entry, module, report)
+        tools.extend((tool, True) for tool in self._resolved_tools(manifest, entry, module, report))
+        self.diagnostics.extend(report.items)
+        return tools
+
+    def _static_tools(
+        self, manifest: PluginManifest, entry: ToolsEntry, module: ModuleType, report: Report
+    ) -> list[tuple[PluginTool, bool]]:
+        exported = getattr(module, "tools", None)
+        if exported is None:
+            if _resolver(module) is None:
+                report.error(
+                    "/tools",
+                    f"plugin {manifest.id}: the entry {entry.entry!r} exports neither 'tools' "
+                    "(a list of tool objects) nor 'resolve_tools'",
+                )
+            return []
+        if not isinstance(exported, (list, tuple)):
+            report.error(
+                "/tools",
+                f"plugin {manifest.id}: 'tools' must be a list of tool objects, "
+                f"not {type(exported).__name__}",
+            )
+            return []
+        return [
+            (tool, False)
+            for index, value in enumerate(exported)
+            if (tool := self._build(manifest, entry, value, index, f"/tools/{index}", report))
+        ]
+
+    def _build(
+        self,
+        manifest: PluginManifest,
+        entry: ToolsEntry,
+        value: Any,
+        index: int,
+        pointer: str,
+        report: Report,
+    ) -> PluginTool | None:
+        return build_plugin_tool(
+            value,
+            manifest=manifest,
+            entry=entry,
+            index=index,
+            pointer=pointer,
+            report=report,
+            digest=code_digest,
+            reference=lambda fn: _reference(fn, package_name(manifest)),
+        )
+
+    def _resolved_tools(
+        self, manifest: PluginManifest, entry: ToolsEntry, module: ModuleType, report: Report
+    ) -> list[PluginTool]:
+        resolve = _resolver(module)
+        if resolve is None:
+            return []
+        if not callable(resolve):
+            report.error(
+                "/resolve_tools",
+                f"plugin {manifest.id}: 'resolve_tools' must be a function, "
+                f"not {type(resolve).__name__}",
+            )
+            return []
+        context = ResolveToolsContext(
+            plugin_config=thaw(self.options.config),
+            env=self._snapshot(entry.permissions.env),
+            logger=PluginLogger(logging.getLogger(f"toolgate.plugin.{manifest.id}")),
+        )
+        try:
+            result = call_resolve_tools(resolve, context, self.options.resolve_timeout)
+        except (Exception, SystemExit) as exc:
+            log.warning("plugin %s: resolve_tools failed", manifest.id, exc_info=exc)
+            problem = _describe(exc, manifest.folder)
+            self._alert(
+                "warning",
+                f"resolve_tools of entry {entry.entry!r} failed ({problem}); its dynamic tools "
+                "were not loaded",
+            )
+            return []
+        tools_value = _field(result, "tools")
+        alerts_value = _field(result, "alerts")
+        if tools_value is _NOT_A_RESULT:
+            self._alert(
+                "warning",
+                f"resolve_tools of entry {entry.entry!r} returned {type(result).__name__}, not "
+                "{tools, alerts}; its dynamic tools were not loaded",
+            )
+            return []
+        self._resolve_alerts(entry, alerts_value)
+        if tools_value is None:
+            return []
+        if not isinstance(tools_value, (list, tuple)):
+            report.error(
+                "resolve_tools()/tools",
+                f"plugin {manifest.id}: resolve_tools returned 'tools' that is not a list "
+                f"({type(tools_value).__name__})",
+            )
+            return []
+        return [
+            tool
+            for index, value in enumerate(tools_value)
+            if (
+                tool := self._build(
+                    manifest, entry, value, index, f"resolve_tools()/tools/{index}", report
+                )
+            )
+        ]
+
+    def _resolve_alerts(self, entry: ToolsEntry, value: Any) -> None:
+        if value is None:
+            return
+        if not isinstance(value, (list, tuple)):
+            self._alert(
+                "warning",
+                f"resolve_tools of entry {entry.entry!r} returned 'alerts' that is not a list "
+                f"({type(value).__name__}); ignored",
+            )
+            return
+        for index, alert in enumerate(value):
+            level, message = _field(alert, "level"), _field(alert, "message")
+            if level in ("info", "warning") and isinstance(message, str) and message.strip():
+                self._alert(level, message.strip())
+            else:
+                self._alert(
+                    "warning",
+                    f"resolve_tools of entry {entry.entry!r} returned a malformed alert at "
+                    f"index {index} (expected {{level: 'info' | 'warning', message: str}}): "
+                    f"{alert!r:.200}",
+                )
+
+    # -- binding --------------------------------------------------------------------------------
+
+    def _bind(
+        self, manifest: PluginManifest, entry: ToolsEntry, item: PluginTool, resolved: bool
+    ) -> RegisteredTool:
+        tool = item.tool
+        declared = tool.sandbox.mode
+        opted_in = declared is SandboxMode.COMPARTMENT and self.options.runs_on_host(
+            manifest.id, item.local_id
+        )
+        reason: str | None = None
+        if opted_in:
+            # What really happens is recorded: the tool runs on the host.
+            tool = dataclasses.replace(
+                tool, sandbox=dataclasses.replace(tool.sandbox, mode=SandboxMode.HOST)
+            )
+            log.info(
+                "plugin %s: tool %s declares sandbox 'compartment' and runs on the host without "
+                "a sandbox (operator opt-in: host_mode)",
+                manifest.id,
+                tool.id,
+            )
+        elif declared is SandboxMode.COMPARTMENT:
+            reason = (
+                "it declares sandbox 'compartment', which this version of toolgate cannot "
+                "enforce yet, so it does not run rather than run without a sandbox. The "
+                "operator can run it on the host (no isolation) by adding 'options: "
+                f"{{host_mode: [{item.local_id}]}}' (or 'host_mode: true') to plugin "
+                f"{manifest.id} under 'sources:' in toolgate.yaml."
+            )
+        context = PluginToolContext(
+            env=self._snapshot(tool.env),
+            logger=PluginLogger(logging.getLogger(f"toolgate.tool.{tool.id}")),
+            tool_id=tool.id,
+        )
+        binding = (
+            execute_binding(item.execute, context) if reason is None else refusing_binding(reason)
+        )
+        self.tools.append(
+            PluginToolStatus(
+                id=tool.id,
+                entry=entry.entry,
+                declared_sandbox=declared,
+                host_opt_in=opted_in,
+                resolved=resolved,
+                unavailable_reason=reason,
+            )
+        )
+        return RegisteredTool(tool, binding, reason)
+
+    def _check_host_mode_names(self, manifest: PluginManifest, local_ids: set[str]) -> None:
+        names = self.options.host_mode
+        if isinstance(names, bool) or not self.all_imported:
+            return  # unknown ids cannot be told apart from tools that did not load
+        full = {f"{manifest.id}:{local}" for local in local_ids}
+        for name in sorted(names):
+            if name not in local_ids and name not in full:
+                provided = ", ".join(sorted(local_ids)) or "none"
+                self.diagnostics.append(
+                    Diagnostic(
+                        self.location,
+                        "options/host_mode",
+                        f"host_mode names {name!r}, which plugin {manifest.id} does not provide "
+                        f"(its tools: {provided})",
+                        Severity.WARNING,
+                    )
+                )
+
+
+_NOT_A_RESULT: Any = object()
+
+
+def _field(value: Any, key: str) -> Any:
+    """``value[key]`` of a mapping, ``value.key`` of an object; ``_NOT_A_RESULT`` for values
+    that are neither (``None``, lists, strings…)."""
+    if isinstance(value, Mapping):
+        return value.get(key)
+    if value is None or isinstance(value, (str, bytes, int, float, list, tuple)):
+        return _NOT_A_RESULT
+    return getattr(value, key, None)
+
+
+def _reference(func: Callable[..., Any], package: str) -> str:
+    """``module:qualname`` of ``execute`` with the module relative to the plugin folder
+    (``src.backends:execute``), so moving the plugin does not change the definition hash."""
+    module = getattr(func, "__module__", None) or "?"
+    if module == package or module.startswith(package + "."):
+        module = module[len(package) + 1 :] or "?"
+    return f"{module}:{getattr(func, '__qualname__', type(func).__name__)}"
+
+
+def _resolver(module: ModuleType) -> Callable[..., Any] | None:
+    """``resolve_tools``, or the seed's spelling ``resolveTools``."""
+    found: Callable[..., Any] | None = getattr(module, "resolve_tools", None)
+    if found is None:
+        found = getattr(module, "resolveTools", None)
+    return found
+
+
+def _describe(exc: BaseException, folder: Path | None = None) -> str:
+    """``Type: message (file, line N)``: the exception and where in the plugin it was raised
+    (the innermost frame in the plugin folder; the file of a ``SyntaxError``)."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else "(no message)"
+    where = ""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        where = f" ({exc.filename}, line {exc.lineno})"
+    elif folder is not None:
+        frames = [
+            frame
+            for frame in traceback.extract_tb(exc.__traceback__)
+            if Path(frame.filename).is_relative_to(folder)
+        ]
+        if frames:
+            where = f" ({frames[-1].filename}, line {frames[-1].lineno})"
+    return f"{type(exc).__name__}: {text[:300]}{where}"
