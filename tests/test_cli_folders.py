@@ -263,7 +263,7 @@ def test_list_shows_diagnostics_while_other_tools_load(
     out = _ok(run_cli("tools", "list"))
     assert re.search(r"(?m)^local:shout\s", out)
     assert "local:broken" not in out
-    assert "1 problem in tool folders:" in out
+    assert "1 problem in declarations:" in out
     assert f"error: {broken / 'tool.md'}: runtime: unknown runtime 'rubyy'" in out
 
     as_json = run_cli("tools", "list", "--json")

@@ -220,6 +220,10 @@ class SourceSet:
             return str(exc)
         return None
 
+    def last_load(self, source: DeclarationSource) -> SourceLoad:
+        """What the last load of ``source`` produced (diagnostics include duplicate ids)."""
+        return self._loads.get(id(source), SourceLoad())
+
     def diagnostics(self) -> list[Diagnostic]:
         """Problems of the last load of every source."""
         return [d for s in self.sources for d in self._loads.get(id(s), SourceLoad()).diagnostics]

@@ -7,12 +7,13 @@ uses none of them pays for none of their dependencies (httpx, the MCP SDK…).
 from __future__ import annotations
 
 import importlib
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ..loaders import Diagnostic, YamlError
+from ..loaders import Diagnostic
 from ..loaders.safe_yaml import load_yaml_documents
 from .declarations import DeclarationSource, SourceContext
 
@@ -27,6 +28,8 @@ FORMATS: Mapping[str, str] = {
 }
 
 _MANIFEST_SUFFIXES = (".json", ".yaml", ".yml")
+#: Files larger than this are not parsed while detecting a format (the YAML loader's limit).
+_MAX_DETECT_BYTES = 1_048_576
 
 
 def source_class(format_name: str) -> type[DeclarationSource]:
@@ -49,17 +52,25 @@ def _candidate_files(path: Path) -> list[Path]:
     return []
 
 
+def _first_document(path: Path) -> Any:
+    if path.stat().st_size > _MAX_DETECT_BYTES:
+        raise ValueError("too large to be a declaration")
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".json":
+        # JSON proper: YAML would refuse tab-indented JSON, which is common in manifests.
+        return json.loads(text)
+    documents = load_yaml_documents(text, source=str(path))
+    return documents[0][1] if documents else None
+
+
 def detect_format(path: Path) -> str | None:
     """The format of a declaration file, or of the first recognised file directly in a folder;
     ``None`` when nothing there is in a known format. Parses, never imports or runs."""
     for candidate in _candidate_files(path):
         try:
-            documents = load_yaml_documents(
-                candidate.read_text(encoding="utf-8"), source=str(candidate)
-            )
-        except (OSError, UnicodeDecodeError, YamlError):
+            first = _first_document(candidate)
+        except (OSError, UnicodeDecodeError, ValueError):  # YamlError and JSON errors included
             continue
-        first = documents[0][1] if documents else None
         for name in FORMATS:
             if source_class(name).claims(candidate, first):
                 return name
