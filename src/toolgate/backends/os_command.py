@@ -1,0 +1,95 @@
+"""Runs OS command tools (Joch ``type: os``): an argv, no shell, the Jean2 script contract.
+
+The command gets one JSON object on stdin (the arguments plus ``workspacePath`` and
+``sessionId``) and writes one JSON object to stdout, exactly like a tool-folder script (see
+:mod:`toolgate.backends.script`, whose result rules apply: an ``error`` field or a non-zero exit is
+a ``tool_error``). It runs through :func:`~toolgate.backends.processes.run_process`: its own
+environment (the safe system variables only), the workspace as working directory, capped output,
+and nothing it starts outlives the call.
+
+Joch calls these "sandboxed" commands. Sandboxing is not implemented yet, so the source binds an
+``os`` tool to this backend only when the operator opted in to host mode; otherwise the tool is
+unavailable and never reaches here.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import ToolError
+from ..invocation import Invocation
+from ..model import OsCommandEntry, Tool
+from ..registry import RegisteredTool
+from .base import BackendUnavailableError
+from .environment import ScriptEnvironment
+from .processes import DEFAULT_MAX_OUTPUT, ProcessStartError, run_process
+from .script import interpret_result, script_input
+
+__all__ = ["OsCommandBackend", "OsCommandBinding", "command_unavailable_reason"]
+
+# The pipeline's deadline is authoritative; this is a backstop (as for scripts).
+_BACKSTOP_MARGIN = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class OsCommandBinding:
+    """How one source runs its ``os`` tools (the operator opted in to host mode)."""
+
+    environment: ScriptEnvironment
+    """Builds the command's environment: never the gateway's own."""
+    max_output: int = DEFAULT_MAX_OUTPUT
+    """Bytes of stdout (and of stderr) the command may write before it is stopped."""
+
+
+def command_unavailable_reason(tool: Tool, environment: ScriptEnvironment) -> str | None:
+    """Why the command of ``tool`` cannot start here: its program is not found (on the
+    command's own ``PATH`` for a bare name) or is not executable."""
+    entry = tool.entry
+    if not isinstance(entry, OsCommandEntry) or not entry.command:
+        return f"{tool.id} has no command declaration"
+    program = entry.command[0]
+    if "/" in program:
+        path = Path(program)
+        if not path.is_file():
+            return f"the program {program} does not exist"
+        if shutil.which(str(path)) is None:
+            return f"the program {program} is not executable (chmod +x)"
+        return None
+    if shutil.which(program, path=environment.build(tool.env).get("PATH")) is None:
+        return f"the program {program!r} is not found on PATH"
+    return None
+
+
+class OsCommandBackend:
+    """Runs ``os`` tools as child processes, with the binding their source gave them."""
+
+    def can_run_inline(self, entry: RegisteredTool) -> bool:
+        return False
+
+    def run_inline(self, invocation: Invocation) -> Any:
+        raise RuntimeError("os tools run on the event loop; call_sync never inlines them")
+
+    async def run(self, invocation: Invocation) -> Any:
+        tool = invocation.tool
+        entry = tool.entry
+        binding = invocation.entry.binding
+        if not isinstance(entry, OsCommandEntry) or not isinstance(binding, OsCommandBinding):
+            raise BackendUnavailableError(f"{tool.id} is not bound to a command")
+        cwd = invocation.workspace or Path.cwd()
+        stdin = json.dumps(script_input(invocation, cwd=cwd)).encode("utf-8")
+        try:
+            result = await run_process(
+                list(entry.command),
+                stdin=stdin,
+                env=binding.environment.build(tool.env),
+                cwd=cwd,
+                timeout=tool.timeout + _BACKSTOP_MARGIN,
+                max_output=binding.max_output,
+            )
+        except ProcessStartError as exc:
+            raise ToolError(f"Tool {tool.id} could not be started: {exc}") from None
+        return interpret_result(tool.id, result, binding.max_output)
