@@ -525,6 +525,7 @@ class Gateway:
     def close(self) -> None:
         """Release the gateway's threads and its state store. Calls still running in worker
         threads are not waited."""
+        self.declarations.close()
         self._loop_thread.close()
         self._threads.shutdown(wait=False, cancel_futures=True)
         self._rate_limits.close()

@@ -122,6 +122,10 @@ class DeclarationSource(ABC):
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release what :meth:`start` acquired."""
 
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release what :meth:`load` acquired (connections, processes), from synchronous code
+        such as ``Gateway.close``; called after :meth:`aclose` when the gateway was started."""
+
 
 class SourceSet:
     """Every declaration source of a gateway, applied to its registry."""
@@ -249,6 +253,14 @@ class SourceSet:
 
     def _changed(self, source: DeclarationSource) -> None:
         self.reload(source)
+
+    def close(self) -> None:
+        """Release every source's resources (synchronous; never raises)."""
+        for source in reversed(self.sources):
+            try:
+                source.close()
+            except Exception:
+                log.exception("closing %s failed", source.location)
 
     async def aclose(self) -> None:
         """Stop every source's background work."""
