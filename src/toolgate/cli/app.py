@@ -220,7 +220,7 @@ def list_tools(
         if not as_json:
             console.print()
         print_diagnostics(
-            diagnostics, console, heading=f"{len(diagnostics)} {noun} in tool folders:"
+            diagnostics, console, heading=f"{len(diagnostics)} {noun} in declarations:"
         )
     if not entries and not diagnostics:
         state.hint_when_unconfigured()

@@ -12,6 +12,7 @@ tool the request was made for — so run these commands where the same ``toolgat
 import asyncio
 import shlex
 import time
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 import typer
@@ -24,6 +25,7 @@ from .._json import thaw
 from ..approvals import ApprovalService
 from ..gateway import Gateway
 from ..model import ApprovalRequest, CallOutcome, Decision, Grant
+from ..model.display import render_display
 from .errors import EXIT_CODES_HELP, CliFailure, CliUsageError, report
 from .options import CliState, print_json
 from .outcome import print_outcome
@@ -39,6 +41,7 @@ from .prompt import (
 
 __all__ = [
     "approvals_app",
+    "call_display",
     "current_user",
     "decide",
     "decide_at_terminal",
@@ -83,6 +86,21 @@ def _command_prefix(state: CliState) -> str:
     return f"toolgate --config {shlex.quote(str(state.config_path))}"
 
 
+def call_display(
+    gateway: Gateway, tool_id: str, arguments: Mapping[str, Any], stored: str | None = None
+) -> str | None:
+    """The one-line display of a call (``Show Map Of "Cairo" At Zoom Level 12``): ``stored``
+    (the request's own) when given, else rendered from the tool; ``None`` for an unknown tool."""
+    if stored:
+        return stored
+    entry = gateway.registry.get(tool_id)
+    return None if entry is None else render_display(entry.tool, arguments)
+
+
+def _request_display(gateway: Gateway, request: ApprovalRequest) -> str | None:
+    return call_display(gateway, request.tool_id, request.arguments, request.display)
+
+
 # -- deciding ------------------------------------------------------------------------------------
 
 
@@ -122,19 +140,23 @@ def decide_at_terminal(
     gateway: Gateway, request: ApprovalRequest, console: Console, *, by: str | None
 ) -> CallOutcome:
     """Ask the person at the terminal (:class:`TerminalApprover`) and return the outcome."""
-    decision, message = TerminalApprover(console)(request)
+    decision, message = TerminalApprover(console)(
+        request, display=_request_display(gateway, request)
+    )
     return decide(gateway, request.id, decision, by=by, message=message, deliver=True)
 
 
 # -- printing ------------------------------------------------------------------------------------
 
 
-def request_to_dict(request: ApprovalRequest) -> dict[str, Any]:
-    """A request as JSON (times are Unix seconds)."""
+def request_to_dict(request: ApprovalRequest, display: str | None = None) -> dict[str, Any]:
+    """A request as JSON (times are Unix seconds), with the call's one-line ``display`` (else the
+    request's own)."""
     return {
         "id": request.id,
         "tool": request.tool_id,
         "title": request.title,
+        "display": display or request.display,
         "risk": request.risk,
         "facts": [[label, value] for label, value in request.facts],
         "arguments": thaw(request.arguments),
@@ -167,9 +189,12 @@ def grant_to_dict(grant: Grant) -> dict[str, Any]:
     }
 
 
-def print_pending(request: ApprovalRequest, console: Console, state: CliState) -> None:
-    """Print a request left pending by ``toolgate call``, and how to decide it."""
-    print_confirmation(request, console)
+def print_pending(
+    request: ApprovalRequest, console: Console, state: CliState, *, display: str | None = None
+) -> None:
+    """Print a request left pending by ``toolgate call`` (with the call's one-line
+    ``display``), and how to decide it."""
+    print_confirmation(request, console, display=display)
     console.print()
     prefix = _command_prefix(state)
     rows = (
@@ -203,12 +228,14 @@ def list_requests(
     as_json: Annotated[bool, typer.Option("--json", help="Print the requests as JSON.")] = False,
 ) -> None:
     """List the requests waiting for a decision, oldest first: id, tool, title, risk,
-    workspace, agent, when it was made and when it expires."""
+    workspace, agent, when it was made and when it expires; below the table, each call's
+    one-line display (e.g. 'Show Map Of "Cairo" At Zoom Level 12')."""
     state = _state(ctx)
     with state.open_gateway() as gateway:
         pending = _service(gateway).pending()
+        displays = {request.id: _request_display(gateway, request) for request in pending}
     if as_json:
-        print_json([request_to_dict(request) for request in pending])
+        print_json([request_to_dict(request, displays[request.id]) for request in pending])
         return
     if not pending:
         state.out.print("No approval requests are pending.")
@@ -233,6 +260,13 @@ def list_requests(
     state.out.print(table)
     noun = "request" if len(pending) == 1 else "requests"
     state.out.print(Text(f"{len(pending)} pending {noun}", style="dim"))
+    # Each call's one-line display, unwrapped below the table: a narrow column would fold it.
+    shown = [(request.id, displays[request.id]) for request in pending if displays[request.id]]
+    if shown:
+        state.out.print()
+        state.out.print(Text("Calls:", style="bold"))
+        for request_id, display in shown:
+            state.out.print(Text(f"  {request_id}  {clean(display or '')}"), soft_wrap=True)
 
 
 @approvals_app.command("show", epilog=EXIT_CODES_HELP)
@@ -241,18 +275,19 @@ def show_request(
     request_id: Annotated[str, typer.Argument(metavar="ID", help=_ID_HELP)],
     as_json: Annotated[bool, typer.Option("--json", help="Print the request as JSON.")] = False,
 ) -> None:
-    """Show one request (any status): the confirmation, the exact arguments, the decision, and
-    its log (who asked, who decided, what ran)."""
+    """Show one request (any status): the confirmation with the call's one-line display, the
+    exact arguments, the decision, and its log (who asked, who decided, what ran)."""
     state = _state(ctx)
     with state.open_gateway() as gateway:
         service = _service(gateway)
         request = service.get(request_id)
         events = service.events(request_id)
+        display = _request_display(gateway, request)
     if as_json:
-        print_json({**request_to_dict(request), "events": events})
+        print_json({**request_to_dict(request, display), "events": events})
         return
     out = state.out
-    print_confirmation(request, out, heading=f"{request.id}: ")
+    print_confirmation(request, out, heading=f"{request.id}: ", display=display)
     out.print(Text.assemble(("Status: ", "bold"), str(request.status)))
     if request.decision is not None:
         note = f": {clean(request.decision_message)}" if request.decision_message else ""

@@ -12,7 +12,8 @@ from rich.table import Table
 from rich.text import Text
 
 from ..health import Phase, ToolStatus
-from ..model import Tool
+from ..model import TileDisplay, Tool
+from ..model.display import safe_text
 from ..model.names import to_provider_name
 from ..pipeline.approval_policy import ApprovalPolicy
 from ..registry import RegisteredTool
@@ -25,6 +26,7 @@ __all__ = [
     "print_tool",
     "print_tool_table",
     "summarize_tool",
+    "tile_template",
 ]
 
 _PHASE_STYLES = {
@@ -72,11 +74,31 @@ def summarize_tool(entry: RegisteredTool, policy: ApprovalPolicy | None = None) 
     }
 
 
+def tile_template(ui: TileDisplay) -> str:
+    """A tile as a template, each argument as ``<name>``: ``Show Map Of <address> At Zoom Level
+    <zoom>``."""
+    parts = [ui.prefix or ""]
+    for arg in ui.args:
+        parts.extend((arg.prefix or "", f"<{arg.name}>", arg.suffix or ""))
+    parts.append(ui.suffix or "")
+    return safe_text(" ".join(part for part in parts if part.strip()))
+
+
+def _ui_dict(ui: TileDisplay | None) -> dict[str, Any] | None:
+    if ui is None:
+        return None
+    return {
+        "prefix": ui.prefix,
+        "args": [{"name": a.name, "prefix": a.prefix, "suffix": a.suffix} for a in ui.args],
+        "suffix": ui.suffix,
+    }
+
+
 def describe_tool(
     entry: RegisteredTool, policy: ApprovalPolicy | None = None, status: ToolStatus | None = None
 ) -> dict[str, Any]:
     """Everything ``tools show`` tells about one tool, as JSON (with its health ``status``,
-    Joch field names, when given)."""
+    Joch field names, when given), including its prompt ``examples`` and tile ``ui``."""
     tool = entry.tool
     hints = tool.resolved_hints
     extra: dict[str, Any] = {} if status is None else {"status": status.to_dict()}
@@ -92,6 +114,8 @@ def describe_tool(
             "idempotentHint": hints.idempotent,
             "openWorldHint": hints.open_world,
         },
+        "examples": list(tool.display.examples),
+        "ui": _ui_dict(tool.display.ui),
     }
 
 
@@ -184,8 +208,8 @@ def print_tool(
     policy: ApprovalPolicy | None = None,
     status: ToolStatus | None = None,
 ) -> None:
-    """Print one tool's details (and its health ``status`` when given), schemas highlighted as
-    JSON."""
+    """Print one tool's details (and its health ``status`` when given), its tile and prompt
+    examples, schemas highlighted as JSON."""
     tool: Tool = entry.tool
     facts = Table.grid(padding=(0, 2))
     facts.add_column(style="bold")
@@ -204,11 +228,18 @@ def print_tool(
         facts.add_row(label, Text(value))
     for label, text in [] if status is None else _status_rows(status):
         facts.add_row(label, text)
+    if tool.display.ui is not None:
+        facts.add_row("Tile", Text(tile_template(tool.display.ui)))
     console.print(Text(tool.id, style="bold underline"))
     console.print(facts)
     console.print()
     console.print(Text(tool.description))
     console.print()
+    if tool.display.examples:
+        console.print(Text("Examples", style="bold"))
+        for example in tool.display.examples:
+            console.print(Text(f"  • {clean(example)}"), soft_wrap=True)
+        console.print()
     console.print(
         Group(
             Text("Input schema", style="bold"),

@@ -1,4 +1,5 @@
-"""Print a successful call outcome: the content the model reads, then what a person sees."""
+"""Print a call: its one-line display before it runs, then the content the model reads and what a
+person sees."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ from rich.text import Text
 from ..model import CallOutcome
 from .render import render_visualization
 
-__all__ = ["overflow_note", "print_outcome"]
+__all__ = ["DISPLAY_MARK", "overflow_note", "print_display", "print_outcome"]
+
+#: What starts the display line of a call, so it reads as a heading rather than as output.
+DISPLAY_MARK = "▸ "
 
 
 def overflow_note(outcome: CallOutcome) -> str | None:
@@ -19,6 +23,12 @@ def overflow_note(outcome: CallOutcome) -> str | None:
         f"note: the output had {outcome.overflow.original_size:,} characters, over the overflow "
         f"limit; the model got a preview and the path. Full output: {outcome.overflow.path}"
     )
+
+
+def print_display(display: str, console: Console) -> None:
+    """Print a call's one-line display (:func:`toolgate.render_display`, already free of control
+    characters) as a heading, unwrapped."""
+    console.print(Text.assemble((DISPLAY_MARK, "dim"), (display, "bold")), soft_wrap=True)
 
 
 def print_outcome(outcome: CallOutcome, console: Console) -> None:

@@ -1,7 +1,8 @@
 """The interactive terminal approver: show a confirmation with Rich and ask Allow once / Always
 allow / Deny.
 
-Everything shown comes from the :class:`~toolgate.ApprovalRequest` — title, risk label, every
+Everything shown comes from the :class:`~toolgate.ApprovalRequest` — title, risk label, the
+call's one-line display (the tool's tile, e.g. ``Show Map Of "Cairo" At Zoom Level 12``), every
 fact, the security script's message and permission type/key, the exact arguments as JSON, the
 expiry. Text that came from the model (facts, arguments) is shown with control and format
 characters escaped, so an argument cannot move the cursor, recolour the prompt or reorder it with
@@ -138,11 +139,21 @@ def arguments_json(request: ApprovalRequest) -> str:
 
 
 def print_confirmation(
-    request: ApprovalRequest, console: Console, *, now: float | None = None, heading: str = ""
+    request: ApprovalRequest,
+    console: Console,
+    *,
+    now: float | None = None,
+    heading: str = "",
+    display: str | None = None,
 ) -> None:
-    """Print what a person needs to decide ``request``: title, risk, facts, security message,
-    permission, request id, expiry, and the exact arguments as JSON."""
+    """Print what a person needs to decide ``request``: title, risk, the call's display, facts,
+    security message, permission, request id, expiry, and the exact arguments as JSON.
+
+    ``display`` is the call's one-line display (:func:`toolgate.render_display`); without it,
+    the one stored with the request is shown, if any.
+    """
     now = time.time() if now is None else now
+    display = display or request.display
     console.print(
         Text.assemble(
             (heading or "Approval needed: ", "bold"),
@@ -156,6 +167,8 @@ def print_confirmation(
     grid.add_column(style="bold")
     grid.add_column(overflow="fold")
     grid.add_row("Tool", Text(clean(request.tool_id)))
+    if display:
+        grid.add_row("Call", Text(clean(display), style="bold"))
     for label, value in request.facts:
         grid.add_row(Text(clean(label)), Text(clean(value)))
     if request.security_message:
@@ -222,9 +235,12 @@ class TerminalApprover:
         self.name = current_user()
         """Who decides: the gateway records it as the decider (the OS user name)."""
 
-    def __call__(self, request: ApprovalRequest) -> tuple[Decision, str | None]:
-        """Show ``request`` and return the person's decision (and why, when nobody answered)."""
-        print_confirmation(request, self.console, now=self.clock())
+    def __call__(
+        self, request: ApprovalRequest, *, display: str | None = None
+    ) -> tuple[Decision, str | None]:
+        """Show ``request`` (with the call's one-line ``display``, else the request's own) and
+        return the person's decision (and why, when nobody answered)."""
+        print_confirmation(request, self.console, now=self.clock(), display=display)
         return self.ask(deadline=request.expires_at)
 
     def ask(self, *, deadline: float | None = None) -> tuple[Decision, str | None]:

@@ -37,7 +37,13 @@ from .gemini import (
     gemini_function_response,
     parse_gemini_function_calls,
 )
-from .mcp import EXAMPLES_META_KEY, mcp_call_tool_result, mcp_tool, parse_mcp_tool_call
+from .mcp import (
+    EXAMPLES_META_KEY,
+    UI_META_KEY,
+    mcp_call_tool_result,
+    mcp_tool,
+    parse_mcp_tool_call,
+)
 from .openai import (
     openai_responses_tool,
     openai_responses_tool_result,
@@ -51,6 +57,7 @@ from .schema_compat import is_strict_compatible, strict_schema_problems
 __all__ = [
     "EXAMPLES_META_KEY",
     "EXPORT_FORMATS",
+    "UI_META_KEY",
     "ExportFormat",
     "anthropic_tool",
     "anthropic_tool_result",

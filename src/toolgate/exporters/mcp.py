@@ -6,8 +6,19 @@ side-effect level, so a client always sees explicit booleans. ``outputSchema`` i
 the tool declares one whose root is an object: up to protocol version 2025-11-25 MCP restricts
 ``outputSchema`` and ``structuredContent`` to objects.
 
-MCP is the one target with a place for extra, non-model data: a tool's prompt examples
-(``display.examples``) go in ``_meta["toolgate/examples"]``.
+MCP is the one target with a place for extra, non-model data, ``_meta`` (keys ``prefix/name``;
+``toolgate/`` is not one of the prefixes MCP reserves). Two things go there:
+
+* ``toolgate/examples``: the tool's prompt examples (``display.examples``, Extension Info
+  ``examples``) — prompts that should select the tool, for clients that route or suggest;
+* ``toolgate/ui``: its tile (Extension Info ``ui``) as ``{"prefix", "args": [{"name", "prefix",
+  "suffix"}], "suffix"}`` — args as a list, because their order is the display order — so a
+  client can show a call as toolgate does (:func:`toolgate.render_display`).
+
+Neither goes into the description: that text is the tool author's, every model reads it on every
+request, and prompts that *select* a tool are not a description of what it does. The model
+providers' definitions have no field for them (OpenAI, Gemini), or only one for example
+*arguments* (Anthropic ``input_examples``), so they are exported to MCP only.
 """
 
 from __future__ import annotations
@@ -28,15 +39,24 @@ from ._common import (
     tool_id_for,
 )
 
-__all__ = ["EXAMPLES_META_KEY", "mcp_call_tool_result", "mcp_tool", "parse_mcp_tool_call"]
+__all__ = [
+    "EXAMPLES_META_KEY",
+    "UI_META_KEY",
+    "mcp_call_tool_result",
+    "mcp_tool",
+    "parse_mcp_tool_call",
+]
 
 #: The ``_meta`` key holding a tool's prompt examples.
 EXAMPLES_META_KEY = "toolgate/examples"
+#: The ``_meta`` key holding a tool's tile display (Extension Info ``ui``).
+UI_META_KEY = "toolgate/ui"
 
 
 def mcp_tool(tool: Tool) -> dict[str, Any]:
     """The ``tools/list`` entry: ``name``, ``title``, ``description``, ``inputSchema``,
-    ``outputSchema`` (object output schemas only), ``annotations`` and ``_meta`` (examples)."""
+    ``outputSchema`` (object output schemas only), ``annotations`` and ``_meta`` (examples and
+    tile, when the tool has them)."""
     hints = tool.resolved_hints
     entry: dict[str, Any] = {
         "name": to_provider_name(tool.id),
@@ -54,8 +74,18 @@ def mcp_tool(tool: Tool) -> dict[str, Any]:
         "idempotentHint": hints.idempotent,
         "openWorldHint": hints.open_world,
     }
+    meta: dict[str, Any] = {}
     if tool.display.examples:
-        entry["_meta"] = {EXAMPLES_META_KEY: list(tool.display.examples)}
+        meta[EXAMPLES_META_KEY] = list(tool.display.examples)
+    ui = tool.display.ui
+    if ui is not None:
+        meta[UI_META_KEY] = {
+            "prefix": ui.prefix,
+            "args": [{"name": a.name, "prefix": a.prefix, "suffix": a.suffix} for a in ui.args],
+            "suffix": ui.suffix,
+        }
+    if meta:
+        entry["_meta"] = meta
     return entry
 
 
