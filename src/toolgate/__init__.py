@@ -54,7 +54,9 @@ from .model import (
     ToolHints,
     ToolSource,
 )
+from .model.display import render_display
 from .python import FunctionTool, ToolContext, tool
+from .sources.capabilities import CapabilityContext
 
 __version__ = "0.1.0"
 
@@ -67,6 +69,7 @@ __all__ = [
     "ApprovalSpec",
     "CallOutcome",
     "CallStatus",
+    "CapabilityContext",
     "ConfigError",
     "ConfirmationSpec",
     "DisplaySpec",
@@ -99,5 +102,6 @@ __all__ = [
     "ToolSource",
     "ToolgateError",
     "__version__",
+    "render_display",
     "tool",
 ]

@@ -40,6 +40,7 @@ from ..model import (
     CallStatus,
     PermissionKey,
 )
+from ..model.display import render_display
 from ..registry import RegisteredTool
 from ..stores.base import ApprovalStore, DuplicateRequestError
 from .approval_outcomes import denied_outcome, replayed_outcome
@@ -226,6 +227,7 @@ class ApprovalStage:
             session_id=state.session_id,
             permission=permission,
             security_message=str(verdict["message"]) if verdict.get("message") else None,
+            display=render_display(tool, state.arguments),
         )
         try:
             store.create(request)
