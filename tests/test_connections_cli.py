@@ -343,8 +343,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _doc_block(marker: str) -> str:
     """A fenced block marked ``<!-- capability:MARKER -->`` in the README (once the format's
-    section is merged there) or in docs/formats/capabilities.md."""
-    for doc in (ROOT / "README.md", ROOT / "docs" / "formats" / "capabilities.md"):
+    section is merged there)."""
+    for doc in (ROOT / "README.md",):
         text = doc.read_text(encoding="utf-8") if doc.exists() else ""
         found = re.search(rf"<!-- capability:{re.escape(marker)} -->\n```\w*\n(.*?)```", text, re.S)
         if found:

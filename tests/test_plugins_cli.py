@@ -246,9 +246,9 @@ def test_plugins_without_any(toolgate: Run, project: Path) -> None:
 
 def _doc_block(marker: str) -> str:
     """A fenced block marked ``<!-- plugin:MARKER -->`` in the README (once the format's section
-    is merged there) or in docs/formats/plugins.md."""
+    is merged there)."""
     root = Path(__file__).resolve().parents[1]
-    for doc in (root / "README.md", root / "docs" / "formats" / "plugins.md"):
+    for doc in (root / "README.md",):
         text = doc.read_text(encoding="utf-8") if doc.exists() else ""
         found = re.search(rf"<!-- plugin:{re.escape(marker)} -->\n```\w*\n(.*?)```", text, re.S)
         if found:

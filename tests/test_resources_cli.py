@@ -237,14 +237,13 @@ _ROOT = Path(__file__).resolve().parents[1]
 
 
 def _doc_block(marker: str) -> str:
-    # The section lives in docs/formats/resources.md until it is merged into the README.
-    for doc in (_ROOT / "README.md", _ROOT / "docs" / "formats" / "resources.md"):
+    for doc in (_ROOT / "README.md",):
         if doc.is_file():
             text = doc.read_text(encoding="utf-8")
             found = re.search(rf"<!-- {re.escape(marker)} -->\n```\w*\n(.*?)```", text, re.DOTALL)
             if found:
                 return found.group(1)
-    raise AssertionError(f"no block {marker!r} in the README or docs/formats/resources.md")
+    raise AssertionError(f"no block {marker!r} in the README")
 
 
 def test_the_documented_example_works(cli: Run, project: Path) -> None:
