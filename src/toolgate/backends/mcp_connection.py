@@ -1,0 +1,456 @@
+"""One MCP server connection, kept alive on the MCP hub's event loop (see :mod:`.mcp_client`).
+
+A supervisor task per server connects with the official SDK client, lists the tools, then
+watches: it lists them again when the server says they changed (``notifications/tools/list_changed``
+on handshake-era connections, a ``subscriptions/listen`` stream on 2026-07-28 ones) and every
+health-check period (which also notices a server that went away). When the connection fails it
+publishes the server as down — keeping the last tool list — and reconnects with a doubling,
+capped delay until it is stopped.
+
+The SDK's contexts hold anyio task groups, which must be entered and left by the same task; so a
+"hold" task owns each connection from start to end, and everything else (listing, calls) only
+sends requests over it. Every wait is bounded: the connect (``fail_after``), each request (the
+client's read timeout), the health check, and the SDK's own shutdown (stdin closed, then SIGTERM
+and SIGKILL to the server's process group).
+
+The SDK is imported on first connect, so importing this module costs nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from importlib import metadata
+from typing import IO, TYPE_CHECKING, Any, TextIO, cast
+
+import anyio
+
+from ..errors import ToolError
+from .base import BackendUnavailableError, ToolTimeoutError
+from .mcp_launch import (
+    Launch,
+    LaunchUnavailable,
+    StdioLaunch,
+    Timing,
+    describe_failure,
+    redact,
+    stderr_file,
+    stderr_tail,
+    trim_stderr,
+)
+from .mcp_results import result_value
+
+if TYPE_CHECKING:
+    from mcp import Client
+    from mcp.client import Transport
+
+__all__ = ["Connection", "Snapshot"]
+
+log = logging.getLogger("toolgate.mcp")
+
+#: Pages and tools of one ``tools/list`` walk (a paginator that never ends cannot hang it).
+MAX_PAGES = 100
+MAX_TOOLS = 1_000
+#: How long a graceful disconnect may take before the hold task is cancelled (the SDK's own
+#: stdio shutdown is bounded at about 6 s and shielded).
+CLOSE_GRACE = 10.0
+#: Seconds between trims of a stdio server's stderr log.
+TRIM_EVERY = 30.0
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What is known about one server, replaced as a whole whenever it changes."""
+
+    tools: tuple[Mapping[str, Any], ...] | None = None
+    """The last ``tools/list`` (JSON objects), ``None`` until one succeeded."""
+    connected: bool = False
+    reason: str | None = None
+    """Why the server is not connected (a sentence that follows "unavailable: "); shown to
+    agents, so it never quotes the server's own output."""
+    detail: str | None = None
+    """:attr:`reason` plus the end of a stdio server's stderr, for the operator (diagnostics,
+    the log)."""
+
+
+def _client_version() -> str:
+    try:
+        return metadata.version("toolgate")
+    except metadata.PackageNotFoundError:
+        return "0"
+
+
+class _Live:
+    """One established connection, owned by its hold task."""
+
+    def __init__(self, connection: Connection, launch: Launch) -> None:
+        self.connection = connection
+        self.launch = launch
+        self.client: Client | None = None
+        self.tools: tuple[Mapping[str, Any], ...] = ()
+        self.relist = False
+        """Fetch the tool list again soon (a change was announced, or a check is due)."""
+        self.broken = False
+        self.error: str | None = None
+        self.stderr: IO[bytes] | None = None
+        self.stderr_tail = ""
+        self.http_status: int | None = None
+        """The last HTTP error status the server answered with (the SDK reports only
+        "Server returned an error response")."""
+        self.stop = anyio.Event()
+        self.finished = anyio.Event()
+
+    async def on_message(self, message: Any) -> None:
+        """The SDK's message handler: server notifications and transport errors."""
+        from mcp_types import ToolListChangedNotification
+
+        if isinstance(message, (Exception, ToolListChangedNotification)):
+            # A transport error may or may not have ended the connection: check by listing.
+            self.relist = True
+            self.connection.poke()
+
+
+class Connection:
+    """The supervisor of one MCP server connection. Lives on the hub's loop; ``snapshot`` and
+    ``first_attempt`` may be read from any thread."""
+
+    def __init__(
+        self,
+        name: str,
+        launch: Callable[[], Launch],
+        timing: Timing,
+        on_change: Callable[[], None],
+    ) -> None:
+        self.name = name
+        self.snapshot = Snapshot()
+        self.first_attempt = threading.Event()
+        """Set once the first attempt to connect has finished, either way."""
+        self.live: _Live | None = None
+        self._launch = launch
+        self._timing = timing
+        self._on_change = on_change
+        self._stopping = False
+        self._wake: asyncio.Event | None = None
+        self._connect_scope: anyio.CancelScope | None = None
+
+    # -- signals (hub loop only) ----------------------------------------------------------------
+
+    def poke(self) -> None:
+        """Wake the supervisor to look at its flags."""
+        if self._wake is not None:
+            self._wake.set()
+
+    def stop(self) -> None:
+        """Disconnect and end the supervisor (a connect in progress is abandoned)."""
+        self._stopping = True
+        if self._connect_scope is not None:
+            self._connect_scope.cancel()
+        self.poke()
+
+    def _publish(
+        self, connected: bool, reason: str | None, tools: Any = None, detail: str | None = None
+    ) -> None:
+        new = Snapshot(
+            tools=self.snapshot.tools if tools is None else tools,
+            connected=connected,
+            reason=reason,
+            detail=detail or reason,
+        )
+        if new != self.snapshot:
+            if not connected and new.detail != self.snapshot.detail:
+                # Once per new reason: a server that stays down must not flood the log.
+                log.warning("%s", new.detail)
+            self.snapshot = new
+            try:
+                self._on_change()
+            except Exception:
+                log.exception("reporting a change of MCP server %s failed", self.name)
+        self.first_attempt.set()
+
+    def _down(self, detail: str, live: _Live | None = None) -> None:
+        reason = (
+            f"the MCP server {self.name} is not connected ({detail}); "
+            "toolgate keeps trying to reconnect"
+        )
+        operator = reason
+        if live is not None and live.stderr_tail:
+            operator += f". Its stderr ends with: {redact(live.stderr_tail, live.launch)}"
+        self._publish(False, reason, detail=operator)
+
+    # -- the supervisor -------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Connect, watch, reconnect — until :meth:`stop`."""
+        self._wake = asyncio.Event()
+        delay = self._timing.reconnect_initial
+        try:
+            async with anyio.create_task_group() as group:
+                while not self._stopping:
+                    live = await self._connect(group)
+                    if live is None:
+                        await self._pause(delay)
+                        delay = min(delay * 2, self._timing.reconnect_max)
+                        continue
+                    delay = self._timing.reconnect_initial
+                    await self._watch(live)
+                    self.live = None
+                    await self._release(live)
+                    if not self._stopping:
+                        self._down(live.error or "the connection ended", live)
+                        await self._pause(delay)
+                group.cancel_scope.cancel()
+        finally:
+            self.live = None
+            self.first_attempt.set()
+
+    async def _pause(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        assert self._wake is not None
+        while not self._stopping and (left := deadline - time.monotonic()) > 0:
+            self._wake.clear()
+            with anyio.move_on_after(left):
+                await self._wake.wait()
+
+    async def _connect(self, group: anyio.abc.TaskGroup) -> _Live | None:
+        try:
+            launch = self._launch()
+        except LaunchUnavailable as exc:
+            self._publish(False, str(exc))
+            return None
+        live = _Live(self, launch)
+        try:
+            with anyio.CancelScope() as scope:
+                self._connect_scope = scope
+                with anyio.fail_after(self._timing.connect):
+                    await group.start(self._hold, launch, live)
+            if scope.cancelled_caught:
+                return None  # stopped while connecting
+        except Exception as exc:  # noqa: BLE001 - any failure to connect is a reason to report
+            self._down(self._detail(exc, live, self._timing.connect), live)
+            return None
+        finally:
+            self._connect_scope = None
+        self.live = live
+        log.info("MCP server %s connected with %d tools", self.name, len(live.tools))
+        self._publish(True, None, live.tools)
+        return live
+
+    @staticmethod
+    def _detail(exc: BaseException, live: _Live, timeout: float) -> str:
+        detail = describe_failure(exc, live.launch, timeout)
+        if live.http_status is not None:
+            detail += f"; the server answered HTTP {live.http_status}"
+            if live.http_status in (401, 403):
+                detail += " (check the bearer token in spec.auth.secretRef)"
+        return detail
+
+    async def _hold(
+        self,
+        launch: Launch,
+        live: _Live,
+        *,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        from mcp import Client
+        from mcp_types import Implementation
+        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+        started = False
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                transport = await self._transport(stack, launch, live)
+                client = Client(
+                    transport,
+                    message_handler=live.on_message,
+                    # Fresh lists every time: a cached listing would hide a change.
+                    cache=None,
+                    read_timeout_seconds=self._timing.connect,
+                    client_info=Implementation(name="toolgate", version=_client_version()),
+                )
+                await stack.enter_async_context(client)
+                live.client = client
+                live.tools = await _list_tools(client)
+                tools = client.server_capabilities.tools
+                listens = (
+                    client.protocol_version in MODERN_PROTOCOL_VERSIONS
+                    and tools is not None
+                    and bool(tools.list_changed)
+                )
+                task_status.started()
+                started = True
+                async with anyio.create_task_group() as inner:
+                    if listens:
+                        inner.start_soon(self._listen, client, live)
+                    await live.stop.wait()
+                    inner.cancel_scope.cancel()
+        except Exception as exc:
+            if not started:
+                raise
+            # The transport failed under a live connection (the SDK raises it out of its task
+            # groups): the supervisor reconnects.
+            live.error = live.error or self._detail(exc, live, self._timing.connect)
+        finally:
+            live.client = None
+            if live.stderr is not None:
+                live.stderr_tail = stderr_tail(live.stderr)
+                live.stderr.close()
+            live.finished.set()
+            self.poke()
+
+    async def _transport(
+        self, stack: contextlib.AsyncExitStack, launch: Launch, live: _Live
+    ) -> Transport:
+        if isinstance(launch, StdioLaunch):
+            from mcp.client.stdio import StdioServerParameters, stdio_client
+
+            live.stderr = stderr_file()
+            parameters = StdioServerParameters(
+                command=launch.command, args=list(launch.args), env=dict(launch.env)
+            )
+            # The SDK only hands the file's descriptor to the child.
+            return stdio_client(parameters, errlog=cast(TextIO, live.stderr))
+        import httpx2
+        from mcp.client.streamable_http import streamable_http_client
+
+        headers = {"Authorization": f"Bearer {launch.bearer}"} if launch.bearer else None
+
+        async def remember_error(response: httpx2.Response) -> None:
+            if response.status_code >= 400:
+                live.http_status = response.status_code
+
+        http = httpx2.AsyncClient(
+            event_hooks={"response": [remember_error]},
+            headers=headers,
+            # Reads may wait on a long tool call or an event stream; the call's own deadline
+            # (read_timeout_seconds) is what bounds a request.
+            timeout=httpx2.Timeout(self._timing.connect, read=None),
+            follow_redirects=False,
+        )
+        await stack.enter_async_context(http)
+        return streamable_http_client(launch.url, http_client=http)
+
+    async def _listen(self, client: Client, live: _Live) -> None:
+        """2026-07-28 connections announce tool list changes on a listen stream."""
+        from mcp.client.subscriptions import SubscriptionLost
+
+        for _attempt in range(3):
+            try:
+                async with client.listen(tools_list_changed=True) as subscription:
+                    async for _event in subscription:
+                        live.relist = True
+                        self.poke()
+                return  # the server closed the stream on purpose; health checks go on
+            except SubscriptionLost:
+                live.relist = True  # maybe the connection is gone: list to find out
+                self.poke()
+                await anyio.sleep(1.0)
+            except Exception as exc:  # noqa: BLE001 - health checks still notice changes
+                log.info("MCP server %s: no tool list change stream (%s)", self.name, exc)
+                live.relist = True
+                self.poke()
+                return
+
+    async def _watch(self, live: _Live) -> None:
+        period = self._timing.probe_period
+        due = time.monotonic() + period if period > 0 else None
+        assert self._wake is not None
+        while not (self._stopping or live.broken or live.finished.is_set()):
+            if live.relist:
+                live.relist = False
+                await self._refresh(live)
+                continue
+            self._wake.clear()
+            if live.relist or live.broken or live.finished.is_set() or self._stopping:
+                continue
+            # Wake at least every TRIM_EVERY seconds to keep the stderr log bounded.
+            left = TRIM_EVERY if due is None else min(TRIM_EVERY, due - time.monotonic())
+            with anyio.move_on_after(max(0.0, left)):
+                await self._wake.wait()
+            trim_stderr(live.stderr)
+            if due is not None and time.monotonic() >= due:
+                due = time.monotonic() + period
+                live.relist = True
+
+    async def _refresh(self, live: _Live) -> None:
+        client = live.client
+        if client is None:
+            return
+        try:
+            with anyio.fail_after(self._timing.probe_timeout):
+                tools = await _list_tools(client)
+        except Exception as exc:  # noqa: BLE001 - any failure means the connection is unusable
+            live.broken = True
+            live.error = live.error or self._detail(exc, live, self._timing.probe_timeout)
+            return
+        if tools != live.tools:
+            log.info("MCP server %s now lists %d tools", self.name, len(tools))
+            live.tools = tools
+            self._publish(True, None, tools)
+
+    async def _release(self, live: _Live) -> None:
+        live.stop.set()
+        with anyio.move_on_after(CLOSE_GRACE):
+            await live.finished.wait()
+
+    # -- calls ----------------------------------------------------------------------------------
+
+    def _lost(self, live: _Live, detail: str) -> None:
+        live.broken = True
+        live.error = live.error or detail
+        self.poke()
+
+    async def call(self, tool: str, arguments: dict[str, Any], timeout: float) -> Any:
+        """``tools/call`` on the live session; the raw toolgate result."""
+        from mcp import MCPError
+        from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
+        live = self.live
+        client = None if live is None or live.broken else live.client
+        if live is None or client is None:
+            raise BackendUnavailableError(
+                self.snapshot.reason or f"the MCP server {self.name} is not connected yet"
+            )
+        lost = (
+            f"the connection to the MCP server {self.name} was lost during the call, so it is "
+            "not known whether the tool ran; toolgate is reconnecting — check its effect before "
+            "calling it again"
+        )
+        try:
+            result = await client.call_tool(tool, arguments, read_timeout_seconds=timeout)
+        except MCPError as exc:
+            if exc.code == CONNECTION_CLOSED:
+                self._lost(live, "the connection closed")
+                raise BackendUnavailableError(lost) from None
+            if exc.code == REQUEST_TIMEOUT:
+                raise ToolTimeoutError(str(exc)) from None
+            raise ToolError(
+                f"The MCP server {self.name} refused the call to {tool}: {exc.message} "
+                f"(MCP error {exc.code})"
+            ) from None
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
+            self._lost(live, type(exc).__name__)
+            raise BackendUnavailableError(lost) from None
+        return result_value(
+            result.model_dump(mode="json", by_alias=True, exclude_none=True),
+            server=self.name,
+            tool=tool,
+        )
+
+
+async def _list_tools(client: Client) -> tuple[Mapping[str, Any], ...]:
+    tools: list[Mapping[str, Any]] = []
+    cursor: str | None = None
+    for _page in range(MAX_PAGES):
+        page = await client.list_tools(cursor=cursor)
+        tools.extend(
+            tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in page.tools
+        )
+        cursor = page.next_cursor
+        if not cursor or len(tools) >= MAX_TOOLS:
+            break
+    return tuple(tools[:MAX_TOOLS])

@@ -1,0 +1,366 @@
+"""``MCPServer`` resources: the tools of remote MCP servers, kept in step with the servers.
+
+The resource source (``kind: MCPServer`` and ``kind: Tool`` with ``type: mcp``) hands the parsed
+servers and the ``Tool`` resources that name them to :class:`McpServers`, which
+
+* connects to each server with the official MCP SDK client (stdio: ``command``/``args``/``env``;
+  streamable HTTP: ``url`` with an optional bearer token from the secret store) on one private
+  event loop thread, with bounded timeouts everywhere;
+* registers the server's tools in the server's namespace — or, when ``Tool`` resources name the
+  server, only those tools, under the resources' own ids — mapped by :mod:`.mcp_tools` (the
+  operator's level wins over the server's annotations, which stay hints);
+* keeps the last known tools of a server that went down, unavailable with the reason, reconnects
+  with a capped backoff, and asks for a reload (``changed()``) whenever a server's tool list or
+  availability changes.
+
+The CLI builds its gateway without ``start()``: the first :meth:`McpServers.entries` then connects
+(waiting at most the servers' connect timeouts), so ``toolgate tools list`` and ``toolgate call``
+see and run MCP tools too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ..loaders import Diagnostic, Severity
+from ..model import McpEntry, Tool
+from ..registry import RegisteredTool
+from ..secrets import GLOBAL_SCOPE
+from .declarations import SourceContext
+from .mcp_server_spec import McpServerSpec, parse_mcp_server
+from .mcp_tools import merge_ref, tool_from_listing
+
+if TYPE_CHECKING:
+    from ..backends.base import Backend
+    from ..backends.mcp_client import Launch, McpHub, Snapshot
+
+__all__ = ["McpServerSpec", "McpServers", "parse_mcp_server"]
+
+log = logging.getLogger("toolgate.mcp")
+
+_Mapped = tuple[dict[str, Tool], dict[str, Diagnostic]]
+
+#: Added to the longest connect timeout when the first ``entries()`` waits for the servers.
+_WAIT_MARGIN = 5.0
+
+
+class McpServers:
+    """The MCP servers of one resource source and the tools they provide."""
+
+    def __init__(self, context: SourceContext) -> None:
+        self._context = context
+        self._servers: dict[str, McpServerSpec] = {}
+        self._refs: list[Tool] = []
+        self._problems: list[Diagnostic] = []
+        self._hub: McpHub | None = None
+        self._closed = False
+        self._changed: Callable[[], None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._reload_pending = False
+        self._seen_changes = 0
+        self._lock = threading.Lock()
+        self._mapped: dict[str, tuple[McpServerSpec, Snapshot, _Mapped]] = {}
+        """The last mapping of each server's listing: reloads that change nothing reuse it."""
+
+    # -- configuration --------------------------------------------------------------------------
+
+    def configure(self, servers: list[McpServerSpec], refs: list[Tool]) -> None:
+        """Set the servers and the ``Tool`` resources that name them (``kind`` MCP, ``entry``
+        an :class:`~toolgate.model.McpEntry`). Called on every load; connections whose spec did
+        not change are kept, changed ones restart, removed ones end."""
+        by_name: dict[str, McpServerSpec] = {}
+        problems: list[Diagnostic] = []
+        for spec in servers:
+            first = by_name.get(spec.name)
+            if first is not None:
+                problems.append(
+                    Diagnostic(
+                        spec.location,
+                        f"{spec.pointer}/metadata/name",
+                        f"another MCPServer named {spec.name} is declared at {first.location}"
+                        f"{first.pointer}; this one is ignored",
+                    )
+                )
+                continue
+            by_name[spec.name] = spec
+        self._servers, self._refs, self._problems = by_name, list(refs), problems
+        if self._hub is not None and not self._closed:
+            self._sync(self._hub)
+
+    def _ensure_hub(self) -> McpHub:
+        if self._hub is None:
+            from ..backends.mcp_client import McpHub
+
+            self._hub = McpHub(self._hub_changed)
+        return self._hub
+
+    def _sync(self, hub: McpHub) -> None:
+        from ..backends.mcp_client import Timing
+
+        for spec in self._servers.values():
+            hub.ensure(
+                spec.name,
+                spec,
+                functools.partial(self._launch, spec),
+                Timing(
+                    connect=spec.connect_timeout,
+                    probe_period=spec.probe_period,
+                    probe_timeout=spec.probe_timeout,
+                    reconnect_initial=spec.reconnect_initial,
+                    reconnect_max=spec.reconnect_max,
+                ),
+            )
+        hub.retain(self._servers)
+
+    # -- launching (on the hub's thread, before every connection attempt) -----------------------
+
+    def _secret(self, spec: McpServerSpec, name: str, purpose: str) -> str:
+        from ..backends.mcp_client import LaunchUnavailable
+
+        resolver = self._context.secrets
+        try:
+            value = resolver.static.get(name)
+            if value is None and resolver.store is not None:
+                value = resolver.store.get(GLOBAL_SCOPE, name)
+        except Exception as exc:  # noqa: BLE001 - a failing keyring is a reason, not a crash
+            raise LaunchUnavailable(
+                f"the secret {name!r} of the MCP server {spec.name} cannot be read ({exc})"
+            ) from None
+        if value is None:
+            raise LaunchUnavailable(
+                f"the MCP server {spec.name} needs the secret {name!r} ({purpose}), which is not "
+                f"set; ask the operator to set it with 'toolgate secrets set {name}'"
+            )
+        return value
+
+    def _launch(self, spec: McpServerSpec) -> Launch:
+        from ..backends.mcp_client import HttpLaunch, StdioLaunch
+
+        if spec.command is None:
+            assert spec.url is not None
+            token = None
+            if spec.bearer_secret is not None:
+                token = self._secret(spec, spec.bearer_secret, "spec.auth.secretRef")
+            return HttpLaunch(spec.url, token)
+        # Only what the resource declares, plus where to find programs and a home: never the
+        # gateway's whole environment (it may hold other services' credentials).
+        env = {key: value for key in ("PATH", "HOME") if (value := self._context.environ.get(key))}
+        env.update(spec.env)
+        secrets: list[str] = []
+        for variable, secret in spec.env_secrets.items():
+            env[variable] = self._secret(spec, secret, f"environment variable {variable}")
+            secrets.append(env[variable])
+        return StdioLaunch(spec.command, spec.args, env, tuple(secrets))
+
+    # -- tools ----------------------------------------------------------------------------------
+
+    def entries(self) -> tuple[list[RegisteredTool], list[Diagnostic]]:
+        """The servers' tools with their availability, and the problems found. The first call
+        waits for each server's first connection attempt (at most its connect timeout)."""
+        problems = list(self._problems)
+        if not self._servers and not self._refs:
+            return [], problems
+        if self._closed:
+            return [], [*problems, *self._closed_problems()]
+        hub = self._ensure_hub()
+        self._sync(hub)
+        if self._servers and self._changed is None:
+            # Not started (the CLI, a synchronous script): nothing would reload later, so wait
+            # for the servers now. Once started, a server that connects later asks for a
+            # reload itself, and a reload must not block the loop.
+            longest = max(spec.connect_timeout for spec in self._servers.values())
+            hub.wait_first(self._servers, longest + _WAIT_MARGIN)
+        self._seen_changes = hub.changes
+        entries: list[RegisteredTool] = []
+        refs = self._refs_by_server(problems)
+        for spec in self._servers.values():
+            snapshot = hub.snapshot(spec.name)
+            if snapshot is not None:
+                self._server_entries(
+                    hub, spec, snapshot, refs.pop(spec.name, None), entries, problems
+                )
+        for server, orphans in refs.items():
+            for ref in orphans:
+                entries.append(
+                    RegisteredTool(
+                        ref,
+                        _binding(hub, server, ref),
+                        f"it names the MCP server {server}, which is not declared "
+                        "(no MCPServer resource with that name)",
+                    )
+                )
+                problems.append(
+                    Diagnostic(
+                        ref.source.location or "",
+                        ref.id,
+                        f"mcpServerRef names {server}, but no MCPServer with that name is declared",
+                    )
+                )
+        return entries, problems
+
+    def _closed_problems(self) -> list[Diagnostic]:
+        return [
+            Diagnostic(spec.location, spec.where, "the MCP connections of this source are closed")
+            for spec in self._servers.values()
+        ]
+
+    def _refs_by_server(self, problems: list[Diagnostic]) -> dict[str, list[Tool]]:
+        refs: dict[str, list[Tool]] = {}
+        for ref in self._refs:
+            if not isinstance(ref.entry, McpEntry):
+                problems.append(
+                    Diagnostic(ref.source.location or "", ref.id, "not an MCP tool (mcpServerRef)")
+                )
+                continue
+            refs.setdefault(ref.entry.server, []).append(ref)
+        return refs
+
+    def _server_entries(
+        self,
+        hub: McpHub,
+        spec: McpServerSpec,
+        snapshot: Snapshot,
+        refs: list[Tool] | None,
+        entries: list[RegisteredTool],
+        problems: list[Diagnostic],
+    ) -> None:
+        reason = None
+        if not snapshot.connected:
+            reason = (
+                snapshot.reason or f"toolgate is still connecting to the MCP server {spec.name}"
+            )
+        listed, refused = self._map_listing(spec, snapshot)
+        if refs is None and snapshot.tools is None:
+            # Still connecting is not (yet) a failure of the declaration.
+            severity = Severity.ERROR if snapshot.reason is not None else Severity.WARNING
+            detail = snapshot.detail or reason
+            problems.append(
+                Diagnostic(spec.location, spec.where, f"no tools listed yet: {detail}", severity)
+            )
+            return
+        if refs is None:
+            problems.extend(refused.values())
+            entries.extend(
+                RegisteredTool(tool, _binding(hub, spec.name, tool), reason)
+                for tool in listed.values()
+            )
+            return
+        for ref in refs:
+            assert isinstance(ref.entry, McpEntry)
+            remote_name = ref.entry.remote_name
+            remote = listed.get(remote_name)
+            why = reason
+            if why is None and remote is None:
+                why = f"the MCP server {spec.name} does not list a tool named {remote_name!r}"
+                if remote_name in refused:
+                    why = (
+                        f"the MCP server {spec.name} lists {remote_name!r}, but it was refused: "
+                        f"{refused[remote_name].message}"
+                    )
+                problems.append(
+                    Diagnostic(ref.source.location or spec.location, ref.id, why, Severity.WARNING)
+                )
+            entries.append(
+                RegisteredTool(merge_ref(ref, remote), _binding(hub, spec.name, ref), why)
+            )
+
+    def _map_listing(self, spec: McpServerSpec, snapshot: Snapshot) -> _Mapped:
+        """The server's listed tools as toolgate tools, and why any were refused (by name)."""
+        cached = self._mapped.get(spec.name)
+        if cached is not None and cached[0] == spec and cached[1] is snapshot:
+            return cached[2]
+        listed: dict[str, Tool] = {}
+        refused: dict[str, Diagnostic] = {}
+        for raw in snapshot.tools or ():
+            tool, problem = tool_from_listing(spec, raw)
+            if tool is not None:
+                listed[tool.name] = tool
+            elif problem is not None:
+                name = raw.get("name")
+                refused[name if isinstance(name, str) else ""] = problem
+        self._mapped[spec.name] = (spec, snapshot, (listed, refused))
+        return listed, refused
+
+    def secrets(self) -> dict[str, list[str]]:
+        """Secret name → the servers that need it (``auth.secretRef`` and ``env`` secrets), for
+        listings such as ``toolgate secrets list``. Reads no value."""
+        found: dict[str, list[str]] = {}
+        for spec in self._servers.values():
+            names = [*spec.env_secrets.values()]
+            if spec.bearer_secret is not None:
+                names.append(spec.bearer_secret)
+            for name in names:
+                found.setdefault(name, []).append(f"MCPServer {spec.name}")
+        return found
+
+    def backend(self) -> Backend:
+        """The backend that runs ``ImplementationKind.MCP`` tools (any source's)."""
+        from ..backends.mcp_client import McpBackend
+
+        return McpBackend()
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def _hub_changed(self) -> None:
+        # On the hub's thread: reload on the loop that started us, never here (a reload calls
+        # entries(), and the registry belongs to that loop).
+        loop = self._loop
+        if loop is None or self._changed is None:
+            return
+        with self._lock:
+            if self._reload_pending:
+                return
+            self._reload_pending = True
+        try:
+            loop.call_soon_threadsafe(self._reload)
+        except RuntimeError:  # that loop is closed
+            with self._lock:
+                self._reload_pending = False
+
+    def _reload(self) -> None:
+        with self._lock:
+            self._reload_pending = False
+        changed = self._changed
+        if changed is None:
+            return
+        try:
+            changed()
+        except Exception:
+            log.exception("reloading after an MCP server change failed")
+
+    async def start(self, changed: Callable[[], None]) -> None:
+        """Reconnect and follow tool list changes; ``changed()`` asks the source set to reload
+        (it is called on the loop that called ``start``)."""
+        self._changed = changed
+        self._loop = asyncio.get_running_loop()
+        if self._servers and not self._closed:
+            hub = self._ensure_hub()
+            self._sync(hub)
+            if hub.changes != self._seen_changes:
+                self._hub_changed()  # something changed since the last entries()
+
+    async def aclose(self) -> None:
+        """Disconnect from every server; their processes end."""
+        self._changed, self._loop = None, None
+        self._closed = True
+        if self._hub is not None:
+            await self._hub.aclose()
+
+    def close(self) -> None:
+        """:meth:`aclose` for synchronous code."""
+        self._changed, self._loop = None, None
+        self._closed = True
+        if self._hub is not None:
+            self._hub.close()
+
+
+def _binding(hub: McpHub, server: str, tool: Tool) -> object:
+    from ..backends.mcp_client import McpBinding
+
+    remote = tool.entry.remote_name if isinstance(tool.entry, McpEntry) else tool.name
+    return McpBinding(hub, server, remote)
