@@ -987,16 +987,16 @@ def test_the_cli_lists_validates_and_calls_mcp_tools(
 
 def _doc_block(marker: str) -> str:
     """A fenced block marked ``<!-- mcp:MARKER -->`` in the README (once the section is merged
-    there) or in docs/formats/mcp-servers.md."""
+    there)."""
     root = Path(__file__).resolve().parents[1]
-    for doc in (root / "README.md", root / "docs" / "formats" / "mcp-servers.md"):
+    for doc in (root / "README.md",):
         if not doc.exists():
             continue
         text = doc.read_text(encoding="utf-8")
         match = re.search(rf"<!-- mcp:{re.escape(marker)} -->\n```\w*\n(.*?)```", text, re.DOTALL)
         if match:
             return match.group(1)
-    raise AssertionError(f"no block 'mcp:{marker}' in the README or docs/formats/mcp-servers.md")
+    raise AssertionError(f"no block 'mcp:{marker}' in the README")
 
 
 def test_the_documented_example_works_as_written(
