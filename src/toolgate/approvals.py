@@ -57,10 +57,16 @@ class ApprovalService:
         run: RunCall,
         approver: Approver | None = None,
         clock: Callable[[], float] = time.time,
+        on_denied: Callable[[ApprovalRequest, CallOutcome], None] | None = None,
+        scrub: Callable[[str, dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
         self.store = store
         self.registry = registry
         self._run = run
+        self._on_denied = on_denied
+        self._scrub = scrub
+        """Masks the secrets the tool (by id) received in an outcome before it is stored."""
+        """Told about each denial, so that the audit log records how the call ended."""
         self.approver = approver
         self.clock = clock
 
@@ -119,7 +125,10 @@ class ApprovalService:
         )
         if decision is Decision.DENY:
             # A person's denial means "not this"; the gateway's own (a failed approver) does not.
-            return denied_outcome(decided, retry_hint=by != "toolgate")
+            denied = denied_outcome(decided, retry_hint=by != "toolgate")
+            if self._on_denied is not None:
+                self._on_denied(decided, denied)
+            return denied
         if decision is Decision.ALWAYS:
             self.store.add_grant(
                 Grant(
@@ -151,7 +160,10 @@ class ApprovalService:
                 request.id, from_status=ApprovalStatus.RUNNING, to_status=ApprovalStatus.DELIVERED
             )
             raise
-        store.store_outcome(request.id, outcome.to_dict())  # collectable by the agent's retry
+        kept = outcome.to_dict()
+        if self._scrub is not None:
+            kept = self._scrub(request.tool_id, kept)
+        store.store_outcome(request.id, kept)  # collectable by the agent's retry
         store.record_event(request.id, "ran", actor=request.agent, at=self.clock())
         return outcome
 

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ._loop_thread import LoopThread
 from .approvals import ApprovalService, Approver
+from .audit.redaction import redact_values, text_pattern
 from .backends import Backend, PythonBackend
-from .backends.environment import ScriptEnvironment
+from .backends.environment import ScriptEnvironment, received_values
 from .backends.processes import DEFAULT_MAX_OUTPUT
 from .backends.script import ScriptBackend
 from .backends.security import PythonSecurityCheck, ScriptSecurityCheck, SecurityChecks
@@ -21,26 +22,27 @@ from .errors import ToolNotFoundError
 from .health import InMemoryStats, StatsSource, ToolStatus, failed_status, tool_status
 from .loaders import Diagnostic
 from .model import ApprovalRequest, CallOutcome, CallStatus, ImplementationKind, Tool
-from .model.policy import AccessPolicy, PolicyAction
+from .model.policy import AccessPolicy, any_requires_approval
 from .pipeline import Pipeline
 from .pipeline.approval import (
-    APPROVAL_TAKEN,
     DEFAULT_APPROVAL_TTL,
     ApprovalSettings,
     ApprovalStage,
 )
+from .pipeline.approval_keys import APPROVAL_DECISION, APPROVAL_TAKEN
 from .pipeline.approval_policy import ApprovalPolicy, ApprovalRule
 from .pipeline.audit_guard import AuditGuardStage
 from .pipeline.authorize import AccessRules, AuthorizeStage
+from .pipeline.confirmation import confirmation_builder
 from .pipeline.execute import Executor
 from .pipeline.idempotency import IdempotencyStage
-from .pipeline.observers import CallObserver
+from .pipeline.observers import CallObserver, decided_call
 from .pipeline.overflow import DEFAULT_OVERFLOW_LIMIT, DEFAULT_PREVIEW_CHARS, OverflowSpiller
 from .pipeline.rate_limit import RateLimitStage
 from .pipeline.security import SecurityCheckStage
 from .pipeline.shaping import ResultShaper
 from .pipeline.state import Stage
-from .python import FunctionTool, PythonBinding
+from .python import FunctionTool
 from .registry import RegisteredTool, Registry
 from .schema_check import compile_schema
 from .secrets import SecretResolver, SecretStore
@@ -168,6 +170,7 @@ class Gateway:
         workdir = None if cwd is None else Path(cwd)
         self.secrets = SecretResolver(secrets, secret_store)
         """The secrets each tool receives (from ``secrets=`` and the ``secret_store``)."""
+        self._env = environment
         scripts = ScriptBackend(
             environment=environment,
             max_output=script_max_output,
@@ -209,15 +212,17 @@ class Gateway:
             else RateLimitStage.sqlite(limits_path, per_agent=rate_limit_per_agent)
         )
         self._idempotency = (
-            IdempotencyStage() if limits_path is None else IdempotencyStage.sqlite(limits_path)
+            IdempotencyStage(scrub=self._scrub)
+            if limits_path is None
+            else IdempotencyStage.sqlite(limits_path, scrub=self._scrub)
         )
         guards: list[Stage] = [] if self.audit is None else [AuditGuardStage(self.audit)]
         self._approval_stage = ApprovalStage(
             store=store,
             policy=ApprovalPolicy(approval_rules),
             settings=ApprovalSettings(enabled=store is not None, ttl=approval_ttl),
-            builders=_confirmation_builder,
-            every_tool=_any_requires_approval(self.access.policies),
+            builders=confirmation_builder,
+            every_tool=any_requires_approval(self.access.policies),
         )
         self.pipeline = Pipeline(
             self.registry,
@@ -227,7 +232,7 @@ class Gateway:
                 for observer in (memory_stats, self.audit, *observers)
                 if observer is not None
             ],
-            secret_values=lambda tool: _received_values(tool, self.secrets, environment),
+            secret_values=lambda tool: received_values(tool, self.secrets, environment),
             stages=[
                 *guards,
                 AuthorizeStage(self.access),
@@ -250,6 +255,8 @@ class Gateway:
                 registry=self.registry,
                 run=self._run_approved,
                 approver=None if approver == "queue" else approver,
+                on_denied=self._record_denial,
+                scrub=self._scrub_by_id,
             )
         )
         """The approval queue and grants (``None`` when no approver is configured)."""
@@ -362,7 +369,7 @@ class Gateway:
         policies = (*self._configured_policies, *self.declarations.policies())
         if policies != self.access.policies:
             self.access.policies = policies
-            self._approval_stage.every_tool = _any_requires_approval(policies)
+            self._approval_stage.every_tool = any_requires_approval(policies)
             self.pipeline.invalidate()
 
     def alerts(self) -> list[SourceAlert]:
@@ -463,8 +470,27 @@ class Gateway:
             agent=request.agent,
             session_id=request.session_id,
             workspace=request.workspace,
-            metadata={APPROVAL_TAKEN: request.id},
+            metadata={
+                APPROVAL_TAKEN: request.id,
+                APPROVAL_DECISION: str(request.decision or "approve"),
+            },
         )
+
+    def _scrub(self, tool: Tool, value: dict[str, Any]) -> dict[str, Any]:
+        """``value`` with the secrets ``tool`` received masked (before it is stored)."""
+        pattern = text_pattern(received_values(tool, self.secrets, self._env))
+        return value if pattern is None else redact_values(value, pattern)
+
+    def _scrub_by_id(self, tool_id: str, value: dict[str, Any]) -> dict[str, Any]:
+        entry = self.registry.get(tool_id)
+        return value if entry is None else self._scrub(entry.tool, value)
+
+    def _record_denial(self, request: ApprovalRequest, outcome: CallOutcome) -> None:
+        """Audit a pending call a person denied: its last record must say how it ended."""
+        entry = self.registry.get(request.tool_id)
+        tool = None if entry is None else entry.tool
+        secrets = () if tool is None else received_values(tool, self.secrets, self._env)
+        self.pipeline.notify(decided_call(request, outcome, tool, secrets))
 
     def call_sync(
         self,
@@ -559,29 +585,7 @@ class Gateway:
         await self.aclose()
 
 
-def _any_requires_approval(policies: Iterable[AccessPolicy]) -> bool:
-    return any(
-        rule.action is PolicyAction.REQUIRE_APPROVAL for policy in policies for rule in policy.rules
-    )
-
-
 def _workspace(workspace: Path | str | None) -> Path | None:
     # Absolute and resolved: approvals and grants are keyed by it, so "." must not mean
     # whatever folder the next caller happens to be in.
     return None if workspace is None else Path(workspace).expanduser().resolve()
-
-
-def _received_values(
-    tool: Tool, secrets: SecretResolver, environment: ScriptEnvironment
-) -> tuple[str, ...]:
-    """The secret and environment values a tool receives: redacted from what is recorded."""
-    values = list(secrets.for_tool(tool).values())
-    if tool.env:
-        received = environment.build(tool.env)
-        values.extend(received[name] for name in tool.env if name in received)
-    return tuple(values)
-
-
-def _confirmation_builder(entry: RegisteredTool) -> Callable[[Mapping[str, Any]], Any] | None:
-    binding = entry.binding
-    return binding.build_confirmation if isinstance(binding, PythonBinding) else None

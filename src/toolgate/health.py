@@ -143,9 +143,16 @@ def tool_status(
 ) -> ToolStatus:
     """The status of a registered tool."""
     now = time.time() if now is None else now
-    week = stats.stats(tool_id, since=now - WEEK)
-    hour = stats.stats(tool_id, since=now - HOUR)
-    phase, reason = Phase.READY, None
+    unreadable: str | None = None
+    try:
+        week = stats.stats(tool_id, since=now - WEEK)
+        hour = stats.stats(tool_id, since=now - HOUR)
+    except Exception as exc:  # noqa: BLE001 - any stats source failing, not only SQLite
+        # An unreadable statistics store (a corrupt audit database) must not hide the tool: its
+        # phase still comes from the registry, and the reason says the figures are missing.
+        week = hour = ToolStats()
+        unreadable = f"no statistics: {exc}"
+    phase, reason = Phase.READY, unreadable
     if unavailable_reason is not None:
         phase, reason = Phase.UNAVAILABLE, unavailable_reason
     elif hour.total >= min_calls and hour.failure_rate > degraded_threshold:

@@ -27,6 +27,7 @@ class Invocation:
         "arguments",
         "call_id",
         "entry",
+        "full_content",
         "inline",
         "metadata",
         "session_id",
@@ -56,5 +57,8 @@ class Invocation:
         self.inline = inline
         """True when ``call_sync`` drives the pipeline without an event loop."""
         self.metadata: dict[str, Any] = {}
+        self.full_content: Any = None
+        """The whole result when shaping spilled it to a file (the outcome holds a preview), so
+        that the audit log can still redact the declared paths of it."""
         self.started_at = time.time()
         """When the call began (``time.time()``), for the audit log and statistics."""

@@ -95,7 +95,8 @@ def approval_decision(call: FinishedCall) -> tuple[str | None, str | None]:
     if outcome.approval is not None and outcome.approval.decision is not None:
         return _str(approval_id), str(outcome.approval.decision)
     if approval_id is not None:
-        return _str(approval_id), "approve"  # a taken (approved) request ran the call
+        # A taken (approved) request ran the call: ``approve`` or ``always``.
+        return _str(approval_id), _str(info.get("decision")) or "approve"
     if info.get("grant") is not None:
         return None, "granted"
     return None, None
@@ -154,6 +155,10 @@ def record_from(call: FinishedCall) -> AuditRecord:
     result: Any = None
     visualization: Any = None
     if ok or paths:
+        if call.full_content is not None and paths:
+            # Spilled: the outcome holds a preview string, so mask by path in the whole result
+            # only to learn the values, which are then scrubbed from the preview below.
+            redact(call.full_content, paths, prefix="result", secrets=(), removed=removed)
         result = redact(outcome.content, paths, prefix="result", secrets=secrets, removed=removed)
     if outcome.visualization is not None:
         vis = redact(

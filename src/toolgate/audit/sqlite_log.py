@@ -106,6 +106,7 @@ class SQLiteAuditLog(BatchWriter):
         self._lock = threading.Lock()  # guards the connection and the JSONL file
         self._count_lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
+        self._identity: tuple[int, int] | None = None
         self._jsonl: IO[str] | None = None
         self._lost = 0
         self._written = 0
@@ -202,7 +203,30 @@ class SQLiteAuditLog(BatchWriter):
             self._fail("cannot open the audit database", exc)
             return None
         self._conn = conn
+        self._identity = self._file_identity()
         return conn
+
+    def _file_identity(self) -> tuple[int, int] | None:
+        if self.path is None:
+            return None
+        try:
+            info = os.stat(self.path)
+        except OSError:
+            return None
+        return info.st_dev, info.st_ino
+
+    def _check_file_locked(self) -> None:
+        """Reopen when the database file was removed or replaced behind the open connection:
+        writes would otherwise go on "succeeding" into an unlinked file nobody can read."""
+        if self.path is None or self._conn is None:
+            return
+        if self._file_identity() != self._identity:
+            self._conn.close()
+            self._conn = None
+            self._fail(
+                "the audit database was removed or replaced while open",
+                FileNotFoundError(str(self.path)),
+            )
 
     def _write_records(self, records: list[AuditRecord]) -> None:
         try:
@@ -212,6 +236,7 @@ class SQLiteAuditLog(BatchWriter):
             self._fail("cannot serialize audit records", exc)
             return
         with self._lock:
+            self._check_file_locked()
             conn = self._open_locked()
             if conn is None:
                 self._lose(len(records))

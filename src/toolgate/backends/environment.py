@@ -15,7 +15,10 @@ from pathlib import Path
 
 from dotenv import dotenv_values
 
-__all__ = ["SAFE_SYSTEM_VARIABLES", "ScriptEnvironment"]
+from ..model import Tool
+from ..secrets import SecretResolver
+
+__all__ = ["SAFE_SYSTEM_VARIABLES", "ScriptEnvironment", "received_values"]
 
 #: Passed through from the gateway's environment to every script, when set.
 SAFE_SYSTEM_VARIABLES = (
@@ -90,3 +93,14 @@ class ScriptEnvironment:
             if value is not None and _safe_value(value):
                 result[name] = value
         return result
+
+
+def received_values(
+    tool: Tool, secrets: SecretResolver, environment: ScriptEnvironment
+) -> tuple[str, ...]:
+    """The secret and environment values a tool receives: redacted from what is recorded."""
+    values = list(secrets.for_tool(tool).values())
+    if tool.env:
+        received = environment.build(tool.env)
+        values.extend(received[name] for name in tool.env if name in received)
+    return tuple(values)

@@ -7,7 +7,7 @@ it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -17,6 +17,7 @@ __all__ = [
     "PolicyAction",
     "PolicyRule",
     "agent_namespace",
+    "any_requires_approval",
 ]
 
 DEFAULT_AGENT_NAMESPACE = "default"
@@ -61,3 +62,10 @@ class AccessPolicy:
     """A label selector (``matchLabels``) over the labels agents are configured with."""
     source: str | None = None
     """Where it was declared, for messages."""
+
+
+def any_requires_approval(policies: Iterable[AccessPolicy]) -> bool:
+    """True when a rule of any of ``policies`` requires approval (then every call is checked)."""
+    return any(
+        rule.action is PolicyAction.REQUIRE_APPROVAL for policy in policies for rule in policy.rules
+    )

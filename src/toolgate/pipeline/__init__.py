@@ -135,7 +135,7 @@ class Pipeline:
                 call_id=call_id,
             )
             if self.observers:
-                self._notify(
+                self.notify(
                     FinishedCall(
                         call_id=call_id,
                         tool_id=tool_id,
@@ -176,7 +176,7 @@ class Pipeline:
         """Tell the observers how the call ended; return the outcome."""
         if self.observers:
             tool = state.tool
-            self._notify(
+            self.notify(
                 FinishedCall(
                     call_id=state.call_id,
                     tool_id=tool.id,
@@ -188,11 +188,14 @@ class Pipeline:
                     started_at=state.started_at,
                     outcome=outcome,
                     secrets=self.secret_values(tool) if tool.secrets or tool.env else (),
+                    full_content=state.full_content,
                 )
             )
         return outcome
 
-    def _notify(self, call: FinishedCall) -> None:
+    def notify(self, call: FinishedCall) -> None:
+        """Show a finished call to every observer (also used for calls that end outside the
+        pipeline, such as a person's denial of a pending request)."""
         for observer in self.observers:
             try:
                 observer.observe(call)

@@ -43,6 +43,7 @@ from ..model import (
 from ..model.display import render_display
 from ..registry import RegisteredTool
 from ..stores.base import ApprovalStore, DuplicateRequestError
+from .approval_keys import APPROVAL_DECISION, APPROVAL_TAKEN
 from .approval_outcomes import denied_outcome, replayed_outcome
 from .approval_policy import ApprovalPolicy
 from .authorize import POLICY_APPROVAL
@@ -61,9 +62,6 @@ __all__ = [
 DEFAULT_APPROVAL_TTL = 300.0
 #: Seconds a confirmation builder may take; a slow one is a denial, not a stalled gateway.
 CONFIRMATION_TIMEOUT = 5.0
-#: Metadata key of the run a decision starts (set by the gateway, never from a caller's input):
-#: the request id whose approval the decider has already taken.
-APPROVAL_TAKEN = "approval_taken"
 
 
 def new_approval_id() -> str:
@@ -153,7 +151,8 @@ class ApprovalStage:
             return await proceed(state)
         taken = state.metadata.pop(APPROVAL_TAKEN, None)
         if taken:
-            state.metadata["approval"] = {"id": taken}
+            decision = state.metadata.pop(APPROVAL_DECISION, "approve")
+            state.metadata["approval"] = {"id": taken, "decision": decision}
             return await proceed(state)  # the run a person's decision started
         if asked_by_check:
             permission = PermissionKey(

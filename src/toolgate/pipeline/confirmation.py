@@ -21,8 +21,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..model import SideEffect, Tool
+from ..python.binding import PythonBinding
+from ..registry import RegisteredTool
 
-__all__ = ["Confirmation", "ConfirmationError", "build_confirmation", "risk_label"]
+__all__ = [
+    "Confirmation",
+    "ConfirmationError",
+    "build_confirmation",
+    "confirmation_builder",
+    "risk_label",
+]
 
 _RISK_BY_LEVEL = {
     SideEffect.READ_ONLY: "low",
@@ -125,3 +133,9 @@ def build_confirmation(
         risk=risk or risk_label(tool.side_effect),
         facts=tuple(facts[:_MAX_FACTS]),
     )
+
+
+def confirmation_builder(entry: RegisteredTool) -> Callable[[Mapping[str, Any]], Any] | None:
+    """The tool's own confirmation builder (Jingle ``buildConfirmation``), when it has one."""
+    binding = entry.binding
+    return binding.build_confirmation if isinstance(binding, PythonBinding) else None

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from .._json import digest, thaw
 from ..errors import ErrorCode
-from ..model import CallOutcome, CallStatus, Overflow
+from ..model import CallOutcome, CallStatus, Overflow, Tool
 from ..registry import RegisteredTool
 from ..stores.idempotency import (
     IdempotencyRecord,
@@ -287,6 +287,7 @@ class IdempotencyStage:
         *,
         clock: Callable[[], float] = time.time,
         lease_grace: float = LEASE_GRACE,
+        scrub: Callable[[Tool, dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
         """
         Args:
@@ -294,10 +295,13 @@ class IdempotencyStage:
             clock: Unix seconds, for windows and leases.
             lease_grace: Seconds beyond the tool's timeout a running call holds its key, and
                 the longest another call with the key waits for it.
+            scrub: Masks the secrets a tool received in an outcome before it is kept (a tool
+                that echoes its token must not leave it in the state database).
         """
         self.store: IdempotencyStore = MemoryIdempotencyStore() if store is None else store
         self.clock = clock
         self.lease_grace = lease_grace
+        self.scrub = scrub
         # Keys running in this process → the signal their waiters wait on (made by the first
         # waiter: a call nobody waits for makes none).
         self._signals: dict[tuple[str, str], concurrent.futures.Future[None] | None] = {}
@@ -305,12 +309,16 @@ class IdempotencyStage:
 
     @classmethod
     def sqlite(
-        cls, path: Path | str, *, clock: Callable[[], float] = time.time
+        cls,
+        path: Path | str,
+        *,
+        clock: Callable[[], float] = time.time,
+        scrub: Callable[[Tool, dict[str, Any]], dict[str, Any]] | None = None,
     ) -> IdempotencyStage:
         """A stage whose keys and outcomes persist in the SQLite database at ``path``."""
         from ..stores.idempotency_sqlite import SQLiteIdempotencyStore
 
-        return cls(SQLiteIdempotencyStore(path), clock=clock)
+        return cls(SQLiteIdempotencyStore(path), clock=clock, scrub=scrub)
 
     def close(self) -> None:
         """Release the store."""
@@ -417,7 +425,7 @@ class IdempotencyStage:
                 mine.tool_id,
                 mine.key,
                 call_id=mine.call_id,
-                outcome=outcome_to_record(outcome),
+                outcome=self._kept(state.tool, outcome_to_record(outcome)),
                 expires_at=mine.created_at + window,
             )
         except Exception:
@@ -430,6 +438,11 @@ class IdempotencyStage:
             )
             with suppress(Exception):
                 self.store.release(mine.tool_id, mine.key, call_id=mine.call_id)
+
+    def _kept(self, tool: Tool, record: dict[str, Any]) -> dict[str, Any]:
+        if self.scrub is None or not (tool.secrets or tool.env):
+            return record
+        return self.scrub(tool, record)
 
     @staticmethod
     def _replay(state: CallState, key: str, held: IdempotencyRecord) -> CallOutcome:

@@ -6,13 +6,16 @@ must be cheap and must not raise: an observer hands the record to its own queue 
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..model import CallOutcome, Tool
+from ..invocation import new_call_id
+from ..model import ApprovalRequest, CallOutcome, Tool
 
-__all__ = ["CallObserver", "FinishedCall"]
+__all__ = ["CallObserver", "FinishedCall", "decided_call"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +36,9 @@ class FinishedCall:
     outcome: CallOutcome
     secrets: tuple[str, ...] = ()
     """Secret values the tool received: redacted from everything recorded."""
+    full_content: Any = None
+    """The whole result when it was spilled to a file (``outcome.content`` is then a preview):
+    the values at the tool's redacted ``result.*`` paths are masked in the preview too."""
 
 
 class CallObserver(Protocol):
@@ -41,3 +47,22 @@ class CallObserver(Protocol):
     def observe(self, call: FinishedCall) -> None:
         """Take note of ``call``; cheap, and never raises."""
         ...
+
+
+def decided_call(
+    request: ApprovalRequest, outcome: CallOutcome, tool: Tool | None, secrets: tuple[str, ...]
+) -> FinishedCall:
+    """The record of a pending call that ended outside the pipeline (a person denied it)."""
+    call_id = new_call_id()
+    return FinishedCall(
+        call_id=call_id,
+        tool_id=request.tool_id,
+        tool=tool,
+        arguments=request.arguments,
+        agent=request.agent,
+        session_id=request.session_id,
+        workspace=request.workspace,
+        started_at=time.time(),
+        outcome=dataclasses.replace(outcome, call_id=call_id),
+        secrets=secrets,
+    )

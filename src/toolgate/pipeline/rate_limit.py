@@ -32,6 +32,7 @@ from urllib.parse import quote
 from ..errors import ErrorCode
 from ..model import CallOutcome, RateLimit
 from ..registry import RegisteredTool
+from .approval_keys import APPROVAL_TAKEN
 from .state import CallState, Handler, error_outcome
 
 if TYPE_CHECKING:
@@ -160,7 +161,9 @@ class RateLimitStage:
 
     async def __call__(self, state: CallState, proceed: Handler) -> CallOutcome:
         rate = state.tool.safety.rate_limit
-        if rate is None:
+        if rate is None or APPROVAL_TAKEN in state.metadata:
+            # The run a person's approval starts was counted when the agent asked: counting it
+            # again would refuse an approved call (and use the approval up) for the same call.
             return await proceed(state)
         refusal = self.acquire(rate, state.tool.id, state.agent)
         if refusal is None:

@@ -125,6 +125,7 @@ class ResultShaper:
                     )
         if self.spiller.exceeds(text):
             spilled = self.spiller.spill(text, session_id=state.session_id, call_id=state.call_id)
+            state.full_content = content
             content, overflow = spilled.preview, spilled.overflow
 
         return CallOutcome(
