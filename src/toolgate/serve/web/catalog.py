@@ -1,0 +1,257 @@
+"""The catalog: every tool as a tile, a page per tool, and a form to try a call."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from ...audit.sqlite_log import AuditStoreError
+from ...errors import ToolNotFoundError
+from ...health import Phase, ToolStatus
+from ...model import CallOutcome, Tool
+from ...model.display import render_display
+from ...registry import RegisteredTool
+from ...sources.capabilities import CapabilitySource, Connection
+from .security import form_of
+from .state import WebUi, ui_of
+
+__all__ = ["routes"]
+
+#: The most characters of arguments the "try it" form accepts (the form limit is larger).
+MAX_ARGUMENTS_CHARS = 100_000
+_RECENT_CALLS = 10
+
+
+@dataclass(frozen=True, slots=True)
+class Tile:
+    """What a catalog tile shows about one tool."""
+
+    tool: Tool
+    status: ToolStatus | None
+    unavailable_reason: str | None
+    display: str | None
+    connection: Connection | None
+
+    @property
+    def phase(self) -> str:
+        """The health phase; without statistics, what availability alone says."""
+        if self.status is not None:
+            return str(self.status.phase)
+        return str(Phase.UNAVAILABLE if self.unavailable_reason else Phase.READY)
+
+
+def _connections(ui: WebUi) -> dict[str, Connection]:
+    """Connection state by capability id, as the last load saw it."""
+    found: dict[str, Connection] = {}
+    for source in ui.gateway.declarations.sources:
+        if isinstance(source, CapabilitySource):
+            for capability in source.capabilities:
+                found[capability.manifest.id] = capability.connection
+    return found
+
+
+def _tile_display(tool: Tool) -> str | None:
+    """The tile's display line with each argument shown by name (``"‹address›"``)."""
+    ui = tool.display.ui
+    if ui is None:
+        return None
+    return render_display(tool, {arg.name: f"‹{arg.name}›" for arg in ui.args})
+
+
+def _tile(
+    entry: RegisteredTool, status: ToolStatus | None, connections: Mapping[str, Connection]
+) -> Tile:
+    tool = entry.tool
+    connection = None if tool.capability is None else connections.get(tool.capability)
+    return Tile(tool, status, entry.unavailable_reason, _tile_display(tool), connection)
+
+
+def _statuses(ui: WebUi) -> tuple[list[ToolStatus], str | None]:
+    """Every tool's health, or none and why (the audit log, their source, cannot be read)."""
+    try:
+        return ui.gateway.statuses(), None
+    except AuditStoreError as exc:
+        return [], f"health figures are unavailable: {exc}"
+
+
+def _status(ui: WebUi, tool_id: str) -> tuple[ToolStatus | None, str | None]:
+    try:
+        return ui.gateway.status(tool_id), None
+    except AuditStoreError as exc:
+        return None, f"health figures are unavailable: {exc}"
+
+
+def _matches(tool: Tool, query: str) -> bool:
+    haystack = " ".join(
+        [tool.id, tool.display_title, tool.description, *tool.display.examples]
+    ).lower()
+    return all(word in haystack for word in query.lower().split())
+
+
+async def catalog(request: Request) -> Response:
+    ui = ui_of(request)
+    query = request.query_params.get("q", "").strip()[:200]
+    statuses, health_error = await ui.blocking(_statuses, ui)
+    by_id = {status.tool_id: status for status in statuses}
+    connections = _connections(ui)
+    entries = ui.gateway.entries()
+    tiles = [
+        _tile(entry, by_id.get(entry.tool.id), connections)
+        for entry in entries
+        if not query or _matches(entry.tool, query)
+    ]
+    registered = {entry.tool.id for entry in entries}
+    failed = [s for s in statuses if s.phase is Phase.FAILED and s.tool_id not in registered]
+    groups: dict[str, list[Tile]] = {}
+    for tile in tiles:
+        groups.setdefault(tile.tool.namespace, []).append(tile)
+    return ui.page(
+        request,
+        "catalog.html",
+        {
+            "nav": "catalog",
+            "groups": groups,
+            "failed": failed,
+            "query": query,
+            "health_error": health_error,
+        },
+    )
+
+
+def _argument_template(tool: Tool) -> str:
+    """A starting point for the arguments: each property with its default or an empty value."""
+    properties = tool.input_schema.get("properties") or {}
+    required = set(tool.input_schema.get("required") or ())
+    template: dict[str, Any] = {}
+    empty = {"string": "", "integer": 0, "number": 0, "boolean": False, "array": [], "object": {}}
+    for name, schema in properties.items():
+        schema = schema if isinstance(schema, Mapping) else {}
+        if "default" in schema:
+            template[name] = schema["default"]
+        elif name in required:
+            kind = schema.get("type")
+            template[name] = empty.get(kind) if isinstance(kind, str) else None
+    return json.dumps(template, indent=2, ensure_ascii=False, default=str)
+
+
+def _recent(ui: WebUi, tool_id: str) -> list[Any]:
+    audit = ui.gateway.audit
+    try:
+        return [] if audit is None else audit.query(tool_id=tool_id, limit=_RECENT_CALLS)
+    except AuditStoreError:
+        return []  # the health section says why
+
+
+async def _tool_page(
+    request: Request,
+    tool_id: str,
+    *,
+    outcome: CallOutcome | None = None,
+    arguments_text: str | None = None,
+    error: str | None = None,
+    status_code: int = 200,
+) -> Response:
+    ui = ui_of(request)
+    try:
+        tool = ui.gateway.get_tool(tool_id)
+    except ToolNotFoundError as exc:
+        return ui.page(
+            request, "error.html", {"title": "No such tool", "message": str(exc)}, status_code=404
+        )
+    entry = next((e for e in ui.gateway.entries() if e.tool.id == tool.id), None)
+    status, health_error = await ui.blocking(_status, ui, tool.id)
+    recent = await ui.blocking(_recent, ui, tool.id)
+    connection = None if tool.capability is None else _connections(ui).get(tool.capability)
+    return ui.page(
+        request,
+        "tool.html",
+        {
+            "nav": "catalog",
+            "tool": tool,
+            "status": status,
+            "health_error": health_error,
+            "unavailable_reason": None if entry is None else entry.unavailable_reason,
+            "connection": connection,
+            "display": _tile_display(tool),
+            "recent": recent,
+            "audit_on": ui.gateway.audit is not None,
+            "arguments_text": arguments_text or _argument_template(tool),
+            "outcome": outcome,
+            "outcome_display": None if outcome is None else _call_display(tool, arguments_text),
+            "error": error,
+        },
+        status_code=status_code,
+    )
+
+
+def _call_display(tool: Tool, arguments_text: str | None) -> str | None:
+    try:
+        arguments = json.loads(arguments_text or "{}")
+    except ValueError:
+        return None
+    return render_display(tool, arguments) if isinstance(arguments, Mapping) else None
+
+
+async def tool_page(request: Request) -> Response:
+    return await _tool_page(request, request.path_params["tool_id"])
+
+
+async def try_call(request: Request) -> Response:
+    """Call the tool as the console's agent with the arguments of the form."""
+    ui = ui_of(request)
+    tool_id = request.path_params["tool_id"]
+    text = form_of(request).get("arguments", "").strip() or "{}"
+    if len(text) > MAX_ARGUMENTS_CHARS:
+        return await _tool_page(
+            request,
+            tool_id,
+            arguments_text=text[:MAX_ARGUMENTS_CHARS],
+            error=f"the arguments are limited to {MAX_ARGUMENTS_CHARS:,} characters",
+            status_code=400,
+        )
+    try:
+        arguments = json.loads(text)
+    except ValueError as exc:
+        return await _tool_page(
+            request,
+            tool_id,
+            arguments_text=text,
+            error=f"the arguments are not valid JSON: {exc}",
+            status_code=400,
+        )
+    if not isinstance(arguments, dict):
+        return await _tool_page(
+            request,
+            tool_id,
+            arguments_text=text,
+            error="the arguments must be a JSON object ({...})",
+            status_code=400,
+        )
+    options = ui.options
+    outcome = await ui.gateway.call(
+        tool_id,
+        arguments,
+        agent=options.agent,
+        session_id=options.session_id,
+        workspace=options.workspace,
+    )
+    audit = ui.gateway.audit
+    if audit is not None:
+        # Records are written in batches; wait briefly so "recent calls" includes this one.
+        await ui.blocking(audit.flush, 2.0)
+    return await _tool_page(request, tool_id, outcome=outcome, arguments_text=text)
+
+
+def routes() -> list[Route]:
+    """The catalog's routes."""
+    return [
+        Route("/", catalog, name="catalog"),
+        Route("/tools/{tool_id:path}", tool_page, methods=["GET"], name="tool"),
+        Route("/tools/{tool_id:path}", try_call, methods=["POST"], name="try_call"),
+    ]
