@@ -1,9 +1,133 @@
-"""CLI commands of the served surfaces (being written in this change)."""
+"""``toolgate mcp``: serve the configured tools to one MCP client over stdio.
+
+Desktop and IDE agents start it as a subprocess (``"command": "toolgate", "args": ["mcp"]``).
+Every call goes through the gateway's whole pipeline as agent ``--agent`` (default: the default
+agent). Calls that need approval ask the user through the client when it supports elicitation;
+otherwise they wait in ``$TOOLGATE_HOME/toolgate.db`` for ``toolgate approvals approve ID`` or the
+web UI of ``toolgate serve`` (``--ui-url`` names it in the message the agent gets).
+
+Only protocol goes to stdout; configuration errors and logs go to stderr.
+"""
+
+# No ``from __future__ import annotations``: Typer reads the annotations at runtime.
+
+import asyncio
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated
 
 import typer
 
+from ..gateway import Gateway
+from .errors import CliUsageError
+from .options import CliState
+
 __all__ = ["register"]
+
+_LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def _state(ctx: typer.Context) -> CliState:
+    state = ctx.find_object(CliState)
+    return state if state is not None else CliState()
 
 
 def register(app: typer.Typer) -> None:
-    """Add these commands to ``app``."""
+    """Add ``toolgate mcp`` to ``app``."""
+    app.command("mcp")(mcp)
+
+
+def mcp(
+    ctx: typer.Context,
+    agent: Annotated[
+        str | None,
+        typer.Option(
+            "--agent",
+            metavar="NAME",
+            help="Call every tool as this agent: its access rules and policies apply, and it "
+            "sees only the tools it may call (default: the default agent).",
+        ),
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            "-c",
+            metavar="PATH",
+            help="Use this toolgate.yaml (same as the global --config).",
+        ),
+    ] = None,
+    ui_url: Annotated[
+        str | None,
+        typer.Option(
+            "--ui-url",
+            metavar="URL",
+            envvar="TOOLGATE_UI_URL",
+            help="Base URL of the toolgate web UI; a call pending approval tells the agent to "
+            "open URL/approvals/ID (default: where serve: in toolgate.yaml says 'toolgate "
+            "serve' listens).",
+        ),
+    ] = None,
+    no_elicitation: Annotated[
+        bool,
+        typer.Option(
+            "--no-elicitation",
+            help="Never ask the client's user to approve calls through the protocol; approvals "
+            "then happen only in the web UI or with 'toolgate approvals'.",
+        ),
+    ] = False,
+    log_level: Annotated[
+        str,
+        typer.Option("--log-level", metavar="LEVEL", help="debug, info, warning or error."),
+    ] = "warning",
+) -> None:
+    """Serve the configured tools over MCP on stdin/stdout (for desktop and IDE agents).
+
+    Tools come from toolgate.yaml (tool folders are watched: changes reach the client as
+    notifications/tools/list_changed). Logs go to stderr; stdout carries only the protocol.
+    """
+    if log_level.lower() not in _LOG_LEVELS:
+        raise CliUsageError(f"--log-level must be one of {', '.join(_LOG_LEVELS)}")
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=log_level.upper(),
+        format="toolgate mcp: %(levelname)s %(name)s: %(message)s",
+    )
+    state = _state(ctx)
+    if config is not None:
+        state.config_path = config
+    gateway = state.open_gateway(approver="queue")
+    loaded = state.loaded
+    agents = {} if loaded is None else loaded.config.agents
+    if agent is not None and agents and agent not in agents:
+        state.err.print(
+            f"toolgate mcp: warning: agent {agent!r} is not listed under agents: in "
+            "toolgate.yaml; its policies select it by name only.",
+            soft_wrap=True,
+        )
+    if ui_url is None and loaded is not None:
+        ui_url = _serve_url(loaded.config.serve.host, loaded.config.serve.port)
+    try:
+        asyncio.run(_serve(gateway, agent, ui_url, not no_elicitation))
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None  # Ctrl-C in a terminal: stop quietly
+
+
+def _serve_url(host: str, port: int) -> str | None:
+    """Where a browser reaches ``toolgate serve`` as configured (``None``: a random port)."""
+    if port == 0:
+        return None
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"  # listening everywhere: this machine reaches it on loopback
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+async def _serve(gateway: Gateway, agent: str | None, ui_url: str | None, elicit: bool) -> None:
+    # The SDK is imported here, not at module level: other commands must not pay for it.
+    from ..serve.mcp_stdio import serve_stdio
+
+    try:
+        await serve_stdio(gateway, agent=agent, approvals_url=ui_url, elicitation=elicit)
+    finally:
+        await gateway.aclose()

@@ -1,0 +1,225 @@
+"""MCP over streamable HTTP: the ASGI app ``toolgate serve`` routes ``/mcp`` to.
+
+::
+
+    mcp = McpHttp(gateway, authenticate=identify, approvals_url="http://127.0.0.1:8470")
+    app = Starlette(routes=[mcp.route("/mcp"), ...], lifespan=...)  # enter mcp.lifespan() there
+
+Every HTTP request is authenticated first, by the injected ``authenticate(request)``: it returns
+the agent name (``None``: the default agent), or a Starlette ``Response`` to send instead (a 401),
+or raises ``HTTPException``; anything else it raises is a 500 and the request is refused (fail
+closed). The agent is then fixed for the request; a handshake-era session is bound to the agent
+that opened it (another key gets 404, as for an unknown session).
+
+Sessions: the SDK's session manager serves both protocol eras on one URL. A 2026-07-28 request is
+one self-contained POST (no session at all); handshake-era clients get stateful sessions, which
+they need for what toolgate sends them unasked — ``notifications/tools/list_changed`` on the GET
+stream and the ``elicitation/create`` approval form. ``stateless=True`` trades those two for
+horizontal scaling of handshake-era clients (then they learn of approvals from the pending
+result, and re-list tools on their own).
+
+Limits: request bodies over ``max_body`` bytes (default 1 MiB) get 413 before they are parsed;
+at most ``max_sessions`` handshake-era sessions are open at once (503 past that), each closed
+after ``session_idle_timeout`` seconds without a request. Bound to a loopback ``host``, the
+``Host`` and ``Origin`` headers must name a loopback address too (DNS-rebinding protection, as
+the SDK sets up for localhost).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, Final
+
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_REQUEST
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ..gateway import Gateway
+from .mcp_fast import FastToolCalls
+from .mcp_server import McpSurface, build_mcp_server
+
+__all__ = ["AGENT_SCOPE_KEY", "DEFAULT_MAX_BODY", "Authenticate", "McpHttp"]
+
+logger = logging.getLogger(__name__)
+
+#: The ASGI scope key holding the authenticated agent name of the request.
+AGENT_SCOPE_KEY: Final = "toolgate.agent"
+#: Largest request body accepted, in bytes.
+DEFAULT_MAX_BODY: Final = 1024 * 1024
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+#: ``authenticate(request)``: the agent name (``None``: the default agent), a ``Response`` to
+#: send instead, or an awaitable of either; may raise ``HTTPException``.
+Authenticate = Callable[[Request], "str | Response | Awaitable[str | Response | None] | None"]
+
+_UNSET = object()
+
+
+class McpHttp:
+    """The gateway's MCP server over streamable HTTP: ``.app`` (ASGI) and ``.lifespan()``."""
+
+    def __init__(
+        self,
+        gateway: Gateway,
+        *,
+        authenticate: Authenticate,
+        approvals_url: str | None = None,
+        elicitation: bool = True,
+        stateless: bool = False,
+        host: str = "127.0.0.1",
+        allowed_hosts: Sequence[str] | None = None,
+        allowed_origins: Sequence[str] | None = None,
+        max_body: int = DEFAULT_MAX_BODY,
+        max_sessions: int = 1000,
+        session_idle_timeout: float = 30 * 60,
+        fast_path: bool = True,
+    ) -> None:
+        """
+        Args:
+            gateway: The gateway whose tools are served.
+            authenticate: Who is calling (see the module documentation).
+            approvals_url: The web UI's base URL, for the approval links of pending results.
+            elicitation: Ask clients that declare form elicitation to approve calls.
+            stateless: Serve handshake-era clients without sessions (see above).
+            host: The address the server binds; a loopback one turns on Host/Origin checks.
+            allowed_hosts: ``Host`` values to accept (``"name:*"`` for any port); given, the
+                checks are on whatever ``host`` is.
+            allowed_origins: ``Origin`` values to accept (same pattern), with ``allowed_hosts``.
+            max_body: Largest request body, in bytes.
+            max_sessions: Most handshake-era sessions open at once.
+            session_idle_timeout: Seconds of inactivity after which such a session is closed.
+            fast_path: Answer plain 2026-07-28 ``tools/call`` POSTs directly
+                (:mod:`toolgate.serve.mcp_fast`); off, the SDK answers every request.
+        """
+        self._authenticate = authenticate
+        self._principals: dict[str | None, AuthenticatedUser] = {}
+        self.surface: McpSurface = build_mcp_server(
+            gateway, agent=_agent_of, approvals_url=approvals_url, elicitation=elicitation
+        )
+        security = _security(host, allowed_hosts, allowed_origins)
+        self._fast = (
+            FastToolCalls(self.surface, security=security, max_body=max_body) if fast_path else None
+        )
+        self.manager = StreamableHTTPSessionManager(
+            app=self.surface.server,
+            # SSE responses: a handshake-era call can then carry its elicitation/create request
+            # on its own response stream. 2026-07-28 calls still answer plain JSON unless they
+            # emit something first.
+            json_response=False,
+            stateless=stateless,
+            security_settings=security,
+            max_request_body_size=max_body,
+            max_sessions=max_sessions,
+            session_idle_timeout=session_idle_timeout,
+        )
+
+    @asynccontextmanager
+    async def lifespan(self) -> AsyncIterator[None]:
+        """Run the session manager (and list-change delivery) while the server runs."""
+        self.surface.start()
+        try:
+            async with self.manager.run():
+                yield
+        finally:
+            self.surface.stop()
+
+    def _principal(self, agent: str | None) -> AuthenticatedUser:
+        user = self._principals.get(agent)
+        if user is None:
+            if len(self._principals) > 4096:  # agents come from configuration; bound it anyway
+                self._principals.clear()
+            token = AccessToken(token="toolgate-agent", client_id=agent or "default", scopes=[])
+            user = self._principals[agent] = AuthenticatedUser(token)
+        return user
+
+    @property
+    def app(self) -> ASGIApp:
+        """The ASGI app to serve at ``/mcp`` (this object: it authenticates, then hands the
+        request to the SDK's session manager)."""
+        return self
+
+    def route(self, path: str = "/mcp") -> Route:
+        """A Starlette route serving MCP at exactly ``path`` (GET, POST and DELETE)."""
+        # An object (not a function) as endpoint: Starlette then passes the raw ASGI call.
+        return Route(path, endpoint=self)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return  # websocket and other scopes are not served here (the server refuses them)
+        request = Request(scope, receive)
+        try:
+            identity = self._authenticate(request)
+            if inspect.isawaitable(identity):
+                identity = await identity
+        except HTTPException as exc:
+            await _error(exc.status_code, exc.detail, exc.headers)(scope, receive, send)
+            return
+        except Exception:
+            logger.exception("authenticating an MCP request failed")
+            await _error(500, "could not authenticate the request")(scope, receive, send)
+            return
+        if isinstance(identity, Response):
+            await identity(scope, receive, send)
+            return
+        if identity is not None and not isinstance(identity, str):
+            logger.error("authenticate returned %r, not an agent name", type(identity).__name__)
+            await _error(500, "could not authenticate the request")(scope, receive, send)
+            return
+        scope[AGENT_SCOPE_KEY] = identity
+        # The SDK binds a stateful session to the principal that opened it (its owner check):
+        # present the agent as that principal, so no other key can use the session.
+        scope["user"] = self._principal(identity)
+        if self._fast is not None:
+            handed_on = await self._fast(scope, receive, send, identity)
+            if handed_on is None:
+                return
+            receive = handed_on
+        await self.manager.handle_request(scope, receive, send)
+
+
+def _agent_of(request: Any) -> str | None:
+    """The agent :meth:`McpHttp.app` authenticated for this request; refuse when there is none."""
+    scope = getattr(request, "scope", None)
+    agent = _UNSET if not isinstance(scope, dict) else scope.get(AGENT_SCOPE_KEY, _UNSET)
+    if agent is _UNSET:
+        # Only reachable if the server were driven around McpHttp.app: fail closed.
+        raise MCPError(INVALID_REQUEST, "the request was not authenticated")
+    return agent if isinstance(agent, str) else None
+
+
+def _security(
+    host: str, hosts: Sequence[str] | None, origins: Sequence[str] | None
+) -> TransportSecuritySettings | None:
+    if hosts is not None:
+        return TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=list(hosts),
+            allowed_origins=list(origins or ()),
+        )
+    if host in _LOOPBACK:
+        return TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+        )
+    return None
+
+
+def _error(status: int, message: str, headers: Any = None) -> Response:
+    """A JSON-RPC error body with no id (the request was not read), with an HTTP status."""
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": message}}
+    return Response(
+        json.dumps(body), status_code=status, headers=headers, media_type="application/json"
+    )

@@ -1,0 +1,362 @@
+"""The MCP server: the gateway's tools over the official ``mcp`` SDK's low-level server.
+
+The SDK speaks the protocol (both eras: the 2025 ``initialize`` handshake and the 2026-07-28
+per-request envelope); the gateway keeps everything else — which tools an agent sees, and the
+whole pipeline for every call.
+
+* ``tools/list`` — the tools the caller's agent may call (``gateway.list_tools(agent=...)``), as
+  the MCP exporter writes them: provider-safe name, title, description, ``inputSchema``,
+  ``outputSchema`` (object schemas), annotations from the side-effect level, ``_meta`` examples
+  and tile. Built once per (agent, registry version).
+* ``tools/call`` — ``gateway.call``. Every failed call is a result with ``isError: true`` and the
+  message written for the model (invalid arguments name the field), except an unknown tool, which
+  the spec makes a protocol error (``-32602``). ``structuredContent`` is sent when the tool
+  declares an output schema; a visualization never is; an overflowed result is the preview and
+  note the gateway wrote. Calls that need approval: :mod:`toolgate.serve.mcp_approvals`.
+* Server instructions are ``gateway.agent_context(agent=...)`` (the capability guides), computed
+  per agent for ``initialize`` and ``server/discover``.
+* Tool list changes reach every live client: :mod:`toolgate.serve.mcp_changes`.
+
+Transports: :mod:`toolgate.serve.mcp_stdio` and :mod:`toolgate.serve.mcp_http`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import os
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from mcp.server import NotificationOptions, Server
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.models import InitializationOptions
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+from mcp.shared.exceptions import MCPError
+from mcp_types import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    CallToolRequestParams,
+    InputRequiredResult,
+    NotificationParams,
+    PaginatedRequestParams,
+)
+
+from .. import __version__
+from ..errors import ErrorCode
+from ..exporters.mcp import mcp_call_tool_result, mcp_tool
+from ..gateway import Gateway
+from ..model import CallOutcome, CallStatus
+from ..pipeline.approval import DEFAULT_APPROVAL_TTL
+from .mcp_approvals import NO_PROMPT, McpApprovals, pending_result
+from .mcp_changes import ToolListChanges
+
+__all__ = ["PRECOMPUTED_OUTCOME_KEY", "SERVER_NAME", "AgentFor", "McpSurface", "build_mcp_server"]
+
+logger = logging.getLogger(__name__)
+
+#: ``serverInfo.name``, and the audience sealed request states are bound to.
+SERVER_NAME: Final = "toolgate"
+
+#: ASGI scope key: the outcome of a call the HTTP fast path made and handed over to be answered
+#: here (see :mod:`toolgate.serve.mcp_fast`), as ``(name, arguments, outcome)``.
+PRECOMPUTED_OUTCOME_KEY: Final = "toolgate.mcp.outcome"
+
+#: Who is calling: given the transport's request (a Starlette ``Request`` on HTTP, ``None`` on
+#: stdio), the agent name (``None``: the default agent).
+AgentFor = Callable[[Any], "str | None"]
+
+
+class _ToolgateServer(Server[Any]):
+    """The low-level server, announcing ``tools.listChanged`` to handshake-era clients.
+
+    The streamable-HTTP session manager builds the ``initialize`` answer itself, from
+    ``create_initialization_options()`` with no options; this default makes that answer say
+    that the tool list may change (it does, and the clients are told).
+    """
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        return super().create_initialization_options(
+            notification_options or NotificationOptions(tools_changed=True),
+            experimental_capabilities,
+            extensions,
+        )
+
+
+class McpSurface:
+    """The gateway as an MCP server: handlers, approvals and list-change delivery.
+
+    ``surface.server`` is the SDK's low-level ``Server`` to run on a transport; call
+    :meth:`start` on the serving event loop (and :meth:`stop` at shutdown) so that tool list
+    changes are delivered.
+    """
+
+    def __init__(
+        self,
+        gateway: Gateway,
+        *,
+        agent: AgentFor,
+        approvals_url: str | None = None,
+        elicitation: bool = True,
+        session_id: str | None = None,
+    ) -> None:
+        """
+        Args:
+            gateway: The gateway whose tools are served.
+            agent: Who is calling, from the transport's request (see :data:`AgentFor`).
+            approvals_url: The web UI's base URL (``http://127.0.0.1:8470``); pending results
+                link to ``<url>/approvals/<id>``. ``None``: only the CLI command is named.
+            elicitation: Ask clients that declare form elicitation to approve calls (see
+                :mod:`toolgate.serve.mcp_approvals` for the trust this implies).
+            session_id: The session id calls carry when the transport has none of its own
+                (stdio: one per process).
+        """
+        self.gateway = gateway
+        self.approvals_url = approvals_url
+        self.approvals = McpApprovals(gateway, elicitation=elicitation)
+        self.changes = ToolListChanges(gateway.registry)
+        self._agent_for = agent
+        self._session_id = session_id
+        self._catalog: dict[str | None, tuple[Any, list[dict[str, Any]]]] = {}
+        server = _ToolgateServer(
+            SERVER_NAME,
+            version=__version__,
+            title="toolgate",
+            description="One gateway for every tool an AI agent calls.",
+            on_subscriptions_listen=self.changes.listen,
+            get_tool_input_schema=self._input_schema,
+        )
+        # Registered by method: these handlers answer wire dicts (the catalog is cached as
+        # such), which the constructor's typed on_* parameters do not admit.
+        server.add_request_handler("tools/list", PaginatedRequestParams, self._list_tools)
+        server.add_request_handler("tools/call", CallToolRequestParams, self._call_tool)
+        server.add_notification_handler(
+            "notifications/initialized", NotificationParams, self._initialized
+        )
+        server.middleware.append(self._instructions)
+        # Seal the approval id handed out as requestState (see mcp_approvals), bound to the
+        # agent as well as to the tool and its exact arguments.
+        server.middleware.append(
+            RequestStateBoundary(
+                RequestStateSecurity(
+                    keys=[os.urandom(32)],
+                    ttl=DEFAULT_APPROVAL_TTL * 2,
+                    bind_principal=self._principal,
+                ),
+                default_audience=SERVER_NAME,
+            )
+        )
+        self.server: Server[Any] = server
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Deliver tool list changes on the running event loop."""
+        self.changes.start()
+
+    def stop(self) -> None:
+        """Stop delivering changes and end the open listen streams."""
+        self.changes.stop()
+
+    # -- identity -------------------------------------------------------------------------------
+
+    def agent(self, ctx: ServerRequestContext[Any, Any]) -> str | None:
+        """The agent this request comes from."""
+        return self._agent_for(ctx.request)
+
+    def _principal(self, ctx: ServerRequestContext[Any, Any]) -> str | None:
+        agent = self.agent(ctx)
+        return None if agent is None else f"agent:{agent}"
+
+    def _call_session(self, ctx: ServerRequestContext[Any, Any]) -> str | None:
+        request = ctx.request
+        headers = getattr(request, "headers", None)
+        if isinstance(headers, Mapping):
+            session = headers.get("mcp-session-id")
+            if isinstance(session, str) and session:
+                return session
+        return self._session_id
+
+    # -- tools/list -----------------------------------------------------------------------------
+
+    def tools_for(self, agent: str | None) -> list[dict[str, Any]]:
+        """The ``tools/list`` entries ``agent`` sees (cached until the tools or policies change)."""
+        key = (self.gateway.registry.version, self.gateway.access.policies)
+        cached = self._catalog.get(agent)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        tools = [mcp_tool(tool) for tool in self.gateway.list_tools(agent=agent)]
+        if len(self._catalog) > 1024:  # agent names come from configuration; bound it anyway
+            self._catalog.clear()
+        self._catalog[agent] = (key, tools)
+        return tools
+
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams
+    ) -> dict[str, Any]:
+        if params.cursor is not None:
+            # Every tool fits on the first page, so no cursor was ever handed out.
+            raise MCPError(INVALID_PARAMS, "Invalid cursor: tools/list has a single page")
+        # The 2026-07-28 result fields (the SDK drops them for handshake-era clients): the list
+        # depends on the agent and may change at any moment, so it is private and never fresh.
+        return {
+            "tools": self.tools_for(self.agent(ctx)),
+            "ttlMs": 0,
+            "cacheScope": "private",
+            "resultType": "complete",
+        }
+
+    def _input_schema(self, name: str) -> Mapping[str, Any] | None:
+        # For the 2026-07-28 HTTP check of ``Mcp-Param-*`` headers: without it the SDK would run
+        # the whole tools/list handler on every call to find one schema.
+        entry = self.gateway.registry.get(name)
+        return None if entry is None else entry.tool.input_schema_dict()
+
+    # -- tools/call -----------------------------------------------------------------------------
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams
+    ) -> dict[str, Any] | InputRequiredResult:
+        agent = self.agent(ctx)
+        arguments = params.arguments or {}
+        ask = True
+        if params.request_state is not None:
+            answered = await self.approvals.resume(ctx, params, agent)
+            if isinstance(answered, CallOutcome):
+                return self.result(answered, agent, params.name)
+            ask = answered is not NO_PROMPT
+
+        async def call() -> CallOutcome:
+            return await self.gateway.call(
+                params.name, arguments, agent=agent, session_id=self._call_session(ctx)
+            )
+
+        outcome = _precomputed(ctx, params.name, arguments) or await call()
+        if outcome.status is CallStatus.PENDING_APPROVAL and ask:
+            step = await self.approvals.ask(ctx, outcome, agent, call)
+            if isinstance(step, InputRequiredResult):
+                return step
+            outcome = step
+        return self.result(outcome, agent, params.name)
+
+    def result(self, outcome: CallOutcome, agent: str | None, name: str) -> dict[str, Any]:
+        """The ``CallToolResult`` for the outcome of calling ``name`` (raises ``MCPError`` for an
+        unknown tool)."""
+        if outcome.status is CallStatus.PENDING_APPROVAL:
+            result = pending_result(outcome, self.approvals_url)
+        elif outcome.code is ErrorCode.TOOL_NOT_FOUND or (
+            outcome.code is ErrorCode.FORBIDDEN and not self._visible(outcome.tool_id, agent)
+        ):
+            # Unknown tools are protocol errors (MCP tools spec). A tool this agent may not call
+            # is not in its tools/list either, so it is unknown to it too: saying "forbidden"
+            # would reveal that it exists.
+            raise MCPError(INVALID_PARAMS, self._unknown_tool(name, agent))
+        else:
+            result = mcp_call_tool_result(outcome)
+            if "structuredContent" in result and not self._has_output_schema(outcome.tool_id):
+                # Structured content repeats the text block; send it only where the tool promised
+                # it (an output schema), not to every client for every result.
+                del result["structuredContent"]
+        result["resultType"] = "complete"  # required at 2026-07-28, dropped for older clients
+        return result
+
+    def _has_output_schema(self, tool_id: str) -> bool:
+        entry = self.gateway.registry.get(tool_id)
+        schema = None if entry is None else entry.tool.output_schema
+        return schema is not None and schema.get("type") == "object"
+
+    def _visible(self, tool_id: str, agent: str | None) -> bool:
+        entry = self.gateway.registry.get(tool_id)
+        return entry is not None and self.gateway.access.decide(entry.tool, agent).allowed
+
+    def _unknown_tool(self, name: str, agent: str | None) -> str:
+        # The gateway's own message suggests ids from every tool; name only the ones this agent
+        # sees, so a tool hidden from it is not revealed.
+        visible = [tool["name"] for tool in self.tools_for(agent)]
+        close = difflib.get_close_matches(name, visible, n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(close)}?" if close else "; call tools/list for the tools"
+        return f"Unknown tool: {name}{hint}"
+
+    # -- handshake and instructions -------------------------------------------------------------
+
+    async def _initialized(
+        self, ctx: ServerRequestContext[Any, Any], params: NotificationParams
+    ) -> None:
+        self.changes.track(ctx.session)
+
+    async def _instructions(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        if ctx.method not in ("initialize", "server/discover"):
+            return await call_next(ctx)
+        try:
+            agent = self.agent(ctx)
+        except MCPError:
+            raise
+        except Exception:
+            logger.exception("could not tell which agent is connecting")
+            raise MCPError(INVALID_REQUEST, "unknown caller") from None
+        result = await call_next(ctx)
+        if isinstance(result, dict):
+            text = self._agent_context(agent)
+            if text:
+                result = {**result, "instructions": text}
+        return result
+
+    def _agent_context(self, agent: str | None) -> str:
+        try:
+            return self.gateway.agent_context(agent=agent)
+        except Exception:
+            logger.exception("could not build the server instructions")
+            return ""
+
+
+def _precomputed(
+    ctx: ServerRequestContext[Any, Any], name: str, arguments: Mapping[str, Any]
+) -> CallOutcome | None:
+    """The outcome the fast path already reached for this very call (taken once)."""
+    scope = getattr(ctx.request, "scope", None)
+    if not isinstance(scope, dict):
+        return None
+    found = scope.pop(PRECOMPUTED_OUTCOME_KEY, None)
+    if not isinstance(found, tuple) or len(found) != 3:
+        return None
+    found_name, found_arguments, outcome = found
+    if found_name != name or found_arguments != arguments or not isinstance(outcome, CallOutcome):
+        return None
+    return outcome
+
+
+def _fixed_agent(name: str | None) -> AgentFor:
+    def agent_for(_request: Any) -> str | None:
+        return name
+
+    return agent_for
+
+
+def build_mcp_server(
+    gateway: Gateway,
+    *,
+    agent: str | AgentFor | None = None,
+    approvals_url: str | None = None,
+    elicitation: bool = True,
+    session_id: str | None = None,
+) -> McpSurface:
+    """The gateway as an MCP server (``.server`` is the SDK's low-level ``Server``).
+
+    ``agent`` is a fixed agent name (stdio) or a function of the transport's request (HTTP).
+    See :class:`McpSurface` for the other options.
+    """
+    agent_for: AgentFor = agent if callable(agent) else _fixed_agent(agent)
+    return McpSurface(
+        gateway,
+        agent=agent_for,
+        approvals_url=approvals_url,
+        elicitation=elicitation,
+        session_id=session_id,
+    )

@@ -1,0 +1,198 @@
+"""``toolgate mcp``: the real command over stdio, driven by the official ``mcp`` client.
+
+Each test spawns the console script with a temporary ``$TOOLGATE_HOME`` and a toolgate.yaml
+serving the test tools and the demo tools; the client's transport stops the process (closing
+stdin, then terminating its process tree) when the test's ``async with`` ends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.shared.subscriptions import ToolsListChanged
+
+from conftest import TOOLGATE
+from folder_tools import write_tool
+from test_mcp_server_helpers import answer_with, approval_meta, runs, text_of, write_config
+
+MODES = ["auto", "legacy"]
+
+
+@dataclass
+class Setup:
+    home: Path
+    project: Path
+    config: Path
+    runs: Path
+    stderr: Path
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {
+            "TOOLGATE_HOME": str(self.home),
+            "MCP_TEST_RUNS": str(self.runs),
+            "PYTHONIOENCODING": "utf-8",
+        }
+
+    @contextmanager
+    def client(self, *args: str, **options: Any) -> Iterator[Client]:
+        """A client of ``toolgate --config <yaml> mcp ARGS``; the server's stderr goes to a file."""
+        params = StdioServerParameters(
+            command=str(TOOLGATE),
+            args=["--config", str(self.config), "mcp", *args],
+            env=self.env,
+            cwd=str(self.project),
+        )
+        with self.stderr.open("a", encoding="utf-8") as errlog:
+            yield Client(stdio_client(params, errlog=errlog), **options)
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(TOOLGATE), "--config", str(self.config), *args],
+            cwd=self.project,
+            env={**os.environ, **self.env},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> Setup:
+    home = tmp_path / "home"
+    (home / "tools").mkdir(parents=True)
+    project = tmp_path / "project"
+    project.mkdir()
+    config = write_config(project, demo=True)
+    return Setup(home, project, config, tmp_path / "runs.txt", tmp_path / "stderr.txt")
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_list_and_calls_over_stdio(setup: Setup, mode: str) -> None:
+    with setup.client(mode=mode) as client:
+        async with client as mcp:
+            names = {tool.name for tool in (await mcp.list_tools()).tools}
+            added = await mcp.call_tool("t__add", {"a": 40, "b": 2})
+            bad = await mcp.call_tool("t__add", {"a": "x", "b": 2})
+            words = await mcp.call_tool("t__words", {"text": "a b c"})
+            noisy = await mcp.call_tool("t__noisy", {})
+            after_noise = await mcp.call_tool("demo__add", {"a": 1, "b": 1})
+    assert {"t__add", "t__send", "t__words", "demo__add", "demo__diff_text"} <= names
+    assert "t__secret" not in names
+    assert added.structured_content == {"total": 42}
+    assert bad.is_error and "/a" in text_of(bad) and "invalid_arguments" in text_of(bad)
+    assert json.loads(text_of(words)) == {"words": 3}
+    assert "VISUALIZATION-FOR-PEOPLE" not in words.model_dump_json()
+    # A tool printing to stdout does not corrupt the protocol: its output lands on stderr.
+    assert not noisy.is_error and text_of(noisy) == "still fine"
+    assert text_of(after_noise) == "2"
+    stderr = setup.stderr.read_text(encoding="utf-8")
+    assert "stray print on stdout" in stderr and "stray bytes on file descriptor 1" in stderr
+
+
+async def test_agent_option_decides_what_is_listed_and_callable(setup: Setup) -> None:
+    with setup.client("--agent", "bob") as client:
+        async with client as mcp:
+            bob = {tool.name for tool in (await mcp.list_tools()).tools}
+            secret = await mcp.call_tool("t__secret", {})
+    with setup.client("--agent", "alice") as client:
+        async with client as mcp:
+            alice = {tool.name for tool in (await mcp.list_tools()).tools}
+    assert bob - alice == {"t__secret"}
+    assert text_of(secret) == "only bob sees this"
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_pending_approval_then_cli_approval_then_retry(setup: Setup, mode: str) -> None:
+    with setup.client(mode=mode) as client:
+        async with client as mcp:
+            first = await mcp.call_tool("t__send", {"to": "bob", "text": "hi"})
+            assert first.is_error
+            request_id = approval_meta(first)["id"]
+            text = text_of(first)
+            assert f"toolgate approvals approve {request_id}" in text
+            # serve: is not configured, so the link is where `toolgate serve` listens by default.
+            assert f"http://127.0.0.1:8470/approvals/{request_id}" in text
+            again = await mcp.call_tool("t__send", {"to": "bob", "text": "hi"})
+            assert approval_meta(again)["id"] == request_id
+
+            approved = setup.cli("approvals", "approve", request_id)
+            assert approved.returncode == 0, approved.stderr
+            assert runs(setup.runs) == ["bob:hi"]
+
+            retried = await mcp.call_tool("t__send", {"to": "bob", "text": "hi"})
+    assert not retried.is_error and text_of(retried) == "sent to bob"
+    assert runs(setup.runs) == ["bob:hi"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("choice", ["approve", "deny"])
+async def test_approval_by_elicitation_over_stdio(setup: Setup, mode: str, choice: str) -> None:
+    seen: list[types.ElicitRequestParams] = []
+    with setup.client(mode=mode, elicitation_callback=answer_with(choice, seen)) as client:
+        async with client as mcp:
+            result = await mcp.call_tool("t__send", {"to": "zoe", "text": "yo"})
+    assert len(seen) == 1 and "Send a message" in seen[0].message
+    if choice == "approve":
+        assert not result.is_error and text_of(result) == "sent to zoe"
+        assert runs(setup.runs) == ["zoe:yo"]
+    else:
+        assert result.is_error and "user_rejection" in text_of(result)
+        assert runs(setup.runs) == []
+    listed = setup.cli("approvals", "list", "--json")
+    assert listed.returncode == 0 and json.loads(listed.stdout) == []
+
+
+async def test_elicitation_can_be_turned_off(setup: Setup) -> None:
+    seen: list[types.ElicitRequestParams] = []
+    options = {"elicitation_callback": answer_with("approve", seen)}
+    with setup.client("--no-elicitation", **options) as client:
+        async with client as mcp:
+            result = await mcp.call_tool("t__send", {"to": "zoe", "text": "yo"})
+    assert seen == [] and result.is_error and approval_meta(result)["status"] == "pending"
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_list_changed_when_a_tool_folder_appears(setup: Setup, mode: str) -> None:
+    tools_dir = setup.home / "tools"
+    changed = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    with setup.client(mode=mode, message_handler=on_message) as client:
+        async with client as mcp:
+            before = {tool.name for tool in (await mcp.list_tools()).tools}
+            with anyio.fail_after(120):
+                if mode == "auto":
+                    async with mcp.listen(tools_list_changed=True) as events:
+                        write_tool(tools_dir, "hot", "print('{}')", runtime="python")
+                        async for event in events:
+                            assert isinstance(event, ToolsListChanged)
+                            break
+                else:
+                    write_tool(tools_dir, "hot", "print('{}')", runtime="python")
+                    await changed.wait()
+            after = {tool.name for tool in (await mcp.list_tools()).tools}
+    assert "local__hot" not in before and "local__hot" in after
+
+
+def test_a_broken_config_fails_on_stderr_with_nothing_on_stdout(setup: Setup) -> None:
+    setup.config.write_text("python: [\n", encoding="utf-8")
+    failed = setup.cli("mcp")
+    assert failed.returncode == 3
+    assert failed.stdout == ""
+    assert "toolgate.yaml" in failed.stderr
