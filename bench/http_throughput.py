@@ -50,6 +50,29 @@ MCP_HEADERS = {
     "MCP-Protocol-Version": MCP_PROTOCOL_VERSION,
 }
 JSON_HEADERS = {"Content-Type": "application/json"}
+#: toolgate is called the way the SDK 2.x client calls by default: the sessionless 2026-07-28
+#: revision, each request carrying its protocol version and capabilities (FastMCP 4.1.2 does not
+#: speak it, so it is called statelessly with the 2025-06-18 revision instead — each peer with its
+#: own cheapest self-contained request).
+TOOLGATE_MCP_CALL = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "tools/call",
+    "params": {
+        "name": "bench__add",
+        "arguments": {"a": 1, "b": 2},
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        },
+    },
+}
+TOOLGATE_MCP_HEADERS = {
+    **MCP_HEADERS,
+    "MCP-Protocol-Version": "2026-07-28",
+    "Mcp-Method": "tools/call",
+    "Mcp-Name": "bench__add",
+}
 
 
 @dataclass
@@ -124,8 +147,8 @@ TARGETS: list[Target] = [
         "toolgate",
         _toolgate_command,
         "/mcp",
-        {**MCP_CALL, "params": {"name": "bench__add", "arguments": {"a": 1, "b": 2}}},
-        MCP_HEADERS,
+        TOOLGATE_MCP_CALL,
+        TOOLGATE_MCP_HEADERS,
         _mcp_ok,
         env=_toolgate_home,
     ),
