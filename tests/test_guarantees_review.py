@@ -138,3 +138,25 @@ def test_an_unreadable_audit_database_leaves_the_status_readable(tmp_path: Path)
         status = gateway.status("r:note")
         assert status.total_calls_7d == 0
         assert status.reason is not None and "no statistics" in status.reason
+
+
+@tool(namespace="r", effect="read_only", secrets=["api_key"])
+def leaky(ctx: ToolContext, email: str) -> str:
+    """Fail and echo what it got (a badly written tool)."""
+    raise RuntimeError(f"cannot reach {email} with {ctx.secrets['api_key']}")
+
+
+def test_in_memory_statistics_keep_errors_redacted() -> None:
+    with Gateway(secrets={"api_key": SECRET}) as gateway:
+        gateway.add(leaky)
+        assert gateway.call_sync("r:leaky", {"email": "x@example.org"}).code is ErrorCode.TOOL_ERROR
+        last_error = gateway.status("r:leaky").last_error or ""
+        assert SECRET not in last_error and "[REDACTED]" in last_error
+
+
+def test_a_secret_cut_by_the_edge_of_a_text_is_masked() -> None:
+    from toolgate.redaction import MARKER, redact_edges
+
+    assert redact_edges(SECRET[12:] + " and more", [SECRET]) == f"{MARKER} and more"
+    assert redact_edges("tail ends with sk-live-RE", [SECRET]) == f"tail ends with {MARKER}"
+    assert redact_edges("nothing to see", [SECRET]) == "nothing to see"

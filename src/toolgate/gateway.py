@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ._loop_thread import LoopThread
 from .approvals import ApprovalService, Approver
-from .audit.redaction import redact_values, text_pattern
+from .redaction import redact_values, text_pattern
 from .backends import Backend, PythonBackend
 from .backends.environment import ScriptEnvironment, received_values
 from .backends.processes import DEFAULT_MAX_OUTPUT

@@ -27,6 +27,7 @@ from typing import Protocol
 from .model import CallStatus
 from .model.stats import ToolStats, counts_as_failure
 from .pipeline.observers import FinishedCall
+from .redaction import redact, redact_text, text_pattern
 
 __all__ = [
     "InMemoryStats",
@@ -106,7 +107,7 @@ class InMemoryStats:
         if outcome.status is CallStatus.PENDING_APPROVAL:
             return  # not finished: the decided call is recorded when it ends
         failed = counts_as_failure(outcome)
-        error = f"[{outcome.code}] {outcome.message}" if failed else None
+        error = _redacted_error(call) if failed else None
         with self._lock:
             calls = self._calls.get(call.tool_id)
             if calls is None:
@@ -130,6 +131,19 @@ class InMemoryStats:
             last_error=errors[-1][1] if errors else None,
             last_error_at=errors[-1][0] if errors else None,
         )
+
+
+def _redacted_error(call: FinishedCall) -> str:
+    """``[code] message`` with the tool's secrets and redacted argument values masked, as the
+    audit log would record it (statistics are shown to operators and surfaces)."""
+    outcome = call.outcome
+    removed: set[str] = set()
+    paths = call.tool.observability.redact_fields if call.tool is not None else ()
+    if paths:
+        redact(call.arguments, paths, prefix="args", removed=removed)
+    return redact_text(
+        f"[{outcome.code}] {outcome.message}", text_pattern((*call.secrets, *removed))
+    )
 
 
 def tool_status(

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..redaction import MARKER, redact, redact_text, redact_values
 from .record import AuditRecord, record_from
-from .redaction import MARKER, redact, redact_text, redact_values
 
 if TYPE_CHECKING:
     from .sqlite_log import NOT_TOOL_FAILURES, SQLiteAuditLog, ToolStats

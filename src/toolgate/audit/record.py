@@ -9,7 +9,7 @@ from typing import Any
 
 from ..model import CallStatus, Tool
 from ..pipeline.observers import FinishedCall
-from .redaction import redact, redact_text, redact_values, text_pattern
+from ..redaction import redact, redact_edges, redact_text, redact_values, text_pattern
 
 __all__ = ["AuditRecord", "approval_decision", "record_from"]
 
@@ -188,7 +188,7 @@ def record_from(call: FinishedCall) -> AuditRecord:
         definition_hash=_definition_hash(tool) if tool is not None else None,
         code=None if outcome.code is None else str(outcome.code),
         message=_text(outcome.message, pattern),
-        detail=_text(outcome.detail, pattern),
+        detail=_cut_text(outcome.detail, pattern, (*secrets, *removed)),
         duration=float(outcome.duration),
         approval_id=_text(approval_id, pattern),
         approval_decision=decision,
@@ -202,3 +202,11 @@ def record_from(call: FinishedCall) -> AuditRecord:
 
 def _text(value: str | None, pattern: re.Pattern[str] | None) -> str | None:
     return None if value is None else redact_text(value, pattern)
+
+
+def _cut_text(
+    value: str | None, pattern: re.Pattern[str] | None, values: tuple[str, ...]
+) -> str | None:
+    # The detail holds bounded tails (a script's stderr): a value may be cut by its first edge.
+    text = _text(value, pattern)
+    return text if text is None or not values else redact_edges(text, values)

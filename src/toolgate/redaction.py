@@ -25,8 +25,10 @@ from typing import Any, Final
 
 __all__ = [
     "MARKER",
+    "MIN_EDGE_LENGTH",
     "MIN_VALUE_LENGTH",
     "redact",
+    "redact_edges",
     "redact_text",
     "redact_values",
     "text_pattern",
@@ -188,3 +190,29 @@ def redact(
     masked = _mask(value, relative, sink) if relative else _copy(value)
     pattern = text_pattern(secrets)
     return masked if pattern is None else _scrub(masked, pattern)
+
+
+#: The shortest piece of a secret masked at the cut edge of a text (see :func:`redact_edges`).
+MIN_EDGE_LENGTH: Final = 6
+
+
+def redact_edges(text: str, values: Iterable[str]) -> str:
+    """``text`` with a piece of any of ``values`` cut by its edges masked.
+
+    A bounded tail (the last KiB of a script's stderr) can start in the middle of a secret and a
+    bounded head can end in one; whole-value matching misses those pieces. A suffix of a value
+    that starts the text, or a prefix that ends it, of at least :data:`MIN_EDGE_LENGTH`
+    characters, is replaced by :data:`MARKER`.
+    """
+    for value in values:
+        if len(value) < MIN_VALUE_LENGTH:
+            continue
+        for size in range(len(value) - 1, MIN_EDGE_LENGTH - 1, -1):
+            if text.startswith(value[-size:]):
+                text = MARKER + text[size:]
+                break
+        for size in range(len(value) - 1, MIN_EDGE_LENGTH - 1, -1):
+            if text.endswith(value[:size]):
+                text = text[:-size] + MARKER
+                break
+    return text
