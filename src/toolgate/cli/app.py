@@ -454,6 +454,16 @@ def call(
             and outcome.approval is not None
         ):
             outcome = decide_at_terminal(gateway, outcome.approval, state.err, by=current_user())
+        audit = gateway.audit
+        if audit is not None and (not audit.flush(10) or not audit.healthy or audit.lost):
+            # The call is done either way; the operator must hear that its record is missing.
+            state.err.print(
+                Text(
+                    "warning: the audit log did not record this call "
+                    f"({audit.last_error or 'its writer did not finish in time'})"
+                ),
+                soft_wrap=True,
+            )
     pending = outcome.status is CallStatus.PENDING_APPROVAL
     if as_json:
         print_json(outcome.to_dict())
