@@ -70,7 +70,9 @@ class ToolStatus:
     p95: float | None
     last_error: str | None
     reason: str | None = None
-    """Why the phase is not ``Ready``."""
+    """Why the phase is not ``Ready`` (or why the figures are missing)."""
+    stats_error: str | None = None
+    """Why the figures could not be read (the audit log is unreadable); they are zero then."""
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready, with the Joch status field names."""
@@ -184,6 +186,7 @@ def tool_status(
         p95=week.p95,
         last_error=week.last_error,
         reason=reason,
+        stats_error=unreadable,
     )
 
 

@@ -75,16 +75,20 @@ def _tile(
 def _statuses(ui: WebUi) -> tuple[list[ToolStatus], str | None]:
     """Every tool's health, or none and why (the audit log, their source, cannot be read)."""
     try:
-        return ui.gateway.statuses(), None
+        statuses = ui.gateway.statuses()
     except AuditStoreError as exc:
         return [], f"health figures are unavailable: {exc}"
+    problem = next((s.stats_error for s in statuses if s.stats_error), None)
+    return statuses, None if problem is None else f"health figures are unavailable: {problem}"
 
 
 def _status(ui: WebUi, tool_id: str) -> tuple[ToolStatus | None, str | None]:
     try:
-        return ui.gateway.status(tool_id), None
+        status = ui.gateway.status(tool_id)
     except AuditStoreError as exc:
         return None, f"health figures are unavailable: {exc}"
+    problem = status.stats_error
+    return status, None if problem is None else f"health figures are unavailable: {problem}"
 
 
 def _matches(tool: Tool, query: str) -> bool:
