@@ -1,9 +1,219 @@
-"""CLI commands of the served surfaces (being written in this change)."""
+"""``toolgate serve``: one process serving the HTTP API (and MCP and the web UI when built in).
+
+It loads the configured gateway — with the approval queue and the audit log under
+``$TOOLGATE_HOME`` — or, when no ``toolgate.yaml`` exists, the bundled demo tools, so that it
+works on a fresh machine. It listens on ``127.0.0.1:8470`` by default (``serve:`` in
+toolgate.yaml, ``--host``, ``--port``; port 0 picks a free one); any address that is not
+loopback is refused until an agent key exists (``toolgate agents add NAME``). SIGINT and SIGTERM
+stop it cleanly: requests in flight finish (for up to 5 seconds), the gateway closes and the
+audit log is flushed, and it exits 0.
+"""
+
+# No ``from __future__ import annotations``: Typer reads the annotations at runtime.
+
+import contextlib
+import signal
+import socket
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
+from rich.text import Text
+
+from ..config import STATE_FILE_NAME, build_gateway, load_config, toolgate_home
+from ..pipeline.approval_policy import ApprovalPolicy
+from ..serve.identity import AgentIdentity, check_bind
+from ..stores.agent_keys import AgentKeyStore
+from .errors import EXIT_CODES_HELP, CliFailure
+from .options import CliState
 
 __all__ = ["register"]
 
+#: Seconds open connections get to finish when the server stops.
+GRACEFUL_SHUTDOWN = 5
+
+
+def _state(ctx: typer.Context) -> CliState:
+    state = ctx.find_object(CliState)
+    return state if state is not None else CliState()
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A listening TCP socket, made before anything else starts: a busy port is a clear
+    error, and the port printed is the one served."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (OSError, UnicodeError) as exc:
+        raise CliFailure(f"cannot listen on {host}: {exc}") from None
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        # Listening now: clients that connect while the gateway starts wait in the backlog
+        # instead of being refused.
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        hint = "; pass another --port (0 picks a free one)" if exc.errno == 98 else ""
+        raise CliFailure(f"cannot listen on {host}:{port}: {exc.strerror or exc}{hint}") from None
+    return sock
+
+
+def _base_url(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}"
+
+
+@contextlib.contextmanager
+def _stop_quietly() -> Iterator[None]:
+    """Let SIGINT and SIGTERM end the server with exit code 0.
+
+    uvicorn shuts down gracefully on either, then raises the signal again with the handler
+    that was installed before it started; these handlers make that a no-op.
+    """
+    signals = (signal.SIGINT, signal.SIGTERM)
+    previous = {sig: signal.signal(sig, lambda signum, frame: None) for sig in signals}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def serve(
+    ctx: typer.Context,
+    host: Annotated[
+        str | None,
+        typer.Option(
+            "--host",
+            metavar="ADDRESS",
+            help="The address to listen on (default 127.0.0.1, or serve.host in toolgate.yaml). "
+            "Anything but loopback needs an agent key (toolgate agents add NAME).",
+        ),
+    ] = None,
+    port: Annotated[
+        int | None,
+        typer.Option(
+            "--port",
+            "-p",
+            min=0,
+            max=65535,
+            help="The TCP port (default 8470, or serve.port in toolgate.yaml; 0: a free one).",
+        ),
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            "-c",
+            metavar="PATH",
+            help="Use this toolgate.yaml (same as the global --config).",
+        ),
+    ] = None,
+) -> None:
+    """Serve the tools over HTTP: the JSON API at /v1 (OpenAPI at /openapi.json), /healthz,
+    and MCP and the web UI when they are built in.
+
+    Uses toolgate.yaml (./toolgate.yaml, else $TOOLGATE_HOME/toolgate.yaml); without one it
+    serves the bundled demo tools. Calls that need approval wait in the queue (decide them with
+    'toolgate approvals' or over the API); every call is audited. Stop it with Ctrl+C or
+    SIGTERM.
+    """
+    import uvicorn
+
+    from ..serve.api import ApiLimits
+    from ..serve.app import build_app
+
+    state = _state(ctx)
+    if config is not None:
+        state.config_path = config
+    loaded = load_config(state.config_path)
+    state.loaded = loaded
+    settings = loaded.config.serve
+    host = settings.host if host is None else host
+    port = settings.port if port is None else port
+    home = toolgate_home()
+    with contextlib.ExitStack() as cleanup:
+        keys = AgentKeyStore(home / STATE_FILE_NAME)
+        cleanup.callback(keys.close)
+        identity = AgentIdentity.from_config(loaded.config, keys)
+        check_bind(host, identity)  # UnsafeBindError (a ConfigError): exit 3
+        sock = _listen(host, port)
+        cleanup.callback(sock.close)
+        gateway = build_gateway(
+            loaded, include_demo=loaded.path is None, home=home, approver="queue", audit="write"
+        )
+        cleanup.callback(gateway.close)  # after the lifespan's aclose: a no-op then
+        url = _base_url(sock)
+        app = build_app(
+            gateway,
+            authenticate=identity.authenticate,
+            is_operator=identity.is_operator,
+            approval_policy=ApprovalPolicy(loaded.config.approval.approval_rules()),
+            limits=ApiLimits(
+                max_body_bytes=settings.max_body_bytes, request_timeout=settings.request_timeout
+            ),
+            public_url=url,
+        )
+        _print_banner(state, url, app, identity, tools=len(gateway.registry))
+        server = uvicorn.Server(
+            uvicorn.Config(
+                app,
+                interface="asgi3",
+                lifespan="on",
+                log_level="warning",
+                access_log=False,
+                proxy_headers=False,  # the peer address is the client (no-key mode checks it)
+                server_header=False,
+                timeout_graceful_shutdown=GRACEFUL_SHUTDOWN,
+            )
+        )
+        with _stop_quietly():
+            server.run(sockets=[sock])
+        if not server.started:
+            raise CliFailure("the server did not start (see the errors above)")
+    state.err.print("toolgate stopped.")
+
+
+def _print_banner(state: CliState, url: str, app: Any, identity: AgentIdentity, tools: int) -> None:
+    out = state.out
+    loaded = state.loaded
+    source = (
+        "the demo tools (no toolgate.yaml found)"
+        if loaded is None or loaded.path is None
+        else loaded.label
+    )
+    out.print(Text(f"toolgate is serving {tools} tools from {source} on {url}", style="bold"))
+    rows = [
+        ("HTTP API", f"{url}/v1", f"OpenAPI: {url}/openapi.json"),
+        ("Health", f"{url}/healthz", ""),
+    ]
+    if app.mcp is not None:
+        rows.append(("MCP", f"{url}/mcp", "streamable HTTP"))
+    if app.ui is not None:
+        rows.append(("Web UI", f"{url}/", "catalog, approvals, audit, connections"))
+    for name, where, note in rows:
+        out.print(Text(f"  {name:<9} {where}" + (f"   ({note})" if note else "")), soft_wrap=True)
+    if identity.keys_configured:
+        out.print(
+            f"Agents: {len(identity.agents())} known; every request needs 'Authorization: "
+            "Bearer KEY' (toolgate agents list).",
+            soft_wrap=True,
+        )
+    else:
+        out.print(
+            "Agents: no keys, so only this machine is answered and every caller is the "
+            "'default' agent ('toolgate agents add NAME' creates a key).",
+            soft_wrap=True,
+        )
+    out.print("Press Ctrl+C to stop.")
+    sys.stdout.flush()
+
 
 def register(app: typer.Typer) -> None:
-    """Add these commands to ``app``."""
+    """Add ``toolgate serve``."""
+    app.command("serve", epilog=EXIT_CODES_HELP)(serve)

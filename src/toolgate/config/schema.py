@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
@@ -22,6 +23,7 @@ __all__ = [
     "PythonSource",
     "RateLimitsConfig",
     "ScriptsConfig",
+    "ServeConfig",
     "SourceEntry",
     "ToolFolderEntry",
 ]
@@ -239,10 +241,67 @@ class AuditConfig(_Section):
         return value
 
 
+#: The label that makes an agent an operator of ``toolgate serve`` (deciding approvals,
+#: revoking grants, reading the audit log, connecting capabilities over the HTTP API).
+OPERATOR_ROLE = ("role", "operator")
+
+_SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
+
+
 class AgentConfig(_Section):
-    """One entry of ``agents:``: the labels policies select the agent by."""
+    """One entry of ``agents:``: the labels policies select the agent by, and optionally the
+    SHA-256 of its API key (``toolgate agents add NAME`` keeps keys in ``$TOOLGATE_HOME``
+    instead, so this file keeps its comments)."""
 
     labels: dict[str, str] = Field(default_factory=dict)
+    """Labels for policies; ``role: operator`` lets the agent decide approvals over HTTP."""
+    key_sha256: str | None = None
+    """The hex SHA-256 of the agent's API key (``Authorization: Bearer <key>``); never the
+    key itself."""
+
+    @field_validator("key_sha256", mode="before")
+    @classmethod
+    def _hex_digest(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        text = value.strip().lower() if isinstance(value, str) else value
+        if isinstance(text, str) and text.startswith("sha256:"):
+            text = text.removeprefix("sha256:")
+        if not isinstance(text, str) or not _SHA256_HEX.match(text):
+            raise ValueError(
+                "must be the 64 hex digits of the key's SHA-256 (toolgate agents add NAME "
+                "creates a key and stores its hash for you)"
+            )
+        return text
+
+    @property
+    def operator(self) -> bool:
+        """Whether the agent has the ``role: operator`` label."""
+        key, value = OPERATOR_ROLE
+        return self.labels.get(key) == value
+
+
+#: The port ``toolgate serve`` listens on by default.
+DEFAULT_SERVE_PORT = 8470
+#: The largest request body the HTTP API reads (1 MiB).
+DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+#: Seconds an HTTP API request may take (calling a tool, or approving a call, gets the tool's
+#: timeout plus a margin when that is longer).
+DEFAULT_REQUEST_TIMEOUT = 30.0
+
+
+class ServeConfig(_Section):
+    """``serve:``: where ``toolgate serve`` listens and the HTTP API's limits (the command's
+    ``--host`` / ``--port`` options win over these)."""
+
+    host: str = Field(default="127.0.0.1", min_length=1)
+    """The address to listen on. Anything but loopback needs agent keys."""
+    port: int = Field(default=DEFAULT_SERVE_PORT, ge=0, le=65535)
+    """The TCP port (``0``: any free port, printed at start)."""
+    max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, ge=1024, le=256 * 1024 * 1024)
+    """Larger request bodies are refused with ``413``."""
+    request_timeout: float = Field(default=DEFAULT_REQUEST_TIMEOUT, gt=0, le=3600)
+    """Seconds a request may take before it is answered with ``504``."""
 
 
 class RateLimitsConfig(_Section):
@@ -282,8 +341,11 @@ class GatewayConfig(_Section):
     policies: list[Annotated[Any, BeforeValidator(_policy_entry)]] = Field(default_factory=list)
     """Inline Joch ``Policy`` resources (mappings) and paths of YAML files holding them."""
     agents: dict[str, AgentConfig] = Field(default_factory=dict)
-    """Agents by name, with their labels (for policies selecting agents by label)."""
+    """Agents by name, with their labels (for policies selecting agents by label) and
+    optionally their API key's hash."""
     rate_limits: RateLimitsConfig = Field(default_factory=RateLimitsConfig)
+    serve: ServeConfig = Field(default_factory=ServeConfig)
+    """Where ``toolgate serve`` listens, and the HTTP API's limits."""
 
     def agent_labels(self) -> dict[str, dict[str, str]]:
         """The labels of every declared agent, by name."""

@@ -1,0 +1,180 @@
+"""``build_api``: the HTTP API as one FastAPI application.
+
+Routes (all JSON; errors are RFC 9457 problems, see :mod:`.problems`):
+
+* agents — ``GET /v1/tools``, ``GET /v1/tools/{id}``, ``POST /v1/tools/{id}/call``,
+  ``GET /v1/export/{openai,openai-responses,anthropic,gemini,mcp}``, ``GET /v1/status``,
+  ``GET /v1/me``; filtered by the calling agent;
+* approvals — ``GET /v1/approvals``, ``GET /v1/approvals/{id}``,
+  ``POST /v1/approvals/{id}/decision``, ``GET /v1/grants``, ``DELETE /v1/grants/{id}``;
+* operators — ``GET /v1/audit``, ``GET /v1/alerts``, ``GET /v1/diagnostics``,
+  ``GET /v1/connections``, ``POST|DELETE /v1/connections/{capability}``;
+* ``GET /healthz`` (no key needed) and ``GET /openapi.json``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.routing import APIRoute
+from starlette.responses import Response
+from starlette.types import Scope
+
+from ...errors import ApprovalClosedError
+from ...gateway import Gateway
+from ...pipeline.approval_policy import ApprovalPolicy
+from .approvals import approvals_router
+from .audit import audit_router
+from .calls import CALL_PREFIX, CALL_SUFFIX, FastCallMiddleware
+from .connections import connections_router
+from .deps import ERRORS, ApiContext, reject_unknown_query
+from .limits import CALL_MARGIN, ApiLimits, RequestLimitsMiddleware
+from .models import Health
+from .problems import PROBLEM_JSON, ApiJSONResponse, install_problem_handlers
+from .tools import tools_router
+
+__all__ = ["build_api"]
+
+_APPROVALS = "/v1/approvals/"
+_DECISION = "/decision"
+
+
+def _version() -> str:
+    try:
+        return version("toolgate")
+    except PackageNotFoundError:  # running from a source tree that is not installed
+        return "0+unknown"
+
+
+def _nobody(agent: str) -> bool:
+    return False
+
+
+def _call_budget(gateway: Gateway) -> Callable[[Scope], float | None]:
+    """More time for requests that run a tool — a call, and approving a request (which runs
+    the approved call) — than for the others: the tool's timeout plus a margin, so that the
+    tool's own timeout always ends it first."""
+
+    def tool_time(tool_id: str) -> float | None:
+        entry = gateway.registry.get(tool_id)
+        return None if entry is None else entry.tool.timeout + CALL_MARGIN
+
+    def budget(scope: Scope) -> float | None:
+        path: str = scope.get("path", "")
+        if scope.get("method") != "POST":
+            return None
+        if path.startswith(CALL_PREFIX) and path.endswith(CALL_SUFFIX):
+            return tool_time(path[len(CALL_PREFIX) : -len(CALL_SUFFIX)])
+        if path.startswith(_APPROVALS) and path.endswith(_DECISION) and gateway.approvals:
+            try:
+                request = gateway.approvals.get(path[len(_APPROVALS) : -len(_DECISION)])
+            except ApprovalClosedError:
+                return None
+            return tool_time(request.tool_id)
+        return None
+
+    return budget
+
+
+def _operation_id(route: APIRoute) -> str:
+    return route.name
+
+
+def _problems_only(app: FastAPI) -> Callable[[], dict[str, Any]]:
+    """``app.openapi`` with every error response documented as ``application/problem+json``
+    only (FastAPI would also list ``application/json`` for a response model)."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = generate()
+            problem = {"schema": {"$ref": "#/components/schemas/Problem"}}
+            for operations in schema.get("paths", {}).values():
+                for operation in operations.values():
+                    default = operation.get("responses", {}).get("default")
+                    if default is not None:
+                        default["content"] = {PROBLEM_JSON: problem}
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    return openapi
+
+
+def build_api(
+    gateway: Gateway,
+    *,
+    authenticate: Callable[[Request], str],
+    is_operator: Callable[[str], bool] | None = None,
+    approval_policy: ApprovalPolicy | None = None,
+    limits: ApiLimits | None = None,
+    approve_link: str | None = None,
+) -> FastAPI:
+    """The HTTP API over ``gateway``.
+
+    ``authenticate(request)`` names the calling agent or raises
+    :class:`~toolgate.serve.identity.AuthenticationError` (401); ``is_operator(agent)`` says
+    who may use the operator routes (default: nobody). ``approval_policy`` (the operator's
+    ``approval.rules``) makes ``requires_approval`` in the catalog exact. ``limits`` bound
+    every request's body and duration. ``approve_link`` is the web UI's page deciding a request
+    (with ``{id}``), given to agents whose call waits for approval.
+
+    The gateway is neither started nor closed here (see :func:`toolgate.serve.app.build_app`).
+    """
+    limits = limits or ApiLimits()
+    app = FastAPI(
+        title="toolgate",
+        version=_version(),
+        summary="One gateway for every tool an AI agent calls.",
+        description="Tools, calls, approvals, grants, audit, health and connections of a "
+        "toolgate gateway. Send 'Authorization: Bearer <key>' (see /v1/me). Every error is an "
+        "RFC 9457 problem (application/problem+json) with a stable 'code'.",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url="/openapi.json",
+        default_response_class=ApiJSONResponse,
+        generate_unique_id_function=_operation_id,
+        dependencies=[Depends(reject_unknown_query)],
+    )
+    install_problem_handlers(app)
+    context = ApiContext(
+        gateway=gateway,
+        authenticate=authenticate,
+        is_operator=is_operator or _nobody,
+        approval_policy=approval_policy,
+        approve_link=approve_link,
+    )
+    app.include_router(tools_router(context), tags=["tools"])
+    app.include_router(approvals_router(context), tags=["approvals"])
+    app.include_router(audit_router(context), tags=["operators"])
+    app.include_router(connections_router(context), tags=["connections"])
+
+    @app.get(
+        "/healthz", response_model=Health, responses=ERRORS, tags=["server"], summary="Liveness"
+    )
+    def healthz() -> Response:
+        """Alive, how many tools are registered, and the audit log's health (no key needed).
+        `degraded` when the audit log failed to write: tools above local_write then refuse to
+        run until it recovers."""
+        log = gateway.audit
+        healthy = log is None or log.healthy
+        return ApiJSONResponse(
+            {
+                "status": "ok" if healthy else "degraded",
+                "tools": len(gateway.registry),
+                "audit": {
+                    "enabled": log is not None,
+                    "healthy": healthy,
+                    "lost": 0 if log is None else log.lost,
+                    "pending": 0 if log is None else log.pending,
+                },
+            }
+        )
+
+    app.openapi = _problems_only(app)  # type: ignore[method-assign]
+    # The last added is the outermost: limits first, then the fast path of tool calls.
+    app.add_middleware(FastCallMiddleware, context=context)
+    app.add_middleware(RequestLimitsMiddleware, limits=limits, budget=_call_budget(gateway))
+    return app

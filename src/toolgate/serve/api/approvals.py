@@ -1,0 +1,135 @@
+"""Routes for deciding approval requests and managing "always allow" grants.
+
+Who may decide: operators (agents labelled ``role: operator``; without keys, the local
+``default`` caller) — and never for a request their own agent name made, so an agent cannot
+approve itself. An agent may follow its own request (``GET /v1/approvals/{id}``).
+"""
+
+# No ``from __future__ import annotations``: FastAPI reads the route annotations at runtime.
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends
+from starlette.responses import Response
+
+from ...approvals import ApprovalService
+from ...errors import ApprovalClosedError, ErrorCode
+from ...model import ApprovalRequest, ApprovalStatus
+from .deps import ERRORS, ApiContext, Caller, caller_dependencies
+from .models import ApprovalDetail, ApprovalList, DecisionRequest, DecisionResult, GrantList
+from .problems import ApiJSONResponse, ApiProblem, HttpErrorCode
+from .views import approval_view, grant_view, outcome_view
+
+__all__ = ["approvals_router"]
+
+
+def approvals_router(context: ApiContext) -> APIRouter:
+    """The approval and grant routes."""
+    gateway = context.gateway
+    caller, operator = caller_dependencies(context)
+    Agent = Annotated[Caller, Depends(caller)]
+    Operator = Annotated[Caller, Depends(operator)]
+    router = APIRouter(prefix="/v1", responses=ERRORS)
+
+    def service() -> ApprovalService:
+        if gateway.approvals is None:
+            raise ApiProblem(
+                404,
+                HttpErrorCode.NOT_FOUND,
+                "approvals are not enabled on this gateway (it was built without an approver)",
+            )
+        return gateway.approvals
+
+    def find(request_id: str) -> ApprovalRequest:
+        try:
+            return service().get(request_id)
+        except ApprovalClosedError:
+            raise ApiProblem(
+                404, HttpErrorCode.NOT_FOUND, f"no approval request {request_id!r}"
+            ) from None
+
+    def view(request: ApprovalRequest) -> dict[str, object]:
+        entry = gateway.registry.get(request.tool_id)
+        return approval_view(request, None if entry is None else entry.tool)
+
+    @router.get("/approvals", response_model=ApprovalList, summary="Pending approval requests")
+    def list_approvals(who: Operator) -> Response:
+        """Requests waiting for a decision, oldest first (operators only)."""
+        found = [] if gateway.approvals is None else gateway.approvals.pending()
+        return ApiJSONResponse({"approvals": [view(request) for request in found]})
+
+    @router.get("/approvals/{approval_id}", response_model=ApprovalDetail, summary="Show a request")
+    def show_approval(approval_id: str, who: Agent) -> Response:
+        """A request in any state, with the call's outcome once decided. Operators see any
+        request and its log; an agent sees only the requests its own calls made."""
+        request = find(approval_id)
+        if not who.operator and request.agent != who.agent:
+            raise ApiProblem(404, HttpErrorCode.NOT_FOUND, f"no approval request {approval_id!r}")
+        result = service().result(approval_id)
+        return ApiJSONResponse(
+            {
+                "approval": view(request),
+                "outcome": None if result is None else outcome_view(result),
+                "events": service().events(approval_id) if who.operator else [],
+            }
+        )
+
+    @router.post(
+        "/approvals/{approval_id}/decision",
+        response_model=DecisionResult,
+        summary="Decide a request",
+    )
+    async def decide_approval(approval_id: str, body: DecisionRequest, who: Operator) -> Response:
+        """Approve once (the call runs now), always allow (it runs, and a grant stops asking
+        for this tool in this workspace), or deny. The outcome is also kept for the agent's
+        retry of the same call. Operators only, and never for a request of their own agent."""
+        request = find(approval_id)
+        if request.agent == who.agent:
+            hint = (
+                " Without agent keys every caller is 'default', so the API cannot tell you "
+                "apart from the agent: decide it in the web UI or with 'toolgate approvals "
+                f"approve {approval_id}', or give your agents keys (toolgate agents add NAME)."
+                if who.agent == "default"
+                else ""
+            )
+            raise ApiProblem(
+                403,
+                ErrorCode.FORBIDDEN,
+                f"agent {who.agent!r} made this request and cannot decide it itself.{hint}",
+            )
+        if request.status is not ApprovalStatus.PENDING:
+            raise ApiProblem(
+                409,
+                ErrorCode.APPROVAL_CLOSED,
+                f"approval request {approval_id} is {request.status}, not pending",
+            )
+        outcome = await service().decide(
+            approval_id,
+            body.decision,
+            by=who.agent,
+            message=body.message,
+            grant_ttl=body.grant_ttl,
+        )
+        return ApiJSONResponse(
+            {"approval": view(service().get(approval_id)), "outcome": outcome_view(outcome)}
+        )
+
+    @router.get("/grants", response_model=GrantList, summary="Always-allow grants")
+    def list_grants(who: Operator) -> Response:
+        """Live "always allow" grants, newest first (operators only)."""
+        found = [] if gateway.approvals is None else gateway.approvals.grants()
+        return ApiJSONResponse({"grants": [grant_view(grant) for grant in found]})
+
+    @router.delete(
+        "/grants/{grant_id}",
+        status_code=204,
+        response_class=Response,
+        summary="Revoke a grant",
+    )
+    def revoke_grant(grant_id: str, who: Operator) -> Response:
+        """Revoke a grant: calls it covered need approval again (operators only)."""
+        if not service().revoke(grant_id):
+            raise ApiProblem(404, HttpErrorCode.NOT_FOUND, f"no live grant {grant_id!r}")
+        return Response(status_code=204)
+
+    return router

@@ -1,0 +1,163 @@
+"""Request limits of the HTTP API: the body size and the time a request may take.
+
+One pure ASGI middleware (no per-request framework objects: it sits on the hot path of every
+tool call). It reads the whole body first, refusing it with ``413`` as soon as it is over the
+limit — before the body is parsed, and at once when ``Content-Length`` already says so — then
+hands it to the application. The whole exchange runs under a deadline; a request past it is
+answered ``504`` (when no response has started yet) and its handler is cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ...config.schema import DEFAULT_MAX_BODY_BYTES, DEFAULT_REQUEST_TIMEOUT
+from ...errors import ErrorCode
+from .problems import HttpErrorCode, problem_response
+
+__all__ = ["BODY_SCOPE_KEY", "ApiLimits", "RequestLimitsMiddleware"]
+
+#: Where the body read is left for the application (bytes), see :mod:`.calls`.
+BODY_SCOPE_KEY: Final = "toolgate.body"
+
+#: Seconds a tool call may take beyond its own timeout before the request times out (the
+#: security check, the approval stage and the audit write happen around the tool).
+CALL_MARGIN: Final = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class ApiLimits:
+    """Limits of every API request."""
+
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    """Larger bodies are refused with ``413``."""
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT
+    """Seconds before a request is answered ``504`` (a tool call, or approving one: at least
+    the tool's timeout plus :data:`CALL_MARGIN`)."""
+
+    def __post_init__(self) -> None:
+        if self.max_body_bytes < 1 or self.request_timeout <= 0:
+            raise ValueError("max_body_bytes and request_timeout must be positive")
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class _BadLength(Exception):
+    pass
+
+
+class RequestLimitsMiddleware:
+    """Bounds the body size and the duration of every HTTP request to ``app``.
+
+    ``budget(scope)`` may give a request more time than ``limits.request_timeout`` (the call
+    route gives its tool's timeout plus a margin); ``None`` keeps the default.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        limits: ApiLimits,
+        budget: Callable[[Scope], float | None] | None = None,
+    ) -> None:
+        self.app = app
+        self.limits = limits
+        self.budget = budget
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracked_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        seconds = self.limits.request_timeout
+        if self.budget is not None:
+            extra = self.budget(scope)
+            if extra is not None:
+                seconds = max(seconds, extra)
+        try:
+            declared = _content_length(scope)
+        except _BadLength as exc:
+            await problem_response(400, HttpErrorCode.INVALID_REQUEST, str(exc))(
+                scope, receive, send
+            )
+            return
+        deadline = asyncio.timeout(seconds)
+        try:
+            async with deadline:
+                if declared is not None and declared > self.limits.max_body_bytes:
+                    raise _TooLarge
+                body = await self._read_body(receive)
+                if body is None:
+                    return  # the client went away
+                scope[BODY_SCOPE_KEY] = body  # for the fast path of tool calls
+                await self.app(scope, _replay(body, receive), tracked_send)
+        except _TooLarge:
+            if not started:
+                await problem_response(
+                    413,
+                    HttpErrorCode.PAYLOAD_TOO_LARGE,
+                    f"the request body is larger than {self.limits.max_body_bytes:,} bytes",
+                    headers={"Connection": "close"},
+                )(scope, receive, send)
+        except TimeoutError:
+            if not deadline.expired():
+                raise  # the application's own timeout, not this deadline
+            if not started:
+                await problem_response(
+                    504,
+                    ErrorCode.TIMEOUT,
+                    f"the request did not finish within {seconds:g} seconds",
+                )(scope, receive, send)
+
+    async def _read_body(self, receive: Receive) -> bytes | None:
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.limits.max_body_bytes:
+                raise _TooLarge
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            text = value.decode("latin-1").strip()
+            if not text.isdigit():
+                raise _BadLength(f"Content-Length must be a number of bytes, not {text!r}")
+            return int(text)
+    return None
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that hands over the body already read, then waits on the client."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay

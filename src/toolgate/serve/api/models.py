@@ -1,0 +1,367 @@
+"""The HTTP API's request and response bodies, as pydantic models (they make the OpenAPI
+document; responses are built by :mod:`toolgate.serve.api.views` and checked against these by
+the schemathesis tests)."""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath, PureWindowsPath
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = [
+    "AgentInfo",
+    "AlertList",
+    "ApprovalDetail",
+    "ApprovalList",
+    "ApprovalView",
+    "AuditPage",
+    "CallOutcomeView",
+    "CallRequest",
+    "ConnectRequest",
+    "ConnectionList",
+    "ConnectionView",
+    "DecisionRequest",
+    "DecisionResult",
+    "DiagnosticList",
+    "GrantList",
+    "Health",
+    "Problem",
+    "StatusList",
+    "ToolDetail",
+    "ToolList",
+]
+
+_STRICT = ConfigDict(extra="forbid")
+
+
+class Problem(BaseModel):
+    """An RFC 9457 problem (``application/problem+json``)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str = Field(description="``urn:toolgate:problem:<code>``.")
+    title: str = Field(description="The HTTP status's reason phrase.")
+    status: int
+    detail: str = Field(description="What went wrong and what to do, for people and models.")
+    code: str = Field(description="The stable machine code (see the README's error table).")
+
+
+# -- requests -----------------------------------------------------------------------------------
+
+
+class CallRequest(BaseModel):
+    """The body of ``POST /v1/tools/{tool_id}/call`` (all optional)."""
+
+    model_config = _STRICT
+
+    arguments: dict[str, Any] = Field(
+        default_factory=dict, description="The tool's arguments (checked against its schema)."
+    )
+    session_id: str | None = Field(
+        default=None, min_length=1, max_length=200, description="Groups overflow files."
+    )
+    workspace: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=4096,
+        description="The absolute path of the folder the call acts on, on the gateway's host "
+        "(approvals and grants are per workspace).",
+    )
+
+    @field_validator("workspace")
+    @classmethod
+    def _absolute(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if "\x00" in value or not (
+            PurePosixPath(value).is_absolute() or PureWindowsPath(value).is_absolute()
+        ):
+            raise ValueError("must be an absolute path")
+        return value
+
+
+class DecisionRequest(BaseModel):
+    """The body of ``POST /v1/approvals/{approval_id}/decision``."""
+
+    model_config = _STRICT
+
+    decision: Literal["approve", "always", "deny"] = Field(
+        description="``approve``: run this call once; ``always``: run it and stop asking for "
+        "this tool in this workspace; ``deny``: refuse it."
+    )
+    message: str | None = Field(
+        default=None, max_length=2000, description="Why (shown to the agent on a denial)."
+    )
+    grant_ttl: float | None = Field(
+        default=None,
+        gt=0,
+        le=10 * 365 * 86400,
+        description="With ``always``: seconds the grant lasts (default: until revoked).",
+    )
+
+
+class ConnectRequest(BaseModel):
+    """The body of ``POST /v1/connections/{capability_id}``."""
+
+    model_config = _STRICT
+
+    values: dict[str, str] = Field(
+        description="Secrets (``requiredPreferenceNames``) and settings "
+        "(``publicPreferenceNames``) by name; an empty setting is removed. Values are stored "
+        "and never returned."
+    )
+
+
+# -- tools --------------------------------------------------------------------------------------
+
+
+class ToolSummary(BaseModel):
+    """One tool of the catalog."""
+
+    id: str = Field(description="``namespace:name``.")
+    name: str
+    namespace: str
+    title: str
+    description: str
+    provider_name: str = Field(description="The provider-safe name exports use.")
+    side_effect: str
+    requires_approval: bool
+    kind: str
+    source_format: str
+    source: str | None
+    capability: str | None
+    available: bool
+    unavailable_reason: str | None
+    phase: str = Field(description="Ready, Degraded, Unavailable or Failed.")
+    tile: str | None = Field(description="The tile's display line, arguments as <name>.")
+    examples: list[str]
+    dangerous: bool
+
+
+class ToolList(BaseModel):
+    tools: list[ToolSummary]
+
+
+class ToolStatusView(BaseModel):
+    """Health of one tool (Joch status field names)."""
+
+    tool: str
+    phase: str
+    totalCalls7d: int
+    failureRate7d: float
+    p50: float | None
+    p95: float | None
+    lastError: str | None
+    reason: str | None
+
+
+class ToolDetail(ToolSummary):
+    """One tool with its schemas and health."""
+
+    timeout: float
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any] | None
+    hints: dict[str, bool]
+    status: ToolStatusView
+
+
+class StatusList(BaseModel):
+    tools: list[ToolStatusView]
+
+
+class PendingApprovalView(BaseModel):
+    """The request a pending call waits on, and where it is decided."""
+
+    id: str
+    title: str
+    risk: str
+    facts: list[list[str]]
+    expires_at: float
+    status_url: str = Field(description="Where to follow it: ``GET`` gives its state.")
+    approve_url: str | None = Field(description="The web UI page deciding it, when served.")
+    cli: str = Field(description="The command that approves it.")
+
+
+class CallOutcomeView(BaseModel):
+    """How a call ended. ``text`` is what a model should read."""
+
+    status: Literal["ok", "error", "pending_approval"]
+    tool: str
+    call_id: str
+    text: str
+    content: Any = None
+    code: str | None = None
+    message: str | None = None
+    visualization: dict[str, Any] | None = None
+    overflow: dict[str, Any] | None = None
+    approval: PendingApprovalView | None = None
+    duration: float
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+# -- approvals and grants -----------------------------------------------------------------------
+
+
+class PermissionView(BaseModel):
+    type: str
+    key: str
+
+
+class ApprovalView(BaseModel):
+    """An approval request (times are Unix seconds)."""
+
+    id: str
+    tool: str
+    title: str
+    display: str | None
+    risk: str
+    facts: list[list[str]]
+    arguments: dict[str, Any]
+    workspace: str | None
+    agent: str | None
+    session_id: str | None
+    permission: PermissionView
+    security_message: str | None
+    status: str
+    created_at: float
+    expires_at: float
+    decision: str | None
+    decided_by: str | None
+    decided_at: float | None
+    decision_message: str | None
+
+
+class ApprovalList(BaseModel):
+    approvals: list[ApprovalView]
+
+
+class ApprovalDetail(BaseModel):
+    approval: ApprovalView
+    outcome: CallOutcomeView | None = Field(description="The call's outcome once decided.")
+    events: list[dict[str, Any]] = Field(description="Who asked, decided, ran (operators).")
+
+
+class DecisionResult(BaseModel):
+    approval: ApprovalView
+    outcome: CallOutcomeView
+
+
+class GrantView(BaseModel):
+    id: str
+    tool: str
+    workspace: str | None
+    permission: PermissionView
+    granted_by: str | None
+    granted_at: float
+    expires_at: float | None
+    approval_id: str | None
+
+
+class GrantList(BaseModel):
+    grants: list[GrantView]
+
+
+# -- audit, alerts, diagnostics -----------------------------------------------------------------
+
+
+class AuditRecordView(BaseModel):
+    """One call as the audit log keeps it (redacted)."""
+
+    time: float
+    call_id: str
+    tool_id: str
+    definition_hash: str | None
+    status: str
+    code: str | None
+    message: str | None
+    detail: str | None
+    duration: float
+    agent: str | None
+    session: str | None
+    workspace: str | None
+    approval_id: str | None
+    approval_decision: str | None
+    idempotency_key: str | None
+    args: Any = None
+    result: Any = None
+    visualization: Any = None
+    metadata: dict[str, Any]
+
+
+class AuditPage(BaseModel):
+    enabled: bool = Field(description="False when this gateway keeps no audit log.")
+    records: list[AuditRecordView]
+    total: int = Field(description="Records matching the filters.")
+    limit: int
+    offset: int
+    next_offset: int | None = Field(description="The ``offset`` of the next page, if any.")
+
+
+class AlertView(BaseModel):
+    source: str
+    level: str
+    message: str
+
+
+class AlertList(BaseModel):
+    alerts: list[AlertView]
+
+
+class DiagnosticView(BaseModel):
+    path: str
+    field: str | None
+    message: str
+    severity: str
+
+
+class DiagnosticList(BaseModel):
+    diagnostics: list[DiagnosticView]
+
+
+# -- connections --------------------------------------------------------------------------------
+
+
+class ConnectionView(BaseModel):
+    """A capability's connection (secret names only, never values)."""
+
+    id: str
+    title: str
+    connected: bool
+    missing: list[str]
+    problem: str | None
+    secrets: list[str] = Field(description="The secrets it needs (requiredPreferenceNames).")
+    settings: dict[str, str | None] = Field(description="Its public settings and their values.")
+    tools: list[str]
+
+
+class SecretStoreView(BaseModel):
+    description: str | None
+    problem: str | None
+
+
+class ConnectionList(BaseModel):
+    connections: list[ConnectionView]
+    secret_store: SecretStoreView
+
+
+# -- the caller and the server ------------------------------------------------------------------
+
+
+class AgentInfo(BaseModel):
+    agent: str = Field(description="Who this request was authenticated as.")
+    operator: bool = Field(description="Whether it may use the operator endpoints.")
+    instructions: str = Field(description="Capability guides for this agent.")
+
+
+class AuditHealth(BaseModel):
+    enabled: bool
+    healthy: bool
+    lost: int = Field(description="Records dropped since start (full queue, failed writes).")
+    pending: int
+
+
+class Health(BaseModel):
+    status: Literal["ok", "degraded"] = Field(description="degraded: the audit log failed.")
+    tools: int
+    audit: AuditHealth

@@ -1,0 +1,279 @@
+"""Errors as RFC 9457 problem details, and the one place each error becomes one.
+
+Every error response of the HTTP API — ours and the framework's own (unknown path, wrong method,
+malformed JSON, a body that does not match the schema, a body too large, a timeout, a bug) — is
+``application/problem+json``::
+
+    {"type": "urn:toolgate:problem:tool_not_found", "title": "Not Found", "status": 404,
+     "detail": "no tool named 'demo:ad'; did you mean demo:add?", "code": "tool_not_found"}
+
+``code`` is stable: a :class:`~toolgate.errors.ErrorCode` value where one fits (``forbidden``,
+``tool_not_found``, ``approval_closed``, ``timeout``, ``unavailable``, ``crashed``), else one of the
+HTTP-level :class:`HttpErrorCode` values. ``type`` is ``urn:toolgate:problem:<code>``; ``title`` is
+the status's reason phrase. Validation problems add ``errors``: one entry per failing field.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Mapping
+from enum import StrEnum
+from http import HTTPStatus
+from typing import Any, Final
+
+from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from ...audit.sqlite_log import AuditStoreError
+from ...errors import ApprovalClosedError, ErrorCode, ToolNotFoundError
+from ..identity import AuthenticationError
+
+__all__ = [
+    "PROBLEM_JSON",
+    "ApiJSONResponse",
+    "ApiProblem",
+    "HttpErrorCode",
+    "install_problem_handlers",
+    "problem_response",
+]
+
+log = logging.getLogger("toolgate.serve")
+
+#: The media type of every error response.
+PROBLEM_JSON: Final = "application/problem+json"
+
+
+class HttpErrorCode(StrEnum):
+    """Codes of HTTP-level problems that no tool call can have (the rest are
+    :class:`~toolgate.errors.ErrorCode` values)."""
+
+    UNAUTHENTICATED = "unauthenticated"
+    """No API key, or one that is unknown or revoked (401)."""
+    NOT_FOUND = "not_found"
+    """No such path, approval request, grant or capability (404)."""
+    METHOD_NOT_ALLOWED = "method_not_allowed"
+    """The path exists but not with this method (405; ``Allow`` lists the methods)."""
+    PAYLOAD_TOO_LARGE = "payload_too_large"
+    """The request body is over the limit (413)."""
+    INVALID_REQUEST = "invalid_request"
+    """The body is not valid JSON (400), or a field does not match the schema (422)."""
+
+
+def _sanitize(value: Any) -> Any:
+    """``value`` with every non-finite float replaced by ``None`` (JSON has no NaN)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Mapping):
+        return {str(k): _sanitize(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_sanitize(v) for v in value]
+    return value
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, (tuple, set, frozenset)):
+        return list(value)
+    return str(value)
+
+
+_ENCODER = json.JSONEncoder(
+    ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=_default
+)
+
+
+def render_json(value: Any) -> bytes:
+    """Strict JSON: non-finite floats become ``null`` and other values their ``str``, so that
+    what a tool returned can never make a response fail to render."""
+    try:
+        text = _ENCODER.encode(value)
+    except ValueError:  # NaN or infinity somewhere (a tool's result, a statistic)
+        text = _ENCODER.encode(_sanitize(value))
+    return text.encode("utf-8")
+
+
+class ApiJSONResponse(JSONResponse):
+    """Every JSON body of the API, rendered with :func:`render_json`."""
+
+    def render(self, content: Any) -> bytes:
+        return render_json(content)
+
+
+class _ProblemResponse(ApiJSONResponse):
+    media_type = PROBLEM_JSON
+
+
+def problem_response(
+    status: int,
+    code: ErrorCode | HttpErrorCode | str,
+    detail: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> Response:
+    """An ``application/problem+json`` response."""
+    body: dict[str, Any] = {
+        "type": f"urn:toolgate:problem:{code}",
+        "title": HTTPStatus(status).phrase,
+        "status": status,
+        "detail": detail,
+        "code": str(code),
+    }
+    if extra:
+        body.update(extra)
+    return _ProblemResponse(body, status_code=status, headers=dict(headers or {}))
+
+
+class ApiProblem(Exception):
+    """Raise in a route to answer with a problem."""
+
+    def __init__(
+        self,
+        status: int,
+        code: ErrorCode | HttpErrorCode,
+        detail: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.code = code
+        self.detail = detail
+        self.headers = headers
+        self.extra = extra
+
+    def response(self) -> Response:
+        """The problem as a response."""
+        return problem_response(
+            self.status, self.code, self.detail, headers=self.headers, extra=self.extra
+        )
+
+
+_HTTP_CODES: Final[dict[int, ErrorCode | HttpErrorCode]] = {
+    400: HttpErrorCode.INVALID_REQUEST,
+    401: HttpErrorCode.UNAUTHENTICATED,
+    403: ErrorCode.FORBIDDEN,
+    404: HttpErrorCode.NOT_FOUND,
+    405: HttpErrorCode.METHOD_NOT_ALLOWED,
+    413: HttpErrorCode.PAYLOAD_TOO_LARGE,
+    422: HttpErrorCode.INVALID_REQUEST,
+    504: ErrorCode.TIMEOUT,
+}
+
+_HTTP_DETAILS: Final[dict[int, str]] = {
+    404: "no such path in the toolgate API (see /openapi.json)",
+    405: "this path does not accept this method (the Allow header lists the ones it does)",
+}
+
+
+def _pointer(loc: tuple[Any, ...] | list[Any]) -> str:
+    """A validation error's location as a JSON pointer into the part it names."""
+    return "/" + "/".join(str(part).replace("~", "~0").replace("/", "~1") for part in loc)
+
+
+def _validation_problem(exc: RequestValidationError) -> Response:
+    errors = list(exc.errors())
+    for error in errors:
+        if error.get("type") == "json_invalid":
+            loc = error.get("loc", ())
+            position = loc[1] if len(loc) > 1 else "?"
+            reason = (error.get("ctx") or {}).get("error", "invalid JSON")
+            return problem_response(
+                400,
+                HttpErrorCode.INVALID_REQUEST,
+                f"the request body is not valid JSON: {reason} (at character {position})",
+            )
+    details = [
+        {
+            "in": str(error["loc"][0]) if error.get("loc") else "request",
+            "pointer": _pointer(tuple(error.get("loc", ()))[1:]),
+            "message": str(error.get("msg", "invalid")),
+            "type": str(error.get("type", "invalid")),
+        }
+        for error in errors
+    ]
+    summary = "; ".join(f"{d['in']} {d['pointer']}: {d['message']}" for d in details[:5])
+    more = f" (and {len(details) - 5} more)" if len(details) > 5 else ""
+    return problem_response(
+        422,
+        HttpErrorCode.INVALID_REQUEST,
+        f"the request does not match the API's schema: {summary}{more}",
+        extra={"errors": details},
+    )
+
+
+def install_problem_handlers(app: FastAPI) -> None:
+    """Answer every error of ``app`` — including the framework's own — with a problem."""
+
+    async def on_problem(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, ApiProblem)
+        return exc.response()
+
+    async def on_authentication(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, AuthenticationError)
+        return problem_response(
+            401,
+            HttpErrorCode.UNAUTHENTICATED,
+            exc.message,
+            headers={"WWW-Authenticate": 'Bearer realm="toolgate"'},
+        )
+
+    async def on_http(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        status = exc.status_code
+        code = _HTTP_CODES.get(
+            status, HttpErrorCode.INVALID_REQUEST if status < 500 else ErrorCode.CRASHED
+        )
+        detail = _HTTP_DETAILS.get(status) or (
+            exc.detail if isinstance(exc.detail, str) else HTTPStatus(status).phrase
+        )
+        if status == 400 and detail == "There was an error parsing the body":
+            detail = "the request body cannot be parsed (JSON nested too deeply, or not text)"
+        return problem_response(status, code, detail, headers=exc.headers)
+
+    async def on_validation(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        return _validation_problem(exc)
+
+    async def on_tool_not_found(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, ToolNotFoundError)
+        return problem_response(
+            404,
+            ErrorCode.TOOL_NOT_FOUND,
+            exc.message,
+            extra={"suggestions": list(exc.suggestions)},
+        )
+
+    async def on_approval_closed(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, ApprovalClosedError)
+        return problem_response(409, ErrorCode.APPROVAL_CLOSED, exc.message)
+
+    async def on_audit_store(request: Request, exc: Exception) -> Response:
+        return problem_response(
+            503, ErrorCode.UNAVAILABLE, f"the audit log cannot be read now: {exc}"
+        )
+
+    async def on_crash(request: Request, exc: Exception) -> Response:
+        log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+        return problem_response(
+            500,
+            ErrorCode.CRASHED,
+            "the gateway failed while handling this request (a bug); the details are in the "
+            "server's log",
+        )
+
+    app.add_exception_handler(ApiProblem, on_problem)
+    app.add_exception_handler(AuthenticationError, on_authentication)
+    app.add_exception_handler(HTTPException, on_http)
+    app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(ToolNotFoundError, on_tool_not_found)
+    app.add_exception_handler(ApprovalClosedError, on_approval_closed)
+    app.add_exception_handler(AuditStoreError, on_audit_store)
+    app.add_exception_handler(Exception, on_crash)

@@ -1,0 +1,155 @@
+"""Routes for agents: the catalog, calls, exports, health, and who the caller is.
+
+Everything here is filtered by the calling agent: a tool is listed, shown and exported exactly
+when a call by that agent would not be refused as ``forbidden``.
+"""
+
+# No ``from __future__ import annotations``: FastAPI reads the route annotations at runtime.
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends
+from starlette.responses import Response
+
+from ...errors import ErrorCode
+from ...exporters import EXPORT_FORMATS, export_tools
+from ...registry import RegisteredTool
+from .calls import run_call, workspace_exists
+from .deps import ERRORS, ApiContext, Caller, caller_dependencies
+from .models import AgentInfo, CallOutcomeView, CallRequest, StatusList, ToolDetail, ToolList
+from .problems import ApiJSONResponse, ApiProblem
+from .views import status_view, tool_detail, tool_summary
+
+__all__ = ["tools_router"]
+
+_EXPORT_SUMMARIES = {
+    "openai": "OpenAI Chat Completions `tools`",
+    "openai-responses": "OpenAI Responses API function tools",
+    "anthropic": "Anthropic Messages API `tools`",
+    "gemini": "Gemini `functionDeclarations`",
+    "mcp": "MCP `tools/list` entries",
+}
+
+
+def tools_router(context: ApiContext) -> APIRouter:
+    """The agent-facing routes."""
+    gateway = context.gateway
+    caller, _ = caller_dependencies(context)
+    Agent = Annotated[Caller, Depends(caller)]
+    router = APIRouter(prefix="/v1", responses=ERRORS)
+
+    def visible(agent: str, tool_id: str) -> RegisteredTool:
+        entry = gateway.registry.get(tool_id)
+        if entry is not None and gateway.access.decide(entry.tool, agent).allowed:
+            return entry
+        # Not "forbidden", and no suggestion of a tool it may not call: an agent does not learn
+        # which tools it cannot call.
+        allowed = {tool.id for tool in gateway.list_tools(agent=agent)}
+        suggestions = [
+            tool for tool in gateway.registry.suggestions(tool_id, limit=10) if tool in allowed
+        ][:3]
+        hint = f"; did you mean {', '.join(suggestions)}?" if suggestions else ""
+        raise ApiProblem(
+            404,
+            ErrorCode.TOOL_NOT_FOUND,
+            f"no tool named {tool_id!r}{hint}",
+            extra={"suggestions": suggestions},
+        )
+
+    @router.get("/tools", response_model=ToolList, summary="List the tools this agent may call")
+    def list_tools(who: Agent) -> Response:
+        """Every tool the calling agent may call, with its side-effect level, whether calls
+        need approval, phase, source format and provider name."""
+        allowed = {tool.id for tool in gateway.list_tools(agent=who.agent)}
+        rows = [
+            tool_summary(entry, gateway.status(entry.tool.id), context.approval_policy)
+            for entry in gateway.entries()
+            if entry.tool.id in allowed
+        ]
+        return ApiJSONResponse({"tools": rows})
+
+    @router.get(
+        "/tools/{tool_id:path}",
+        response_model=ToolDetail,
+        summary="Show a tool",
+    )
+    def show_tool(tool_id: str, who: Agent) -> Response:
+        """One tool (by id or provider name): description, schemas, hints, health."""
+        entry = visible(who.agent, tool_id)
+        status = gateway.status(entry.tool.id)
+        return ApiJSONResponse(tool_detail(entry, status, context.approval_policy))
+
+    @router.post(
+        "/tools/{tool_id:path}/call",
+        response_model=CallOutcomeView,
+        summary="Call a tool",
+        responses={
+            202: {
+                "model": CallOutcomeView,
+                "description": "The call waits for a person's approval: `approval` says which "
+                "request, where to follow it and where to decide it. Calling again with the "
+                "same arguments attaches to the same request and, once approved, returns the "
+                "result.",
+            }
+        },
+    )
+    async def call_tool(
+        tool_id: str,
+        who: Agent,
+        body: Annotated[CallRequest | None, Body()] = None,
+    ) -> Response:
+        """Call a tool through the whole pipeline (validation, access, rate limits, approval,
+        execution, shaping, audit). The call's own errors are not HTTP errors: the body's
+        `status` is `error` with a stable `code` and a `message` written for the model (and
+        the HTTP status 200)."""
+        request = body or CallRequest()
+        if not workspace_exists(request):
+            raise ApiProblem(
+                422,
+                ErrorCode.INVALID_ARGUMENTS,
+                f"workspace: no such folder on the gateway's host: {request.workspace}",
+            )
+        return await run_call(context, who.agent, tool_id, request)
+
+    @router.get("/status", response_model=StatusList, summary="Health of the tools")
+    def list_statuses(who: Agent) -> Response:
+        """Phase, calls and failure rate over 7 days, latency and last error of each tool this
+        agent may call; operators also see declarations that fail to load (phase Failed)."""
+        if who.operator:
+            found = gateway.statuses()
+        else:
+            found = [gateway.status(tool.id) for tool in gateway.list_tools(agent=who.agent)]
+        return ApiJSONResponse({"tools": [status_view(status) for status in found]})
+
+    @router.get("/me", response_model=AgentInfo, summary="Who is calling")
+    def whoami(who: Agent) -> Response:
+        """The agent this request was authenticated as, whether it is an operator, and the
+        capability guides it should be given (MCP server instructions)."""
+        return ApiJSONResponse(
+            {
+                "agent": who.agent,
+                "operator": who.operator,
+                "instructions": gateway.agent_context(agent=who.agent),
+            }
+        )
+
+    for export_format in EXPORT_FORMATS:
+        router.add_api_route(
+            f"/export/{export_format}",
+            _exporter(context, export_format, caller),
+            methods=["GET"],
+            response_model=list[dict[str, Any]],
+            summary=f"Tool definitions as {_EXPORT_SUMMARIES[export_format]}",
+            description="The tools this agent may call, ready to pass to the provider.",
+            operation_id=f"export_{export_format.replace('-', '_')}",
+        )
+    return router
+
+
+def _exporter(context: ApiContext, export_format: str, caller: Any) -> Any:
+    gateway = context.gateway
+
+    def export(who: Annotated[Caller, Depends(caller)]) -> Response:
+        return ApiJSONResponse(export_tools(gateway.list_tools(agent=who.agent), export_format))
+
+    return export
