@@ -116,7 +116,7 @@ def serve(
     ] = None,
 ) -> None:
     """Serve the tools over HTTP: the JSON API at /v1 (OpenAPI at /openapi.json), /healthz,
-    and MCP and the web UI when they are built in.
+    and MCP and the web UI.
 
     Uses toolgate.yaml (./toolgate.yaml, else $TOOLGATE_HOME/toolgate.yaml); without one it
     serves the bundled demo tools. Calls that need approval wait in the queue (decide them with
@@ -126,7 +126,9 @@ def serve(
     import uvicorn
 
     from ..serve.api import ApiLimits
-    from ..serve.app import build_app
+    from ..serve.app import SubApp, build_app, http_authenticator
+    from ..serve.mcp_http import McpHttp
+    from ..serve.web import DEFAULT_ALLOWED_HOSTS, build_ui, identity_operator
 
     state = _state(ctx)
     if config is not None:
@@ -141,7 +143,7 @@ def serve(
         keys = AgentKeyStore(home / STATE_FILE_NAME)
         cleanup.callback(keys.close)
         identity = AgentIdentity.from_config(loaded.config, keys)
-        check_bind(host, identity)  # UnsafeBindError (a ConfigError): exit 3
+        loopback = check_bind(host, identity)  # UnsafeBindError (a ConfigError): exit 3
         sock = _listen(host, port)
         cleanup.callback(sock.close)
         gateway = build_gateway(
@@ -149,6 +151,20 @@ def serve(
         )
         cleanup.callback(gateway.close)  # after the lifespan's aclose: a no-op then
         url = _base_url(sock)
+        mcp = McpHttp(
+            gateway,
+            authenticate=http_authenticator(identity.authenticate),
+            approvals_url=url,
+            host=host,
+            max_body=settings.max_body_bytes,
+        )
+        ui = build_ui(
+            gateway,
+            require_operator=identity_operator(identity),
+            # On loopback the console answers only to loopback names (DNS rebinding); beyond
+            # it, keys are required and a rebinding page has none.
+            allowed_hosts=(*DEFAULT_ALLOWED_HOSTS, host) if loopback else None,
+        )
         app = build_app(
             gateway,
             authenticate=identity.authenticate,
@@ -158,6 +174,8 @@ def serve(
                 max_body_bytes=settings.max_body_bytes, request_timeout=settings.request_timeout
             ),
             public_url=url,
+            mcp=SubApp(mcp.app, mcp.lifespan),
+            ui=SubApp(ui),
         )
         _print_banner(state, url, app, identity, tools=len(gateway.registry))
         server = uvicorn.Server(

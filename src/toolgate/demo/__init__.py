@@ -27,6 +27,7 @@ from .tools import (
     fail,
     list_files,
     render_markdown,
+    send_message,
     shell_echo,
     show_code,
     table,
@@ -43,6 +44,7 @@ __all__ = [
     "fail",
     "list_files",
     "render_markdown",
+    "send_message",
     "shell_echo",
     "show_code",
     "table",
@@ -65,6 +67,7 @@ tools: list[FunctionTool[Any, Any]] = [
     shell_echo,
     big_output,
     fail,
+    send_message,
 ]
 
 #: The bundled demo tool folders (each sub-folder is one tool; namespace ``demo`` when configured).

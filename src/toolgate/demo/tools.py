@@ -28,6 +28,7 @@ __all__ = [
     "fail",
     "list_files",
     "render_markdown",
+    "send_message",
     "shell_echo",
     "show_code",
     "table",
@@ -329,3 +330,31 @@ def fail(message: str = "This demo tool always fails.") -> str:
         message: The error message to report.
     """
     raise ToolError(message)
+
+
+def _confirm_message(arguments: Any) -> dict[str, Any]:
+    return {
+        "title": "Send a message",
+        "facts": [
+            {"label": "To", "value": str(arguments.get("to", ""))},
+            {"label": "Text", "value": str(arguments.get("text", ""))[:200]},
+        ],
+    }
+
+
+@tool(
+    namespace=_NS,
+    title="Send a message",
+    effect="communication",
+    build_confirmation=_confirm_message,
+    ui={"prefix": "Send", "args": {"text": {}, "to": {"prefix": "To"}}},
+)
+def send_message(to: str, text: str) -> dict[str, Any]:
+    """Send a short message to someone. It needs a person's approval first (a demo: nothing is
+    sent anywhere; the receipt says what would have been).
+
+    Args:
+        to: Who the message is for (a name or an address).
+        text: The message.
+    """
+    return {"sent": False, "to": to, "text": text, "note": "demo: messages are not delivered"}
