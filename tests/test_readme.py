@@ -31,7 +31,7 @@ def _commands() -> list[list[str]]:
 
 def test_the_readme_opens_with_the_two_setup_commands() -> None:
     head = README.split("## ", 1)[0]
-    assert "pip install -e . && toolgate demo" in head
+    assert "pip install -e . && toolgate serve" in head
     assert "pip install -e '.[test]' && python -m pytest" in head
 
 
