@@ -13,7 +13,7 @@ mcp = FastMCP("bench-peer")
 
 
 @mcp.tool
-def add(a: int, b: int) -> int:
+async def add(a: int, b: int) -> int:
     """Add two integers."""
     return a + b
 

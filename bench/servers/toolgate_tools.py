@@ -6,6 +6,6 @@ from toolgate import tool
 
 
 @tool(namespace="bench")
-def add(a: int, b: int) -> int:
+async def add(a: int, b: int) -> int:
     """Add two integers."""
     return a + b
