@@ -3,11 +3,12 @@
 Every server runs in its own process on 127.0.0.1 and is driven by ``wrk`` (Debian's package: a C
 load generator, so the client costs the 2 cores as little as possible) with a fixed request body,
 at 1 and 16 concurrent connections. All targets answer the same trivial tool call (add two
-integers) and each is checked once for the right answer before it is timed:
+integers; an ``async def`` tool in both MCP servers, so neither pays a worker-thread hop) and each
+is checked once for the right answer before it is timed:
 
 * ``starlette``  — a bare Starlette JSON endpoint: the floor of the framework stack.
 * ``fastmcp``    — FastMCP (pinned) serving the tool over stateless streamable HTTP, JSON responses.
-* ``tg_mcp``     — ``toolgate serve``: MCP ``tools/call`` at ``/mcp`` (stateless, JSON responses).
+* ``tg_mcp``     — ``toolgate serve``: MCP ``tools/call`` at ``/mcp`` (2026-07-28, sessionless).
 * ``tg_api``     — ``toolgate serve``: the HTTP API's call endpoint.
 
 toolgate runs with the audit log on (its default), as the goal asks.
