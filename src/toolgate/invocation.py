@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -14,9 +15,15 @@ from .registry import RegisteredTool
 __all__ = ["Invocation", "new_call_id"]
 
 
+# Call ids name calls in the audit log; they are not secrets (approval ids are, and stay drawn
+# from os.urandom). A generator seeded from the OS once per process makes them without a system
+# call each time.
+_ids = random.Random(os.urandom(32))
+
+
 def new_call_id() -> str:
     """A random, URL-safe call id (64 bits; unique enough for audit joins, cheap to make)."""
-    return "call_" + os.urandom(8).hex()
+    return f"call_{_ids.getrandbits(64):016x}"
 
 
 class Invocation:

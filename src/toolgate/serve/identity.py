@@ -26,6 +26,7 @@ local ``default`` caller is. Nobody decides a request their own agent name made.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import ipaddress
@@ -104,6 +105,7 @@ class Connection(Protocol):
         ...
 
 
+@functools.lru_cache(maxsize=1024)
 def is_loopback_address(host: str | None) -> bool:
     """Whether ``host`` is a loopback IP literal (``127.0.0.0/8``, ``::1``, IPv4-mapped)."""
     if not host:

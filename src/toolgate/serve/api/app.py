@@ -136,6 +136,9 @@ def build_api(
         openapi_url="/openapi.json",
         default_response_class=ApiJSONResponse,
         generate_unique_id_function=_operation_id,
+        # No OpenTelemetry instrumentation: toolgate's own audit log records every call, and the
+        # per-request check whether a tracer is configured costs more than a tool call.
+        telemetry={"tracing": False, "metrics": False, "logs": False, "operation_spans": False},
         dependencies=[Depends(reject_unknown_query)],
     )
     install_problem_handlers(app)
