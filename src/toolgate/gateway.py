@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ._loop_thread import LoopThread
 from .approvals import ApprovalService, Approver
-from .redaction import redact_values, text_pattern
 from .backends import Backend, PythonBackend
 from .backends.environment import ScriptEnvironment, received_values
 from .backends.processes import DEFAULT_MAX_OUTPUT
@@ -43,6 +42,7 @@ from .pipeline.security import SecurityCheckStage
 from .pipeline.shaping import ResultShaper
 from .pipeline.state import Stage
 from .python import FunctionTool
+from .redaction import redact_values, text_pattern
 from .registry import RegisteredTool, Registry
 from .schema_check import compile_schema
 from .secrets import SecretResolver, SecretStore

@@ -7,9 +7,9 @@ a ``tool_error``). It runs through :func:`~toolgate.backends.processes.run_proce
 environment (the safe system variables only), the workspace as working directory, capped output,
 and nothing it starts outlives the call.
 
-Joch calls these "sandboxed" commands. Sandboxing is not implemented yet, so the source binds an
-``os`` tool to this backend only when the operator opted in to host mode; otherwise the tool is
-unavailable and never reaches here.
+Joch calls these "sandboxed" commands. With a :class:`~toolgate.sandbox.runner.Sandbox` in the
+binding, a compartment-mode command runs under bubblewrap (see :mod:`toolgate.sandbox`); without
+one, it runs on the host.
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ from ..errors import ToolError
 from ..invocation import Invocation
 from ..model import OsCommandEntry, Tool
 from ..registry import RegisteredTool
+from ..sandbox.runner import Sandbox, SandboxUnavailableError
 from .base import BackendUnavailableError
 from .environment import ScriptEnvironment
-from .processes import DEFAULT_MAX_OUTPUT, ProcessStartError, run_process
+from .processes import DEFAULT_MAX_OUTPUT, ProcessResult, ProcessStartError, run_process
 from .script import interpret_result, script_input
 
 __all__ = ["OsCommandBackend", "OsCommandBinding", "command_unavailable_reason"]
@@ -43,6 +44,8 @@ class OsCommandBinding:
     """Builds the command's environment: never the gateway's own."""
     max_output: int = DEFAULT_MAX_OUTPUT
     """Bytes of stdout (and of stderr) the command may write before it is stopped."""
+    sandbox: Sandbox | None = None
+    """Runs compartment-mode commands under bubblewrap; ``None``: on the host."""
 
 
 def command_unavailable_reason(tool: Tool, environment: ScriptEnvironment) -> str | None:
@@ -79,17 +82,54 @@ class OsCommandBackend:
         binding = invocation.entry.binding
         if not isinstance(entry, OsCommandEntry) or not isinstance(binding, OsCommandBinding):
             raise BackendUnavailableError(f"{tool.id} is not bound to a command")
-        cwd = invocation.workspace or Path.cwd()
-        stdin = json.dumps(script_input(invocation, cwd=cwd)).encode("utf-8")
+        env = binding.environment.build(tool.env)
+        if binding.sandbox is None:
+            cwd = invocation.workspace or Path.cwd()
+            stdin = json.dumps(script_input(invocation, cwd=cwd)).encode("utf-8")
+            result = await _start(tool, list(entry.command), stdin, env, cwd, binding)
+            return interpret_result(tool.id, result, binding.max_output)
+        # The sandbox seam: the program by its full path (the sandbox has its own PATH).
+        argv = list(entry.command)
+        program = shutil.which(argv[0], path=env.get("PATH")) if "/" not in argv[0] else argv[0]
+        argv[0] = program or argv[0]
         try:
-            result = await run_process(
-                list(entry.command),
-                stdin=stdin,
-                env=binding.environment.build(tool.env),
-                cwd=cwd,
-                timeout=tool.timeout + _BACKSTOP_MARGIN,
-                max_output=binding.max_output,
-            )
-        except ProcessStartError as exc:
-            raise ToolError(f"Tool {tool.id} could not be started: {exc}") from None
+            async with binding.sandbox.prepare(
+                tool,
+                argv,
+                env=env,
+                workspace=invocation.workspace,
+                programs=argv[:1],
+                call_id=invocation.call_id,
+            ) as sandboxed:
+                if (described := sandboxed.describe()) is not None:
+                    invocation.metadata["sandbox"] = described
+                payload = json.dumps(script_input(invocation, cwd=sandboxed.workspace))
+                result = await _start(
+                    tool, sandboxed.argv, payload.encode(), sandboxed.env, sandboxed.cwd, binding
+                )
+                if described is not None:  # now with the egress records of the call
+                    invocation.metadata["sandbox"] = sandboxed.describe()
+        except SandboxUnavailableError as exc:
+            raise BackendUnavailableError(str(exc)) from None
         return interpret_result(tool.id, result, binding.max_output)
+
+
+async def _start(
+    tool: Tool,
+    argv: list[str],
+    stdin: bytes,
+    env: dict[str, str],
+    cwd: Path,
+    binding: OsCommandBinding,
+) -> ProcessResult:
+    try:
+        return await run_process(
+            argv,
+            stdin=stdin,
+            env=env,
+            cwd=cwd,
+            timeout=tool.timeout + _BACKSTOP_MARGIN,
+            max_output=binding.max_output,
+        )
+    except ProcessStartError as exc:
+        raise ToolError(f"Tool {tool.id} could not be started: {exc}") from None

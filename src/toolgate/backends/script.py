@@ -27,6 +27,7 @@ from ..invocation import Invocation
 from ..model import ScriptEntry, Tool
 from ..registry import RegisteredTool
 from ..runtimes import RUNTIMES, Runtime, runtime_for_extension
+from ..sandbox.runner import Sandbox, SandboxUnavailableError
 from .base import BackendUnavailableError, ToolTimeoutError
 from .environment import ScriptEnvironment
 from .processes import DEFAULT_MAX_OUTPUT, ProcessResult, ProcessStartError, run_process
@@ -117,8 +118,11 @@ class ScriptBackend:
         max_output: int = DEFAULT_MAX_OUTPUT,
         concurrency: int = 32,
         cwd: Path | None = None,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.environment = environment
+        self.sandbox = sandbox
+        """Runs compartment-mode tools under bubblewrap; ``None``: every tool on the host."""
         self.max_output = max_output
         self.concurrency = concurrency
         self.cwd = cwd
@@ -147,6 +151,8 @@ class ScriptBackend:
                 reason = "its security check cannot run: " + (
                     checker.unavailable_reason(script, path) or f"'{checker.name}' is missing"
                 )
+        if reason is None and self.sandbox is not None:
+            reason = self.sandbox.unavailable_reason(tool)
         return reason
 
     def run_inline(self, invocation: Invocation) -> Any:
@@ -166,20 +172,65 @@ class ScriptBackend:
         command = ScriptCommand.prepare(
             Path(entry.path), runtime, tool=tool, environment=self.environment, cwd=cwd
         )
-        stdin = json.dumps(script_input(invocation, cwd=cwd)).encode("utf-8")
-        async with self._slot(tool.id):
-            try:
-                result = await run_process(
+        if self.sandbox is None:
+            stdin = json.dumps(script_input(invocation, cwd=cwd)).encode("utf-8")
+            async with self._slot(tool.id):
+                result = await _start(tool.id, command.argv, stdin, command.env, cwd, tool, self)
+            return interpret_result(tool.id, result, self.max_output)
+        # The sandbox seam: the same command, wrapped (or unchanged for host-mode tools).
+        script = Path(entry.path)
+        try:
+            async with (
+                self._slot(tool.id),
+                self.sandbox.prepare(
+                    tool,
                     command.argv,
-                    stdin=stdin,
                     env=command.env,
-                    cwd=command.cwd,
-                    timeout=tool.timeout + _BACKSTOP_MARGIN,
-                    max_output=self.max_output,
+                    workspace=invocation.workspace or self.cwd,
+                    code=[script.parent],
+                    programs=command.argv[:1],
+                    call_id=invocation.call_id,
+                ) as sandboxed,
+            ):
+                if (described := sandboxed.describe()) is not None:
+                    invocation.metadata["sandbox"] = described
+                payload = json.dumps(script_input(invocation, cwd=sandboxed.workspace))
+                result = await _start(
+                    tool.id,
+                    sandboxed.argv,
+                    payload.encode("utf-8"),
+                    sandboxed.env,
+                    sandboxed.cwd,
+                    tool,
+                    self,
                 )
-            except ProcessStartError as exc:
-                raise ToolError(f"Tool {tool.id} could not be started: {exc}") from None
+                if described is not None:  # now with the egress records of the call
+                    invocation.metadata["sandbox"] = sandboxed.describe()
+        except SandboxUnavailableError as exc:
+            raise BackendUnavailableError(str(exc)) from None
         return interpret_result(tool.id, result, self.max_output)
+
+
+async def _start(
+    tool_id: str,
+    argv: list[str],
+    stdin: bytes,
+    env: dict[str, str],
+    cwd: Path,
+    tool: Tool,
+    backend: ScriptBackend,
+) -> ProcessResult:
+    try:
+        return await run_process(
+            argv,
+            stdin=stdin,
+            env=env,
+            cwd=cwd,
+            timeout=tool.timeout + _BACKSTOP_MARGIN,
+            max_output=backend.max_output,
+        )
+    except ProcessStartError as exc:
+        raise ToolError(f"Tool {tool_id} could not be started: {exc}") from None
 
 
 def _error_text(value: Any) -> str:

@@ -1,0 +1,227 @@
+"""An httpx2 transport that checks where it connects: SSRF protection for REST tools.
+
+REST tools (and anything the gateway fetches on behalf of a tool) send requests from the
+gateway's own process, so the egress proxy of the sandbox does not stand in front of them. This
+transport applies the same rules in-process (:mod:`toolgate.sandbox.addresses`):
+
+* every request (so every redirect hop, whoever follows it) is checked before it is sent: scheme
+  ``http``/``https``, the normalized host against an optional allowlist, a port of the gateway
+  itself (``deny_ports``), and a host that is an IP address (in any spelling) against the table;
+* every new connection resolves the name **once**, refuses the whole answer when any address is
+  not allowed (loopback, private, link-local, metadata, … unless the operator's CIDR grant for
+  the tool covers it; metadata never), and connects to a checked address — no second lookup, so
+  DNS rebinding cannot swap the address between check and use. TLS still verifies the name.
+
+A refusal raises :class:`~toolgate.sandbox.addresses.EgressRefusedError` (a ``PermissionError``)
+from ``client.send``; the request is never sent. Build clients with :func:`guarded_client`, which
+also sets ``trust_env=False`` (no proxy or ``.netrc`` from the environment: an environment proxy
+would make the proxy, not this transport, choose the address).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import ssl
+from collections.abc import Collection, Iterable
+from typing import Any
+
+import httpcore2
+import httpx2
+
+from ..sandbox.addresses import (
+    EgressRefusedError,
+    HostPattern,
+    IPAddress,
+    address_verdict,
+    host_allowed,
+    normalize_host,
+    parse_allowlist,
+    parse_cidr_grants,
+    parse_ip_host,
+)
+from ..sandbox.egress import EgressEvent, Resolver, system_resolver
+
+__all__ = ["GuardedTransport", "guarded_client"]
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+RESOLVE_TIMEOUT = 10.0
+
+
+class _GuardedBackend(httpcore2.AsyncNetworkBackend):
+    """Resolves once, checks every address, connects to a checked one."""
+
+    def __init__(self, guard: GuardedTransport) -> None:
+        self._guard = guard
+        self._inner = httpcore2.AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore2.AsyncNetworkStream:
+        guard = self._guard
+        name = guard.normalize(host, port)
+        addresses = await guard.resolve(name, port)
+        texts = tuple(str(a) for a in addresses)
+        for address in addresses:
+            verdict = address_verdict(address, guard.grants)
+            if verdict is not None:
+                reason = f"{name} resolves to {', '.join(texts)}: {verdict}"
+                guard.record(name, port, texts, False, reason)
+                raise EgressRefusedError(reason)
+        failures: list[str] = []
+        for address in addresses:  # the checked addresses only: never a second lookup
+            try:
+                stream = await self._inner.connect_tcp(
+                    str(address),
+                    port,
+                    timeout=timeout,
+                    local_address=local_address,
+                    socket_options=socket_options,
+                )
+            except (httpcore2.ConnectError, httpcore2.ConnectTimeout) as exc:
+                failures.append(f"{address}: {exc}")
+                continue
+            guard.record(name, port, texts, True, "allowed")
+            return stream
+        raise httpcore2.ConnectError(f"cannot connect to {name}:{port}: {'; '.join(failures)}")
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore2.AsyncNetworkStream:
+        raise EgressRefusedError("Unix sockets are not a destination a tool may reach")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+class GuardedTransport(httpx2.AsyncBaseTransport):
+    """An ``httpx2`` async transport that refuses disallowed destinations (module docs).
+
+    ``hosts``: a ``network`` permission the request host must match (``None``: any host, as
+    for a REST endpoint the operator wrote); ``cidr_grants``: the operator's grants for this
+    tool; ``deny_ports``: the gateway's own ports; ``resolver``: injectable for tests;
+    ``events``: a list to append an :class:`~toolgate.sandbox.egress.EgressEvent` to for every
+    allowed and refused destination (the call's audit record)."""
+
+    def __init__(
+        self,
+        *,
+        verify: ssl.SSLContext | bool = True,
+        hosts: Collection[str] | None = None,
+        cidr_grants: Collection[str] = (),
+        deny_ports: Collection[int] = (),
+        resolver: Resolver | None = None,
+        events: list[EgressEvent] | None = None,
+        max_connections: int = 10,
+    ) -> None:
+        self.patterns: tuple[HostPattern, ...] | None = (
+            None if hosts is None else parse_allowlist(hosts)
+        )
+        self.grants = parse_cidr_grants(cidr_grants)
+        self.deny_ports = frozenset(deny_ports)
+        self.resolver = resolver or system_resolver
+        self.events = events
+        context = (
+            verify if isinstance(verify, ssl.SSLContext) else httpx2.create_ssl_context(verify)
+        )
+        self._inner = httpx2.AsyncHTTPTransport(verify=context, trust_env=False)
+        if not isinstance(getattr(self._inner, "_pool", None), httpcore2.AsyncConnectionPool):
+            # Fail closed: on an httpx2 whose transport keeps its pool elsewhere, setting _pool
+            # would silently leave connections unchecked.
+            raise RuntimeError(
+                f"httpx2 {httpx2.__version__} is not supported by toolgate's guarded transport"
+            )
+        # The pool is httpx2's own (its exception mapping and streams stay as they are); only
+        # the network backend that opens connections is ours.
+        self._inner._pool = httpcore2.AsyncConnectionPool(
+            ssl_context=context,
+            max_connections=max_connections,
+            network_backend=_GuardedBackend(self),
+        )
+
+    def record(
+        self, host: str, port: int, addresses: tuple[str, ...], allowed: bool, reason: str
+    ) -> None:
+        if self.events is not None:
+            self.events.append(EgressEvent(host, port, addresses, allowed, reason, "HTTP"))
+
+    def normalize(self, host: str, port: int) -> str:
+        """The normalized host, or :class:`EgressRefusedError` (recorded) when it has none."""
+        try:
+            return normalize_host(host)
+        except ValueError as exc:
+            self.record(host, port, (), False, str(exc))
+            raise EgressRefusedError(str(exc)) from None
+
+    def check(self, scheme: str, host: str, port: int) -> None:
+        """Refuse (and record) a request the rules forbid before any connection is made."""
+        reason: str | None = None
+        literal = parse_ip_host(host)
+        if scheme not in _DEFAULT_PORTS:
+            reason = f"the scheme {scheme!r} is not http or https"
+        elif literal is not None:
+            reason = address_verdict(literal, self.grants)
+        if reason is None and port in self.deny_ports:
+            reason = f"port {port} is one of the gateway's own ports"
+        patterns = self.patterns
+        if reason is None and patterns is not None and not host_allowed(patterns, host, port):
+            allowed = ", ".join(str(p) for p in patterns) or "nothing"
+            reason = f"{host}:{port} is not in the tool's network permission ({allowed})"
+        if reason is not None:
+            self.record(host, port, (), False, reason)
+            raise EgressRefusedError(reason)
+
+    async def resolve(self, host: str, port: int) -> list[IPAddress]:
+        literal = parse_ip_host(host)
+        if literal is not None:
+            return [literal]
+        try:
+            answer = await asyncio.wait_for(self.resolver(host, port), RESOLVE_TIMEOUT)
+            addresses = [ipaddress.ip_address(text.split("%", 1)[0]) for text in answer]
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise httpcore2.ConnectError(f"cannot resolve {host}: {exc}") from None
+        if not addresses:
+            raise httpcore2.ConnectError(f"{host} has no address")
+        return addresses
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        scheme = request.url.scheme
+        host = self.normalize(request.url.host, request.url.port or 0)
+        port = request.url.port or _DEFAULT_PORTS.get(scheme, 0)
+        self.check(scheme, host, port)
+        return await self._inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def guarded_client(
+    *,
+    verify: ssl.SSLContext | bool = True,
+    hosts: Collection[str] | None = None,
+    cidr_grants: Collection[str] = (),
+    deny_ports: Collection[int] = (),
+    resolver: Resolver | None = None,
+    events: list[EgressEvent] | None = None,
+    **client_options: Any,
+) -> httpx2.AsyncClient:
+    """An ``httpx2.AsyncClient`` over a :class:`GuardedTransport`, ``trust_env=False``.
+    ``client_options`` go to the client (``timeout``, ``follow_redirects``, …); redirects it
+    follows are re-checked hop by hop, since each hop is a request through the transport."""
+    transport = GuardedTransport(
+        verify=verify,
+        hosts=hosts,
+        cidr_grants=cidr_grants,
+        deny_ports=deny_ports,
+        resolver=resolver,
+        events=events,
+    )
+    return httpx2.AsyncClient(transport=transport, trust_env=False, **client_options)

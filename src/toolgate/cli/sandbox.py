@@ -1,0 +1,95 @@
+"""``toolgate sandbox check``: what this host can enforce for compartment-mode tools.
+
+It starts a real sandbox (the namespaces and mounts a tool gets, with its limits) and reports:
+bubblewrap found and its version, whether a sandbox starts (user, PID, network, mount
+namespaces), which resource limits apply, and what happens to compartment tools under the
+configuration (``sandbox:`` in toolgate.yaml): they run sandboxed, are unavailable, or run on an
+unsandboxed host with a label. Exit code 0 when sandboxes work, 1 when they do not.
+"""
+
+# No ``from __future__ import annotations``: Typer reads the annotations at runtime.
+
+from typing import Annotated, Any
+
+import typer
+from rich.text import Text
+
+from ..config.files import load_config
+from ..sandbox.host import forget_probes, probe_host
+from ..sandbox.settings import SandboxConfig
+from .errors import EXIT_CODES_HELP
+from .options import CliState, print_json
+
+__all__ = ["register", "sandbox_report"]
+
+#: Exit code when this host cannot sandbox ("the command failed").
+EXIT_CANNOT_SANDBOX = 1
+
+sandbox_app = typer.Typer(
+    help="Check what the process sandbox (bubblewrap) can enforce on this host.",
+    epilog=EXIT_CODES_HELP,
+    no_args_is_help=True,
+)
+
+
+def _config(state: CliState) -> SandboxConfig:
+    """The ``sandbox:`` section of toolgate.yaml (defaults when there is none)."""
+    state.loaded = load_config(state.config_path)
+    section = getattr(state.loaded.config, "sandbox", None)
+    return section if isinstance(section, SandboxConfig) else SandboxConfig()
+
+
+def sandbox_report(config: SandboxConfig) -> dict[str, Any]:
+    """What ``sandbox check --json`` prints."""
+    forget_probes()  # a fresh answer: the operator may just have installed bubblewrap
+    host = probe_host(config.bwrap_path)
+    if host.works:
+        compartment = "run sandboxed"
+    elif config.unsandboxed_host:
+        compartment = "run on the host WITHOUT a sandbox, labelled 'unsandboxed-host'"
+    else:
+        compartment = "are unavailable"
+    return {
+        "bwrap": host.bwrap,
+        "bwrap_version": host.version,
+        "prlimit": host.prlimit,
+        "works": host.works,
+        "problem": host.problem,
+        "namespaces": "user, mount, pid, network, ipc, uts, cgroup" if host.works else None,
+        "limits": host.limit_notes() if host.works else {},
+        "compartment_tools": compartment,
+        "unsandboxed_host": config.unsandboxed_host,
+    }
+
+
+def check(
+    ctx: typer.Context,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Start a test sandbox and report what this host enforces."""
+    state = ctx.find_object(CliState) or CliState()
+    report = sandbox_report(_config(state))
+    if as_json:
+        print_json(report)
+    else:
+        out = state.out
+        if report["works"]:
+            out.print(Text.assemble(("Sandbox works", "green"), f": {report['bwrap']}"))
+            out.print(f"  bubblewrap: {report['bwrap_version'] or 'unknown version'}")
+            out.print(f"  namespaces: {report['namespaces']}")
+            out.print("  limits:")
+            for name, note in report["limits"].items():
+                out.print(f"    {name}: {note}", soft_wrap=True)
+        else:
+            out.print(Text.assemble(("Sandbox does not work", "red"), f": {report['problem']}"))
+        out.print(f"Compartment-mode tools {report['compartment_tools']}.", soft_wrap=True)
+    if not report["works"]:
+        raise typer.Exit(EXIT_CANNOT_SANDBOX)
+
+
+sandbox_app.command("check", epilog=EXIT_CODES_HELP)(check)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``toolgate sandbox``."""
+    app.add_typer(sandbox_app, name="sandbox")

@@ -1,0 +1,1 @@
+"""Operating-system sandbox for tools: process isolation and network egress control."""

@@ -1,0 +1,426 @@
+"""Host names, allowlists and IP address classes for tool egress (issue 8, "Network").
+
+Three things, shared by the egress proxy of sandboxed tools (:mod:`toolgate.sandbox.egress`) and
+the in-process HTTP transport of REST tools (:mod:`toolgate.backends.rest_transport`):
+
+* **Host names** are normalized before anything compares them: surrounding brackets removed,
+  lower case, IDNA (the ``idna`` codec, as the loaders use), one trailing dot removed. A host that
+  is an IP address in any spelling a C library or a browser would accept — ``2130706433``,
+  ``0x7f000001``, ``0177.0.0.1``, ``127.1``, ``[::ffff:127.0.0.1]`` — is recognised as that
+  address, never sent to a resolver as a name.
+* **Allowlists** (a tool's ``network`` permission): ``api.example.com`` matches that name only,
+  ``*.example.org`` matches any name *below* ``example.org`` (not ``example.org`` itself). A bare
+  ``*``, a wildcard over a top-level domain (``*.com``) or over digits, and a wildcard anywhere but
+  in front are refused when the list is parsed. Without a port a pattern allows ports 443 and 80;
+  ``host:port`` allows that port only.
+* **Address classes** come from an explicit table (below), not only from
+  :attr:`ipaddress.IPv4Address.is_global`: IPv6 forms that carry an IPv4 address (IPv4-mapped,
+  IPv4-compatible, IPv4-translated, NAT64, 6to4, Teredo) are classified by the IPv4 address they
+  embed, and IPv6 outside global unicast ``2000::/3`` is never public. Only ``public`` addresses
+  may be reached by default; an operator's CIDR grant may open loopback, private, link-local and
+  reserved ranges for one tool, never a cloud metadata address, an unspecified address or
+  multicast.
+"""
+
+from __future__ import annotations
+
+import enum
+import ipaddress
+import re
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+
+__all__ = [
+    "DEFAULT_PORTS",
+    "AddressClass",
+    "EgressRefusedError",
+    "HostPattern",
+    "IPAddress",
+    "IPNetwork",
+    "address_verdict",
+    "classify",
+    "host_allowed",
+    "normalize_host",
+    "parse_allowlist",
+    "parse_cidr_grants",
+    "parse_ip_host",
+    "parse_pattern",
+]
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+#: Ports a pattern without ``:port`` allows.
+DEFAULT_PORTS: frozenset[int] = frozenset({80, 443})
+
+
+class EgressRefusedError(PermissionError):
+    """A destination the tool may not reach; the message says why and what would allow it."""
+
+
+class AddressClass(enum.Enum):
+    """What an IP address is, for egress decisions (worst class wins for embedded forms)."""
+
+    PUBLIC = "public"
+    LOOPBACK = "loopback"
+    PRIVATE = "private"
+    LINK_LOCAL = "link-local"
+    METADATA = "metadata"
+    UNSPECIFIED = "unspecified"
+    MULTICAST = "multicast"
+    RESERVED = "reserved"
+
+
+#: Classes a CIDR grant can never open: metadata services hand out cloud credentials, and the
+#: unspecified address and multicast are not destinations at all (0.0.0.0 reaches this host).
+NEVER_GRANTED: frozenset[AddressClass] = frozenset(
+    {AddressClass.METADATA, AddressClass.UNSPECIFIED, AddressClass.MULTICAST}
+)
+
+
+def _table(*rows: tuple[str, AddressClass]) -> tuple[tuple[IPNetwork, AddressClass], ...]:
+    return tuple((ipaddress.ip_network(net), cls) for net, cls in rows)
+
+
+# Cloud metadata endpoints: AWS/GCP/Azure/OpenStack 169.254.169.254, AWS DNS and ECS task
+# metadata, AWS IPv6 IMDS and DNS, Alibaba, Azure's wire server (a public address!). Checked first.
+_METADATA = _table(
+    ("169.254.169.254/32", AddressClass.METADATA),
+    ("169.254.169.253/32", AddressClass.METADATA),
+    ("169.254.170.2/32", AddressClass.METADATA),
+    ("169.254.170.23/32", AddressClass.METADATA),
+    ("100.100.100.200/32", AddressClass.METADATA),
+    ("168.63.129.16/32", AddressClass.METADATA),
+    ("fd00:ec2::254/128", AddressClass.METADATA),
+    ("fd00:ec2::23/128", AddressClass.METADATA),
+)
+
+# IPv4 special-purpose registry (RFC 6890 and successors), the ranges that matter for egress.
+_IPV4 = _table(
+    ("0.0.0.0/32", AddressClass.UNSPECIFIED),
+    ("0.0.0.0/8", AddressClass.RESERVED),  # "this network"
+    ("10.0.0.0/8", AddressClass.PRIVATE),
+    ("100.64.0.0/10", AddressClass.PRIVATE),  # carrier-grade NAT
+    ("127.0.0.0/8", AddressClass.LOOPBACK),
+    ("169.254.0.0/16", AddressClass.LINK_LOCAL),
+    ("172.16.0.0/12", AddressClass.PRIVATE),
+    ("192.0.0.0/24", AddressClass.RESERVED),  # IETF protocol assignments
+    ("192.0.2.0/24", AddressClass.RESERVED),  # documentation TEST-NET-1
+    ("192.31.196.0/24", AddressClass.RESERVED),  # AS112
+    ("192.52.193.0/24", AddressClass.RESERVED),  # AMT
+    ("192.88.99.0/24", AddressClass.RESERVED),  # 6to4 relay anycast (deprecated)
+    ("192.168.0.0/16", AddressClass.PRIVATE),
+    ("192.175.48.0/24", AddressClass.RESERVED),  # AS112 direct delegation
+    ("198.18.0.0/15", AddressClass.RESERVED),  # benchmarking
+    ("198.51.100.0/24", AddressClass.RESERVED),  # documentation TEST-NET-2
+    ("203.0.113.0/24", AddressClass.RESERVED),  # documentation TEST-NET-3
+    ("224.0.0.0/4", AddressClass.MULTICAST),
+    ("240.0.0.0/4", AddressClass.RESERVED),  # includes 255.255.255.255 broadcast
+)
+
+# IPv6: everything outside 2000::/3 is non-public (see classify); these are the finer rows.
+_IPV6 = _table(
+    ("::/128", AddressClass.UNSPECIFIED),
+    ("::1/128", AddressClass.LOOPBACK),
+    ("100::/64", AddressClass.RESERVED),  # discard-only
+    ("100:0:0:1::/64", AddressClass.RESERVED),  # dummy prefix
+    ("2001::/23", AddressClass.RESERVED),  # IETF protocol assignments (Teredo handled before)
+    ("2001:db8::/32", AddressClass.RESERVED),  # documentation
+    ("3fff::/20", AddressClass.RESERVED),  # documentation
+    ("5f00::/16", AddressClass.RESERVED),  # SRv6 SIDs
+    ("fc00::/7", AddressClass.PRIVATE),  # unique local
+    ("fe80::/10", AddressClass.LINK_LOCAL),
+    ("fec0::/10", AddressClass.PRIVATE),  # site-local (deprecated)
+    ("ff00::/8", AddressClass.MULTICAST),
+)
+
+_GLOBAL_UNICAST_V6 = ipaddress.ip_network("2000::/3")
+_MAPPED = ipaddress.ip_network("::ffff:0:0/96")
+_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")
+_COMPATIBLE = ipaddress.ip_network("::/96")
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")
+_SIX_TO_FOUR = ipaddress.ip_network("2002::/16")
+_TEREDO = ipaddress.ip_network("2001::/32")
+
+# How bad a class is, for picking the worst of an address and what it embeds.
+_SEVERITY = {
+    AddressClass.PUBLIC: 0,
+    AddressClass.RESERVED: 1,
+    AddressClass.PRIVATE: 2,
+    AddressClass.LINK_LOCAL: 3,
+    AddressClass.LOOPBACK: 4,
+    AddressClass.MULTICAST: 5,
+    AddressClass.UNSPECIFIED: 6,
+    AddressClass.METADATA: 7,
+}
+
+
+def _worst(*classes: AddressClass) -> AddressClass:
+    return max(classes, key=_SEVERITY.__getitem__)
+
+
+def _lookup(
+    address: IPAddress, table: tuple[tuple[IPNetwork, AddressClass], ...]
+) -> AddressClass | None:
+    for network, cls in table:
+        if address.version == network.version and address in network:
+            return cls
+    return None
+
+
+def _embedded_v4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address carries (empty for an ordinary IPv6 address)."""
+    value = int(address)
+    low = ipaddress.IPv4Address(value & 0xFFFFFFFF)
+    if address in _MAPPED or address in _TRANSLATED or address in _NAT64:
+        return [low]
+    if address in _NAT64_LOCAL:
+        return [low]  # RFC 8215 local-use: the operator picks the layout; the /96 one is usual
+    if address in _COMPATIBLE and value > 1:  # "::a.b.c.d" (deprecated), not :: or ::1
+        return [low]
+    if address in _SIX_TO_FOUR:
+        return [ipaddress.IPv4Address((value >> 80) & 0xFFFFFFFF)]
+    if address in _TEREDO:
+        server = ipaddress.IPv4Address((value >> 64) & 0xFFFFFFFF)
+        client = ipaddress.IPv4Address(~value & 0xFFFFFFFF)  # stored inverted (RFC 4380)
+        return [server, client]
+    return []
+
+
+def classify(address: IPAddress) -> AddressClass:
+    """The class of ``address`` per the table of this module (worst of it and what it embeds)."""
+    if isinstance(address, ipaddress.IPv6Address) and address.scope_id:
+        address = ipaddress.IPv6Address(address.compressed.split("%", 1)[0])
+    metadata = _lookup(address, _METADATA)
+    if metadata is not None:
+        return metadata
+    if isinstance(address, ipaddress.IPv4Address):
+        found = _lookup(address, _IPV4)
+        if found is not None:
+            return found
+        # Belt and braces: anything the standard library does not consider global is reserved.
+        return AddressClass.PUBLIC if address.is_global else AddressClass.RESERVED
+    embedded = _embedded_v4(address)
+    if embedded:
+        own = AddressClass.PRIVATE if address in _NAT64_LOCAL else AddressClass.PUBLIC
+        if address in _COMPATIBLE or address in _MAPPED or address in _TRANSLATED:
+            own = AddressClass.PUBLIC  # judged only by the IPv4 address they stand for
+        return _worst(own, *(classify(v4) for v4 in embedded))
+    found = _lookup(address, _IPV6)
+    if found is not None:
+        return found
+    if address not in _GLOBAL_UNICAST_V6:
+        return AddressClass.RESERVED
+    return AddressClass.PUBLIC
+
+
+def parse_cidr_grants(grants: Iterable[str]) -> tuple[IPNetwork, ...]:
+    """Parse an operator's CIDR grants (``10.1.0.0/16``, ``127.0.0.1/32``, ``fd12::/64``).
+
+    Raises :class:`ValueError` naming the bad entry: not a network, host bits set, or a range
+    that contains a metadata address (a grant must never open those)."""
+    networks: list[IPNetwork] = []
+    for text in grants:
+        try:
+            network = ipaddress.ip_network(str(text).strip(), strict=True)
+        except ValueError as exc:
+            raise ValueError(
+                f"CIDR grant {text!r} is not a network such as 10.0.0.0/8: {exc}"
+            ) from None
+        for meta, _cls in _METADATA:
+            if meta.version == network.version and network.overlaps(meta):
+                raise ValueError(
+                    f"CIDR grant {text!r} contains the cloud metadata address "
+                    f"{meta.network_address}; metadata addresses can never be granted — "
+                    "grant a narrower range"
+                )
+        networks.append(network)
+    return tuple(networks)
+
+
+def address_verdict(address: IPAddress, grants: Collection[IPNetwork] = ()) -> str | None:
+    """``None`` when ``address`` may be reached, else why not (for events and error messages).
+
+    Public addresses may always be reached; loopback, private, link-local and reserved ones
+    only inside a grant (matched on the literal address: a grant of ``127.0.0.1/32`` does not
+    open ``::ffff:127.0.0.1``); metadata, unspecified and multicast never."""
+    cls = classify(address)
+    if cls is AddressClass.PUBLIC:
+        return None
+    if cls not in NEVER_GRANTED and any(
+        address.version == net.version and address in net for net in grants
+    ):
+        return None
+    if cls in NEVER_GRANTED:
+        return f"{address} is a {cls.value} address, which a tool may never reach"
+    return (
+        f"{address} is a {cls.value} address; only an operator's CIDR grant for this tool "
+        "can allow it"
+    )
+
+
+# -- host names --------------------------------------------------------------------------------
+
+_LABEL = re.compile(r"^(?!-)[a-z0-9_-]{1,63}(?<!-)$")
+_NUMBER = re.compile(r"^(0x[0-9a-f]*|0[0-7]*|[1-9][0-9]*)$")
+_NUMERIC_LOOKING = re.compile(r"^(0x[0-9a-z]*|[0-9]+)$")
+
+
+def _ipv4_number(part: str) -> int:
+    if part.startswith("0x"):
+        return int(part[2:] or "0", 16)
+    if len(part) > 1 and part.startswith("0"):
+        return int(part, 8)
+    return int(part)
+
+
+def _odd_ipv4(host: str) -> ipaddress.IPv4Address | None:
+    """An IPv4 address in the inet_aton/WHATWG spellings (``127.1``, ``0x7f.1``, ``2130706433``,
+    ``0177.0.0.1``), or ``None`` if ``host`` is not all numbers. Raises :class:`ValueError` for
+    numbers that do not form an address (a name such as ``1.2.3.4.5`` is not sent to DNS)."""
+    parts = host.split(".")
+    if not all(_NUMBER.match(part) for part in parts):
+        return None
+    if len(parts) > 4:
+        raise ValueError(f"{host!r} looks like an IPv4 address but is not one")
+    numbers = [_ipv4_number(part) for part in parts]
+    *head, last = numbers
+    if any(n > 255 for n in head) or last >= 256 ** (5 - len(numbers)):
+        raise ValueError(f"{host!r} looks like an IPv4 address but is out of range")
+    value = last
+    for index, number in enumerate(head):
+        value += number << (8 * (3 - index))
+    return ipaddress.IPv4Address(value)
+
+
+def normalize_host(text: str) -> str:
+    """The canonical form of a host: an IP address in its standard text form (IPv6 without
+    brackets), or a lower-case ASCII (IDNA) name without trailing dot.
+
+    Raises :class:`ValueError` for anything that is neither (empty, bad labels, a number that is
+    not an address, a name ending in a numeric label)."""
+    host = text.strip()
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+        try:
+            return str(ipaddress.IPv6Address(host))
+        except ValueError:
+            raise ValueError(f"{text!r} is not an IPv6 address") from None
+    if host.endswith("."):
+        host = host[:-1]
+    if not host:
+        raise ValueError("empty host name")
+    if ":" in host:
+        try:
+            return str(ipaddress.IPv6Address(host))
+        except ValueError:
+            raise ValueError(f"{text!r} is not a host name or an IP address") from None
+    try:
+        name = host.encode("idna").decode("ascii").lower()
+    except UnicodeError:
+        raise ValueError(f"{text!r} is not a valid host name (IDNA)") from None
+    v4 = _odd_ipv4(name)
+    if v4 is not None:
+        return str(v4)
+    labels = name.split(".")
+    if not all(_LABEL.match(label) for label in labels) or len(name) > 253:
+        raise ValueError(f"{text!r} is not a valid host name")
+    if _NUMERIC_LOOKING.match(labels[-1]):
+        # Browsers treat a host ending in a number as an IPv4 address; refuse the ambiguity.
+        raise ValueError(f"{text!r} ends in a numeric label and is not a valid IPv4 address")
+    return name
+
+
+def parse_ip_host(host: str) -> IPAddress | None:
+    """The address a *normalized* host stands for, or ``None`` for a name."""
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        return None
+
+
+# -- allowlists --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class HostPattern:
+    """One entry of a ``network`` permission, normalized."""
+
+    host: str
+    """The name (without ``*.``) or the address, normalized."""
+    wildcard: bool = False
+    """``*.host``: any name strictly below ``host``."""
+    port: int | None = None
+    """The one allowed port; ``None`` allows :data:`DEFAULT_PORTS`."""
+
+    def matches(self, host: str, port: int) -> bool:
+        """Whether a *normalized* host and a port fall under this pattern."""
+        if port not in ((self.port,) if self.port is not None else DEFAULT_PORTS):
+            return False
+        if self.wildcard:
+            return host.endswith("." + self.host)
+        return host == self.host
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        text = ("*." if self.wildcard else "") + host
+        return f"{text}:{self.port}" if self.port is not None else text
+
+
+def _split_port(text: str) -> tuple[str, int | None]:
+    if text.startswith("["):
+        end = text.find("]")
+        if end < 0:
+            raise ValueError(f"network pattern {text!r}: missing ']'")
+        host, rest = text[: end + 1], text[end + 1 :]
+        if not rest:
+            return host, None
+        if not rest.startswith(":"):
+            raise ValueError(f"network pattern {text!r}: expected ':port' after ']'")
+        port_text = rest[1:]
+    elif text.count(":") == 1:
+        host, port_text = text.split(":")
+    else:
+        return text, None
+    if not (port_text.isdigit() and 0 < int(port_text) < 65536):
+        raise ValueError(f"network pattern {text!r}: the port must be a number from 1 to 65535")
+    return host, int(port_text)
+
+
+def parse_pattern(text: str) -> HostPattern:
+    """Parse one ``network`` entry; :class:`ValueError` says what is wrong and what to write."""
+    shape = "write a host such as 'api.example.com' or '*.example.org', optionally ':port'"
+    raw = str(text).strip()
+    if not raw or any(c in raw for c in "/@?#") or any(c.isspace() for c in raw):
+        raise ValueError(f"network pattern {text!r} is not a host: {shape}")
+    host, port = _split_port(raw)
+    if host == "*" or "*" in host.removeprefix("*."):
+        raise ValueError(
+            f"network pattern {text!r}: '*' is allowed only as a leading '*.' before a domain "
+            f"(a bare '*' would allow every host); {shape}"
+        )
+    wildcard = host.startswith("*.")
+    try:
+        name = normalize_host(host[2:] if wildcard else host)
+    except ValueError as exc:
+        raise ValueError(f"network pattern {text!r}: {exc}; {shape}") from None
+    if wildcard:
+        if parse_ip_host(name) is not None or "*" in name:
+            raise ValueError(f"network pattern {text!r}: a wildcard must name a domain")
+        if "." not in name:
+            raise ValueError(
+                f"network pattern {text!r} would allow a whole top-level domain; name a "
+                "domain, e.g. '*.example.org'"
+            )
+    return HostPattern(host=name, wildcard=wildcard, port=port)
+
+
+def parse_allowlist(patterns: Iterable[str]) -> tuple[HostPattern, ...]:
+    """Parse a tool's ``network`` permission (all entries; the first bad one raises)."""
+    return tuple(dict.fromkeys(parse_pattern(p) for p in patterns))
+
+
+def host_allowed(patterns: Iterable[HostPattern], host: str, port: int) -> bool:
+    """Whether a *normalized* ``host`` and ``port`` match one of ``patterns``."""
+    return any(pattern.matches(host, port) for pattern in patterns)

@@ -1,0 +1,186 @@
+"""The bubblewrap command line of one sandboxed call: what the tool sees of the host.
+
+A sandboxed process sees a filesystem assembled from scratch (bubblewrap starts from an empty
+tmpfs root), mounted in this order (later mounts cover earlier ones):
+
+=========================  ======================================================================
+path                       what
+=========================  ======================================================================
+``/usr``, ``/bin``,        the system's programs and libraries, read-only. On merged-/usr systems
+``/sbin``, ``/lib*``       ``/bin`` and ``/lib*`` are the same symlinks as on the host.
+``/etc`` (a few files)     only what the dynamic loader and runtimes need: ``ld.so.cache``,
+                           ``localtime``, ``alternatives``; with a ``network``
+                           permission also the CA certificates (``ssl``, ``ca-certificates``).
+                           Never ``passwd``, ``shadow``, ``hosts`` or ``resolv.conf``.
+runtime / code folders     the interpreter when it lives outside ``/usr`` (its installation root),
+                           the tool's own folder, configured ``system_paths``: read-only
+``fs`` prefixes            the tool's declared ``permissions.fs``: read-only, at the same path
+workspace                  at the same path; writable only when the side-effect level writes
+                           (``read_only`` tools get a read-only bind)
+protected paths            the gateway's state (database, ``.env``, secrets) found under any bind
+                           is covered again: an empty tmpfs over a folder, ``/dev/null`` over a
+                           file
+``/tmp``                   a private tmpfs of a fixed size
+``/proc``, ``/dev``        a fresh procfs of the sandbox's own PID namespace; a minimal ``/dev``:
+                           null, zero, full, random, urandom and the ``fd``/``std*`` symlinks
+                           (no terminal, no ``/dev/shm``)
+=========================  ======================================================================
+
+The kernel enforces the mounts: a symlink inside an allowed prefix that points to ``/etc/shadow``
+resolves inside the sandbox's mount namespace, where ``/etc/shadow`` does not exist.
+
+Namespaces: ``--unshare-all`` (user, mount, PID, network, IPC, UTS, cgroup), so the tool has no
+network interface but loopback unless the egress bridge gives it a route; ``--die-with-parent``
+(killing ``bwrap`` kills the whole sandbox: its PID 1 dies and the kernel kills the namespace);
+``--new-session`` (no terminal injection through ``TIOCSTI``). bubblewrap always sets
+``no_new_privs`` and runs the tool without capabilities.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["SYSTEM_ROOTS", "BwrapSpec", "bwrap_argv", "install_root"]
+
+#: Top-level system folders bound read-only (or re-created as the host's symlinks).
+SYSTEM_ROOTS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+#: Files and folders of /etc a runtime needs: the dynamic loader's cache (``ld.so.conf`` is
+#: read only by ``ldconfig``), the time zone, Debian's alternatives (``awk``, ``editor``...).
+ETC_BASE = (
+    "/etc/ld.so.cache",
+    "/etc/localtime",
+    "/etc/alternatives",
+)
+#: The device nodes of the sandbox's /dev (bound from the host; all harmless).
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+#: The usual /dev symlinks into /proc (bash's process substitution uses /dev/fd).
+DEV_LINKS = (
+    ("/dev/fd", "/proc/self/fd"),
+    ("/dev/stdin", "/proc/self/fd/0"),
+    ("/dev/stdout", "/proc/self/fd/1"),
+    ("/dev/stderr", "/proc/self/fd/2"),
+)
+#: Added for tools with a network permission: TLS needs the CA certificates.
+ETC_NETWORK = ("/etc/ssl", "/etc/ca-certificates", "/etc/pki")
+
+
+def install_root(program: str) -> list[Path]:
+    """The folders to bind for a runtime program that lives outside the system roots.
+
+    ``/opt/node/bin/node`` → ``/opt/node`` (its ``lib`` is next to ``bin``); a program not in a
+    ``bin`` folder → its own folder. Both the path as given and its real path count: a virtual
+    environment's ``python3`` is a symlink into ``/usr``, but the interpreter finds its
+    environment (``pyvenv.cfg``, ``site-packages``) through the path it was started as. Empty
+    when everything is under ``/usr`` and co.
+    """
+    roots: list[Path] = []
+    for path in dict.fromkeys((Path(os.path.abspath(program)), Path(os.path.realpath(program)))):
+        if any(_under(path, Path(root)) for root in SYSTEM_ROOTS):
+            continue
+        parent = path.parent
+        roots.append(parent.parent if parent.name == "bin" else parent)
+    return roots
+
+
+def _under(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+@dataclass(frozen=True, slots=True)
+class BwrapSpec:
+    """Everything that decides the bubblewrap command line of one call."""
+
+    command: Sequence[str]
+    """The command run inside the sandbox (with its ``prlimit`` / bridge prefixes)."""
+    workspace: Path | None
+    """Bound at the same path and used as working directory; ``None``: ``/tmp``."""
+    workspace_writable: bool
+    ro_paths: Sequence[Path] = ()
+    """Code and runtime folders plus the declared ``fs`` prefixes (read-only, same path)."""
+    protected: Sequence[Path] = ()
+    """The gateway's state: hidden again wherever a bind would expose it."""
+    network: bool = False
+    """The tool has a network permission (the CA certificates are bound)."""
+    extra_binds: Sequence[tuple[Path, Path]] = ()
+    """``(host, sandbox)`` read-write binds (the egress socket's folder)."""
+    tmp_size: int = 256 * 1024 * 1024
+    hostname: str = "toolgate"
+
+
+def bwrap_argv(bwrap: str, spec: BwrapSpec) -> list[str]:
+    """The complete ``bwrap`` command line for ``spec`` (see the module documentation)."""
+    argv = [
+        bwrap,
+        "--unshare-all",
+        "--die-with-parent",
+        "--new-session",
+        "--hostname",
+        spec.hostname,
+        # First, so that binds of folders under /tmp (a workspace there) land on top of it.
+        "--size",
+        str(spec.tmp_size),
+        "--tmpfs",
+        "/tmp",
+        "--proc",
+        "/proc",
+    ]
+    # A minimal /dev: the harmless character devices and the fd symlinks. Cheaper than
+    # bubblewrap's --dev (no devpts mount, no /dev/shm), which costs ~1.5 ms per call.
+    for device in DEVICES:
+        argv += ["--dev-bind", device, device]
+    for name, target in DEV_LINKS:
+        argv += ["--symlink", target, name]
+    for root in SYSTEM_ROOTS:
+        if os.path.islink(root):
+            argv += ["--symlink", os.readlink(root), root]
+        elif os.path.isdir(root):
+            argv += ["--ro-bind", root, root]
+    etc = ETC_BASE + (ETC_NETWORK if spec.network else ())
+    for name in etc:
+        if os.path.lexists(name):
+            argv += ["--ro-bind", name, name]
+    bound: list[Path] = []
+    for path in _dedupe(spec.ro_paths):
+        argv += ["--ro-bind", str(path), str(path)]
+        bound.append(path)
+    if spec.workspace is not None:
+        mode = "--bind" if spec.workspace_writable else "--ro-bind"
+        argv += [mode, str(spec.workspace), str(spec.workspace)]
+        bound.append(spec.workspace)
+    for host, inside in spec.extra_binds:
+        argv += ["--bind", str(host), str(inside)]
+    argv += _cover_protected(spec.protected, bound)
+    # The root itself is bubblewrap's tmpfs: read-only, so only /tmp and a writable workspace
+    # take writes.
+    argv += ["--remount-ro", "/"]
+    argv += ["--chdir", str(spec.workspace) if spec.workspace is not None else "/tmp"]
+    argv += ["--", *spec.command]
+    return argv
+
+
+def _dedupe(paths: Iterable[Path]) -> list[Path]:
+    """Drop duplicates and paths inside another path of the list (bound once, by the parent)."""
+    unique = sorted({Path(os.path.abspath(p)) for p in paths}, key=lambda p: len(p.parts))
+    kept: list[Path] = []
+    for path in unique:
+        if not any(_under(path, other) for other in kept):
+            kept.append(path)
+    return kept
+
+
+def _cover_protected(protected: Sequence[Path], bound: Sequence[Path]) -> list[str]:
+    """Mounts that hide each protected path lying under a bound folder (both spellings: the
+    path as given and its real path, since a bind follows symlinks)."""
+    argv: list[str] = []
+    for item in protected:
+        for path in {Path(os.path.abspath(item)), Path(os.path.realpath(item))}:
+            if not path.exists() or not any(_under(path, b) for b in bound):
+                continue
+            if path.is_dir():
+                argv += ["--tmpfs", str(path)]
+            else:
+                argv += ["--ro-bind", "/dev/null", str(path)]
+    return argv

@@ -1,0 +1,75 @@
+"""Resource limits of a sandboxed call, applied *inside* the sandbox with ``prlimit``.
+
+The limits are rlimits set by ``prlimit`` (util-linux), the first program bubblewrap starts;
+the tool's command is exec'd by it and inherits them. They are set inside the sandbox, not on
+``bwrap`` itself, for ``RLIMIT_NPROC``: the kernel counts processes per user *in a user
+namespace*, so inside the sandbox's fresh user namespace the count covers only the sandbox's
+own processes, not every process of the gateway's user. (Set before ``bwrap`` creates the
+namespace, the limit would also become the ceiling of the parent namespace's count, which
+includes the gateway itself.)
+
+Honest limits of this mechanism:
+
+* The kernel never applies ``RLIMIT_NPROC`` to processes whose real user is root in the initial
+  namespace. When the gateway runs as root, the sandbox's user namespace maps to root, and the
+  process count is **not** enforced (``toolgate sandbox check`` says so). A fork bomb is then
+  still confined to the sandbox's PID namespace and killed with it at the timeout, but it can
+  use host PIDs until then. Run the gateway as an ordinary user.
+* ``RLIMIT_AS`` limits address space per process, not the memory of the whole sandbox; with the
+  process limit it bounds the total.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["ResourceLimits", "prlimit_argv"]
+
+_MIB = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceLimits:
+    """The rlimits of one sandboxed call."""
+
+    cpu_seconds: int = 60
+    memory_bytes: int = 2048 * _MIB
+    file_size_bytes: int = 256 * _MIB
+    processes: int = 256
+    tmp_size_bytes: int = 256 * _MIB
+
+    @classmethod
+    def from_megabytes(
+        cls,
+        *,
+        cpu_seconds: int,
+        memory_mb: int,
+        file_size_mb: int,
+        processes: int,
+        tmp_size_mb: int,
+    ) -> ResourceLimits:
+        """Limits from the configuration's MiB figures."""
+        return cls(
+            cpu_seconds=cpu_seconds,
+            memory_bytes=memory_mb * _MIB,
+            file_size_bytes=file_size_mb * _MIB,
+            processes=processes,
+            tmp_size_bytes=tmp_size_mb * _MIB,
+        )
+
+
+def prlimit_argv(prlimit: str, limits: ResourceLimits) -> list[str]:
+    """The ``prlimit`` prefix that applies ``limits`` and then executes the command after it.
+
+    Soft and hard limits are equal, so the tool cannot raise them again. Core dumps are off (a
+    dump of a tool's memory could hold secrets and fill the disk).
+    """
+    return [
+        prlimit,
+        f"--cpu={limits.cpu_seconds}",
+        f"--as={limits.memory_bytes}",
+        f"--fsize={limits.file_size_bytes}",
+        f"--nproc={limits.processes}",
+        "--core=0",
+        "--",
+    ]

@@ -1,0 +1,297 @@
+"""The seam the process backends call: turn a host command into a sandboxed one, or refuse.
+
+A backend that starts a process asks :meth:`Sandbox.prepare` for the command to run::
+
+    async with sandbox.prepare(tool, argv, env=env, workspace=ws, code=[folder]) as command:
+        result = await run_process(command.argv, env=command.env, cwd=command.cwd, ...)
+
+For a tool whose mode (:meth:`~toolgate.sandbox.settings.SandboxConfig.mode_for`) is ``host``
+the command is returned unchanged. For ``compartment``:
+
+* the host works (:func:`~toolgate.sandbox.host.probe_host`): the command runs under
+  ``bwrap`` + ``prlimit`` (see :mod:`toolgate.sandbox.bwrap`), with an environment of the
+  declared ``env`` keys only, plus a fixed ``PATH``, ``HOME=/tmp``, ``TMPDIR=/tmp`` and
+  ``LANG=C.UTF-8`` (sandbox values, never the gateway's);
+* the host cannot sandbox and the operator set ``unsandboxed_host: true``: the command runs on
+  the host and ``command.label`` is ``"unsandboxed-host"`` (the caller records it in the
+  outcome);
+* otherwise :class:`~toolgate.sandbox.errors.SandboxUnavailableError` is raised (and
+  :meth:`Sandbox.unavailable_reason` already made the tool unavailable at registration).
+
+A tool with ``network`` permissions gets the per-call egress proxy of
+:mod:`toolgate.sandbox.egress` and runs behind the bridge of :mod:`toolgate.sandbox.bridge`;
+without them it has no network at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib
+import os
+import sys
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import ToolError
+from ..model import SandboxMode, Tool
+from .bwrap import BwrapSpec, bwrap_argv, install_root
+from .host import HostCapabilities, probe_host
+from .limits import ResourceLimits, prlimit_argv
+from .settings import SandboxConfig
+
+__all__ = [
+    "SANDBOX_ENV",
+    "UNSANDBOXED_LABEL",
+    "Sandbox",
+    "SandboxUnavailableError",
+    "SandboxedCommand",
+    "sandbox_environment",
+]
+
+#: The label every outcome of a compartment tool run on an unsandboxed host carries.
+UNSANDBOXED_LABEL = "unsandboxed-host"
+
+#: The fixed variables of every sandbox (sandbox values, not the gateway's).
+SANDBOX_ENV: dict[str, str] = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "HOME": "/tmp",
+    "TMPDIR": "/tmp",
+    "LANG": "C.UTF-8",
+}
+
+#: The port the egress bridge listens on inside the sandbox's network namespace.
+BRIDGE_PORT = 3128
+#: Where the egress socket's folder appears inside the sandbox.
+EGRESS_MOUNT = "/run/toolgate-egress"
+
+
+class SandboxUnavailableError(ToolError):
+    """A compartment tool cannot run: the host cannot sandbox, or a permission cannot be given."""
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxedCommand:
+    """The command a backend starts."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: Path
+    """The working directory of ``bwrap`` (the sandbox's own is set with ``--chdir``) or of the
+    host process."""
+    workspace: Path
+    """The tool's working directory as the tool sees it (``workspacePath`` of script input)."""
+    sandboxed: bool
+    label: str | None = None
+    """``"unsandboxed-host"`` when a compartment tool runs on the host by operator choice."""
+    egress_events: Sequence[Any] = ()
+    """The egress proxy's connection records (allowed and refused), filled during the call."""
+
+    def describe(self) -> dict[str, Any] | None:
+        """What the outcome's ``metadata["sandbox"]`` says (``None`` for host-mode tools)."""
+        if self.sandboxed:
+            egress = [_event(event) for event in self.egress_events]
+            return {"mode": "compartment", "enforced": True, "egress": egress}
+        if self.label is not None:
+            return {"mode": "compartment", "enforced": False, "label": self.label}
+        return None
+
+
+def sandbox_environment(declared: Sequence[str], env: Mapping[str, str]) -> dict[str, str]:
+    """The sandbox's environment: :data:`SANDBOX_ENV` plus the declared keys found in ``env``.
+
+    Values starting with ``()`` (bash function import, Shellshock) or holding NUL are dropped.
+    """
+    result = dict(SANDBOX_ENV)
+    for name in declared:
+        value = env.get(name)
+        if value is not None and not value.startswith("()") and "\0" not in value:
+            result[name] = value
+    return result
+
+
+class Sandbox:
+    """The process sandbox service of one gateway (configuration + the host's probe)."""
+
+    def __init__(
+        self,
+        config: SandboxConfig | None = None,
+        *,
+        protected: Sequence[Path] = (),
+        deny_ports: Sequence[int] = (),
+        cidr_grants: Mapping[str, Sequence[str]] | None = None,
+        resolver: Any = None,
+    ) -> None:
+        self.config = config or SandboxConfig()
+        self.protected = tuple(protected)
+        """The gateway's state (database, ``.env``, secrets): never visible in a sandbox."""
+        self.deny_ports = tuple(deny_ports)
+        """The gateway's own listening ports: the egress proxy refuses them."""
+        self.cidr_grants = dict(cidr_grants or {})
+        """Per tool id: private networks the operator explicitly allows it to reach."""
+        self.resolver = resolver
+        """The egress proxy's resolver (``None``: the system's); tests give their own."""
+        lim = self.config.limits
+        self.limits = ResourceLimits.from_megabytes(
+            cpu_seconds=lim.cpu_seconds,
+            memory_mb=lim.memory_mb,
+            file_size_mb=lim.file_size_mb,
+            processes=lim.processes,
+            tmp_size_mb=lim.tmp_size_mb,
+        )
+
+    def host(self) -> HostCapabilities:
+        """This host's capabilities (probed once per bwrap path)."""
+        return probe_host(self.config.bwrap_path)
+
+    def mode_for(self, tool: Tool) -> SandboxMode:
+        """The mode ``tool`` runs in (see :class:`SandboxConfig`)."""
+        return self.config.mode_for(tool)
+
+    def unavailable_reason(self, tool: Tool) -> str | None:
+        """Why ``tool`` cannot run here (``None``: it can); for the registry."""
+        if self.mode_for(tool) is SandboxMode.HOST:
+            return None
+        host = self.host()
+        if not host.works:
+            if self.config.unsandboxed_host:
+                return None
+            return (
+                f"{tool.id} runs in sandbox mode 'compartment', but this host cannot sandbox: "
+                f"{host.problem}. It does not run unsandboxed unless the operator sets "
+                "'sandbox: {unsandboxed_host: true}' in toolgate.yaml."
+            )
+        if tool.sandbox.permissions.network and _egress() is None:
+            return (
+                f"{tool.id} declares network permissions, but the egress proxy "
+                "(toolgate.sandbox.egress) is not available in this installation"
+            )
+        return None
+
+    def enforced(self, tool: Tool) -> dict[str, str]:
+        """What is enforced for ``tool``, one line per aspect (for ``tools show``)."""
+        if self.mode_for(tool) is SandboxMode.HOST:
+            return {"sandbox": "host: no isolation (clean environment, timeout, output caps)"}
+        if not self.host().works:
+            return {"sandbox": UNSANDBOXED_LABEL if self.config.unsandboxed_host else "none"}
+        perms = tool.sandbox.permissions
+        return {
+            "sandbox": "compartment (bubblewrap)",
+            "filesystem": "system libraries read-only"
+            + (f"; read-only: {', '.join(perms.fs)}" if perms.fs else "")
+            + "; workspace "
+            + ("writable" if tool.side_effect.writes else "read-only")
+            + "; private /tmp",
+            "network": ("only via egress proxy to: " + ", ".join(perms.network))
+            if perms.network
+            else "none",
+            "environment": "declared keys only: " + (", ".join(perms.env or tool.env) or "none"),
+            **self.host().limit_notes(),
+        }
+
+    @contextlib.asynccontextmanager
+    async def prepare(
+        self,
+        tool: Tool,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        workspace: Path | None,
+        code: Sequence[Path] = (),
+        programs: Sequence[str] = (),
+        call_id: str | None = None,
+    ) -> AsyncIterator[SandboxedCommand]:
+        """The command to run for one call of ``tool`` (see the module documentation).
+
+        ``env`` is what the host command would get (the values of the declared keys are taken
+        from it); ``code`` are folders the command needs read-only (the tool's folder);
+        ``programs`` are the runtime programs it starts (their installation root is bound when
+        outside ``/usr``).
+        """
+        host_cwd = workspace or Path.cwd()
+        if self.mode_for(tool) is SandboxMode.HOST:
+            yield SandboxedCommand(list(argv), dict(env), host_cwd, host_cwd, sandboxed=False)
+            return
+        reason = self.unavailable_reason(tool)
+        if reason is not None:
+            raise SandboxUnavailableError(f"Tool {tool.id} is unavailable: {reason}")
+        host = self.host()
+        if not host.works:
+            # The operator's explicit choice (unsandboxed_host): host, labelled.
+            yield SandboxedCommand(
+                list(argv), dict(env), host_cwd, host_cwd, False, label=UNSANDBOXED_LABEL
+            )
+            return
+        assert host.bwrap is not None and host.prlimit is not None
+        perms = tool.sandbox.permissions
+        declared = tuple(dict.fromkeys((*tool.env, *perms.env)))
+        sandbox_env = sandbox_environment(declared, env)
+        ro: list[Path] = [Path(p) for p in (*self.config.system_paths, *perms.fs)]
+        ro.extend(code)
+        for program in programs:
+            ro.extend(install_root(program))
+        command = [*prlimit_argv(host.prlimit, self.limits), *argv]
+        async with contextlib.AsyncExitStack() as stack:
+            extra: list[tuple[Path, Path]] = []
+            events: Sequence[Any] = ()
+            if perms.network:
+                proxy = await stack.enter_async_context(
+                    _egress().EgressProxy.start(
+                        perms,
+                        tool_id=tool.id,
+                        call_id=call_id or "",
+                        deny_ports=self.deny_ports,
+                        cidr_grants=tuple(self.cidr_grants.get(tool.id, ())),
+                        **({"resolver": self.resolver} if self.resolver is not None else {}),
+                    )
+                )
+                python = os.path.realpath(sys.executable)
+                command, extra = _behind_bridge(python, Path(proxy.socket_path), command)
+                ro.extend(install_root(python))
+                events = proxy.events
+            spec = BwrapSpec(
+                command=command,
+                workspace=workspace,
+                workspace_writable=tool.side_effect.writes,
+                ro_paths=[p for p in ro if p.exists()],
+                protected=self.protected,
+                network=bool(perms.network),
+                extra_binds=extra,
+                tmp_size=self.limits.tmp_size_bytes,
+            )
+            yield SandboxedCommand(
+                bwrap_argv(host.bwrap, spec),
+                sandbox_env,
+                Path("/"),
+                workspace or Path("/tmp"),
+                sandboxed=True,
+                egress_events=events,
+            )
+
+
+def _egress() -> Any:
+    """The egress module, or ``None`` when it is not part of this installation."""
+    try:
+        return importlib.import_module("toolgate.sandbox.egress")
+    except ImportError:
+        return None
+
+
+def _behind_bridge(
+    python: str, socket_path: Path, command: list[str]
+) -> tuple[list[str], list[tuple[Path, Path]]]:
+    """``command`` behind the egress bridge (run by ``python``, its source passed with ``-c``):
+    the new command and the bind of the socket's folder."""
+    bridge = importlib.import_module("toolgate.sandbox.bridge")
+    inside = f"{EGRESS_MOUNT}/{socket_path.name}"
+    wrapped = bridge.bridge_argv(python, inside, BRIDGE_PORT, command)
+    return list(wrapped), [(socket_path.parent, Path(EGRESS_MOUNT))]
+
+
+def _event(event: Any) -> Any:
+    """An egress record as JSON-ready data (the proxy's records are dataclasses)."""
+    if dataclasses.is_dataclass(event) and not isinstance(event, type):
+        return dataclasses.asdict(event)
+    return event

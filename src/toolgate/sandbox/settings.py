@@ -1,0 +1,96 @@
+"""The ``sandbox:`` section of ``toolgate.yaml``: which tools run in a compartment, and how.
+
+.. code-block:: yaml
+
+    sandbox:
+      bwrap_path: bwrap            # the bubblewrap program (a name on PATH or a path)
+      default:                     # compartment by default for every tool of a format
+        tool-folder: compartment
+        resource: compartment
+      namespaces:                  # the operator's word per namespace (wins over the rest)
+        weather: compartment
+        legacy: host               # explicit opt-out: these tools run on the host
+      unsandboxed_host: false      # true: run compartment tools on the host, labelled
+      limits:
+        cpu_seconds: 60
+        memory_mb: 2048
+        file_size_mb: 256
+        processes: 256
+        tmp_size_mb: 256
+      system_paths: [/opt/node]    # extra read-only folders a runtime needs
+
+How the mode of a tool is decided (:meth:`SandboxConfig.mode_for`), first match wins:
+
+1. ``namespaces[<tool namespace>]``: the operator's explicit choice for that namespace;
+2. the tool's own declaration, when it says ``compartment`` (a tool cannot be talked out of
+   its own sandbox by a format default);
+3. ``default[<source format>]``;
+4. ``host``.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ..model import SandboxMode, SourceFormat, Tool, split_tool_id
+
+__all__ = ["SandboxConfig", "SandboxLimitsConfig"]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SandboxLimitsConfig(_Section):
+    """``sandbox.limits``: resource limits of one sandboxed call (rlimits inside the sandbox)."""
+
+    cpu_seconds: int = Field(default=60, ge=1)
+    """CPU seconds (RLIMIT_CPU) per process."""
+    memory_mb: int = Field(default=2048, ge=16)
+    """Address space per process in MiB (RLIMIT_AS). Runtimes that reserve large virtual
+    ranges (Bun, Node, Go) may need more."""
+    file_size_mb: int = Field(default=256, ge=1)
+    """Largest file a process may write, in MiB (RLIMIT_FSIZE)."""
+    processes: int = Field(default=256, ge=1)
+    """Processes and threads of the sandbox (RLIMIT_NPROC inside its own user namespace; not
+    enforced when the gateway runs as root — see ``toolgate sandbox check``)."""
+    tmp_size_mb: int = Field(default=256, ge=1)
+    """Size of the private ``/tmp`` (a tmpfs), in MiB."""
+
+
+class SandboxConfig(_Section):
+    """``sandbox:``: the process sandbox (bubblewrap) for compartment-mode tools."""
+
+    bwrap_path: str = Field(default="bwrap", min_length=1)
+    """The bubblewrap program: a name looked up on PATH, or a path."""
+    default: dict[SourceFormat, SandboxMode] = Field(default_factory=dict)
+    """The mode of tools of a declaration format that declare none (``tool-folder``,
+    ``resource``, ``plugin``...)."""
+    namespaces: dict[str, SandboxMode] = Field(default_factory=dict)
+    """The mode of every tool of a namespace; wins over declarations and format defaults."""
+    unsandboxed_host: bool = False
+    """``true``: the operator accepts that this host cannot sandbox; compartment tools then run
+    on the host and every outcome says so. ``false`` (default): they are unavailable."""
+    limits: SandboxLimitsConfig = Field(default_factory=SandboxLimitsConfig)
+    system_paths: tuple[str, ...] = ()
+    """Extra host folders bound read-only into every sandbox (a runtime installed in /opt)."""
+
+    @field_validator("system_paths")
+    @classmethod
+    def _absolute(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for path in value:
+            if not path.startswith("/"):
+                raise ValueError(f"system_paths must be absolute paths, not {path!r}")
+        return value
+
+    def mode_for(self, tool: Tool) -> SandboxMode:
+        """The mode ``tool`` runs in under this configuration (see the module docs)."""
+        try:
+            namespace, _ = split_tool_id(tool.id)
+        except ValueError:
+            namespace = ""
+        if namespace in self.namespaces:
+            return self.namespaces[namespace]
+        if tool.sandbox.mode is SandboxMode.COMPARTMENT:
+            return SandboxMode.COMPARTMENT
+        return self.default.get(tool.source.format, SandboxMode.HOST)
