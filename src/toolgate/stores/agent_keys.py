@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -24,6 +25,9 @@ from typing import Final
 from .sqlite_db import SQLiteDatabase
 
 __all__ = ["AGENT_NAME_PATTERN", "AgentKey", "AgentKeyExistsError", "AgentKeyStore"]
+
+#: Seconds a key change made by another process may take to reach a running server.
+RECHECK_SECONDS: Final = 0.5
 
 #: Agent names: a letter or digit, then letters, digits, ``.``, ``_`` or ``-`` (64 at most).
 AGENT_NAME_PATTERN: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -84,6 +88,8 @@ class AgentKeyStore:
 
     def __init__(self, path: Path | str) -> None:
         self._db = SQLiteDatabase(path, component="agent_keys", migrations=_MIGRATIONS)
+        self._checked_at = -RECHECK_SECONDS  # monotonic time of the last read; none yet
+        self._seen_generation = 0
 
     @property
     def path(self) -> Path | None:
@@ -98,6 +104,7 @@ class AgentKeyStore:
         Raises :class:`AgentKeyExistsError` when the agent has a live key and ``replace`` is
         false, and ``ValueError`` for a malformed name or digest.
         """
+        self._checked_at = -RECHECK_SECONDS  # changed here: the next read is fresh
         if not AGENT_NAME_PATTERN.match(agent):
             raise ValueError(
                 f"{agent!r} is not a usable agent name: use letters, digits, '.', '_' and '-' "
@@ -139,6 +146,7 @@ class AgentKeyStore:
 
     def revoke(self, agent: str, *, now: float) -> list[AgentKey]:
         """Revoke the agent's live key; returns what was revoked (empty: it had none)."""
+        self._checked_at = -RECHECK_SECONDS  # changed here: the next read is fresh
         with self._db.write() as conn:
             rows = conn.execute(
                 "SELECT id, agent, key_sha256, created_at, revoked_at FROM agent_keys "
@@ -157,10 +165,20 @@ class AgentKeyStore:
         ]
 
     def generation(self) -> int:
-        """A number that changes whenever a key is added or revoked (by any process)."""
+        """A number that changes whenever a key is added or revoked (by any process).
+
+        A server asks on every request, so the answer is re-read from the database at most every
+        :data:`RECHECK_SECONDS` (a query per request would cost more than the call it
+        authenticates): a key added or revoked by another process (``toolgate agents``) takes
+        effect within that time; one changed through this store, at once.
+        """
+        now = time.monotonic()
+        if self._db.path is not None and now - self._checked_at < RECHECK_SECONDS:
+            return self._seen_generation
         with self._db.read() as conn:
             row = conn.execute("SELECT value FROM agent_keys_generation WHERE id = 1").fetchone()
-        return 0 if row is None else int(row[0])
+        self._checked_at, self._seen_generation = now, 0 if row is None else int(row[0])
+        return self._seen_generation
 
     def close(self) -> None:
         """Release the database (idempotent)."""
