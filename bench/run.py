@@ -8,6 +8,7 @@
     python bench/run.py --only g_access,g_rate,g_idem,g_idem_replay,g_audit,g_full,audit_rate
     python bench/run.py --only starlette,fastmcp,tg_mcp,tg_api     # HTTP throughput only
     python bench/run.py --no-http  # skip the HTTP throughput section (~50 s)
+    python bench/run.py --only sandbox   # the sandbox's cost per call only
 
 The script-tool rows (one child process per call) take a fixed number of samples per round
 (``--script-samples``, ``--bursts``) on top of the µs budget; the sustained-audit scenario runs
@@ -24,6 +25,7 @@ import asyncio
 import json
 import os
 import platform
+import subprocess
 import sys
 import time
 import traceback
@@ -84,6 +86,11 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         "--no-http", action="store_true", help="skip the HTTP throughput section (wrk)"
     )
     parser.add_argument(
+        "--no-sandbox",
+        action="store_true",
+        help="skip the sandbox section (the same script tool with and without bubblewrap)",
+    )
+    parser.add_argument(
         "--http-seconds",
         type=float,
         help="seconds of wrk load per HTTP target and concurrency (default 5, quick 2)",
@@ -123,7 +130,7 @@ def _load() -> str:
         return "?"
 
 
-_HTTP_KEYS = {t.key for t in http_throughput.TARGETS}
+_HTTP_KEYS = {t.key for t in http_throughput.TARGETS} | {"sandbox"}
 
 
 def _select(only: str | None) -> list[Scenario]:
@@ -189,6 +196,21 @@ async def _run_all(
     return samples, problems
 
 
+def _sandbox_section(*, calls: int, quiet: bool) -> list[str]:
+    """The sandbox's cost per call (bench/sandbox_bench.py, in its own process)."""
+    if not quiet:
+        print(f"sandbox ({calls} calls each way) …", file=sys.stderr, flush=True)
+    done = subprocess.run(
+        [sys.executable, str(Path(__file__).with_name("sandbox_bench.py")), "--calls", str(calls)],
+        capture_output=True,
+        text=True,
+    )
+    heading = "Sandbox: the same python3 script tool on the host and under bubblewrap, alternating"
+    if done.returncode != 0:
+        return ["", heading, f"  skipped: {(done.stderr or done.stdout).strip()[-300:]}"]
+    return ["", heading, *("  " + line for line in done.stdout.strip().splitlines())]
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     if args.list:
@@ -202,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     http_only = None
     if args.only:
-        http_only = {k.strip() for k in args.only.split(",")} & _HTTP_KEYS
+        http_only = {k.strip() for k in args.only.split(",")} & (_HTTP_KEYS - {"sandbox"})
     scenarios = _select(args.only)
     # The time budget is split over the µs (batched) rows only; script rows take a fixed number
     # of samples per round (plan), so adding them does not thin the other rows.
@@ -267,6 +289,9 @@ def main(argv: list[str] | None = None) -> int:
         for target in http_targets:
             if target.problem:
                 problems[target.key] = target.problem
+    sandbox_lines: list[str] = []
+    if not args.no_sandbox and (not args.only or "sandbox" in args.only.split(",")):
+        sandbox_lines = _sandbox_section(calls=40 if args.quick else 100, quiet=args.json)
     if args.json:
         document = to_json(meta, scenarios, results, problems)
         document["http"] = http_throughput.to_json(http_targets)
@@ -277,6 +302,8 @@ def main(argv: list[str] | None = None) -> int:
             render(meta, scenarios, results, problems)
         if http_targets:
             print("\n".join(http_throughput.report(http_targets)))
+        if sandbox_lines:
+            print("\n".join(sandbox_lines))
     return 1 if any(p.startswith("FAILED") for p in problems.values()) else 0
 
 

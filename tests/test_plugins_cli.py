@@ -25,6 +25,7 @@ from test_plugins import (
     WEATHER_ID,
     weather_api_server,
 )
+from toolgate.sandbox.host import probe_host
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -80,15 +81,21 @@ def plugins(tmp_path: Path) -> Path:
     return folder
 
 
-def configure(project: Path, plugins: Path, *, weather_host_mode: bool) -> None:
+def configure(
+    project: Path, plugins: Path, *, weather_host_mode: bool, sandbox_works: bool = False
+) -> None:
+    """The three plugins in toolgate.yaml. Unless ``sandbox_works``, on a host that cannot
+    sandbox (bubblewrap not found), where compartment tools need the host-mode opt-in; with a
+    working sandbox they run in the sandboxed worker instead (tests/test_sandbox_wiring_plugins)."""
     options = "\n    options: {host_mode: true}" if weather_host_mode else ""
+    sandbox = "" if sandbox_works else f"sandbox:\n  bwrap_path: {project / 'no-such-bwrap'}\n"
     (project / "toolgate.yaml").write_text(
         f"sources:\n"
         f"  - path: {plugins / 'weather'}{options}\n"
         f"  - path: {plugins / 'search'}\n"
         f"    format: plugin\n"
         f"    options: {{config: {{searchBackend: tavily}}}}\n"
-        f"  - {plugins / 'mixed' / 'plugin.json'}\n"
+        f"  - {plugins / 'mixed' / 'plugin.json'}\n" + sandbox
     )
 
 
@@ -234,6 +241,15 @@ def test_call_the_weather_tool(
     boxed = toolgate("call", "@scope/mixed:boxed", env=env)
     assert boxed.returncode == 1
     assert "unavailable" in boxed.stderr and "compartment" in boxed.stderr
+
+    # Where bubblewrap works, the compartment tool runs in its sandboxed worker instead.
+    if probe_host("bwrap").works:
+        configure(project, plugins, weather_host_mode=True, sandbox_works=True)
+        sandboxed = toolgate("call", "@scope/mixed:boxed", "--json", env=env)
+        assert sandboxed.returncode == 0, sandboxed.stdout + sandboxed.stderr
+        assert json.loads(sandboxed.stdout)["content"] == "x"
+        shown = json.loads(toolgate("tools", "show", "@scope/mixed:boxed", "--json").stdout)
+        assert shown["sandbox"]["enforced"]["sandbox"] == "compartment (bubblewrap)"
 
 
 def test_plugins_without_any(toolgate: Run, project: Path) -> None:

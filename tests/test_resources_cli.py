@@ -267,11 +267,13 @@ def test_the_documented_example_works(cli: Run, project: Path) -> None:
     try:
         (project / "github.yaml").write_text(_doc_block("resources:github.yaml"), encoding="utf-8")
         config = yaml.safe_load(_doc_block("resources:toolgate.yaml"))
-        # The one change: requests for api.github.com go to the local server.
+        # The changes: requests for api.github.com go to the local server...
         host, port = httpd.server_address[:2]
         config["sources"][0]["options"] = {
             "endpoint_origins": {"https://api.github.com": f"http://{host}:{port}"}
         }
+        # ...which is a loopback address: REST tools reach it only with the operator's grant.
+        config["sandbox"] = {"network_grants": {"github:list_issues": ["127.0.0.1/32"]}}
         (project / "toolgate.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
         token = "ghp-local-test-token-0123"
         listed = cli("secrets", "list")

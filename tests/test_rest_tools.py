@@ -21,11 +21,22 @@ import pytest
 from toolgate import Gateway
 from toolgate.backends.rest import EXCERPT_CHARS, PreparedRequest, prepare_request
 from toolgate.model import CallStatus, RestEndpoint
+from toolgate.sandbox.runner import Sandbox
 from toolgate.secrets import MemorySecretStore
 
 FIXTURES = Path(__file__).parent / "fixtures" / "resources"
 TOKEN = "tok-9f8e7d6c5b4a-live-secret"
 SEED_TOOL = "support-platform:zendesk.create_ticket"
+#: The test servers listen on loopback, which REST tools reach only with the operator's grant.
+LOOPBACK_GRANTS = Sandbox(
+    cidr_grants={
+        tool_id: ("127.0.0.1/32",)
+        for tool_id in (
+            SEED_TOOL,
+            *(f"test:{name}" for name in ("api", "echo", "fail", "text", "bin", "badjson")),
+        )
+    }
+)
 
 Reply = tuple[int, dict[str, str], bytes]
 
@@ -131,7 +142,9 @@ def store() -> MemorySecretStore:
 
 @pytest.fixture
 def gateway(tmp_path: Path, store: MemorySecretStore) -> Iterator[Gateway]:
-    with Gateway(secret_store=store, audit_path=tmp_path / "audit.db") as gw:
+    with Gateway(
+        secret_store=store, audit_path=tmp_path / "audit.db", sandbox=LOOPBACK_GRANTS
+    ) as gw:
         yield gw
 
 
@@ -196,7 +209,10 @@ def test_the_seed_zendesk_example_runs_through_the_pipeline(
         return "approve"
 
     with Gateway(
-        secret_store=store, audit_path=tmp_path / "audit.db", approver=approver
+        secret_store=store,
+        audit_path=tmp_path / "audit.db",
+        approver=approver,
+        sandbox=LOOPBACK_GRANTS,
     ) as gateway:
         load = gateway.add_source(
             FIXTURES / "zendesk.yaml",
@@ -345,7 +361,9 @@ def test_the_token_never_appears_in_results_errors_or_the_audit_log(
     )
     audit = tmp_path / "audit"
     audit.mkdir()
-    with Gateway(secret_store=store, audit_path=audit / "audit.db") as gateway:
+    with Gateway(
+        secret_store=store, audit_path=audit / "audit.db", sandbox=LOOPBACK_GRANTS
+    ) as gateway:
         gateway.add_source(_resource(tmp_path, f"{server.origin}/echo", name="echo"))
         gateway.add_source(_resource(tmp_path, f"{server.origin}/fail", name="fail"))
         ok = gateway.call_sync("test:echo", {})
@@ -369,7 +387,7 @@ def test_a_missing_secret_makes_the_tool_unavailable_until_it_is_set(
 ) -> None:
     server.json_reply("/x", {"ok": True})
     store = MemorySecretStore()
-    with Gateway(secret_store=store) as gateway:
+    with Gateway(secret_store=store, sandbox=LOOPBACK_GRANTS) as gateway:
         gateway.add_source(_resource(tmp_path, f"{server.origin}/x"))
         (entry,) = gateway.entries()
         assert entry.unavailable_reason is not None
@@ -393,7 +411,7 @@ async def test_a_running_gateway_notices_a_secret_being_set(tmp_path: Path, serv
 
     server.json_reply("/x", {"ok": True})
     store = MemorySecretStore()
-    gateway = Gateway(secret_store=store)
+    gateway = Gateway(secret_store=store, sandbox=LOOPBACK_GRANTS)
     gateway.add_source(_resource(tmp_path, f"{server.origin}/x"), options={"reload_interval": 0.05})
     await gateway.start()  # starts the source's watch for changed files and secrets
     try:

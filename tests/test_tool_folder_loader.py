@@ -492,6 +492,8 @@ def test_known_fields() -> None:
         "securityTimeout",
         "env",
         "description",
+        "sandbox",
+        "permissions",
     )
 
 
@@ -774,11 +776,11 @@ def test_script_odd_values(tmp_path: Path, script: str) -> None:
 
 
 def test_unknown_field_is_a_warning(tmp_path: Path) -> None:
-    front = MINIMAL_FRONT + "foo: 1\ninputschema: {}\nsandbox: compartment\n"
+    front = MINIMAL_FRONT + "foo: 1\ninputschema: {}\n"
     load = load_tool_folder(make_folder(tmp_path, front))
     assert load.tool is not None
     found = warnings(load)
-    assert [w.field for w in found] == ["foo", "inputschema", "sandbox"]
+    assert [w.field for w in found] == ["foo", "inputschema"]
     assert "unknown field 'foo' (ignored); known fields: name, script" in found[0].message
     assert "did you mean 'inputSchema'" in found[1].message
     assert all(w.path == str(tmp_path / "tool" / "tool.md") for w in found)

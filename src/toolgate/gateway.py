@@ -16,7 +16,7 @@ from .backends import Backend, PythonBackend
 from .backends.environment import ScriptEnvironment, received_values
 from .backends.processes import DEFAULT_MAX_OUTPUT
 from .backends.script import ScriptBackend
-from .backends.security import PythonSecurityCheck, ScriptSecurityCheck, SecurityChecks
+from .backends.security import SecurityChecks
 from .errors import ToolNotFoundError
 from .health import InMemoryStats, StatsSource, ToolStatus, failed_status, tool_status
 from .loaders import Diagnostic
@@ -44,6 +44,7 @@ from .pipeline.state import Stage
 from .python import FunctionTool
 from .redaction import redact_values, text_pattern
 from .registry import RegisteredTool, Registry
+from .sandbox.runner import Sandbox
 from .schema_check import compile_schema
 from .secrets import SecretResolver, SecretStore
 from .sources import FolderRoot, ScanReport, ToolFolderSource
@@ -104,6 +105,7 @@ class Gateway:
         rate_limit_per_agent: bool = False,
         secret_store: SecretStore | None = None,
         home: Path | str | None = None,
+        sandbox: Sandbox | None = None,
     ) -> None:
         """
         Args:
@@ -150,6 +152,8 @@ class Gateway:
             secret_store: Where connection secrets live (capabilities' required preferences,
                 resources' ``secretRef``); ``secrets=`` values are used first for the latter.
             home: ``$TOOLGATE_HOME``, for declaration sources that keep state there.
+            sandbox: Runs compartment-mode scripts, ``os`` commands and plugin tools under
+                bubblewrap; ``None``: none (such ``os``/plugin tools need ``host_mode``).
         """
         self.registry = Registry()
         store = None
@@ -171,11 +175,14 @@ class Gateway:
         self.secrets = SecretResolver(secrets, secret_store)
         """The secrets each tool receives (from ``secrets=`` and the ``secret_store``)."""
         self._env = environment
+        self.sandbox = sandbox
+        """The process sandbox (``None``: none); ``tools show`` asks it what it enforces."""
         scripts = ScriptBackend(
             environment=environment,
             max_output=script_max_output,
             concurrency=script_concurrency,
             cwd=workdir,
+            sandbox=sandbox,
         )
         self._backends: dict[ImplementationKind, Backend] = {
             ImplementationKind.PYTHON: PythonBackend(
@@ -238,12 +245,7 @@ class Gateway:
                 AuthorizeStage(self.access),
                 self._rate_limits,
                 self._idempotency,
-                SecurityCheckStage(
-                    SecurityChecks(
-                        script=ScriptSecurityCheck(environment=environment, cwd=workdir),
-                        python=PythonSecurityCheck(cwd=workdir),
-                    )
-                ),
+                SecurityCheckStage(SecurityChecks.build(environment, workdir, sandbox)),
                 self._approval_stage,
             ],
         )
@@ -277,6 +279,7 @@ class Gateway:
             environ=process_env,
             script_availability=scripts.unavailable_reason,
             home=None if home is None else Path(home).expanduser(),
+            sandbox=sandbox,
         )
         self._configured_policies = tuple(policies)
         self.declarations = SourceSet(self.registry, self._check, on_reload=self._sources_reloaded)

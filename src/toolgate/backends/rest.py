@@ -29,7 +29,11 @@ The response:
   redacts it from everything it records.
 
 Each call uses its own client (no cookies or connections shared between tools or calls); the TLS
-context is made once. Proxies from the environment (``HTTPS_PROXY``, ``NO_PROXY``) are honoured.
+context is made once. Every connection goes through
+:class:`~toolgate.backends.rest_transport.GuardedTransport` (issue 8, SSRF protection): the host is
+resolved once, and the request is refused unless every address is public or inside the operator's
+CIDR grant for the tool (metadata addresses never); each redirect hop is checked again. Proxies
+from the environment are not used (``trust_env=False``): a proxy would choose the address instead.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ import importlib.util
 import json
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode, urlsplit
@@ -48,6 +52,7 @@ from ..errors import ToolError
 from ..invocation import Invocation
 from ..model import RestEndpoint, Tool
 from ..registry import RegisteredTool
+from ..sandbox.addresses import EgressRefusedError
 from ..secrets import SecretResolver
 from .base import ArgumentConversionError, BackendUnavailableError, ToolTimeoutError
 
@@ -326,10 +331,16 @@ class RestBackend:
         *,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         max_redirects: int = DEFAULT_MAX_REDIRECTS,
+        cidr_grants: Callable[[Tool], Collection[str]] | None = None,
+        deny_ports: Collection[int] = (),
     ) -> None:
         self.secrets = secrets
         self.max_response_bytes = max_response_bytes
         self.max_redirects = max_redirects
+        #: The operator's CIDR grants for a tool (private ranges it may reach; never metadata).
+        self.cidr_grants = cidr_grants or (lambda tool: ())
+        #: The gateway's own listening ports, never a REST destination.
+        self.deny_ports = tuple(deny_ports)
 
     def can_run_inline(self, entry: RegisteredTool) -> bool:
         return False
@@ -366,10 +377,20 @@ class RestBackend:
             raise BackendUnavailableError(f"{tool.id} has no REST endpoint declaration")
         try:
             import httpx2
+
+            from .rest_transport import GuardedTransport
         except ImportError:
             raise BackendUnavailableError(
                 "REST tools need the httpx2 package: pip install 'toolgate[rest]'"
             ) from None
+        try:
+            transport = GuardedTransport(
+                verify=_tls(httpx2),
+                cidr_grants=tuple(self.cidr_grants(tool)),
+                deny_ports=self.deny_ports,
+            )
+        except ValueError as exc:
+            raise BackendUnavailableError(f"the network grant of {tool.id}: {exc}") from None
         token = self._token(tool, endpoint)
         prepared = prepare_request(endpoint, invocation.arguments)
         what = _describe(prepared.method, prepared.url)
@@ -380,11 +401,17 @@ class RestBackend:
             headers["Authorization"] = f"Bearer {token}"
         try:
             async with httpx2.AsyncClient(
-                verify=_tls(httpx2),
+                transport=transport,
                 timeout=httpx2.Timeout(tool.timeout),
                 follow_redirects=False,
+                trust_env=False,
             ) as client:
                 response = await self._send(client, httpx2, prepared, headers, what)
+        except EgressRefusedError as exc:
+            raise ToolError(
+                f"{what} was not sent: {exc}. Tell the user: the operator can allow a private "
+                f"address for {tool.id} with a CIDR grant; metadata addresses are never allowed."
+            ) from None
         except httpx2.TimeoutException:
             raise ToolTimeoutError(
                 f"{what} did not answer within {tool.timeout:g} s (tool {tool.id})"

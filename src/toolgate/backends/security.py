@@ -16,15 +16,16 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..invocation import Invocation
 from ..model import SecurityVerdict, parse_verdict
 from ..python.binding import PythonBinding
+from ..sandbox.runner import Sandbox, SandboxUnavailableError
 from .base import BackendUnavailableError
 from .environment import ScriptEnvironment
-from .processes import ProcessStartError, run_process
+from .processes import ProcessResult, ProcessStartError, run_process
 from .script import ScriptCommand, decode_tail, script_input, security_runtime
 
 __all__ = [
@@ -74,9 +75,17 @@ def _bounded_verdict(verdict: SecurityVerdict) -> SecurityVerdict:
 class ScriptSecurityCheck:
     """Runs a tool's security script with its own timeout (``securityTimeout``)."""
 
-    def __init__(self, *, environment: ScriptEnvironment, cwd: Path | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        environment: ScriptEnvironment,
+        cwd: Path | None = None,
+        sandbox: Sandbox | None = None,
+    ) -> None:
         self.environment = environment
         self.cwd = cwd
+        self.sandbox = sandbox
+        """Runs the security script of a compartment tool in the tool's own sandbox."""
 
     async def check(self, invocation: Invocation) -> SecurityVerdict:
         """The verdict; raises :class:`SecurityCheckFailedError` when there is none."""
@@ -99,14 +108,31 @@ class ScriptSecurityCheck:
         except BackendUnavailableError as exc:
             raise SecurityCheckFailedError(str(exc)) from None
         try:
-            result = await run_process(
-                command.argv,
-                stdin=json.dumps(security_input(invocation, cwd=cwd)).encode("utf-8"),
-                env=command.env,
-                cwd=command.cwd,
-                timeout=spec.timeout,
-                max_output=_MAX_VERDICT_OUTPUT,
-            )
+            if self.sandbox is None:
+                result = await self._run(command.argv, command.env, command.cwd, invocation, cwd)
+            else:
+                # A compartment tool's check is its code too: it runs under the same sandbox as
+                # the tool (host-mode tools get the command back unchanged).
+                async with self.sandbox.prepare(
+                    tool,
+                    command.argv,
+                    env=command.env,
+                    workspace=invocation.workspace or self.cwd,
+                    code=[script.parent],
+                    programs=command.argv[:1],
+                    call_id=invocation.call_id,
+                ) as sandboxed:
+                    result = await self._run(
+                        sandboxed.argv,
+                        sandboxed.env,
+                        sandboxed.cwd,
+                        invocation,
+                        sandboxed.workspace or cwd,
+                    )
+        except SandboxUnavailableError as exc:
+            raise SecurityCheckFailedError(
+                f"the security script cannot be sandboxed: {exc}"
+            ) from None
         except ProcessStartError as exc:
             raise SecurityCheckFailedError(f"the security script could not start: {exc}") from None
         if result.timed_out:
@@ -128,6 +154,25 @@ class ScriptSecurityCheck:
             raise SecurityCheckFailedError(
                 f"the security script printed no valid verdict ({exc}): {text[:200]!r}"
             ) from None
+
+    async def _run(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        cwd: Path | None,
+        invocation: Invocation,
+        workspace: Path,
+    ) -> ProcessResult:
+        spec = invocation.tool.security_check
+        assert spec is not None
+        return await run_process(
+            argv,
+            stdin=json.dumps(security_input(invocation, cwd=workspace)).encode("utf-8"),
+            env=env,
+            cwd=cwd,
+            timeout=spec.timeout,
+            max_output=_MAX_VERDICT_OUTPUT,
+        )
 
 
 class PythonSecurityCheck:
@@ -178,6 +223,16 @@ class SecurityChecks:
     def __init__(self, *, script: ScriptSecurityCheck, python: PythonSecurityCheck) -> None:
         self.script = script
         self.python = python
+
+    @classmethod
+    def build(
+        cls, environment: ScriptEnvironment, cwd: Path | None, sandbox: Sandbox | None
+    ) -> SecurityChecks:
+        """Both kinds of check, scripts run in ``environment`` (and ``sandbox``)."""
+        return cls(
+            script=ScriptSecurityCheck(environment=environment, cwd=cwd, sandbox=sandbox),
+            python=PythonSecurityCheck(cwd=cwd),
+        )
 
     async def check(self, invocation: Invocation) -> SecurityVerdict:
         """The verdict of the tool's own check."""

@@ -56,6 +56,7 @@ from . import (
     mcp_command,
     plugins,
     resources,
+    sandbox,
     serve_command,
 )
 from .approvals import (
@@ -67,7 +68,13 @@ from .approvals import (
     print_pending,
 )
 from .audit import audit_app
-from .catalog import describe_tool, print_tool, print_tool_table, summarize_tool
+from .catalog import (
+    describe_tool,
+    enforcement,
+    print_tool,
+    print_tool_table,
+    summarize_tool,
+)
 from .errors import EXIT_CODES_HELP, CliFailure, CliUsageError, report
 from .folders import (
     LOCAL_NAMESPACE,
@@ -117,6 +124,7 @@ for _module in (
     serve_command,
     mcp_command,
     agents,
+    sandbox,
 ):
     _module.register(app)
 
@@ -235,16 +243,19 @@ def show_tool(
     as_json: Annotated[bool, typer.Option("--json", help="Print the details as JSON.")] = False,
 ) -> None:
     """Show one tool: description, input and output schemas, side-effect level, approval,
-    timeout, provider name and source, and its health: phase, calls and failure rate over the
-    last 7 days, p50/p95 latency, last error and why it is not Ready."""
+    timeout, provider name and source, what the process sandbox enforces for it, and its
+    health: phase, calls and failure rate over the last 7 days, p50/p95 latency, last error and
+    why it is not Ready."""
     state = _state(ctx)
     with state.open_gateway(approver=None, audit="read") as gateway:
         entry = _find_entry(gateway, tool_id)
         status = gateway.status(entry.tool.id)
+        # What the process sandbox enforces for this tool (probes the host once).
+        enforced = None if gateway.sandbox is None else enforcement(gateway.sandbox, entry.tool)
     if as_json:
-        print_json(describe_tool(entry, state.approval_policy, status))
+        print_json(describe_tool(entry, state.approval_policy, status, enforced))
     else:
-        print_tool(entry, state.out, state.approval_policy, status)
+        print_tool(entry, state.out, state.approval_policy, status, enforced)
 
 
 # -- tool folders ------------------------------------------------------------------------------

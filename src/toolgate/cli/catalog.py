@@ -12,15 +12,17 @@ from rich.table import Table
 from rich.text import Text
 
 from ..health import Phase, ToolStatus
-from ..model import TileDisplay, Tool
+from ..model import ImplementationKind, SandboxMode, SourceFormat, TileDisplay, Tool
 from ..model.display import safe_text
 from ..model.names import to_provider_name
 from ..pipeline.approval_policy import ApprovalPolicy
 from ..registry import RegisteredTool
+from ..sandbox.runner import Sandbox
 from .prompt import clean
 
 __all__ = [
     "describe_tool",
+    "enforcement",
     "format_ms",
     "needs_approval",
     "print_tool",
@@ -94,14 +96,46 @@ def _ui_dict(ui: TileDisplay | None) -> dict[str, Any] | None:
     }
 
 
+def enforcement(sandbox: Sandbox, tool: Tool) -> dict[str, str]:
+    """What the process sandbox enforces for ``tool``, one line per aspect (``tools show``).
+
+    Only processes can be sandboxed: scripts, ``os`` commands and compartment plugin tools (in
+    the sandboxed worker). Other tools run in the gateway, which says so rather than claim a
+    clean environment it does not give them.
+    """
+    kind = tool.kind
+    if kind in (ImplementationKind.SCRIPT, ImplementationKind.OS) or (
+        kind is ImplementationKind.PYTHON
+        and tool.source.format is SourceFormat.PLUGIN
+        and sandbox.mode_for(tool) is SandboxMode.COMPARTMENT
+    ):
+        return sandbox.enforced(tool)
+    if kind is ImplementationKind.REST:
+        grants = tuple(sandbox.cidr_grants.get(tool.id, ()))
+        return {
+            "sandbox": "none: the gateway sends the request",
+            "network": "public addresses only, checked at connect time and on every redirect"
+            + (f"; granted: {', '.join(grants)}" if grants else ""),
+        }
+    if kind is ImplementationKind.MCP:
+        return {"sandbox": "none: the MCP server runs the tool"}
+    return {"sandbox": "none: runs in the gateway's process"}
+
+
 def describe_tool(
-    entry: RegisteredTool, policy: ApprovalPolicy | None = None, status: ToolStatus | None = None
+    entry: RegisteredTool,
+    policy: ApprovalPolicy | None = None,
+    status: ToolStatus | None = None,
+    enforced: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Everything ``tools show`` tells about one tool, as JSON (with its health ``status``,
-    Joch field names, when given), including its prompt ``examples`` and tile ``ui``."""
+    Joch field names, when given), including its prompt ``examples`` and tile ``ui``, and
+    (``enforced``, from the gateway's process sandbox) what the sandbox enforces for it."""
     tool = entry.tool
     hints = tool.resolved_hints
     extra: dict[str, Any] = {} if status is None else {"status": status.to_dict()}
+    if enforced is not None:
+        extra["sandbox"] = {"mode": str(tool.sandbox.mode), "enforced": dict(enforced)}
     return {
         **summarize_tool(entry, policy),
         **extra,
@@ -207,9 +241,11 @@ def print_tool(
     console: Console,
     policy: ApprovalPolicy | None = None,
     status: ToolStatus | None = None,
+    enforced: Mapping[str, str] | None = None,
 ) -> None:
-    """Print one tool's details (and its health ``status`` when given), its tile and prompt
-    examples, schemas highlighted as JSON."""
+    """Print one tool's details (and its health ``status`` when given), what the process
+    sandbox enforces for it (``enforced``, one line per aspect), its tile and prompt examples,
+    schemas highlighted as JSON."""
     tool: Tool = entry.tool
     facts = Table.grid(padding=(0, 2))
     facts.add_column(style="bold")
@@ -228,6 +264,9 @@ def print_tool(
         facts.add_row(label, Text(value))
     for label, text in [] if status is None else _status_rows(status):
         facts.add_row(label, text)
+    for aspect, value in (enforced or {}).items():
+        label = "Sandbox" if aspect == "sandbox" else f"  {aspect}"
+        facts.add_row(label, Text(value))
     if tool.display.ui is not None:
         facts.add_row("Tile", Text(tile_template(tool.display.ui)))
     console.print(Text(tool.id, style="bold underline"))

@@ -144,9 +144,9 @@ def plugins(
     host-mode opt-in, each tools entry's sandbox and whether it was imported, the tools loaded
     and the mode they run in, the alerts of resolve_tools, and every problem found.
 
-    Tools whose sandbox is 'compartment' run only when the operator opts in to host mode
-    (options: host_mode in toolgate.yaml): toolgate cannot enforce the compartment yet and never
-    runs such a tool without saying so.
+    Tools whose sandbox is 'compartment' run in a sandboxed worker (bubblewrap); where the host
+    cannot sandbox they are not loaded unless the operator opts in to host mode (options:
+    host_mode in toolgate.yaml). No such tool runs on the host without saying so.
     """
     state = ctx.find_object(CliState) or CliState()
     with state.open_gateway(approver=None, audit="off") as gateway:

@@ -147,7 +147,14 @@ def serve(
         sock = _listen(host, port)
         cleanup.callback(sock.close)
         gateway = build_gateway(
-            loaded, include_demo=loaded.path is None, home=home, approver="queue", audit="write"
+            loaded,
+            include_demo=loaded.path is None,
+            home=home,
+            approver="queue",
+            audit="write",
+            # The port actually bound (--port, or a free one for 0): sandboxed tools and REST
+            # calls must not reach the gateway itself.
+            serve_ports=[sock.getsockname()[1]],
         )
         cleanup.callback(gateway.close)  # after the lifespan's aclose: a no-op then
         url = _base_url(sock)

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Literal
 
 from ..approvals import Approver
 from ..errors import ConfigError, ToolgateError
 from ..gateway import Gateway
-from ..secrets import open_secret_store
+from ..sandbox.runner import Sandbox
+from ..secrets import open_secret_store, secrets_file
 from ..sources import FolderRoot
 from .files import LoadedConfig, load_config, toolgate_home
 from .policies import load_policies
@@ -23,6 +24,7 @@ __all__ = [
     "STATE_FILE_NAME",
     "AuditMode",
     "build_gateway",
+    "config_sandbox",
     "load_gateway",
     "tool_folder_roots",
 ]
@@ -79,6 +81,7 @@ def build_gateway(
     home: Path | None = None,
     approver: Approver | Literal["queue"] | None = "queue",
     audit: AuditMode = "write",
+    serve_ports: Collection[int] = (),
 ) -> Gateway:
     """Build a :class:`Gateway` holding the configured tools.
 
@@ -93,7 +96,8 @@ def build_gateway(
     ``$TOOLGATE_HOME/audit.db`` (and the ``audit.jsonl`` file) and takes the tools' statistics
     from it; ``"read"`` opens that log only when it exists, for statistics, and creates or prunes
     nothing (for commands that call no tool); ``"off"`` keeps statistics in memory.
-    Raises :class:`ConfigError` naming the file and the entry for every problem.
+    ``serve_ports``: the ports ``toolgate serve`` really listens on (besides ``serve.port``), which
+    no tool may reach. Raises :class:`ConfigError` naming the file and the entry for every problem.
     """
     config, label, folder = loaded.config, loaded.label, loaded.folder
     home = toolgate_home() if home is None else home
@@ -131,6 +135,7 @@ def build_gateway(
         # never load a keyring backend.
         secret_store=open_secret_store(home),
         home=home,
+        sandbox=config_sandbox(loaded, home, serve_ports),
     )
     try:
         if config.python and str(folder) not in sys.path:
@@ -154,6 +159,31 @@ def build_gateway(
         gateway.close()
         raise
     return gateway
+
+
+def config_sandbox(loaded: LoadedConfig, home: Path, serve_ports: Collection[int] = ()) -> Sandbox:
+    """The process sandbox of a configured gateway (the ``sandbox:`` section).
+
+    The gateway's own state is protected: hidden in every sandbox even when a declared ``fs``
+    prefix or the workspace contains it (``.env``, the approval and audit databases with their
+    SQLite side files, the secrets folder, the loaded toolgate.yaml, the audit JSON-lines file).
+    The serve port is refused by the egress proxy and by REST tools, so a tool cannot call the
+    gateway's HTTP API; ``sandbox.network_grants`` are the private networks a tool may reach.
+    """
+    protected: list[Path] = [home / ".env", secrets_file(home).parent]
+    for name in (STATE_FILE_NAME, AUDIT_FILE_NAME):
+        protected += [home / name, home / f"{name}-wal", home / f"{name}-shm"]
+    if loaded.path is not None:
+        protected.append(loaded.path)
+    if loaded.config.audit.jsonl is not None:
+        protected.append(loaded.folder / Path(loaded.config.audit.jsonl).expanduser())
+    ports = {port for port in (loaded.config.serve.port, *serve_ports) if port}
+    return Sandbox(
+        loaded.config.sandbox,
+        protected=protected,
+        deny_ports=sorted(ports),
+        cidr_grants=loaded.config.sandbox.network_grants,
+    )
 
 
 def _source_path(entry: SourceEntry, folder: Path, where: str) -> Path:

@@ -12,6 +12,8 @@ from ..model import SideEffect, split_tool_id
 from ..pipeline.approval import DEFAULT_APPROVAL_TTL
 from ..pipeline.approval_policy import ApprovalRule
 from ..pipeline.overflow import DEFAULT_OVERFLOW_LIMIT, DEFAULT_PREVIEW_CHARS
+from ..sandbox.addresses import parse_cidr_grants
+from ..sandbox.settings import SandboxConfig
 
 __all__ = [
     "AgentConfig",
@@ -22,6 +24,7 @@ __all__ = [
     "OverflowConfig",
     "PythonSource",
     "RateLimitsConfig",
+    "SandboxSection",
     "ScriptsConfig",
     "ServeConfig",
     "SourceEntry",
@@ -323,6 +326,37 @@ def _policy_entry(value: Any) -> Any:
     )
 
 
+class SandboxSection(SandboxConfig):
+    """``sandbox:``: the process sandbox (see :class:`~toolgate.sandbox.settings.SandboxConfig`)
+    plus the operator's network grants.
+
+    .. code-block:: yaml
+
+        sandbox:
+          network_grants:                  # per tool id: private networks it may reach
+            inventory:lookup: [10.20.0.0/16]
+            test:api: [127.0.0.1/32]
+
+    Without a grant a tool reaches public addresses only (REST tools in-process, sandboxed tools
+    through the egress proxy). A grant never opens metadata addresses (169.254.169.254,
+    fd00:ec2::254): such a range is refused here.
+    """
+
+    network_grants: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    """Private (loopback, RFC 1918, ULA, link-local…) networks each tool id may reach."""
+
+    @field_validator("network_grants")
+    @classmethod
+    def _grants(cls, value: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+        for tool_id, grants in value.items():
+            split_tool_id(tool_id)  # raises ValueError naming the id: namespace:name
+            try:
+                parse_cidr_grants(grants)
+            except ValueError as exc:
+                raise ValueError(f"{tool_id}: {exc}") from None
+        return value
+
+
 class GatewayConfig(_Section):
     """The whole ``toolgate.yaml``."""
 
@@ -346,6 +380,9 @@ class GatewayConfig(_Section):
     rate_limits: RateLimitsConfig = Field(default_factory=RateLimitsConfig)
     serve: ServeConfig = Field(default_factory=ServeConfig)
     """Where ``toolgate serve`` listens, and the HTTP API's limits."""
+    sandbox: SandboxSection = Field(default_factory=SandboxSection)
+    """The process sandbox (bubblewrap) of compartment-mode tools, which tools use it, and the
+    operator's network grants."""
 
     def agent_labels(self) -> dict[str, dict[str, str]]:
         """The labels of every declared agent, by name."""

@@ -37,6 +37,7 @@ from ..model import (
 from ..model.tool import DEFAULT_IDEMPOTENCY_WINDOW
 from ..schema_check import compile_schema
 from .resource_fields import Checker, DocumentRef, got, pointer
+from .sandbox_fields import os_sandbox
 
 __all__ = [
     "DEFAULT_LEVELS",
@@ -72,7 +73,11 @@ SPEC_FIELDS = (
     "sideEffects",
     "safety",
     "observability",
+    "sandbox",
+    "permissions",
 )
+"""``sandbox`` and ``permissions`` (type ``os`` only) are toolgate's extension of the Joch format,
+in Pandora's vocabulary: an ``os`` tool runs in a ``compartment`` unless it says ``host``."""
 _TYPE_FIELDS = {"rest": "endpoint", "mcp": "mcpServerRef", "function": "function", "os": "command"}
 _ENDPOINT_FIELDS = ("method", "url", "auth", "timeout")
 _AUTH_FIELDS = ("type", "secretRef")
@@ -166,11 +171,12 @@ def build_tool_resource(
         entry = _function_ref(spec, check)
     elif kind == "os":
         entry = _command(spec, Path(check.where.path).parent, check)
+    sandbox = _sandbox(spec, kind, Path(check.where.path).parent, check)
 
     level, idempotency, approval = _side_effects(spec, kind, check)
     safety = _safety(spec, check)
     observability = _observability(spec, check)
-    if check.failed or kind is None or description is None:
+    if check.failed or kind is None or description is None or sandbox is None:
         return None
     try:
         tool = Tool(
@@ -186,7 +192,9 @@ def build_tool_resource(
             approval=approval,
             # Joch: an os tool is "a sandboxed command"; the source lowers this to host mode
             # only when the operator opts in.
-            sandbox=SandboxSpec(SandboxMode.COMPARTMENT if kind == "os" else SandboxMode.HOST),
+            sandbox=sandbox,
+            # The keys ``permissions.env`` grants are the command's declared variables.
+            env=sandbox.permissions.env,
             secrets=() if secret is None else (secret,),
             safety=safety,
             idempotency=idempotency,
@@ -462,3 +470,16 @@ def _observability(spec: Mapping[str, Any], check: Checker) -> ObservabilitySpec
         log_result=True if log_result is None else log_result,
         redact_fields=fields,
     )
+
+
+def _sandbox(
+    spec: Mapping[str, Any], kind: str | None, folder: Path, check: Checker
+) -> SandboxSpec | None:
+    """``spec.sandbox`` / ``spec.permissions`` of an ``os`` tool (see
+    :mod:`toolgate.loaders.sandbox_fields`); other types run in the gateway and have none."""
+    if kind == "os":
+        return os_sandbox(spec, folder, check)
+    for field in ("sandbox", "permissions"):
+        if field in spec:
+            check.error(f"/spec/{field}", f"is only for type: os (this tool is type: {kind})")
+    return SandboxSpec(SandboxMode.HOST)

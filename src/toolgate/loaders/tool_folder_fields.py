@@ -75,7 +75,10 @@ TOOL_FOLDER_FIELDS: tuple[str, ...] = (
     "securityTimeout",
     "env",
     "description",
+    "sandbox",
+    "permissions",
 )
+"""``sandbox``/``permissions``: toolgate's extension (:mod:`toolgate.loaders.sandbox_fields`)."""
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -250,11 +253,16 @@ def build_tool(
     dangerous = fields.optional_bool("dangerous") or False
     security = _security(fields, root, report)
     env = _env(fields, report)
+    from .sandbox_fields import folder_sandbox  # it builds on this module's Report
+
+    sandbox = folder_sandbox(data, root, report)
 
     if report.failed:
         return None, runtime
     assert name is not None and script_path is not None and runtime is not None
-    assert input_schema is not None and timeout is not None
+    assert input_schema is not None and timeout is not None and sandbox is not None
+    # A key granted by ``permissions.env`` is a declared variable like those of ``env``.
+    env = tuple(dict.fromkeys((*env, *sandbox.permissions.env)))
     try:
         tool = Tool(
             id=f"{namespace}:{name}",
@@ -272,6 +280,7 @@ def build_tool(
             approval=ApprovalSpec(required=require_approval),
             security_check=security,
             env=env,
+            sandbox=sandbox,
             display=DisplaySpec(dangerous=dangerous),
             source=ToolSource(SourceFormat.TOOL_FOLDER, str(declaration)),
         )

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from typing import Self
 
     from ..backends import Backend
+    from ..sandbox.runner import Sandbox
 
 __all__ = ["DeclarationSource", "SourceAlert", "SourceContext", "SourceLoad", "SourceSet"]
 
@@ -68,6 +69,8 @@ class SourceContext:
     """Why a script tool cannot run here (missing runtime), for tools bound to tool folders."""
     home: Path | None = None
     """``$TOOLGATE_HOME``, when the gateway was built from a configuration."""
+    sandbox: Sandbox | None = None
+    """The process sandbox for compartment-mode tools (``None``: the gateway has none)."""
 
 
 class DeclarationSource(ABC):

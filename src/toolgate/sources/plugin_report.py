@@ -57,13 +57,17 @@ class PluginToolStatus:
     resolved: bool
     """True for tools returned by ``resolve_tools``."""
     unavailable_reason: str | None = None
-    """Why it does not run (``compartment`` without opt-in)."""
+    """Why it does not run (``compartment`` without opt-in or a working sandbox)."""
+    in_worker: bool = False
+    """True when it runs in the sandboxed worker (its code never runs in the gateway)."""
 
     @property
     def runs(self) -> str:
-        """``host``, ``host (operator opt-in)`` or ``not run``."""
+        """``host``, ``host (operator opt-in)``, ``sandboxed worker`` or ``not run``."""
         if self.unavailable_reason is not None:
             return "not run"
+        if self.in_worker:
+            return "sandboxed worker"
         return "host (operator opt-in)" if self.host_opt_in else "host"
 
     def to_dict(self) -> dict[str, Any]:
@@ -76,6 +80,7 @@ class PluginToolStatus:
             "host_opt_in": self.host_opt_in,
             "resolved": self.resolved,
             "unavailable_reason": self.unavailable_reason,
+            "in_worker": self.in_worker,
         }
 
 

@@ -17,11 +17,16 @@ the operator allowed to run on the host (``sandbox: host``, or the ``host_mode``
   is a :class:`PluginToolContext` with ``env`` (the declared keys only, taken when the plugin was
   loaded) and ``logger`` (console-style, records to the ``toolgate.tool.<id>`` logger, i.e. the
   operator's log, never the model).
+
+Compartment entries never run here: :func:`describe_in_worker` and :func:`worker_binding` hand
+them to the sandboxed worker (:mod:`toolgate.sandbox.compartment`), one process per request.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import dataclasses
 import hashlib
 import importlib
 import importlib.machinery
@@ -33,29 +38,47 @@ import threading
 import types
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from ..backends.base import BackendUnavailableError
-from ..errors import ToolError
+from ..backends.processes import run_process
+from ..errors import ConfigError, ToolError
 from ..loaders.plugin import PluginManifest, ToolsEntry
+from ..loaders.plugin_tool import PluginTool, build_plugin_tool
+from ..loaders.tool_folder_fields import Report
+from ..model import ImplementationKind, SandboxMode, SandboxSpec, SourceFormat, Tool, ToolSource
 from ..python.binding import PythonBinding
+from ..sandbox.compartment import WorkerRequest, run_worker
+from ..sandbox.runner import Sandbox
 
 __all__ = [
     "DEFAULT_RESOLVE_TIMEOUT",
+    "PLUGIN_OPTIONS",
     "PluginLogger",
+    "PluginOptions",
     "PluginToolContext",
     "ResolveTimeoutError",
     "ResolveToolsContext",
     "call_resolve_tools",
+    "describe_in_worker",
+    "entry_tool",
     "execute_binding",
     "forget_modules",
     "import_entry",
+    "no_worker_reason",
     "package_name",
     "refusing_binding",
+    "worker_binding",
+    "worker_entry_tools",
+    "worker_runs",
 ]
 
 #: Seconds ``resolve_tools`` may take before the plugin's resolved tools are given up on.
 DEFAULT_RESOLVE_TIMEOUT = 30.0
+#: The keys a plugin's ``options:`` may hold.
+PLUGIN_OPTIONS: tuple[str, ...] = ("host_mode", "config", "resolve_timeout")
 
 _IMPORT_LOCK = threading.Lock()
 
@@ -126,6 +149,59 @@ class ResolveToolsContext:
     def pluginConfig(self) -> Mapping[str, Any]:
         """``plugin_config`` under the seed's name."""
         return self.plugin_config
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PluginOptions:
+    """The operator's settings for one plugin (``options:`` of its ``sources:`` entry)."""
+
+    host_mode: bool | frozenset[str] = False
+    """``True``: run every ``compartment`` tool of the plugin on the host; a set of tool ids:
+    only those; ``False``: none (they stay unavailable / not loaded)."""
+    config: Mapping[str, Any] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
+    """``pluginConfig`` for ``resolve_tools``."""
+    resolve_timeout: float = DEFAULT_RESOLVE_TIMEOUT
+    """Seconds ``resolve_tools`` may take."""
+
+    @classmethod
+    def parse(cls, options: Mapping[str, Any], where: str) -> PluginOptions:
+        """Check ``options``; raises :class:`ConfigError` naming ``where`` and the key."""
+        unknown = sorted(str(key) for key in options if key not in PLUGIN_OPTIONS)
+        if unknown:
+            raise ConfigError(
+                f"{where}: unknown plugin option {', '.join(map(repr, unknown))}; "
+                f"known options: {', '.join(PLUGIN_OPTIONS)}"
+            )
+        host_mode = options.get("host_mode", False)
+        parsed_host: bool | frozenset[str]
+        if isinstance(host_mode, bool):
+            parsed_host = host_mode
+        elif isinstance(host_mode, list) and all(
+            isinstance(item, str) and item.strip() for item in host_mode
+        ):
+            parsed_host = frozenset(item.strip() for item in host_mode)
+        else:
+            raise ConfigError(
+                f"{where}: host_mode must be true, false, or a list of tool ids "
+                f"(e.g. [weather]), not {host_mode!r}"
+            )
+        config = options.get("config", {})
+        if not isinstance(config, Mapping):
+            raise ConfigError(
+                f"{where}: config must be a mapping (the plugin's settings), not {config!r}"
+            )
+        timeout = options.get("resolve_timeout", DEFAULT_RESOLVE_TIMEOUT)
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+            raise ConfigError(
+                f"{where}: resolve_timeout must be a positive number of seconds, not {timeout!r}"
+            )
+        return cls(parsed_host, MappingProxyType(dict(config)), float(timeout))
+
+    def runs_on_host(self, plugin_id: str, local_id: str) -> bool:
+        """Whether the operator opted this tool in to host mode."""
+        if isinstance(self.host_mode, bool):
+            return self.host_mode
+        return local_id in self.host_mode or f"{plugin_id}:{local_id}" in self.host_mode
 
 
 def package_name(manifest: PluginManifest) -> str:
@@ -250,3 +326,165 @@ def refusing_binding(reason: str) -> PythonBinding:
         raise BackendUnavailableError(reason)
 
     return PythonBinding(func=refuse, is_async=False)
+
+
+# -- compartment entries: the sandboxed worker -------------------------------------------------
+
+#: The keyword the Python backend passes the call's ToolContext under (no argument is named so).
+_CONTEXT_KEYWORD = "__toolgate_context__"
+
+
+def entry_tool(manifest: PluginManifest, entry: ToolsEntry, timeout: float) -> Tool:
+    """The stand-in tool a ``describe`` request of ``entry`` runs as: the entry's own sandbox
+    and permissions (its tools are not known before the worker lists them)."""
+    return Tool(
+        id=f"{manifest.id}:{'.'.join(entry.module_parts) or 'entry'}",
+        description=f"the tool list of entry {entry.entry!r}",
+        input_schema={"type": "object"},
+        kind=ImplementationKind.PYTHON,
+        timeout=timeout,
+        env=entry.permissions.env,
+        sandbox=SandboxSpec(SandboxMode.COMPARTMENT, entry.permissions),
+        source=ToolSource(SourceFormat.PLUGIN, str(manifest.path)),
+    )
+
+
+def worker_runs(sandbox: Sandbox | None, tool: Tool) -> bool:
+    """Whether ``tool`` runs in the worker: the gateway has a sandbox that works here and puts
+    the tool in a compartment. Never on an unsandboxed host: the binding cannot label a Python
+    tool's outcome, so such tools keep needing the operator's ``host_mode``."""
+    return (
+        sandbox is not None
+        and sandbox.mode_for(tool) is SandboxMode.COMPARTMENT
+        and sandbox.host().works
+    )
+
+
+def describe_in_worker(
+    sandbox: Sandbox,
+    manifest: PluginManifest,
+    entry: ToolsEntry,
+    *,
+    env: Mapping[str, str],
+    config: Mapping[str, Any],
+    timeout: float,
+) -> Mapping[str, Any]:
+    """``{"tools": [...], "alerts": [...]}``: the declarative fields of the entry's tool objects
+    (static and resolved), listed by the sandboxed worker. Raises ``ToolError`` when it fails.
+
+    Loading is synchronous and may happen on a running event loop, so the worker is awaited on
+    a private loop in a thread of its own.
+    """
+    stand_in = entry_tool(manifest, entry, timeout)
+    request = WorkerRequest(
+        manifest.folder, entry.module_parts, stand_in.id, None, env=env, config=config
+    )
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="toolgate-describe") as pool:
+        future = pool.submit(
+            asyncio.run, run_worker(sandbox, stand_in, request, runner=run_process)
+        )
+        return future.result()
+
+
+def worker_binding(
+    sandbox: Sandbox,
+    manifest: PluginManifest,
+    entry: ToolsEntry,
+    tool: Tool,
+    local_id: str,
+    *,
+    env: Mapping[str, str],
+    config: Mapping[str, Any],
+) -> PythonBinding:
+    """An async :class:`PythonBinding` that runs ``execute`` of ``local_id`` in the sandboxed
+    worker, one process per call, and returns its result."""
+    permissions = tool.sandbox.permissions
+
+    async def run_in_worker(**arguments: Any) -> Any:
+        context = arguments.pop(_CONTEXT_KEYWORD)
+        request = WorkerRequest(
+            manifest.folder,
+            entry.module_parts,
+            tool.id,
+            local_id,
+            arguments,
+            env=env,
+            config=config,
+            time=permissions.time,
+            random=permissions.random,
+        )
+        answer = await run_worker(
+            sandbox,
+            tool,
+            request,
+            runner=run_process,
+            workspace=context.workspace,
+            call_id=context.call_id,
+        )
+        return answer.get("result")
+
+    run_in_worker.__qualname__ = f"plugin tool {tool.id} (sandboxed worker)"
+    return PythonBinding(func=run_in_worker, is_async=True, context_param=_CONTEXT_KEYWORD)
+
+
+def no_worker_reason(sandbox: Sandbox | None, tool: Tool) -> str:
+    """Why a compartment entry or tool cannot run in the sandboxed worker (for messages)."""
+    if sandbox is None:
+        return "this gateway has no process sandbox"
+    if sandbox.mode_for(tool) is SandboxMode.HOST:
+        return "the operator's sandbox.namespaces puts its namespace in mode 'host'"
+    problem = sandbox.host().problem or "the sandbox does not work"
+    # unsandboxed_host is for processes whose outcomes carry the label; plugin code runs in
+    # the gateway when imported, so only host_mode can let it run unsandboxed.
+    return f"{problem}; sandbox.unsandboxed_host does not apply to plugin code"
+
+
+def _in_worker(arguments: Mapping[str, Any], context: Any) -> Any:
+    """The ``execute`` of a tool listed by the worker: never called here (its binding runs the
+    plugin's own in the sandbox)."""
+    raise ToolError("this tool runs in its sandboxed worker only")
+
+
+def _file_digest(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def worker_entry_tools(
+    sandbox: Sandbox,
+    manifest: PluginManifest,
+    entry: ToolsEntry,
+    *,
+    env: Mapping[str, str],
+    config: Mapping[str, Any],
+    timeout: float,
+    report: Report,
+) -> tuple[list[PluginTool], Any]:
+    """The tools of a compartment entry as the sandboxed worker lists them (checked like tool
+    objects, problems on ``report``), and the alerts of its ``resolve_tools``. Raises
+    ``ToolError`` when the worker fails."""
+    answer = describe_in_worker(sandbox, manifest, entry, env=env, config=config, timeout=timeout)
+    listed = answer.get("tools")
+    # Fingerprinted by the module file: approvals bound to the definition end when it changes
+    # (the plugin's functions are never seen in the gateway).
+    digest = _file_digest(entry.module_file)
+    tools: list[PluginTool] = []
+    for index, fields in enumerate(listed if isinstance(listed, list) else []):
+        value = dict(fields) if isinstance(fields, Mapping) else fields
+        if isinstance(value, dict) and value.pop("execute", False):
+            value["execute"] = _in_worker
+        tool = build_plugin_tool(
+            value,
+            manifest=manifest,
+            entry=entry,
+            index=index,
+            pointer=f"/tools/{index}",
+            report=report,
+            digest=lambda fn: digest,
+            reference=lambda fn: f"{'.'.join(entry.module_parts)}:execute (sandboxed)",
+        )
+        if tool is not None:
+            tools.append(tool)
+    return tools, answer.get("alerts")

@@ -5,9 +5,13 @@
 tool objects, :mod:`toolgate.sources.plugin_runtime` for importing and calling plugin code).
 Tools are registered as ``pluginId:toolId`` (``@pandorakit/weather:weather``).
 
-**Sandbox.** The seed's default mode is ``compartment``, which this version of toolgate cannot
-enforce yet (the sandbox issue will). A ``compartment`` tool therefore never runs silently
-without one:
+**Sandbox.** The seed's default mode is ``compartment``. On a gateway with a working process
+sandbox (bubblewrap; a gateway built from toolgate.yaml has one), a ``compartment`` entry is
+never imported on the host: the sandboxed worker (:mod:`toolgate.sandbox.compartment`) lists its
+tools (static and ``resolve_tools``) and runs each call of ``execute`` in a sandbox of its own,
+with the tool's ``permissions`` enforced (``fs``, ``network``, ``env``; ``time`` and ``random``
+are offered on ``ctx`` only when granted). Without one (no sandbox, or a host that cannot
+sandbox), a ``compartment`` tool never runs silently unsandboxed:
 
 * An entry whose ``sandbox`` is ``compartment`` is **not imported at all** (importing runs the
   plugin's code on the host) unless the operator opts in with ``host_mode`` in the source's
@@ -18,10 +22,11 @@ without one:
   [weather, ...]`` (local or full ids) only those, and still imports the entries (the modules'
   top-level code runs on the host either way). A tool that runs on the host this way is
   registered with ``sandbox.mode = host`` (what really happens) and is reported as
-  "host (operator opt-in)".
+  "host (operator opt-in)". The opt-in wins over the sandbox.
 * A tool whose own ``sandbox`` override says ``compartment`` (in an entry that was imported)
-  and that is not opted in is registered **unavailable**, with a reason that says so and how to
-  opt in; its binding refuses to run even if called directly.
+  and that is not opted in runs in the worker when the sandbox works; otherwise it is
+  registered **unavailable**, with a reason that says so and how to opt in; its binding refuses
+  to run even if called directly.
 
 Options of a ``sources:`` entry (``toolgate.yaml``)::
 
@@ -54,7 +59,7 @@ from types import MappingProxyType, ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from .._json import thaw
-from ..errors import ConfigError
+from ..errors import ToolError
 from ..loaders import Diagnostic, Severity
 from ..loaders.plugin import PluginManifest, ToolsEntry, is_plugin_manifest, load_plugin_manifest
 from ..loaders.plugin_tool import PluginTool, build_plugin_tool
@@ -65,85 +70,38 @@ from ..registry import RegisteredTool
 from .declarations import DeclarationSource, SourceAlert, SourceContext, SourceLoad
 from .plugin_report import PluginEntryStatus, PluginReport, PluginToolStatus
 from .plugin_runtime import (
-    DEFAULT_RESOLVE_TIMEOUT,
+    PLUGIN_OPTIONS,
     PluginLogger,
+    PluginOptions,
     PluginToolContext,
     ResolveToolsContext,
     call_resolve_tools,
+    entry_tool,
     execute_binding,
     forget_modules,
     import_entry,
+    no_worker_reason,
     package_name,
     refusing_binding,
+    worker_binding,
+    worker_entry_tools,
+    worker_runs,
 )
 
 if TYPE_CHECKING:
     from typing import Self
 
+    from ..sandbox.runner import Sandbox
+
 __all__ = ["PLUGIN_OPTIONS", "PluginOptions", "PluginSource"]
 
 log = logging.getLogger("toolgate.sources.plugins")
 
-#: The keys a plugin's ``options:`` may hold.
-PLUGIN_OPTIONS: tuple[str, ...] = ("host_mode", "config", "resolve_timeout")
 
 _OPT_IN_HINT = (
     "To run its tools on the host anyway (no isolation), add 'options: {host_mode: true}' (or a "
     "list of tool ids) to this plugin under 'sources:' in toolgate.yaml."
 )
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class PluginOptions:
-    """The operator's settings for one plugin (``options:`` of its ``sources:`` entry)."""
-
-    host_mode: bool | frozenset[str] = False
-    """``True``: run every ``compartment`` tool of the plugin on the host; a set of tool ids:
-    only those; ``False``: none (they stay unavailable / not loaded)."""
-    config: Mapping[str, Any] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
-    """``pluginConfig`` for ``resolve_tools``."""
-    resolve_timeout: float = DEFAULT_RESOLVE_TIMEOUT
-    """Seconds ``resolve_tools`` may take."""
-
-    @classmethod
-    def parse(cls, options: Mapping[str, Any], where: str) -> PluginOptions:
-        """Check ``options``; raises :class:`ConfigError` naming ``where`` and the key."""
-        unknown = sorted(str(key) for key in options if key not in PLUGIN_OPTIONS)
-        if unknown:
-            raise ConfigError(
-                f"{where}: unknown plugin option {', '.join(map(repr, unknown))}; "
-                f"known options: {', '.join(PLUGIN_OPTIONS)}"
-            )
-        host_mode = options.get("host_mode", False)
-        parsed_host: bool | frozenset[str]
-        if isinstance(host_mode, bool):
-            parsed_host = host_mode
-        elif isinstance(host_mode, list) and all(
-            isinstance(item, str) and item.strip() for item in host_mode
-        ):
-            parsed_host = frozenset(item.strip() for item in host_mode)
-        else:
-            raise ConfigError(
-                f"{where}: host_mode must be true, false, or a list of tool ids "
-                f"(e.g. [weather]), not {host_mode!r}"
-            )
-        config = options.get("config", {})
-        if not isinstance(config, Mapping):
-            raise ConfigError(
-                f"{where}: config must be a mapping (the plugin's settings), not {config!r}"
-            )
-        timeout = options.get("resolve_timeout", DEFAULT_RESOLVE_TIMEOUT)
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
-            raise ConfigError(
-                f"{where}: resolve_timeout must be a positive number of seconds, not {timeout!r}"
-            )
-        return cls(parsed_host, MappingProxyType(dict(config)), float(timeout))
-
-    def runs_on_host(self, plugin_id: str, local_id: str) -> bool:
-        """Whether the operator opted this tool in to host mode."""
-        if isinstance(self.host_mode, bool):
-            return self.host_mode
-        return local_id in self.host_mode or f"{plugin_id}:{local_id}" in self.host_mode
 
 
 class PluginSource(DeclarationSource):
@@ -182,7 +140,9 @@ class PluginSource(DeclarationSource):
     def load(self) -> SourceLoad:
         """Read the manifest, import the entries allowed to run on the host, resolve dynamic
         tools and bind every tool. Never raises for a broken plugin."""
-        loader = _PluginLoader(self.location, self.context.environ, self.options)
+        loader = _PluginLoader(
+            self.location, self.context.environ, self.options, self.context.sandbox
+        )
         entries = loader.load(self.path)
         self.report = loader.report()
         return SourceLoad(entries, list(loader.diagnostics), list(loader.alerts))
@@ -191,10 +151,19 @@ class PluginSource(DeclarationSource):
 class _PluginLoader:
     """One load of one plugin: collects tools, diagnostics, alerts and the report."""
 
-    def __init__(self, location: str, environ: Mapping[str, str], options: PluginOptions) -> None:
+    def __init__(
+        self,
+        location: str,
+        environ: Mapping[str, str],
+        options: PluginOptions,
+        sandbox: Sandbox | None = None,
+    ) -> None:
         self.location = location
         self.environ = environ
         self.options = options
+        self.sandbox = sandbox
+        self.in_worker: set[str] = set()
+        """Local ids of the tools listed by the worker (their code never ran on the host)."""
         self.manifest: PluginManifest | None = None
         self.plugin_id: str | None = None
         self.diagnostics: list[Diagnostic] = []
@@ -260,9 +229,13 @@ class _PluginLoader:
 
     def _entry(self, manifest: PluginManifest, entry: ToolsEntry) -> list[tuple[PluginTool, bool]]:
         if entry.sandbox is SandboxMode.COMPARTMENT and not self.options.host_mode:
+            stand_in = entry_tool(manifest, entry, self.options.resolve_timeout)
+            if self.sandbox is not None and worker_runs(self.sandbox, stand_in):
+                return self._worker_entry(manifest, entry)
+            why = no_worker_reason(self.sandbox, stand_in)
             reason = (
                 f"the tools of entry {entry.entry!r} were not loaded: its sandbox is "
-                "'compartment', which this version of toolgate cannot enforce yet, and importing "
+                f"'compartment', which this gateway cannot enforce here ({why}), and importing "
                 f"the entry would run its code on the host without a sandbox. {_OPT_IN_HINT}"
             )
             self.all_imported = False
@@ -299,6 +272,40 @@ class _PluginLoader:
         tools.extend((tool, True) for tool in self._resolved_tools(manifest, entry, module, report))
         self.diagnostics.extend(report.items)
         return tools
+
+    def _worker_entry(
+        self, manifest: PluginManifest, entry: ToolsEntry
+    ) -> list[tuple[PluginTool, bool]]:
+        """The tools of a compartment entry, as the sandboxed worker lists them."""
+        assert self.sandbox is not None
+        report = Report(str(entry.module_file))
+        try:
+            tools, alerts = worker_entry_tools(
+                self.sandbox,
+                manifest,
+                entry,
+                env=self._snapshot(entry.permissions.env),
+                config=thaw(self.options.config),
+                timeout=self.options.resolve_timeout,
+                report=report,
+            )
+        except ToolError as exc:
+            reason = f"listing the tools of entry {entry.entry!r} in its sandbox failed: {exc}"
+            self.all_imported = False
+            self.entries.append(
+                PluginEntryStatus(entry.pointer, entry.entry, entry.sandbox, False, reason)
+            )
+            self.diagnostics.append(
+                Diagnostic(str(entry.module_file), None, f"plugin {manifest.id}: {reason}")
+            )
+            return []
+        self.entries.append(
+            PluginEntryStatus(entry.pointer, entry.entry, entry.sandbox, True, None)
+        )
+        self._resolve_alerts(entry, alerts)
+        self.diagnostics.extend(report.items)
+        self.in_worker.update(tool.local_id for tool in tools)
+        return [(tool, False) for tool in tools]
 
     def _static_tools(
         self, manifest: PluginManifest, entry: ToolsEntry, module: ModuleType, report: Report
@@ -447,22 +454,41 @@ class _PluginLoader:
                 manifest.id,
                 tool.id,
             )
-        elif declared is SandboxMode.COMPARTMENT:
-            reason = (
-                "it declares sandbox 'compartment', which this version of toolgate cannot "
-                "enforce yet, so it does not run rather than run without a sandbox. The "
-                "operator can run it on the host (no isolation) by adding 'options: "
-                f"{{host_mode: [{item.local_id}]}}' (or 'host_mode: true') to plugin "
-                f"{manifest.id} under 'sources:' in toolgate.yaml."
+        in_worker = item.local_id in self.in_worker or (
+            not opted_in and declared is SandboxMode.COMPARTMENT and worker_runs(self.sandbox, tool)
+        )
+        if in_worker and self.sandbox is not None:
+            # Listed by the worker, or a compartment override in a host entry: the sandboxed
+            # worker runs execute (no opt-in needed).
+            reason = self.sandbox.unavailable_reason(tool)
+            binding = worker_binding(
+                self.sandbox,
+                manifest,
+                entry,
+                tool,
+                item.local_id,
+                env=self._snapshot(tool.env),
+                config=thaw(self.options.config),
             )
-        context = PluginToolContext(
-            env=self._snapshot(tool.env),
-            logger=PluginLogger(logging.getLogger(f"toolgate.tool.{tool.id}")),
-            tool_id=tool.id,
-        )
-        binding = (
-            execute_binding(item.execute, context) if reason is None else refusing_binding(reason)
-        )
+        else:
+            if declared is SandboxMode.COMPARTMENT and not opted_in:
+                reason = (
+                    "it declares sandbox 'compartment', which this gateway cannot enforce here "
+                    f"({no_worker_reason(self.sandbox, tool)}), so it does not run rather than "
+                    "run without a sandbox. The operator can run it on the host (no isolation) "
+                    f"by adding 'options: {{host_mode: [{item.local_id}]}}' (or 'host_mode: "
+                    f"true') to plugin {manifest.id} under 'sources:' in toolgate.yaml."
+                )
+            context = PluginToolContext(
+                env=self._snapshot(tool.env),
+                logger=PluginLogger(logging.getLogger(f"toolgate.tool.{tool.id}")),
+                tool_id=tool.id,
+            )
+            binding = (
+                execute_binding(item.execute, context)
+                if reason is None
+                else refusing_binding(reason)
+            )
         self.tools.append(
             PluginToolStatus(
                 id=tool.id,
@@ -471,6 +497,7 @@ class _PluginLoader:
                 host_opt_in=opted_in,
                 resolved=resolved,
                 unavailable_reason=reason,
+                in_worker=in_worker and self.sandbox is not None,
             )
         )
         return RegisteredTool(tool, binding, reason)

@@ -5,12 +5,15 @@ A file or folder of ``apiVersion: joch.dev/v1alpha1`` documents (see
 ``kind: Tool`` by its type:
 
 * ``rest`` — run by :class:`~toolgate.backends.rest.RestBackend`; unavailable while its
-  ``secretRef`` secret is not set (``toolgate secrets set NAME``).
+  ``secretRef`` secret is not set (``toolgate secrets set NAME``). It reaches public addresses
+  only, plus the private networks the operator grants the tool (``sandbox.network_grants`` in
+  toolgate.yaml); never the gateway's own serve port.
 * ``function`` — the Python callable is imported and bound (see
   :mod:`toolgate.sources.resource_functions`).
-* ``os`` — run by :class:`~toolgate.backends.os_command.OsCommandBackend`, but only when the
-  operator opted in to host mode (sandboxing is not implemented yet): otherwise unavailable, with
-  the reason and how to opt in.
+* ``os`` — run by :class:`~toolgate.backends.os_command.OsCommandBackend`: in a compartment
+  (bubblewrap, :mod:`toolgate.sandbox`) with the declared ``spec.permissions`` when the gateway
+  has a process sandbox and the tool is not in mode ``host``; on the host, unsandboxed, only
+  when the operator opted in to host mode; otherwise unavailable, with the reason and the fix.
 * ``mcp`` — handed, with the ``kind: MCPServer`` documents, to
   :class:`toolgate.sources.mcp_servers.McpServers`, which connects to the servers and registers
   their tools.
@@ -24,7 +27,8 @@ Options (the ``options:`` of the ``sources:`` entry in ``toolgate.yaml``):
     (``namespace:name``) runs only those. Default ``false``.
 ``endpoint_origins``
     ``{"https://api.example.com": "http://127.0.0.1:8080"}``: send REST requests declared for
-    the first origin to the second instead (staging, a local mock). Origins only, no paths.
+    the first origin to the second instead (staging, a local mock). Origins only, no paths. A
+    private origin such as this one also needs a grant for each tool (``sandbox.network_grants``).
 ``reload_interval``
     Seconds between checks, while the gateway runs, for changed files and secrets that were set
     or deleted (default 10; ``0`` turns it off). A change reloads the source.
@@ -66,7 +70,13 @@ if TYPE_CHECKING:
 
     from ..backends import Backend
 
-__all__ = ["DEFAULT_RELOAD_INTERVAL", "OPTIONS", "ResourceSource", "host_mode_reason"]
+__all__ = [
+    "DEFAULT_RELOAD_INTERVAL",
+    "OPTIONS",
+    "ResourceSource",
+    "host_declared_reason",
+    "host_mode_reason",
+]
 
 log = logging.getLogger("toolgate.sources")
 
@@ -76,11 +86,24 @@ _MCP_MODULE = "toolgate.sources.mcp_servers"
 
 
 def host_mode_reason(tool_id: str) -> str:
-    """Why an ``os`` tool does not run, and how the operator opts in."""
+    """Why an ``os`` tool does not run on a gateway without a process sandbox (a
+    :class:`~toolgate.Gateway` built without ``sandbox=``), and how the operator opts in."""
     return (
-        "os tools run a command on this host and toolgate cannot sandbox them yet, so it runs "
-        "them only when the operator opts in to host mode: add 'options: {host_mode: true}' "
-        f"(or 'host_mode: [{tool_id}]') to this file's entry under 'sources:' in toolgate.yaml"
+        "os tools run a command on this host and this gateway cannot sandbox them (it has no "
+        "process sandbox), so it runs them only when the operator opts in to host mode: add "
+        "'options: {host_mode: true}' "
+        f"(or 'host_mode: [{tool_id}]') to this file's entry under 'sources:' in toolgate.yaml "
+        "(a gateway built from toolgate.yaml sandboxes them with bubblewrap instead)"
+    )
+
+
+def host_declared_reason(tool_id: str) -> str:
+    """Why an ``os`` tool in sandbox mode ``host`` does not run, and how the operator opts in."""
+    return (
+        f"{tool_id} runs in sandbox mode 'host' (its 'spec.sandbox' or the operator's "
+        "'sandbox.namespaces'), which runs its command unsandboxed: the operator must opt in "
+        f"with 'options: {{host_mode: [{tool_id}]}}' on this file's entry under 'sources:' in "
+        "toolgate.yaml, or drop 'sandbox: host' so it runs in a compartment"
     )
 
 
@@ -180,7 +203,16 @@ class ResourceSource(DeclarationSource):
             process_env=context.environ,
             allow_from_process=(),
         )
-        self._rest = RestBackend(context.secrets)
+        sandbox = context.sandbox
+        # REST calls are checked in-process like the egress proxy checks sandboxed tools: only
+        # public addresses, plus the private networks the operator granted the tool.
+        self._rest = RestBackend(
+            context.secrets,
+            cidr_grants=None
+            if sandbox is None
+            else lambda tool: sandbox.cidr_grants.get(tool.id, ()),
+            deny_ports=() if sandbox is None else sandbox.deny_ports,
+        )
         self._mcp: Any = None
         self._mcp_tried = False
         self._fingerprint: tuple[Any, ...] = ()
@@ -308,13 +340,26 @@ class ResourceSource(DeclarationSource):
 
     def _os_entry(self, resource: ToolResource) -> RegisteredTool:
         tool = resource.tool
-        if not self._opted_in(tool):
+        sandbox = self.context.sandbox
+        if self._opted_in(tool):
+            # The definition says where it runs: approvals given for a host-mode tool are bound
+            # to that, and end if the operator later turns host mode off.
+            tool = dataclasses.replace(
+                tool, sandbox=SandboxSpec(SandboxMode.HOST, tool.sandbox.permissions)
+            )
+            binding = OsCommandBinding(self.environment)
+            return RegisteredTool(tool, binding, command_unavailable_reason(tool, self.environment))
+        if sandbox is None:
             return RegisteredTool(tool, None, host_mode_reason(tool.id))
-        # The definition says where it runs: approvals given for a host-mode tool are bound to
-        # that, and end if the operator later turns host mode off (or sandboxing arrives).
-        tool = dataclasses.replace(tool, sandbox=SandboxSpec(SandboxMode.HOST))
-        binding = OsCommandBinding(self.environment)
-        return RegisteredTool(tool, binding, command_unavailable_reason(tool, self.environment))
+        if sandbox.mode_for(tool) is SandboxMode.HOST:
+            # Declared (or configured) 'host': the command runs unsandboxed, which only the
+            # operator's host_mode opt-in allows.
+            return RegisteredTool(tool, None, host_declared_reason(tool.id))
+        binding = OsCommandBinding(self.environment, sandbox=sandbox)
+        reason = command_unavailable_reason(tool, self.environment) or sandbox.unavailable_reason(
+            tool
+        )
+        return RegisteredTool(tool, binding, reason)
 
     def _mcp_servers(self) -> Any:
         if not self._mcp_tried:
