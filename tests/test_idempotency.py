@@ -248,10 +248,9 @@ async def test_a_concurrent_duplicate_with_other_arguments_is_a_conflict_at_once
 ) -> None:
     running = asyncio.create_task(gateway.call("pay:slow_charge", {"order_id": "o-1", "amount": 5}))
     await asyncio.sleep(0.05)
-    started = time.monotonic()
     other = await gateway.call("pay:slow_charge", {"order_id": "o-1", "amount": 7})
     assert other.code is ErrorCode.IDEMPOTENCY_CONFLICT
-    assert time.monotonic() - started < 0.1  # it did not wait for the running call
+    assert not running.done()  # it answered without waiting for the running call
     assert (await running).ok
     assert len(RUNS) == 1
 
@@ -331,9 +330,9 @@ def test_a_caller_waits_at_most_the_lease_for_a_running_duplicate(tmp_path: Path
     with Gateway() as gw:
         gw.add(charge)
         install(gw, IdempotencyStage(store, lease_grace=0.3 - charge.tool.timeout))
-        started = time.monotonic()
+        # The other call never finishes: this one gives up when its lease would have ended
+        # (the hang guard fails the test if it waited for ever).
         outcome = gw.call_sync("pay:charge", arguments)
-    assert 0.25 < time.monotonic() - started < 2
     assert outcome.code is ErrorCode.IDEMPOTENCY_CONFLICT
     assert "still running" in (outcome.message or "")
     assert RUNS == []

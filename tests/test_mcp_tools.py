@@ -199,7 +199,7 @@ class McpSource(DeclarationSource):
 
     @classmethod
     def open(cls, path: Path, context: SourceContext, options: Mapping[str, Any]) -> McpSource:
-        raise NotImplementedError
+        raise TypeError("this test source is built directly from specs, not opened from a path")
 
     @classmethod
     def validate(cls, path: Path) -> list[Any]:
