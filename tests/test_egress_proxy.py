@@ -305,6 +305,9 @@ async def test_the_proxy_survives_garbage() -> None:
 # -- inside a real network namespace ---------------------------------------------------------
 
 BWRAP = shutil.which("bwrap")
+#: The interpreter the namespace runs (stdlib only): the real binary, not a virtual environment's
+#: link, which may live under /tmp (a CI checkout) and be hidden by the namespace's own /tmp.
+PYTHON = os.path.realpath(sys.executable)
 needs_bwrap = pytest.mark.skipif(BWRAP is None, reason="bubblewrap (bwrap) is not installed")
 
 
@@ -357,7 +360,7 @@ NO_NETWORK_CLIENT = textwrap.dedent(
 async def test_without_network_permission_there_is_no_route_and_no_dns() -> None:
     async with http_server() as (port, heads):
         code, out, err = await run_in_namespace(
-            [sys.executable, "-c", NO_NETWORK_CLIENT.replace("PORT", str(port))]
+            [PYTHON, "-c", NO_NETWORK_CLIENT.replace("PORT", str(port))]
         )
     assert code == 0, err
     results = json.loads(out)
@@ -408,10 +411,10 @@ async def test_the_bridge_is_the_only_way_out(tmp_path: Path) -> None:
     async with http_server() as (port, _heads), start((f"allowed.test:{port}",)) as proxy:
         client = BRIDGE_CLIENT.replace("BRIDGE", str(bridge_port)).replace("PORT", str(port))
         argv = bridge_argv(
-            sys.executable,
+            PYTHON,
             str(proxy.socket_path),
             bridge_port,
-            [sys.executable, "-c", client],
+            [PYTHON, "-c", client],
         )
         code, out, err = await run_in_namespace(argv, bind=proxy.socket_path.parent)
     assert code == 7, err  # the tool's exit code, passed through
@@ -435,7 +438,7 @@ async def test_the_bridge_leaves_no_children_behind(tmp_path: Path) -> None:
     async with start(("allowed.test",)) as proxy:
         pid_file = proxy.socket_path.parent / "child.pid"
         tool = ["/bin/sh", "-c", f"sleep 300 & echo $! > {pid_file}; exit 3"]
-        argv = bridge_argv(sys.executable, str(proxy.socket_path), 3128, tool)
+        argv = bridge_argv(PYTHON, str(proxy.socket_path), 3128, tool)
         try:
             code, _out, err = await run_in_namespace(
                 argv, bind=proxy.socket_path.parent, timeout=30
@@ -469,7 +472,7 @@ async def test_the_bridge_leaves_no_children_behind(tmp_path: Path) -> None:
 )
 async def test_the_bridge_reports_how_the_tool_ended(tool: list[str], code: int) -> None:
     async with start(("allowed.test",)) as proxy:
-        argv = bridge_argv(sys.executable, str(proxy.socket_path), 3128, tool)
+        argv = bridge_argv(PYTHON, str(proxy.socket_path), 3128, tool)
         returncode, _out, err = await run_in_namespace(argv, bind=proxy.socket_path.parent)
     assert returncode == code, err
 
