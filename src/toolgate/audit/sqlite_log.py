@@ -32,6 +32,7 @@ from typing import IO, Any, Final
 
 from ..model.stats import NOT_TOOL_FAILURES, ToolStats
 from ..pipeline.observers import FinishedCall
+from ..stores.sqlite_schema import write_transaction
 from .query import build_stats, fetch_stats
 from .query import where as _where
 from .record import AuditRecord
@@ -242,14 +243,8 @@ class SQLiteAuditLog(BatchWriter):
                 self._lose(len(records))
                 return
             try:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
+                with write_transaction(conn):
                     conn.executemany(_INSERT, rows)
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
             except Exception as exc:  # noqa: BLE001 - counted and reported, never raised
                 self._lose(len(records))
                 self._fail("cannot write to the audit database", exc)
@@ -368,15 +363,8 @@ class SQLiteAuditLog(BatchWriter):
         if self.retention_days is None:
             return 0
         cutoff = now - self.retention_days * _DAY
-        with self._reading() as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                deleted = conn.execute("DELETE FROM audit_records WHERE time < ?", (cutoff,))
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
+        with self._reading() as conn, write_transaction(conn):
+            deleted = conn.execute("DELETE FROM audit_records WHERE time < ?", (cutoff,))
         return int(deleted.rowcount)
 
     def _stats(self, since: float, tool_id: str | None) -> dict[str, ToolStats]:

@@ -21,7 +21,6 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .._json import thaw
 from ..approvals import ApprovalService
 from ..gateway import Gateway
 from ..model import ApprovalRequest, CallOutcome, Decision, Grant
@@ -45,10 +44,8 @@ __all__ = [
     "current_user",
     "decide",
     "decide_at_terminal",
-    "grant_to_dict",
     "grants_app",
     "print_pending",
-    "request_to_dict",
 ]
 
 approvals_app = typer.Typer(
@@ -149,46 +146,6 @@ def decide_at_terminal(
 # -- printing ------------------------------------------------------------------------------------
 
 
-def request_to_dict(request: ApprovalRequest, display: str | None = None) -> dict[str, Any]:
-    """A request as JSON (times are Unix seconds), with the call's one-line ``display`` (else the
-    request's own)."""
-    return {
-        "id": request.id,
-        "tool": request.tool_id,
-        "title": request.title,
-        "display": display or request.display,
-        "risk": request.risk,
-        "facts": [[label, value] for label, value in request.facts],
-        "arguments": thaw(request.arguments),
-        "workspace": request.workspace,
-        "agent": request.agent,
-        "session_id": request.session_id,
-        "permission": {"type": request.permission.type, "key": request.permission.key},
-        "security_message": request.security_message,
-        "status": str(request.status),
-        "created_at": request.created_at,
-        "expires_at": request.expires_at,
-        "decision": None if request.decision is None else str(request.decision),
-        "decided_by": request.decided_by,
-        "decided_at": request.decided_at,
-        "decision_message": request.decision_message,
-    }
-
-
-def grant_to_dict(grant: Grant) -> dict[str, Any]:
-    """A grant as JSON (times are Unix seconds)."""
-    return {
-        "id": grant.id,
-        "tool": grant.tool_id,
-        "workspace": grant.workspace,
-        "permission": {"type": grant.permission.type, "key": grant.permission.key},
-        "granted_by": grant.granted_by,
-        "granted_at": grant.granted_at,
-        "expires_at": grant.expires_at,
-        "approval_id": grant.approval_id,
-    }
-
-
 def print_pending(
     request: ApprovalRequest, console: Console, state: CliState, *, display: str | None = None
 ) -> None:
@@ -235,7 +192,7 @@ def list_requests(
         pending = _service(gateway).pending()
         displays = {request.id: _request_display(gateway, request) for request in pending}
     if as_json:
-        print_json([request_to_dict(request, displays[request.id]) for request in pending])
+        print_json([request.to_dict(displays[request.id]) for request in pending])
         return
     if not pending:
         state.out.print("No approval requests are pending.")
@@ -284,7 +241,7 @@ def show_request(
         events = service.events(request_id)
         display = _request_display(gateway, request)
     if as_json:
-        print_json({**request_to_dict(request, display), "events": events})
+        print_json({**request.to_dict(display), "events": events})
         return
     out = state.out
     print_confirmation(request, out, heading=f"{request.id}: ", display=display)
@@ -424,7 +381,7 @@ def list_grants(
     with state.open_gateway() as gateway:
         grants = _service(gateway).grants()
     if as_json:
-        print_json([grant_to_dict(grant) for grant in grants])
+        print_json([grant.to_dict() for grant in grants])
         return
     if not grants:
         state.out.print("No grants.")

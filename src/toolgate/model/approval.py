@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from .._json import freeze
+from .._json import freeze, thaw
 
 __all__ = [
     "TOOL_WIDE_KEY",
@@ -53,6 +53,10 @@ class PermissionKey:
     type: str
     key: str
 
+    def to_dict(self) -> dict[str, str]:
+        """``{"type": ..., "key": ...}``."""
+        return {"type": self.type, "key": self.key}
+
 
 #: The key of a tool without a security script: a grant covers the tool as a whole.
 TOOL_WIDE_KEY = PermissionKey("tool", "*")
@@ -95,6 +99,31 @@ class ApprovalRequest:
     def __post_init__(self) -> None:
         object.__setattr__(self, "arguments", freeze(self.arguments))
 
+    def to_dict(self, display: str | None = None) -> dict[str, Any]:
+        """JSON-ready (times are Unix seconds), with the call's one-line ``display`` (else the
+        request's own): what the CLI's ``--json`` and the HTTP API print."""
+        return {
+            "id": self.id,
+            "tool": self.tool_id,
+            "title": self.title,
+            "display": display or self.display or None,
+            "risk": self.risk,
+            "facts": [[str(label), str(value)] for label, value in self.facts],
+            "arguments": thaw(self.arguments),
+            "workspace": self.workspace,
+            "agent": self.agent,
+            "session_id": self.session_id,
+            "permission": self.permission.to_dict(),
+            "security_message": self.security_message,
+            "status": str(self.status),
+            "created_at": self.created_at,
+            "expires_at": self.expires_at,
+            "decision": None if self.decision is None else str(self.decision),
+            "decided_by": self.decided_by,
+            "decided_at": self.decided_at,
+            "decision_message": self.decision_message,
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class Grant:
@@ -111,3 +140,16 @@ class Grant:
     expires_at: float | None = None
     approval_id: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (times are Unix seconds)."""
+        return {
+            "id": self.id,
+            "tool": self.tool_id,
+            "workspace": self.workspace,
+            "permission": self.permission.to_dict(),
+            "granted_by": self.granted_by,
+            "granted_at": self.granted_at,
+            "expires_at": self.expires_at,
+            "approval_id": self.approval_id,
+        }

@@ -36,7 +36,7 @@ from .sqlite_rows import (
     _request_to_row,
     _timestamp,
 )
-from .sqlite_schema import SCHEMA_VERSION, ensure_private_file, migrate
+from .sqlite_schema import SCHEMA_VERSION, ensure_private_file, migrate, write_transaction
 
 __all__ = ["BUSY_TIMEOUT", "SCHEMA_VERSION", "SQLiteApprovalStore"]
 
@@ -104,16 +104,8 @@ class SQLiteApprovalStore:
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         """The connection inside a write transaction: committed on success, else rolled back."""
-        with self._lock:
-            conn = self._connection()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+        with self._lock, write_transaction(self._connection()) as conn:
+            yield conn
 
     @staticmethod
     def _insert_event(

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Final
 
 from .sqlite import BUSY_TIMEOUT, MEMORY, _ensure_private_file
+from .sqlite_schema import write_transaction
 
 __all__ = ["SQLiteDatabase"]
 
@@ -82,8 +83,7 @@ class SQLiteDatabase:
         """Bring the component's tables to the newest version, one migration per transaction."""
         target = len(migrations)
         while True:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with write_transaction(conn):
                 conn.execute(_COMPONENTS_TABLE)
                 row = conn.execute(
                     "SELECT version FROM toolgate_components WHERE name = ?", (component,)
@@ -95,7 +95,6 @@ class SQLiteDatabase:
                         f"{target} this toolgate understands; upgrade toolgate"
                     )
                 if version == target:
-                    conn.execute("COMMIT")
                     return
                 for statement in migrations[version]:
                     conn.execute(statement)
@@ -104,11 +103,6 @@ class SQLiteDatabase:
                     "ON CONFLICT(name) DO UPDATE SET version = excluded.version",
                     (component, version + 1),
                 )
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -124,16 +118,8 @@ class SQLiteDatabase:
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
         """The connection inside a write transaction: committed on success, else rolled back."""
-        with self._lock:
-            conn = self._connection()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+        with self._lock, write_transaction(self._connection()) as conn:
+            yield conn
 
     def close(self) -> None:
         """Release the connection (idempotent). Later operations raise :class:`RuntimeError`."""

@@ -7,12 +7,18 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Sequence
-from contextlib import suppress
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Final
 
-__all__ = ["SCHEMA_VERSION", "ensure_private_file", "migrate", "run_migrations"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "ensure_private_file",
+    "migrate",
+    "run_migrations",
+    "write_transaction",
+]
 
 # Migration ``i`` moves the database from ``user_version`` ``i`` to ``i + 1``. Append new
 # migrations; never edit an old one.
@@ -117,6 +123,22 @@ def ensure_private_file(path: Path) -> None:
     os.close(fd)
 
 
+@contextmanager
+def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """A write transaction that takes the write lock up front (``BEGIN IMMEDIATE``, so
+    processes sharing the file serialize instead of failing half-way): committed when the block
+    ends (also by ``return``), rolled back when it raises. ``conn`` has no implicit
+    transactions (``isolation_level=None``)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
 def run_migrations(
     conn: sqlite3.Connection, migrations: Sequence[Sequence[str]], *, database: str
 ) -> None:
@@ -124,8 +146,7 @@ def run_migrations(
     transaction; refuse a database newer than this code (``database`` names it in the error)."""
     latest = len(migrations)
     while True:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with write_transaction(conn):
             version = int(conn.execute("PRAGMA user_version").fetchone()[0])
             if version > latest:
                 raise RuntimeError(
@@ -133,16 +154,10 @@ def run_migrations(
                     f"{latest} this toolgate understands; upgrade toolgate"
                 )
             if version == latest:
-                conn.execute("COMMIT")
                 return
             for statement in migrations[version]:
                 conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {version + 1}")
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
 
 
 def migrate(conn: sqlite3.Connection) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from ..._json import thaw
 from ...health import ToolStatus
 from ...loaders import Diagnostic
 from ...model import ApprovalRequest, CallOutcome, CallStatus, Grant, TileDisplay, Tool
@@ -131,41 +130,12 @@ def approval_view(request: ApprovalRequest, tool: Tool | None) -> dict[str, Any]
     display = request.display
     if not display and tool is not None:
         display = render_display(tool, request.arguments)
-    return {
-        "id": request.id,
-        "tool": request.tool_id,
-        "title": request.title,
-        "display": display or None,
-        "risk": request.risk,
-        "facts": _facts(request),
-        "arguments": thaw(request.arguments),
-        "workspace": request.workspace,
-        "agent": request.agent,
-        "session_id": request.session_id,
-        "permission": {"type": request.permission.type, "key": request.permission.key},
-        "security_message": request.security_message,
-        "status": str(request.status),
-        "created_at": request.created_at,
-        "expires_at": request.expires_at,
-        "decision": None if request.decision is None else str(request.decision),
-        "decided_by": request.decided_by,
-        "decided_at": request.decided_at,
-        "decision_message": request.decision_message,
-    }
+    return request.to_dict(display)
 
 
 def grant_view(grant: Grant) -> dict[str, Any]:
     """An "always allow" grant (:class:`~.models.GrantView`)."""
-    return {
-        "id": grant.id,
-        "tool": grant.tool_id,
-        "workspace": grant.workspace,
-        "permission": {"type": grant.permission.type, "key": grant.permission.key},
-        "granted_by": grant.granted_by,
-        "granted_at": grant.granted_at,
-        "expires_at": grant.expires_at,
-        "approval_id": grant.approval_id,
-    }
+    return grant.to_dict()
 
 
 def alert_view(alert: SourceAlert) -> dict[str, Any]:
