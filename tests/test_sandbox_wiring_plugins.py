@@ -131,6 +131,8 @@ def test_a_compartment_plugin_runs_in_the_worker_without_host_mode(
     assert result["text"] is None and "No such file" in result["why"]
     # time was granted, random was not: the context offers only what was granted.
     assert result["time"] is True and result["random"] is False
+    # What was enforced is in the outcome (and so in the audit record), as for script tools.
+    assert outcome["metadata"]["sandbox"] == {"mode": "compartment", "enforced": True, "egress": []}
     # The plugin's module never ran on the host (its top-level code writes the marker).
     assert not marker.exists()
 
@@ -166,18 +168,41 @@ def test_without_a_working_sandbox_the_entry_is_not_imported(
 ) -> None:
     marker = tmp_path / "ran-on-the-host"
     _plugin(project, marker)
-    # unsandboxed_host does not make Python plugins run unsandboxed: their outcomes could not
-    # carry the label, so they keep needing the operator's host_mode.
-    _config(
-        project,
-        f"sandbox:\n  bwrap_path: {tmp_path / 'no-such-bwrap'}\n  unsandboxed_host: true\n",
-    )
+    _config(project, f"sandbox:\n  bwrap_path: {tmp_path / 'no-such-bwrap'}\n")
     done = run_cli("call", "@t/peek:peek", "--json", "-a", "{}")
     assert done.returncode != 0
     assert json.loads(done.stdout)["code"] == "tool_not_found"
     plugins = run_cli("plugins")
     text = " ".join((plugins.stdout + plugins.stderr).split())
     assert "bubblewrap was not found" in text, text
-    assert "unsandboxed_host does not apply to plugin code" in text
+    # Both ways out are named: the unsandboxed host (labelled) and host_mode.
+    assert "unsandboxed_host: true" in text
     assert "host_mode: true" in text
     assert not marker.exists()
+
+
+def test_an_unsandboxed_host_runs_the_worker_on_the_host_labelled(
+    run_cli: RunCli, project: Path, tmp_path: Path, outside: Path
+) -> None:
+    # The operator's explicit choice, as for script tools: the worker runs on the host and
+    # every outcome carries the label (a plugin's code is still never imported by the gateway).
+    marker = tmp_path / "ran-on-the-host"
+    _plugin(project, marker)
+    _config(
+        project,
+        f"sandbox:\n  bwrap_path: {tmp_path / 'no-such-bwrap'}\n  unsandboxed_host: true\n",
+    )
+    outcome = _call(run_cli, "@t/peek:peek", {"path": str(outside)})
+    assert outcome["status"] == "ok", outcome
+    assert outcome["content"]["text"] == "host only\n"  # nothing is enforced
+    assert outcome["metadata"]["sandbox"] == {
+        "mode": "compartment",
+        "enforced": False,
+        "label": "unsandboxed-host",
+    }
+    shown = json.loads(run_cli("tools", "show", "@t/peek:peek", "--json").stdout)
+    assert shown["sandbox"]["enforced"] == {"sandbox": "unsandboxed-host"}
+    assert marker.exists()  # its top-level code ran in the worker, on the host
+    listed = run_cli("plugins").stdout
+    assert "worker on the host (unsandboxed-host)" in listed, listed
+    assert "sandboxed worker" not in listed

@@ -30,7 +30,9 @@ def _conversion_message(exc: ValidationError) -> str:
 
 
 class PythonBackend:
-    """Calls the bound function with keyword arguments (and a :class:`ToolContext` if asked).
+    """Calls the bound function with keyword arguments (and a :class:`ToolContext` if asked;
+    toolgate's own bindings may also ask for the outcome metadata, see
+    :attr:`PythonBinding.metadata_param`).
 
     Async functions are awaited on the caller's loop. Sync functions run in a worker thread of the
     gateway's pool through the async API, or in the calling thread through ``call_sync``. Python
@@ -82,6 +84,10 @@ class PythonBackend:
             kwargs = {names[field]: getattr(model, field) for field in names}
         if binding.context_param is not None:
             kwargs[binding.context_param] = self._context(invocation)
+        # Set only on toolgate's own bindings (see PythonBinding.metadata_param): the one check
+        # ordinary tools pay for it.
+        if binding.metadata_param is not None:
+            kwargs[binding.metadata_param] = invocation.metadata
         return kwargs
 
     @staticmethod

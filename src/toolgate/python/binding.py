@@ -21,6 +21,7 @@ class PythonBinding:
     func: Callable[..., Any]
     is_async: bool
     context_param: str | None = None
+    """The keyword the backend passes the call's :class:`~toolgate.ToolContext` under."""
     arguments_model: type[BaseModel] | None = None
     """Converts JSON arguments into the annotated types; ``None`` when they are JSON already."""
     field_names: Mapping[str, str] | None = None
@@ -29,6 +30,11 @@ class PythonBinding:
     """Jingle ``buildConfirmation``: arguments → title, risk label, facts (approvals issue)."""
     security_check: Callable[..., Any] | None = None
     """Same contract as a Jean2 security script (approvals issue)."""
+    metadata_param: str | None = None
+    """Internal: the keyword the backend passes the call's outcome metadata under (the mutable
+    ``dict`` the outcome and its audit record carry). Only bindings toolgate builds itself set
+    it (the sandboxed plugin worker records ``metadata["sandbox"]`` through it); ``@tool`` and
+    :meth:`for_function` never do, so a user's function cannot see or alter the metadata."""
 
     @classmethod
     def for_function(

@@ -59,14 +59,20 @@ class PluginToolStatus:
     unavailable_reason: str | None = None
     """Why it does not run (``compartment`` without opt-in or a working sandbox)."""
     in_worker: bool = False
-    """True when it runs in the sandboxed worker (its code never runs in the gateway)."""
+    """True when it runs in the worker process (its code never runs in the gateway)."""
+    worker_unsandboxed: bool = False
+    """True when that worker runs on the host: it cannot sandbox here and the operator chose
+    ``unsandboxed_host``."""
 
     @property
     def runs(self) -> str:
-        """``host``, ``host (operator opt-in)``, ``sandboxed worker`` or ``not run``."""
+        """``host``, ``host (operator opt-in)``, ``sandboxed worker``, ``worker on the host
+        (unsandboxed-host)`` or ``not run``."""
         if self.unavailable_reason is not None:
             return "not run"
         if self.in_worker:
+            if self.worker_unsandboxed:
+                return "worker on the host (unsandboxed-host)"
             return "sandboxed worker"
         return "host (operator opt-in)" if self.host_opt_in else "host"
 
@@ -81,6 +87,7 @@ class PluginToolStatus:
             "resolved": self.resolved,
             "unavailable_reason": self.unavailable_reason,
             "in_worker": self.in_worker,
+            "worker_unsandboxed": self.worker_unsandboxed,
         }
 
 

@@ -51,7 +51,7 @@ from ..loaders.tool_folder_fields import Report
 from ..model import ImplementationKind, SandboxMode, SandboxSpec, SourceFormat, Tool, ToolSource
 from ..python.binding import PythonBinding
 from ..sandbox.compartment import WorkerRequest, run_worker
-from ..sandbox.runner import Sandbox
+from ..sandbox.runner import Sandbox, SandboxUnavailableError
 
 __all__ = [
     "DEFAULT_RESOLVE_TIMEOUT",
@@ -330,8 +330,10 @@ def refusing_binding(reason: str) -> PythonBinding:
 
 # -- compartment entries: the sandboxed worker -------------------------------------------------
 
-#: The keyword the Python backend passes the call's ToolContext under (no argument is named so).
+#: The keywords the Python backend passes the call's ToolContext and its outcome metadata under
+#: (set after the arguments, so an argument of the same name cannot stand in for them).
 _CONTEXT_KEYWORD = "__toolgate_context__"
+_METADATA_KEYWORD = "__toolgate_metadata__"
 
 
 def entry_tool(manifest: PluginManifest, entry: ToolsEntry, timeout: float) -> Tool:
@@ -350,13 +352,14 @@ def entry_tool(manifest: PluginManifest, entry: ToolsEntry, timeout: float) -> T
 
 
 def worker_runs(sandbox: Sandbox | None, tool: Tool) -> bool:
-    """Whether ``tool`` runs in the worker: the gateway has a sandbox that works here and puts
-    the tool in a compartment. Never on an unsandboxed host: the binding cannot label a Python
-    tool's outcome, so such tools keep needing the operator's ``host_mode``."""
+    """Whether ``tool`` runs in the worker: the gateway has a sandbox that puts the tool in a
+    compartment, and either it works here or the operator chose ``unsandboxed_host``. In that
+    case the worker runs on the host like a script tool would, and every outcome carries the
+    ``unsandboxed-host`` label (:func:`worker_binding` records ``metadata["sandbox"]``)."""
     return (
         sandbox is not None
         and sandbox.mode_for(tool) is SandboxMode.COMPARTMENT
-        and sandbox.host().works
+        and (sandbox.host().works or sandbox.config.unsandboxed_host)
     )
 
 
@@ -397,11 +400,17 @@ def worker_binding(
     config: Mapping[str, Any],
 ) -> PythonBinding:
     """An async :class:`PythonBinding` that runs ``execute`` of ``local_id`` in the sandboxed
-    worker, one process per call, and returns its result."""
+    worker, one process per call, and returns its result.
+
+    The call's outcome metadata receives ``sandbox`` (what was enforced, the egress proxy's
+    allowed and refused connections, or the ``unsandboxed-host`` label), as for script tools,
+    so the audit record carries it too.
+    """
     permissions = tool.sandbox.permissions
 
     async def run_in_worker(**arguments: Any) -> Any:
         context = arguments.pop(_CONTEXT_KEYWORD)
+        metadata = arguments.pop(_METADATA_KEYWORD)
         request = WorkerRequest(
             manifest.folder,
             entry.module_parts,
@@ -413,18 +422,28 @@ def worker_binding(
             time=permissions.time,
             random=permissions.random,
         )
-        answer = await run_worker(
-            sandbox,
-            tool,
-            request,
-            runner=run_process,
-            workspace=context.workspace,
-            call_id=context.call_id,
-        )
+        try:
+            answer = await run_worker(
+                sandbox,
+                tool,
+                request,
+                runner=run_process,
+                workspace=context.workspace,
+                metadata=metadata,
+                call_id=context.call_id,
+            )
+        except SandboxUnavailableError as exc:
+            # As for script tools: the call is refused as unavailable, not as a tool failure.
+            raise BackendUnavailableError(str(exc)) from None
         return answer.get("result")
 
     run_in_worker.__qualname__ = f"plugin tool {tool.id} (sandboxed worker)"
-    return PythonBinding(func=run_in_worker, is_async=True, context_param=_CONTEXT_KEYWORD)
+    return PythonBinding(
+        func=run_in_worker,
+        is_async=True,
+        context_param=_CONTEXT_KEYWORD,
+        metadata_param=_METADATA_KEYWORD,
+    )
 
 
 def no_worker_reason(sandbox: Sandbox | None, tool: Tool) -> str:
@@ -434,9 +453,10 @@ def no_worker_reason(sandbox: Sandbox | None, tool: Tool) -> str:
     if sandbox.mode_for(tool) is SandboxMode.HOST:
         return "the operator's sandbox.namespaces puts its namespace in mode 'host'"
     problem = sandbox.host().problem or "the sandbox does not work"
-    # unsandboxed_host is for processes whose outcomes carry the label; plugin code runs in
-    # the gateway when imported, so only host_mode can let it run unsandboxed.
-    return f"{problem}; sandbox.unsandboxed_host does not apply to plugin code"
+    return (
+        f"{problem}; the operator's 'sandbox: {{unsandboxed_host: true}}' would run it in the "
+        "worker on the host, labelled 'unsandboxed-host'"
+    )
 
 
 def _in_worker(arguments: Mapping[str, Any], context: Any) -> Any:

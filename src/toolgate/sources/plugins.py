@@ -10,8 +10,12 @@ sandbox (bubblewrap; a gateway built from toolgate.yaml has one), a ``compartmen
 never imported on the host: the sandboxed worker (:mod:`toolgate.sandbox.compartment`) lists its
 tools (static and ``resolve_tools``) and runs each call of ``execute`` in a sandbox of its own,
 with the tool's ``permissions`` enforced (``fs``, ``network``, ``env``; ``time`` and ``random``
-are offered on ``ctx`` only when granted). Without one (no sandbox, or a host that cannot
-sandbox), a ``compartment`` tool never runs silently unsandboxed:
+are offered on ``ctx`` only when granted). Each call's outcome (and audit record) carries
+``metadata.sandbox`` with the egress proxy's allowed and refused connections. When the host
+cannot sandbox and the operator set ``sandbox: {unsandboxed_host: true}``, the worker runs on
+the host instead (it imports the entry there) and every outcome is labelled
+``unsandboxed-host``. Otherwise (no sandbox, or a host that cannot sandbox and no such
+setting), a ``compartment`` tool never runs silently unsandboxed:
 
 * An entry whose ``sandbox`` is ``compartment`` is **not imported at all** (importing runs the
   plugin's code on the host) unless the operator opts in with ``host_mode`` in the source's
@@ -498,6 +502,9 @@ class _PluginLoader:
                 resolved=resolved,
                 unavailable_reason=reason,
                 in_worker=in_worker and self.sandbox is not None,
+                worker_unsandboxed=(
+                    in_worker and self.sandbox is not None and not self.sandbox.host().works
+                ),
             )
         )
         return RegisteredTool(tool, binding, reason)
