@@ -96,3 +96,31 @@ def test_only_the_declared_host_is_reachable_through_the_proxy(tmp_path: Path, s
         assert direct.content["ok"] is False
         again = gateway.call_sync(tool.id, {"op": "hello"})
         assert again.content == {"ok": True, "value": "hello"}
+
+
+def test_a_call_that_times_out_still_records_its_connections(tmp_path: Path, server: int) -> None:
+    require_program("bwrap")
+    if not probe_host().works:
+        pytest.skip("bubblewrap cannot sandbox here")
+    folder = write_tool(tmp_path / "tools", "net", PROBE.read_text(), runtime="python")
+    loaded = load_tool_folder(folder)
+    assert loaded.tool is not None
+    tool = dataclasses.replace(
+        loaded.tool,
+        timeout=3.0,
+        sandbox=SandboxSpec(
+            SandboxMode.COMPARTMENT, Permissions(network=(f"allowed.test:{server}",))
+        ),
+    )
+    with Gateway(environ=clean_environ()) as gateway:
+        backend = gateway._backends[ImplementationKind.SCRIPT]
+        assert isinstance(backend, ScriptBackend)
+        backend.sandbox = Sandbox(cidr_grants={tool.id: ["127.0.0.1/32"]}, resolver=_test_resolver)
+        gateway.registry.add(RegisteredTool(tool, None, backend.unavailable_reason(tool)))
+
+        outcome = gateway.call_sync(
+            tool.id, {"op": "http_then_hang", "url": f"http://allowed.test:{server}/"}
+        )
+        assert outcome.code == "timeout", outcome
+        events = outcome.metadata["sandbox"]["egress"]
+        assert [(e["host"], e["allowed"]) for e in events] == [("allowed.test", True)]

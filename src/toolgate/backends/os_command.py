@@ -104,11 +104,20 @@ class OsCommandBackend:
                 if (described := sandboxed.describe()) is not None:
                     invocation.metadata["sandbox"] = described
                 payload = json.dumps(script_input(invocation, cwd=sandboxed.workspace))
-                result = await _start(
-                    tool, sandboxed.argv, payload.encode(), sandboxed.env, sandboxed.cwd, binding
-                )
-                if described is not None:  # now with the egress records of the call
-                    invocation.metadata["sandbox"] = sandboxed.describe()
+                try:
+                    result = await _start(
+                        tool,
+                        sandboxed.argv,
+                        payload.encode(),
+                        sandboxed.env,
+                        sandboxed.cwd,
+                        binding,
+                    )
+                finally:
+                    # Now with the egress records of the call — also when it timed out or was
+                    # cancelled, so the connections it made are still audited.
+                    if described is not None:
+                        invocation.metadata["sandbox"] = sandboxed.describe()
         except SandboxUnavailableError as exc:
             raise BackendUnavailableError(str(exc)) from None
         return interpret_result(tool.id, result, binding.max_output)

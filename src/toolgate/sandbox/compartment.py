@@ -175,16 +175,20 @@ async def run_worker(
     ) as command:
         if metadata is not None and (described := command.describe()) is not None:
             metadata["sandbox"] = described
-        result = await runner(
-            command.argv,
-            stdin=request.stdin(),
-            env=command.env,
-            cwd=command.cwd,
-            timeout=tool.timeout,
-            max_output=max_output,
-        )
-        if metadata is not None and (described := command.describe()) is not None:
-            metadata["sandbox"] = described
+        try:
+            result = await runner(
+                command.argv,
+                stdin=request.stdin(),
+                env=command.env,
+                cwd=command.cwd,
+                timeout=tool.timeout,
+                max_output=max_output,
+            )
+        finally:
+            # Now with the egress records of the call — also when it timed out or was
+            # cancelled, so the connections it made are still audited.
+            if metadata is not None and (described := command.describe()) is not None:
+                metadata["sandbox"] = described
     if result.output_exceeded is not None:
         raise ToolError(
             f"Tool {tool.id} wrote more than {max_output:,} bytes to {result.output_exceeded} "
