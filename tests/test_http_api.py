@@ -428,3 +428,27 @@ def test_a_bug_is_a_500_problem_and_the_server_keeps_serving(tmp_path: Path) -> 
         body = problem(client.get("/v1/status", headers=auth("ops")), 500, "crashed")
         assert "boom" not in body["detail"]  # internals stay in the log
         assert call(client, "bob", "t:add", a=1, b=1).json()["content"] == 2
+
+
+class _FailingOnceGateway(Gateway):
+    """``call`` fails once with a bug of the gateway (not of the tool)."""
+
+    failed = False
+
+    async def call(self, *args: Any, **kwargs: Any) -> Any:
+        if not self.failed:
+            self.failed = True
+            raise RuntimeError("boom in the call path")
+        return await super().call(*args, **kwargs)
+
+
+def test_a_bug_in_the_fast_call_path_is_a_500_problem_and_the_next_call_works(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    gateway = _FailingOnceGateway(approver="queue", state_path=tmp_path / "s.db")
+    gateway.add(TOOLS)
+    with TestClient(make_app(gateway), client=LOCAL, raise_server_exceptions=False) as client:
+        body = problem(call(client, "bob", "t:add", a=1, b=1), 500, "crashed")
+        assert "boom" not in body["detail"]  # internals stay in the log
+        assert "boom in the call path" in caplog.text
+        assert call(client, "bob", "t:add", a=1, b=1).json()["content"] == 2

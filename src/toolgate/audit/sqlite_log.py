@@ -171,7 +171,9 @@ class SQLiteAuditLog(BatchWriter):
                 self._lose(1)
                 return
             self._queue.append(call)
-            if len(self._queue) >= self.batch_size:
+            # Wake the writer for a full batch, once: setting a set Event still takes its lock
+            # and notifies, a cost every call would pay while the writer is busy.
+            if len(self._queue) >= self.batch_size and not self._wake.is_set():
                 self._wake.set()
         except Exception:  # noqa: BLE001 - an observer must never raise into the call
             self._lose(1)

@@ -33,7 +33,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ..gateway import Gateway
 from ..pipeline.approval_policy import ApprovalPolicy
 from .api import ApiLimits, build_api
-from .identity import AuthenticationError
+from .identity import AuthenticationError, Connection
 
 __all__ = ["API_PATHS", "MCP_PATH", "ServeApp", "SubApp", "build_app", "http_authenticator"]
 
@@ -146,7 +146,7 @@ class ServeApp:
 def build_app(
     gateway: Gateway,
     *,
-    authenticate: Callable[[Request], str],
+    authenticate: Callable[[Connection], str],
     is_operator: Callable[[str], bool] | None = None,
     mcp: SubApp | ASGIApp | None = None,
     ui: SubApp | ASGIApp | None = None,

@@ -1,4 +1,5 @@
-"""``build_api``: the HTTP API as one FastAPI application.
+"""``build_api``: the HTTP API — one FastAPI application behind the request limits and the
+fast path of tool calls.
 
 Routes (all JSON; errors are RFC 9457 problems, see :mod:`.problems`):
 
@@ -18,14 +19,15 @@ from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import Depends, FastAPI
 from fastapi.routing import APIRoute
 from starlette.responses import Response
-from starlette.types import Scope
+from starlette.types import Receive, Scope, Send
 
 from ...errors import ApprovalClosedError
 from ...gateway import Gateway
 from ...pipeline.approval_policy import ApprovalPolicy
+from ..identity import Connection
 from .approvals import approvals_router
 from .audit import audit_router
 from .calls import CALL_PREFIX, CALL_SUFFIX, FastCallMiddleware
@@ -36,7 +38,7 @@ from .models import Health
 from .problems import PROBLEM_JSON, ApiJSONResponse, install_problem_handlers
 from .tools import tools_router
 
-__all__ = ["build_api"]
+__all__ = ["HttpApi", "build_api"]
 
 _APPROVALS = "/v1/approvals/"
 _DECISION = "/decision"
@@ -103,15 +105,47 @@ def _problems_only(app: FastAPI) -> Callable[[], dict[str, Any]]:
     return openapi
 
 
+class HttpApi:
+    """The HTTP API as an ASGI application.
+
+    Every request is bounded first (:class:`~.limits.RequestLimitsMiddleware`); a well-formed
+    tool call is then answered by :class:`~.calls.FastCallMiddleware` without entering the
+    framework at all (FastAPI's routing, dependencies and middleware cost several times the
+    gateway's whole pipeline); everything else goes to :attr:`fastapi`, which also answers the
+    calls the fast path leaves to it, with the documented problems.
+    """
+
+    def __init__(
+        self,
+        fastapi: FastAPI,
+        *,
+        context: ApiContext,
+        limits: ApiLimits,
+        budget: Callable[[Scope], float | None],
+    ) -> None:
+        self.fastapi = fastapi
+        """The routes, the OpenAPI document and the problem handlers."""
+        self._app = RequestLimitsMiddleware(
+            FastCallMiddleware(fastapi, context=context), limits=limits, budget=budget
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._app(scope, receive, send)
+
+    def openapi(self) -> dict[str, Any]:
+        """The OpenAPI document (also served at ``/openapi.json``)."""
+        return self.fastapi.openapi()
+
+
 def build_api(
     gateway: Gateway,
     *,
-    authenticate: Callable[[Request], str],
+    authenticate: Callable[[Connection], str],
     is_operator: Callable[[str], bool] | None = None,
     approval_policy: ApprovalPolicy | None = None,
     limits: ApiLimits | None = None,
     approve_link: str | None = None,
-) -> FastAPI:
+) -> HttpApi:
     """The HTTP API over ``gateway``.
 
     ``authenticate(request)`` names the calling agent or raises
@@ -177,7 +211,4 @@ def build_api(
         )
 
     app.openapi = _problems_only(app)  # type: ignore[method-assign]
-    # The last added is the outermost: limits first, then the fast path of tool calls.
-    app.add_middleware(FastCallMiddleware, context=context)
-    app.add_middleware(RequestLimitsMiddleware, limits=limits, budget=_call_budget(gateway))
-    return app
+    return HttpApi(app, context=context, limits=limits, budget=_call_budget(gateway))

@@ -4,32 +4,42 @@ that serves well-formed calls without FastAPI's routing and dependency machinery
 A tool call is the API's hot path (an agent makes thousands; everything else is occasional).
 FastAPI resolves routes and dependencies generically, which costs more per request than the
 gateway's whole pipeline. :class:`FastCallMiddleware` therefore answers a ``POST
-/v1/tools/{tool_id}/call`` itself when everything about it is in order — no query string, a JSON
-body that parses into :class:`~.models.CallRequest`, a known key, an existing workspace — and
-hands anything else, unchanged, to the FastAPI route, which produces the documented problems.
-Both run the call with :func:`run_call`, so they answer alike.
+/v1/tools/{tool_id}/call`` itself, in front of the framework, when everything about it is in
+order — no query string, a JSON body that parses into :class:`~.models.CallRequest`, a known
+key, an existing workspace — and hands anything else, unchanged, to the FastAPI route, which
+produces the documented problems. Both run the call with :func:`run_call`, so they answer alike.
 """
 
 from __future__ import annotations
 
-from email.message import Message
+import logging
+from email.message import Message as MimeHeader
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from pydantic import ValidationError
-from starlette.requests import Request
+from starlette.datastructures import Address
 from starlette.responses import Response
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ...model import CallStatus
 from ..identity import AuthenticationError
 from .deps import ApiContext
 from .limits import BODY_SCOPE_KEY
 from .models import CallRequest
-from .problems import ApiJSONResponse
+from .problems import ApiJSONResponse, crash_response, render_json
 from .views import outcome_view
 
-__all__ = ["CALL_PREFIX", "CALL_SUFFIX", "FastCallMiddleware", "run_call", "workspace_exists"]
+__all__ = [
+    "CALL_PREFIX",
+    "CALL_SUFFIX",
+    "FastCallMiddleware",
+    "answer_call",
+    "run_call",
+    "workspace_exists",
+]
+
+log = logging.getLogger("toolgate.serve")
 
 CALL_PREFIX: Final = "/v1/tools/"
 CALL_SUFFIX: Final = "/call"
@@ -40,9 +50,11 @@ def workspace_exists(request: CallRequest) -> bool:
     return request.workspace is None or Path(request.workspace).is_dir()
 
 
-async def run_call(context: ApiContext, agent: str, tool_id: str, request: CallRequest) -> Response:
-    """Call the tool as ``agent`` and answer with its outcome: ``200`` when it ended (ok or
-    error), ``202`` with ``Location`` when it waits for approval."""
+async def answer_call(
+    context: ApiContext, agent: str, tool_id: str, request: CallRequest
+) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """Call the tool as ``agent``: the answer's status, body and headers — ``200`` when the call
+    ended (ok or error), ``202`` with ``Location`` when it waits for approval."""
     outcome = await context.gateway.call(
         tool_id,
         request.arguments,
@@ -52,10 +64,44 @@ async def run_call(context: ApiContext, agent: str, tool_id: str, request: CallR
     )
     data = outcome_view(outcome, approve_link=context.approve_link)
     if outcome.status is CallStatus.PENDING_APPROVAL and outcome.approval is not None:
-        return ApiJSONResponse(
-            data, status_code=202, headers={"Location": f"/v1/approvals/{outcome.approval.id}"}
-        )
-    return ApiJSONResponse(data)
+        return 202, data, {"Location": f"/v1/approvals/{outcome.approval.id}"}
+    return 200, data, {}
+
+
+async def run_call(context: ApiContext, agent: str, tool_id: str, request: CallRequest) -> Response:
+    """:func:`answer_call` as a response (for the FastAPI route)."""
+    status, data, headers = await answer_call(context, agent, tool_id, request)
+    return ApiJSONResponse(data, status_code=status, headers=headers)
+
+
+class _ScopeConnection:
+    """The request as :meth:`~toolgate.serve.identity.AgentIdentity.authenticate` reads it,
+    straight from the ASGI scope (a Starlette ``Request`` and its ``Headers`` cost more than the
+    lookups themselves). The first of repeated headers wins, as with Starlette."""
+
+    __slots__ = ("client", "headers")
+
+    def __init__(self, scope: Scope) -> None:
+        headers: dict[str, str] = {}
+        for name, value in scope["headers"]:
+            headers.setdefault(name.decode("latin-1"), value.decode("latin-1"))
+        self.headers = headers
+        client = scope.get("client")
+        self.client = None if client is None else Address(*client)
+
+
+#: The headers of a JSON answer, less its length.
+_JSON_HEADERS: Final = [(b"content-type", b"application/json")]
+
+
+async def _send_json(send: Send, status: int, data: Any, extra: dict[str, str]) -> None:
+    """Answer ``data`` as JSON, in the two ASGI messages and nothing more."""
+    body = render_json(data)
+    headers = [*_JSON_HEADERS, (b"content-length", str(len(body)).encode("latin-1"))]
+    for name, value in extra.items():
+        headers.append((name.lower().encode("latin-1"), value.encode("latin-1")))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 def _is_json(scope: Scope) -> bool:
@@ -63,7 +109,7 @@ def _is_json(scope: Scope) -> bool:
         if name == b"content-type":
             if value == b"application/json":  # what nearly every client sends: no parsing
                 return True
-            message = Message()
+            message = MimeHeader()
             message["content-type"] = value.decode("latin-1")
             subtype = message.get_content_subtype()
             return message.get_content_maintype() == "application" and (
@@ -74,7 +120,10 @@ def _is_json(scope: Scope) -> bool:
 
 class FastCallMiddleware:
     """Serves well-formed tool calls directly (see the module docstring); needs the body in
-    ``scope[BODY_SCOPE_KEY]``, so it sits inside :class:`~.limits.RequestLimitsMiddleware`."""
+    ``scope[BODY_SCOPE_KEY]``, so it sits inside :class:`~.limits.RequestLimitsMiddleware`.
+
+    It runs in front of the framework's error handling, so it answers a failure of its own
+    (a bug) with the same ``500`` problem the framework would."""
 
     def __init__(self, app: ASGIApp, *, context: ApiContext) -> None:
         self.app = app
@@ -85,30 +134,56 @@ class FastCallMiddleware:
             path: str = scope["path"]
             if path.startswith(CALL_PREFIX) and path.endswith(CALL_SUFFIX):
                 tool_id = path[len(CALL_PREFIX) : -len(CALL_SUFFIX)]
-                response = await self._answer(scope, tool_id) if tool_id else None
-                if response is not None:
-                    await response(scope, receive, send)
+                if tool_id and await self._answered(scope, send, tool_id):
                     return
         await self.app(scope, receive, send)
 
-    async def _answer(self, scope: Scope, tool_id: str) -> Response | None:
-        """The answer, or ``None`` to leave the request to the FastAPI route."""
-        body = scope.get(BODY_SCOPE_KEY)
-        if not isinstance(body, bytes):
-            return None
-        if body:
-            if not _is_json(scope):
-                return None
-            try:
-                request = CallRequest.model_validate_json(body)
-            except ValidationError:
-                return None
-        else:
-            request = CallRequest()
+    async def _answered(self, scope: Scope, send: Send, tool_id: str) -> bool:
+        """Answer the call; ``False`` (nothing sent) leaves it to the FastAPI route."""
+        request = _call_request(scope)
+        if request is None:
+            return False
         try:
-            agent = self.context.authenticate(Request(scope))
+            agent = self.context.authenticate(_ScopeConnection(scope))
         except AuthenticationError:
-            return None
+            return False
         if not workspace_exists(request):
-            return None
-        return await run_call(self.context, agent, tool_id, request)
+            return False
+        started = False
+
+        async def tracked_send(message: Message) -> None:
+            nonlocal started
+            started = True
+            await send(message)
+
+        try:
+            await self._call(tracked_send, agent, tool_id, request)
+        except Exception:
+            log.exception("POST %s failed", scope["path"])
+            if started:
+                raise  # too late for a problem: the server ends the response
+            await crash_response()(scope, _no_body, send)
+        return True
+
+    async def _call(self, send: Send, agent: str, tool_id: str, request: CallRequest) -> None:
+        status, data, headers = await answer_call(self.context, agent, tool_id, request)
+        await _send_json(send, status, data, headers)
+
+
+def _call_request(scope: Scope) -> CallRequest | None:
+    """The call's body as a :class:`CallRequest`, or ``None`` when it is not one."""
+    body = scope.get(BODY_SCOPE_KEY)
+    if not isinstance(body, bytes):
+        return None
+    if not body:
+        return CallRequest()
+    if not _is_json(scope):
+        return None
+    try:
+        return CallRequest.model_validate_json(body)
+    except ValidationError:
+        return None
+
+
+async def _no_body() -> Message:
+    return {"type": "http.request", "body": b"", "more_body": False}

@@ -15,6 +15,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from ...errors import ErrorCode
 from ...gateway import Gateway
 from ...pipeline.approval_policy import ApprovalPolicy
+from ..identity import Connection
 from .models import Problem
 from .problems import ApiProblem, HttpErrorCode
 
@@ -36,7 +37,7 @@ class ApiContext:
     """The gateway and the identity rules the routes use."""
 
     gateway: Gateway
-    authenticate: Callable[[Request], str]
+    authenticate: Callable[[Connection], str]
     is_operator: Callable[[str], bool]
     approval_policy: ApprovalPolicy | None = None
     approve_link: str | None = None

@@ -38,6 +38,7 @@ __all__ = [
     "ApiJSONResponse",
     "ApiProblem",
     "HttpErrorCode",
+    "crash_response",
     "install_problem_handlers",
     "problem_response",
 ]
@@ -209,6 +210,16 @@ def _validation_problem(exc: RequestValidationError) -> Response:
     )
 
 
+def crash_response() -> Response:
+    """The ``500`` problem of a request the gateway failed to handle (a bug, logged)."""
+    return problem_response(
+        500,
+        ErrorCode.CRASHED,
+        "the gateway failed while handling this request (a bug); the details are in the "
+        "server's log",
+    )
+
+
 def install_problem_handlers(app: FastAPI) -> None:
     """Answer every error of ``app`` — including the framework's own — with a problem."""
 
@@ -262,12 +273,7 @@ def install_problem_handlers(app: FastAPI) -> None:
 
     async def on_crash(request: Request, exc: Exception) -> Response:
         log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
-        return problem_response(
-            500,
-            ErrorCode.CRASHED,
-            "the gateway failed while handling this request (a bug); the details are in the "
-            "server's log",
-        )
+        return crash_response()
 
     app.add_exception_handler(ApiProblem, on_problem)
     app.add_exception_handler(AuthenticationError, on_authentication)
