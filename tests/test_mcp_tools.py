@@ -8,6 +8,10 @@
   reference server can do it: changing its tool list on demand (in both protocol eras), and
   checking a bearer token.
 
+The HTTP servers listen on loopback, which toolgate reaches only with the operator's grant for
+the server (``MCPServer:<name>`` in ``sandbox.network_grants``): those tests pass one
+(:func:`loopback`). ``tests/test_mcp_client_guard.py`` covers the refusals.
+
 Most tests give the gateway the servers through :class:`McpServers` behind a small
 ``DeclarationSource``; the last ones go through a resource file, ``toolgate.yaml`` and the CLI.
 """
@@ -33,6 +37,7 @@ from typing import Any
 import pytest
 
 from toolgate import Gateway
+from toolgate.backends.mcp_client import grant_key
 from toolgate.errors import ErrorCode
 from toolgate.loaders import Severity
 from toolgate.loaders.safe_yaml import load_yaml_documents
@@ -45,6 +50,7 @@ from toolgate.model import (
     Tool,
     ToolSource,
 )
+from toolgate.sandbox.runner import Sandbox
 from toolgate.sources.declarations import DeclarationSource, SourceContext, SourceLoad
 from toolgate.sources.mcp_servers import McpServers, McpServerSpec, parse_mcp_server
 from toolgate.sources.mcp_tools import MAX_DESCRIPTION, tool_from_listing
@@ -242,6 +248,11 @@ def ref(tool_id: str, server: str, remote: str, **fields: Any) -> Tool:
         "source": ToolSource(SourceFormat.RESOURCE, str(FIXTURES / "tools.yaml")),
     }
     return Tool(id=tool_id, **{**values, **fields})
+
+
+def loopback(*servers: str) -> Sandbox:
+    """The operator's grants that let toolgate reach the named servers on loopback."""
+    return Sandbox(cidr_grants={grant_key(name): ("127.0.0.0/8",) for name in servers})
 
 
 def open_gateway(
@@ -529,6 +540,7 @@ def test_a_server_that_cannot_start_gives_a_diagnostic_and_unavailable_refs(tmp_
     gateway, source = open_gateway(
         [spec("ghost", command=str(tmp_path / "no-such-server")), spec("offline", url=offline_url)],
         [ghost],
+        sandbox=loopback("offline"),
     )
     try:
         (problem,) = gateway.diagnostics()  # the ghost has a Tool resource: no diagnostic
@@ -589,7 +601,8 @@ async def test_an_http_server_going_down_makes_its_tools_unavailable_until_it_is
     everything_http: HttpServer,
 ) -> None:
     gateway, _ = open_gateway(
-        [spec("everything", url=everything_http.url, level=SideEffect.READ_ONLY)]
+        [spec("everything", url=everything_http.url, level=SideEffect.READ_ONLY)],
+        sandbox=loopback("everything"),
     )
     await gateway.start()
     try:
@@ -694,9 +707,14 @@ def test_the_bearer_token_comes_from_the_secret_store_and_is_never_shown(
         "guarded", url=guarded_server.url, bearer_secret="guard-token", level=SideEffect.LOCAL_WRITE
     )
     listed = ref("ops:add", "guarded", "add_tool", side_effect=SideEffect.LOCAL_WRITE)
-    right, right_source = open_gateway([server], secrets={"guard-token": "s3cr3t-t0ken"})
-    wrong, wrong_source = open_gateway([server], secrets={"guard-token": "wrong-t0ken"})
-    unset, unset_source = open_gateway([server], [listed])
+    grant = loopback("guarded")
+    right, right_source = open_gateway(
+        [server], secrets={"guard-token": "s3cr3t-t0ken"}, sandbox=grant
+    )
+    wrong, wrong_source = open_gateway(
+        [server], secrets={"guard-token": "wrong-t0ken"}, sandbox=grant
+    )
+    unset, unset_source = open_gateway([server], [listed], sandbox=grant)
     try:
         assert right.call_sync("guarded:add_tool", {"name": "x"}).content == {"result": "added x"}
         (problem,) = wrong.diagnostics()
@@ -943,7 +961,9 @@ async def test_mcp_servers_load_from_a_resource_file(
     time_server: str, everything_http: HttpServer, tmp_path: Path
 ) -> None:
     path = _resources(tmp_path, everything_http.port, _NOW_TOOL)
-    gateway = Gateway(secrets={"everything-token": "not-checked-by-this-server"})
+    gateway = Gateway(
+        secrets={"everything-token": "not-checked-by-this-server"}, sandbox=loopback("everything")
+    )
     load = gateway.add_source(path)
     await gateway.start()
     try:

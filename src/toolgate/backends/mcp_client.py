@@ -31,7 +31,7 @@ from ..invocation import Invocation
 from ..registry import RegisteredTool
 from .base import BackendUnavailableError, ToolTimeoutError
 from .mcp_connection import Connection, Snapshot
-from .mcp_launch import HttpLaunch, Launch, LaunchUnavailable, StdioLaunch, Timing
+from .mcp_launch import HttpLaunch, Launch, LaunchUnavailable, StdioLaunch, Timing, grant_key
 
 __all__ = [
     "HttpLaunch",
@@ -43,6 +43,7 @@ __all__ = [
     "Snapshot",
     "StdioLaunch",
     "Timing",
+    "grant_key",
 ]
 
 log = logging.getLogger("toolgate.mcp")

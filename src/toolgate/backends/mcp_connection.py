@@ -13,6 +13,15 @@ sends requests over it. Every wait is bounded: the connect (``fail_after``), eac
 client's read timeout), the health check, and the SDK's own shutdown (stdin closed, then SIGTERM
 and SIGKILL to the server's process group).
 
+Every HTTP request to a streamable HTTP server — each redirect hop the SDK follows within the
+URL's origin too — goes through :class:`~toolgate.backends.rest_transport.GuardedTransport`, the
+SSRF guard of REST tools: the host is resolved once per connection and refused unless every
+address is public or inside the operator's grant for the server
+(:func:`~toolgate.backends.mcp_launch.grant_key`); metadata addresses and the gateway's own ports
+never; no proxy from the environment (``trust_env=False``). A refused destination makes the server
+"refused" — its tools unavailable with a reason naming the server, the host and why — and the
+gateway goes on serving everything else.
+
 The SDK is imported on first connect, so importing this module costs nothing.
 """
 
@@ -38,7 +47,9 @@ from .mcp_launch import (
     StdioLaunch,
     Timing,
     describe_failure,
+    is_refusal,
     redact,
+    refusal_hint,
     stderr_file,
     stderr_tail,
     trim_stderr,
@@ -61,6 +72,9 @@ MAX_TOOLS = 1_000
 CLOSE_GRACE = 10.0
 #: Seconds between trims of a stdio server's stderr log.
 TRIM_EVERY = 30.0
+#: Connections one streamable HTTP server may hold at once (httpx2's default for a client): the
+#: event stream and every call in flight each hold one.
+MAX_HTTP_CONNECTIONS = 100
 
 
 @dataclass(frozen=True)
@@ -102,6 +116,8 @@ class _Live:
         self.http_status: int | None = None
         """The last HTTP error status the server answered with (the SDK reports only
         "Server returned an error response")."""
+        self.refused = False
+        """The guarded transport refused a destination (see :func:`is_refusal`)."""
         self.stop = anyio.Event()
         self.finished = anyio.Event()
 
@@ -173,10 +189,15 @@ class Connection:
         self.first_attempt.set()
 
     def _down(self, detail: str, live: _Live | None = None) -> None:
-        reason = (
-            f"the MCP server {self.name} is not connected ({detail}); "
-            "toolgate keeps trying to reconnect"
-        )
+        if live is not None and live.refused:
+            # Not a server that is down: reconnecting goes on (a name may come to resolve
+            # elsewhere), but the fix is usually the operator's, so say what it is.
+            reason = f"the MCP server {self.name} is refused: {detail}. {refusal_hint(self.name)}"
+        else:
+            reason = (
+                f"the MCP server {self.name} is not connected ({detail}); "
+                "toolgate keeps trying to reconnect"
+            )
         operator = reason
         if live is not None and live.stderr_tail:
             operator += f". Its stderr ends with: {redact(live.stderr_tail, live.launch)}"
@@ -242,6 +263,7 @@ class Connection:
 
     @staticmethod
     def _detail(exc: BaseException, live: _Live, timeout: float) -> str:
+        live.refused = live.refused or is_refusal(exc)
         detail = describe_failure(exc, live.launch, timeout)
         if live.http_status is not None:
             detail += f"; the server answered HTTP {live.http_status}"
@@ -317,13 +339,25 @@ class Connection:
         import httpx2
         from mcp.client.streamable_http import streamable_http_client
 
+        from .rest_transport import GuardedTransport
+
         headers = {"Authorization": f"Bearer {launch.bearer}"} if launch.bearer else None
 
         async def remember_error(response: httpx2.Response) -> None:
             if response.status_code >= 400:
                 live.http_status = response.status_code
 
+        # The SDK sends every request, and each redirect hop it follows within the URL's
+        # origin, through this client's transport: each new connection is checked there.
+        guard = GuardedTransport(
+            cidr_grants=launch.cidr_grants,
+            deny_ports=launch.deny_ports,
+            max_connections=MAX_HTTP_CONNECTIONS,
+        )
         http = httpx2.AsyncClient(
+            transport=guard,
+            # No proxy from the environment: a proxy, not the guard, would choose the address.
+            trust_env=False,
             event_hooks={"response": [remember_error]},
             headers=headers,
             # Reads may wait on a long tool call or an event stream; the call's own deadline

@@ -3,6 +3,13 @@
 Internal to :mod:`.mcp_connection`: the launch descriptions (a stdio command or a streamable
 HTTP URL), the connection's time limits, failure descriptions with secret values masked, and the
 bounded, anonymous file a stdio server's stderr goes to.
+
+Network grants: every HTTP connection to a streamable HTTP server goes through
+:class:`~toolgate.backends.rest_transport.GuardedTransport`, which reaches public addresses only.
+An operator opens a loopback or private range for one server with a ``sandbox.network_grants``
+entry keyed :func:`grant_key` — ``MCPServer:<metadata.name>`` — because one connection serves
+every tool of the server, whatever their ids; metadata addresses and the gateway's own ports are
+never reachable.
 """
 
 from __future__ import annotations
@@ -14,8 +21,12 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import IO
+from urllib.parse import urlsplit
+
+from ..sandbox.addresses import EgressRefusedError
 
 __all__ = [
+    "GRANT_KIND",
     "MAX_STDERR",
     "HttpLaunch",
     "Launch",
@@ -23,7 +34,10 @@ __all__ = [
     "StdioLaunch",
     "Timing",
     "describe_failure",
+    "grant_key",
+    "is_refusal",
     "redact",
+    "refusal_hint",
     "stderr_file",
     "stderr_tail",
     "trim_stderr",
@@ -32,6 +46,29 @@ __all__ = [
 #: Bytes of a stdio server's stderr kept for diagnostics; past this the log starts over.
 MAX_STDERR = 256 * 1024
 _STDERR_TAIL = 600
+
+#: The first part of an MCP server's key in ``sandbox.network_grants`` (see :func:`grant_key`).
+GRANT_KIND = "MCPServer"
+
+
+def grant_key(server: str) -> str:
+    """The ``sandbox.network_grants`` key of the ``MCPServer`` named ``server``.
+
+    REST tools are granted per tool id because each call is that tool's own request; an MCP
+    server's connection is shared by all of its tools (the listed ones and the ``Tool`` resources
+    that name it, whatever their ids), so the grant belongs to the server resource:
+    ``MCPServer:<metadata.name>``. It has the ``namespace:name`` form the configuration checks
+    every key for, and it never opens anything for a REST or sandboxed tool."""
+    return f"{GRANT_KIND}:{server}"
+
+
+def refusal_hint(server: str) -> str:
+    """What the operator can do about a refused destination of server ``server`` (a sentence)."""
+    return (
+        "Loopback and private addresses need the operator's grant for this server, a CIDR range "
+        f"under {grant_key(server)} in sandbox.network_grants; metadata addresses and the "
+        "gateway's own ports are never allowed"
+    )
 
 
 @dataclass(frozen=True)
@@ -53,6 +90,17 @@ class HttpLaunch:
     url: str
     bearer: str | None = field(default=None, repr=False)
     """The token sent as ``Authorization: Bearer``; never shown in messages."""
+    cidr_grants: tuple[str, ...] = ()
+    """The operator's grant for this server (:func:`grant_key`): the loopback or private
+    networks its connections may reach; public addresses need none, metadata ones are never
+    reachable."""
+    deny_ports: tuple[int, ...] = ()
+    """The gateway's own listening ports: never a destination."""
+
+    @property
+    def host(self) -> str:
+        """The host of :attr:`url` (lower case, IPv6 without brackets), for messages."""
+        return urlsplit(self.url).hostname or self.url
 
 
 Launch = StdioLaunch | HttpLaunch
@@ -97,6 +145,12 @@ def _leaf(exc: BaseException) -> BaseException:
     return exc
 
 
+def is_refusal(exc: BaseException) -> bool:
+    """Whether ``exc`` (or the failure inside its exception groups) is the guarded transport
+    refusing a destination, rather than the server failing."""
+    return isinstance(_leaf(exc), EgressRefusedError)
+
+
 def describe_failure(exc: BaseException, launch: Launch | None, timeout: float) -> str:
     """A short, token-free description of why connecting or listing failed."""
     leaf = _leaf(exc)
@@ -106,7 +160,11 @@ def describe_failure(exc: BaseException, launch: Launch | None, timeout: float) 
         mcp_error: type[BaseException] | None = None
     else:
         mcp_error = MCPError
-    if isinstance(leaf, ModuleNotFoundError):
+    if isinstance(leaf, EgressRefusedError) and isinstance(launch, HttpLaunch):
+        # The guarded transport refused the destination before anything was sent.
+        where = f"{launch.host}, the host of its URL {launch.url}"
+        text = f"toolgate does not connect to {where}: {leaf}"
+    elif isinstance(leaf, ModuleNotFoundError):
         text = f"the MCP SDK is not installed ({leaf}); install toolgate[mcp]"
     elif isinstance(leaf, TimeoutError):
         text = f"no answer within {timeout:g} s"

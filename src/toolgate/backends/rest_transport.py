@@ -1,8 +1,9 @@
 """An httpx2 transport that checks where it connects: SSRF protection for REST tools.
 
-REST tools (and anything the gateway fetches on behalf of a tool) send requests from the
-gateway's own process, so the egress proxy of the sandbox does not stand in front of them. This
-transport applies the same rules in-process (:mod:`toolgate.sandbox.addresses`):
+REST tools (and anything the gateway fetches on behalf of a tool, such as the MCP client's
+requests to streamable HTTP servers, :mod:`.mcp_connection`) send requests from the gateway's own
+process, so the egress proxy of the sandbox does not stand in front of them. This transport
+applies the same rules in-process (:mod:`toolgate.sandbox.addresses`):
 
 * every request (so every redirect hop, whoever follows it) is checked before it is sent: scheme
   ``http``/``https``, the normalized host against an optional allowlist, a port of the gateway

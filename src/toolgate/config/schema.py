@@ -336,14 +336,17 @@ class SandboxSection(SandboxConfig):
           network_grants:                  # per tool id: private networks it may reach
             inventory:lookup: [10.20.0.0/16]
             test:api: [127.0.0.1/32]
+            MCPServer:everything: [127.0.0.1/32]   # an MCPServer's connections, by its name
 
     Without a grant a tool reaches public addresses only (REST tools in-process, sandboxed tools
-    through the egress proxy). A grant never opens metadata addresses (169.254.169.254,
-    fd00:ec2::254): such a range is refused here.
+    through the egress proxy); so does the MCP client connecting to an ``MCPServer`` URL, whose
+    grant is keyed ``MCPServer:<metadata.name>`` (its connection serves all its tools). A grant
+    never opens metadata addresses (169.254.169.254, fd00:ec2::254): such a range is refused here.
     """
 
     network_grants: dict[str, tuple[str, ...]] = Field(default_factory=dict)
-    """Private (loopback, RFC 1918, ULA, link-local…) networks each tool id may reach."""
+    """Private (loopback, RFC 1918, ULA, link-local…) networks each tool id (or
+    ``MCPServer:<name>``) may reach."""
 
     @field_validator("network_grants")
     @classmethod

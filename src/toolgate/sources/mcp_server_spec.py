@@ -43,6 +43,13 @@ from urllib.parse import urlsplit
 
 from ..loaders import Diagnostic, Severity
 from ..model import SideEffect
+from ..sandbox.addresses import (
+    NEVER_GRANTED,
+    AddressClass,
+    classify,
+    normalize_host,
+    parse_ip_host,
+)
 
 __all__ = [
     "MCP_SERVER_API_VERSION",
@@ -347,7 +354,24 @@ def _url(value: Any, bearer: bool, report: _Report) -> str | None:
         report.warning(
             "/spec/url", "the bearer token would travel unencrypted over http://; use https://"
         )
+    _never_reachable(host, report)
     return url
+
+
+def _never_reachable(host: str, report: _Report) -> None:
+    """Warn about a host toolgate will refuse whatever the grants (a cloud metadata address, …);
+    loopback and private ones may be granted, so they are left to the connection's check."""
+    try:
+        address = parse_ip_host(normalize_host(host))  # any spelling: 0xa9fea9fe too
+    except ValueError:
+        return  # not a usable host: the connection refuses it with the reason
+    if address is not None and (kind := classify(address)) in NEVER_GRANTED:
+        what = "a cloud metadata" if kind is AddressClass.METADATA else f"an {kind.value}"
+        report.warning(
+            "/spec/url",
+            f"{address} is {what} address; toolgate never connects to it, whatever the "
+            "network grants",
+        )
 
 
 def _level(value: Any, report: _Report) -> SideEffect | None:

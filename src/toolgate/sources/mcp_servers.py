@@ -6,6 +6,12 @@ servers and the ``Tool`` resources that name them to :class:`McpServers`, which
 * connects to each server with the official MCP SDK client (stdio: ``command``/``args``/``env``;
   streamable HTTP: ``url`` with an optional bearer token from the secret store) on one private
   event loop thread, with bounded timeouts everywhere;
+* reaches a streamable HTTP server the way REST tools reach their endpoints (issue 8, SSRF): public
+  addresses only, unless the operator's ``sandbox.network_grants`` has an entry for the server,
+  keyed ``MCPServer:<metadata.name>`` (one connection serves all of the server's tools, so the
+  grant is the server's, not a tool id's), e.g. ``MCPServer:everything: [127.0.0.1/32]``.
+  Metadata addresses and the gateway's own serve ports are refused even then; a refused server's
+  tools are unavailable with the reason;
 * registers the server's tools in the server's namespace — or, when ``Tool`` resources name the
   server, only those tools, under the resources' own ids — mapped by :mod:`.mcp_tools` (the
   operator's level wins over the server's annotations, which stay hints);
@@ -30,6 +36,7 @@ from typing import TYPE_CHECKING
 from ..loaders import Diagnostic, Severity
 from ..model import McpEntry, Tool
 from ..registry import RegisteredTool
+from ..sandbox.addresses import parse_cidr_grants
 from ..secrets import GLOBAL_SCOPE
 from .declarations import SourceContext
 from .mcp_server_spec import McpServerSpec, parse_mcp_server
@@ -105,7 +112,8 @@ class McpServers:
         for spec in self._servers.values():
             hub.ensure(
                 spec.name,
-                spec,
+                # A changed grant restarts the connection as a changed spec does.
+                (spec, self._network(spec)),
                 functools.partial(self._launch, spec),
                 Timing(
                     connect=spec.connect_timeout,
@@ -138,15 +146,35 @@ class McpServers:
             )
         return value
 
+    def _network(self, spec: McpServerSpec) -> tuple[tuple[str, ...], tuple[int, ...]]:
+        """The operator's CIDR grant for the server and the gateway's own ports (no sandbox:
+        no grant, public addresses only)."""
+        from ..backends.mcp_client import grant_key
+
+        sandbox = self._context.sandbox
+        if sandbox is None or spec.command is not None:
+            return (), ()
+        grants = tuple(sandbox.cidr_grants.get(grant_key(spec.name), ()))
+        return grants, tuple(sandbox.deny_ports)
+
     def _launch(self, spec: McpServerSpec) -> Launch:
-        from ..backends.mcp_client import HttpLaunch, StdioLaunch
+        from ..backends.mcp_client import HttpLaunch, LaunchUnavailable, StdioLaunch, grant_key
 
         if spec.command is None:
             assert spec.url is not None
+            grants, deny_ports = self._network(spec)
+            try:
+                # toolgate.yaml is checked when loaded; a Sandbox built in code is not.
+                parse_cidr_grants(grants)
+            except ValueError as exc:
+                raise LaunchUnavailable(
+                    f"the MCP server {spec.name} is not connected: its network grant "
+                    f"{grant_key(spec.name)} is refused ({exc})"
+                ) from None
             token = None
             if spec.bearer_secret is not None:
                 token = self._secret(spec, spec.bearer_secret, "spec.auth.secretRef")
-            return HttpLaunch(spec.url, token)
+            return HttpLaunch(spec.url, token, cidr_grants=grants, deny_ports=deny_ports)
         # Only what the resource declares, plus where to find programs and a home: never the
         # gateway's whole environment (it may hold other services' credentials).
         env = {key: value for key in ("PATH", "HOME") if (value := self._context.environ.get(key))}
