@@ -149,9 +149,22 @@ def record_from(call: FinishedCall) -> AuditRecord:
     log_result = spec.log_result if spec is not None else True
     secrets = call.secrets
 
+    ok = outcome.status is CallStatus.OK
+    if not paths and not secrets:
+        # Nothing to mask (most calls): the values are serialized as they are, on this thread,
+        # before anyone else could see the record, so no redacted copy is needed.
+        return _record(
+            call,
+            args=call.arguments if log_args else None,
+            result=outcome.content if (ok and log_result) else None,
+            visualization=outcome.visualization if (ok and log_result) else None,
+            metadata=outcome.metadata,
+            pattern=None,
+            cut=(),
+        )
+
     removed: set[str] = set()
     args = redact(call.arguments, paths, prefix="args", secrets=secrets, removed=removed)
-    ok = outcome.status is CallStatus.OK
     result: Any = None
     visualization: Any = None
     if ok or paths:
@@ -171,12 +184,36 @@ def record_from(call: FinishedCall) -> AuditRecord:
         visualization = redact(vis, paths, prefix="visualization", secrets=(), removed=removed)
 
     pattern = text_pattern((*secrets, *removed))
-    approval_id, decision = approval_decision(call)
     if removed:
         args = redact_values(args, pattern)
         result = redact_values(result, pattern)
         visualization = redact_values(visualization, pattern)
+    return _record(
+        call,
+        args=args if log_args else None,
+        result=result if (ok and log_result) else None,
+        visualization=visualization if (ok and log_result) else None,
+        metadata=redact_values(outcome.metadata, pattern),
+        pattern=pattern,
+        cut=(*secrets, *removed),
+    )
 
+
+def _record(
+    call: FinishedCall,
+    *,
+    args: Any,
+    result: Any,
+    visualization: Any,
+    metadata: Mapping[str, Any],
+    pattern: re.Pattern[str] | None,
+    cut: tuple[str, ...],
+) -> AuditRecord:
+    """The record of ``call`` with these (already redacted) values; its texts are scrubbed with
+    ``pattern``, and ``cut`` values are masked where a bounded tail cut them."""
+    outcome = call.outcome
+    tool = call.tool
+    approval_id, decision = approval_decision(call)
     return AuditRecord(
         time=call.started_at,
         call_id=_text(call.call_id, pattern) or "",
@@ -188,15 +225,15 @@ def record_from(call: FinishedCall) -> AuditRecord:
         definition_hash=_definition_hash(tool) if tool is not None else None,
         code=None if outcome.code is None else str(outcome.code),
         message=_text(outcome.message, pattern),
-        detail=_cut_text(outcome.detail, pattern, (*secrets, *removed)),
+        detail=_cut_text(outcome.detail, pattern, cut),
         duration=float(outcome.duration),
         approval_id=_text(approval_id, pattern),
         approval_decision=decision,
         idempotency_key=_text(_idempotency_key(outcome.metadata), pattern),
-        args=args if log_args else None,
-        result=result if (ok and log_result) else None,
-        visualization=visualization if (ok and log_result) else None,
-        metadata=redact_values(outcome.metadata, pattern),
+        args=args,
+        result=result,
+        visualization=visualization,
+        metadata=metadata,
     )
 
 

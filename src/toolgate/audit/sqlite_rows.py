@@ -10,6 +10,8 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any, Final
 
+from pydantic_core import PydanticSerializationError, to_json
+
 from .record import AuditRecord
 
 __all__ = ["dump", "record_from_row", "row_from_record"]
@@ -27,7 +29,16 @@ _ENCODER: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), de
 
 
 def dump(value: Any) -> str:
-    return _ENCODER.encode(value)
+    """Compact JSON text of ``value`` (anything that is not JSON becomes its ``str``).
+
+    pydantic-core's encoder (compiled) first: it runs on the audit writer thread while holding
+    the GIL, time taken from the event loop serving calls. The standard library's encoder
+    takes what it refuses (lone surrogates, mostly).
+    """
+    try:
+        return to_json(value, fallback=_json_default).decode("utf-8")
+    except (PydanticSerializationError, UnicodeDecodeError):
+        return _ENCODER.encode(value)
 
 
 def row_from_record(record: AuditRecord) -> tuple[Any, ...]:
