@@ -23,7 +23,8 @@ from toolgate.model import (
 )
 from toolgate.registry import RegisteredTool
 from toolgate.sandbox.bwrap import BwrapSpec, bwrap_argv, install_root
-from toolgate.sandbox.host import probe_host
+from toolgate.sandbox.cgroups import BWRAP_TASKS, PidsHierarchy, own_cgroup_folders
+from toolgate.sandbox.host import HostCapabilities, probe_host
 from toolgate.sandbox.limits import ResourceLimits, prlimit_argv
 from toolgate.sandbox.runner import SANDBOX_ENV, Sandbox, sandbox_environment
 from toolgate.sandbox.settings import SandboxConfig
@@ -221,3 +222,59 @@ def test_enforced_lists_what_applies_to_a_tool(tmp_path: Path) -> None:
         lines = Sandbox().enforced(tool)
         assert lines["network"] == "none"
         assert "workspace read-only" in lines["filesystem"]
+
+
+# -- how the process count is enforced ------------------------------------------------------------
+
+MOUNTINFO = """\
+31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+39 31 0:36 /docker/abc /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids
+41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+"""
+
+
+def test_the_gateways_own_cgroups_are_found_v2_first() -> None:
+    own = "8:pids:/docker/abc/gw\n4:memory:/x\n0::/user.slice/gw.service\n"
+    assert own_cgroup_folders(MOUNTINFO, own) == [
+        (2, Path("/sys/fs/cgroup/unified/user.slice/gw.service")),
+        (1, Path("/sys/fs/cgroup/pids/gw")),
+    ]
+    # A cgroup outside what the mount shows is not a candidate; a pure v2 host at its root is.
+    assert own_cgroup_folders(MOUNTINFO, "8:pids:/elsewhere\n") == []
+    pure = "30 23 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw,nsdelegate\n"
+    assert own_cgroup_folders(pure, "0::/\n") == [(2, Path("/sys/fs/cgroup"))]
+
+
+def _caps(*, cgroup: bool, root: bool) -> HostCapabilities:
+    hierarchy = PidsHierarchy(1, Path("/sys/fs/cgroup/pids"), "/bin/sh") if cgroup else None
+    return HostCapabilities(
+        "bwrap", "prlimit", True, None, not root, pids_cgroup=hierarchy, cgroup_problem="none"
+    )
+
+
+def test_the_process_note_names_the_mechanism() -> None:
+    with_cgroup = _caps(cgroup=True, root=True)
+    assert with_cgroup.process_limit == "pids cgroup v1"
+    assert with_cgroup.process_note(64).startswith("pids cgroup v1 (pids.max 64 per call")
+    assert f"plus {BWRAP_TASKS} for bubblewrap" in with_cgroup.process_note(64)
+    assert with_cgroup.process_problem() is None
+    rlimit = _caps(cgroup=False, root=False)
+    assert rlimit.limit_notes(64)["processes"] == (
+        "enforced: RLIMIT_NPROC in the sandbox's user namespace"
+    )
+    neither = _caps(cgroup=False, root=True)
+    assert neither.process_limit is None
+    assert "ordinary user" in (neither.process_problem() or "")
+    assert neither.limit_notes(64)["processes"].startswith("not enforced")
+    assert "unavailable" in neither.process_note(64)
+    assert "allow_unlimited_processes" in neither.process_note(64, unlimited_accepted=True)
+
+
+def test_the_cgroup_settings_are_checked() -> None:
+    with pytest.raises(ValueError):
+        SandboxConfig.model_validate({"pids_cgroup": "sys/fs/cgroup"})
+    config = SandboxConfig.model_validate(
+        {"pids_cgroup": "/sys/fs/cgroup/pids/gw", "allow_unlimited_processes": True}
+    )
+    assert config.allow_unlimited_processes and config.pids_cgroup == "/sys/fs/cgroup/pids/gw"

@@ -2,9 +2,11 @@
 
 It starts a real sandbox (the namespaces and mounts a tool gets, with its limits) and reports:
 bubblewrap found and its version, whether a sandbox starts (user, PID, network, mount
-namespaces), which resource limits apply, and what happens to compartment tools under the
+namespaces), which resource limits apply and how the process count is enforced (a per-call pids
+cgroup, RLIMIT_NPROC, or not at all), and what happens to compartment tools under the
 configuration (``sandbox:`` in toolgate.yaml): they run sandboxed, are unavailable, or run on an
-unsandboxed host with a label. Exit code 0 when sandboxes work, 1 when they do not.
+unsandboxed host with a label. Exit code 0 when compartment tools run sandboxed (with every
+limit, or without a process limit the operator accepted), 1 when they do not.
 """
 
 # No ``from __future__ import annotations``: Typer reads the annotations at runtime.
@@ -42,9 +44,17 @@ def _config(state: CliState) -> SandboxConfig:
 def sandbox_report(config: SandboxConfig) -> dict[str, Any]:
     """What ``sandbox check --json`` prints."""
     forget_probes()  # a fresh answer: the operator may just have installed bubblewrap
-    host = probe_host(config.bwrap_path)
-    if host.works:
+    host = probe_host(config.bwrap_path, config.pids_cgroup)
+    process_problem = host.process_problem() if host.works else None
+    if host.works and process_problem is None:
         compartment = "run sandboxed"
+    elif host.works and config.allow_unlimited_processes:
+        compartment = (
+            "run sandboxed WITHOUT a process limit (sandbox.allow_unlimited_processes), "
+            "labelled in their outcomes"
+        )
+    elif host.works:
+        compartment = f"are unavailable: {process_problem}"
     elif config.unsandboxed_host:
         compartment = "run on the host WITHOUT a sandbox, labelled 'unsandboxed-host'"
     else:
@@ -56,9 +66,21 @@ def sandbox_report(config: SandboxConfig) -> dict[str, Any]:
         "works": host.works,
         "problem": host.problem,
         "namespaces": "user, mount, pid, network, ipc, uts, cgroup" if host.works else None,
-        "limits": host.limit_notes() if host.works else {},
+        "limits": host.limit_notes(
+            config.limits.processes, unlimited_accepted=config.allow_unlimited_processes
+        )
+        if host.works
+        else {},
+        "process_limit": host.process_note(
+            config.limits.processes, unlimited_accepted=config.allow_unlimited_processes
+        )
+        if host.works
+        else None,
+        "pids_cgroup_problem": host.cgroup_problem if host.works else None,
+        "ready": host.works and (process_problem is None or config.allow_unlimited_processes),
         "compartment_tools": compartment,
         "unsandboxed_host": config.unsandboxed_host,
+        "allow_unlimited_processes": config.allow_unlimited_processes,
     }
 
 
@@ -83,7 +105,7 @@ def check(
         else:
             out.print(Text.assemble(("Sandbox does not work", "red"), f": {report['problem']}"))
         out.print(f"Compartment-mode tools {report['compartment_tools']}.", soft_wrap=True)
-    if not report["works"]:
+    if not report["ready"]:
         raise typer.Exit(EXIT_CANNOT_SANDBOX)
 
 

@@ -2,12 +2,25 @@
 
 The probe starts a real sandbox (the same namespaces and mounts a tool gets, running ``prlimit``
 with the tool limits and ``true``), so "works" means a tool would start, not merely that a
-``bwrap`` binary exists. The result is cached per (bwrap path, prlimit path): a host does not
-gain or lose user namespaces while the gateway runs, and a failing probe costs one process.
+``bwrap`` binary exists. When it works, the probe also looks for a pids cgroup the gateway can
+use for every call (:func:`~toolgate.sandbox.cgroups.probe_pids_cgroup`), which is how the
+process count is enforced when the gateway runs as root. The result is cached per (bwrap path,
+prlimit path, configured cgroup): a host does not gain or lose user namespaces while the
+gateway runs, and a failing probe costs one process.
+
+How the process count is enforced (:attr:`HostCapabilities.process_limit`), best first:
+
+1. a pids cgroup per call (v2 or v1), whoever the gateway runs as;
+2. ``RLIMIT_NPROC`` inside the sandbox's user namespace, when the gateway's real user is not
+   root;
+3. not at all: the gateway runs as root and no pids cgroup is usable. Compartment tools are then
+   unavailable (:meth:`HostCapabilities.process_problem` says why and how to fix it) unless the
+   operator sets ``sandbox.allow_unlimited_processes: true``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -15,6 +28,7 @@ import threading
 from dataclasses import dataclass
 
 from .bwrap import BwrapSpec, bwrap_argv
+from .cgroups import BWRAP_TASKS, PidsHierarchy, forget_cgroup_probes, probe_pids_cgroup
 from .limits import ResourceLimits, prlimit_argv
 
 __all__ = ["HostCapabilities", "probe_host"]
@@ -22,7 +36,7 @@ __all__ = ["HostCapabilities", "probe_host"]
 #: Seconds the probe sandbox may take to start and exit.
 PROBE_TIMEOUT = 10.0
 
-_CACHE: dict[tuple[str, str | None], HostCapabilities] = {}
+_CACHE: dict[tuple[str, str | None, str | None], HostCapabilities] = {}
 _LOCK = threading.Lock()
 
 
@@ -39,34 +53,92 @@ class HostCapabilities:
     problem: str | None
     """Why not, and how to fix it (``None`` when it works)."""
     nproc_enforced: bool
-    """Whether the process limit applies (not when the gateway runs as root)."""
+    """Whether ``RLIMIT_NPROC`` applies (not when the gateway's real user is root)."""
     version: str | None = None
+    pids_cgroup: PidsHierarchy | None = None
+    """Where per-call pids cgroups are made (``None``: no usable pids cgroup)."""
+    cgroup_problem: str | None = None
+    """Why no pids cgroup is usable (``None`` when one is, or when the sandbox does not work)."""
 
-    def limit_notes(self) -> dict[str, str]:
-        """Which limits are enforced, one line each (for ``sandbox check``)."""
-        nproc = (
-            "enforced (RLIMIT_NPROC in the sandbox's own user namespace)"
-            if self.nproc_enforced
-            else "NOT enforced: the gateway runs as root, and the kernel exempts root from "
-            "RLIMIT_NPROC; a fork bomb is still confined to the PID namespace and killed at "
-            "the timeout. Run the gateway as an ordinary user to enforce it."
+    @property
+    def process_limit(self) -> str | None:
+        """How the process count is enforced, or ``None`` when it is not."""
+        if self.pids_cgroup is not None:
+            return self.pids_cgroup.describe()
+        if self.nproc_enforced:
+            return "RLIMIT_NPROC in the sandbox's user namespace"
+        return None
+
+    def process_problem(self) -> str | None:
+        """Why the process count cannot be enforced here and how to fix it (``None``: it is)."""
+        if self.process_limit is not None:
+            return None
+        return (
+            "the process count of a sandbox cannot be enforced here: the gateway runs as root, "
+            "which the kernel exempts from RLIMIT_NPROC, and no pids cgroup is usable "
+            f"({self.cgroup_problem or 'none found'}). Run the gateway as an ordinary user, or "
+            "give it a writable pids cgroup (the cgroup v1 'pids' hierarchy, or a delegated "
+            "cgroup v2 subtree with the pids controller, named in sandbox.pids_cgroup), or "
+            "accept it with 'sandbox: {allow_unlimited_processes: true}' in toolgate.yaml"
         )
+
+    def process_note(
+        self, processes: int | None = None, *, unlimited_accepted: bool = False
+    ) -> str:
+        """How the process count is enforced, for people: ``pids cgroup v1 (pids.max N per
+        call)``, ``RLIMIT_NPROC in the sandbox's user namespace`` or ``not enforced (...)``."""
+        how = self.process_limit
+        if self.pids_cgroup is not None:
+            per_call = f"pids.max {processes} per call" if processes else "pids.max per call"
+            also = "; RLIMIT_NPROC too" if self.nproc_enforced else ""
+            return f"{how} ({per_call}, plus {BWRAP_TASKS} for bubblewrap's own processes{also})"
+        if how is not None:
+            return how
+        consequence = (
+            "accepted with sandbox.allow_unlimited_processes: a fork bomb is confined to the "
+            "PID namespace and killed at the call's timeout, but can use host PIDs until then"
+            if unlimited_accepted
+            else "compartment tools are unavailable until it is fixed"
+        )
+        return (
+            "not enforced (the gateway runs as root, which the kernel exempts from "
+            f"RLIMIT_NPROC, and no pids cgroup is usable; {consequence})"
+        )
+
+    def limit_notes(
+        self, processes: int | None = None, *, unlimited_accepted: bool = False
+    ) -> dict[str, str]:
+        """Which limits are enforced, one line each (for ``sandbox check`` and ``tools show``).
+
+        ``processes`` is the configured process limit; ``unlimited_accepted`` whether the
+        operator set ``sandbox.allow_unlimited_processes``.
+        """
+        note = self.process_note(processes, unlimited_accepted=unlimited_accepted)
         return {
             "cpu time": "enforced (RLIMIT_CPU)",
             "memory": "enforced per process (RLIMIT_AS)",
             "file size": "enforced (RLIMIT_FSIZE); /tmp is a tmpfs of a fixed size",
-            "processes": nproc,
+            "processes": note if note.startswith("not enforced") else f"enforced: {note}",
             "timeout and output caps": "enforced (the process runner kills the sandbox)",
         }
 
 
-def probe_host(bwrap_path: str = "bwrap") -> HostCapabilities:
-    """Probe (once per program path) whether sandboxes work on this host."""
-    key = (bwrap_path, shutil.which("prlimit"))
+def probe_host(bwrap_path: str = "bwrap", pids_cgroup: str | None = None) -> HostCapabilities:
+    """Probe (once per program path and cgroup setting) whether sandboxes work on this host.
+
+    ``pids_cgroup`` is the operator's ``sandbox.pids_cgroup`` (``None``: find one).
+    """
+    key = (bwrap_path, shutil.which("prlimit"), pids_cgroup)
     with _LOCK:
         cached = _CACHE.get(key)
         if cached is None:
-            cached = _CACHE[key] = _probe(bwrap_path, key[1])
+            found = _probe(bwrap_path, key[1])
+            if found.works:
+                cgroup = probe_pids_cgroup(pids_cgroup)
+                found = dataclasses.replace(
+                    found, pids_cgroup=cgroup.hierarchy, cgroup_problem=cgroup.problem
+                )
+            cached = _CACHE[key] = found
         return cached
 
 
@@ -74,10 +146,17 @@ def forget_probes() -> None:
     """Drop cached probe results (tests; an operator who just installed bubblewrap)."""
     with _LOCK:
         _CACHE.clear()
+    forget_cgroup_probes()
+
+
+def _runs_as_root() -> bool:
+    """Whether the kernel exempts the gateway from ``RLIMIT_NPROC``: it does for a process
+    whose *real* user is root (in the initial user namespace)."""
+    return os.getuid() == 0
 
 
 def _probe(bwrap_path: str, prlimit: str | None) -> HostCapabilities:
-    nproc = os.geteuid() != 0
+    nproc = not _runs_as_root()
     bwrap = shutil.which(bwrap_path)
     if bwrap is None:
         return HostCapabilities(

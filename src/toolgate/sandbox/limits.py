@@ -8,15 +8,23 @@ own processes, not every process of the gateway's user. (Set before ``bwrap`` cr
 namespace, the limit would also become the ceiling of the parent namespace's count, which
 includes the gateway itself.)
 
-Honest limits of this mechanism:
+The process count has a second, stronger guard: a pids cgroup per call
+(:mod:`toolgate.sandbox.cgroups`), whose ``pids.max`` is :attr:`ResourceLimits.processes` plus
+the few tasks bubblewrap (and the egress bridge) keep. ``toolgate sandbox check`` says which
+applies here:
 
-* The kernel never applies ``RLIMIT_NPROC`` to processes whose real user is root in the initial
-  namespace. When the gateway runs as root, the sandbox's user namespace maps to root, and the
-  process count is **not** enforced (``toolgate sandbox check`` says so). A fork bomb is then
-  still confined to the sandbox's PID namespace and killed with it at the timeout, but it can
-  use host PIDs until then. Run the gateway as an ordinary user.
-* ``RLIMIT_AS`` limits address space per process, not the memory of the whole sandbox; with the
-  process limit it bounds the total.
+* ``pids cgroup v1/v2``: whenever the gateway can make cgroups in a pids hierarchy (root in a
+  container with the v1 ``pids`` hierarchy, a delegated v2 subtree...), whoever it runs as;
+* ``RLIMIT_NPROC`` in the sandbox's user namespace: when the gateway's real user is not root.
+  The kernel never applies ``RLIMIT_NPROC`` to processes whose real user is root, so it alone
+  cannot stop a fork bomb of a gateway running as root;
+* neither (root, no usable pids cgroup): the process count is not enforced, and compartment
+  tools are unavailable unless the operator sets ``sandbox.allow_unlimited_processes: true``
+  (a fork bomb is then still confined to the sandbox's PID namespace and killed with it at the
+  timeout, but can use host PIDs until then).
+
+``RLIMIT_AS`` limits address space per process, not the memory of the whole sandbox; with the
+process limit it bounds the total.
 """
 
 from __future__ import annotations

@@ -11,7 +11,14 @@ the command is returned unchanged. For ``compartment``:
 * the host works (:func:`~toolgate.sandbox.host.probe_host`): the command runs under
   ``bwrap`` + ``prlimit`` (see :mod:`toolgate.sandbox.bwrap`), with an environment of the
   declared ``env`` keys only, plus a fixed ``PATH``, ``HOME=/tmp``, ``TMPDIR=/tmp`` and
-  ``LANG=C.UTF-8`` (sandbox values, never the gateway's);
+  ``LANG=C.UTF-8`` (sandbox values, never the gateway's). When the host has a usable pids
+  cgroup, ``bwrap`` starts inside a fresh cgroup of the call (:mod:`toolgate.sandbox.cgroups`)
+  whose ``pids.max`` is the process limit; it is emptied and removed when the context exits,
+  however the call ended;
+* the host works but cannot enforce the process count (the gateway runs as root without a
+  pids cgroup): :class:`~toolgate.sandbox.errors.SandboxUnavailableError`, unless the operator
+  set ``allow_unlimited_processes: true``; then the command runs sandboxed and its outcome says
+  ``"not_enforced": ["processes"]``;
 * the host cannot sandbox and the operator set ``unsandboxed_host: true``: the command runs on
   the host and ``command.label`` is ``"unsandboxed-host"`` (the caller records it in the
   outcome);
@@ -38,6 +45,7 @@ from typing import Any
 from ..errors import ToolError
 from ..model import SandboxMode, Tool
 from .bwrap import BwrapSpec, bwrap_argv, install_root
+from .cgroups import BRIDGE_TASKS, BWRAP_TASKS, CallCgroup
 from .host import HostCapabilities, probe_host
 from .limits import ResourceLimits, prlimit_argv
 from .settings import SandboxConfig
@@ -88,12 +96,17 @@ class SandboxedCommand:
     """``"unsandboxed-host"`` when a compartment tool runs on the host by operator choice."""
     egress_events: Sequence[Any] = ()
     """The egress proxy's connection records (allowed and refused), filled during the call."""
+    not_enforced: tuple[str, ...] = ()
+    """Limits the operator accepted are not enforced here (``("processes",)``)."""
 
     def describe(self) -> dict[str, Any] | None:
         """What the outcome's ``metadata["sandbox"]`` says (``None`` for host-mode tools)."""
         if self.sandboxed:
             egress = [_event(event) for event in self.egress_events]
-            return {"mode": "compartment", "enforced": True, "egress": egress}
+            described = {"mode": "compartment", "enforced": True, "egress": egress}
+            if self.not_enforced:
+                described["not_enforced"] = list(self.not_enforced)
+            return described
         if self.label is not None:
             return {"mode": "compartment", "enforced": False, "label": self.label}
         return None
@@ -143,8 +156,8 @@ class Sandbox:
         )
 
     def host(self) -> HostCapabilities:
-        """This host's capabilities (probed once per bwrap path)."""
-        return probe_host(self.config.bwrap_path)
+        """This host's capabilities (probed once per bwrap path and cgroup setting)."""
+        return probe_host(self.config.bwrap_path, self.config.pids_cgroup)
 
     def mode_for(self, tool: Tool) -> SandboxMode:
         """The mode ``tool`` runs in (see :class:`SandboxConfig`)."""
@@ -163,6 +176,9 @@ class Sandbox:
                 f"{host.problem}. It does not run unsandboxed unless the operator sets "
                 "'sandbox: {unsandboxed_host: true}' in toolgate.yaml."
             )
+        problem = host.process_problem()
+        if problem is not None and not self.config.allow_unlimited_processes:
+            return f"{tool.id} runs in sandbox mode 'compartment', but {problem}."
         if tool.sandbox.permissions.network and _egress() is None:
             return (
                 f"{tool.id} declares network permissions, but the egress proxy "
@@ -188,7 +204,10 @@ class Sandbox:
             if perms.network
             else "none",
             "environment": "declared keys only: " + (", ".join(perms.env or tool.env) or "none"),
-            **self.host().limit_notes(),
+            **self.host().limit_notes(
+                self.limits.processes,
+                unlimited_accepted=self.config.allow_unlimited_processes,
+            ),
         }
 
     @contextlib.asynccontextmanager
@@ -234,6 +253,10 @@ class Sandbox:
             ro.extend(install_root(program))
         command = [*prlimit_argv(host.prlimit, self.limits), *argv]
         async with contextlib.AsyncExitStack() as stack:
+            cgroup = self._call_cgroup(host, network=bool(perms.network))
+            if cgroup is not None:
+                # Registered first, so it runs last: after the process and the egress proxy.
+                stack.push_async_callback(cgroup.close)
             extra: list[tuple[Path, Path]] = []
             events: Sequence[Any] = ()
             if perms.network:
@@ -261,14 +284,36 @@ class Sandbox:
                 extra_binds=extra,
                 tmp_size=self.limits.tmp_size_bytes,
             )
+            sandboxed = bwrap_argv(host.bwrap, spec)
             yield SandboxedCommand(
-                bwrap_argv(host.bwrap, spec),
+                cgroup.wrap(sandboxed) if cgroup is not None else sandboxed,
                 sandbox_env,
                 Path("/"),
                 workspace or Path("/tmp"),
                 sandboxed=True,
                 egress_events=events,
+                not_enforced=() if host.process_limit is not None else ("processes",),
             )
+
+    def _call_cgroup(self, host: HostCapabilities, *, network: bool) -> CallCgroup | None:
+        """A fresh pids cgroup for one call, or ``None`` when the host has no usable one.
+
+        Its ``pids.max`` is the process limit plus what bubblewrap (and the egress bridge)
+        keep running. Raises :class:`SandboxUnavailableError` when it cannot be made and
+        nothing else would limit the process count.
+        """
+        if host.pids_cgroup is None:
+            return None
+        overhead = BWRAP_TASKS + (BRIDGE_TASKS if network else 0)
+        try:
+            return CallCgroup.create(host.pids_cgroup, self.limits.processes + overhead)
+        except OSError as exc:
+            if host.nproc_enforced:
+                return None  # RLIMIT_NPROC still holds (the gateway is not root)
+            raise SandboxUnavailableError(
+                f"cannot create the call's pids cgroup in {host.pids_cgroup.parent}: "
+                f"{exc.strerror or exc}"
+            ) from None
 
 
 def _egress() -> Any:

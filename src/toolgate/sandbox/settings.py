@@ -11,6 +11,8 @@
         weather: compartment
         legacy: host               # explicit opt-out: these tools run on the host
       unsandboxed_host: false      # true: run compartment tools on the host, labelled
+      pids_cgroup: null            # a cgroup folder for the per-call pids cgroups (default: found)
+      allow_unlimited_processes: false  # true: run as root without a process limit, labelled
       limits:
         cpu_seconds: 60
         memory_mb: 2048
@@ -52,8 +54,9 @@ class SandboxLimitsConfig(_Section):
     file_size_mb: int = Field(default=256, ge=1)
     """Largest file a process may write, in MiB (RLIMIT_FSIZE)."""
     processes: int = Field(default=256, ge=1)
-    """Processes and threads of the sandbox (RLIMIT_NPROC inside its own user namespace; not
-    enforced when the gateway runs as root — see ``toolgate sandbox check``)."""
+    """Processes and threads of the sandbox: ``pids.max`` of the call's own pids cgroup when
+    the gateway can make one, and RLIMIT_NPROC inside the sandbox's user namespace (which the
+    kernel does not apply to root). ``toolgate sandbox check`` says which holds here."""
     tmp_size_mb: int = Field(default=256, ge=1)
     """Size of the private ``/tmp`` (a tmpfs), in MiB."""
 
@@ -71,6 +74,19 @@ class SandboxConfig(_Section):
     unsandboxed_host: bool = False
     """``true``: the operator accepts that this host cannot sandbox; compartment tools then run
     on the host and every outcome says so. ``false`` (default): they are unavailable."""
+    pids_cgroup: str | None = None
+    """The cgroup folder in which every sandboxed call gets its own pids cgroup (a cgroup v1
+    ``pids`` folder, or a cgroup v2 folder with the pids controller available and no processes
+    of its own, writable by the gateway). ``None`` (default): the gateway's own cgroup, v2 first,
+    then the v1 ``pids`` hierarchy; ``toolgate sandbox check`` says what was found."""
+    allow_unlimited_processes: bool = False
+    """``true``: the operator accepts that the process count of a sandbox is not enforced. This
+    only matters when the gateway runs as root (the kernel exempts root from RLIMIT_NPROC) and
+    no pids cgroup is usable: compartment tools then run sandboxed but without a process limit
+    (a fork bomb is stopped only by the call's timeout), and ``sandbox check``, ``tools show``
+    and every outcome say so. ``false`` (default): such a host makes them unavailable, with the
+    reason and how to fix it (run the gateway as an ordinary user, or give it a writable pids
+    cgroup)."""
     limits: SandboxLimitsConfig = Field(default_factory=SandboxLimitsConfig)
     system_paths: tuple[str, ...] = ()
     """Extra host folders bound read-only into every sandbox (a runtime installed in /opt)."""
@@ -81,6 +97,13 @@ class SandboxConfig(_Section):
         for path in value:
             if not path.startswith("/"):
                 raise ValueError(f"system_paths must be absolute paths, not {path!r}")
+        return value
+
+    @field_validator("pids_cgroup")
+    @classmethod
+    def _absolute_cgroup(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("/"):
+            raise ValueError(f"pids_cgroup must be an absolute path, not {value!r}")
         return value
 
     def mode_for(self, tool: Tool) -> SandboxMode:
