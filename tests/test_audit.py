@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from toolgate import tool
-from toolgate.audit import MARKER, AuditRecord
+from toolgate.audit import MARKER, AuditRecord, sqlite_rows
 from toolgate.audit import sqlite_log as sqlite_log_module
 from toolgate.audit.sqlite_log import SQLiteAuditLog
 from toolgate.cli.audit import audit_app, parse_time
@@ -277,7 +277,8 @@ def test_a_failing_write_is_counted_until_a_later_write_succeeds(
 ) -> None:
     log.observe(finished(call_id="fine"))
     assert log.flush(5) and log.healthy
-    monkeypatch.setattr(sqlite_log_module, "_INSERT", "INSERT INTO no_such_table VALUES (?)")
+    for statement in ("_INSERT", "_INSERT_JSON"):  # either way a batch goes in
+        monkeypatch.setattr(sqlite_rows, statement, "INSERT INTO no_such_table VALUES (?)")
     log.observe(finished(call_id="lost-1"))
     log.observe(finished(call_id="lost-2"))
     assert log.flush(5)
@@ -298,6 +299,69 @@ def test_a_call_that_cannot_be_recorded_loses_only_its_record(log: SQLiteAuditLo
     assert log.flush(5)
     assert {r.call_id for r in log.query()} == {"bad", "good"}
     assert log.lost == 0
+
+
+@pytest.mark.parametrize("bulk", [True, False], ids=["one-statement", "row-by-row"])
+def test_batches_round_trip_exactly_either_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bulk: bool
+) -> None:
+    # One statement per batch where SQLite has its JSON functions; row by row where it has not.
+    monkeypatch.setattr(sqlite_log_module, "bulk_insert_works", lambda conn: bulk)
+    audit = SQLiteAuditLog(tmp_path / "audit.db", flush_interval=0.05, retention_days=None)
+    started = [1_795_246_109.888_091_8, 1_000_000.000_000_1, 2.5e-7]
+    contents: list[Any] = [
+        {"nested": [1, 2.5, None, True, "é€😀", {"k": 'line\nbreak "quoted"'}]},
+        "plain text",
+        12345678901234567890,
+    ]
+    for i, (at, content) in enumerate(zip(started, contents, strict=True)):
+        audit.observe(
+            finished(
+                call_id=f"c{i}",
+                started_at=at,
+                content=content,
+                duration=1.2e-05 * (i + 1),
+                arguments={"path": f"/tmp/ü{i}", "n": i},
+            )
+        )
+    audit.observe(
+        finished(
+            call_id="failed",
+            status=CallStatus.ERROR,
+            code=ErrorCode.TIMEOUT,
+            message="Tool took too long",
+            agent=None,
+        )
+    )
+    assert audit.flush(5)
+    records = {r.call_id: r for r in audit.query(limit=10)}
+    for i, (at, content) in enumerate(zip(started, contents, strict=True)):
+        record = records[f"c{i}"]
+        assert record.time == at  # floats survive bit for bit
+        assert record.duration == 1.2e-05 * (i + 1)
+        assert record.result == content
+        assert record.args == {"path": f"/tmp/ü{i}", "n": i}
+        assert record.status == "ok" and record.code is None and record.agent == "agent-a"
+    failed = records["failed"]
+    assert (failed.status, failed.code, failed.message) == (
+        "error",
+        "timeout",
+        "Tool took too long",
+    )
+    assert failed.agent is None and failed.result is None
+    assert audit.lost == 0 and audit.healthy
+    audit.close()
+
+
+def test_a_lone_surrogate_in_a_result_does_not_cost_the_batch(log: SQLiteAuditLog) -> None:
+    # Not encodable as UTF-8: the JSON of the result escapes it, the other records are written.
+    log.observe(finished(call_id="odd", content={"text": "half a pair: \ud800"}))
+    log.observe(finished(call_id="fine"))
+    assert log.flush(5)
+    records = {r.call_id: r for r in log.query()}
+    assert set(records) == {"odd", "fine"}
+    assert records["odd"].result == {"text": "half a pair: \ud800"}
+    assert log.lost == 0 and log.healthy
 
 
 # -- queries, retention and stats ------------------------------------------------------------

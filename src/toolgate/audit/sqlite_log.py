@@ -36,7 +36,7 @@ from ..stores.sqlite_schema import write_transaction
 from .query import build_stats, fetch_stats
 from .query import where as _where
 from .record import AuditRecord
-from .sqlite_rows import dump, record_from_row, row_from_record
+from .sqlite_rows import bulk_insert_works, dump, insert_rows, record_from_row, row_from_record
 from .sqlite_schema import COLUMNS, SCHEMA_VERSION, ensure_private_file, migrate
 from .writer import BatchWriter, Flush
 
@@ -56,10 +56,6 @@ BUSY_TIMEOUT: Final = 5.0
 MEMORY: Final = ":memory:"
 
 _DAY: Final = 86_400.0
-
-_INSERT: Final = (
-    f"INSERT INTO audit_records ({COLUMNS}) VALUES ({', '.join(['?'] * len(COLUMNS.split(',')))})"
-)
 
 
 class AuditStoreError(RuntimeError):
@@ -107,6 +103,8 @@ class SQLiteAuditLog(BatchWriter):
         self._lock = threading.Lock()  # guards the connection and the JSONL file
         self._count_lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
+        self._bulk = False
+        """Whether batches go in as one statement (:func:`~.sqlite_rows.insert_rows`)."""
         self._identity: tuple[int, int] | None = None
         self._jsonl: IO[str] | None = None
         self._lost = 0
@@ -200,6 +198,7 @@ class SQLiteAuditLog(BatchWriter):
                 conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
             migrate(conn)
+            self._bulk = bulk_insert_works(conn)
         except (sqlite3.Error, OSError, RuntimeError) as exc:
             if conn is not None:
                 conn.close()
@@ -246,7 +245,7 @@ class SQLiteAuditLog(BatchWriter):
                 return
             try:
                 with write_transaction(conn):
-                    conn.executemany(_INSERT, rows)
+                    insert_rows(conn, rows, bulk=self._bulk)
             except Exception as exc:  # noqa: BLE001 - counted and reported, never raised
                 self._lose(len(records))
                 self._fail("cannot write to the audit database", exc)

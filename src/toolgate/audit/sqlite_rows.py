@@ -1,6 +1,7 @@
-"""Audit records ↔ rows of the audit database, and the compact JSON both ends use.
+"""Audit records ↔ rows of the audit database, the compact JSON both ends use, and the insert
+of a batch of rows.
 
-Used by :mod:`toolgate.audit.sqlite_log`; this module imports :mod:`sqlite3` (for types only).
+Used by :mod:`toolgate.audit.sqlite_log`; this module imports :mod:`sqlite3`.
 """
 
 from __future__ import annotations
@@ -13,8 +14,18 @@ from typing import Any, Final
 from pydantic_core import PydanticSerializationError, to_json
 
 from .record import AuditRecord
+from .sqlite_schema import COLUMNS
 
-__all__ = ["dump", "record_from_row", "row_from_record"]
+__all__ = ["bulk_insert_works", "dump", "insert_rows", "record_from_row", "row_from_record"]
+
+_WIDTH: Final = len(COLUMNS.split(","))
+_INSERT: Final = f"INSERT INTO audit_records ({COLUMNS}) VALUES ({', '.join(['?'] * _WIDTH)})"
+#: The whole batch in one statement: the rows as one JSON array, unpacked by SQLite itself.
+_INSERT_JSON: Final = (
+    f"INSERT INTO audit_records ({COLUMNS}) SELECT "
+    + ", ".join(f"json_extract(value, '$[{i}]')" for i in range(_WIDTH))
+    + " FROM json_each(?)"
+)
 
 
 def _json_default(value: Any) -> Any:
@@ -25,7 +36,9 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
-_ENCODER: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_json_default)
+#: For what pydantic-core refuses — a lone surrogate, mostly, which no UTF-8 text can hold:
+#: escaped as ``\\udXXX``, the record is still written (and reads back the same).
+_ASCII_ENCODER: Final = json.JSONEncoder(separators=(",", ":"), default=_json_default)
 
 
 def dump(value: Any) -> str:
@@ -33,12 +46,12 @@ def dump(value: Any) -> str:
 
     pydantic-core's encoder (compiled) first: it runs on the audit writer thread while holding
     the GIL, time taken from the event loop serving calls. The standard library's encoder
-    takes what it refuses (lone surrogates, mostly).
+    takes what it refuses.
     """
     try:
         return to_json(value, fallback=_json_default).decode("utf-8")
     except (PydanticSerializationError, UnicodeDecodeError):
-        return _ENCODER.encode(value)
+        return _ASCII_ENCODER.encode(value)
 
 
 def row_from_record(record: AuditRecord) -> tuple[Any, ...]:
@@ -91,3 +104,35 @@ def record_from_row(row: sqlite3.Row) -> AuditRecord:
         visualization=_load(row["visualization"]),
         metadata=_load(row["metadata"]) or {},
     )
+
+
+def bulk_insert_works(conn: sqlite3.Connection) -> bool:
+    """Whether this SQLite has the JSON functions :func:`insert_rows` needs (built in since
+    3.38, and in nearly every build before)."""
+    try:
+        row = conn.execute(
+            "SELECT json_extract(value, '$[0]') FROM json_each('[[1.5]]')"
+        ).fetchone()
+    except sqlite3.Error:
+        return False
+    return row is not None and row[0] == 1.5
+
+
+def insert_rows(conn: sqlite3.Connection, rows: list[tuple[Any, ...]], *, bulk: bool) -> None:
+    """Insert ``rows`` (from :func:`row_from_record`), in the caller's transaction.
+
+    With ``bulk`` (see :func:`bulk_insert_works`) the batch goes as one JSON text to one
+    statement. ``executemany`` steps once per row and releases and retakes the GIL around every
+    step; on a gateway whose event loop keeps the GIL busy, each retake waits for a forced switch,
+    so a batch of 500 rows could take seconds and starve the loop meanwhile. One statement
+    releases the GIL once for the whole batch, and the JSON is unpacked by SQLite without it.
+    """
+    if bulk:
+        try:
+            payload = to_json(rows).decode("utf-8")
+        except (PydanticSerializationError, UnicodeDecodeError):
+            pass  # a lone surrogate, say: the driver encodes it row by row (or refuses it)
+        else:
+            conn.execute(_INSERT_JSON, (payload,))
+            return
+    conn.executemany(_INSERT, rows)
