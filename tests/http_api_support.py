@@ -106,7 +106,12 @@ async def deploy(seconds: float = 30.0) -> str:
 @tool(namespace="t", effect="read_only")
 def odd_numbers() -> dict[str, Any]:
     """Returns values JSON cannot carry as they are."""
-    return {"nan": float("nan"), "inf": float("inf"), "text": "<script>alert(1)</script>"}
+    return {
+        "nan": float("nan"),
+        "inf": float("inf"),
+        "text": "<script>alert(1)</script>",
+        "half": "a lone surrogate: \ud800",  # no UTF-8 text can hold it
+    }
 
 
 TOOLS = [add, send, fail, payroll, sleepy, deploy, odd_numbers]

@@ -270,6 +270,7 @@ def test_results_json_cannot_carry_are_still_json(client: TestClient) -> None:
         "nan": None,
         "inf": None,
         "text": "<script>alert(1)</script>",
+        "half": "a lone surrogate: \ud800",  # escaped as \ud800 in the JSON text
     }
 
     def refuse(constant: str) -> None:

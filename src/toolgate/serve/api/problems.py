@@ -25,6 +25,7 @@ from typing import Any, Final
 
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
+from pydantic_core import PydanticSerializationError, to_json
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -84,19 +85,24 @@ def _default(value: Any) -> Any:
     return str(value)
 
 
-_ENCODER = json.JSONEncoder(
-    ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=_default
-)
+#: What pydantic-core refuses (a lone surrogate, which no UTF-8 text can hold) is escaped.
+_ASCII_ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"), default=_default)
 
 
 def render_json(value: Any) -> bytes:
     """Strict JSON: non-finite floats become ``null`` and other values their ``str``, so that
-    what a tool returned can never make a response fail to render."""
+    what a tool returned can never make a response fail to render.
+
+    pydantic-core's compiled encoder renders every answer (a tool call's included: the hot
+    path); the standard library's takes what it refuses."""
     try:
-        text = _ENCODER.encode(value)
-    except ValueError:  # NaN or infinity somewhere (a tool's result, a statistic)
-        text = _ENCODER.encode(_sanitize(value))
-    return text.encode("utf-8")
+        return to_json(value, inf_nan_mode="null", fallback=_default)
+    except PydanticSerializationError:
+        try:
+            text = _ASCII_ENCODER.encode(value)
+        except ValueError:  # NaN or infinity somewhere (a tool's result, a statistic)
+            text = _ASCII_ENCODER.encode(_sanitize(value))
+        return text.encode("ascii")
 
 
 class ApiJSONResponse(JSONResponse):
