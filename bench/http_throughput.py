@@ -38,6 +38,10 @@ HERE = Path(__file__).resolve().parent
 SERVERS = HERE / "servers"
 MCP_PROTOCOL_VERSION = "2025-06-18"
 CONCURRENCY = (1, 16)
+#: The HTTP API goal, calls per second at 16 clients with the audit log on …
+API_GOAL = 8_000
+#: … set where a bare Starlette JSON endpoint answered about this many requests per second.
+STARLETTE_WHEN_SET = 30_000
 
 MCP_CALL = {
     "jsonrpc": "2.0",
@@ -313,10 +317,20 @@ def report(targets: list[Target]) -> list[str]:
         lines.append("  n/a   MCP HTTP at 16 clients vs FastMCP (a target did not run)")
     if api:
         rps = api.results[16]["rps"]
-        verdict = "PASS" if rps >= 8000 else "MISS"
+        verdict = "PASS" if rps >= API_GOAL else "MISS"
         lines.append(
             f"  {verdict}  HTTP API at 16 clients, audit on: {rps:,.0f} calls/s, goal ≥ 8,000/s"
         )
+        floor = by_key.get("starlette")
+        if floor:
+            # The goal was set beside a bare Starlette endpoint measured at ~30,000/s; the same
+            # endpoint, measured in this run, says how fast this machine is now.
+            share = rps / floor.results[16]["rps"]
+            verdict = "PASS" if share >= API_GOAL / STARLETTE_WHEN_SET else "MISS"
+            lines.append(
+                f"  {verdict}  the same, relative to bare Starlette in this run: {share:.0%} "
+                f"(the goal is {API_GOAL / STARLETTE_WHEN_SET:.0%}: 8,000 beside ~30,000/s)"
+            )
     else:
         lines.append("  n/a   HTTP API at 16 clients (the target did not run)")
     return lines
