@@ -10,15 +10,14 @@ by a test resolver and an operator CIDR grant, as in ``test_sandbox_network``).
 from __future__ import annotations
 
 import asyncio
-import http.server
 import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from egress_support import hello_server, test_resolver
 from folder_tools import require_program
 from toolgate import Gateway, ToolContext, tool
 from toolgate.audit import AuditRecord
@@ -57,36 +56,10 @@ tools = [{
 """
 
 
-class _Hello(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        body = b"hello from the allowed host"
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
 def server() -> Iterator[int]:
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hello)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield int(httpd.server_address[1])
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
-
-
-async def _test_resolver(host: str, port: int) -> list[str]:
-    table = {"allowed.test": ["127.0.0.1"]}
-    if host not in table:
-        raise OSError(f"{host}: no such host (test resolver)")
-    return table[host]
+    with hello_server() as port:
+        yield port
 
 
 def _sandbox_works() -> None:
@@ -136,7 +109,7 @@ def test_allowed_and_refused_connections_of_a_plugin_reach_the_audit_record(
     _sandbox_works()
     pytest.importorskip("toolgate.sandbox.egress")
     folder = _plugin(tmp_path, {"network": [f"allowed.test:{server}"]})
-    sandbox = Sandbox(cidr_grants={TOOL_ID: ["127.0.0.1/32"]}, resolver=_test_resolver)
+    sandbox = Sandbox(cidr_grants={TOOL_ID: ["127.0.0.1/32"]}, resolver=test_resolver)
     with Gateway(environ={}, sandbox=sandbox, audit_path=tmp_path / "audit.db") as gateway:
         gateway.add_source(folder)
         urls = [f"http://allowed.test:{server}/", f"http://refused.test:{server}/"]

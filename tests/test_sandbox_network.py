@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
-import http.server
-import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from egress_support import hello_server, test_resolver
 from folder_tools import clean_environ, require_program, write_tool
 from toolgate import Gateway
 from toolgate.backends.script import ScriptBackend
 from toolgate.loaders.tool_folder import load_tool_folder
-from toolgate.model import ImplementationKind, Permissions, SandboxMode, SandboxSpec
+from toolgate.model import ImplementationKind, Permissions, SandboxMode, SandboxSpec, Tool
 from toolgate.registry import RegisteredTool
 from toolgate.sandbox.host import probe_host
 from toolgate.sandbox.runner import Sandbox
@@ -24,39 +25,16 @@ PROBE = Path(__file__).parent / "fixtures" / "sandbox" / "probe.py"
 pytest.importorskip("toolgate.sandbox.egress")
 
 
-class _Hello(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        body = b"hello from the allowed host"
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
 def server() -> Iterator[int]:
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hello)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield int(httpd.server_address[1])
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
+    with hello_server() as port:
+        yield port
 
 
-async def _test_resolver(host: str, port: int) -> list[str]:
-    table = {"allowed.test": ["127.0.0.1"], "private.test": ["10.1.2.3"]}
-    if host not in table:
-        raise OSError(f"{host}: no such host (test resolver)")
-    return table[host]
-
-
-def test_only_the_declared_host_is_reachable_through_the_proxy(tmp_path: Path, server: int) -> None:
+@contextmanager
+def _network_tool(tmp_path: Path, server: int, **changes: Any) -> Iterator[tuple[Gateway, Tool]]:
+    """A gateway serving the probe as a compartment tool allowed to reach ``allowed.test``
+    (the loopback ``server``, through the test resolver and a CIDR grant)."""
     require_program("bwrap")
     if not probe_host().works:
         pytest.skip("bubblewrap cannot sandbox here")
@@ -68,13 +46,18 @@ def test_only_the_declared_host_is_reachable_through_the_proxy(tmp_path: Path, s
         sandbox=SandboxSpec(
             SandboxMode.COMPARTMENT, Permissions(network=(f"allowed.test:{server}",))
         ),
+        **changes,
     )
     with Gateway(environ=clean_environ()) as gateway:
         backend = gateway._backends[ImplementationKind.SCRIPT]
         assert isinstance(backend, ScriptBackend)
-        backend.sandbox = Sandbox(cidr_grants={tool.id: ["127.0.0.1/32"]}, resolver=_test_resolver)
+        backend.sandbox = Sandbox(cidr_grants={tool.id: ["127.0.0.1/32"]}, resolver=test_resolver)
         gateway.registry.add(RegisteredTool(tool, None, backend.unavailable_reason(tool)))
+        yield gateway, tool
 
+
+def test_only_the_declared_host_is_reachable_through_the_proxy(tmp_path: Path, server: int) -> None:
+    with _network_tool(tmp_path, server) as (gateway, tool):
         allowed = gateway.call_sync(
             tool.id, {"op": "http", "url": f"http://allowed.test:{server}/"}
         )
@@ -99,25 +82,7 @@ def test_only_the_declared_host_is_reachable_through_the_proxy(tmp_path: Path, s
 
 
 def test_a_call_that_times_out_still_records_its_connections(tmp_path: Path, server: int) -> None:
-    require_program("bwrap")
-    if not probe_host().works:
-        pytest.skip("bubblewrap cannot sandbox here")
-    folder = write_tool(tmp_path / "tools", "net", PROBE.read_text(), runtime="python")
-    loaded = load_tool_folder(folder)
-    assert loaded.tool is not None
-    tool = dataclasses.replace(
-        loaded.tool,
-        timeout=3.0,
-        sandbox=SandboxSpec(
-            SandboxMode.COMPARTMENT, Permissions(network=(f"allowed.test:{server}",))
-        ),
-    )
-    with Gateway(environ=clean_environ()) as gateway:
-        backend = gateway._backends[ImplementationKind.SCRIPT]
-        assert isinstance(backend, ScriptBackend)
-        backend.sandbox = Sandbox(cidr_grants={tool.id: ["127.0.0.1/32"]}, resolver=_test_resolver)
-        gateway.registry.add(RegisteredTool(tool, None, backend.unavailable_reason(tool)))
-
+    with _network_tool(tmp_path, server, timeout=3.0) as (gateway, tool):
         outcome = gateway.call_sync(
             tool.id, {"op": "http_then_hang", "url": f"http://allowed.test:{server}/"}
         )
