@@ -117,10 +117,18 @@ def test_without_keys_loopback_callers_are_the_default_operator(gateway: Gateway
             headers={"Origin": "https://evil.example"},
         )
         assert "other sites" in problem(cross_site, 401, "unauthenticated")["detail"]
+        fetched = local.post(
+            "/v1/tools/t:add/call",
+            json={"arguments": {"a": 1, "b": 2}},
+            headers={"Sec-Fetch-Site": "cross-site"},
+        )
+        assert "other sites" in problem(fetched, 401, "unauthenticated")["detail"]
     with TestClient(app, base_url="http://rebound.example:8470", client=LOCAL) as rebound:
         assert (
             "DNS-rebinding" in problem(rebound.get("/v1/tools"), 401, "unauthenticated")["detail"]
         )
+        called = rebound.post("/v1/tools/t:add/call", json={"arguments": {"a": 1, "b": 2}})
+        assert "DNS-rebinding" in problem(called, 401, "unauthenticated")["detail"]
     with TestClient(app, base_url="http://127.0.0.1:8470", client=("10.0.0.5", 1)) as remote:
         body = problem(remote.get("/v1/tools"), 401, "unauthenticated")
         assert "same machine" in body["detail"]

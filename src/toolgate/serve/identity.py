@@ -243,6 +243,7 @@ class AgentIdentity:
         return agent == DEFAULT_AGENT and not self.require_keys and not self._keys()
 
 
+@functools.lru_cache(maxsize=256)  # the same Host and Origin on every request of a client
 def _is_local_name(url: str) -> bool:
     """Whether the host of ``url`` (``//host:port`` or ``scheme://host:port``) names this
     machine; a malformed one does not."""

@@ -74,17 +74,26 @@ async def run_call(context: ApiContext, agent: str, tool_id: str, request: CallR
     return ApiJSONResponse(data, status_code=status, headers=headers)
 
 
+#: The headers :meth:`~toolgate.serve.identity.AgentIdentity.authenticate` reads.
+_IDENTITY_HEADERS: Final = {
+    name.encode("latin-1"): name for name in ("authorization", "host", "origin", "sec-fetch-site")
+}
+
+
 class _ScopeConnection:
     """The request as :meth:`~toolgate.serve.identity.AgentIdentity.authenticate` reads it,
     straight from the ASGI scope (a Starlette ``Request`` and its ``Headers`` cost more than the
-    lookups themselves). The first of repeated headers wins, as with Starlette."""
+    lookups themselves): only the headers it reads, the first of repeated ones winning, as with
+    Starlette."""
 
     __slots__ = ("client", "headers")
 
     def __init__(self, scope: Scope) -> None:
         headers: dict[str, str] = {}
-        for name, value in scope["headers"]:
-            headers.setdefault(name.decode("latin-1"), value.decode("latin-1"))
+        for raw, value in scope["headers"]:
+            name = _IDENTITY_HEADERS.get(raw)
+            if name is not None and name not in headers:
+                headers[name] = value.decode("latin-1")
         self.headers = headers
         client = scope.get("client")
         self.client = None if client is None else Address(*client)
