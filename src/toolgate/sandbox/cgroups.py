@@ -22,11 +22,11 @@ The sandbox joins the call's cgroup *before* anything in it can fork: the comman
 tiny POSIX shell (:meth:`CallCgroup.wrap`) that writes ``0`` ("myself") to the cgroup's
 ``tasks`` (v1) or ``cgroup.procs`` (v2) and then ``exec``\\s ``bwrap``, so ``bwrap`` and
 everything it starts are born in the cgroup. If the write fails, the shell exits and ``bwrap``
-never starts (it fails closed). This costs one ``exec`` of ``sh`` (about a millisecond, measured
-with ``bench/run.py --only sandbox``), less than holding ``bwrap`` with ``--block-fd`` and
-moving its processes from the gateway, which would also need file descriptors passed through
-the process runner. No ``preexec_fn`` (not safe with threads). Why ``tasks`` on v1: see
-:attr:`CallCgroup.join_file`.
+never starts (it fails closed). This costs one ``exec`` of ``sh`` (about 0.3 ms per call on v1,
+measured with ``bench/run.py --only sandbox`` with and without it), less than holding ``bwrap``
+with ``--block-fd`` and moving its processes from the gateway, which would also need file
+descriptors passed through the process runner. No ``preexec_fn`` (not safe with threads).
+Why ``tasks`` on v1: see :attr:`CallCgroup.join_file`.
 
 After the call, whatever is left in the cgroup is killed (``cgroup.kill`` on v2 when the kernel
 has it, otherwise ``SIGKILL`` through pidfds of the pids in ``cgroup.procs``, so a reused pid is
