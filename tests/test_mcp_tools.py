@@ -1052,3 +1052,10 @@ def test_the_documented_example_works_as_written(
     added = run_cli(*add[1:])
     assert added.returncode == 0, added.stderr
     assert added.stdout.strip() == "The sum of 2 and 3 is 5."
+    # What the gateway enforces for each: the HTTP server's grant, nothing for the stdio one.
+    shown = json.loads(run_cli("tools", "show", "math:add", "--json").stdout)
+    network = shown["sandbox"]["enforced"]["network"]
+    assert "MCP server everything at public addresses only" in network
+    assert "granted (MCPServer:everything): 127.0.0.1/32" in network
+    shown = json.loads(run_cli("tools", "show", "clock:get_current_time", "--json").stdout)
+    assert "network" not in shown["sandbox"]["enforced"]

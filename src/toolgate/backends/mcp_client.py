@@ -220,6 +220,8 @@ class McpBinding:
     """The ``MCPServer`` name."""
     remote_name: str
     """The tool's name on that server."""
+    url: str | None = None
+    """The server's streamable-HTTP endpoint (``None``: a stdio server, or not declared)."""
 
 
 class McpBackend:

@@ -251,7 +251,11 @@ def show_tool(
         entry = _find_entry(gateway, tool_id)
         status = gateway.status(entry.tool.id)
         # What the process sandbox enforces for this tool (probes the host once).
-        enforced = None if gateway.sandbox is None else enforcement(gateway.sandbox, entry.tool)
+        enforced = (
+            None
+            if gateway.sandbox is None
+            else enforcement(gateway.sandbox, entry.tool, entry.binding)
+        )
     if as_json:
         print_json(describe_tool(entry, state.approval_policy, status, enforced))
     else:

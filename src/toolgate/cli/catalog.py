@@ -11,6 +11,7 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from ..backends.mcp_launch import grant_key
 from ..health import Phase, ToolStatus
 from ..model import ImplementationKind, SandboxMode, SourceFormat, TileDisplay, Tool
 from ..model.display import safe_text
@@ -96,12 +97,13 @@ def _ui_dict(ui: TileDisplay | None) -> dict[str, Any] | None:
     }
 
 
-def enforcement(sandbox: Sandbox, tool: Tool) -> dict[str, str]:
+def enforcement(sandbox: Sandbox, tool: Tool, binding: object = None) -> dict[str, str]:
     """What the process sandbox enforces for ``tool``, one line per aspect (``tools show``).
 
     Only processes can be sandboxed: scripts, ``os`` commands and compartment plugin tools (in
     the sandboxed worker). Other tools run in the gateway, which says so rather than claim a
-    clean environment it does not give them.
+    clean environment it does not give them. ``binding`` (the registry entry's) tells which
+    MCP server an MCP tool is called on.
     """
     kind = tool.kind
     if kind in (ImplementationKind.SCRIPT, ImplementationKind.OS) or (
@@ -118,8 +120,22 @@ def enforcement(sandbox: Sandbox, tool: Tool) -> dict[str, str]:
             + (f"; granted: {', '.join(grants)}" if grants else ""),
         }
     if kind is ImplementationKind.MCP:
-        return {"sandbox": "none: the MCP server runs the tool"}
+        return _mcp_enforcement(sandbox, binding)
     return {"sandbox": "none: runs in the gateway's process"}
+
+
+def _mcp_enforcement(sandbox: Sandbox, binding: object) -> dict[str, str]:
+    from ..backends.mcp_client import McpBinding
+
+    lines = {"sandbox": "none: the MCP server runs the tool"}
+    if isinstance(binding, McpBinding) and binding.url is not None:
+        grants = tuple(sandbox.cidr_grants.get(grant_key(binding.server), ()))
+        lines["network"] = (
+            f"the gateway connects to MCP server {binding.server} at public addresses only, "
+            "checked at connect time and on every redirect"
+            + (f"; granted ({grant_key(binding.server)}): {', '.join(grants)}" if grants else "")
+        )
+    return lines
 
 
 def describe_tool(

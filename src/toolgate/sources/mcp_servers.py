@@ -217,7 +217,7 @@ class McpServers:
                 entries.append(
                     RegisteredTool(
                         ref,
-                        _binding(hub, server, ref),
+                        _binding(hub, server, ref, None),
                         f"it names the MCP server {server}, which is not declared "
                         "(no MCPServer resource with that name)",
                     )
@@ -274,7 +274,7 @@ class McpServers:
         if refs is None:
             problems.extend(refused.values())
             entries.extend(
-                RegisteredTool(tool, _binding(hub, spec.name, tool), reason)
+                RegisteredTool(tool, _binding(hub, spec.name, tool, spec.url), reason)
                 for tool in listed.values()
             )
             return
@@ -294,7 +294,7 @@ class McpServers:
                     Diagnostic(ref.source.location or spec.location, ref.id, why, Severity.WARNING)
                 )
             entries.append(
-                RegisteredTool(merge_ref(ref, remote), _binding(hub, spec.name, ref), why)
+                RegisteredTool(merge_ref(ref, remote), _binding(hub, spec.name, ref, spec.url), why)
             )
 
     def _map_listing(self, spec: McpServerSpec, snapshot: Snapshot) -> _Mapped:
@@ -387,8 +387,8 @@ class McpServers:
             self._hub.close()
 
 
-def _binding(hub: McpHub, server: str, tool: Tool) -> object:
+def _binding(hub: McpHub, server: str, tool: Tool, url: str | None) -> object:
     from ..backends.mcp_client import McpBinding
 
     remote = tool.entry.remote_name if isinstance(tool.entry, McpEntry) else tool.name
-    return McpBinding(hub, server, remote)
+    return McpBinding(hub, server, remote, url)
