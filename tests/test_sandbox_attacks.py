@@ -444,3 +444,47 @@ def test_each_runtime_runs_in_the_sandbox_with_the_default_limits(
     assert outcome.code is None, outcome.message
     assert outcome.content == {"echo": "hello"}
     assert outcome.metadata["sandbox"]["enforced"] is True
+
+
+# -- the workspace the caller names ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("named", ["/", "/etc", "/sys/fs/cgroup/pids", "/proc/1", "/var", "home"])
+def test_a_system_folder_or_one_holding_it_is_never_a_workspace(world: World, named: str) -> None:
+    # The agent names the workspace; a writing tool gets it read-write. Bound, "/etc" would hand
+    # the tool the host's files, and a cgroup folder would let it leave its pids cgroup.
+    tool = world.add("grabby")
+    workspace = Path.home() if named == "home" else Path(named)
+    outcome = world.gateway.call_sync(tool, {"op": "hello"}, workspace=workspace)
+    assert outcome.code == ErrorCode.TOOL_ERROR, outcome
+    assert "did not run: the workspace" in (outcome.message or "")
+    assert "which a sandbox never binds" in (outcome.message or "")
+    world.still_serves(tool)
+
+
+def test_a_link_to_a_system_folder_is_not_a_workspace_either(world: World) -> None:
+    tool = world.add("linked")
+    link = world.root / "looks-harmless"
+    link.symlink_to("/etc")
+    outcome = world.gateway.call_sync(tool, {"op": "listdir", "path": str(link)}, workspace=link)
+    assert outcome.code == ErrorCode.TOOL_ERROR, outcome
+    assert "the workspace /etc is a system folder" in (outcome.message or "")
+    world.still_serves(tool)
+
+
+def test_a_tool_cannot_leave_its_pids_cgroup_through_the_workspace(tmp_path: Path) -> None:
+    # The way out a reviewer found: the cgroup folder as the workspace, then "echo 0 > tasks".
+    hierarchy = probe_host().pids_cgroup
+    if hierarchy is None:
+        pytest.skip("this host has no usable pids cgroup")
+    world = make_world(tmp_path, SandboxLimitsConfig(processes=8))
+    with world.gateway:
+        tool = world.add("escape")
+        outcome = world.gateway.call_sync(
+            tool,
+            {"op": "write", "path": str(hierarchy.parent / "tasks")},
+            workspace=hierarchy.parent,
+        )
+        assert outcome.code == ErrorCode.TOOL_ERROR, outcome
+        assert "is a system folder, or inside one" in (outcome.message or "")
+        world.still_serves(tool)

@@ -28,6 +28,7 @@ from toolgate.sandbox.host import HostCapabilities, probe_host
 from toolgate.sandbox.limits import ResourceLimits, prlimit_argv
 from toolgate.sandbox.runner import SANDBOX_ENV, Sandbox, sandbox_environment
 from toolgate.sandbox.settings import SandboxConfig
+from toolgate.sandbox.workspaces import workspace_problem
 
 
 def _pairs(argv: list[str], flag: str) -> list[tuple[str, str]]:
@@ -278,3 +279,20 @@ def test_the_cgroup_settings_are_checked() -> None:
         {"pids_cgroup": "/sys/fs/cgroup/pids/gw", "allow_unlimited_processes": True}
     )
     assert config.allow_unlimited_processes and config.pids_cgroup == "/sys/fs/cgroup/pids/gw"
+
+
+def test_workspace_rules(tmp_path: Path) -> None:
+    home = tmp_path / "home" / "alice"
+    project = home / "project"
+    project.mkdir(parents=True)
+    assert workspace_problem(project, home=home) is None
+    assert workspace_problem(tmp_path / "elsewhere", home=home) is None
+    assert "is the home folder" in (workspace_problem(home, home=home) or "")
+    assert "contains the home folder" in (workspace_problem(home.parent, home=home) or "")
+    assert "/var contains a system folder" in (workspace_problem(Path("/var"), home=home) or "")
+    assert "contains a system folder" in (workspace_problem(Path("/"), home=home) or "")
+    for inside in ("/etc", "/etc/ssh", "/usr/local/src", "/proc/self", "/sys/fs/cgroup"):
+        assert "is a system folder, or inside one" in (workspace_problem(Path(inside)) or "")
+    link = tmp_path / "link"
+    link.symlink_to("/etc")
+    assert "(the real path of" in (workspace_problem(link, home=home) or "")

@@ -14,7 +14,8 @@ the command is returned unchanged. For ``compartment``:
   ``LANG=C.UTF-8`` (sandbox values, never the gateway's). When the host has a usable pids
   cgroup, ``bwrap`` starts inside a fresh cgroup of the call (:mod:`toolgate.sandbox.cgroups`)
   whose ``pids.max`` is the process limit; it is emptied and removed when the context exits,
-  however the call ended;
+  however the call ended. A workspace that is, holds or lies in a system folder is refused
+  (:class:`SandboxWorkspaceError`, see :mod:`toolgate.sandbox.workspaces`);
 * the host works but cannot enforce the process count (the gateway runs as root without a
   pids cgroup): :class:`~toolgate.sandbox.errors.SandboxUnavailableError`, unless the operator
   set ``allow_unlimited_processes: true``; then the command runs sandboxed and its outcome says
@@ -49,12 +50,14 @@ from .cgroups import BRIDGE_TASKS, BWRAP_TASKS, CallCgroup
 from .host import HostCapabilities, probe_host
 from .limits import ResourceLimits, prlimit_argv
 from .settings import SandboxConfig
+from .workspaces import workspace_problem
 
 __all__ = [
     "SANDBOX_ENV",
     "UNSANDBOXED_LABEL",
     "Sandbox",
     "SandboxUnavailableError",
+    "SandboxWorkspaceError",
     "SandboxedCommand",
     "sandbox_environment",
 ]
@@ -244,6 +247,8 @@ class Sandbox:
             )
             return
         assert host.bwrap is not None and host.prlimit is not None
+        if workspace is not None:
+            workspace = _checked_workspace(tool, workspace)
         perms = tool.sandbox.permissions
         declared = tuple(dict.fromkeys((*tool.env, *perms.env)))
         sandbox_env = sandbox_environment(declared, env)
@@ -314,6 +319,24 @@ class Sandbox:
                 f"cannot create the call's pids cgroup in {host.pids_cgroup.parent}: "
                 f"{exc.strerror or exc}"
             ) from None
+
+
+class SandboxWorkspaceError(ToolError):
+    """The call's workspace cannot be bound into a sandbox (see :mod:`.workspaces`)."""
+
+
+def _checked_workspace(tool: Tool, workspace: Path) -> Path:
+    """The real path of ``workspace`` (what is bound, so no link can be swapped in after the
+    check), or :class:`SandboxWorkspaceError` when it is a system folder or holds one."""
+    problem = workspace_problem(workspace)
+    if problem is not None:
+        raise SandboxWorkspaceError(
+            f"Tool {tool.id} runs in a sandbox and did not run: the workspace {problem}, "
+            "which a sandbox never binds. Call it with a project folder as the workspace (or "
+            "start the gateway in one: a call without a workspace uses the gateway's working "
+            "folder)."
+        )
+    return Path(os.path.realpath(workspace))
 
 
 def _egress() -> Any:
