@@ -311,6 +311,13 @@ def test_call_options_are_checked(client: TestClient, tmp_path: Path) -> None:
         "invalid_arguments",
     )
     assert missing in body["detail"]
+    # A path the system will not even look at (too long) is no folder either, not a crash.
+    too_long = "/" + "a" * 300
+    problem(
+        client.post("/v1/tools/t:add/call", json={"workspace": too_long}, headers=auth("bob")),
+        422,
+        "invalid_arguments",
+    )
     # No body at all: no arguments.
     empty = client.post("/v1/tools/t:fail/call", headers=auth("bob")).json()
     assert empty["code"] == "tool_error"

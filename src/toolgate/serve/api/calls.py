@@ -12,7 +12,6 @@ produces the documented problems. Both run the call with :func:`run_call`, so th
 
 from __future__ import annotations
 
-import logging
 from email.message import Message as MimeHeader
 from pathlib import Path
 from typing import Any, Final
@@ -20,14 +19,14 @@ from typing import Any, Final
 from pydantic import ValidationError
 from starlette.datastructures import Address
 from starlette.responses import Response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ...model import CallStatus
 from ..identity import AuthenticationError
 from .deps import ApiContext
 from .limits import BODY_SCOPE_KEY
 from .models import CallRequest
-from .problems import ApiJSONResponse, crash_response, render_json
+from .problems import ApiJSONResponse, render_json
 from .views import outcome_view
 
 __all__ = [
@@ -39,15 +38,20 @@ __all__ = [
     "workspace_exists",
 ]
 
-log = logging.getLogger("toolgate.serve")
 
 CALL_PREFIX: Final = "/v1/tools/"
 CALL_SUFFIX: Final = "/call"
 
 
 def workspace_exists(request: CallRequest) -> bool:
-    """Whether the call names no workspace, or one that is a folder on this host."""
-    return request.workspace is None or Path(request.workspace).is_dir()
+    """Whether the call names no workspace, or one that is a folder on this host (a path the
+    system refuses to look at, too long say, is none)."""
+    if request.workspace is None:
+        return True
+    try:
+        return Path(request.workspace).is_dir()
+    except (OSError, ValueError):
+        return False
 
 
 async def answer_call(
@@ -148,7 +152,10 @@ class FastCallMiddleware:
         await self.app(scope, receive, send)
 
     async def _answered(self, scope: Scope, send: Send, tool_id: str) -> bool:
-        """Answer the call; ``False`` (nothing sent) leaves it to the FastAPI route."""
+        """Answer the call; ``False`` (nothing sent) leaves it to the FastAPI route.
+
+        A failure here (a bug) propagates to :class:`~.limits.RequestLimitsMiddleware`, which
+        answers the same ``500`` problem as the framework."""
         request = _call_request(scope)
         if request is None:
             return False
@@ -158,25 +165,9 @@ class FastCallMiddleware:
             return False
         if not workspace_exists(request):
             return False
-        started = False
-
-        async def tracked_send(message: Message) -> None:
-            nonlocal started
-            started = True
-            await send(message)
-
-        try:
-            await self._call(tracked_send, agent, tool_id, request)
-        except Exception:
-            log.exception("POST %s failed", scope["path"])
-            if started:
-                raise  # too late for a problem: the server ends the response
-            await crash_response()(scope, _no_body, send)
-        return True
-
-    async def _call(self, send: Send, agent: str, tool_id: str, request: CallRequest) -> None:
         status, data, headers = await answer_call(self.context, agent, tool_id, request)
         await _send_json(send, status, data, headers)
+        return True
 
 
 def _call_request(scope: Scope) -> CallRequest | None:
@@ -192,7 +183,3 @@ def _call_request(scope: Scope) -> CallRequest | None:
         return CallRequest.model_validate_json(body)
     except ValidationError:
         return None
-
-
-async def _no_body() -> Message:
-    return {"type": "http.request", "body": b"", "more_body": False}

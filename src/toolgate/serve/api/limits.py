@@ -10,6 +10,7 @@ answered ``504`` (when no response has started yet) and its handler is cancelled
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
@@ -18,9 +19,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ...config.schema import DEFAULT_MAX_BODY_BYTES, DEFAULT_REQUEST_TIMEOUT
 from ...errors import ErrorCode
-from .problems import HttpErrorCode, problem_response
+from .problems import HttpErrorCode, crash_response, problem_response
 
 __all__ = ["BODY_SCOPE_KEY", "ApiLimits", "RequestLimitsMiddleware"]
+
+log = logging.getLogger("toolgate.serve")
 
 #: Where the body read is left for the application (bytes), see :mod:`.calls`.
 BODY_SCOPE_KEY: Final = "toolgate.body"
@@ -83,17 +86,21 @@ class RequestLimitsMiddleware:
                 started = True
             await send(message)
 
-        seconds = self.limits.request_timeout
-        if self.budget is not None:
-            extra = self.budget(scope)
-            if extra is not None:
-                seconds = max(seconds, extra)
         try:
+            seconds = self.limits.request_timeout
+            if self.budget is not None:
+                extra = self.budget(scope)
+                if extra is not None:
+                    seconds = max(seconds, extra)
             declared = _content_length(scope)
         except _BadLength as exc:
             await problem_response(400, HttpErrorCode.INVALID_REQUEST, str(exc))(
                 scope, receive, send
             )
+            return
+        except Exception:  # a bug: the same 500 problem the framework's handler answers
+            log.exception("%s %s failed", scope.get("method"), scope.get("path"))
+            await crash_response()(scope, receive, send)
             return
         deadline = asyncio.timeout(seconds)
         try:
@@ -122,6 +129,12 @@ class RequestLimitsMiddleware:
                     ErrorCode.TIMEOUT,
                     f"the request did not finish within {seconds:g} seconds",
                 )(scope, receive, send)
+        except Exception:
+            # A bug in front of the framework (the framework answers its own, then re-raises).
+            if started:
+                raise  # too late for a problem: the server ends the response
+            log.exception("%s %s failed", scope.get("method"), scope.get("path"))
+            await crash_response()(scope, receive, send)
 
     async def _read_body(self, receive: Receive) -> bytes | None:
         chunks: list[bytes] = []
