@@ -353,6 +353,45 @@ def test_batches_round_trip_exactly_either_way(
     audit.close()
 
 
+@pytest.mark.parametrize("bulk", [True, False], ids=["one-statement", "row-by-row"])
+def test_a_lone_surrogate_in_a_text_column_is_stored_escaped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bulk: bool
+) -> None:
+    # The gateway's own validation message echoes a bad argument: an agent sending "\ud800"
+    # must not make the other calls of the batch vanish from the log.
+    monkeypatch.setattr(sqlite_log_module, "bulk_insert_works", lambda conn: bulk)
+    audit = SQLiteAuditLog(tmp_path / "audit.db", flush_interval=0.05, retention_days=None)
+    audit.observe(finished(call_id="victim"))
+    audit.observe(
+        finished(
+            call_id="odd",
+            status=CallStatus.ERROR,
+            code=ErrorCode.INVALID_ARGUMENTS,
+            message="a: '\ud800' is not of type 'integer'",
+            agent="agent-\udcff",
+        )
+    )
+    assert audit.flush(5)
+    records = {r.call_id: r for r in audit.query()}
+    assert set(records) == {"victim", "odd"}
+    assert records["odd"].message == "a: '\\ud800' is not of type 'integer'"
+    assert records["odd"].agent == "agent-\\udcff"
+    assert audit.lost == 0 and audit.healthy
+    audit.close()
+
+
+def test_a_record_that_cannot_be_serialized_loses_only_itself(log: SQLiteAuditLog) -> None:
+    circular: dict[str, Any] = {}
+    circular["self"] = circular
+    log.observe(finished(call_id="before"))
+    log.observe(finished(call_id="loop", content=circular))
+    log.observe(finished(call_id="after"))
+    assert log.flush(5)
+    assert {r.call_id for r in log.query()} == {"before", "after"}
+    assert log.lost == 1
+    assert "loop" in (log.last_error or "")
+
+
 def test_a_lone_surrogate_in_a_result_does_not_cost_the_batch(log: SQLiteAuditLog) -> None:
     # Not encodable as UTF-8: the JSON of the result escapes it, the other records are written.
     log.observe(finished(call_id="odd", content={"text": "half a pair: \ud800"}))

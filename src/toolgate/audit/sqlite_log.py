@@ -230,12 +230,18 @@ class SQLiteAuditLog(BatchWriter):
                 FileNotFoundError(str(self.path)),
             )
 
-    def _write_records(self, records: list[AuditRecord]) -> None:
-        try:
-            rows = [row_from_record(record) for record in records]
-        except Exception as exc:  # noqa: BLE001 - unserializable values
-            self._lose(len(records))
-            self._fail("cannot serialize audit records", exc)
+    def _write_records(self, batch: list[AuditRecord]) -> None:
+        rows: list[tuple[Any, ...]] = []
+        records: list[AuditRecord] = []
+        for record in batch:
+            try:
+                rows.append(row_from_record(record))
+            except Exception as exc:  # noqa: BLE001 - an unserializable value loses its record
+                self._lose(1)
+                self._fail(f"cannot serialize the record of call {record.call_id!r}", exc)
+                continue
+            records.append(record)
+        if not records:
             return
         with self._lock:
             self._check_file_locked()

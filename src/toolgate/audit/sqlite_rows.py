@@ -131,8 +131,19 @@ def insert_rows(conn: sqlite3.Connection, rows: list[tuple[Any, ...]], *, bulk: 
         try:
             payload = to_json(rows).decode("utf-8")
         except (PydanticSerializationError, UnicodeDecodeError):
-            pass  # a lone surrogate, say: the driver encodes it row by row (or refuses it)
-        else:
-            conn.execute(_INSERT_JSON, (payload,))
-            return
-    conn.executemany(_INSERT, rows)
+            # A text no UTF-8 can hold (a lone surrogate, echoed from an argument into an
+            # error message, say): store it escaped rather than lose the batch.
+            payload = to_json([_storable(row) for row in rows]).decode("utf-8")
+        conn.execute(_INSERT_JSON, (payload,))
+        return
+    conn.executemany(_INSERT, [_storable(row) for row in rows])
+
+
+def _storable(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``row`` with every text SQLite could not store as UTF-8 escaped (``\\udXXX``)."""
+    return tuple(
+        value.encode("utf-8", "backslashreplace").decode("utf-8")
+        if isinstance(value, str) and not value.isascii()
+        else value
+        for value in row
+    )
