@@ -35,6 +35,7 @@ from toolgate.model import (
     SideEffect,
     Tool,
 )
+from toolgate.sandbox import cgroups
 from toolgate.sandbox import host as host_module
 from toolgate.sandbox.cgroups import (
     BWRAP_TASKS,
@@ -203,7 +204,7 @@ def test_joining_fails_closed_when_the_cgroup_is_gone(tmp_path: Path) -> None:
     assert not marker.exists()
 
 
-def test_stale_cgroups_of_dead_gateways_are_swept() -> None:
+def test_stale_cgroups_of_dead_gateways_are_swept(monkeypatch: pytest.MonkeyPatch) -> None:
     hierarchy = _cgroup_host().pids_cgroup
     assert hierarchy is not None
     dead = subprocess.Popen(["true"])
@@ -215,6 +216,10 @@ def test_stale_cgroups_of_dead_gateways_are_swept() -> None:
     for path in made:
         path.mkdir()
     try:
+        # Just made: it may be a call of a gateway in another PID namespace, about to join.
+        sweep_stale(hierarchy.parent)
+        assert stale.exists()
+        monkeypatch.setattr(cgroups, "STALE_AFTER", 0.0)
         sweep_stale(hierarchy.parent)
         assert not stale.exists()
         assert ours.exists() and alive.exists()

@@ -47,6 +47,7 @@ import shutil
 import signal
 import subprocess
 import threading
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -81,6 +82,8 @@ JOIN_SCRIPT = (
     'echo 0 > "$1" || { echo "toolgate: cannot join the call\'s pids cgroup" >&2; exit 126; }\n'
     'shift\nexec "$@"'
 )
+#: Seconds an empty per-call cgroup of a gateway that looks gone must be old to be swept.
+STALE_AFTER = 60.0
 #: Seconds the probe's test process may take.
 PROBE_TIMEOUT = 10.0
 #: Pauses between attempts to remove a call's cgroup while its last tasks exit (~1.6 s in all).
@@ -270,18 +273,26 @@ def sweep_stale(parent: Path) -> int:
     """Remove empty ``toolgate-<pid>-*`` cgroups in ``parent`` whose gateway no longer runs.
 
     Returns how many were removed. Non-empty ones are left alone (their processes are not
-    this gateway's to kill: another gateway in another PID namespace may share the hierarchy).
+    this gateway's to kill: another gateway in another PID namespace may share the hierarchy),
+    and so are ones younger than :data:`STALE_AFTER` seconds: such a gateway's pid may look
+    dead from here, and its cgroup is empty from its creation until the call joins it.
     """
     removed = 0
     try:
         entries = list(os.scandir(parent))
     except OSError:
         return 0
+    now = time.time()
     for entry in entries:
         if not entry.name.startswith(PREFIX) or not entry.is_dir(follow_symlinks=False):
             continue
         pid_text = entry.name[len(PREFIX) :].split("-", 1)[0]
         if not pid_text.isdigit() or int(pid_text) == os.getpid() or _alive(int(pid_text)):
+            continue
+        try:
+            if now - entry.stat(follow_symlinks=False).st_mtime < STALE_AFTER:
+                continue
+        except OSError:
             continue
         try:
             os.rmdir(entry.path)
