@@ -89,3 +89,18 @@ def test_a_call_that_times_out_still_records_its_connections(tmp_path: Path, ser
         assert outcome.code == "timeout", outcome
         events = outcome.metadata["sandbox"]["egress"]
         assert [(e["host"], e["allowed"]) for e in events] == [("allowed.test", True)]
+
+
+@pytest.mark.parametrize("tool_id", ["MCPServer:net", "mcpserver:net"])
+def test_a_tool_named_like_an_mcp_server_does_not_get_the_servers_grant(
+    tmp_path: Path, server: int, tool_id: str
+) -> None:
+    # "MCPServer:<name>" keys grant an MCP server's connection; a tool with such an id (from a
+    # plugin or a tool folder) must not inherit the networks the operator opened for the server.
+    with _network_tool(tmp_path, server, id=tool_id) as (gateway, tool):
+        refused = gateway.call_sync(
+            tool.id, {"op": "http", "url": f"http://allowed.test:{server}/"}
+        )
+        assert refused.content["ok"] is False, refused.content
+        (event,) = refused.metadata["sandbox"]["egress"]
+        assert event["allowed"] is False and "loopback" in event["reason"]

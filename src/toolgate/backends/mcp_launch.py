@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import IO
 from urllib.parse import urlsplit
 
-from ..sandbox.addresses import EgressRefusedError
+from ..sandbox.addresses import SERVER_GRANT_NAMESPACE, EgressRefusedError
 
 __all__ = [
     "GRANT_KIND",
@@ -48,7 +48,7 @@ MAX_STDERR = 256 * 1024
 _STDERR_TAIL = 600
 
 #: The first part of an MCP server's key in ``sandbox.network_grants`` (see :func:`grant_key`).
-GRANT_KIND = "MCPServer"
+GRANT_KIND = SERVER_GRANT_NAMESPACE
 
 
 def grant_key(server: str) -> str:

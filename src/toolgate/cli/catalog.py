@@ -18,6 +18,7 @@ from ..model.display import safe_text
 from ..model.names import to_provider_name
 from ..pipeline.approval_policy import ApprovalPolicy
 from ..registry import RegisteredTool
+from ..sandbox.addresses import tool_grant
 from ..sandbox.runner import Sandbox
 from .prompt import clean
 
@@ -113,7 +114,7 @@ def enforcement(sandbox: Sandbox, tool: Tool, binding: object = None) -> dict[st
     ):
         return sandbox.enforced(tool)
     if kind is ImplementationKind.REST:
-        grants = tuple(sandbox.cidr_grants.get(tool.id, ()))
+        grants = tool_grant(sandbox.cidr_grants, tool.id)
         return {
             "sandbox": "none: the gateway sends the request",
             "network": "public addresses only, checked at connect time and on every redirect"

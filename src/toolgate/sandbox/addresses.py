@@ -27,11 +27,12 @@ from __future__ import annotations
 import enum
 import ipaddress
 import re
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 __all__ = [
     "DEFAULT_PORTS",
+    "SERVER_GRANT_NAMESPACE",
     "AddressClass",
     "EgressRefusedError",
     "HostPattern",
@@ -45,6 +46,7 @@ __all__ = [
     "parse_cidr_grants",
     "parse_ip_host",
     "parse_pattern",
+    "tool_grant",
 ]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -213,6 +215,22 @@ def classify(address: IPAddress) -> AddressClass:
     if address not in _GLOBAL_UNICAST_V6:
         return AddressClass.RESERVED
     return AddressClass.PUBLIC
+
+
+#: The namespace of ``network_grants`` keys that name an MCP server (``MCPServer:<name>``), whose
+#: connection serves all of its tools, rather than one tool.
+SERVER_GRANT_NAMESPACE = "MCPServer"
+
+
+def tool_grant(grants: Mapping[str, Sequence[str]], tool_id: str) -> tuple[str, ...]:
+    """The operator's CIDR grant for the tool ``tool_id`` (``network_grants[tool_id]``).
+
+    A tool whose id is in the server namespace (``MCPServer:…``, in any case) gets none, so that
+    a tool named like a server never inherits the networks granted to that server."""
+    namespace = tool_id.partition(":")[0]
+    if namespace.lower() == SERVER_GRANT_NAMESPACE.lower():
+        return ()
+    return tuple(grants.get(tool_id, ()))
 
 
 def parse_cidr_grants(grants: Iterable[str]) -> tuple[IPNetwork, ...]:

@@ -45,6 +45,7 @@ from typing import Any
 
 from ..errors import ToolError
 from ..model import SandboxMode, Tool
+from .addresses import tool_grant
 from .bwrap import BwrapSpec, bwrap_argv, install_root
 from .cgroups import BRIDGE_TASKS, BWRAP_TASKS, CallCgroup
 from .host import HostCapabilities, probe_host
@@ -271,7 +272,7 @@ class Sandbox:
                         tool_id=tool.id,
                         call_id=call_id or "",
                         deny_ports=self.deny_ports,
-                        cidr_grants=tuple(self.cidr_grants.get(tool.id, ())),
+                        cidr_grants=tool_grant(self.cidr_grants, tool.id),
                         **({"resolver": self.resolver} if self.resolver is not None else {}),
                     )
                 )

@@ -62,6 +62,7 @@ from ..loaders.resources import (
 )
 from ..model import ImplementationKind, RestEndpoint, SandboxMode, SandboxSpec, SourceFormat, Tool
 from ..registry import RegisteredTool
+from ..sandbox.addresses import tool_grant
 from .declarations import DeclarationSource, SourceContext, SourceLoad
 from .resource_functions import bind_function, function_file_problem
 
@@ -210,7 +211,7 @@ class ResourceSource(DeclarationSource):
             context.secrets,
             cidr_grants=None
             if sandbox is None
-            else lambda tool: sandbox.cidr_grants.get(tool.id, ()),
+            else lambda tool: tool_grant(sandbox.cidr_grants, tool.id),
             deny_ports=() if sandbox is None else sandbox.deny_ports,
         )
         self._mcp: Any = None
