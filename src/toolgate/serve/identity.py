@@ -213,7 +213,11 @@ class AgentIdentity:
     def authenticate(self, connection: Connection) -> str:
         """The agent making this request. Raises :class:`AuthenticationError` (HTTP 401) when
         keys are configured and the request has no known one, when a presented key is unknown,
-        or, without keys, when the client is not on this machine."""
+        or, without keys, when the client is not on this machine.
+
+        Reads the headers ``authorization``, ``host``, ``origin`` and ``sec-fetch-site`` only:
+        the HTTP API's call path decodes just these (``_IDENTITY_HEADERS`` in
+        :mod:`toolgate.serve.api.calls`), so a header read here must be added there too."""
         keys = self._keys()
         header = connection.headers.get("authorization")
         if header is None:
