@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sqlite3
@@ -352,3 +353,42 @@ def test_agents_list_without_any_agent_creates_nothing(
     assert result.returncode == 0
     assert "No agents" in result.stdout
     assert not (toolgate_home / "toolgate.db").exists()
+
+
+class _Recording(dict[str, str]):
+    """Headers that remember every name looked up."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.read: set[str] = set()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.read.add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key: str) -> str:
+        self.read.add(key)
+        return super().__getitem__(key)
+
+
+def test_authenticate_reads_only_the_headers_the_call_path_decodes() -> None:
+    # The HTTP API's call path hands authenticate only these headers, decoded from the scope: a
+    # header read here and missing there would be silently absent on the hottest route.
+    from toolgate.serve.api.calls import _IDENTITY_HEADERS
+
+    decoded = set(_IDENTITY_HEADERS.values())
+    key = new_key()
+    cases = [
+        (AgentIdentity(), {"host": "127.0.0.1:8470", "origin": "http://127.0.0.1:8470"}),
+        (AgentIdentity(), {"host": "127.0.0.1:8470", "sec-fetch-site": "same-origin"}),
+        (AgentIdentity(), {"host": "evil.example"}),
+        (AgentIdentity(config_keys={"bot": key_sha256(key)}), {"authorization": f"Bearer {key}"}),
+        (AgentIdentity(config_keys={"bot": key_sha256(key)}), {}),
+    ]
+    for identity, headers in cases:
+        recording = _Recording(headers)
+        peer = Peer()
+        peer.headers = recording
+        with contextlib.suppress(AuthenticationError):
+            identity.authenticate(peer)
+        assert recording.read <= decoded, recording.read - decoded
