@@ -247,9 +247,14 @@ def test_a_full_queue_counts_losses_without_blocking(
     caller.join(10)
     assert not caller.is_alive()
     assert audit.lost == 90
+    # Calls are being dropped: the log says so, and the gateway fails closed meanwhile.
+    assert not audit.healthy
+    assert "queue is full" in (audit.last_error or "")
     release.set()
     assert audit.flush(5)
     assert audit.count() == 11
+    audit.observe(finished(call_id="caught-up"))
+    assert audit.flush(5) and audit.healthy  # the writer caught up: healthy again
     audit.close()
     audit.observe(finished(call_id="after-close"))
     assert audit.lost == 91
@@ -277,8 +282,9 @@ def test_a_failing_write_is_counted_until_a_later_write_succeeds(
 ) -> None:
     log.observe(finished(call_id="fine"))
     assert log.flush(5) and log.healthy
-    for statement in ("_INSERT", "_INSERT_JSON"):  # either way a batch goes in
-        monkeypatch.setattr(sqlite_rows, statement, "INSERT INTO no_such_table VALUES (?)")
+    monkeypatch.setattr(
+        sqlite_rows, "_insert_statement", lambda rows: "INSERT INTO no_such_table VALUES (?)"
+    )
     log.observe(finished(call_id="lost-1"))
     log.observe(finished(call_id="lost-2"))
     assert log.flush(5)
@@ -301,12 +307,12 @@ def test_a_call_that_cannot_be_recorded_loses_only_its_record(log: SQLiteAuditLo
     assert log.lost == 0
 
 
-@pytest.mark.parametrize("bulk", [True, False], ids=["one-statement", "row-by-row"])
-def test_batches_round_trip_exactly_either_way(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bulk: bool
+@pytest.mark.parametrize("per_statement", [100, 3, 1])
+def test_batches_round_trip_exactly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, per_statement: int
 ) -> None:
-    # One statement per batch where SQLite has its JSON functions; row by row where it has not.
-    monkeypatch.setattr(sqlite_log_module, "bulk_insert_works", lambda conn: bulk)
+    # Multi-row statements, a last one with fewer rows, and one row per statement.
+    monkeypatch.setattr(sqlite_rows, "ROWS_PER_STATEMENT", per_statement)
     audit = SQLiteAuditLog(tmp_path / "audit.db", flush_interval=0.05, retention_days=None)
     started = [1_795_246_109.888_091_8, 1_000_000.000_000_1, 2.5e-7]
     contents: list[Any] = [
@@ -353,13 +359,13 @@ def test_batches_round_trip_exactly_either_way(
     audit.close()
 
 
-@pytest.mark.parametrize("bulk", [True, False], ids=["one-statement", "row-by-row"])
+@pytest.mark.parametrize("per_statement", [100, 1])
 def test_a_lone_surrogate_in_a_text_column_is_stored_escaped(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bulk: bool
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, per_statement: int
 ) -> None:
     # The gateway's own validation message echoes a bad argument: an agent sending "\ud800"
     # must not make the other calls of the batch vanish from the log.
-    monkeypatch.setattr(sqlite_log_module, "bulk_insert_works", lambda conn: bulk)
+    monkeypatch.setattr(sqlite_rows, "ROWS_PER_STATEMENT", per_statement)
     audit = SQLiteAuditLog(tmp_path / "audit.db", flush_interval=0.05, retention_days=None)
     audit.observe(finished(call_id="victim"))
     audit.observe(

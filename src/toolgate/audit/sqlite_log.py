@@ -2,15 +2,16 @@
 
 ``observe`` only appends the finished call to a bounded in-memory queue and returns; it never
 blocks and never raises. A background thread turns queued calls into redacted
-:class:`~toolgate.audit.record.AuditRecord` values and writes them in batches — one
-``executemany`` in one transaction per batch — to a SQLite database in WAL mode (file mode
-0600), and optionally appends them as JSON lines to a second file.
+:class:`~toolgate.audit.record.AuditRecord` values and writes them in batches — one transaction
+per batch, a few multi-row statements each (:func:`~.sqlite_rows.insert_rows`) — to a SQLite
+database in WAL mode (file mode 0600), and optionally appends them as JSON lines to a second
+file.
 
 Failures are counted, never raised into the caller: when the queue is full, or a batch cannot be
 written (the disk is full, the folder is read-only, the database is locked for too long), the
 records are dropped and :attr:`SQLiteAuditLog.lost` grows; :attr:`SQLiteAuditLog.healthy` is
-``False`` from a failed write until a later write succeeds. The gateway uses ``healthy`` to fail
-closed for tools above ``local_write``.
+``False`` from a failed write, or a call dropped from a full queue, until a later write
+succeeds. The gateway uses ``healthy`` to fail closed for tools above ``local_write``.
 
 The database must be a file of its own (``$TOOLGATE_HOME/audit.db``): its schema version is
 kept in SQLite's ``user_version``.
@@ -36,7 +37,7 @@ from ..stores.sqlite_schema import write_transaction
 from .query import build_stats, fetch_stats
 from .query import where as _where
 from .record import AuditRecord
-from .sqlite_rows import bulk_insert_works, dump, insert_rows, record_from_row, row_from_record
+from .sqlite_rows import dump, insert_rows, record_from_row, row_from_record
 from .sqlite_schema import COLUMNS, SCHEMA_VERSION, ensure_private_file, migrate
 from .writer import BatchWriter, Flush
 
@@ -103,8 +104,6 @@ class SQLiteAuditLog(BatchWriter):
         self._lock = threading.Lock()  # guards the connection and the JSONL file
         self._count_lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
-        self._bulk = False
-        """Whether batches go in as one statement (:func:`~.sqlite_rows.insert_rows`)."""
         self._identity: tuple[int, int] | None = None
         self._jsonl: IO[str] | None = None
         self._lost = 0
@@ -167,6 +166,14 @@ class SQLiteAuditLog(BatchWriter):
         try:
             if self._closed or len(self._queue) >= self.queue_size:
                 self._lose(1)
+                if not self._closed:
+                    # Records are being dropped: tools above local_write must stop running
+                    # unaudited until the writer catches up (its next write clears this).
+                    self._healthy = False
+                    self._last_error = (
+                        f"the audit queue is full ({self.queue_size:,} calls waiting): the "
+                        "writer cannot keep up, and calls are being dropped"
+                    )
                 return
             self._queue.append(call)
             # Wake the writer for a full batch, once: setting a set Event still takes its lock
@@ -198,7 +205,6 @@ class SQLiteAuditLog(BatchWriter):
                 conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
             migrate(conn)
-            self._bulk = bulk_insert_works(conn)
         except (sqlite3.Error, OSError, RuntimeError) as exc:
             if conn is not None:
                 conn.close()
@@ -251,7 +257,7 @@ class SQLiteAuditLog(BatchWriter):
                 return
             try:
                 with write_transaction(conn):
-                    insert_rows(conn, rows, bulk=self._bulk)
+                    insert_rows(conn, rows)
             except Exception as exc:  # noqa: BLE001 - counted and reported, never raised
                 self._lose(len(records))
                 self._fail("cannot write to the audit database", exc)
