@@ -20,20 +20,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import ToolError
 from ..invocation import Invocation
 from ..model import OsCommandEntry, Tool
 from ..registry import RegisteredTool
-from ..sandbox.runner import Sandbox, SandboxUnavailableError
+from ..sandbox.runner import Sandbox
 from .base import BackendUnavailableError
 from .environment import ScriptEnvironment
-from .processes import DEFAULT_MAX_OUTPUT, ProcessResult, ProcessStartError, run_process
-from .script import interpret_result, script_input
+from .processes import DEFAULT_MAX_OUTPUT
+from .script import interpret_result, run_sandboxed, script_input, start_process
 
 __all__ = ["OsCommandBackend", "OsCommandBinding", "command_unavailable_reason"]
-
-# The pipeline's deadline is authoritative; this is a backstop (as for scripts).
-_BACKSTOP_MARGIN = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,59 +82,20 @@ class OsCommandBackend:
         if binding.sandbox is None:
             cwd = invocation.workspace or Path.cwd()
             stdin = json.dumps(script_input(invocation, cwd=cwd)).encode("utf-8")
-            result = await _start(tool, list(entry.command), stdin, env, cwd, binding)
+            result = await start_process(
+                tool, list(entry.command), stdin, env, cwd, binding.max_output
+            )
             return interpret_result(tool.id, result, binding.max_output)
         # The sandbox seam: the program by its full path (the sandbox has its own PATH).
         argv = list(entry.command)
         program = shutil.which(argv[0], path=env.get("PATH")) if "/" not in argv[0] else argv[0]
         argv[0] = program or argv[0]
-        try:
-            async with binding.sandbox.prepare(
-                tool,
-                argv,
-                env=env,
-                workspace=invocation.workspace,
-                programs=argv[:1],
-                call_id=invocation.call_id,
-            ) as sandboxed:
-                if (described := sandboxed.describe()) is not None:
-                    invocation.metadata["sandbox"] = described
-                payload = json.dumps(script_input(invocation, cwd=sandboxed.workspace))
-                try:
-                    result = await _start(
-                        tool,
-                        sandboxed.argv,
-                        payload.encode(),
-                        sandboxed.env,
-                        sandboxed.cwd,
-                        binding,
-                    )
-                finally:
-                    # Now with the egress records of the call — also when it timed out or was
-                    # cancelled, so the connections it made are still audited.
-                    if described is not None:
-                        invocation.metadata["sandbox"] = sandboxed.describe()
-        except SandboxUnavailableError as exc:
-            raise BackendUnavailableError(str(exc)) from None
-        return interpret_result(tool.id, result, binding.max_output)
-
-
-async def _start(
-    tool: Tool,
-    argv: list[str],
-    stdin: bytes,
-    env: dict[str, str],
-    cwd: Path,
-    binding: OsCommandBinding,
-) -> ProcessResult:
-    try:
-        return await run_process(
+        result = await run_sandboxed(
+            binding.sandbox,
+            invocation,
             argv,
-            stdin=stdin,
             env=env,
-            cwd=cwd,
-            timeout=tool.timeout + _BACKSTOP_MARGIN,
+            workspace=invocation.workspace,
             max_output=binding.max_output,
         )
-    except ProcessStartError as exc:
-        raise ToolError(f"Tool {tool.id} could not be started: {exc}") from None
+        return interpret_result(tool.id, result, binding.max_output)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,8 +37,10 @@ __all__ = [
     "ScriptCommand",
     "decode_tail",
     "interpret_result",
+    "run_sandboxed",
     "script_input",
     "security_runtime",
+    "start_process",
 ]
 
 _STDERR_TAIL = 2_000
@@ -175,55 +177,29 @@ class ScriptBackend:
         if self.sandbox is None:
             stdin = json.dumps(script_input(invocation, cwd=cwd)).encode("utf-8")
             async with self._slot(tool.id):
-                result = await _start(tool.id, command.argv, stdin, command.env, cwd, tool, self)
+                result = await start_process(
+                    tool, command.argv, stdin, command.env, cwd, self.max_output
+                )
             return interpret_result(tool.id, result, self.max_output)
         # The sandbox seam: the same command, wrapped (or unchanged for host-mode tools).
-        script = Path(entry.path)
-        try:
-            async with (
-                self._slot(tool.id),
-                self.sandbox.prepare(
-                    tool,
-                    command.argv,
-                    env=command.env,
-                    workspace=invocation.workspace or self.cwd,
-                    code=[script.parent],
-                    programs=command.argv[:1],
-                    call_id=invocation.call_id,
-                ) as sandboxed,
-            ):
-                if (described := sandboxed.describe()) is not None:
-                    invocation.metadata["sandbox"] = described
-                payload = json.dumps(script_input(invocation, cwd=sandboxed.workspace))
-                try:
-                    result = await _start(
-                        tool.id,
-                        sandboxed.argv,
-                        payload.encode("utf-8"),
-                        sandboxed.env,
-                        sandboxed.cwd,
-                        tool,
-                        self,
-                    )
-                finally:
-                    # Now with the egress records of the call — also when it timed out or was
-                    # cancelled, so the connections it made are still audited.
-                    if described is not None:
-                        invocation.metadata["sandbox"] = sandboxed.describe()
-        except SandboxUnavailableError as exc:
-            raise BackendUnavailableError(str(exc)) from None
+        async with self._slot(tool.id):
+            result = await run_sandboxed(
+                self.sandbox,
+                invocation,
+                command.argv,
+                env=command.env,
+                workspace=invocation.workspace or self.cwd,
+                code=[Path(entry.path).parent],
+                max_output=self.max_output,
+            )
         return interpret_result(tool.id, result, self.max_output)
 
 
-async def _start(
-    tool_id: str,
-    argv: list[str],
-    stdin: bytes,
-    env: dict[str, str],
-    cwd: Path,
-    tool: Tool,
-    backend: ScriptBackend,
+async def start_process(
+    tool: Tool, argv: list[str], stdin: bytes, env: dict[str, str], cwd: Path, max_output: int
 ) -> ProcessResult:
+    """Run a tool's process (script or ``os`` command) under its timeout, plus a backstop; a
+    process that cannot start is a :class:`ToolError` naming the tool."""
     try:
         return await run_process(
             argv,
@@ -231,10 +207,56 @@ async def _start(
             env=env,
             cwd=cwd,
             timeout=tool.timeout + _BACKSTOP_MARGIN,
-            max_output=backend.max_output,
+            max_output=max_output,
         )
     except ProcessStartError as exc:
-        raise ToolError(f"Tool {tool_id} could not be started: {exc}") from None
+        raise ToolError(f"Tool {tool.id} could not be started: {exc}") from None
+
+
+async def run_sandboxed(
+    sandbox: Sandbox,
+    invocation: Invocation,
+    argv: list[str],
+    *,
+    env: dict[str, str],
+    workspace: Path | None,
+    code: Sequence[Path] = (),
+    max_output: int,
+) -> ProcessResult:
+    """Run a tool's process through ``sandbox`` (wrapped, or unchanged for a host-mode tool),
+    with the Jean2 input on stdin, recording what the sandbox enforced (and the egress records
+    of the call) in the outcome's ``metadata["sandbox"]``. A sandbox that cannot run the tool
+    makes it unavailable."""
+    tool = invocation.tool
+    try:
+        async with sandbox.prepare(
+            tool,
+            argv,
+            env=env,
+            workspace=workspace,
+            code=code,
+            programs=argv[:1],
+            call_id=invocation.call_id,
+        ) as sandboxed:
+            if (described := sandboxed.describe()) is not None:
+                invocation.metadata["sandbox"] = described
+            payload = json.dumps(script_input(invocation, cwd=sandboxed.workspace))
+            try:
+                return await start_process(
+                    tool,
+                    sandboxed.argv,
+                    payload.encode("utf-8"),
+                    sandboxed.env,
+                    sandboxed.cwd,
+                    max_output,
+                )
+            finally:
+                # Now with the egress records of the call — also when it timed out or was
+                # cancelled, so the connections it made are still audited.
+                if described is not None:
+                    invocation.metadata["sandbox"] = sandboxed.describe()
+    except SandboxUnavailableError as exc:
+        raise BackendUnavailableError(str(exc)) from None
 
 
 def _error_text(value: Any) -> str:
