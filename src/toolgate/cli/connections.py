@@ -32,6 +32,7 @@ from ..gateway import Gateway
 from ..loaders import Severity
 from ..secrets import SecretStore, store_names, store_problem
 from ..sources.capabilities import CapabilitySource, LoadedCapability
+from ..sources.connection_status import connection_status
 from .errors import EXIT_CODES_HELP, CliFailure, CliUsageError
 from .folders import print_diagnostics
 from .options import CliState, print_json
@@ -289,17 +290,9 @@ def disconnect(
 def _row(
     source: CapabilitySource, capability: LoadedCapability, store: SecretStore
 ) -> dict[str, Any]:
-    manifest = capability.manifest
-    connection = source.connection(manifest.id) or capability.connection
     return {
-        "id": manifest.id,
-        "title": manifest.title,
-        "connected": connection.connected,
-        "missing": list(connection.missing),
-        "problem": connection.problem,
-        "settings": {name: store.get(manifest.id, name) for name in manifest.public_preferences},
-        "tools": list(capability.tool_ids),
-        "manifest": str(manifest.path),
+        **connection_status(source, capability, store),
+        "manifest": str(capability.manifest.path),
     }
 
 

@@ -18,6 +18,7 @@ from starlette.responses import Response
 from ...errors import ErrorCode
 from ...secrets import SecretStore, SecretStoreError, store_names, store_problem
 from ...sources.capabilities import CapabilitySource, LoadedCapability
+from ...sources.connection_status import connection_status
 from .deps import ERRORS, ApiContext, Caller, caller_dependencies
 from .models import ConnectionList, ConnectionView, ConnectRequest
 from .problems import ApiJSONResponse, ApiProblem, HttpErrorCode
@@ -31,17 +32,9 @@ MAX_VALUE_CHARS = 16_384
 def _row(
     source: CapabilitySource, capability: LoadedCapability, store: SecretStore
 ) -> dict[str, Any]:
-    manifest = capability.manifest
-    connection = source.connection(manifest.id) or capability.connection
     return {
-        "id": manifest.id,
-        "title": manifest.title,
-        "connected": connection.connected,
-        "missing": list(connection.missing),
-        "problem": connection.problem,
-        "secrets": list(manifest.required_preferences),
-        "settings": {name: store.get(manifest.id, name) for name in manifest.public_preferences},
-        "tools": list(capability.tool_ids),
+        **connection_status(source, capability, store),
+        "secrets": list(capability.manifest.required_preferences),
     }
 
 
