@@ -419,9 +419,11 @@ def test_a_request_past_its_deadline_is_a_504_problem_and_is_cancelled() -> None
 def test_approving_gets_the_time_its_tool_needs(gateway: Gateway) -> None:
     # Deciding runs the approved call inside the request: it gets its tool's timeout (plus a
     # margin) rather than the shorter request timeout.
-    app = make_app(gateway, limits=ApiLimits(request_timeout=0.05))
+    # The deploy outlasts the request timeout; the timeout leaves room for the other requests
+    # on a loaded machine (a /healthz once took over 50 ms here).
+    app = make_app(gateway, limits=ApiLimits(request_timeout=0.5))
     with TestClient(app, client=LOCAL) as client:
-        approval_id = call(client, "bob", "t:deploy", seconds=0.3).json()["approval"]["id"]
+        approval_id = call(client, "bob", "t:deploy", seconds=1.5).json()["approval"]["id"]
         decided = client.post(
             f"/v1/approvals/{approval_id}/decision",
             json={"decision": "approve"},
