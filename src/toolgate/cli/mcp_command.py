@@ -14,14 +14,13 @@ Only protocol goes to stdout; configuration errors and logs go to stderr.
 import asyncio
 import logging
 import sys
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from ..gateway import Gateway
 from .errors import CliUsageError
-from .options import CliState
+from .options import CliState, ConfigOption
 
 __all__ = ["register"]
 
@@ -49,15 +48,7 @@ def mcp(
             "sees only the tools it may call (default: the default agent).",
         ),
     ] = None,
-    config: Annotated[
-        Path | None,
-        typer.Option(
-            "--config",
-            "-c",
-            metavar="PATH",
-            help="Use this toolgate.yaml (same as the global --config).",
-        ),
-    ] = None,
+    config: ConfigOption = None,
     ui_url: Annotated[
         str | None,
         typer.Option(

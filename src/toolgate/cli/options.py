@@ -7,8 +7,9 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Annotated, Any, Literal
 
+import typer
 from rich.console import Console
 
 from ..approvals import Approver
@@ -17,7 +18,18 @@ from ..gateway import Gateway
 from ..pipeline.approval_policy import ApprovalPolicy
 from .errors import CliUsageError
 
-__all__ = ["CliState", "make_console", "parse_arguments", "print_json"]
+__all__ = ["CliState", "ConfigOption", "make_console", "parse_arguments", "print_json"]
+
+#: ``--config``/``-c`` of a command that also takes it after its name (``toolgate serve -c x``).
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        "-c",
+        metavar="PATH",
+        help="Use this toolgate.yaml (same as the global --config).",
+    ),
+]
 
 #: Width used when the output is not a terminal and ``COLUMNS`` is not set (Rich assumes 80).
 PIPE_WIDTH = 120

@@ -16,7 +16,6 @@ import signal
 import socket
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -27,7 +26,7 @@ from ..pipeline.approval_policy import ApprovalPolicy
 from ..serve.identity import AgentIdentity, check_bind
 from ..stores.agent_keys import AgentKeyStore
 from .errors import EXIT_CODES_HELP, CliFailure
-from .options import CliState
+from .options import CliState, ConfigOption
 
 __all__ = ["register"]
 
@@ -105,15 +104,7 @@ def serve(
             help="The TCP port (default 8470, or serve.port in toolgate.yaml; 0: a free one).",
         ),
     ] = None,
-    config: Annotated[
-        Path | None,
-        typer.Option(
-            "--config",
-            "-c",
-            metavar="PATH",
-            help="Use this toolgate.yaml (same as the global --config).",
-        ),
-    ] = None,
+    config: ConfigOption = None,
 ) -> None:
     """Serve the tools over HTTP: the JSON API at /v1 (OpenAPI at /openapi.json), /healthz,
     and MCP and the web UI.
