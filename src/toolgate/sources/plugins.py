@@ -260,22 +260,24 @@ class _PluginLoader:
             reason = (
                 f"importing the entry {entry.entry!r} failed: {_describe(exc, manifest.folder)}"
             )
-            self.all_imported = False
-            self.entries.append(
-                PluginEntryStatus(entry.pointer, entry.entry, entry.sandbox, False, reason)
-            )
-            self.diagnostics.append(
-                Diagnostic(str(entry.module_file), None, f"plugin {manifest.id}: {reason}")
-            )
+            self._entry_failed(manifest, entry, reason)
             return []
-        self.entries.append(
-            PluginEntryStatus(entry.pointer, entry.entry, entry.sandbox, True, None)
-        )
+        self.entries.append(PluginEntryStatus(entry.pointer, entry.entry, entry.sandbox, True))
         report = Report(str(entry.module_file))
         tools = self._static_tools(manifest, entry, module, report)
         tools.extend((tool, True) for tool in self._resolved_tools(manifest, entry, module, report))
         self.diagnostics.extend(report.items)
         return tools
+
+    def _entry_failed(self, manifest: PluginManifest, entry: ToolsEntry, reason: str) -> None:
+        """Record an entry that provides no tools, and why (a status and a diagnostic)."""
+        self.all_imported = False
+        self.entries.append(
+            PluginEntryStatus(entry.pointer, entry.entry, entry.sandbox, False, reason)
+        )
+        self.diagnostics.append(
+            Diagnostic(str(entry.module_file), None, f"plugin {manifest.id}: {reason}")
+        )
 
     def _worker_entry(
         self, manifest: PluginManifest, entry: ToolsEntry
@@ -295,17 +297,9 @@ class _PluginLoader:
             )
         except ToolError as exc:
             reason = f"listing the tools of entry {entry.entry!r} in its sandbox failed: {exc}"
-            self.all_imported = False
-            self.entries.append(
-                PluginEntryStatus(entry.pointer, entry.entry, entry.sandbox, False, reason)
-            )
-            self.diagnostics.append(
-                Diagnostic(str(entry.module_file), None, f"plugin {manifest.id}: {reason}")
-            )
+            self._entry_failed(manifest, entry, reason)
             return []
-        self.entries.append(
-            PluginEntryStatus(entry.pointer, entry.entry, entry.sandbox, True, None)
-        )
+        self.entries.append(PluginEntryStatus(entry.pointer, entry.entry, entry.sandbox, True))
         self._resolve_alerts(entry, alerts)
         self.diagnostics.extend(report.items)
         self.in_worker.update(tool.local_id for tool in tools)
