@@ -51,6 +51,7 @@ from ..model import CallStatus
 from ..registry import RegisteredTool
 from . import (
     agents,
+    config_command,
     connections,
     declarations,
     mcp_command,
@@ -117,6 +118,7 @@ app.add_typer(approvals_app, name="approvals")
 app.add_typer(grants_app, name="grants")
 app.add_typer(audit_app, name="audit")
 for _module in (
+    config_command,
     declarations,
     connections,
     plugins,

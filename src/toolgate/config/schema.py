@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    GetJsonSchemaHandler,
+    field_validator,
+    model_validator,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 from ..backends.processes import DEFAULT_MAX_OUTPUT
 from ..model import SideEffect, split_tool_id
@@ -36,10 +46,36 @@ SOURCE_FORMATS = ("auto", "capability", "plugin", "extension-info", "resource")
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Attribute docstrings become the fields' descriptions in the published JSON Schema
+    # (``toolgate config schema``) and in the generated configuration reference.
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
-class PythonSource(_Section):
+class _ShortFormSection(_Section):
+    """An entry that may also be written as one string: the value of its :attr:`_short_key`."""
+
+    _short_key: ClassVar[str]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _short_form(cls, value: Any) -> Any:
+        return {cls._short_key: value} if isinstance(value, str) else value
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        # Tell editors about the short form too, which the before-validator accepts.
+        full = handler(core_schema)
+        short = {
+            "type": "string",
+            "minLength": 1,
+            "description": f"Short for {{{cls._short_key}: …}}.",
+        }
+        return {"anyOf": [short, full]}
+
+
+class PythonSource(_ShortFormSection):
     """One entry of ``python:``: a module, a ``module:attr`` or a ``.py`` file."""
 
     module: str = Field(min_length=1)
@@ -47,11 +83,7 @@ class PythonSource(_Section):
     namespace: str | None = Field(default=None, min_length=1)
     """Re-home every tool of this entry in this namespace."""
 
-    @model_validator(mode="before")
-    @classmethod
-    def _short_form(cls, value: Any) -> Any:
-        # ``- myapp.tools:add`` is the short form of ``- module: myapp.tools:add``.
-        return {"module": value} if isinstance(value, str) else value
+    _short_key = "module"
 
 
 class OverflowConfig(_Section):
@@ -81,7 +113,7 @@ def _valid_namespace(value: str) -> str:
     return value
 
 
-class ToolFolderEntry(_Section):
+class ToolFolderEntry(_ShortFormSection):
     """One entry of ``tool_folders:``: a folder whose sub-folders are tool folders."""
 
     path: str = Field(min_length=1)
@@ -89,11 +121,7 @@ class ToolFolderEntry(_Section):
     namespace: str = Field(default="local", min_length=1)
     """The namespace of its tools (ids ``namespace:name``)."""
 
-    @model_validator(mode="before")
-    @classmethod
-    def _short_form(cls, value: Any) -> Any:
-        # ``- ./tools`` is the short form of ``- path: ./tools``.
-        return {"path": value} if isinstance(value, str) else value
+    _short_key = "path"
 
     @field_validator("namespace")
     @classmethod
@@ -101,7 +129,7 @@ class ToolFolderEntry(_Section):
         return _valid_namespace(value)
 
 
-class SourceEntry(_Section):
+class SourceEntry(_ShortFormSection):
     """One entry of ``sources:``: declarations in one of the formats (capability manifests,
     plugins, extension info, Kubernetes-style resources)."""
 
@@ -114,11 +142,7 @@ class SourceEntry(_Section):
     options: dict[str, Any] = Field(default_factory=dict)
     """Settings of the format (see its README section), e.g. a plugin's ``host_mode``."""
 
-    @model_validator(mode="before")
-    @classmethod
-    def _short_form(cls, value: Any) -> Any:
-        # ``- ./plugins/weather`` is the short form of ``- path: ./plugins/weather``.
-        return {"path": value} if isinstance(value, str) else value
+    _short_key = "path"
 
     @field_validator("format")
     @classmethod

@@ -40,7 +40,8 @@ __all__ = ["SandboxConfig", "SandboxLimitsConfig"]
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Attribute docstrings describe the fields in the published configuration schema.
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 class SandboxLimitsConfig(_Section):
