@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shlex
 import shutil
 import stat
@@ -17,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from doc_blocks import doc_block
 
 TOOLGATE = Path(sys.executable).parent / "toolgate"
 FIXTURES = Path(__file__).parent / "fixtures" / "capabilities"
@@ -342,14 +343,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _doc_block(marker: str) -> str:
-    """A fenced block marked ``<!-- capability:MARKER -->`` in the README (once the format's
-    section is merged there)."""
-    for doc in (ROOT / "README.md",):
-        text = doc.read_text(encoding="utf-8") if doc.exists() else ""
-        found = re.search(rf"<!-- capability:{re.escape(marker)} -->\n```\w*\n(.*?)```", text, re.S)
-        if found:
-            return found.group(1)
-    raise AssertionError(f"no documented block {marker!r}")
+    return doc_block(f"capability:{marker}")
 
 
 def test_the_documented_example_works_as_written(tmp_path: Path, env: dict[str, str]) -> None:

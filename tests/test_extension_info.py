@@ -28,6 +28,7 @@ import openai.types.chat as openai_chat
 import pydantic
 import pytest
 
+from doc_blocks import doc_block
 from toolgate import CallStatus, ConfigError, ErrorCode, Gateway, SourceFormat
 from toolgate.exporters import EXAMPLES_META_KEY, EXPORT_FORMATS, UI_META_KEY, export_tool
 from toolgate.loaders import Diagnostic, Severity
@@ -952,17 +953,7 @@ def test_the_terminal_prompt_shows_the_display(configured: Path, toolgate_home: 
 
 
 def _doc_block(marker: str) -> str:
-    """A fenced block marked ``<!-- extension-info:MARKER -->`` in the README (once the format's
-    section is merged there)."""
-    root = Path(__file__).resolve().parents[1]
-    for doc in (root / "README.md",):
-        if doc.is_file():
-            text = doc.read_text(encoding="utf-8")
-            pattern = rf"<!-- extension-info:{re.escape(marker)} -->\n```\w*\n(.*?)```"
-            found = re.search(pattern, text, re.S)
-            if found:
-                return found.group(1)
-    raise AssertionError(f"no block {marker!r} in the README")
+    return doc_block(f"extension-info:{marker}")
 
 
 def test_the_readme_example_works_as_written(run_cli: RunCli, project: Path) -> None:

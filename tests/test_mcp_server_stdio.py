@@ -24,6 +24,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.subscriptions import ToolsListChanged
 
 from conftest import TOOLGATE
+from doc_blocks import doc_block
 from folder_tools import write_tool
 from test_mcp_server_helpers import answer_with, approval_meta, runs, text_of, write_config
 
@@ -196,3 +197,20 @@ def test_a_broken_config_fails_on_stderr_with_nothing_on_stdout(setup: Setup) ->
     assert failed.returncode == 3
     assert failed.stdout == ""
     assert "toolgate.yaml" in failed.stderr
+
+
+async def test_the_documented_desktop_entry_starts_the_server(setup: Setup) -> None:
+    entry = json.loads(doc_block("connect:claude_desktop_config.json"))["mcpServers"]["toolgate"]
+    assert entry["command"] == "toolgate"
+    params = StdioServerParameters(
+        # The console script of this environment, as "the full path of the toolgate program".
+        command=str(TOOLGATE),
+        args=["--config", str(setup.config), *entry["args"]],
+        env=setup.env,
+        cwd=str(setup.project),
+    )
+    with setup.stderr.open("a", encoding="utf-8") as errlog:
+        async with Client(stdio_client(params, errlog=errlog)) as mcp:
+            names = {tool.name for tool in (await mcp.list_tools()).tools}
+            added = await mcp.call_tool("demo__add", {"a": 1, "b": 2})
+    assert "demo__add" in names and text_of(added) == "3"

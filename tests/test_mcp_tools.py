@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import shlex
 import shutil
 import signal
@@ -36,6 +35,7 @@ from typing import Any
 
 import pytest
 
+from doc_blocks import doc_block
 from toolgate import Gateway
 from toolgate.backends.mcp_client import grant_key
 from toolgate.errors import ErrorCode
@@ -1006,17 +1006,7 @@ def test_the_cli_lists_validates_and_calls_mcp_tools(
 
 
 def _doc_block(marker: str) -> str:
-    """A fenced block marked ``<!-- mcp:MARKER -->`` in the README (once the section is merged
-    there)."""
-    root = Path(__file__).resolve().parents[1]
-    for doc in (root / "README.md",):
-        if not doc.exists():
-            continue
-        text = doc.read_text(encoding="utf-8")
-        match = re.search(rf"<!-- mcp:{re.escape(marker)} -->\n```\w*\n(.*?)```", text, re.DOTALL)
-        if match:
-            return match.group(1)
-    raise AssertionError(f"no block 'mcp:{marker}' in the README")
+    return doc_block(f"mcp:{marker}")
 
 
 def test_the_documented_example_works_as_written(

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import shutil
 import subprocess
@@ -17,6 +16,7 @@ from typing import Any
 import pytest
 
 from conftest import TOOLGATE
+from doc_blocks import doc_block
 from test_plugins import (
     API_KEY,
     FIXTURES,
@@ -261,15 +261,7 @@ def test_plugins_without_any(toolgate: Run, project: Path) -> None:
 
 
 def _doc_block(marker: str) -> str:
-    """A fenced block marked ``<!-- plugin:MARKER -->`` in the README (once the format's section
-    is merged there)."""
-    root = Path(__file__).resolve().parents[1]
-    for doc in (root / "README.md",):
-        text = doc.read_text(encoding="utf-8") if doc.exists() else ""
-        found = re.search(rf"<!-- plugin:{re.escape(marker)} -->\n```\w*\n(.*?)```", text, re.S)
-        if found:
-            return found.group(1)
-    raise AssertionError(f"no documented block {marker!r}")
+    return doc_block(f"plugin:{marker}")
 
 
 def test_the_documented_example_works_as_written(toolgate: Run, project: Path) -> None:

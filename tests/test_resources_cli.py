@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import shutil
 import subprocess
@@ -21,6 +20,7 @@ import pytest
 import yaml
 
 from conftest import TOOLGATE
+from doc_blocks import doc_block
 
 FIXTURES = Path(__file__).parent / "fixtures" / "resources"
 
@@ -233,18 +233,6 @@ def test_secrets_refuse_bad_names_and_empty_values(cli: Run, configured: Path) -
 
 # -- the documented example, against a local server --------------------------------------------
 
-_ROOT = Path(__file__).resolve().parents[1]
-
-
-def _doc_block(marker: str) -> str:
-    for doc in (_ROOT / "README.md",):
-        if doc.is_file():
-            text = doc.read_text(encoding="utf-8")
-            found = re.search(rf"<!-- {re.escape(marker)} -->\n```\w*\n(.*?)```", text, re.DOTALL)
-            if found:
-                return found.group(1)
-    raise AssertionError(f"no block {marker!r} in the README")
-
 
 def test_the_documented_example_works(cli: Run, project: Path) -> None:
     seen: list[tuple[str, str | None]] = []
@@ -265,8 +253,8 @@ def test_the_documented_example_works(cli: Run, project: Path) -> None:
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True).start()
     try:
-        (project / "github.yaml").write_text(_doc_block("resources:github.yaml"), encoding="utf-8")
-        config = yaml.safe_load(_doc_block("resources:toolgate.yaml"))
+        (project / "github.yaml").write_text(doc_block("resources:github.yaml"), encoding="utf-8")
+        config = yaml.safe_load(doc_block("resources:toolgate.yaml"))
         # The changes: requests for api.github.com go to the local server...
         host, port = httpd.server_address[:2]
         config["sources"][0]["options"] = {
@@ -282,7 +270,7 @@ def test_the_documented_example_works(cli: Run, project: Path) -> None:
         before = cli("call", "github:list_issues", "--args", '{"owner": "o", "repo": "r"}')
         assert before.returncode == 1
         assert "toolgate secrets set github-token" in before.stderr
-        for line in _doc_block("resources:commands").splitlines():
+        for line in doc_block("resources:commands").splitlines():
             command = line.split("#", 1)[0].strip()
             if not command:
                 continue

@@ -21,6 +21,8 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from doc_blocks import doc_block
+
 CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOTS = Path(
     os.environ.get("TOOLGATE_SCREENSHOTS", Path(__file__).parent / "artifacts" / "screenshots")
@@ -120,3 +122,18 @@ async def test_a_call_that_needs_approval_is_approved_in_the_browser(served: str
         retried = await mcp.call_tool("demo__send_message", arguments)
         assert not retried.is_error, _text(retried)
         assert "demo: messages are not delivered" in _text(retried)
+
+
+def test_the_documented_python_client_runs_against_the_server(served: str, tmp_path: Path) -> None:
+    script = tmp_path / "client.py"
+    script.write_text(doc_block("connect:client.py"), encoding="utf-8")
+    ran = subprocess.run(
+        [sys.executable, str(script), served + "/mcp"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stderr
+    listed, answer = ran.stdout.splitlines()
+    assert "'demo__add'" in listed and "'demo__send_message'" in listed
+    assert answer == "42"

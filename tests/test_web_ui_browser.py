@@ -1,7 +1,8 @@
 """The web UI in a real browser: Debian's chromium driven by Playwright, against uvicorn.
 
 Each test saves screenshots of the pages it visits in ``tests/artifacts/screenshots`` (or
-``$TOOLGATE_SCREENSHOTS``) for a person to look at. Every page is also checked for what the
+``$TOOLGATE_SCREENSHOTS``) for a person to look at; those the docs show are also copied into
+``docs/assets/screenshots``. Every page is also checked for what the
 browser refused: a Content-Security-Policy violation or a script that ran.
 """
 
@@ -18,7 +19,15 @@ import pytest
 from toolgate import Gateway
 from toolgate.model import CallStatus
 from toolgate.serve.web import build_ui
-from web_support import CHROMIUM, SCREENSHOTS, Served, make_gateway, screenshot_path, serve
+from web_support import (
+    CHROMIUM,
+    SCREENSHOTS,
+    Served,
+    make_gateway,
+    publish_screenshot,
+    screenshot_path,
+    serve,
+)
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 
@@ -69,6 +78,7 @@ class Session:
         path = screenshot_path(name)
         self.page.screenshot(path=str(path), full_page=True)
         assert path.stat().st_size > 0
+        publish_screenshot(path)
 
     def check(self) -> None:
         """Nothing was refused by the CSP, no script error, no dialog, nothing injected ran."""

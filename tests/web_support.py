@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import socket
 import sys
 import threading
@@ -211,7 +212,22 @@ def serve(app: Any) -> Iterator[Served]:
         served.stop()
 
 
+#: The screenshots the docs show (``docs/assets/screenshots/NAME.png``): the browser tests take
+#: them, so the pictures in the docs are of the UI as it is. Commit them when they change.
+DOC_SCREENSHOTS = Path(__file__).resolve().parents[1] / "docs" / "assets" / "screenshots"
+DOCUMENTED_PAGES = frozenset(
+    {"catalog", "tool-page", "approvals-inbox", "audit", "audit-call-diff", "settings-grants"}
+)
+
+
 def screenshot_path(name: str) -> Path:
     """Where the screenshot ``name`` goes (the folder is created)."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     return SCREENSHOTS / f"{name}.png"
+
+
+def publish_screenshot(path: Path) -> None:
+    """Copy a screenshot the docs show into ``docs/assets/screenshots``."""
+    if path.stem in DOCUMENTED_PAGES:
+        DOC_SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, DOC_SCREENSHOTS / path.name)
