@@ -445,10 +445,10 @@ def call(
     the model reads it, and renders the tool's visualization (diff, code, table, markdown, shell
     output, to-do list, file list) for you. Errors go to stderr as 'error [code]: message'.
 
-    A call that needs a person's approval asks at the terminal — [a] Allow once, [A] Always
-    allow, [d] Deny — then prints the result. Without a terminal (or with --no-prompt) it prints
-    the request and how to decide it ('toolgate approvals approve ID') and exits 4; repeating
-    the same call after the decision prints the stored outcome.
+    A call that needs a person's approval asks at the terminal — [o] Allow once, [always]
+    Always allow, [d] Deny — then prints the result. Without a terminal (or with --no-prompt)
+    it prints the request and how to decide it ('toolgate approvals approve ID') and exits 4;
+    repeating the same call after the decision prints the stored outcome.
     """
     state = _state(ctx)
     arguments = parse_arguments(args)

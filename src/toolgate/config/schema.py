@@ -11,6 +11,7 @@ from pydantic import (
     ConfigDict,
     Field,
     GetJsonSchemaHandler,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
@@ -87,7 +88,7 @@ class PythonSource(_ShortFormSection):
 
 
 class OverflowConfig(_Section):
-    """``overflow:``: when content is saved to a file instead of sent whole (Jean2 seed)."""
+    """``overflow:``: when content is saved to a file instead of sent whole (as in Jean2)."""
 
     limit: int = Field(default=DEFAULT_OVERFLOW_LIMIT, ge=1)
     """Characters of model-facing content above which it is spilled to a file."""
@@ -350,6 +351,15 @@ def _policy_entry(value: Any) -> Any:
     )
 
 
+#: What ``policies:`` entries look like to an editor (the validator above checks them).
+_POLICY_ENTRY = {
+    "anyOf": [
+        {"type": "string", "minLength": 1, "description": "A YAML file of Policy documents."},
+        {"type": "object", "description": "A Joch Policy resource."},
+    ]
+}
+
+
 class SandboxSection(SandboxConfig):
     """``sandbox:``: the process sandbox (see :class:`~toolgate.sandbox.settings.SandboxConfig`)
     plus the operator's network grants.
@@ -399,7 +409,9 @@ class GatewayConfig(_Section):
     overflow: OverflowConfig = Field(default_factory=OverflowConfig)
     approval: ApprovalConfig = Field(default_factory=ApprovalConfig)
     audit: AuditConfig = Field(default_factory=AuditConfig)
-    policies: list[Annotated[Any, BeforeValidator(_policy_entry)]] = Field(default_factory=list)
+    policies: list[
+        Annotated[Any, BeforeValidator(_policy_entry), WithJsonSchema(_POLICY_ENTRY)]
+    ] = Field(default_factory=list)
     """Inline Joch ``Policy`` resources (mappings) and paths of YAML files holding them."""
     agents: dict[str, AgentConfig] = Field(default_factory=dict)
     """Agents by name, with their labels (for policies selecting agents by label) and

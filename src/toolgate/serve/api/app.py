@@ -24,6 +24,7 @@ from fastapi.routing import APIRoute
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from ..._rst import markdown_descriptions
 from ...errors import ApprovalClosedError
 from ...gateway import Gateway
 from ...pipeline.approval_policy import ApprovalPolicy
@@ -87,12 +88,13 @@ def _operation_id(route: APIRoute) -> str:
 
 def _problems_only(app: FastAPI) -> Callable[[], dict[str, Any]]:
     """``app.openapi`` with every error response documented as ``application/problem+json``
-    only (FastAPI would also list ``application/json`` for a response model)."""
+    only (FastAPI would also list ``application/json`` for a response model), and descriptions
+    in Markdown (OpenAPI's format; the docstrings they come from are reST)."""
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            schema = generate()
+            schema: dict[str, Any] = markdown_descriptions(generate())
             problem = {"schema": {"$ref": "#/components/schemas/Problem"}}
             for operations in schema.get("paths", {}).values():
                 for operation in operations.values():
@@ -163,7 +165,7 @@ def build_api(
         version=_version(),
         summary="One gateway for every tool an AI agent calls.",
         description="Tools, calls, approvals, grants, audit, health and connections of a "
-        "toolgate gateway. Send 'Authorization: Bearer <key>' (see /v1/me). Every error is an "
+        "toolgate gateway. Send `Authorization: Bearer <key>` (see `/v1/me`). Every error is an "
         "RFC 9457 problem (application/problem+json) with a stable 'code'.",
         docs_url=None,
         redoc_url=None,

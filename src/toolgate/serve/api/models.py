@@ -134,7 +134,7 @@ class ToolSummary(BaseModel):
     available: bool
     unavailable_reason: str | None
     phase: str = Field(description="Ready, Degraded, Unavailable or Failed.")
-    tile: str | None = Field(description="The tile's display line, arguments as <name>.")
+    tile: str | None = Field(description="The tile's display line, arguments as `<name>`.")
     examples: list[str]
     dangerous: bool
 
