@@ -17,15 +17,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import click
 import jsonschema_rs
 import pytest
+import typer.main
 import yaml
 
 from conftest import RunCli
 from doc_blocks import ROOT, documentation_files, marked_blocks
 from toolgate import Gateway
-from toolgate.cli.reference import command as toolgate_command
+from toolgate.cli.app import app as toolgate_app
 from toolgate.config.files import parse_config
 from toolgate.config.json_schema import config_json_schema
 from toolgate.errors import ERROR_DESCRIPTIONS, ErrorCode
@@ -68,24 +68,40 @@ def test_the_error_code_reference_lists_every_code_with_its_description(site: Pa
         assert f"{code.value} {ERROR_DESCRIPTIONS[code]}" in text, code
 
 
-def _commands(command: click.Command, path: str) -> list[str]:
-    found = [path]
-    if isinstance(command, click.Group):
-        for name, sub in command.commands.items():
-            if not sub.hidden:
-                found += _commands(sub, f"{path} {name}")
+# Typer carries its own copy of Click, so commands are told apart by what they have.
+TOOLGATE = typer.main.get_command(toolgate_app)
+
+
+def _commands(command: Any, path: str) -> dict[str, Any]:
+    """Every command under ``command`` by its full name (``toolgate tools list``)."""
+    found = {path: command}
+    for name, sub in getattr(command, "commands", {}).items():
+        if not sub.hidden:
+            found |= _commands(sub, f"{path} {name}")
     return found
 
 
 def test_the_cli_reference_has_every_command_and_option(site: Path) -> None:
+    raw = (site / "reference" / "cli" / "index.html").read_text(encoding="utf-8")
     text = _text(site, "reference/cli")
-    for path in _commands(toolgate_command, "toolgate"):
+    commands = _commands(TOOLGATE, "toolgate")
+    assert {"toolgate call", "toolgate tools list", "toolgate config schema"} <= set(commands)
+    options = 0
+    for path, command in commands.items():
         assert re.search(rf"\b{re.escape(path)}\b", text), path
-    call = toolgate_command.commands["call"]  # type: ignore[attr-defined]
-    for option in call.params:
-        if isinstance(option, click.Option):
-            for flag in option.opts:
-                assert flag in text, flag
+        # Each command's own section lists each of its options.
+        heading = re.search(rf'<h\d id="[^"]*"><code>{re.escape(path)}</code>', raw)
+        if path != "toolgate":  # the root's options come first, under the page's title
+            assert heading, f"no section for {path}"
+            after = re.split(r"<h\d", raw[heading.end() :], maxsplit=1)[0]
+            section = html.unescape(re.sub(r"<[^>]+>", " ", after))
+        else:
+            section = text
+        for param in command.params:
+            if param.param_type_name == "option" and not param.hidden:
+                options += 1
+                assert any(flag in section for flag in param.opts), (path, param.opts)
+    assert options > 50
 
 
 def test_the_http_api_reference_has_every_operation(site: Path) -> None:
@@ -97,6 +113,17 @@ def test_the_http_api_reference_has_every_operation(site: Path) -> None:
             assert f"{method.upper()} {path}" in text, (method, path)
     published = json.loads((site / "reference" / "openapi.json").read_text(encoding="utf-8"))
     assert published == document
+
+
+def test_the_serving_guide_names_only_real_operations() -> None:
+    with Gateway() as gateway:
+        document = build_api(gateway, authenticate=lambda request: "default").openapi()
+    guide = (ROOT / "docs" / "guides" / "serving.md").read_text(encoding="utf-8")
+    table = guide.split("| to | use | who |", 1)[1].split("\n\n", 1)[0]
+    named = re.findall(r"`(GET|POST|DELETE) (/[^` ]+)`", table)
+    assert len(named) >= 15
+    for method, path in named:
+        assert method.lower() in document["paths"].get(path, {}), f"{method} {path}"
 
 
 def _keys(schema: dict[str, Any], node: Any) -> set[str]:
@@ -222,9 +249,9 @@ def test_the_command_line_guide_names_only_real_commands() -> None:
     assert len(named) > 20
     for text in named:
         words = text.replace("\\|", "|").split()
-        group: click.Command = toolgate_command
+        group: Any = TOOLGATE
         for word in words:
-            if word.isupper() or word.startswith("-") or not isinstance(group, click.Group):
+            if word.isupper() or word.startswith("-") or not hasattr(group, "commands"):
                 break
             choices = word.split("|")
             for choice in choices:

@@ -1,21 +1,25 @@
 """Write the reference pages from the code at build time (run by mkdocs-gen-files).
 
 Nothing under ``reference/`` is kept by hand: the Python API comes from the docstrings
-(mkdocstrings), the command line from the Typer app (mkdocs-click), the HTTP API from the
-OpenAPI document, the error codes from ``toolgate.errors`` and the ``toolgate.yaml`` reference
-from the configuration's pydantic models.
+(mkdocstrings), the command line from the Typer app (Typer's own docs generator), the HTTP API
+from the OpenAPI document, the error codes from ``toolgate.errors`` and the ``toolgate.yaml``
+reference from the configuration's pydantic models.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import mkdocs_gen_files
+import typer.cli
+import typer.main
 from openapidocs.mk.v3 import OpenAPIV3DocumentationHandler
 
 import toolgate
 from toolgate import Gateway
+from toolgate.cli.app import app as toolgate_cli
 from toolgate.config.json_schema import config_json_schema
 from toolgate.errors import ERROR_DESCRIPTIONS, ErrorCode
 from toolgate.serve.api.app import build_api
@@ -95,19 +99,20 @@ def _directive(identifier: str) -> str:
 
 # -- command line ---------------------------------------------------------------------------------
 
-CLI = (
-    GENERATED + "# Command line\n\n"
-    "Every `toolgate` command with its options, read from the command-line app itself "
-    "(`toolgate COMMAND --help` prints the same). For how the commands fit together, see the "
-    "[command-line guide](../guides/command-line.md).\n\n"
-    "::: mkdocs-click\n"
-    "    :module: toolgate.cli.reference\n"
-    "    :command: command\n"
-    "    :prog_name: toolgate\n"
-    "    :depth: 1\n"
-    "    :style: table\n"
-    "    :list_subcommands: true\n"
-)
+
+def cli() -> str:
+    """The command tree as Typer documents it (what ``typer MODULE utils docs`` prints)."""
+    command = typer.main.get_command(toolgate_cli)
+    context = typer.Context(command)
+    # Render help text the way --help does (the app's markup mode), as ``typer ... docs`` does.
+    context.ensure_object(dict)[typer.cli.MARKUP_MODE_KEY] = toolgate_cli.rich_markup_mode
+    body = typer.cli.get_docs_for_click(obj=command, ctx=context, name="toolgate", title="x")
+    intro = (
+        "Every `toolgate` command with its arguments and options, generated from the "
+        "command-line app itself (`toolgate COMMAND --help` prints the same). For how the "
+        "commands fit together, see the [command-line guide](../guides/command-line.md).\n\n"
+    )
+    return GENERATED + "# Command line\n\n" + intro + body.split("\n", 1)[1].lstrip()
 
 
 # -- HTTP API -------------------------------------------------------------------------------------
@@ -120,6 +125,8 @@ def openapi_document() -> dict[str, Any]:
 
 def http_api(document: dict[str, Any]) -> str:
     rendered = OpenAPIV3DocumentationHandler(document, style="MKDOCS").write()
+    # The renderer opens with the document's title and version as a heading; the page has its own.
+    rendered = re.sub(r"^# .*\n", "", rendered, count=1, flags=re.MULTILINE)
     return (
         GENERATED + "# HTTP API\n\n"
         "The operations of `toolgate serve` under `/v1`, rendered from its OpenAPI document "
@@ -198,12 +205,27 @@ def _type(schema: dict[str, Any], defs: dict[str, Any]) -> str:
         "number": "number",
         "boolean": "true/false",
         "null": "null",
-        "object": "section",
+        "object": "mapping (see below)",
     }.get(kind, kind)
 
 
 def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
+
+
+# A section's docstring names it first ("`scripts:`: how script tools run."); its heading
+# already does.
+_NAMED = re.compile(r"^(?:One entry of )?`[\w.]+:`: ")
+
+
+def _meaning(description: str) -> str:
+    text = _NAMED.sub("", description)
+    return text[:1].upper() + text[1:]
+
+
+def _summary(description: str) -> str:
+    """The first paragraph: what fits a table cell."""
+    return _cell(_meaning(description).split("\n\n", 1)[0])
 
 
 def _default(schema: dict[str, Any]) -> str:
@@ -218,7 +240,7 @@ def _table(properties: dict[str, Any], required: set[str], defs: dict[str, Any])
         prop = dict(prop, _required=key in required)
         description = prop.get("description") or _target(prop, defs).get("description", "")
         rows.append(
-            f"| `{key}` | {_cell(_type(prop, defs))} | {_default(prop)} | {_cell(description)} |"
+            f"| `{key}` | {_cell(_type(prop, defs))} | {_default(prop)} | {_summary(description)} |"
         )
     return "\n".join(rows) + "\n"
 
@@ -268,7 +290,7 @@ def configuration(schema: dict[str, Any]) -> str:
             )
             parts.append(f"\n## `{name}{item}`\n\n")
             if target.get("description"):
-                parts.append(_cell(target["description"]) + "\n\n")
+                parts.append(_meaning(target["description"]) + "\n\n")
             parts.append(_table(target["properties"], set(target.get("required", ())), defs))
             sections(target["properties"], f"{name}{item}.")
 
@@ -278,7 +300,7 @@ def configuration(schema: dict[str, Any]) -> str:
 
 def main() -> None:
     write("reference/python-api.md", python_api())
-    write("reference/cli.md", CLI)
+    write("reference/cli.md", cli())
     document = openapi_document()
     write("reference/openapi.json", json.dumps(document, indent=2) + "\n")
     write("reference/http-api.md", http_api(document))
