@@ -12,6 +12,7 @@ must name the configured issuer.
 
 When the keys cannot be had (the issuer is unreachable, answers an error or something that is
 not a key set) :class:`KeysUnavailableError` is raised: tokens are then refused, never accepted.
+The fetch is tried again after ``refetch_seconds`` (at least a second), not on every request.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ __all__ = ["IssuerKeys", "KeysUnavailableError", "metadata_urls"]
 
 log = logging.getLogger("toolgate.serve")
 
+#: Seconds before keys that could not be fetched are tried again (at least).
+MIN_RETRY_SECONDS = 1.0
 #: Largest metadata or key set document read, in bytes.
 MAX_DOCUMENT_BYTES = 512 * 1024
 
@@ -87,6 +90,10 @@ class IssuerKeys:
         """The key a token names (``kid``; without one, the set's only key), or ``None`` when
         the issuer publishes no such key. Raises :class:`KeysUnavailableError`."""
         if self._keys is None or self._expired():
+            if self._keys is None and self._failed_recently():
+                # The issuer did not answer a moment ago: refuse now rather than make every
+                # request wait for it (and hammer it) again.
+                raise KeysUnavailableError(self._last_error)
             await self._refresh()
         found = self._find(kid)
         if found is None and self._may_refetch():
@@ -103,6 +110,12 @@ class IssuerKeys:
         if kid is None:
             return next(iter(keys.values())) if len(keys) == 1 else None
         return keys.get(kid)
+
+    def _failed_recently(self) -> bool:
+        attempted = self._attempted_at
+        if attempted is None or self._fetched_at == attempted:
+            return False
+        return self._clock() - attempted < max(self._refetch_seconds, MIN_RETRY_SECONDS)
 
     def _may_refetch(self) -> bool:
         attempted = self._attempted_at

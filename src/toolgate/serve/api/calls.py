@@ -19,14 +19,14 @@ from typing import Any, Final
 from pydantic import ValidationError
 from starlette.datastructures import Address
 from starlette.responses import Response
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ...model import CallStatus
 from ..identity import AuthenticationError
 from .deps import ApiContext
 from .limits import BODY_SCOPE_KEY
 from .models import CallRequest
-from .problems import ApiJSONResponse, render_json
+from .problems import ApiJSONResponse, authentication_problem, render_json
 from .views import outcome_view
 
 __all__ = [
@@ -173,19 +173,30 @@ class FastCallMiddleware:
             return False
         identify = self.context.identify
         namespaces = None
-        try:
-            if identify is None:
+        if identify is None:
+            try:
                 agent = self.context.authenticate(_ScopeConnection(scope))
-            else:
+            except AuthenticationError:
+                return False
+        else:
+            try:
                 principal = await identify(_ScopeConnection(scope))
-                agent, namespaces = principal.agent, principal.namespaces
-        except AuthenticationError:
-            return False
+            except AuthenticationError as exc:
+                # Answered here, as the route would: a token is not checked (nor the issuer's
+                # keys fetched) twice.
+                problem = authentication_problem(exc, self.context.challenge)
+                await problem(scope, _no_body, send)
+                return True
+            agent, namespaces = principal.agent, principal.namespaces
         if not workspace_exists(request):
             return False
         status, data, headers = await answer_call(self.context, agent, tool_id, request, namespaces)
         await _send_json(send, status, data, headers)
         return True
+
+
+async def _no_body() -> Message:
+    return {"type": "http.disconnect"}
 
 
 def _call_request(scope: Scope) -> CallRequest | None:
