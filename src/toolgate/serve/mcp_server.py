@@ -254,6 +254,10 @@ class McpSurface:
         arguments = params.arguments or {}
         ask = True
         if params.request_state is not None:
+            if namespaces is not None and not self._visible(params.name, agent, namespaces):
+                # An approval sealed for a token with broader scopes is not resumed by one
+                # whose scopes no longer allow the tool.
+                raise MCPError(INVALID_PARAMS, self._unknown_tool(params.name, agent, namespaces))
             answered = await self.approvals.resume(ctx, params, agent)
             if isinstance(answered, CallOutcome):
                 return self.result(answered, agent, params.name, namespaces)
