@@ -29,6 +29,11 @@ HEAVY = {
     "openai",
     "anthropic",
     "google",
+    # OAuth (the oauth extra), loaded only when auth: is configured.
+    "jwt",
+    "cryptography",
+    "joserfc",
+    "httpx2",
 }
 
 

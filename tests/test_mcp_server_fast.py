@@ -40,8 +40,10 @@ class Spy:
         self.answered = 0
         self.handed_on = 0
 
-    async def __call__(self, scope: Any, receive: Any, send: Any, agent: str | None) -> Any:
-        result = await self.fast(scope, receive, send, agent)
+    async def __call__(
+        self, scope: Any, receive: Any, send: Any, agent: str | None, **options: Any
+    ) -> Any:
+        result = await self.fast(scope, receive, send, agent, **options)
         if result is None:
             self.answered += 1
         else:

@@ -333,11 +333,14 @@ class Gateway:
             raise ToolNotFoundError(f"no tool named {tool_id!r}{hint}", suggestions=suggestions)
         return entry.tool
 
-    def list_tools(self, *, agent: str | None = None) -> list[Tool]:
+    def list_tools(
+        self, *, agent: str | None = None, namespaces: frozenset[str] | None = None
+    ) -> list[Tool]:
         """The tools ``agent`` may call, sorted by id — exactly the ones a call would not refuse
-        as ``forbidden``."""
+        as ``forbidden``. ``namespaces``: what the caller's credentials allow (OAuth scopes)."""
+        decide = self.access.decide
         return [
-            entry.tool for entry in self.registry if self.access.decide(entry.tool, agent).allowed
+            entry.tool for entry in self.registry if decide(entry.tool, agent, namespaces).allowed
         ]
 
     def status(self, tool_id: str) -> ToolStatus:
@@ -421,15 +424,27 @@ class Gateway:
         session_id: str | None = None,
         workspace: Path | str | None = None,
         wait_for_approval: float | None = None,
+        namespaces: frozenset[str] | None = None,
     ) -> CallOutcome:
         """Call a tool through the whole pipeline and return its outcome (never raises).
 
         A call that needs approval returns ``pending_approval`` at once — unless
         ``wait_for_approval`` gives seconds to wait for a decision from the configured approver
         (or, with the queue, from whoever decides it); then the outcome is the call's own.
+        ``namespaces`` restricts the call to tools of these namespaces (what the caller's OAuth
+        scopes allow; ``None``: no restriction): another tool is ``forbidden``.
         """
+        if namespaces is not None and not self.access.scoped:
+            # From now on the Authorize stage checks every tool (it skips tools without rules).
+            self.access.scoped = True
+            self.pipeline.invalidate()
         outcome = await self._call(
-            tool_id, arguments, agent=agent, session_id=session_id, workspace=workspace
+            tool_id,
+            arguments,
+            agent=agent,
+            session_id=session_id,
+            workspace=workspace,
+            namespaces=namespaces,
         )
         if (
             wait_for_approval is not None
@@ -451,6 +466,7 @@ class Gateway:
         session_id: str | None,
         workspace: Path | str | None,
         metadata: Mapping[str, Any] | None = None,
+        namespaces: frozenset[str] | None = None,
     ) -> CallOutcome:
         prepared = self.pipeline.prepare(
             tool_id,
@@ -460,6 +476,7 @@ class Gateway:
             workspace=_workspace(workspace),
             inline=False,
             metadata=metadata,
+            namespaces=namespaces,
         )
         if isinstance(prepared, CallOutcome):
             return prepared

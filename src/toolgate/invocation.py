@@ -37,6 +37,7 @@ class Invocation:
         "full_content",
         "inline",
         "metadata",
+        "namespaces",
         "session_id",
         "started_at",
         "tool",
@@ -53,6 +54,7 @@ class Invocation:
         session_id: str | None,
         workspace: Path | None,
         inline: bool,
+        namespaces: frozenset[str] | None = None,
     ) -> None:
         self.call_id = call_id
         self.entry = entry
@@ -63,6 +65,8 @@ class Invocation:
         self.workspace = workspace
         self.inline = inline
         """True when ``call_sync`` drives the pipeline without an event loop."""
+        self.namespaces = namespaces
+        """The tool namespaces the caller's credentials allow (``None``: any)."""
         self.metadata: dict[str, Any] = {}
         self.full_content: Any = None
         """The whole result when shaping spilled it to a file (the outcome holds a preview), so

@@ -117,8 +117,9 @@ def serve(
     import uvicorn
 
     from ..serve.api import ApiLimits
-    from ..serve.app import SubApp, build_app, http_authenticator
+    from ..serve.app import SubApp, build_app, http_authenticator, mcp_authenticator
     from ..serve.mcp_http import McpHttp
+    from ..serve.oauth_setup import build_oauth
     from ..serve.web import DEFAULT_ALLOWED_HOSTS, build_ui, identity_operator
 
     state = _state(ctx)
@@ -134,7 +135,11 @@ def serve(
         keys = AgentKeyStore(home / STATE_FILE_NAME)
         cleanup.callback(keys.close)
         identity = AgentIdentity.from_config(loaded.config, keys)
-        loopback = check_bind(host, identity)  # UnsafeBindError (a ConfigError): exit 3
+        auth = loaded.config.auth
+        # OAuth: bearer tokens beside the API keys; credentials are then always required.
+        oauth = None if auth is None else build_oauth(auth, identity)  # ConfigError: exit 3
+        # UnsafeBindError (a ConfigError): exit 3
+        loopback = check_bind(host, identity, oauth=oauth is not None)
         sock = _listen(host, port)
         cleanup.callback(sock.close)
         gateway = build_gateway(
@@ -151,7 +156,11 @@ def serve(
         url = _base_url(sock)
         mcp = McpHttp(
             gateway,
-            authenticate=http_authenticator(identity.authenticate),
+            authenticate=(
+                http_authenticator(identity.authenticate)
+                if oauth is None
+                else mcp_authenticator(oauth.callers.identify, oauth.metadata)
+            ),
             approvals_url=url,
             host=host,
             max_body=settings.max_body_bytes,
@@ -174,6 +183,8 @@ def serve(
             public_url=url,
             mcp=SubApp(mcp.app, mcp.lifespan),
             ui=SubApp(ui),
+            identify=None if oauth is None else oauth.callers.identify,
+            resource_metadata=None if oauth is None else oauth.metadata,
         )
         _print_banner(state, url, app, identity, tools=len(gateway.registry))
         server = uvicorn.Server(
@@ -214,7 +225,14 @@ def _print_banner(state: CliState, url: str, app: Any, identity: AgentIdentity, 
         rows.append(("Web UI", f"{url}/", "catalog, approvals, audit, connections"))
     for name, where, note in rows:
         out.print(Text(f"  {name:<9} {where}" + (f"   ({note})" if note else "")), soft_wrap=True)
-    if identity.keys_configured:
+    auth = None if loaded is None else loaded.config.auth
+    if auth is not None:
+        out.print(
+            f"OAuth: access tokens of {auth.issuer} for {auth.resource} are accepted beside the "
+            f"API keys (metadata: {url}/.well-known/oauth-protected-resource).",
+            soft_wrap=True,
+        )
+    if identity.keys_configured or auth is not None:
         out.print(
             f"Agents: {len(identity.agents())} known; every request needs 'Authorization: "
             "Bearer KEY' (toolgate agents list).",

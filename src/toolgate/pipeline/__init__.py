@@ -116,6 +116,7 @@ class Pipeline:
         workspace: Path | None,
         inline: bool,
         metadata: Mapping[str, Any] | None = None,
+        namespaces: frozenset[str] | None = None,
     ) -> tuple[Plan, CallState] | CallOutcome:
         """Resolve the tool. Returns its plan and the call state, or the outcome that ends it."""
         call_id = new_call_id()
@@ -158,6 +159,7 @@ class Pipeline:
             session_id=session_id,
             workspace=workspace,
             inline=inline and plan.inline,
+            namespaces=namespaces,
         )
         if metadata:
             state.metadata.update(metadata)

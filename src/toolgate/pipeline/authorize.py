@@ -6,7 +6,9 @@ Tool-level rules are minimum guarantees; policies add to them:
 2. ``safety.deniedNamespaces``: no agent in these namespaces may call;
 3. every ``Policy`` that applies to the agent, rules in declared order: a ``deny`` short-circuits
    (any deny wins over any allow); ``require: {approval: human}`` marks the call as needing a
-   person's approval (the Approval stage acts on it).
+   person's approval (the Approval stage acts on it);
+4. the caller's credentials: an OAuth token's scopes allow some namespaces only (``namespaces``
+   of the call), and a tool outside them is denied like any other.
 
 The same decision filters listings, so an agent never sees a tool it cannot call. The denial
 message names the rule that denied, and nothing about other tools.
@@ -72,7 +74,12 @@ class AccessRules:
         # (id(tool), agent) -> (tool, decision). A decision depends only on the tool, the agent
         # and the policies (labels are fixed per gateway), so it is computed once per pair; the
         # tool is kept in the value so that a recycled id() never returns a stale decision.
-        self._decisions: dict[tuple[int, str | None], tuple[Tool, AccessDecision]] = {}
+        self._decisions: dict[
+            tuple[int, str | None, frozenset[str] | None], tuple[Tool, AccessDecision]
+        ] = {}
+        self.scoped = False
+        """Whether calls may carry a namespace restriction (OAuth scopes): the Authorize stage
+        then checks every tool. Set on the first such call (:meth:`Gateway.call`)."""
 
     @property
     def policies(self) -> tuple[AccessPolicy, ...]:
@@ -92,18 +99,30 @@ class AccessRules:
             return all(labels.get(k) == v for k, v in policy.agent_labels.items())
         return True
 
-    def decide(self, tool: Tool, agent: str | None) -> AccessDecision:
-        """The decision for ``agent`` calling ``tool`` (arguments never matter here)."""
-        cached = self._decisions.get((id(tool), agent))
+    def decide(
+        self, tool: Tool, agent: str | None, namespaces: frozenset[str] | None = None
+    ) -> AccessDecision:
+        """The decision for ``agent`` calling ``tool`` (arguments never matter here), with
+        credentials that allow only ``namespaces`` (``None``: any)."""
+        key = (id(tool), agent, namespaces)
+        cached = self._decisions.get(key)
         if cached is not None and cached[0] is tool:
             return cached[1]
-        decision = self._decide(tool, agent)
+        decision = self._decide(tool, agent, namespaces)
         if len(self._decisions) >= _MAX_CACHED_DECISIONS:
             self._decisions = {}
-        self._decisions[(id(tool), agent)] = (tool, decision)
+        self._decisions[key] = (tool, decision)
         return decision
 
-    def _decide(self, tool: Tool, agent: str | None) -> AccessDecision:
+    def _decide(
+        self, tool: Tool, agent: str | None, namespaces: frozenset[str] | None
+    ) -> AccessDecision:
+        if namespaces is not None and tool.namespace not in namespaces:
+            return AccessDecision(
+                False,
+                f"the caller's token does not grant the namespace {tool.namespace!r} (its scopes "
+                "allow other namespaces only)",
+            )
         safety = tool.safety
         who = agent or "(unnamed agent)"
         if safety.allowed_agents is not None and (agent or "") not in safety.allowed_agents:
@@ -143,11 +162,14 @@ class AuthorizeStage:
     def applies_to(self, entry: RegisteredTool) -> bool:
         safety = entry.tool.safety
         return bool(
-            self.rules.policies or safety.allowed_agents is not None or safety.denied_namespaces
+            self.rules.policies
+            or self.rules.scoped
+            or safety.allowed_agents is not None
+            or safety.denied_namespaces
         )
 
     async def __call__(self, state: CallState, proceed: Handler) -> CallOutcome:
-        decision = self.rules.decide(state.tool, state.agent)
+        decision = self.rules.decide(state.tool, state.agent, state.namespaces)
         if not decision.allowed:
             return error_outcome(
                 state,

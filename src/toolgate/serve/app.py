@@ -5,6 +5,8 @@ it documents):
 
 * ``/v1/…``, ``/healthz``, ``/openapi.json`` → the HTTP API (:func:`~toolgate.serve.api.build_api`);
 * ``/mcp`` and ``/mcp/…`` → the MCP sub-app (streamable HTTP), when given;
+* ``/.well-known/oauth-protected-resource`` and ``…/mcp`` → the OAuth Protected Resource
+  Metadata (:mod:`toolgate.serve.resource_metadata`), when ``auth:`` is configured;
 * anything else → the web UI sub-app, when given (else the API, which answers ``404``).
 
 The MCP and UI sub-apps are plain ASGI apps, optionally wrapped in :class:`SubApp` with a
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass
 from typing import Any, Final
@@ -33,9 +35,18 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ..gateway import Gateway
 from ..pipeline.approval_policy import ApprovalPolicy
 from .api import ApiLimits, build_api
-from .identity import AuthenticationError, Connection
+from .identity import AuthenticationError, Connection, Principal
+from .resource_metadata import ResourceMetadata
 
-__all__ = ["API_PATHS", "MCP_PATH", "ServeApp", "SubApp", "build_app", "http_authenticator"]
+__all__ = [
+    "API_PATHS",
+    "MCP_PATH",
+    "ServeApp",
+    "SubApp",
+    "build_app",
+    "http_authenticator",
+    "mcp_authenticator",
+]
 
 log = logging.getLogger("toolgate.serve")
 
@@ -72,6 +83,28 @@ def http_authenticator(authenticate: Callable[[Request], str]) -> Callable[[Requ
     return checked
 
 
+def mcp_authenticator(
+    identify: Callable[[Request], Awaitable[Principal]], metadata: ResourceMetadata | None
+) -> Callable[[Request], Awaitable[Principal]]:
+    """``identify`` for the MCP surface: a refusal is Starlette's ``HTTPException`` with the
+    status the credential earned (401, 403 for a missing scope, 503 when a token cannot be
+    checked) and, with ``metadata``, a challenge naming the MCP endpoint's resource metadata."""
+
+    async def checked(request: Request) -> Principal:
+        try:
+            return await identify(request)
+        except AuthenticationError as exc:
+            if exc.status == 503:
+                headers = {"Retry-After": "30"}
+            elif metadata is None:
+                headers = {"WWW-Authenticate": 'Bearer realm="toolgate"'}
+            else:
+                headers = {"WWW-Authenticate": metadata.challenge(exc, mcp=True)}
+            raise HTTPException(exc.status, detail=exc.message, headers=headers) from None
+
+    return checked
+
+
 def _sub(value: SubApp | ASGIApp | None) -> SubApp | None:
     if value is None or isinstance(value, SubApp):
         return value
@@ -89,15 +122,20 @@ class ServeApp:
         mcp: SubApp | None = None,
         ui: SubApp | None = None,
         manage_gateway: bool = True,
+        resource_metadata: ResourceMetadata | None = None,
     ) -> None:
         self.gateway = gateway
         self.api = api
         self.mcp = mcp
         self.ui = ui
         self.manage_gateway = manage_gateway
+        self.resource_metadata = resource_metadata
 
     def route(self, path: str) -> ASGIApp:
         """The sub-app serving ``path``."""
+        metadata = self.resource_metadata
+        if metadata is not None and path in metadata.paths:
+            return metadata
         if self.mcp is not None and (path == MCP_PATH or path.startswith(MCP_PATH + "/")):
             return self.mcp.app
         if path in API_PATHS or path.startswith("/v1/"):
@@ -154,6 +192,8 @@ def build_app(
     limits: ApiLimits | None = None,
     public_url: str = "",
     manage_gateway: bool = True,
+    identify: Callable[[Connection], Awaitable[Principal]] | None = None,
+    resource_metadata: ResourceMetadata | None = None,
 ) -> ServeApp:
     """One ASGI app serving ``gateway``: the HTTP API, plus MCP at ``/mcp`` and the web UI at
     ``/`` when given.
@@ -163,6 +203,10 @@ def build_app(
     builds them. ``public_url`` (``http://127.0.0.1:8470``) prefixes the web UI link agents get
     for a call that waits for approval. With ``manage_gateway`` (the default) the app's
     lifespan starts and closes the gateway.
+
+    With OAuth (``auth:``), ``identify`` names callers by API key or bearer token
+    (:meth:`~toolgate.serve.callers.Callers.identify`) and ``resource_metadata`` is served at
+    the well-known paths and named in every 401's challenge.
     """
     ui_app = _sub(ui)
     approve_link = None if ui_app is None else public_url.rstrip("/") + UI_APPROVAL_PATH
@@ -173,5 +217,14 @@ def build_app(
         approval_policy=approval_policy,
         limits=limits,
         approve_link=approve_link,
+        identify=identify,
+        challenge=None if resource_metadata is None else resource_metadata.challenge,
     )
-    return ServeApp(gateway, api, mcp=_sub(mcp), ui=ui_app, manage_gateway=manage_gateway)
+    return ServeApp(
+        gateway,
+        api,
+        mcp=_sub(mcp),
+        ui=ui_app,
+        manage_gateway=manage_gateway,
+        resource_metadata=resource_metadata,
+    )

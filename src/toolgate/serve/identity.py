@@ -22,6 +22,11 @@ a non-loopback address keeps requiring keys even if every key is revoked (it fai
 Operators (who may decide approvals, revoke grants, read the audit log and connect capabilities
 over the HTTP API) are agents labelled ``role: operator`` in ``toolgate.yaml``; without keys, the
 local ``default`` caller is. Nobody decides a request their own agent name made.
+
+With ``auth:`` in ``toolgate.yaml``, bearer JWTs from an identity provider are accepted too
+(:mod:`toolgate.serve.callers` tells the two apart; :mod:`toolgate.serve.bearer_tokens` checks a
+token). Either way a request is made by a :class:`Principal`: an agent name, and for a token the
+namespaces its scopes allow.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import secrets
 import socket
 import threading
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
 from urllib.parse import urlsplit
 
@@ -48,6 +54,7 @@ __all__ = [
     "AgentIdentity",
     "AuthenticationError",
     "Connection",
+    "Principal",
     "UnsafeBindError",
     "check_bind",
     "fingerprint",
@@ -81,11 +88,29 @@ def fingerprint(digest: str) -> str:
 
 
 class AuthenticationError(PermissionError):
-    """The request carries no usable API key (HTTP 401). ``message`` says what to send."""
+    """The request carries no usable credentials (HTTP 401). ``message`` says what to send.
 
-    def __init__(self, message: str) -> None:
+    ``error`` is the RFC 6750 error code of a bearer token that was refused (``invalid_token``,
+    ``insufficient_scope``; ``None``: no credentials, or an API key). ``status`` is the HTTP
+    status to answer: ``401``, ``403`` for ``insufficient_scope``, ``503`` when a token could
+    not be checked at all (the issuer's keys are unreachable: refused, never accepted)."""
+
+    def __init__(self, message: str, *, error: str | None = None, status: int = 401) -> None:
         super().__init__(message)
         self.message = message
+        self.error = error
+        self.status = status
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who makes a request: the agent, and what its credentials restrict it to."""
+
+    agent: str
+    """The agent name (an API key's agent, or a token's agent claim)."""
+    namespaces: frozenset[str] | None = None
+    """The tool namespaces its token's scopes allow (``None``: no restriction, as for an API
+    key)."""
 
 
 class UnsafeBindError(ConfigError):
@@ -302,19 +327,24 @@ def _match(token: str, keys: tuple[tuple[str, bytes], ...]) -> str:
     return found
 
 
-def check_bind(host: str, identity: AgentIdentity) -> bool:
+def check_bind(host: str, identity: AgentIdentity, *, oauth: bool = False) -> bool:
     """Check that serving on ``host`` is safe; returns whether ``host`` is loopback.
 
-    A non-loopback address needs at least one agent key (else :class:`UnsafeBindError`), and
-    then keys stay required for as long as the server runs (``identity.require_keys``).
+    A non-loopback address needs at least one agent key, or OAuth (``oauth``: bearer tokens
+    from an identity provider are accepted), else :class:`UnsafeBindError`; then credentials
+    stay required for as long as the server runs (``identity.require_keys``).
     """
     if is_loopback_host(host):
         return True
+    if oauth:
+        identity.require_keys = True
+        return False
     if not identity.keys_configured:
         raise UnsafeBindError(
             f"refusing to listen on {host}: no agent keys are configured, so anyone who can "
             "reach this address could call your tools. Create a key with 'toolgate agents add "
-            "NAME' (or set agents.NAME.key_sha256 in toolgate.yaml), or listen on 127.0.0.1."
+            "NAME' (or set agents.NAME.key_sha256 in toolgate.yaml), configure OAuth (auth: in "
+            "toolgate.yaml), or listen on 127.0.0.1."
         )
     identity.require_keys = True
     return False

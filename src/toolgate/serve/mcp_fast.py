@@ -86,9 +86,15 @@ class FastToolCalls:
         self._header_tools: dict[str, tuple[int, bool]] = {}
 
     async def __call__(
-        self, scope: Scope, receive: Receive, send: Send, agent: str | None
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        agent: str | None,
+        namespaces: frozenset[str] | None = None,
     ) -> Receive | None:
-        """Answer the request, or return the ``receive`` to hand it on to the SDK with."""
+        """Answer the request (for ``agent``, whose credentials allow ``namespaces``), or return
+        the ``receive`` to hand it on to the SDK with."""
         headers = scope["headers"]
         version = _header(headers, MCP_PROTOCOL_VERSION_HEADER.encode())
         if scope["method"] != "POST" or version not in MODERN_PROTOCOL_VERSIONS:
@@ -110,7 +116,9 @@ class FastToolCalls:
             return receive
         surface = self.surface
         try:
-            outcome = await surface.gateway.call(name, arguments, agent=agent)
+            outcome = await surface.gateway.call(
+                name, arguments, agent=agent, namespaces=namespaces
+            )
         except Exception:
             # The gateway never raises for a call; should it, answer as the SDK does.
             logger.exception("an MCP tools/call raised")
@@ -127,7 +135,7 @@ class FastToolCalls:
             # with this outcome instead of calling again.
             scope[PRECOMPUTED_OUTCOME_KEY] = (name, arguments, outcome)
             return receive
-        await self._answer(send, request_id, outcome, agent, name)
+        await self._answer(send, request_id, outcome, agent, name, namespaces)
         return None
 
     def _parse(
@@ -201,10 +209,11 @@ class FastToolCalls:
         outcome: CallOutcome,
         agent: str | None,
         name: str,
+        namespaces: frozenset[str] | None = None,
     ) -> None:
         status = 200
         try:
-            result = self.surface.result(outcome, agent, name)
+            result = self.surface.result(outcome, agent, name, namespaces)
         except MCPError as exc:  # an unknown tool
             reply: dict[str, Any] = {
                 "jsonrpc": "2.0",

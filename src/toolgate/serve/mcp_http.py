@@ -6,10 +6,11 @@
     app = Starlette(routes=[mcp.route("/mcp"), ...], lifespan=...)  # enter mcp.lifespan() there
 
 Every HTTP request is authenticated first, by the injected ``authenticate(request)``: it returns
-the agent name (``None``: the default agent), or a Starlette ``Response`` to send instead (a 401),
-or raises ``HTTPException``; anything else it raises is a 500 and the request is refused (fail
-closed). The agent is then fixed for the request; a handshake-era session is bound to the agent
-that opened it (another key gets 404, as for an unknown session).
+the agent name (``None``: the default agent) or a :class:`~toolgate.serve.identity.Principal` (an
+agent and the namespaces its OAuth token allows), or a Starlette ``Response`` to send instead (a
+401), or raises ``HTTPException``; anything else it raises is a 500 and the request is refused
+(fail closed). The agent is then fixed for the request; a handshake-era session is bound to the
+agent that opened it (another key gets 404, as for an unknown session).
 
 Sessions: the SDK's session manager serves both protocol eras on one URL. A 2026-07-28 request is
 one self-contained POST (no session at all); handshake-era clients get stateful sessions, which
@@ -47,22 +48,28 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..gateway import Gateway
+from .identity import Principal
 from .mcp_fast import FastToolCalls
 from .mcp_server import McpSurface, build_mcp_server
 
-__all__ = ["AGENT_SCOPE_KEY", "DEFAULT_MAX_BODY", "Authenticate", "McpHttp"]
+__all__ = ["AGENT_SCOPE_KEY", "DEFAULT_MAX_BODY", "NAMESPACES_SCOPE_KEY", "Authenticate", "McpHttp"]
 
 logger = logging.getLogger(__name__)
 
 #: The ASGI scope key holding the authenticated agent name of the request.
 AGENT_SCOPE_KEY: Final = "toolgate.agent"
+#: The ASGI scope key holding the tool namespaces the request's credentials allow.
+NAMESPACES_SCOPE_KEY: Final = "toolgate.namespaces"
 #: Largest request body accepted, in bytes.
 DEFAULT_MAX_BODY: Final = 1024 * 1024
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
-#: ``authenticate(request)``: the agent name (``None``: the default agent), a ``Response`` to
-#: send instead, or an awaitable of either; may raise ``HTTPException``.
-Authenticate = Callable[[Request], "str | Response | Awaitable[str | Response | None] | None"]
+#: ``authenticate(request)``: the agent name (``None``: the default agent) or a ``Principal``, a
+#: ``Response`` to send instead, or an awaitable of any; may raise ``HTTPException``.
+Authenticate = Callable[
+    [Request],
+    "str | Principal | Response | Awaitable[str | Principal | Response | None] | None",
+]
 
 _UNSET = object()
 
@@ -106,7 +113,11 @@ class McpHttp:
         self._authenticate = authenticate
         self._principals: dict[str | None, AuthenticatedUser] = {}
         self.surface: McpSurface = build_mcp_server(
-            gateway, agent=_agent_of, approvals_url=approvals_url, elicitation=elicitation
+            gateway,
+            agent=_agent_of,
+            namespaces=_namespaces_of,
+            approvals_url=approvals_url,
+            elicitation=elicitation,
         )
         security = _security(host, allowed_hosts, allowed_origins)
         self._fast = (
@@ -173,16 +184,21 @@ class McpHttp:
         if isinstance(identity, Response):
             await identity(scope, receive, send)
             return
+        namespaces = None
+        if isinstance(identity, Principal):
+            namespaces = identity.namespaces
+            identity = identity.agent
         if identity is not None and not isinstance(identity, str):
             logger.error("authenticate returned %r, not an agent name", type(identity).__name__)
             await _error(500, "could not authenticate the request")(scope, receive, send)
             return
         scope[AGENT_SCOPE_KEY] = identity
+        scope[NAMESPACES_SCOPE_KEY] = namespaces
         # The SDK binds a stateful session to the principal that opened it (its owner check):
         # present the agent as that principal, so no other key can use the session.
         scope["user"] = self._principal(identity)
         if self._fast is not None:
-            handed_on = await self._fast(scope, receive, send, identity)
+            handed_on = await self._fast(scope, receive, send, identity, namespaces=namespaces)
             if handed_on is None:
                 return
             receive = handed_on
@@ -197,6 +213,13 @@ def _agent_of(request: Any) -> str | None:
         # Only reachable if the server were driven around McpHttp.app: fail closed.
         raise MCPError(INVALID_REQUEST, "the request was not authenticated")
     return agent if isinstance(agent, str) else None
+
+
+def _namespaces_of(request: Any) -> frozenset[str] | None:
+    """The namespaces :meth:`McpHttp.app` found the request's credentials to allow."""
+    scope = getattr(request, "scope", None)
+    found = None if not isinstance(scope, dict) else scope.get(NAMESPACES_SCOPE_KEY)
+    return found if isinstance(found, frozenset) else None
 
 
 def _security(

@@ -51,7 +51,14 @@ from ..pipeline.approval import DEFAULT_APPROVAL_TTL
 from .mcp_approvals import NO_PROMPT, McpApprovals, pending_result
 from .mcp_changes import ToolListChanges
 
-__all__ = ["PRECOMPUTED_OUTCOME_KEY", "SERVER_NAME", "AgentFor", "McpSurface", "build_mcp_server"]
+__all__ = [
+    "PRECOMPUTED_OUTCOME_KEY",
+    "SERVER_NAME",
+    "AgentFor",
+    "McpSurface",
+    "NamespacesFor",
+    "build_mcp_server",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +72,13 @@ PRECOMPUTED_OUTCOME_KEY: Final = "toolgate.mcp.outcome"
 #: Who is calling: given the transport's request (a Starlette ``Request`` on HTTP, ``None`` on
 #: stdio), the agent name (``None``: the default agent).
 AgentFor = Callable[[Any], "str | None"]
+#: What the caller's credentials allow, from the transport's request: the tool namespaces of
+#: its OAuth token's scopes (``None``: no restriction, as for an API key or on stdio).
+NamespacesFor = Callable[[Any], "frozenset[str] | None"]
+
+
+def _unrestricted(_request: Any) -> frozenset[str] | None:
+    return None
 
 
 class _ToolgateServer(Server[Any]):
@@ -104,11 +118,13 @@ class McpSurface:
         approvals_url: str | None = None,
         elicitation: bool = True,
         session_id: str | None = None,
+        namespaces: NamespacesFor = _unrestricted,
     ) -> None:
         """
         Args:
             gateway: The gateway whose tools are served.
             agent: Who is calling, from the transport's request (see :data:`AgentFor`).
+            namespaces: What the caller's token allows (see :data:`NamespacesFor`).
             approvals_url: The web UI's base URL (``http://127.0.0.1:8470``); pending results
                 link to ``<url>/approvals/<id>``. ``None``: only the CLI command is named.
             elicitation: Ask clients that declare form elicitation to approve calls (see
@@ -121,8 +137,11 @@ class McpSurface:
         self.approvals = McpApprovals(gateway, elicitation=elicitation)
         self.changes = ToolListChanges(gateway.registry)
         self._agent_for = agent
+        self._namespaces_for = namespaces
         self._session_id = session_id
-        self._catalog: dict[str | None, tuple[Any, list[dict[str, Any]]]] = {}
+        self._catalog: dict[
+            tuple[str | None, frozenset[str] | None], tuple[Any, list[dict[str, Any]]]
+        ] = {}
         server = _ToolgateServer(
             SERVER_NAME,
             version=__version__,
@@ -169,6 +188,10 @@ class McpSurface:
         """The agent this request comes from."""
         return self._agent_for(ctx.request)
 
+    def namespaces(self, ctx: ServerRequestContext[Any, Any]) -> frozenset[str] | None:
+        """The tool namespaces this request's credentials allow (``None``: any)."""
+        return self._namespaces_for(ctx.request)
+
     def _principal(self, ctx: ServerRequestContext[Any, Any]) -> str | None:
         agent = self.agent(ctx)
         return None if agent is None else f"agent:{agent}"
@@ -184,16 +207,20 @@ class McpSurface:
 
     # -- tools/list -----------------------------------------------------------------------------
 
-    def tools_for(self, agent: str | None) -> list[dict[str, Any]]:
-        """The ``tools/list`` entries ``agent`` sees (cached until the tools or policies change)."""
+    def tools_for(
+        self, agent: str | None, namespaces: frozenset[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """The ``tools/list`` entries ``agent`` sees with credentials allowing ``namespaces``
+        (cached until the tools or policies change)."""
         key = (self.gateway.registry.version, self.gateway.access.policies)
-        cached = self._catalog.get(agent)
+        cached = self._catalog.get((agent, namespaces))
         if cached is not None and cached[0] == key:
             return cached[1]
-        tools = [mcp_tool(tool) for tool in self.gateway.list_tools(agent=agent)]
+        listed = self.gateway.list_tools(agent=agent, namespaces=namespaces)
+        tools = [mcp_tool(tool) for tool in listed]
         if len(self._catalog) > 1024:  # agent names come from configuration; bound it anyway
             self._catalog.clear()
-        self._catalog[agent] = (key, tools)
+        self._catalog[(agent, namespaces)] = (key, tools)
         return tools
 
     async def _list_tools(
@@ -205,7 +232,7 @@ class McpSurface:
         # The 2026-07-28 result fields (the SDK drops them for handshake-era clients): the list
         # depends on the agent and may change at any moment, so it is private and never fresh.
         return {
-            "tools": self.tools_for(self.agent(ctx)),
+            "tools": self.tools_for(self.agent(ctx), self.namespaces(ctx)),
             "ttlMs": 0,
             "cacheScope": "private",
             "resultType": "complete",
@@ -223,17 +250,26 @@ class McpSurface:
         self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams
     ) -> dict[str, Any] | InputRequiredResult:
         agent = self.agent(ctx)
+        namespaces = self.namespaces(ctx)
         arguments = params.arguments or {}
         ask = True
         if params.request_state is not None:
+            if namespaces is not None and not self._visible(params.name, agent, namespaces):
+                # An approval sealed for a token with broader scopes is not resumed by one
+                # whose scopes no longer allow the tool.
+                raise MCPError(INVALID_PARAMS, self._unknown_tool(params.name, agent, namespaces))
             answered = await self.approvals.resume(ctx, params, agent)
             if isinstance(answered, CallOutcome):
-                return self.result(answered, agent, params.name)
+                return self.result(answered, agent, params.name, namespaces)
             ask = answered is not NO_PROMPT
 
         async def call() -> CallOutcome:
             return await self.gateway.call(
-                params.name, arguments, agent=agent, session_id=self._call_session(ctx)
+                params.name,
+                arguments,
+                agent=agent,
+                session_id=self._call_session(ctx),
+                namespaces=namespaces,
             )
 
         outcome = _precomputed(ctx, params.name, arguments) or await call()
@@ -242,20 +278,27 @@ class McpSurface:
             if isinstance(step, InputRequiredResult):
                 return step
             outcome = step
-        return self.result(outcome, agent, params.name)
+        return self.result(outcome, agent, params.name, namespaces)
 
-    def result(self, outcome: CallOutcome, agent: str | None, name: str) -> dict[str, Any]:
+    def result(
+        self,
+        outcome: CallOutcome,
+        agent: str | None,
+        name: str,
+        namespaces: frozenset[str] | None = None,
+    ) -> dict[str, Any]:
         """The ``CallToolResult`` for the outcome of calling ``name`` (raises ``MCPError`` for an
         unknown tool)."""
         if outcome.status is CallStatus.PENDING_APPROVAL:
             result = pending_result(outcome, self.approvals_url)
         elif outcome.code is ErrorCode.TOOL_NOT_FOUND or (
-            outcome.code is ErrorCode.FORBIDDEN and not self._visible(outcome.tool_id, agent)
+            outcome.code is ErrorCode.FORBIDDEN
+            and not self._visible(outcome.tool_id, agent, namespaces)
         ):
             # Unknown tools are protocol errors (MCP tools spec). A tool this agent may not call
             # is not in its tools/list either, so it is unknown to it too: saying "forbidden"
             # would reveal that it exists.
-            raise MCPError(INVALID_PARAMS, self._unknown_tool(name, agent))
+            raise MCPError(INVALID_PARAMS, self._unknown_tool(name, agent, namespaces))
         else:
             result = mcp_call_tool_result(outcome)
             if "structuredContent" in result and not self._has_output_schema(outcome.tool_id):
@@ -270,14 +313,16 @@ class McpSurface:
         schema = None if entry is None else entry.tool.output_schema
         return schema is not None and schema.get("type") == "object"
 
-    def _visible(self, tool_id: str, agent: str | None) -> bool:
+    def _visible(self, tool_id: str, agent: str | None, namespaces: frozenset[str] | None) -> bool:
         entry = self.gateway.registry.get(tool_id)
-        return entry is not None and self.gateway.access.decide(entry.tool, agent).allowed
+        return (
+            entry is not None and self.gateway.access.decide(entry.tool, agent, namespaces).allowed
+        )
 
-    def _unknown_tool(self, name: str, agent: str | None) -> str:
+    def _unknown_tool(self, name: str, agent: str | None, namespaces: frozenset[str] | None) -> str:
         # The gateway's own message suggests ids from every tool; name only the ones this agent
         # sees, so a tool hidden from it is not revealed.
-        visible = [tool["name"] for tool in self.tools_for(agent)]
+        visible = [tool["name"] for tool in self.tools_for(agent, namespaces)]
         close = difflib.get_close_matches(name, visible, n=3, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else "; call tools/list for the tools"
         return f"Unknown tool: {name}{hint}"
@@ -346,11 +391,13 @@ def build_mcp_server(
     approvals_url: str | None = None,
     elicitation: bool = True,
     session_id: str | None = None,
+    namespaces: NamespacesFor = _unrestricted,
 ) -> McpSurface:
     """The gateway as an MCP server (``.server`` is the SDK's low-level ``Server``).
 
-    ``agent`` is a fixed agent name (stdio) or a function of the transport's request (HTTP).
-    See :class:`McpSurface` for the other options.
+    ``agent`` is a fixed agent name (stdio) or a function of the transport's request (HTTP);
+    ``namespaces`` what the request's credentials allow (HTTP with OAuth). See
+    :class:`McpSurface` for the other options.
     """
     agent_for: AgentFor = agent if callable(agent) else _fixed_agent(agent)
     return McpSurface(
@@ -359,4 +406,5 @@ def build_mcp_server(
         approvals_url=approvals_url,
         elicitation=elicitation,
         session_id=session_id,
+        namespaces=namespaces,
     )

@@ -15,7 +15,7 @@ Routes (all JSON; errors are RFC 9457 problems, see :mod:`.problems`):
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -28,7 +28,7 @@ from ..._rst import markdown_descriptions
 from ...errors import ApprovalClosedError
 from ...gateway import Gateway
 from ...pipeline.approval_policy import ApprovalPolicy
-from ..identity import Connection
+from ..identity import AuthenticationError, Connection, Principal
 from .approvals import approvals_router
 from .audit import audit_router
 from .calls import CALL_PREFIX, CALL_SUFFIX, FastCallMiddleware
@@ -147,6 +147,8 @@ def build_api(
     approval_policy: ApprovalPolicy | None = None,
     limits: ApiLimits | None = None,
     approve_link: str | None = None,
+    identify: Callable[[Connection], Awaitable[Principal]] | None = None,
+    challenge: Callable[[AuthenticationError], str] | None = None,
 ) -> HttpApi:
     """The HTTP API over ``gateway``.
 
@@ -155,7 +157,9 @@ def build_api(
     who may use the operator routes (default: nobody). ``approval_policy`` (the operator's
     ``approval.rules``) makes ``requires_approval`` in the catalog exact. ``limits`` bound
     every request's body and duration. ``approve_link`` is the web UI's page deciding a request
-    (with ``{id}``), given to agents whose call waits for approval.
+    (with ``{id}``), given to agents whose call waits for approval. ``identify`` (async) names
+    the caller when bearer tokens are accepted too (then it is used instead of
+    ``authenticate``), and ``challenge`` writes the ``WWW-Authenticate`` value of a 401.
 
     The gateway is neither started nor closed here (see :func:`toolgate.serve.app.build_app`).
     """
@@ -165,7 +169,8 @@ def build_api(
         version=_version(),
         summary="One gateway for every tool an AI agent calls.",
         description="Tools, calls, approvals, grants, audit, health and connections of a "
-        "toolgate gateway. Send `Authorization: Bearer <key>` (see `/v1/me`). Every error is an "
+        "toolgate gateway. Send `Authorization: Bearer <key>` (an API key, or an OAuth access "
+        "token when the server is configured for one; see `/v1/me`). Every error is an "
         "RFC 9457 problem (application/problem+json) with a stable 'code'.",
         docs_url=None,
         redoc_url=None,
@@ -177,13 +182,15 @@ def build_api(
         telemetry={"tracing": False, "metrics": False, "logs": False, "operation_spans": False},
         dependencies=[Depends(reject_unknown_query)],
     )
-    install_problem_handlers(app)
+    install_problem_handlers(app, challenge=challenge)
     context = ApiContext(
         gateway=gateway,
         authenticate=authenticate,
         is_operator=is_operator or _nobody,
         approval_policy=approval_policy,
         approve_link=approve_link,
+        identify=identify,
+        challenge=challenge,
     )
     app.include_router(tools_router(context), tags=["tools"])
     app.include_router(approvals_router(context), tags=["approvals"])

@@ -19,14 +19,14 @@ from typing import Any, Final
 from pydantic import ValidationError
 from starlette.datastructures import Address
 from starlette.responses import Response
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ...model import CallStatus
 from ..identity import AuthenticationError
 from .deps import ApiContext
 from .limits import BODY_SCOPE_KEY
 from .models import CallRequest
-from .problems import ApiJSONResponse, render_json
+from .problems import ApiJSONResponse, authentication_problem, render_json
 from .views import outcome_view
 
 __all__ = [
@@ -55,16 +55,22 @@ def workspace_exists(request: CallRequest) -> bool:
 
 
 async def answer_call(
-    context: ApiContext, agent: str, tool_id: str, request: CallRequest
+    context: ApiContext,
+    agent: str,
+    tool_id: str,
+    request: CallRequest,
+    namespaces: frozenset[str] | None = None,
 ) -> tuple[int, dict[str, Any], dict[str, str]]:
-    """Call the tool as ``agent``: the answer's status, body and headers — ``200`` when the call
-    ended (ok or error), ``202`` with ``Location`` when it waits for approval."""
+    """Call the tool as ``agent`` (whose credentials allow ``namespaces``): the answer's status,
+    body and headers — ``200`` when the call ended (ok or error), ``202`` with ``Location`` when
+    it waits for approval."""
     outcome = await context.gateway.call(
         tool_id,
         request.arguments,
         agent=agent,
         session_id=request.session_id,
         workspace=request.workspace,
+        namespaces=namespaces,
     )
     data = outcome_view(outcome, approve_link=context.approve_link)
     if outcome.status is CallStatus.PENDING_APPROVAL and outcome.approval is not None:
@@ -72,9 +78,15 @@ async def answer_call(
     return 200, data, {}
 
 
-async def run_call(context: ApiContext, agent: str, tool_id: str, request: CallRequest) -> Response:
+async def run_call(
+    context: ApiContext,
+    agent: str,
+    tool_id: str,
+    request: CallRequest,
+    namespaces: frozenset[str] | None = None,
+) -> Response:
     """:func:`answer_call` as a response (for the FastAPI route)."""
-    status, data, headers = await answer_call(context, agent, tool_id, request)
+    status, data, headers = await answer_call(context, agent, tool_id, request, namespaces)
     return ApiJSONResponse(data, status_code=status, headers=headers)
 
 
@@ -159,15 +171,32 @@ class FastCallMiddleware:
         request = _call_request(scope)
         if request is None:
             return False
-        try:
-            agent = self.context.authenticate(_ScopeConnection(scope))
-        except AuthenticationError:
-            return False
+        identify = self.context.identify
+        namespaces = None
+        if identify is None:
+            try:
+                agent = self.context.authenticate(_ScopeConnection(scope))
+            except AuthenticationError:
+                return False
+        else:
+            try:
+                principal = await identify(_ScopeConnection(scope))
+            except AuthenticationError as exc:
+                # Answered here, as the route would: a token is not checked (nor the issuer's
+                # keys fetched) twice.
+                problem = authentication_problem(exc, self.context.challenge)
+                await problem(scope, _no_body, send)
+                return True
+            agent, namespaces = principal.agent, principal.namespaces
         if not workspace_exists(request):
             return False
-        status, data, headers = await answer_call(self.context, agent, tool_id, request)
+        status, data, headers = await answer_call(self.context, agent, tool_id, request, namespaces)
         await _send_json(send, status, data, headers)
         return True
+
+
+async def _no_body() -> Message:
+    return {"type": "http.disconnect"}
 
 
 def _call_request(scope: Scope) -> CallRequest | None:

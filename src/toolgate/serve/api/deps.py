@@ -15,7 +15,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from ...errors import ErrorCode
 from ...gateway import Gateway
 from ...pipeline.approval_policy import ApprovalPolicy
-from ..identity import Connection
+from ..identity import AuthenticationError, Connection, Principal
 from .models import Problem
 from .problems import ApiProblem, HttpErrorCode
 
@@ -42,6 +42,11 @@ class ApiContext:
     approval_policy: ApprovalPolicy | None = None
     approve_link: str | None = None
     """The web UI's page deciding a request, with ``{id}`` (``None``: no UI is served)."""
+    identify: Callable[[Connection], Awaitable[Principal]] | None = None
+    """Who is calling, bearer tokens included (:meth:`~toolgate.serve.callers.Callers.identify`);
+    ``None``: :attr:`authenticate` alone (API keys)."""
+    challenge: Callable[[AuthenticationError], str] | None = None
+    """The ``WWW-Authenticate`` value of a refusal (``None``: ``Bearer realm="toolgate"``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,13 +55,16 @@ class Caller:
 
     agent: str
     operator: bool
+    namespaces: frozenset[str] | None = None
+    """The tool namespaces the caller's token allows (``None``: any)."""
 
 
 _BEARER = HTTPBearer(
     auto_error=False,
     scheme_name="bearer",
-    description="An agent's API key (toolgate agents add NAME). Without any keys configured "
-    "the server only answers loopback clients, all as the 'default' agent, and needs none.",
+    description="An agent's API key (toolgate agents add NAME), or with `auth:` configured an "
+    "OAuth access token (a JWT) from the identity provider. Without any keys configured the "
+    "server only answers loopback clients, all as the 'default' agent, and needs none.",
 )
 
 
@@ -71,8 +79,14 @@ def caller_dependencies(
         _documented: Annotated[HTTPAuthorizationCredentials | None, Depends(_BEARER)],
     ) -> Caller:
         # HTTPBearer only documents the scheme; the identity rules decide.
-        agent = context.authenticate(request)
-        return Caller(agent, context.is_operator(agent))
+        if context.identify is None:
+            agent = context.authenticate(request)
+            return Caller(agent, context.is_operator(agent))
+        principal = await context.identify(request)
+        namespaces = principal.namespaces
+        # A token restricted to some namespaces is not an operator's, whoever it names.
+        operator = namespaces is None and context.is_operator(principal.agent)
+        return Caller(principal.agent, operator, namespaces)
 
     async def operator(who: Annotated[Caller, Depends(caller)]) -> Caller:
         if not who.operator:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from enum import StrEnum
 from http import HTTPStatus
 from typing import Any, Final
@@ -39,6 +39,7 @@ __all__ = [
     "ApiJSONResponse",
     "ApiProblem",
     "HttpErrorCode",
+    "authentication_problem",
     "crash_response",
     "install_problem_handlers",
     "problem_response",
@@ -226,8 +227,26 @@ def crash_response() -> Response:
     )
 
 
-def install_problem_handlers(app: FastAPI) -> None:
-    """Answer every error of ``app`` — including the framework's own — with a problem."""
+def authentication_problem(
+    exc: AuthenticationError, challenge: Callable[[AuthenticationError], str] | None = None
+) -> Response:
+    """The problem answering a refused credential: ``401`` (``unauthenticated``) with the
+    ``WWW-Authenticate`` challenge, ``403`` (``forbidden``) for a token without the needed
+    scope, ``503`` (``unavailable``) when a token could not be checked at all."""
+    if exc.status == 503:
+        return problem_response(
+            503, ErrorCode.UNAVAILABLE, exc.message, headers={"Retry-After": "30"}
+        )
+    header = 'Bearer realm="toolgate"' if challenge is None else challenge(exc)
+    code = ErrorCode.FORBIDDEN if exc.status == 403 else HttpErrorCode.UNAUTHENTICATED
+    return problem_response(exc.status, code, exc.message, headers={"WWW-Authenticate": header})
+
+
+def install_problem_handlers(
+    app: FastAPI, *, challenge: Callable[[AuthenticationError], str] | None = None
+) -> None:
+    """Answer every error of ``app`` — including the framework's own — with a problem.
+    ``challenge`` writes the ``WWW-Authenticate`` value of a 401 (OAuth resource metadata)."""
 
     async def on_problem(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, ApiProblem)
@@ -235,12 +254,7 @@ def install_problem_handlers(app: FastAPI) -> None:
 
     async def on_authentication(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, AuthenticationError)
-        return problem_response(
-            401,
-            HttpErrorCode.UNAUTHENTICATED,
-            exc.message,
-            headers={"WWW-Authenticate": 'Bearer realm="toolgate"'},
-        )
+        return authentication_problem(exc, challenge)
 
     async def on_http(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)

@@ -38,13 +38,18 @@ def tools_router(context: ApiContext) -> APIRouter:
     Agent = Annotated[Caller, Depends(caller)]
     router = APIRouter(prefix="/v1", responses=ERRORS)
 
-    def visible(agent: str, tool_id: str) -> RegisteredTool:
+    def visible(who: Caller, tool_id: str) -> RegisteredTool:
         entry = gateway.registry.get(tool_id)
-        if entry is not None and gateway.access.decide(entry.tool, agent).allowed:
+        if (
+            entry is not None
+            and gateway.access.decide(entry.tool, who.agent, who.namespaces).allowed
+        ):
             return entry
         # Not "forbidden", and no suggestion of a tool it may not call: an agent does not learn
         # which tools it cannot call.
-        allowed = {tool.id for tool in gateway.list_tools(agent=agent)}
+        allowed = {
+            tool.id for tool in gateway.list_tools(agent=who.agent, namespaces=who.namespaces)
+        }
         suggestions = [
             tool for tool in gateway.registry.suggestions(tool_id, limit=10) if tool in allowed
         ][:3]
@@ -60,7 +65,9 @@ def tools_router(context: ApiContext) -> APIRouter:
     def list_tools(who: Agent) -> Response:
         """Every tool the calling agent may call, with its side-effect level, whether calls
         need approval, phase, source format and provider name."""
-        allowed = {tool.id for tool in gateway.list_tools(agent=who.agent)}
+        allowed = {
+            tool.id for tool in gateway.list_tools(agent=who.agent, namespaces=who.namespaces)
+        }
         rows = [
             tool_summary(entry, gateway.status(entry.tool.id), context.approval_policy)
             for entry in gateway.entries()
@@ -75,7 +82,7 @@ def tools_router(context: ApiContext) -> APIRouter:
     )
     def show_tool(tool_id: str, who: Agent) -> Response:
         """One tool (by id or provider name): description, schemas, hints, health."""
-        entry = visible(who.agent, tool_id)
+        entry = visible(who, tool_id)
         status = gateway.status(entry.tool.id)
         return ApiJSONResponse(tool_detail(entry, status, context.approval_policy))
 
@@ -109,7 +116,7 @@ def tools_router(context: ApiContext) -> APIRouter:
                 ErrorCode.INVALID_ARGUMENTS,
                 f"workspace: no such folder on the gateway's host: {request.workspace}",
             )
-        return await run_call(context, who.agent, tool_id, request)
+        return await run_call(context, who.agent, tool_id, request, who.namespaces)
 
     @router.get("/status", response_model=StatusList, summary="Health of the tools")
     def list_statuses(who: Agent) -> Response:
@@ -118,7 +125,10 @@ def tools_router(context: ApiContext) -> APIRouter:
         if who.operator:
             found = gateway.statuses()
         else:
-            found = [gateway.status(tool.id) for tool in gateway.list_tools(agent=who.agent)]
+            found = [
+                gateway.status(tool.id)
+                for tool in gateway.list_tools(agent=who.agent, namespaces=who.namespaces)
+            ]
         return ApiJSONResponse({"tools": [status_view(status) for status in found]})
 
     @router.get("/me", response_model=AgentInfo, summary="Who is calling")
@@ -150,6 +160,10 @@ def _exporter(context: ApiContext, export_format: str, caller: Any) -> Any:
     gateway = context.gateway
 
     def export(who: Annotated[Caller, Depends(caller)]) -> Response:
-        return ApiJSONResponse(export_tools(gateway.list_tools(agent=who.agent), export_format))
+        return ApiJSONResponse(
+            export_tools(
+                gateway.list_tools(agent=who.agent, namespaces=who.namespaces), export_format
+            )
+        )
 
     return export

@@ -1,0 +1,167 @@
+"""Bearer JWTs from an identity provider: checked, then turned into a :class:`Principal`.
+
+A token is accepted only when all of these hold (OAuth 2.1 resource server, MCP authorization):
+
+* its header names one of the pinned asymmetric algorithms (``auth.algorithms``): ``none`` and
+  every HMAC algorithm are refused before any key is looked at, so a token "signed" with the
+  issuer's public key as an HMAC secret (key confusion) never verifies;
+* it is signed by a key the issuer publishes (:class:`~toolgate.serve.jwks.IssuerKeys`), of the
+  algorithm the token names (PyJWT binds a JWK to one algorithm);
+* ``iss`` is the configured issuer, ``aud`` one of the accepted audiences (this resource),
+  ``exp`` is in the future and ``nbf`` (when present) in the past, within ``auth.leeway``;
+* the agent claim (``auth.agent_claim``) is a non-empty string.
+
+The principal's namespaces are the union of what ``auth.scopes`` maps the token's scopes to
+(``scope``, space-separated, or ``scp``); a token with none of the mapped scopes is refused with
+``insufficient_scope`` (403). When the keys cannot be fetched the token is refused with 503.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+import jwt
+
+from ..config.schema import AuthConfig
+from .identity import AuthenticationError, Principal
+from .jwks import IssuerKeys, KeysUnavailableError
+
+__all__ = ["INSUFFICIENT_SCOPE", "INVALID_TOKEN", "TokenVerifier", "looks_like_jwt"]
+
+#: RFC 6750 error codes.
+INVALID_TOKEN: Final = "invalid_token"
+INSUFFICIENT_SCOPE: Final = "insufficient_scope"
+#: Longer tokens are refused unread.
+MAX_TOKEN_CHARS: Final = 16 * 1024
+#: Longest agent name a token may give.
+MAX_AGENT_CHARS: Final = 256
+#: Every namespace.
+ALL_NAMESPACES: Final = "*"
+
+
+def looks_like_jwt(token: str) -> bool:
+    """Whether a bearer token has the shape of a JWS compact JWT (three dot-separated parts);
+    API keys never do."""
+    return token.count(".") == 2
+
+
+def _invalid(message: str) -> AuthenticationError:
+    return AuthenticationError(message, error=INVALID_TOKEN)
+
+
+class TokenVerifier:
+    """Checks bearer JWTs against ``auth:`` (see the module docstring)."""
+
+    def __init__(self, config: AuthConfig, keys: IssuerKeys | None = None) -> None:
+        self.config = config
+        self.keys = keys or IssuerKeys(
+            issuer=config.issuer,
+            jwks_uri=config.jwks_uri,
+            algorithms=config.algorithms,
+            cache_seconds=config.jwks_cache_seconds,
+            refetch_seconds=config.jwks_refetch_seconds,
+            timeout=config.fetch_timeout,
+        )
+        self._audiences = list(config.audiences())
+        self._scopes = {scope: frozenset(found) for scope, found in config.scopes.items()}
+
+    async def verify(self, token: str) -> Principal:
+        """The principal ``token`` names. Raises :class:`AuthenticationError`: 401
+        ``invalid_token``, 403 ``insufficient_scope``, or 503 when the keys are unavailable."""
+        if len(token) > MAX_TOKEN_CHARS or not token.isascii():
+            raise _invalid("the bearer token is not a valid JWT")
+        try:
+            header = jwt.get_unverified_header(token)
+        except jwt.PyJWTError:
+            raise _invalid("the bearer token is not a valid JWT") from None
+        algorithm = header.get("alg")
+        if algorithm not in self.config.algorithms:
+            raise _invalid(
+                f"tokens signed with {str(algorithm)[:20]!r} are not accepted (accepted: "
+                f"{', '.join(self.config.algorithms)})"
+            )
+        kid = header.get("kid")
+        if kid is not None and not isinstance(kid, str):
+            raise _invalid("the token's key id (kid) is not a string")
+        try:
+            key = await self.keys.key(kid)
+        except KeysUnavailableError as exc:
+            raise AuthenticationError(
+                f"the token cannot be checked now: {exc.message}; try again later", status=503
+            ) from None
+        if key is None:
+            raise _invalid("the token is not signed by a key the issuer publishes")
+        claims = self._claims(token, key, algorithm)
+        return Principal(self._agent(claims), self._namespaces(claims))
+
+    def _claims(self, token: str, key: jwt.PyJWK, algorithm: str) -> dict[str, Any]:
+        config = self.config
+        try:
+            claims: dict[str, Any] = jwt.decode(
+                token,
+                key=key,
+                algorithms=[algorithm],
+                audience=self._audiences,
+                issuer=config.issuer,
+                leeway=config.leeway,
+                options={"require": ["exp", "iss", "aud"]},
+            )
+        except jwt.ExpiredSignatureError:
+            raise _invalid("the token has expired; get a new one") from None
+        except jwt.ImmatureSignatureError:
+            raise _invalid("the token is not valid yet (nbf)") from None
+        except jwt.InvalidAudienceError:
+            raise _invalid(
+                f"the token is for another resource (aud); ask the issuer for a token for "
+                f"{config.resource}"
+            ) from None
+        except jwt.InvalidIssuerError:
+            raise _invalid(f"the token was not issued by {config.issuer}") from None
+        except jwt.MissingRequiredClaimError as exc:
+            raise _invalid(f"the token has no {exc.claim!r} claim") from None
+        except jwt.InvalidSignatureError:
+            raise _invalid("the token's signature does not verify") from None
+        except jwt.PyJWTError:
+            raise _invalid("the bearer token is not a valid JWT") from None
+        return claims
+
+    def _agent(self, claims: Mapping[str, Any]) -> str:
+        claim = self.config.agent_claim
+        agent = claims.get(claim)
+        if (
+            not isinstance(agent, str)
+            or not agent
+            or len(agent) > MAX_AGENT_CHARS
+            or not agent.isprintable()
+        ):
+            raise _invalid(f"the token's {claim!r} claim does not name an agent")
+        return agent
+
+    def _namespaces(self, claims: Mapping[str, Any]) -> frozenset[str] | None:
+        if not self._scopes:
+            return None
+        allowed: set[str] = set()
+        for scope in token_scopes(claims):
+            allowed |= self._scopes.get(scope, frozenset())
+        if ALL_NAMESPACES in allowed:
+            return None
+        if not allowed:
+            raise AuthenticationError(
+                "the token has none of the scopes this server maps to tools (ask for "
+                f"{' or '.join(sorted(self._scopes))})",
+                error=INSUFFICIENT_SCOPE,
+                status=403,
+            )
+        return frozenset(allowed)
+
+
+def token_scopes(claims: Mapping[str, Any]) -> list[str]:
+    """The scopes a token grants: ``scope`` (space-separated, RFC 9068) or ``scp`` (a list or
+    a string, as some providers write it)."""
+    value = claims.get("scope", claims.get("scp"))
+    if isinstance(value, str):
+        return value.split()
+    if isinstance(value, list):
+        return [item for item in value if isinstance(item, str)]
+    return []
