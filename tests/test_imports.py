@@ -29,6 +29,10 @@ HEAVY = {
     "openai",
     "anthropic",
     "google",
+    # Telemetry: OpenTelemetry only when the OTEL_* variables turn it on, prometheus_client only
+    # for toolgate serve's /metrics route.
+    "opentelemetry",
+    "prometheus_client",
 }
 
 
