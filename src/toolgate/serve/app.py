@@ -3,7 +3,8 @@
 Requests are routed by path, unchanged (no prefix is stripped, so each sub-app sees the paths
 it documents):
 
-* ``/v1/…``, ``/healthz``, ``/openapi.json`` → the HTTP API (:func:`~toolgate.serve.api.build_api`);
+* ``/v1/…``, ``/healthz``, ``/openapi.json``, ``/metrics`` → the HTTP API
+  (:func:`~toolgate.serve.api.build_api`);
 * ``/mcp`` and ``/mcp/…`` → the MCP sub-app (streamable HTTP), when given;
 * anything else → the web UI sub-app, when given (else the API, which answers ``404``).
 
@@ -32,6 +33,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..gateway import Gateway
 from ..pipeline.approval_policy import ApprovalPolicy
+from ..telemetry.metrics import CallMetrics
 from .api import ApiLimits, build_api
 from .identity import AuthenticationError, Connection
 
@@ -42,7 +44,7 @@ log = logging.getLogger("toolgate.serve")
 #: Where the MCP sub-app is served.
 MCP_PATH: Final = "/mcp"
 #: Paths the HTTP API answers besides everything under ``/v1/``.
-API_PATHS: Final = frozenset({"/v1", "/healthz", "/openapi.json"})
+API_PATHS: Final = frozenset({"/v1", "/healthz", "/openapi.json", "/metrics"})
 #: The web UI page deciding an approval request (``{id}``), given to agents whose call waits.
 UI_APPROVAL_PATH: Final = "/approvals/{id}"
 
@@ -154,6 +156,7 @@ def build_app(
     limits: ApiLimits | None = None,
     public_url: str = "",
     manage_gateway: bool = True,
+    metrics: CallMetrics | None = None,
 ) -> ServeApp:
     """One ASGI app serving ``gateway``: the HTTP API, plus MCP at ``/mcp`` and the web UI at
     ``/`` when given.
@@ -162,7 +165,8 @@ def build_app(
     (:class:`~toolgate.serve.identity.AgentIdentity`), shared with the sub-apps by whoever
     builds them. ``public_url`` (``http://127.0.0.1:8470``) prefixes the web UI link agents get
     for a call that waits for approval. With ``manage_gateway`` (the default) the app's
-    lifespan starts and closes the gateway.
+    lifespan starts and closes the gateway. ``metrics`` (told about the gateway's calls) are
+    served to operators at ``/metrics``.
     """
     ui_app = _sub(ui)
     approve_link = None if ui_app is None else public_url.rstrip("/") + UI_APPROVAL_PATH
@@ -173,5 +177,6 @@ def build_app(
         approval_policy=approval_policy,
         limits=limits,
         approve_link=approve_link,
+        metrics=metrics,
     )
     return ServeApp(gateway, api, mcp=_sub(mcp), ui=ui_app, manage_gateway=manage_gateway)
