@@ -216,8 +216,6 @@ def test_a_failed_call_is_an_error_span_without_the_secret(served: Served) -> No
     arguments = json.loads(call.attributes["gen_ai.tool.call.arguments"])
     assert arguments == {"user": "ada", "password": "[REDACTED]"}
     assert "wrong password [REDACTED] for ada" in call.status_message
-    backend = _children(receiver, call, "toolgate.backend")
-    assert backend.attributes["error.type"] == "tool_error"
     with receiver.lock:
         assert receiver.bodies and not any(SECRET.encode() in body for body in receiver.bodies)
 

@@ -12,7 +12,9 @@ import io
 import json
 import logging
 import socket
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +24,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 from prometheus_client.parser import text_string_to_metric_families
 
+from folder_tools import write_tool
 from toolgate import ApprovalRequest, CallStatus, Gateway, tool
 from toolgate.pipeline import STAGE_ORDER
 from toolgate.pipeline.execute import Executor
@@ -51,9 +54,13 @@ def leak(token: str) -> str:
     raise ValueError(f"rejected {token}")
 
 
+RAN: list[int] = []
+
+
 @tool(namespace="t", security_check=lambda payload: {"allowed": True})
 def checked(a: int) -> int:
-    """Has a Python security check."""
+    """Has a Python security check; notes when it runs."""
+    RAN.append(time.time_ns())
     return a
 
 
@@ -112,16 +119,16 @@ def test_with_telemetry_the_plan_is_wrapped(traced: Gateway) -> None:
 # -- spans --------------------------------------------------------------------------------------
 
 
-def test_an_inline_call_is_an_execute_tool_span_with_its_backend(
+def test_an_inline_call_is_one_execute_tool_span(
     traced: Gateway, exporter: InMemorySpanExporter
 ) -> None:
     outcome = traced.call_sync("t:add", {"a": 1, "b": 2}, agent="bot")
     assert outcome.ok
     spans = _by_name(exporter)
-    call, backend = spans["execute_tool t:add"], spans["toolgate.backend"]
+    # An in-process function's time is the call's: no backend span of its own.
+    assert list(spans) == ["execute_tool t:add"]
+    call = spans["execute_tool t:add"]
     assert call.kind is SpanKind.INTERNAL and call.parent is None
-    assert _parent(backend) == call.context.span_id
-    assert backend.context.trace_id == call.context.trace_id
     assert call.attributes is not None
     assert dict(call.attributes) == {
         "gen_ai.operation.name": "execute_tool",
@@ -160,18 +167,36 @@ async def test_a_failure_is_redacted_like_the_audit_log(
         assert SECRET not in json.dumps(span.to_json())
 
 
-def test_a_suspending_stage_has_its_own_span_beside_the_backend(
+def test_a_suspending_stage_has_its_own_span(
     traced: Gateway, exporter: InMemorySpanExporter
 ) -> None:
     assert "security_check" in STAGE_ORDER
+    RAN.clear()
     assert traced.call_sync("t:checked", {"a": 1}).ok
     spans = _by_name(exporter)
     call, check = spans["execute_tool t:checked"], spans["toolgate.security_check"]
-    backend = spans["toolgate.backend"]
-    assert _parent(check) == _parent(backend) == call.context.span_id
+    assert _parent(check) == call.context.span_id
+    assert check.context.trace_id == call.context.trace_id
     # The stage's span ends when it hands the call on, before the tool runs.
-    assert check.end_time is not None and backend.start_time is not None
-    assert check.end_time <= backend.start_time
+    assert check.end_time is not None and check.end_time <= RAN[0]
+
+
+def test_a_script_tool_runs_in_a_backend_span(
+    tmp_path: Path, exporter: InMemorySpanExporter
+) -> None:
+    write_tool(tmp_path, "echo", "read -r line; printf '{\"got\": 1}\\n'")
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    telemetry = OtelTelemetry(tracer_provider=provider)
+    with Gateway(tool_folders=[tmp_path], telemetry=telemetry) as gateway:
+        outcome = gateway.call_sync("local:echo", {})
+    assert outcome.ok, outcome.message
+    spans = _by_name(exporter)
+    call, backend = spans["execute_tool local:echo"], spans["toolgate.backend"]
+    assert _parent(backend) == call.context.span_id
+    assert (backend.attributes or {})["toolgate.tool.kind"] == "script"
+    assert backend.start_time is not None and call.start_time is not None
+    assert call.start_time <= backend.start_time
 
 
 def test_unknown_tools_get_a_span_too(traced: Gateway, exporter: InMemorySpanExporter) -> None:

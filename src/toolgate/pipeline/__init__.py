@@ -98,7 +98,9 @@ class Pipeline:
             return plan
         applicable = [stage for stage in self.stages if stage.applies_to(entry)]
         tracer = self.tracer
-        handler: Handler = self.executor if tracer is None else tracer.wrap_execute(self.executor)
+        handler: Handler = self.executor
+        if tracer is not None:
+            handler = tracer.wrap_execute(handler, entry)
         for stage in reversed(applicable):
             traced: StageCall = (
                 stage if tracer is None or not stage.suspends else tracer.wrap_stage(stage)

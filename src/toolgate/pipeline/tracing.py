@@ -3,7 +3,8 @@
 A :class:`CallTracer` is given to the :class:`~toolgate.pipeline.Pipeline` by the gateway only
 when tracing is on. It is applied once, when a tool's plan is compiled: the whole chain is wrapped
 in the call's span, each stage that may await I/O (``suspends``: the security check, the approval
-stage…) in a span of its own, and the executor in the backend's span. Without a tracer the plans
+stage…) in a span of its own, and the executor in the backend's span (for tools that run out of
+process: scripts, REST endpoints, remote MCP servers). Without a tracer the plans
 are compiled exactly as before, so tracing that is off costs nothing per call.
 """
 
@@ -13,6 +14,7 @@ from collections.abc import Awaitable
 from typing import Protocol
 
 from ..model import CallOutcome
+from ..registry import RegisteredTool
 from .state import CallState, Handler, Stage
 
 __all__ = ["CallTracer", "StageCall"]
@@ -40,7 +42,8 @@ class CallTracer(Protocol):
         or returns."""
         ...
 
-    def wrap_execute(self, handler: Handler) -> Handler:
-        """The executor: a span for running the tool in its backend, current while it runs (so
-        that requests upstream are its children)."""
+    def wrap_execute(self, handler: Handler, entry: RegisteredTool) -> Handler:
+        """The executor of ``entry``'s plan: a span for running the tool in its backend, current
+        while it runs (so that requests upstream are its children) — or ``handler`` itself when
+        the backend's work is the call's own (an in-process function)."""
         ...

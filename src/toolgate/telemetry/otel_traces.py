@@ -9,7 +9,8 @@ the audit log keep them, and exactly as the audit log keeps them: redacted by
 :func:`~toolgate.audit.record_from` (declared paths and the secrets the tool received).
 
 Children: ``toolgate.<stage>`` for the stages that may await I/O (the security check, the
-approval stage), ``toolgate.backend`` for running the tool, under which a REST or remote MCP
+approval stage), ``toolgate.backend`` for running a tool out of process (a script, a REST
+endpoint, a remote MCP server; an in-process Python function's time is the call's), under which a REST or remote MCP
 tool's request is a ``CLIENT`` span whose context is sent upstream (``traceparent``), and
 ``toolgate.approval_wait`` for a caller waiting for a person's decision.
 """
@@ -26,10 +27,11 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from ..audit.record import record_from
-from ..model import ApprovalRequest, CallOutcome, CallStatus
+from ..model import ApprovalRequest, CallOutcome, CallStatus, ImplementationKind
 from ..pipeline.observers import FinishedCall
 from ..pipeline.state import CallState, Handler, Stage
 from ..pipeline.tracing import StageCall
+from ..registry import RegisteredTool
 from ..trace_context import OUTGOING, ClientSpan
 
 __all__ = ["MAX_CONTENT_CHARS", "OtelCallTracer"]
@@ -168,7 +170,11 @@ class OtelCallTracer:
 
         return traced
 
-    def wrap_execute(self, handler: Handler) -> Handler:
+    def wrap_execute(self, handler: Handler, entry: RegisteredTool) -> Handler:
+        if entry.tool.kind is ImplementationKind.PYTHON:
+            # The function runs in process: its time is the call's, and a span of its own would
+            # cost as much again as the call's span (the SDK's spans are not cheap).
+            return handler
         tracer, outgoing = self.tracer, self._outgoing
 
         async def traced(state: CallState) -> CallOutcome:
