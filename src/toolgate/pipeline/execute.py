@@ -90,7 +90,7 @@ class Executor:
             )
         except asyncio.CancelledError:
             raise  # the caller cancelled the call; not the tool's failure
-        except BaseException as exc:
+        except BaseException as exc:  # noqa: BLE001 - any failure of the tool is an outcome
             detail = traceback.format_exc()
             # Not the traceback: its text may hold the tool's secrets or redacted arguments. The
             # outcome's detail carries it, and the audit log records it redacted.

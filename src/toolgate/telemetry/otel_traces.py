@@ -10,9 +10,9 @@ the audit log keep them, and exactly as the audit log keeps them: redacted by
 
 Children: ``toolgate.<stage>`` for the stages that may await I/O (the security check, the
 approval stage), ``toolgate.backend`` for running a tool out of process (a script, a REST
-endpoint, a remote MCP server; an in-process Python function's time is the call's), under which a REST or remote MCP
-tool's request is a ``CLIENT`` span whose context is sent upstream (``traceparent``), and
-``toolgate.approval_wait`` for a caller waiting for a person's decision.
+endpoint, a remote MCP server; an in-process Python function's time is the call's), under which
+a REST or remote MCP tool's request is a ``CLIENT`` span whose context is sent upstream
+(``traceparent``), and ``toolgate.approval_wait`` for a caller waiting for a person's decision.
 """
 
 from __future__ import annotations
@@ -42,8 +42,11 @@ MAX_CONTENT_CHARS: Final = 8192
 _OPERATION: Final = "execute_tool"
 
 
+_ENCODE = json.JSONEncoder(ensure_ascii=False, default=str, separators=(",", ":")).encode
+
+
 def _json(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
+    text = _ENCODE(value)
     return text if len(text) <= MAX_CONTENT_CHARS else text[: MAX_CONTENT_CHARS - 1] + "…"
 
 
@@ -219,26 +222,27 @@ class OtelCallTracer:
 
     @staticmethod
     def _finish(span: Span, call: FinishedCall) -> None:
-        record = record_from(call)  # the audit log's redaction, exactly
-        span.set_attribute("toolgate.outcome", record.status)
-        if record.agent is not None:
-            span.set_attribute("toolgate.agent", record.agent)
-        if record.session is not None:
-            span.set_attribute("toolgate.session.id", record.session)
-        if record.approval_id is not None:
-            span.set_attribute("toolgate.approval.id", record.approval_id)
-        if record.approval_decision is not None:
-            span.set_attribute("toolgate.approval.decision", record.approval_decision)
-        spec = None if call.tool is None else call.tool.observability
-        if record.args is not None and (spec is None or spec.log_args):
-            span.set_attribute("gen_ai.tool.call.arguments", _json(record.args))
-        if record.status == CallStatus.OK.value:
-            if record.result is not None:
-                span.set_attribute("gen_ai.tool.call.result", _json(record.result))
-            return
+        # The audit log's redaction, exactly: ``args`` / ``result`` are None when the tool's
+        # observability settings keep them out of records.
+        record = record_from(call)
+        attributes: dict[str, str] = {"toolgate.outcome": record.status}
+        for key, value in (
+            ("toolgate.agent", record.agent),
+            ("toolgate.session.id", record.session),
+            ("toolgate.approval.id", record.approval_id),
+            ("toolgate.approval.decision", record.approval_decision),
+            ("toolgate.code", record.code),
+            ("error.type", record.code),
+        ):
+            if value is not None:
+                attributes[key] = value
+        if record.args is not None:
+            attributes["gen_ai.tool.call.arguments"] = _json(record.args)
+        if record.status == CallStatus.OK.value and record.result is not None:
+            attributes["gen_ai.tool.call.result"] = _json(record.result)
+        span.set_attributes(attributes)  # at once: each attribute set takes the span's lock
         if record.code is not None:
-            span.set_attribute("toolgate.code", record.code)
-            _fail(span, record.code, record.message)
+            span.set_status(Status(StatusCode.ERROR, record.message))
 
     # -- waiting for a person -------------------------------------------------------------------
 
