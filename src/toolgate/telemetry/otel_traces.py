@@ -216,7 +216,8 @@ class OtelCallTracer:
                 start_time=int(call.started_at * 1e9),
             )
         try:
-            self._finish(span, call)
+            if span.is_recording():  # a span the sampler dropped needs no redaction
+                self._finish(span, call)
         finally:
             span.end()
 
