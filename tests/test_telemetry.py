@@ -12,6 +12,7 @@ import io
 import json
 import logging
 import socket
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from folder_tools import write_tool
 from toolgate import ApprovalRequest, CallStatus, Gateway, tool
+from toolgate.model import SideEffect
 from toolgate.pipeline import STAGE_ORDER
 from toolgate.pipeline.execute import Executor
 from toolgate.telemetry import CallMetrics, Gauges, OtelSettings, from_environment
@@ -408,3 +410,42 @@ def test_the_call_log_costs_nothing_when_its_logger_is_off() -> None:
         gateway.add(add)
         assert gateway.call_sync("t:add", {"a": 1, "b": 2}).status is CallStatus.OK
     assert seen == []
+
+
+# -- an upstream MCP server -----------------------------------------------------------------------
+
+
+async def test_a_remote_mcp_tool_receives_the_client_spans_trace_context(
+    exporter: InMemorySpanExporter,
+) -> None:
+    from test_mcp_tools import available, close, open_gateway, spec, until
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    server = Path(__file__).parent / "fixtures" / "mcp" / "trace_server.py"
+    gateway, source = open_gateway(
+        [spec("traced", command=sys.executable, args=(str(server),), level=SideEffect.READ_ONLY)],
+        telemetry=OtelTelemetry(tracer_provider=provider),
+    )
+    try:
+        await gateway.start()
+        await until(lambda: available(gateway, "traced:trace_context"), "the server's tool")
+        outcome = await gateway.call("traced:trace_context")
+    finally:
+        await gateway.aclose()
+        close(gateway, source)
+    assert outcome.ok, outcome.message
+    spans = _by_name(exporter)
+    call, backend = spans["execute_tool traced:trace_context"], spans["toolgate.backend"]
+    request = spans["tools/call trace_context"]
+    assert request.kind is SpanKind.CLIENT
+    assert _parent(backend) == call.context.span_id
+    assert _parent(request) == backend.context.span_id
+    # The server saw the client span's context in the request's _meta (SEP-414).
+    version, trace_id, parent_id, flags = outcome.content["result"].split("-")
+    assert (version, int(trace_id, 16), int(parent_id, 16)) == (
+        "00",
+        request.context.trace_id,
+        request.context.span_id,
+    )
+    assert int(flags, 16) & 1

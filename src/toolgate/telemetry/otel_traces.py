@@ -95,12 +95,16 @@ class _Outgoing:
     @contextmanager
     def client_span(self, name: str, attributes: Mapping[str, str | int]) -> Iterator[ClientSpan]:
         span = self.tracer.start_span(name, kind=SpanKind.CLIENT, attributes=dict(attributes))
+        # Current while the request is made: a client library that propagates the context
+        # itself (the MCP SDK writes the current one into _meta) then sends this span's.
+        token = otel_context.attach(trace.set_span_in_context(span))
         try:
             yield _ClientSpan(span)
         except BaseException as exc:
             _fail(span, type(exc).__qualname__, str(exc) or None)
             raise
         finally:
+            otel_context.detach(token)
             span.end()
 
 
