@@ -449,3 +449,21 @@ async def test_a_remote_mcp_tool_receives_the_client_spans_trace_context(
         request.context.span_id,
     )
     assert int(flags, 16) & 1
+
+
+def test_closing_with_a_collector_that_never_answers_gives_up(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    with socket.socket() as silent:  # accepts connections (the backlog), never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        port = silent.getsockname()[1]
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{port}")
+        telemetry = from_environment()
+        assert isinstance(telemetry, OtelTelemetry)
+        with Gateway(telemetry=telemetry) as gateway:
+            gateway.add(add)
+            assert gateway.call_sync("t:add", {"a": 1, "b": 2}).ok
+            with caplog.at_level(logging.WARNING, logger="toolgate.telemetry"):
+                telemetry.close(timeout=0.2)  # the gateway's close then finds it closed
+    assert "did not take the last spans and metrics within 0.2 s" in caplog.text

@@ -6,7 +6,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
+import threading
+import time
 from collections.abc import Iterator
+from typing import Any, Final
 
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.metrics import MeterProvider as SdkMeterProvider
@@ -33,7 +36,10 @@ __all__ = ["OtelTelemetry"]
 log = logging.getLogger("toolgate.telemetry")
 
 #: The instrumentation scope of toolgate's spans and metrics.
-SCOPE = "toolgate"
+SCOPE: Final = "toolgate"
+#: Seconds :meth:`OtelTelemetry.close` waits for the last export; a collector that is down
+#: would otherwise hold the gateway's shutdown for the exporters' retries (10 s and more).
+CLOSE_TIMEOUT: Final = 5.0
 
 
 def _resource() -> Resource:
@@ -94,7 +100,9 @@ class OtelTelemetry:
         resource = _resource()
         tracer_provider = None
         if settings.traces:
-            tracer_provider = TracerProvider(resource=resource)
+            # shutdown_on_exit=False: close() stops them, within CLOSE_TIMEOUT; an exit handler
+            # would wait for a missing collector again.
+            tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
             for name in settings.traces:
                 tracer_provider.add_span_processor(BatchSpanProcessor(_span_exporter(name)))
         meter_provider = None
@@ -102,7 +110,9 @@ class OtelTelemetry:
             readers: list[MetricReader] = [
                 PeriodicExportingMetricReader(_metric_exporter(name)) for name in settings.metrics
             ]
-            meter_provider = SdkMeterProvider(resource=resource, metric_readers=readers)
+            meter_provider = SdkMeterProvider(
+                resource=resource, metric_readers=readers, shutdown_on_exit=False
+            )
         return cls(tracer_provider=tracer_provider, meter_provider=meter_provider, owned=True)
 
     @property
@@ -134,19 +144,38 @@ class OtelTelemetry:
         with self._tracer.approval_wait(request):
             yield
 
-    def close(self) -> None:
-        """Export what is buffered and, for providers built here, shut them down. Never
-        raises: a collector that is gone must not make the gateway fail to stop."""
+    def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
+        """Export what is buffered and, for providers built here, shut them down — for at most
+        ``timeout`` seconds, after which what is left is dropped (the exporters' threads do not
+        keep the process alive). Never raises: a collector that is gone must not make the
+        gateway fail to stop, nor stop slowly."""
         if self._closed:
             return
         self._closed = True
-        for provider in (self.tracer_provider, self.meter_provider):
-            if provider is None:
-                continue
-            # The SDK's providers have both; the API's (no-op) ones neither.
-            stop = getattr(provider, "shutdown" if self._owned else "force_flush", None)
-            try:
-                if callable(stop):
-                    stop()
-            except Exception:  # telemetry never breaks the gateway
-                log.warning("OpenTelemetry did not shut down cleanly", exc_info=True)
+        workers = [
+            threading.Thread(
+                target=self._stop, args=(provider,), name="toolgate-otel-close", daemon=True
+            )
+            for provider in (self.tracer_provider, self.meter_provider)
+            if provider is not None
+        ]
+        for worker in workers:
+            worker.start()
+        deadline = time.monotonic() + timeout
+        for worker in workers:
+            worker.join(max(0.0, deadline - time.monotonic()))
+        if any(worker.is_alive() for worker in workers):
+            log.warning(
+                "OpenTelemetry: the collector did not take the last spans and metrics within "
+                "%g s; they are dropped",
+                timeout,
+            )
+
+    def _stop(self, provider: Any) -> None:
+        # The SDK's providers have both methods; the API's (no-op) ones neither.
+        stop = getattr(provider, "shutdown" if self._owned else "force_flush", None)
+        try:
+            if callable(stop):
+                stop()
+        except Exception:  # telemetry never breaks the gateway
+            log.warning("OpenTelemetry did not shut down cleanly", exc_info=True)
