@@ -166,6 +166,40 @@ class Fixtures:
         return gateway
 
     @cached_property
+    def otel_gateway(self) -> Gateway:
+        """The same tools with OpenTelemetry on: SDK providers, spans batched to an exporter that
+        discards them (the collector's network is not what is measured), metrics recorded."""
+        try:
+            from opentelemetry.sdk.metrics import MeterProvider
+            from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+            from opentelemetry.sdk.trace import TracerProvider
+            from opentelemetry.sdk.trace.export import (
+                BatchSpanProcessor,
+                SpanExporter,
+                SpanExportResult,
+            )
+
+            from toolgate.telemetry.otel import OtelTelemetry
+        except ImportError as exc:
+            missing = f"OpenTelemetry is not installed (pip install -e '.[otel]'): {exc}"
+            raise Skip(missing) from None
+
+        class Discard(SpanExporter):
+            def export(self, spans: Any) -> SpanExportResult:
+                return SpanExportResult.SUCCESS
+
+        tracer_provider = TracerProvider()
+        tracer_provider.add_span_processor(BatchSpanProcessor(Discard()))
+        meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
+        gateway = Gateway(
+            telemetry=OtelTelemetry(
+                tracer_provider=tracer_provider, meter_provider=meter_provider, owned=True
+            )
+        )
+        gateway.add(add, add_async)
+        return gateway
+
+    @cached_property
     def fastmcp(self) -> Any:
         try:
             import fastmcp
@@ -290,6 +324,8 @@ class Fixtures:
     def close(self) -> None:
         if "gateway" in self.__dict__:
             self.gateway.close()
+        if "otel_gateway" in self.__dict__:
+            self.otel_gateway.close()
         for gateway in self._script_gateways.values():
             gateway.close()
         for gateway in self._guarantee_gateways.values():
@@ -404,6 +440,32 @@ async def call_sync(ctx: Context) -> Samples:
 )
 async def gw_async(ctx: Context) -> Samples:
     call = ctx.fixtures.gateway.call
+    _check_outcome(await call("bench:add_async", ARGS))
+    return await ctx.budget.measure_async(lambda: call("bench:add_async", ARGS))
+
+
+@scenario(
+    "otel_sync",
+    "gateway.call_sync  (sync tool, OpenTelemetry on)",
+    group="toolgate",
+    baseline="call_sync",
+    note="spans and metrics recorded; spans batched to a discarding exporter",
+)
+async def otel_sync(ctx: Context) -> Samples:
+    call = ctx.fixtures.otel_gateway.call_sync
+    _check_outcome(call("bench:add", ARGS))
+    return ctx.budget.measure(lambda: call("bench:add", ARGS))
+
+
+@scenario(
+    "otel_async",
+    "await gateway.call  (async tool, OpenTelemetry on)",
+    group="toolgate",
+    baseline="gw_async",
+    note="spans and metrics recorded; spans batched to a discarding exporter",
+)
+async def otel_async(ctx: Context) -> Samples:
+    call = ctx.fixtures.otel_gateway.call
     _check_outcome(await call("bench:add_async", ARGS))
     return await ctx.budget.measure_async(lambda: call("bench:add_async", ARGS))
 

@@ -34,6 +34,10 @@ HEAVY = {
     "cryptography",
     "joserfc",
     "httpx2",
+    # Telemetry: OpenTelemetry only when the OTEL_* variables turn it on, prometheus_client only
+    # for toolgate serve's /metrics route.
+    "opentelemetry",
+    "prometheus_client",
 }
 
 

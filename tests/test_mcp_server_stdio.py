@@ -214,3 +214,20 @@ async def test_the_documented_desktop_entry_starts_the_server(setup: Setup) -> N
             names = {tool.name for tool in (await mcp.list_tools()).tools}
             added = await mcp.call_tool("demo__add", {"a": 1, "b": 2})
     assert "demo__add" in names and text_of(added) == "3"
+
+
+async def test_json_logs_on_stderr_one_line_per_call(setup: Setup) -> None:
+    with setup.client("--log-format", "json") as client:
+        async with client as mcp:
+            added = await mcp.call_tool("t__add", {"a": 40, "b": 2})
+            bad = await mcp.call_tool("t__add", {"a": "x", "b": 2})
+    assert not added.is_error and bad.is_error
+    lines = [line for line in setup.stderr.read_text(encoding="utf-8").splitlines() if line]
+    entries = [json.loads(line) for line in lines]  # every line is one JSON object
+    calls = [entry for entry in entries if entry["logger"] == "toolgate.calls"]
+    assert [(c["tool"], c["outcome"], c["code"]) for c in calls] == [
+        ("t:add", "ok", None),
+        ("t:add", "error", "invalid_arguments"),
+    ]
+    assert all(c["call_id"].startswith("call_") and c["duration_ms"] >= 0 for c in calls)
+    assert {c["agent"] for c in calls} == {None}

@@ -58,6 +58,7 @@ from .sources.declarations import (
 from .sources.formats import open_source
 from .sources.python_functions import entry_for, flatten
 from .sources.tool_folders import DEFAULT_RESCAN_INTERVAL
+from .telemetry import Gauges, Telemetry
 
 if TYPE_CHECKING:
     from .audit.sqlite_log import SQLiteAuditLog
@@ -106,6 +107,7 @@ class Gateway:
         secret_store: SecretStore | None = None,
         home: Path | str | None = None,
         sandbox: Sandbox | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         """
         Args:
@@ -154,6 +156,10 @@ class Gateway:
             home: ``$TOOLGATE_HOME``, for declaration sources that keep state there.
             sandbox: Runs compartment-mode scripts, ``os`` commands and plugin tools under
                 bubblewrap; ``None``: none (such ``os``/plugin tools need ``host_mode``).
+            telemetry: Traces and metrics of every call, e.g.
+                :func:`toolgate.telemetry.from_environment` (OpenTelemetry configured by the
+                ``OTEL_*`` variables); ``None`` (the default): none, at no cost per call.
+                Closed with the gateway.
         """
         self.registry = Registry()
         store = None
@@ -236,9 +242,15 @@ class Gateway:
             Executor(self._backends, ResultShaper(spiller)),
             observers=[
                 observer
-                for observer in (memory_stats, self.audit, *observers)
+                for observer in (
+                    memory_stats,
+                    self.audit,
+                    *observers,
+                    *(() if telemetry is None else telemetry.observers),
+                )
                 if observer is not None
             ],
+            tracer=None if telemetry is None else telemetry.tracer,
             secret_values=lambda tool: received_values(tool, self.secrets, environment),
             stages=[
                 *guards,
@@ -284,6 +296,27 @@ class Gateway:
         self._configured_policies = tuple(policies)
         self.declarations = SourceSet(self.registry, self._check, on_reload=self._sources_reloaded)
         """The declaration sources (capabilities, plugins, extension info, resources)."""
+        self.telemetry = telemetry
+        """Traces and metrics of every call (``None``: none)."""
+        if telemetry is not None:
+            telemetry.bind(self.gauges())
+
+    # -- observation ----------------------------------------------------------------------------
+
+    def observe_calls(self, observer: CallObserver) -> None:
+        """Tell ``observer`` about every call that ends from now on (besides the audit log,
+        the statistics and the ``observers`` given at construction)."""
+        self.pipeline.observers = (*self.pipeline.observers, observer)
+
+    def gauges(self) -> Gauges:
+        """The gateway's current queue sizes, for metrics: approval requests waiting for a
+        decision, and finished calls waiting for the audit log's writer."""
+        return Gauges(
+            approvals_pending=lambda: (
+                0 if self.approvals is None else len(self.approvals.pending())
+            ),
+            audit_queue_depth=lambda: 0 if self.audit is None else self.audit.pending,
+        )
 
     # -- registration ---------------------------------------------------------------------------
 
@@ -452,7 +485,11 @@ class Gateway:
             and outcome.approval is not None
             and self.approvals is not None
         ):
-            decided = await self.approvals.wait(outcome.approval, wait_for_approval)
+            if self.telemetry is None:
+                decided = await self.approvals.wait(outcome.approval, wait_for_approval)
+            else:
+                with self.telemetry.approval_wait(outcome.approval):
+                    decided = await self.approvals.wait(outcome.approval, wait_for_approval)
             if decided is not None:
                 return decided
         return outcome
@@ -580,6 +617,8 @@ class Gateway:
             self.audit.close()  # flushes what is queued
         if self._store is not None:
             self._store.close()
+        if self.telemetry is not None:
+            self.telemetry.close()  # last: calls that ended while closing are still exported
 
     def __enter__(self) -> Gateway:
         return self

@@ -40,6 +40,7 @@ from typing import IO, TYPE_CHECKING, Any, TextIO, cast
 import anyio
 
 from ..errors import ToolError
+from ..trace_context import OUTGOING
 from .base import BackendUnavailableError, ToolTimeoutError
 from .mcp_launch import (
     Launch,
@@ -441,7 +442,7 @@ class Connection:
     async def call(self, tool: str, arguments: dict[str, Any], timeout: float) -> Any:
         """``tools/call`` on the live session; the raw toolgate result."""
         from mcp import MCPError
-        from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+        from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, RequestParamsMeta
 
         live = self.live
         client = None if live is None or live.broken else live.client
@@ -455,7 +456,23 @@ class Connection:
             "calling it again"
         )
         try:
-            result = await client.call_tool(tool, arguments, read_timeout_seconds=timeout)
+            outgoing = OUTGOING.get()
+            if outgoing is None:
+                result = await client.call_tool(tool, arguments, read_timeout_seconds=timeout)
+            else:
+                # Traced: the trace context travels in the request's _meta (traceparent).
+                with outgoing.client_span(
+                    f"tools/call {tool}",
+                    {"mcp.method.name": "tools/call", "gen_ai.tool.name": tool},
+                ) as span:
+                    carrier: dict[str, str] = {}
+                    span.inject(carrier)
+                    result = await client.call_tool(
+                        tool,
+                        arguments,
+                        read_timeout_seconds=timeout,
+                        meta=RequestParamsMeta(**carrier),  # type: ignore[typeddict-item]
+                    )
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
                 self._lost(live, "the connection closed")

@@ -54,6 +54,7 @@ from ..model import RestEndpoint, Tool
 from ..registry import RegisteredTool
 from ..sandbox.addresses import EgressRefusedError
 from ..secrets import SecretResolver
+from ..trace_context import OUTGOING
 from .base import ArgumentConversionError, BackendUnavailableError, ToolTimeoutError
 
 if TYPE_CHECKING:
@@ -322,6 +323,19 @@ def _describe(method: str, url: str) -> str:
     return f"{method} {parts.scheme}://{parts.netloc}{parts.path}"
 
 
+def _span_attributes(method: str, url: str) -> dict[str, str | int]:
+    """The HTTP client span's attributes: method and server, not the URL (its path and query
+    hold argument values, which the audit rules of the tool may require to redact)."""
+    parts = urlsplit(url)
+    attributes: dict[str, str | int] = {"http.request.method": method}
+    if parts.hostname:
+        attributes["server.address"] = parts.hostname
+    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    if port is not None:
+        attributes["server.port"] = port
+    return attributes
+
+
 class RestBackend:
     """Runs ``rest`` tools: one HTTP request per call (see the module documentation)."""
 
@@ -406,7 +420,19 @@ class RestBackend:
                 follow_redirects=False,
                 trust_env=False,
             ) as client:
-                response = await self._send(client, httpx2, prepared, headers, what)
+                outgoing = OUTGOING.get()
+                if outgoing is None:
+                    response = await self._send(client, httpx2, prepared, headers, what)
+                else:
+                    # Traced: a client span, whose context the endpoint receives (traceparent).
+                    with outgoing.client_span(
+                        prepared.method, _span_attributes(prepared.method, prepared.url)
+                    ) as span:
+                        span.inject(headers)
+                        response = await self._send(client, httpx2, prepared, headers, what)
+                        span.set_attribute("http.response.status_code", response.status)
+                        if response.status >= 400:
+                            span.fail(str(response.status))
         except EgressRefusedError as exc:
             raise ToolError(
                 f"{what} was not sent: {exc}. Tell the user: the operator can allow a private "

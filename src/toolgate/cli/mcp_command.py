@@ -19,8 +19,10 @@ from typing import Annotated
 import typer
 
 from ..gateway import Gateway
+from ..telemetry import from_environment
+from ..telemetry.call_log import CallLog, use_json_logs
 from .errors import CliUsageError
-from .options import CliState, ConfigOption
+from .options import CliState, ConfigOption, LogFormat, LogFormatOption
 
 __all__ = ["register"]
 
@@ -72,23 +74,31 @@ def mcp(
         str,
         typer.Option("--log-level", metavar="LEVEL", help="debug, info, warning or error."),
     ] = "warning",
+    log_format: LogFormatOption = LogFormat.TEXT,
 ) -> None:
     """Serve the configured tools over MCP on stdin/stdout (for desktop and IDE agents).
 
     Tools come from toolgate.yaml (tool folders are watched: changes reach the client as
     notifications/tools/list_changed). Logs go to stderr; stdout carries only the protocol.
+    OpenTelemetry traces and metrics are exported when the OTEL_* environment variables ask
+    for them (pip install 'toolgate[otel]').
     """
     if log_level.lower() not in _LOG_LEVELS:
         raise CliUsageError(f"--log-level must be one of {', '.join(_LOG_LEVELS)}")
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=log_level.upper(),
-        format="toolgate mcp: %(levelname)s %(name)s: %(message)s",
-    )
+    if log_format is LogFormat.JSON:
+        use_json_logs(log_level.upper())
+    else:
+        logging.basicConfig(
+            stream=sys.stderr,
+            level=log_level.upper(),
+            format="toolgate mcp: %(levelname)s %(name)s: %(message)s",
+        )
     state = _state(ctx)
     if config is not None:
         state.config_path = config
-    gateway = state.open_gateway(approver="queue")
+    gateway = state.open_gateway(approver="queue", telemetry=from_environment())
+    if log_format is LogFormat.JSON:
+        gateway.observe_calls(CallLog())
     loaded = state.loaded
     agents = {} if loaded is None else loaded.config.agents
     if agent is not None and agents and agent not in agents:

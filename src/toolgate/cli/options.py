@@ -6,6 +6,7 @@ import json
 import os
 import sys
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import IO, Annotated, Any, Literal
 
@@ -16,9 +17,18 @@ from ..approvals import Approver
 from ..config import AuditMode, LoadedConfig, build_gateway, load_config, toolgate_home
 from ..gateway import Gateway
 from ..pipeline.approval_policy import ApprovalPolicy
+from ..telemetry import Telemetry
 from .errors import CliUsageError
 
-__all__ = ["CliState", "ConfigOption", "make_console", "parse_arguments", "print_json"]
+__all__ = [
+    "CliState",
+    "ConfigOption",
+    "LogFormat",
+    "LogFormatOption",
+    "make_console",
+    "parse_arguments",
+    "print_json",
+]
 
 #: ``--config``/``-c`` of a command that also takes it after its name (``toolgate serve -c x``).
 ConfigOption = Annotated[
@@ -77,6 +87,7 @@ class CliState:
         approver: Approver | Literal["queue"] | None = "queue",
         *,
         audit: AuditMode = "write",
+        telemetry: Telemetry | None = None,
     ) -> Gateway:
         """Load the configuration and build the gateway (raises ``ConfigError``).
 
@@ -85,10 +96,10 @@ class CliState:
         commands that call no tool pass ``None`` and open no database. Likewise every call is
         recorded in ``$TOOLGATE_HOME/audit.db`` (``audit="write"``); commands that only read
         the tools' statistics pass ``"read"`` (an existing log only, nothing created) and those
-        that need none ``"off"``.
+        that need none ``"off"``. ``telemetry`` traces and measures the calls (``toolgate mcp``).
         """
         self.loaded = load_config(self.config_path)
-        return build_gateway(self.loaded, approver=approver, audit=audit)
+        return build_gateway(self.loaded, approver=approver, audit=audit, telemetry=telemetry)
 
     def hint_when_unconfigured(self) -> None:
         """Tell the user how to create a configuration when none was found."""
@@ -156,3 +167,23 @@ def print_json(value: Any, stream: IO[str] | None = None) -> None:
     target = sys.stdout if stream is None else stream
     target.write(json.dumps(value, indent=2, ensure_ascii=False, default=str) + "\n")
     target.flush()
+
+
+class LogFormat(StrEnum):
+    """How a long-running command writes its logs (``--log-format``)."""
+
+    TEXT = "text"
+    JSON = "json"
+
+
+#: ``--log-format`` of ``toolgate serve`` and ``toolgate mcp``.
+LogFormatOption = Annotated[
+    LogFormat,
+    typer.Option(
+        "--log-format",
+        case_sensitive=False,
+        help="text (the default) or json: every log record as one JSON object per line on "
+        "stderr, plus one line per call (call id, agent, tool, outcome, code, duration; "
+        "secrets redacted as in the audit log).",
+    ),
+]

@@ -26,7 +26,7 @@ from ..pipeline.approval_policy import ApprovalPolicy
 from ..serve.identity import AgentIdentity, check_bind
 from ..stores.agent_keys import AgentKeyStore
 from .errors import EXIT_CODES_HELP, CliFailure
-from .options import CliState, ConfigOption
+from .options import CliState, ConfigOption, LogFormat, LogFormatOption
 
 __all__ = ["register"]
 
@@ -105,14 +105,16 @@ def serve(
         ),
     ] = None,
     config: ConfigOption = None,
+    log_format: LogFormatOption = LogFormat.TEXT,
 ) -> None:
     """Serve the tools over HTTP: the JSON API at /v1 (OpenAPI at /openapi.json), /healthz,
-    and MCP and the web UI.
+    /metrics (Prometheus), and MCP and the web UI.
 
     Uses toolgate.yaml (./toolgate.yaml, else $TOOLGATE_HOME/toolgate.yaml); without one it
     serves the bundled demo tools. Calls that need approval wait in the queue (decide them with
     'toolgate approvals' or over the API); every call is audited. Stop it with Ctrl+C or
-    SIGTERM.
+    SIGTERM. OpenTelemetry traces and metrics are exported when the OTEL_* environment
+    variables ask for them (pip install 'toolgate[otel]').
     """
     import uvicorn
 
@@ -121,6 +123,8 @@ def serve(
     from ..serve.mcp_http import McpHttp
     from ..serve.oauth_setup import build_oauth
     from ..serve.web import DEFAULT_ALLOWED_HOSTS, build_ui, identity_operator
+    from ..telemetry import CallMetrics, from_environment
+    from ..telemetry.call_log import CallLog, use_json_logs
 
     state = _state(ctx)
     if config is not None:
@@ -131,6 +135,8 @@ def serve(
     host = settings.host if host is None else host
     port = settings.port if port is None else port
     home = toolgate_home()
+    if log_format is LogFormat.JSON:
+        use_json_logs()
     with contextlib.ExitStack() as cleanup:
         keys = AgentKeyStore(home / STATE_FILE_NAME)
         cleanup.callback(keys.close)
@@ -151,8 +157,13 @@ def serve(
             # The port actually bound (--port, or a free one for 0): sandboxed tools and REST
             # calls must not reach the gateway itself.
             serve_ports=[sock.getsockname()[1]],
+            telemetry=from_environment(),
         )
         cleanup.callback(gateway.close)  # after the lifespan's aclose: a no-op then
+        metrics = CallMetrics(gateway.gauges())
+        gateway.observe_calls(metrics)
+        if log_format is LogFormat.JSON:
+            gateway.observe_calls(CallLog())
         url = _base_url(sock)
         mcp = McpHttp(
             gateway,
@@ -185,6 +196,7 @@ def serve(
             ui=SubApp(ui),
             identify=None if oauth is None else oauth.callers.identify,
             resource_metadata=None if oauth is None else oauth.metadata,
+            metrics=metrics,
         )
         _print_banner(state, url, app, identity, tools=len(gateway.registry))
         server = uvicorn.Server(
@@ -193,6 +205,8 @@ def serve(
                 interface="asgi3",
                 lifespan="on",
                 log_level="warning",
+                # JSON logs: uvicorn's loggers propagate to the JSON handler instead of their own.
+                log_config=None if log_format is LogFormat.JSON else uvicorn.config.LOGGING_CONFIG,
                 access_log=False,
                 proxy_headers=False,  # the peer address is the client (no-key mode checks it)
                 server_header=False,
@@ -218,6 +232,7 @@ def _print_banner(state: CliState, url: str, app: Any, identity: AgentIdentity, 
     rows = [
         ("HTTP API", f"{url}/v1", f"OpenAPI: {url}/openapi.json"),
         ("Health", f"{url}/healthz", ""),
+        ("Metrics", f"{url}/metrics", "Prometheus, operators only"),
     ]
     if app.mcp is not None:
         rows.append(("MCP", f"{url}/mcp", "streamable HTTP"))

@@ -14,6 +14,7 @@ from ..gateway import Gateway
 from ..sandbox.runner import Sandbox
 from ..secrets import open_secret_store, secrets_file
 from ..sources import FolderRoot
+from ..telemetry import Telemetry
 from .files import LoadedConfig, load_config, toolgate_home
 from .policies import load_policies
 from .python_sources import _source_tools
@@ -82,6 +83,7 @@ def build_gateway(
     approver: Approver | Literal["queue"] | None = "queue",
     audit: AuditMode = "write",
     serve_ports: Collection[int] = (),
+    telemetry: Telemetry | None = None,
 ) -> Gateway:
     """Build a :class:`Gateway` holding the configured tools.
 
@@ -97,7 +99,9 @@ def build_gateway(
     from it; ``"read"`` opens that log only when it exists, for statistics, and creates or prunes
     nothing (for commands that call no tool); ``"off"`` keeps statistics in memory.
     ``serve_ports``: the ports ``toolgate serve`` really listens on (besides ``serve.port``), which
-    no tool may reach. Raises :class:`ConfigError` naming the file and the entry for every problem.
+    no tool may reach. ``telemetry``: traces and metrics of every call (``toolgate serve`` and
+    ``toolgate mcp`` pass :func:`toolgate.telemetry.from_environment`), closed with the gateway.
+    Raises :class:`ConfigError` naming the file and the entry for every problem.
     """
     config, label, folder = loaded.config, loaded.label, loaded.folder
     home = toolgate_home() if home is None else home
@@ -136,6 +140,7 @@ def build_gateway(
         secret_store=open_secret_store(home),
         home=home,
         sandbox=config_sandbox(loaded, home, serve_ports),
+        telemetry=telemetry,
     )
     try:
         if config.python and str(folder) not in sys.path:

@@ -26,6 +26,7 @@ from ..registry import RegisteredTool, Registry
 from .execute import Executor
 from .observers import CallObserver, FinishedCall
 from .state import CallState, Handler, Stage, error_outcome
+from .tracing import CallTracer, StageCall
 from .validation import ValidateArgumentsStage
 
 __all__ = ["STAGE_ORDER", "Pipeline", "Plan", "Stage"]
@@ -67,12 +68,15 @@ class Pipeline:
         stages: Sequence[Stage] = (),
         observers: Sequence[CallObserver] = (),
         secret_values: Callable[[Tool], tuple[str, ...]] = lambda tool: (),
+        tracer: CallTracer | None = None,
     ) -> None:
         self.registry = registry
         self.executor = executor
         self.observers: tuple[CallObserver, ...] = tuple(observers)
         """Told about every finished call (audit, statistics)."""
         self.secret_values = secret_values
+        self.tracer = tracer
+        """Wraps each compiled plan in spans (``None``: tracing is off and plans are bare)."""
         given = (ValidateArgumentsStage(), *stages)
         unknown = [stage.name for stage in given if stage.name not in STAGE_ORDER]
         if unknown:
@@ -93,9 +97,17 @@ class Pipeline:
         if plan is not None and plan.entry is entry:
             return plan
         applicable = [stage for stage in self.stages if stage.applies_to(entry)]
+        tracer = self.tracer
         handler: Handler = self.executor
+        if tracer is not None:
+            handler = tracer.wrap_execute(handler, entry)
         for stage in reversed(applicable):
-            handler = functools.partial(stage, proceed=handler)
+            traced: StageCall = (
+                stage if tracer is None or not stage.suspends else tracer.wrap_stage(stage)
+            )
+            handler = functools.partial(traced, proceed=handler)
+        if tracer is not None:
+            handler = tracer.wrap_call(handler)
         backend = self.executor.backend_for(entry.tool.kind)
         inline = (
             backend is not None

@@ -90,9 +90,16 @@ class Executor:
             )
         except asyncio.CancelledError:
             raise  # the caller cancelled the call; not the tool's failure
-        except BaseException as exc:
+        except BaseException as exc:  # noqa: BLE001 - any failure of the tool is an outcome
             detail = traceback.format_exc()
-            log.warning("tool %s raised %s", state.tool.id, type(exc).__name__, exc_info=exc)
+            # Not the traceback: its text may hold the tool's secrets or redacted arguments. The
+            # outcome's detail carries it, and the audit log records it redacted.
+            log.warning(
+                "tool %s raised %s in call %s (traceback in the audit log)",
+                state.tool.id,
+                type(exc).__name__,
+                state.call_id,
+            )
             text = str(exc) or "(no message)"
             return error_outcome(
                 state,

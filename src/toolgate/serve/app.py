@@ -3,7 +3,8 @@
 Requests are routed by path, unchanged (no prefix is stripped, so each sub-app sees the paths
 it documents):
 
-* ``/v1/…``, ``/healthz``, ``/openapi.json`` → the HTTP API (:func:`~toolgate.serve.api.build_api`);
+* ``/v1/…``, ``/healthz``, ``/openapi.json``, ``/metrics`` → the HTTP API
+  (:func:`~toolgate.serve.api.build_api`);
 * ``/mcp`` and ``/mcp/…`` → the MCP sub-app (streamable HTTP), when given;
 * ``/.well-known/oauth-protected-resource`` and ``…/mcp`` → the OAuth Protected Resource
   Metadata (:mod:`toolgate.serve.resource_metadata`), when ``auth:`` is configured;
@@ -34,6 +35,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..gateway import Gateway
 from ..pipeline.approval_policy import ApprovalPolicy
+from ..telemetry.metrics import CallMetrics
 from .api import ApiLimits, build_api
 from .identity import AuthenticationError, Connection, Principal
 from .resource_metadata import ResourceMetadata
@@ -53,7 +55,7 @@ log = logging.getLogger("toolgate.serve")
 #: Where the MCP sub-app is served.
 MCP_PATH: Final = "/mcp"
 #: Paths the HTTP API answers besides everything under ``/v1/``.
-API_PATHS: Final = frozenset({"/v1", "/healthz", "/openapi.json"})
+API_PATHS: Final = frozenset({"/v1", "/healthz", "/openapi.json", "/metrics"})
 #: The web UI page deciding an approval request (``{id}``), given to agents whose call waits.
 UI_APPROVAL_PATH: Final = "/approvals/{id}"
 
@@ -194,6 +196,7 @@ def build_app(
     manage_gateway: bool = True,
     identify: Callable[[Connection], Awaitable[Principal]] | None = None,
     resource_metadata: ResourceMetadata | None = None,
+    metrics: CallMetrics | None = None,
 ) -> ServeApp:
     """One ASGI app serving ``gateway``: the HTTP API, plus MCP at ``/mcp`` and the web UI at
     ``/`` when given.
@@ -202,7 +205,8 @@ def build_app(
     (:class:`~toolgate.serve.identity.AgentIdentity`), shared with the sub-apps by whoever
     builds them. ``public_url`` (``http://127.0.0.1:8470``) prefixes the web UI link agents get
     for a call that waits for approval. With ``manage_gateway`` (the default) the app's
-    lifespan starts and closes the gateway.
+    lifespan starts and closes the gateway. ``metrics`` (told about the gateway's calls) are
+    served to operators at ``/metrics``.
 
     With OAuth (``auth:``), ``identify`` names callers by API key or bearer token
     (:meth:`~toolgate.serve.callers.Callers.identify`) and ``resource_metadata`` is served at
@@ -219,6 +223,7 @@ def build_app(
         approve_link=approve_link,
         identify=identify,
         challenge=None if resource_metadata is None else resource_metadata.challenge,
+        metrics=metrics,
     )
     return ServeApp(
         gateway,

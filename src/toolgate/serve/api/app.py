@@ -9,7 +9,8 @@ Routes (all JSON; errors are RFC 9457 problems, see :mod:`.problems`):
 * approvals — ``GET /v1/approvals``, ``GET /v1/approvals/{id}``,
   ``POST /v1/approvals/{id}/decision``, ``GET /v1/grants``, ``DELETE /v1/grants/{id}``;
 * operators — ``GET /v1/audit``, ``GET /v1/alerts``, ``GET /v1/diagnostics``,
-  ``GET /v1/connections``, ``POST|DELETE /v1/connections/{capability}``;
+  ``GET /v1/connections``, ``POST|DELETE /v1/connections/{capability}``, ``GET /metrics``
+  (Prometheus);
 * ``GET /healthz`` (no key needed) and ``GET /openapi.json``.
 """
 
@@ -28,6 +29,7 @@ from ..._rst import markdown_descriptions
 from ...errors import ApprovalClosedError
 from ...gateway import Gateway
 from ...pipeline.approval_policy import ApprovalPolicy
+from ...telemetry.metrics import CallMetrics
 from ..identity import AuthenticationError, Connection, Principal
 from .approvals import approvals_router
 from .audit import audit_router
@@ -35,6 +37,7 @@ from .calls import CALL_PREFIX, CALL_SUFFIX, FastCallMiddleware
 from .connections import connections_router
 from .deps import ERRORS, ApiContext, reject_unknown_query
 from .limits import CALL_MARGIN, ApiLimits, RequestLimitsMiddleware
+from .metrics import metrics_router
 from .models import Health
 from .problems import PROBLEM_JSON, ApiJSONResponse, install_problem_handlers
 from .tools import tools_router
@@ -149,6 +152,7 @@ def build_api(
     approve_link: str | None = None,
     identify: Callable[[Connection], Awaitable[Principal]] | None = None,
     challenge: Callable[[AuthenticationError], str] | None = None,
+    metrics: CallMetrics | None = None,
 ) -> HttpApi:
     """The HTTP API over ``gateway``.
 
@@ -160,6 +164,7 @@ def build_api(
     (with ``{id}``), given to agents whose call waits for approval. ``identify`` (async) names
     the caller when bearer tokens are accepted too (then it is used instead of
     ``authenticate``), and ``challenge`` writes the ``WWW-Authenticate`` value of a 401.
+    ``metrics`` (an observer of the gateway's calls) is served to operators at ``/metrics``.
 
     The gateway is neither started nor closed here (see :func:`toolgate.serve.app.build_app`).
     """
@@ -196,6 +201,7 @@ def build_api(
     app.include_router(approvals_router(context), tags=["approvals"])
     app.include_router(audit_router(context), tags=["operators"])
     app.include_router(connections_router(context), tags=["connections"])
+    app.include_router(metrics_router(context, metrics), tags=["operators"])
 
     @app.get(
         "/healthz", response_model=Health, responses=ERRORS, tags=["server"], summary="Liveness"
