@@ -29,6 +29,11 @@ HEAVY = {
     "openai",
     "anthropic",
     "google",
+    # Tool search loads its ranking libraries on the first search, not on import.
+    "bm25s",
+    "numpy",
+    "torch",
+    "sentence_transformers",
 }
 
 

@@ -46,6 +46,8 @@ from .redaction import redact_values, text_pattern
 from .registry import RegisteredTool, Registry
 from .sandbox.runner import Sandbox
 from .schema_check import compile_schema
+from .search import SearchHit, ToolIndex
+from .search.index import SearchMode
 from .secrets import SecretResolver, SecretStore
 from .sources import FolderRoot, ScanReport, ToolFolderSource
 from .sources.declarations import (
@@ -106,6 +108,7 @@ class Gateway:
         secret_store: SecretStore | None = None,
         home: Path | str | None = None,
         sandbox: Sandbox | None = None,
+        semantic_search: bool | None = None,
     ) -> None:
         """
         Args:
@@ -154,8 +157,12 @@ class Gateway:
             home: ``$TOOLGATE_HOME``, for declaration sources that keep state there.
             sandbox: Runs compartment-mode scripts, ``os`` commands and plugin tools under
                 bubblewrap; ``None``: none (such ``os``/plugin tools need ``host_mode``).
+            semantic_search: Rank searches by embeddings too, fused with the lexical ranking.
+                ``None``: when the ``toolgate[search]`` extra is installed.
         """
         self.registry = Registry()
+        self.search_index = ToolIndex(self.registry, semantic=semantic_search)
+        """The tool search index; follows the registry."""
         store = None
         if approver is not None:
             from .stores.sqlite import SQLiteApprovalStore  # sqlite3 only when approvals are on
@@ -339,6 +346,26 @@ class Gateway:
         return [
             entry.tool for entry in self.registry if self.access.decide(entry.tool, agent).allowed
         ]
+
+    def search_tools(
+        self,
+        query: str,
+        *,
+        agent: str | None = None,
+        limit: int = 10,
+        mode: SearchMode | None = None,
+    ) -> list[SearchHit]:
+        """The tools that best match a request in plain words, best first, at most ``limit``
+        (1-100): only available tools ``agent`` may call. Raises
+        :class:`~toolgate.errors.SearchQueryError` (naming ``query`` or ``limit``) for bad
+        input. ``mode``: ``lexical``, ``semantic`` or ``fused`` (default: fused when semantic
+        search is on)."""
+        return self.search_index.search(
+            query,
+            allowed=lambda entry: entry.available and self.access.decide(entry.tool, agent).allowed,
+            limit=limit,
+            mode=mode,
+        )
 
     def status(self, tool_id: str) -> ToolStatus:
         """Health of one tool: phase, calls and failure rate over 7 days, latency, last error."""
