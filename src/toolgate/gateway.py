@@ -47,7 +47,9 @@ from .registry import RegisteredTool, Registry
 from .sandbox.runner import Sandbox
 from .schema_check import compile_schema
 from .search import SearchHit, ToolIndex
+from .search.disclosure import ProgressiveDisclosure
 from .search.index import SearchMode
+from .search.tool import search_tool
 from .secrets import SecretResolver, SecretStore
 from .sources import FolderRoot, ScanReport, ToolFolderSource
 from .sources.declarations import (
@@ -163,6 +165,8 @@ class Gateway:
         self.registry = Registry()
         self.search_index = ToolIndex(self.registry, semantic=semantic_search)
         """The tool search index; follows the registry."""
+        self.disclosure: ProgressiveDisclosure | None = None
+        """Progressive disclosure of the tools over MCP (``None``: every tool is listed)."""
         store = None
         if approver is not None:
             from .stores.sqlite import SQLiteApprovalStore  # sqlite3 only when approvals are on
@@ -366,6 +370,22 @@ class Gateway:
             limit=limit,
             mode=mode,
         )
+
+    def add_search_tool(self) -> Tool:
+        """Register ``toolgate:search_tools``, which agents call to search the tools they may
+        call and get their definitions (over MCP, HTTP and every other surface)."""
+        return self.add(
+            search_tool(
+                lambda query, agent, limit: self.search_tools(query, agent=agent, limit=limit)
+            )
+        )[0]
+
+    def enable_progressive_disclosure(self, *, core: Iterable[str] = ()) -> None:
+        """List only the ``core`` tools (ids or ``fs:*`` patterns) and ``search_tools`` in MCP
+        ``tools/list``; a tool a session finds with ``search_tools`` then joins its list."""
+        if self.registry.get("toolgate:search_tools") is None:
+            self.add_search_tool()
+        self.disclosure = ProgressiveDisclosure(core)
 
     def status(self, tool_id: str) -> ToolStatus:
         """Health of one tool: phase, calls and failure rate over 7 days, latency, last error."""

@@ -136,6 +136,7 @@ def build_gateway(
         secret_store=open_secret_store(home),
         home=home,
         sandbox=config_sandbox(loaded, home, serve_ports),
+        semantic_search=config.search.semantic,
     )
     try:
         if config.python and str(folder) not in sys.path:
@@ -155,6 +156,10 @@ def build_gateway(
                 gateway.add(demo_tools)
             except ToolgateError as exc:
                 raise ConfigError(f"{label}: demo: {exc.message}") from exc
+        if config.search.progressive:
+            gateway.enable_progressive_disclosure(core=config.search.core)
+        elif config.search.tool:
+            gateway.add_search_tool()
     except BaseException:
         gateway.close()
         raise
