@@ -5,10 +5,13 @@ tests in test_search_semantic.py."""
 from __future__ import annotations
 
 import dataclasses
+import shutil
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from folder_tools import write_tool
 from toolgate import Gateway, SafetySpec, Tool, tool
 from toolgate.errors import ErrorCode, SearchQueryError
 from toolgate.model.policy import AccessPolicy, PolicyAction, PolicyRule
@@ -212,3 +215,16 @@ def test_registered_tool_entries_are_searched_as_the_registry_holds_them(gateway
     entry = gateway.registry.get("time:get_current_time")
     assert isinstance(entry, RegisteredTool)
     assert gateway.search_tools("timezone")[0].tool is entry.tool
+
+
+def test_a_hot_reloaded_tool_folder_is_searchable_at_once(tmp_path: Path) -> None:
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    with Gateway(semantic_search=False, tool_folders=[tools]) as gw:
+        assert gw.search_tools("thumbnail image resize") == []
+        write_tool(tools, "thumbnail", "echo '{}'", body="Resize an image into a thumbnail.")
+        gw.rescan()
+        assert ids(gw, "thumbnail image resize") == ["local:thumbnail"]
+        shutil.rmtree(tools / "thumbnail")
+        gw.rescan()
+        assert gw.search_tools("thumbnail image resize") == []
