@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from conftest import RunCli
+from toolgate import ConfigError
+from toolgate.config import load_gateway, parse_config
 
 TOOLS = """\
 from toolgate import tool
@@ -88,3 +90,27 @@ def test_bad_input_is_a_usage_error_naming_the_field(
     assert result.returncode == 2, result.stdout + result.stderr
     assert words in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("search: {semantc: false}\n", r"search\.semantc: unknown key"),
+        ("search: {core: 3}\n", r"search\.core"),
+        ("search: {progressive: maybe}\n", r"search\.progressive"),
+    ],
+)
+def test_a_malformed_search_section_names_the_field(text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_config(text)
+
+
+def test_the_search_section_configures_the_gateway(tmp_path: Path) -> None:
+    config = tmp_path / "toolgate.yaml"
+    config.write_text(
+        "search:\n  semantic: false\n  progressive: true\n  core: ['x:*']\n", encoding="utf-8"
+    )
+    with load_gateway(config, environ={"TOOLGATE_HOME": str(tmp_path / "home")}) as gateway:
+        assert gateway.search_index.semantic is False
+        assert gateway.disclosure is not None and gateway.disclosure.core == ("x:*",)
+        assert gateway.get_tool("toolgate:search_tools").side_effect == "read_only"
