@@ -38,6 +38,11 @@ HEAVY = {
     # for toolgate serve's /metrics route.
     "opentelemetry",
     "prometheus_client",
+    # Tool search loads its ranking libraries on the first search, not on import.
+    "bm25s",
+    "numpy",
+    "torch",
+    "sentence_transformers",
 }
 
 

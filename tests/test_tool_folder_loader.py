@@ -494,6 +494,7 @@ def test_known_fields() -> None:
         "description",
         "sandbox",
         "permissions",
+        "examples",
     )
 
 

@@ -17,6 +17,7 @@ __all__ = [
     "ConfigError",
     "DuplicateToolError",
     "ErrorCode",
+    "SearchQueryError",
     "ToolCallParseError",
     "ToolDefinitionError",
     "ToolError",
@@ -123,6 +124,16 @@ class ToolError(ToolgateError):
     """
 
     code = ErrorCode.TOOL_ERROR
+
+
+class SearchQueryError(ToolgateError, ValueError):
+    """A tool search was asked with a bad ``query`` or ``limit``; ``field`` names which."""
+
+    code = ErrorCode.INVALID_ARGUMENTS
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
 
 
 class ApprovalClosedError(ToolgateError, LookupError):

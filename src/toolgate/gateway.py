@@ -46,6 +46,10 @@ from .redaction import redact_values, text_pattern
 from .registry import RegisteredTool, Registry
 from .sandbox.runner import Sandbox
 from .schema_check import compile_schema
+from .search import SearchHit, ToolIndex
+from .search.disclosure import ProgressiveDisclosure
+from .search.index import SearchMode
+from .search.tool import search_tool
 from .secrets import SecretResolver, SecretStore
 from .sources import FolderRoot, ScanReport, ToolFolderSource
 from .sources.declarations import (
@@ -108,6 +112,7 @@ class Gateway:
         home: Path | str | None = None,
         sandbox: Sandbox | None = None,
         telemetry: Telemetry | None = None,
+        semantic_search: bool | None = None,
     ) -> None:
         """
         Args:
@@ -160,8 +165,14 @@ class Gateway:
                 :func:`toolgate.telemetry.from_environment` (OpenTelemetry configured by the
                 ``OTEL_*`` variables); ``None`` (the default): none, at no cost per call.
                 Closed with the gateway.
+            semantic_search: Rank searches by embeddings too, fused with the lexical ranking.
+                ``None``: when the ``toolgate[search]`` extra is installed.
         """
         self.registry = Registry()
+        self.search_index = ToolIndex(self.registry, semantic=semantic_search)
+        """The tool search index; follows the registry."""
+        self.disclosure: ProgressiveDisclosure | None = None
+        """Progressive disclosure of the tools over MCP (``None``: every tool is listed)."""
         store = None
         if approver is not None:
             from .stores.sqlite import SQLiteApprovalStore  # sqlite3 only when approvals are on
@@ -375,6 +386,42 @@ class Gateway:
         return [
             entry.tool for entry in self.registry if decide(entry.tool, agent, namespaces).allowed
         ]
+
+    def search_tools(
+        self,
+        query: str,
+        *,
+        agent: str | None = None,
+        limit: int = 10,
+        mode: SearchMode | None = None,
+    ) -> list[SearchHit]:
+        """The tools that best match a request in plain words, best first, at most ``limit``
+        (1-100): only available tools ``agent`` may call. Raises
+        :class:`~toolgate.errors.SearchQueryError` (naming ``query`` or ``limit``) for bad
+        input. ``mode``: ``lexical``, ``semantic`` or ``fused`` (default: fused when semantic
+        search is on)."""
+        return self.search_index.search(
+            query,
+            allowed=lambda entry: entry.available and self.access.decide(entry.tool, agent).allowed,
+            limit=limit,
+            mode=mode,
+        )
+
+    def add_search_tool(self) -> Tool:
+        """Register ``toolgate:search_tools``, which agents call to search the tools they may
+        call and get their definitions (over MCP, HTTP and every other surface)."""
+        return self.add(
+            search_tool(
+                lambda query, agent, limit: self.search_tools(query, agent=agent, limit=limit)
+            )
+        )[0]
+
+    def enable_progressive_disclosure(self, *, core: Iterable[str] = ()) -> None:
+        """List only the ``core`` tools (ids or ``fs:*`` patterns) and ``search_tools`` in MCP
+        ``tools/list``; a tool a session finds with ``search_tools`` then joins its list."""
+        if self.registry.get("toolgate:search_tools") is None:
+            self.add_search_tool()
+        self.disclosure = ProgressiveDisclosure(core)
 
     def status(self, tool_id: str) -> ToolStatus:
         """Health of one tool: phase, calls and failure rate over 7 days, latency, last error."""

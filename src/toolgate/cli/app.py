@@ -60,6 +60,7 @@ from . import (
     sandbox,
     serve_command,
 )
+from . import search as search_commands
 from .approvals import (
     approvals_app,
     call_display,
@@ -114,6 +115,7 @@ tools_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(tools_app, name="tools")
+search_commands.register(app, tools_app)
 app.add_typer(approvals_app, name="approvals")
 app.add_typer(grants_app, name="grants")
 app.add_typer(audit_app, name="audit")

@@ -141,6 +141,7 @@ def build_gateway(
         home=home,
         sandbox=config_sandbox(loaded, home, serve_ports),
         telemetry=telemetry,
+        semantic_search=config.search.semantic,
     )
     try:
         if config.python and str(folder) not in sys.path:
@@ -160,6 +161,10 @@ def build_gateway(
                 gateway.add(demo_tools)
             except ToolgateError as exc:
                 raise ConfigError(f"{label}: demo: {exc.message}") from exc
+        if config.search.progressive:
+            gateway.enable_progressive_disclosure(core=config.search.core)
+        elif config.search.tool:
+            gateway.add_search_tool()
     except BaseException:
         gateway.close()
         raise

@@ -40,6 +40,7 @@ __all__ = [
     "RateLimitsConfig",
     "SandboxSection",
     "ScriptsConfig",
+    "SearchConfig",
     "ServeConfig",
     "SourceEntry",
     "ToolFolderEntry",
@@ -479,6 +480,22 @@ class ServeConfig(_Section):
     """Seconds a request may take before it is answered with ``504``."""
 
 
+class SearchConfig(_Section):
+    """``search:``: tool search, the ``search_tools`` tool and progressive disclosure."""
+
+    semantic: bool | None = None
+    """Rank by embeddings too, fused with the lexical ranking (needs ``toolgate[search]``);
+    unset: when the extra is installed."""
+    tool: bool = False
+    """Offer agents the ``toolgate:search_tools`` tool."""
+    progressive: bool = False
+    """Progressive disclosure: MCP ``tools/list`` shows only the ``core`` tools and
+    ``search_tools``; the tools a session finds by searching are added to its list (and
+    ``list_changed`` is sent). Implies ``tool``."""
+    core: list[str] = Field(default_factory=list)
+    """Tool ids or patterns (``fs:*``) always listed under progressive disclosure."""
+
+
 class RateLimitsConfig(_Section):
     """``rate_limits:``: how the tools' ``callsPerMinute`` / ``callsPerDay`` are counted."""
 
@@ -564,6 +581,8 @@ class GatewayConfig(_Section):
     """Agents by name, with their labels (for policies selecting agents by label) and
     optionally their API key's hash."""
     rate_limits: RateLimitsConfig = Field(default_factory=RateLimitsConfig)
+    search: SearchConfig = Field(default_factory=SearchConfig)
+    """Tool search: semantic ranking, the search tool, progressive disclosure over MCP."""
     serve: ServeConfig = Field(default_factory=ServeConfig)
     """Where ``toolgate serve`` listens, and the HTTP API's limits."""
     auth: AuthConfig | None = None

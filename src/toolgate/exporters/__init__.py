@@ -15,6 +15,9 @@ format                 target
 ``mcp``                ``tools/list`` entries / ``tools/call`` params / ``CallToolResult``
 =====================  ===============================================================
 
+Deferred loading (a tool search instead of every definition up front):
+:func:`anthropic_deferred_tools` and :func:`openai_responses_deferred_tools`.
+
 A typical loop::
 
     tools = export_tools(gateway.list_tools(), "openai")
@@ -32,6 +35,7 @@ from typing import Any, Final, Literal
 from ..model.call import CallOutcome, ToolCall
 from ..model.tool import Tool
 from .anthropic import anthropic_tool, anthropic_tool_result, parse_anthropic_tool_calls
+from .deferred import anthropic_deferred_tools, openai_responses_deferred_tools
 from .gemini import (
     gemini_function_declaration,
     gemini_function_response,
@@ -59,6 +63,7 @@ __all__ = [
     "EXPORT_FORMATS",
     "UI_META_KEY",
     "ExportFormat",
+    "anthropic_deferred_tools",
     "anthropic_tool",
     "anthropic_tool_result",
     "export_tool",
@@ -68,6 +73,7 @@ __all__ = [
     "is_strict_compatible",
     "mcp_call_tool_result",
     "mcp_tool",
+    "openai_responses_deferred_tools",
     "openai_responses_tool",
     "openai_responses_tool_result",
     "openai_tool",

@@ -24,6 +24,7 @@ from .._json import thaw
 from ..errors import ToolDefinitionError
 from ..model import (
     ApprovalSpec,
+    DisplaySpec,
     ImplementationKind,
     PythonEntry,
     SourceFormat,
@@ -43,11 +44,22 @@ from .capability import (
     unknown_field,
 )
 from .diagnostics import Diagnostic, Severity
+from .examples import parse_examples
 
 __all__ = ["ACCESS_LEVELS", "TOOL_FIELDS", "CapabilityTool", "ToolsCheck", "build_capability_tools"]
 
 #: The seed's tool fields (plus ``title``, "Tool display title").
-TOOL_FIELDS = ("name", "title", "description", "inputSchema", "access", "approval", "handler")
+TOOL_FIELDS = (
+    "name",
+    "title",
+    "description",
+    "inputSchema",
+    "access",
+    "approval",
+    "handler",
+    "examples",
+)
+"""``examples`` is toolgate's extension (:mod:`toolgate.loaders.examples`)."""
 ACCESS_LEVELS = ("read", "write", "external")
 _APPROVAL_FIELDS = ("required", "build_confirmation")
 _ALIASES = {
@@ -197,6 +209,9 @@ def _one_tool(
     else:
         level = level_from_access(access)
     required, builder = _approval(item, at, report)
+    examples, problem = parse_examples(_lookup(item, "examples")[1])
+    if problem is not None:
+        report.error(pointer(*at, "examples"), problem)
     _, handler = _lookup(item, "handler")
     if not callable(handler):
         report.error(
@@ -222,6 +237,7 @@ def _one_tool(
             secrets=manifest.required_preferences,
             config=manifest.public_preferences,
             capability=manifest.id,
+            display=DisplaySpec(examples=examples),
             source=ToolSource(SourceFormat.CAPABILITY, str(manifest.path)),
         )
     except ValueError as exc:  # every rule of Tool is checked above; this is a safety net

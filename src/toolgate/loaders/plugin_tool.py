@@ -41,6 +41,7 @@ from typing import Any
 from ..errors import ToolDefinitionError
 from ..model import (
     ApprovalSpec,
+    DisplaySpec,
     ImplementationKind,
     PythonEntry,
     SandboxSpec,
@@ -52,6 +53,7 @@ from ..model import (
 )
 from ..schema_check import compile_schema
 from .diagnostics import Severity
+from .examples import parse_examples
 from .plugin import PluginManifest, ToolsEntry
 from .plugin import valid_local_id as _valid_id
 from .plugin_permissions import parse_permissions, parse_sandbox, suggest
@@ -79,7 +81,10 @@ TOOL_FIELDS: tuple[str, ...] = (
     "sandbox",
     "permissions",
     "annotations",
+    "examples",
 )
+"""``examples`` is toolgate's extension (:mod:`toolgate.loaders.examples`)."""
+
 #: The MCP-compatible annotations the seed lists, plus MCP's ``openWorldHint``.
 ANNOTATION_FIELDS: tuple[str, ...] = (
     "title",
@@ -191,6 +196,9 @@ def build_plugin_tool(
     parameters = _parameters(_get(value, "parameters"), check)
     timeout = _timeout(_get(value, "timeout"), check)
     hints, title = _annotations(_get(value, "annotations"), check)
+    examples, problem = parse_examples(_get(value, "examples"))
+    if problem is not None:
+        check.error("examples", problem)
 
     # The shared sandbox and permission checks do not know which tool they are about: their
     # diagnostics go through a scratch report and get the plugin and tool prepended.
@@ -231,6 +239,7 @@ def build_plugin_tool(
             approval=ApprovalSpec(required=entry.require_approval),
             sandbox=SandboxSpec(mode=sandbox, permissions=permissions),
             env=permissions.env,
+            display=DisplaySpec(examples=examples),
             source=ToolSource(SourceFormat.PLUGIN, str(manifest.path)),
         )
     except ValueError as exc:  # every rule of Tool is checked above; this is a safety net

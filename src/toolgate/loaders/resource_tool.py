@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 from ..errors import ToolDefinitionError
 from ..model import (
     ApprovalSpec,
+    DisplaySpec,
     IdempotencySpec,
     ImplementationKind,
     McpEntry,
@@ -36,6 +37,7 @@ from ..model import (
 )
 from ..model.tool import DEFAULT_IDEMPOTENCY_WINDOW
 from ..schema_check import compile_schema
+from .examples import parse_examples
 from .resource_fields import Checker, DocumentRef, got, pointer
 from .sandbox_fields import os_sandbox
 
@@ -75,8 +77,10 @@ SPEC_FIELDS = (
     "observability",
     "sandbox",
     "permissions",
+    "examples",
 )
-"""``sandbox`` and ``permissions`` (type ``os`` only) are toolgate's extension of the Joch format,
+"""``examples`` (prompts that should select the tool, :mod:`toolgate.loaders.examples`), and
+``sandbox`` and ``permissions`` (type ``os`` only) are toolgate's extension of the Joch format,
 in Pandora's vocabulary: an ``os`` tool runs in a ``compartment`` unless it says ``host``."""
 _TYPE_FIELDS = {"rest": "endpoint", "mcp": "mcpServerRef", "function": "function", "os": "command"}
 _ENDPOINT_FIELDS = ("method", "url", "auth", "timeout")
@@ -176,6 +180,9 @@ def build_tool_resource(
     level, idempotency, approval = _side_effects(spec, kind, check)
     safety = _safety(spec, check)
     observability = _observability(spec, check)
+    examples, problem = parse_examples(spec.get("examples"))
+    if problem is not None:
+        check.error("/spec/examples", problem)
     if check.failed or kind is None or description is None or sandbox is None:
         return None
     try:
@@ -199,6 +206,7 @@ def build_tool_resource(
             safety=safety,
             idempotency=idempotency,
             observability=observability,
+            display=DisplaySpec(examples=examples),
             source=ToolSource(SourceFormat.RESOURCE, check.where.path),
         )
     except ValueError as exc:  # every rule of Tool is checked above; this is a safety net

@@ -35,6 +35,7 @@ from ..model import (
 from ..runtimes import RUNTIMES, runtime_for_extension
 from ..schema_check import KNOWN_DIALECTS, compile_schema
 from .diagnostics import Diagnostic, Severity
+from .examples import parse_examples
 
 __all__ = [
     "DEFAULT_SECURITY_SCRIPT",
@@ -77,8 +78,11 @@ TOOL_FOLDER_FIELDS: tuple[str, ...] = (
     "description",
     "sandbox",
     "permissions",
+    "examples",
 )
-"""``sandbox``/``permissions``: toolgate's extension (:mod:`toolgate.loaders.sandbox_fields`)."""
+"""``sandbox``/``permissions``: toolgate's extension (:mod:`toolgate.loaders.sandbox_fields`);
+``examples``: toolgate's extension too (prompts that should select the tool, as in Extension Info;
+:mod:`toolgate.loaders.examples`)."""
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -251,6 +255,9 @@ def build_tool(
     timeout = fields.milliseconds("timeout", DEFAULT_TIMEOUT_MS)
     require_approval = fields.optional_bool("requireApproval")
     dangerous = fields.optional_bool("dangerous") or False
+    examples, problem = parse_examples(data.get("examples"))
+    if problem is not None:
+        report.error("examples", problem)
     security = _security(fields, root, report)
     env = _env(fields, report)
     from .sandbox_fields import folder_sandbox  # it builds on this module's Report
@@ -281,7 +288,7 @@ def build_tool(
             security_check=security,
             env=env,
             sandbox=sandbox,
-            display=DisplaySpec(dangerous=dangerous),
+            display=DisplaySpec(examples=examples, dangerous=dangerous),
             source=ToolSource(SourceFormat.TOOL_FOLDER, str(declaration)),
         )
     except ValueError as exc:  # every rule of Tool is checked above; this is a safety net

@@ -112,7 +112,8 @@ class FastToolCalls:
         if call is None:
             return receive
         request_id, name, arguments, can_elicit = call
-        if self._has_header_parameters(name):
+        if self._has_header_parameters(name) or self.surface.gateway.disclosure is not None:
+            # Progressive disclosure decides per session which tools may be called: the SDK path.
             return receive
         surface = self.surface
         try:

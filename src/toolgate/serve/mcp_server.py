@@ -16,6 +16,9 @@ whole pipeline for every call.
 * Server instructions are ``gateway.agent_context(agent=...)`` (the capability guides), computed
   per agent for ``initialize`` and ``server/discover``.
 * Tool list changes reach every live client: :mod:`toolgate.serve.mcp_changes`.
+* Progressive disclosure (``gateway.disclosure``, the ``search.progressive`` setting):
+  ``tools/list`` shows the core tools and ``search_tools``; the tools a session's search finds
+  join its list, ``list_changed`` is sent, and a tool not shown to a session is unknown to it.
 
 Transports: :mod:`toolgate.serve.mcp_stdio` and :mod:`toolgate.serve.mcp_http`.
 """
@@ -48,6 +51,7 @@ from ..exporters.mcp import mcp_call_tool_result, mcp_tool
 from ..gateway import Gateway
 from ..model import CallOutcome, CallStatus
 from ..pipeline.approval import DEFAULT_APPROVAL_TTL
+from ..search.tool import SEARCH_TOOL_ID
 from .mcp_approvals import NO_PROMPT, McpApprovals, pending_result
 from .mcp_changes import ToolListChanges
 
@@ -139,9 +143,7 @@ class McpSurface:
         self._agent_for = agent
         self._namespaces_for = namespaces
         self._session_id = session_id
-        self._catalog: dict[
-            tuple[str | None, frozenset[str] | None], tuple[Any, list[dict[str, Any]]]
-        ] = {}
+        self._catalog: dict[object, tuple[Any, list[dict[str, Any]]]] = {}
         server = _ToolgateServer(
             SERVER_NAME,
             version=__version__,
@@ -207,20 +209,33 @@ class McpSurface:
 
     # -- tools/list -----------------------------------------------------------------------------
 
+    def conversation(self, ctx: ServerRequestContext[Any, Any]) -> tuple[str | None, str | None]:
+        """Whose tool list this request sees under progressive disclosure: agent and session."""
+        return self.agent(ctx), self._call_session(ctx)
+
     def tools_for(
-        self, agent: str | None, namespaces: frozenset[str] | None = None
+        self,
+        agent: str | None,
+        namespaces: frozenset[str] | None = None,
+        conversation: object = None,
     ) -> list[dict[str, Any]]:
         """The ``tools/list`` entries ``agent`` sees with credentials allowing ``namespaces``
-        (cached until the tools or policies change)."""
-        key = (self.gateway.registry.version, self.gateway.access.policies)
-        cached = self._catalog.get((agent, namespaces))
+        (cached until the tools or policies change); under progressive disclosure, those shown
+        to ``conversation``."""
+        disclosure = self.gateway.disclosure
+        revision = None if disclosure is None else disclosure.revision(conversation)
+        key = (self.gateway.registry.version, self.gateway.access.policies, revision)
+        cache_key = (agent, namespaces) if disclosure is None else (agent, namespaces, conversation)
+        cached = self._catalog.get(cache_key)
         if cached is not None and cached[0] == key:
             return cached[1]
-        listed = self.gateway.list_tools(agent=agent, namespaces=namespaces)
-        tools = [mcp_tool(tool) for tool in listed]
+        allowed = self.gateway.list_tools(agent=agent, namespaces=namespaces)
+        if disclosure is not None:
+            allowed = disclosure.visible(conversation, allowed)
+        tools = [mcp_tool(tool) for tool in allowed]
         if len(self._catalog) > 1024:  # agent names come from configuration; bound it anyway
             self._catalog.clear()
-        self._catalog[(agent, namespaces)] = (key, tools)
+        self._catalog[cache_key] = (key, tools)
         return tools
 
     async def _list_tools(
@@ -232,7 +247,7 @@ class McpSurface:
         # The 2026-07-28 result fields (the SDK drops them for handshake-era clients): the list
         # depends on the agent and may change at any moment, so it is private and never fresh.
         return {
-            "tools": self.tools_for(self.agent(ctx), self.namespaces(ctx)),
+            "tools": self.tools_for(self.agent(ctx), self.namespaces(ctx), self.conversation(ctx)),
             "ttlMs": 0,
             "cacheScope": "private",
             "resultType": "complete",
@@ -252,12 +267,17 @@ class McpSurface:
         agent = self.agent(ctx)
         namespaces = self.namespaces(ctx)
         arguments = params.arguments or {}
+        disclosure = self.gateway.disclosure
+        if disclosure is not None and not self._shown(ctx, params.name):
+            raise MCPError(INVALID_PARAMS, self._unknown_tool(params.name, agent, namespaces, ctx))
         ask = True
         if params.request_state is not None:
             if namespaces is not None and not self._visible(params.name, agent, namespaces):
                 # An approval sealed for a token with broader scopes is not resumed by one
                 # whose scopes no longer allow the tool.
-                raise MCPError(INVALID_PARAMS, self._unknown_tool(params.name, agent, namespaces))
+                raise MCPError(
+                    INVALID_PARAMS, self._unknown_tool(params.name, agent, namespaces, ctx)
+                )
             answered = await self.approvals.resume(ctx, params, agent)
             if isinstance(answered, CallOutcome):
                 return self.result(answered, agent, params.name, namespaces)
@@ -278,7 +298,27 @@ class McpSurface:
             if isinstance(step, InputRequiredResult):
                 return step
             outcome = step
+        if disclosure is not None and outcome.tool_id == SEARCH_TOOL_ID:
+            self._disclose(ctx, outcome)
         return self.result(outcome, agent, params.name, namespaces)
+
+    def _shown(self, ctx: ServerRequestContext[Any, Any], name: str) -> bool:
+        disclosure = self.gateway.disclosure
+        entry = self.gateway.registry.get(name)
+        if disclosure is None or entry is None:
+            return True  # an unknown tool gets the gateway's own answer
+        return disclosure.shown(self.conversation(ctx), entry.tool.id)
+
+    def _disclose(self, ctx: ServerRequestContext[Any, Any], outcome: CallOutcome) -> None:
+        """The tools a search found join the session's list; its clients are told."""
+        disclosure = self.gateway.disclosure
+        content = outcome.content if outcome.status is CallStatus.OK else None
+        found = content.get("tools") if isinstance(content, Mapping) else None
+        if disclosure is None or not isinstance(found, list):
+            return
+        ids = [item["id"] for item in found if isinstance(item, Mapping) and "id" in item]
+        if disclosure.found(self.conversation(ctx), ids):
+            self.changes.changed()
 
     def result(
         self,
@@ -319,10 +359,17 @@ class McpSurface:
             entry is not None and self.gateway.access.decide(entry.tool, agent, namespaces).allowed
         )
 
-    def _unknown_tool(self, name: str, agent: str | None, namespaces: frozenset[str] | None) -> str:
+    def _unknown_tool(
+        self,
+        name: str,
+        agent: str | None,
+        namespaces: frozenset[str] | None = None,
+        ctx: ServerRequestContext[Any, Any] | None = None,
+    ) -> str:
         # The gateway's own message suggests ids from every tool; name only the ones this agent
         # sees, so a tool hidden from it is not revealed.
-        visible = [tool["name"] for tool in self.tools_for(agent, namespaces)]
+        conversation = None if ctx is None else self.conversation(ctx)
+        visible = [tool["name"] for tool in self.tools_for(agent, namespaces, conversation)]
         close = difflib.get_close_matches(name, visible, n=3, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else "; call tools/list for the tools"
         return f"Unknown tool: {name}{hint}"

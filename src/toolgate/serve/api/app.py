@@ -3,7 +3,8 @@ fast path of tool calls.
 
 Routes (all JSON; errors are RFC 9457 problems, see :mod:`.problems`):
 
-* agents — ``GET /v1/tools``, ``GET /v1/tools/{id}``, ``POST /v1/tools/{id}/call``,
+* agents — ``GET /v1/tools``, ``GET /v1/tools/search?q=``, ``GET /v1/tools/{id}``,
+  ``POST /v1/tools/{id}/call``,
   ``GET /v1/export/{openai,openai-responses,anthropic,gemini,mcp}``, ``GET /v1/status``,
   ``GET /v1/me``; filtered by the calling agent;
 * approvals — ``GET /v1/approvals``, ``GET /v1/approvals/{id}``,

@@ -27,6 +27,8 @@ __all__ = [
     "GrantList",
     "Health",
     "Problem",
+    "SearchHitView",
+    "SearchResults",
     "StatusList",
     "ToolDetail",
     "ToolList",
@@ -141,6 +143,28 @@ class ToolSummary(BaseModel):
 
 class ToolList(BaseModel):
     tools: list[ToolSummary]
+
+
+class SearchHitView(BaseModel):
+    """One search result: the tool's definition and how well it matches."""
+
+    rank: int = Field(description="1 for the best match.")
+    id: str
+    provider_name: str = Field(description="The provider-safe name to call it by.")
+    title: str
+    description: str
+    input_schema: dict[str, Any]
+    score: float = Field(description="BM25 score (lexical) or reciprocal-rank-fusion score.")
+    lexical_rank: int | None
+    semantic_rank: int | None
+
+
+class SearchResults(BaseModel):
+    """The tools that best match a query, best first (only tools the agent may call)."""
+
+    query: str = Field(description="The query as searched (control characters removed).")
+    mode: str = Field(description="lexical, semantic or fused.")
+    tools: list[SearchHitView]
 
 
 class ToolStatusView(BaseModel):

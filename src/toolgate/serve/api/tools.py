@@ -6,17 +6,27 @@ when a call by that agent would not be refused as ``forbidden``.
 
 # No ``from __future__ import annotations``: FastAPI reads the route annotations at runtime.
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, Depends
+from fastapi import APIRouter, Body, Depends, Query
 from starlette.responses import Response
 
-from ...errors import ErrorCode
+from ...errors import ErrorCode, SearchQueryError
 from ...exporters import EXPORT_FORMATS, export_tools
+from ...model.names import to_provider_name
 from ...registry import RegisteredTool
+from ...search.query import DEFAULT_LIMIT, clean_query
 from .calls import run_call, workspace_exists
 from .deps import ERRORS, ApiContext, Caller, caller_dependencies
-from .models import AgentInfo, CallOutcomeView, CallRequest, StatusList, ToolDetail, ToolList
+from .models import (
+    AgentInfo,
+    CallOutcomeView,
+    CallRequest,
+    SearchResults,
+    StatusList,
+    ToolDetail,
+    ToolList,
+)
 from .problems import ApiJSONResponse, ApiProblem
 from .views import status_view, tool_detail, tool_summary
 
@@ -74,6 +84,48 @@ def tools_router(context: ApiContext) -> APIRouter:
             if entry.tool.id in allowed
         ]
         return ApiJSONResponse({"tools": rows})
+
+    # Before /tools/{tool_id:path}, which would take "search" for a tool id.
+    @router.get("/tools/search", response_model=SearchResults, summary="Search the tools")
+    def search_tools(
+        who: Agent,
+        q: Annotated[str, Query(description="What the tool should do, in plain words.")],
+        limit: Annotated[int, Query(description="How many tools (1-100).")] = DEFAULT_LIMIT,
+        mode: Annotated[
+            Literal["lexical", "semantic", "fused"] | None,
+            Query(description="Ranking (default: fused with toolgate[search], else lexical)."),
+        ] = None,
+    ) -> Response:
+        """The tools this agent may call that best match `q`, best first, with their
+        definitions (input schema, provider name) and scores. Unavailable tools are left out.
+        An empty or over-long `q`, or a `limit` outside 1-100, is a 422 naming the field."""
+        try:
+            query = clean_query(q, field="q")
+            hits = gateway.search_tools(query, agent=who.agent, limit=limit, mode=mode)
+        except SearchQueryError as error:
+            raise ApiProblem(
+                422, ErrorCode.INVALID_ARGUMENTS, str(error), extra={"field": error.field}
+            ) from None
+        except RuntimeError as error:  # semantic ranking asked for without the extra
+            raise ApiProblem(
+                422, ErrorCode.INVALID_ARGUMENTS, f"mode: {error}", extra={"field": "mode"}
+            ) from None
+        chosen = mode or ("fused" if gateway.search_index.semantic else "lexical")
+        rows = [
+            {
+                "rank": rank,
+                "id": hit.tool.id,
+                "provider_name": to_provider_name(hit.tool.id),
+                "title": hit.tool.display_title,
+                "description": hit.tool.description,
+                "input_schema": hit.tool.input_schema_dict(),
+                "score": hit.score,
+                "lexical_rank": hit.lexical_rank,
+                "semantic_rank": hit.semantic_rank,
+            }
+            for rank, hit in enumerate(hits, start=1)
+        ]
+        return ApiJSONResponse({"query": query, "mode": chosen, "tools": rows})
 
     @router.get(
         "/tools/{tool_id:path}",

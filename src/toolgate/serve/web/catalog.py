@@ -12,11 +12,12 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ...audit.sqlite_log import AuditStoreError
-from ...errors import ToolNotFoundError
+from ...errors import SearchQueryError, ToolNotFoundError
 from ...health import Phase, ToolStatus
 from ...model import CallOutcome, Tool
 from ...model.display import render_display
 from ...registry import RegisteredTool
+from ...search import MAX_LIMIT, MAX_QUERY_CHARS, SearchHit
 from ...sources.capabilities import CapabilitySource, Connection
 from .security import form_of
 from .state import WebUi, ui_of
@@ -91,30 +92,42 @@ def _status(ui: WebUi, tool_id: str) -> tuple[ToolStatus | None, str | None]:
     return status, None if problem is None else f"health figures are unavailable: {problem}"
 
 
-def _matches(tool: Tool, query: str) -> bool:
-    haystack = " ".join(
-        [tool.id, tool.display_title, tool.description, *tool.display.examples]
-    ).lower()
-    return all(word in haystack for word in query.lower().split())
+def _search(ui: WebUi, query: str) -> tuple[list[SearchHit], str | None]:
+    """The tools ranked for ``query`` (the operator's view: every tool, available or not), or
+    none and what is wrong with the query."""
+    try:
+        return ui.gateway.search_index.search(query, limit=MAX_LIMIT), None
+    except SearchQueryError as exc:
+        return [], exc.message
 
 
 async def catalog(request: Request) -> Response:
     ui = ui_of(request)
-    query = request.query_params.get("q", "").strip()[:200]
+    query = request.query_params.get("q", "").strip()[:MAX_QUERY_CHARS]
     statuses, health_error = await ui.blocking(_statuses, ui)
     by_id = {status.tool_id: status for status in statuses}
     connections = _connections(ui)
     entries = ui.gateway.entries()
-    tiles = [
-        _tile(entry, by_id.get(entry.tool.id), connections)
-        for entry in entries
-        if not query or _matches(entry.tool, query)
-    ]
     registered = {entry.tool.id for entry in entries}
     failed = [s for s in statuses if s.phase is Phase.FAILED and s.tool_id not in registered]
     groups: dict[str, list[Tile]] = {}
-    for tile in tiles:
-        groups.setdefault(tile.tool.namespace, []).append(tile)
+    scores: dict[str, float] = {}
+    search_error = None
+    if query:
+        # Ranked by the tool search, best first, in one group; the first search after a
+        # change rebuilds the index, so it runs off the event loop.
+        hits, search_error = await ui.blocking(_search, ui, query)
+        by_tool = {entry.tool.id: entry for entry in entries}
+        found = [by_tool[hit.tool.id] for hit in hits if hit.tool.id in by_tool]
+        scores = {hit.tool.id: hit.score for hit in hits}
+        if found:
+            groups[f"Best matches for “{query}”"] = [
+                _tile(entry, by_id.get(entry.tool.id), connections) for entry in found
+            ]
+    else:
+        for entry in entries:
+            tile = _tile(entry, by_id.get(entry.tool.id), connections)
+            groups.setdefault(tile.tool.namespace, []).append(tile)
     return ui.page(
         request,
         "catalog.html",
@@ -123,6 +136,8 @@ async def catalog(request: Request) -> Response:
             "groups": groups,
             "failed": failed,
             "query": query,
+            "scores": scores,
+            "search_error": search_error,
             "health_error": health_error,
         },
     )

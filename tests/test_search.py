@@ -1,0 +1,230 @@
+"""Tool search through ``Gateway.search_tools``: ranking, following the registry, access rules,
+availability, and bad input (issue 14). Lexical ranking only; the semantic ranking has its own
+tests in test_search_semantic.py."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from folder_tools import write_tool
+from toolgate import Gateway, SafetySpec, Tool, tool
+from toolgate.errors import ErrorCode, SearchQueryError
+from toolgate.model.policy import AccessPolicy, PolicyAction, PolicyRule
+from toolgate.registry import RegisteredTool
+from toolgate.search.fusion import reciprocal_rank_fusion
+from toolgate.search.query import MAX_LIMIT, MAX_QUERY_CHARS
+from toolgate.search.text import terms
+
+
+@tool(namespace="fs")
+def read_file(path: str) -> str:
+    """Read the complete contents of a file from the file system.
+
+    Args:
+        path: Path of the file to read.
+    """
+    return path
+
+
+@tool(namespace="fs")
+def list_directory(path: str) -> list[str]:
+    """List the files and folders inside a directory."""
+    return [path]
+
+
+@tool(namespace="time")
+def get_current_time(timezone: str) -> str:
+    """Get the current time in an IANA timezone such as Europe/Paris."""
+    return timezone
+
+
+@tool(namespace="chat", examples=["ping the team about the outage"])
+def post_message(channel: str, text: str) -> str:
+    """Post a message to a channel."""
+    return text
+
+
+@tool(namespace="ops", allowed_agents=["alice"])
+def restart_service(name: str) -> str:
+    """Restart a running service on the production host."""
+    return name
+
+
+@pytest.fixture()
+def gateway() -> Iterator[Gateway]:
+    gw = Gateway(semantic_search=False)
+    gw.add(read_file, list_directory, get_current_time, post_message, restart_service)
+    yield gw
+    gw.close()
+
+
+def ids(gw: Gateway, query: str, **options: object) -> list[str]:
+    return [hit.tool.id for hit in gw.search_tools(query, **options)]  # type: ignore[arg-type]
+
+
+def test_the_best_matching_tool_comes_first(gateway: Gateway) -> None:
+    assert ids(gateway, "what time is it in Tokyo")[0] == "time:get_current_time"
+    assert ids(gateway, "show me the contents of notes.txt")[0] == "fs:read_file"
+    assert ids(gateway, "which files are in my folder")[0] == "fs:list_directory"
+    hits = gateway.search_tools("read a file")
+    assert hits[0].score > 0 and hits[0].lexical_rank == 1 and hits[0].semantic_rank is None
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_parameter_descriptions_and_prompt_examples_are_searched(gateway: Gateway) -> None:
+    # "outage" is only in post_message's prompt example; "IANA" only in a parameter's text.
+    assert ids(gateway, "outage") == ["chat:post_message"]
+    assert ids(gateway, "timezone")[0] == "time:get_current_time"
+
+
+def test_a_query_that_matches_nothing_finds_nothing(gateway: Gateway) -> None:
+    assert ids(gateway, "quantum chromodynamics lattice") == []
+    assert ids(gateway, "the of and") == []  # stop words only
+
+
+def test_limit_caps_the_results(gateway: Gateway) -> None:
+    assert len(ids(gateway, "file directory folder contents", limit=1)) == 1
+    assert len(ids(gateway, "file directory folder contents", limit=2)) == 2
+
+
+def test_a_tool_added_changed_or_removed_is_found_or_gone_at_once(gateway: Gateway) -> None:
+    assert ids(gateway, "weather forecast") == []
+
+    @tool(namespace="wx")
+    def forecast(city: str) -> str:
+        """Weather forecast for a city."""
+        return city
+
+    gateway.add(forecast)
+    assert ids(gateway, "weather forecast") == ["wx:forecast"]
+    entry = gateway.registry.get("wx:forecast")
+    assert entry is not None
+    changed = dataclasses.replace(entry.tool, description="Tide tables for a harbour.")
+    gateway.registry.replace(dataclasses.replace(entry, tool=changed))
+    assert ids(gateway, "weather forecast") == ["wx:forecast"]  # its name still says forecast
+    assert ids(gateway, "tide tables harbour") == ["wx:forecast"]
+    gateway.remove("wx:forecast")
+    assert ids(gateway, "tide tables harbour") == []
+
+
+def test_an_agent_never_sees_a_tool_it_may_not_call(gateway: Gateway) -> None:
+    assert "ops:restart_service" in ids(gateway, "restart the service", agent="alice")
+    assert "ops:restart_service" not in ids(gateway, "restart the service", agent="bob")
+    assert "ops:restart_service" not in ids(gateway, "restart the service")
+
+
+def test_access_policies_filter_results() -> None:
+    policy = AccessPolicy(
+        name="no-fs",
+        rules=(PolicyRule(when={"tool.namespace": ("fs",)}, action=PolicyAction.DENY),),
+    )
+    with Gateway(semantic_search=False, policies=[policy]) as gw:
+        gw.add(read_file, get_current_time)
+        assert ids(gw, "read the file notes.txt") == []
+        assert gw.list_tools() == [gw.get_tool("time:get_current_time")]
+
+
+def test_unavailable_tools_are_not_offered(gateway: Gateway) -> None:
+    entry = gateway.registry.get("fs:read_file")
+    assert entry is not None
+    gateway.registry.replace(dataclasses.replace(entry, unavailable_reason="no runtime"))
+    assert "fs:read_file" not in ids(gateway, "read the file")
+    gateway.registry.replace(entry)
+    assert ids(gateway, "read the file")[0] == "fs:read_file"
+
+
+def test_filtering_reads_past_hidden_tools_to_fill_the_limit() -> None:
+    with Gateway(semantic_search=False) as gw:
+        for i in range(30):
+            gw.add(
+                Tool(
+                    id=f"hidden:report_{i}",
+                    description="Build the sales report.",
+                    input_schema={"type": "object"},
+                    safety=SafetySpec(allowed_agents=("root",)),
+                ),
+                handler=lambda: None,
+            )
+        gw.add(
+            Tool(id="open:report", description="Build a report.", input_schema={}),
+            handler=lambda: None,
+        )
+        assert ids(gw, "sales report", agent="bob", limit=5) == ["open:report"]
+        assert len(ids(gw, "sales report", agent="root", limit=5)) == 5
+
+
+@pytest.mark.parametrize(
+    ("query", "field", "words"),
+    [
+        ("", "query", "empty"),
+        ("   \t\n ", "query", "empty"),
+        ("\x00\x01\x1b\x7f\u200b", "query", "empty"),  # control and format characters
+        ("x" * 100_000, "query", f"at most {MAX_QUERY_CHARS:,}"),
+        (None, "query", "must be a string"),
+    ],
+)
+def test_bad_queries_are_refused_naming_the_field(
+    gateway: Gateway, query: object, field: str, words: str
+) -> None:
+    with pytest.raises(SearchQueryError) as raised:
+        gateway.search_tools(query)  # type: ignore[arg-type]
+    assert raised.value.field == field and words in str(raised.value)
+    assert raised.value.code is ErrorCode.INVALID_ARGUMENTS
+    assert isinstance(raised.value, ValueError)
+
+
+@pytest.mark.parametrize("limit", [0, -1, 10**9, MAX_LIMIT + 1, True, 2.5])
+def test_bad_limits_are_refused_naming_the_field(gateway: Gateway, limit: object) -> None:
+    with pytest.raises(SearchQueryError) as raised:
+        gateway.search_tools("read a file", limit=limit)  # type: ignore[arg-type]
+    assert raised.value.field == "limit"
+
+
+def test_odd_but_valid_queries_give_sane_results(gateway: Gateway) -> None:
+    assert ids(gateway, "read\x00the\x1bfile")[0] == "fs:read_file"  # control chars are spaces
+    assert ids(gateway, "ファイルを読む") == []  # another script: no match, no crash
+    assert ids(gateway, "прочитать файл read")[0] == "fs:read_file"
+    assert ids(gateway, "x" * MAX_QUERY_CHARS) == []
+    assert len(ids(gateway, " ".join(["file"] * 400), limit=MAX_LIMIT)) >= 2
+
+
+def test_a_search_of_an_empty_gateway_finds_nothing() -> None:
+    with Gateway(semantic_search=False) as gw:
+        assert gw.search_tools("anything") == []
+
+
+def test_terms_split_identifiers_and_stem_lightly() -> None:
+    assert terms("listDirectory") == ["list", "directory"]
+    assert terms("create_pull_request") == ["creat", "pull", "request"]
+    assert terms("Files") == terms("file") == ["fil"]
+    assert terms("creating issues") == terms("create issue")
+
+
+def test_reciprocal_rank_fusion_rewards_agreement() -> None:
+    fused = reciprocal_rank_fusion([["a", "b", "c"], ["b", "c", "a"]])
+    assert [item for item, _ in fused] == ["b", "a", "c"]
+    assert fused[0][1] == pytest.approx(1 / 62 + 1 / 61)
+
+
+def test_registered_tool_entries_are_searched_as_the_registry_holds_them(gateway: Gateway) -> None:
+    entry = gateway.registry.get("time:get_current_time")
+    assert isinstance(entry, RegisteredTool)
+    assert gateway.search_tools("timezone")[0].tool is entry.tool
+
+
+def test_a_hot_reloaded_tool_folder_is_searchable_at_once(tmp_path: Path) -> None:
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    with Gateway(semantic_search=False, tool_folders=[tools]) as gw:
+        assert gw.search_tools("thumbnail image resize") == []
+        write_tool(tools, "thumbnail", "echo '{}'", body="Resize an image into a thumbnail.")
+        gw.rescan()
+        assert ids(gw, "thumbnail image resize") == ["local:thumbnail"]
+        shutil.rmtree(tools / "thumbnail")
+        gw.rescan()
+        assert gw.search_tools("thumbnail image resize") == []
