@@ -45,9 +45,10 @@ from typing import Annotated, NoReturn
 import typer
 from rich.text import Text
 
+from ..backends.prestart import PrestartSettings
 from ..errors import ErrorCode, ToolgateError
 from ..gateway import Gateway
-from ..model import CallStatus
+from ..model import CallStatus, SandboxMode
 from ..registry import RegisteredTool
 from . import (
     agents,
@@ -74,6 +75,7 @@ from .catalog import (
     enforcement,
     print_tool,
     print_tool_table,
+    process_mode,
     summarize_tool,
 )
 from .errors import EXIT_CODES_HELP, CliFailure, CliUsageError, report
@@ -258,10 +260,16 @@ def show_tool(
             if gateway.sandbox is None
             else enforcement(gateway.sandbox, entry.tool, entry.binding)
         )
+        on_host = (
+            gateway.sandbox is None or gateway.sandbox.mode_for(entry.tool) is SandboxMode.HOST
+        )
+    # As `toolgate serve` runs it (this command itself starts no process ahead).
+    prestart = state.loaded.config.processes.prestart.settings() if state.loaded else None
+    processes = process_mode(entry.tool, prestart or PrestartSettings(), on_host=on_host)
     if as_json:
-        print_json(describe_tool(entry, state.approval_policy, status, enforced))
+        print_json(describe_tool(entry, state.approval_policy, status, enforced, processes))
     else:
-        print_tool(entry, state.out, state.approval_policy, status, enforced)
+        print_tool(entry, state.out, state.approval_policy, status, enforced, processes)
 
 
 # -- tool folders ------------------------------------------------------------------------------

@@ -88,7 +88,7 @@ def mcp(
     state = _state(ctx)
     if config is not None:
         state.config_path = config
-    gateway = state.open_gateway(approver="queue")
+    gateway = state.open_gateway(approver="queue", keep_processes=True)
     loaded = state.loaded
     agents = {} if loaded is None else loaded.config.agents
     if agent is not None and agents and agent not in agents:

@@ -77,6 +77,7 @@ class CliState:
         approver: Approver | Literal["queue"] | None = "queue",
         *,
         audit: AuditMode = "write",
+        keep_processes: bool = False,
     ) -> Gateway:
         """Load the configuration and build the gateway (raises ``ConfigError``).
 
@@ -85,10 +86,13 @@ class CliState:
         commands that call no tool pass ``None`` and open no database. Likewise every call is
         recorded in ``$TOOLGATE_HOME/audit.db`` (``audit="write"``); commands that only read
         the tools' statistics pass ``"read"`` (an existing log only, nothing created) and those
-        that need none ``"off"``.
+        that need none ``"off"``. ``keep_processes``: a long-running command (``mcp``), whose
+        script tools may have processes started ahead of calls.
         """
         self.loaded = load_config(self.config_path)
-        return build_gateway(self.loaded, approver=approver, audit=audit)
+        return build_gateway(
+            self.loaded, approver=approver, audit=audit, keep_processes=keep_processes
+        )
 
     def hint_when_unconfigured(self) -> None:
         """Tell the user how to create a configuration when none was found."""

@@ -146,6 +146,7 @@ def serve(
             # The port actually bound (--port, or a free one for 0): sandboxed tools and REST
             # calls must not reach the gateway itself.
             serve_ports=[sock.getsockname()[1]],
+            keep_processes=True,
         )
         cleanup.callback(gateway.close)  # after the lifespan's aclose: a no-op then
         url = _base_url(sock)

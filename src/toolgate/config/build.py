@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Literal
 
 from ..approvals import Approver
+from ..backends.prestart import PrestartSettings
+from ..backends.workers import WorkerSettings
 from ..errors import ConfigError, ToolgateError
 from ..gateway import Gateway
 from ..sandbox.runner import Sandbox
@@ -82,6 +84,7 @@ def build_gateway(
     approver: Approver | Literal["queue"] | None = "queue",
     audit: AuditMode = "write",
     serve_ports: Collection[int] = (),
+    keep_processes: bool = False,
 ) -> Gateway:
     """Build a :class:`Gateway` holding the configured tools.
 
@@ -97,7 +100,10 @@ def build_gateway(
     from it; ``"read"`` opens that log only when it exists, for statistics, and creates or prunes
     nothing (for commands that call no tool); ``"off"`` keeps statistics in memory.
     ``serve_ports``: the ports ``toolgate serve`` really listens on (besides ``serve.port``), which
-    no tool may reach. Raises :class:`ConfigError` naming the file and the entry for every problem.
+    no tool may reach. ``keep_processes``: the gateway serves many calls (``serve``, ``mcp``), so
+    script tools may have processes started ahead (``processes.prestart``); a command that makes
+    one call starts none ahead. Raises :class:`ConfigError` naming the file and the entry for
+    every problem.
     """
     config, label, folder = loaded.config, loaded.label, loaded.folder
     home = toolgate_home() if home is None else home
@@ -136,6 +142,10 @@ def build_gateway(
         secret_store=open_secret_store(home),
         home=home,
         sandbox=config_sandbox(loaded, home, serve_ports),
+        prestart=config.processes.prestart.settings()
+        if keep_processes
+        else PrestartSettings(enabled=False),
+        workers=WorkerSettings(idle_timeout=config.processes.workers.idle_timeout),
     )
     try:
         if config.python and str(folder) not in sys.path:
