@@ -375,6 +375,15 @@ def new_tool(
             "install it with 'toolgate tools install PATH/NAME').",
         ),
     ] = None,
+    protocol: Annotated[
+        str,
+        typer.Option(
+            "--protocol",
+            metavar="PROTOCOL",
+            help="oneshot (a process per call, the default) or worker (one long-lived process "
+            "answers a JSON line per call; python, node and bun get a helper file).",
+        ),
+    ] = "oneshot",
 ) -> None:
     """Create a working tool folder to start from: tool.md, a script and test-input.json.
 
@@ -385,12 +394,16 @@ def new_tool(
     """
     state = _state(ctx)
     parent = state.tools_dir if directory is None else directory
-    folder, files, check = new_folder(name, runtime, parent)
+    if protocol not in ("oneshot", "worker"):
+        raise CliUsageError(f"--protocol must be oneshot or worker, not {protocol!r}")
+    folder, files, check = new_folder(name, runtime, parent, worker=protocol == "worker")
     out = state.out
     out.print(Text.assemble(("Created ", "bold green"), f"{folder} ({runtime})"), soft_wrap=True)
     purposes = {
         "tool.md": "the declaration: description, schemas, timeout, approval",
         "test-input.json": "sample arguments",
+        "toolgate_worker.py": "the worker protocol helper (keep it next to the script)",
+        "toolgate_worker.mjs": "the worker protocol helper (keep it next to the script)",
     }
     for file in files:
         purpose = purposes.get(file.name, "the code: JSON on stdin, JSON on stdout")
