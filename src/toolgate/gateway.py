@@ -555,7 +555,7 @@ class Gateway:
         if self.tool_folders.roots:
             await self.tool_folders.start()
         await self.declarations.start()
-        await self._scripts.prestart_processes(self.list_tools())
+        await self._scripts.prestart_processes(self.list_tools(), wait=True)
 
     def prestart_processes(self) -> int:
         """Start, now, the processes of every script tool that pre-starts (``prestart: true``
