@@ -10,6 +10,7 @@ in a clear outcome for that call and a pool that keeps working.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import time
@@ -19,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from conftest import RunCli
 from folder_tools import clean_environ, gone, write_tool
 from toolgate import CallStatus, ErrorCode, Gateway
 from toolgate.backends.prestart import PrestartSettings
@@ -281,3 +283,62 @@ def test_the_operator_can_prestart_a_tool_that_does_not_ask(root: Path, probe_di
         assert gateway.call_sync("local:plain", {}).metadata["process"] == "prestarted"
     with _gateway(root, probe_dir, enabled=False, tools=frozenset({"*"})) as gateway:
         assert gateway.prestart_processes() == 0
+
+
+# -- declarations and configuration, through the CLI --------------------------------------------
+
+
+def test_the_declaration_fields_are_checked(run_cli: RunCli, project: Path) -> None:
+    tools = project / "tools"
+    write_tool(tools, "bad-protocol", "print('{}')", runtime="python", protocol="fast")
+    write_tool(tools, "bad-prestart", "print('{}')", runtime="python", prestart="yes")
+    write_tool(
+        tools,
+        "boxed-worker",
+        "print('{}')",
+        runtime="python",
+        protocol="worker",
+        sandbox="compartment",
+    )
+    protocol = run_cli("tools", "validate", str(tools / "bad-protocol"))
+    prestart = run_cli("tools", "validate", str(tools / "bad-prestart"))
+    boxed = run_cli("tools", "validate", str(tools / "boxed-worker"))
+    assert protocol.returncode == 1 and "protocol" in protocol.stdout + protocol.stderr
+    assert "must be one of oneshot, worker" in protocol.stdout + protocol.stderr
+    assert prestart.returncode == 1 and "'prestart' must be a boolean" in (
+        prestart.stdout + prestart.stderr
+    )
+    assert boxed.returncode == 1
+    assert "cannot be combined with 'sandbox: compartment'" in boxed.stdout + boxed.stderr
+
+
+def test_tools_show_says_how_processes_serve_calls(run_cli: RunCli, project: Path) -> None:
+    tools = project / "tools"
+    write_tool(tools, "plain", "print('{}')", runtime="python")
+    write_tool(tools, "eager", "print('{}')", runtime="python", prestart=True)
+    write_tool(tools, "worker", "print('{}')", runtime="python", protocol="worker")
+    (project / "toolgate.yaml").write_text(
+        "tool_folders: [./tools]\nprocesses:\n  prestart:\n    per_tool: 3\n", encoding="utf-8"
+    )
+    shown = {
+        name: json.loads(run_cli("tools", "show", f"local:{name}", "--json").stdout)["processes"]
+        for name in ("plain", "eager", "worker")
+    }
+    assert shown["plain"]["mode"] == "fresh"
+    assert shown["eager"]["mode"] == "prestart" and "up to 3 processes" in shown["eager"]["note"]
+    assert "before reading its input happens before the call" in shown["eager"]["note"]
+    assert shown["worker"]["mode"] == "worker"
+    text = run_cli("tools", "show", "local:eager").stdout
+    assert "Processes" in text and "pre-started" in text
+    (project / "toolgate.yaml").write_text(
+        "tool_folders: [./tools]\nprocesses:\n  prestart:\n    tools: ['local:plain']\n",
+        encoding="utf-8",
+    )
+    operator = json.loads(run_cli("tools", "show", "local:plain", "--json").stdout)
+    assert operator["processes"]["mode"] == "prestart"
+    (project / "toolgate.yaml").write_text(
+        "tool_folders: [./tools]\nprocesses:\n  prestart:\n    tools: ['no colon']\n",
+        encoding="utf-8",
+    )
+    bad = run_cli("tools", "list")
+    assert bad.returncode == 3 and "processes.prestart.tools" in bad.stderr

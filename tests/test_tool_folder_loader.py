@@ -494,6 +494,8 @@ def test_known_fields() -> None:
         "description",
         "sandbox",
         "permissions",
+        "prestart",
+        "protocol",
     )
 
 
