@@ -10,7 +10,7 @@ given a second input, so nothing leaks from one call to the next.
 
 Processes are kept per :class:`PoolKey` — the tool, its command line, its environment and its
 working directory, which Jean2 fixes per call — so a call only ever gets a process started
-exactly as a fresh one would be. After each take the pool is refilled in the background, up to
+exactly as a fresh one would be. After each call the pool is refilled in the background, up to
 :attr:`PrestartSettings.per_tool` processes per key and :attr:`PrestartSettings.total` in all;
 a process unused for :attr:`PrestartSettings.idle_timeout` seconds is killed. A process found
 dead when a call wants it is thrown away and the call gets another (or a fresh one); a key whose
@@ -92,6 +92,8 @@ class _Slot:
 
     ready: deque[_Ready] = field(default_factory=deque)
     starting: int = 0
+    calls: int = 0
+    """Calls of the key running now (between :meth:`PrestartPool.take` and ``replenish``)."""
     deaths: int = 0
     given_up: bool = False
 
@@ -110,9 +112,11 @@ class PrestartPool:
     def take(self, key: PoolKey) -> StartedProcess | None:
         """A live ready process for ``key`` (``None``: none is ready; start one as usual).
 
-        Either way the key's processes are topped up in the background.
+        Call :meth:`replenish` once the call is done: starting a process blocks the event loop
+        for a few milliseconds, which the call itself should not wait for.
         """
         slot = self._slots.setdefault(key, _Slot())
+        slot.calls += 1
         process: StartedProcess | None = None
         while slot.ready:
             entry = slot.ready.popleft()
@@ -132,11 +136,19 @@ class PrestartPool:
                     key.tool_id,
                     slot.deaths,
                 )
-        self._refill(key, slot)
         return process
 
+    def replenish(self, key: PoolKey) -> None:
+        """The call that :meth:`take` was asked for is done: once no call of ``key`` runs any
+        more, top its processes up again in the background. (Not while a burst runs: new
+        processes would compete with its calls for the CPU.)"""
+        slot = self._slots.setdefault(key, _Slot())
+        slot.calls = max(0, slot.calls - 1)
+        if slot.calls == 0:
+            self._refill(key, slot)
+
     def fill(self, key: PoolKey) -> None:
-        """Start processes for ``key`` up to the settings, without taking one."""
+        """Start processes for ``key`` up to the settings now (before any call)."""
         self._refill(key, self._slots.setdefault(key, _Slot()))
 
     def ready_count(self, tool_id: str | None = None) -> int:

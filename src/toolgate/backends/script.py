@@ -292,16 +292,24 @@ class ScriptBackend:
             # A host-mode tool's command is the same with or without a sandbox service.
             stdin = json.dumps(script_input(invocation, cwd=cwd)).encode("utf-8")
             async with self._slot(tool.id):
-                process = None
-                if self.prestarts(tool):
-                    process = self.pool().take(PoolKey.of(tool.id, command.argv, command.env, cwd))
-                if process is not None:
-                    invocation.metadata["process"] = "prestarted"
-                    result = await run_started(tool, process, stdin, self.max_output)
-                else:
+                if not self.prestarts(tool):
                     result = await start_process(
                         tool, command.argv, stdin, command.env, cwd, self.max_output
                     )
+                    return interpret_result(tool.id, result, self.max_output)
+                pool = self.pool()
+                key = PoolKey.of(tool.id, command.argv, command.env, cwd)
+                process = pool.take(key)
+                try:
+                    if process is not None:
+                        invocation.metadata["process"] = "prestarted"
+                        result = await run_started(tool, process, stdin, self.max_output)
+                    else:
+                        result = await start_process(
+                            tool, command.argv, stdin, command.env, cwd, self.max_output
+                        )
+                finally:
+                    pool.replenish(key)  # after the call: starting one blocks the loop a bit
             return interpret_result(tool.id, result, self.max_output)
         # The sandbox seam: the same command, wrapped (a compartment-mode tool).
         assert self.sandbox is not None  # else it would run on the host, above
