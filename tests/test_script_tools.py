@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from folder_tools import (
     write_tool,
 )
 from toolgate import ErrorCode, Gateway, SideEffect
+from toolgate.backends.prestart import PrestartSettings
 
 WORD_COUNT_PY = """import json, sys
 data = json.load(sys.stdin)
@@ -35,9 +37,27 @@ else:
 """
 
 
+#: How the module's gateways start processes (set per test by ``process_start``).
+_PRESTART_ALL: list[bool] = [False]
+
+
+@pytest.fixture(autouse=True, params=["fresh", "prestarted"])
+def process_start(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every test runs twice: with a fresh process per call, and with the processes of every
+    tool started ahead of its calls, which must change nothing a Jean2 tool folder can see."""
+    _PRESTART_ALL[0] = request.param == "prestarted"
+    yield request.param
+    _PRESTART_ALL[0] = False
+
+
 def gateway_for(root: Path, **options: Any) -> Gateway:
     options.setdefault("environ", clean_environ())
-    return Gateway(tool_folders=[root], **options)
+    if not _PRESTART_ALL[0]:
+        return Gateway(tool_folders=[root], **options)
+    options.setdefault("prestart", PrestartSettings(tools=frozenset({"*"})))
+    gateway = Gateway(tool_folders=[root], **options)
+    gateway.prestart_processes()
+    return gateway
 
 
 @pytest.fixture

@@ -495,6 +495,8 @@ def test_known_fields() -> None:
         "sandbox",
         "permissions",
         "examples",
+        "prestart",
+        "protocol",
     )
 
 

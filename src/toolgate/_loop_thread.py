@@ -39,6 +39,11 @@ class LoopThread:
         future = asyncio.run_coroutine_threadsafe(coro, self._ensure())
         return future.result()
 
+    @property
+    def started(self) -> bool:
+        """Whether the loop runs (it starts on first use)."""
+        return self._loop is not None
+
     def close(self) -> None:
         """Stop the loop and join its thread (idempotent)."""
         with self._lock:

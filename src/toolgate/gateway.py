@@ -14,9 +14,11 @@ from ._loop_thread import LoopThread
 from .approvals import ApprovalService, Approver
 from .backends import Backend, PythonBackend
 from .backends.environment import ScriptEnvironment, received_values
+from .backends.prestart import PrestartSettings
 from .backends.processes import DEFAULT_MAX_OUTPUT
 from .backends.script import ScriptBackend
 from .backends.security import SecurityChecks
+from .backends.workers import WorkerSettings
 from .errors import ToolNotFoundError
 from .health import InMemoryStats, StatsSource, ToolStatus, failed_status, tool_status
 from .loaders import Diagnostic
@@ -113,6 +115,8 @@ class Gateway:
         sandbox: Sandbox | None = None,
         telemetry: Telemetry | None = None,
         semantic_search: bool | None = None,
+        prestart: PrestartSettings | None = None,
+        workers: WorkerSettings | None = None,
     ) -> None:
         """
         Args:
@@ -167,6 +171,9 @@ class Gateway:
                 Closed with the gateway.
             semantic_search: Rank searches by embeddings too, fused with the lexical ranking.
                 ``None``: when the ``toolgate[search]`` extra is installed.
+            prestart: Which host-mode script tools keep processes started ahead of their calls,
+                and how many (default: the tools that declare ``prestart: true``, two each).
+            workers: How long idle workers of ``protocol: worker`` tools are kept.
         """
         self.registry = Registry()
         self.search_index = ToolIndex(self.registry, semantic=semantic_search)
@@ -200,7 +207,10 @@ class Gateway:
             concurrency=script_concurrency,
             cwd=workdir,
             sandbox=sandbox,
+            prestart=prestart,
+            workers=workers,
         )
+        self._scripts = scripts
         self._backends: dict[ImplementationKind, Backend] = {
             ImplementationKind.PYTHON: PythonBackend(
                 threads=self._threads,
@@ -641,21 +651,35 @@ class Gateway:
     # -- lifecycle ------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Start watching the tool folders, so changes apply without a restart."""
+        """Start watching the tool folders, so changes apply without a restart, and start the
+        processes of the script tools that pre-start (see :meth:`prestart_processes`)."""
         if self.tool_folders.roots:
             await self.tool_folders.start()
         await self.declarations.start()
+        await self._scripts.prestart_processes(self.list_tools(), wait=True)
+
+    def prestart_processes(self) -> int:
+        """Start, now, the processes of every script tool that pre-starts (``prestart: true``
+        or the ``prestart`` settings), for :meth:`call_sync`; return how many tools. (``async
+        with gateway`` does this for calls made in its event loop.) Calls with a workspace get
+        processes started in it from their second call on."""
+        return self._loop_thread.run(self._scripts.prestart_processes(self.list_tools(), wait=True))
 
     async def aclose(self) -> None:
         """Stop watching and release the gateway's threads."""
         await self.tool_folders.stop()
         await self.declarations.aclose()
+        await self._scripts.aclose()
         self.close()
 
     def close(self) -> None:
         """Release the gateway's threads and its state store. Calls still running in worker
         threads are not waited."""
         self.declarations.close()
+        if self._loop_thread.started:
+            # Its pre-started processes and workers are killed and reaped before it stops.
+            self._loop_thread.run(self._scripts.aclose())
+        self._scripts.close()  # and those of other event loops
         self._loop_thread.close()
         self._threads.shutdown(wait=False, cancel_futures=True)
         self._rate_limits.close()

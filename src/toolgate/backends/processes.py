@@ -86,7 +86,9 @@ __all__ = [
     "DEFAULT_MAX_OUTPUT",
     "ProcessResult",
     "ProcessStartError",
+    "StartedProcess",
     "run_process",
+    "spawn_process",
 ]
 
 #: Default cap per stream, in bytes.
@@ -149,11 +151,24 @@ async def run_process(
 
     Raises :class:`ProcessStartError` when the program cannot be started.
     """
-    if not argv:
-        raise ProcessStartError("cannot start a process: argv is empty")
     if max_output < 0:
         raise ValueError(f"max_output must be >= 0, not {max_output}")
-    started = time.monotonic()
+    started = await spawn_process(argv, env=env, cwd=cwd)
+    return await started.run(stdin, timeout=timeout, max_output=max_output)
+
+
+async def spawn_process(
+    argv: Sequence[str], *, env: Mapping[str, str], cwd: Path | None
+) -> StartedProcess:
+    """Start ``argv`` with its three pipes, but give it no input yet.
+
+    The program runs (an interpreter starts and imports) and then waits for its stdin until
+    :meth:`StartedProcess.run` gives it one; :func:`run_process` is this plus that, at once.
+    Raises :class:`ProcessStartError` when the program cannot be started.
+    """
+    if not argv:
+        raise ProcessStartError("cannot start a process: argv is empty")
+    spawned = time.monotonic()
     stdin_read, stdin_write = os.pipe()
     stdout_read, stdout_write = os.pipe()
     stderr_read, stderr_write = os.pipe()
@@ -178,15 +193,76 @@ async def run_process(
     except BaseException:
         _close_all(parent_ends)
         raise
-    call = _Call(
-        proc,
-        started=started,
-        stdin_fd=stdin_write,
-        stdout_fd=stdout_read,
-        stderr_fd=stderr_read,
-        max_output=max_output,
+    return StartedProcess(
+        proc, spawned=spawned, stdin_fd=stdin_write, stdout_fd=stdout_read, stderr_fd=stderr_read
     )
-    return await call.run(stdin, timeout)
+
+
+class StartedProcess:
+    """A started program waiting for its input: used by exactly one :meth:`run`, or discarded.
+
+    Everything :func:`run_process` promises holds for the run: the timeout counts from the
+    moment :meth:`run` is called, and what the program started meanwhile belongs to the run's
+    process tree (it is in the program's session).
+    """
+
+    def __init__(
+        self,
+        proc: asyncio.subprocess.Process,
+        *,
+        spawned: float,
+        stdin_fd: int,
+        stdout_fd: int,
+        stderr_fd: int,
+    ) -> None:
+        self.pid = proc.pid
+        """The program's process id."""
+        self.spawned = spawned
+        """When it was started (``time.monotonic()``)."""
+        self._proc = proc
+        self._fds: tuple[int, int, int] | None = (stdin_fd, stdout_fd, stderr_fd)
+        self._exit: asyncio.Future[int] = asyncio.ensure_future(proc.wait())
+
+    @property
+    def exited(self) -> bool:
+        """Whether the program has already ended (it will not read an input any more)."""
+        return self._exit.done()
+
+    async def run(self, stdin: bytes, *, timeout: float, max_output: int) -> ProcessResult:
+        """Give the program ``stdin`` and supervise it to its end, as :func:`run_process`."""
+        if max_output < 0:
+            raise ValueError(f"max_output must be >= 0, not {max_output}")
+        if self._fds is None:
+            raise RuntimeError("this process was already used or discarded")
+        stdin_fd, stdout_fd, stderr_fd = self._fds
+        self._fds = None
+        call = _Call(
+            self._proc,
+            exit=self._exit,
+            spawned=self.spawned,
+            started=time.monotonic(),
+            stdin_fd=stdin_fd,
+            stdout_fd=stdout_fd,
+            stderr_fd=stderr_fd,
+            max_output=max_output,
+        )
+        return await call.run(stdin, timeout)
+
+    async def wait_exited(self, timeout: float = 1.0) -> None:
+        """Wait (at most ``timeout`` seconds) until the program has ended and was reaped."""
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self._exit), timeout)
+
+    def discard(self) -> None:
+        """Kill the program and everything it started, and close the pipes (never used)."""
+        fds, self._fds = self._fds, None
+        if fds is None:
+            return
+        with contextlib.suppress(Exception):
+            ProcessTree(self._proc.pid, self.spawned).kill()
+        # Thread-safe (a gateway may be closed from another thread): signals and closing file
+        # descriptors only; the event loop's child watcher reaps the process.
+        _close_all(fds)
 
 
 def _start_error_message(argv: Sequence[str], cwd: Path | None, exc: OSError) -> str:
@@ -227,6 +303,8 @@ class _Call:
         self,
         proc: asyncio.subprocess.Process,
         *,
+        exit: asyncio.Future[int],
+        spawned: float,
         started: float,
         stdin_fd: int,
         stdout_fd: int,
@@ -235,6 +313,8 @@ class _Call:
     ) -> None:
         self._loop = asyncio.get_running_loop()
         self._proc = proc
+        # The timeout and the duration count from the call; the process tree from the spawn
+        # (a pre-started program may have started processes before its input came).
         self._started = started
         self._max_output = max_output
         self._stdout = _Stream("stdout", stdout_fd)
@@ -243,9 +323,9 @@ class _Call:
         self._stdin_data = memoryview(b"")
         self._exceeded: str | None = None
         self._wake: asyncio.Future[None] | None = None
-        self._tree = ProcessTree(proc.pid, started)
+        self._tree = ProcessTree(proc.pid, spawned)
         self._snapshot_handle: asyncio.TimerHandle | None = None
-        self._exit: asyncio.Future[int] = asyncio.ensure_future(proc.wait())
+        self._exit = exit
 
     async def run(self, stdin: bytes, timeout: float) -> ProcessResult:
         try:

@@ -17,27 +17,37 @@ from __future__ import annotations
 import asyncio
 import json
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import ToolError
 from ..invocation import Invocation
-from ..model import ScriptEntry, Tool
+from ..model import SandboxMode, ScriptEntry, Tool
 from ..registry import RegisteredTool
 from ..runtimes import RUNTIMES, Runtime, runtime_for_extension
 from ..sandbox.runner import Sandbox, SandboxUnavailableError
 from .base import BackendUnavailableError, ToolTimeoutError
 from .environment import ScriptEnvironment
-from .processes import DEFAULT_MAX_OUTPUT, ProcessResult, ProcessStartError, run_process
+from .prestart import PoolKey, PrestartPool, PrestartSettings
+from .processes import (
+    DEFAULT_MAX_OUTPUT,
+    ProcessResult,
+    ProcessStartError,
+    StartedProcess,
+    run_process,
+)
+from .workers import WorkerPool, WorkerSettings
 
 __all__ = [
     "ScriptBackend",
     "ScriptCommand",
+    "checked_answer",
     "decode_tail",
     "interpret_result",
     "run_sandboxed",
+    "run_started",
     "script_input",
     "security_runtime",
     "start_process",
@@ -111,7 +121,12 @@ def _entry(tool: Tool) -> tuple[ScriptEntry, Runtime]:
 
 
 class ScriptBackend:
-    """Runs ``script`` tools; at most ``concurrency`` processes per tool (and event loop)."""
+    """Runs ``script`` tools; at most ``concurrency`` processes per tool (and event loop).
+
+    Host-mode tools may have processes started ahead of their calls (``prestart``, see
+    :mod:`~toolgate.backends.prestart`); ``protocol: worker`` tools run on long-lived workers
+    (:mod:`~toolgate.backends.workers`).
+    """
 
     def __init__(
         self,
@@ -121,6 +136,8 @@ class ScriptBackend:
         concurrency: int = 32,
         cwd: Path | None = None,
         sandbox: Sandbox | None = None,
+        prestart: PrestartSettings | None = None,
+        workers: WorkerSettings | None = None,
     ) -> None:
         self.environment = environment
         self.sandbox = sandbox
@@ -128,11 +145,97 @@ class ScriptBackend:
         self.max_output = max_output
         self.concurrency = concurrency
         self.cwd = cwd
-        # asyncio semaphores belong to one loop: async callers and call_sync's private loop each
-        # get their own, so neither can deadlock or break the other.
+        self.prestart = prestart or PrestartSettings()
+        """Which tools get pre-started processes (by default: those that declare it)."""
+        self.workers = workers or WorkerSettings()
+        # asyncio semaphores and processes belong to one loop: async callers and call_sync's
+        # private loop each get their own, so neither can deadlock or break the other.
         self._slots: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, dict[str, asyncio.Semaphore]
         ] = weakref.WeakKeyDictionary()
+        self._pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, PrestartPool] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._worker_pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, WorkerPool] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def prestarts(self, tool: Tool) -> bool:
+        """Whether calls of ``tool`` run on pre-started processes (it runs on the host, as a
+        one-shot script, and it or the operator asked for it)."""
+        entry = tool.entry
+        return (
+            isinstance(entry, ScriptEntry)
+            and entry.protocol == "oneshot"
+            and self._on_host(tool)
+            and self.prestart.wants(tool.id, declared=entry.prestart)
+        )
+
+    def runs_as_worker(self, tool: Tool) -> bool:
+        """Whether calls of ``tool`` go to a long-lived worker (``protocol: worker`` on the
+        host; forced into a sandbox by the operator, it runs one process per call)."""
+        entry = tool.entry
+        return isinstance(entry, ScriptEntry) and entry.protocol == "worker" and self._on_host(tool)
+
+    def _on_host(self, tool: Tool) -> bool:
+        return self.sandbox is None or self.sandbox.mode_for(tool) is SandboxMode.HOST
+
+    def pool(self) -> PrestartPool:
+        """The pre-started processes of the running event loop."""
+        loop = asyncio.get_running_loop()
+        pool = self._pools.get(loop)
+        if pool is None:
+            pool = self._pools[loop] = PrestartPool(self.prestart)
+        return pool
+
+    def worker_pool(self) -> WorkerPool:
+        """The workers of the running event loop."""
+        loop = asyncio.get_running_loop()
+        pool = self._worker_pools.get(loop)
+        if pool is None:
+            pool = self._worker_pools[loop] = WorkerPool(self.workers)
+        return pool
+
+    async def prestart_processes(self, tools: Iterable[Tool], *, wait: bool = False) -> int:
+        """Start the processes of every tool of ``tools`` that pre-starts, for calls without a
+        workspace, in the running event loop; return how many tools. With ``wait``, return once
+        they are started."""
+        pool = None
+        count = 0
+        for tool in tools:
+            if not self.prestarts(tool):
+                continue
+            entry, runtime = _entry(tool)
+            cwd = self.cwd or Path.cwd()
+            try:
+                command = ScriptCommand.prepare(
+                    Path(entry.path), runtime, tool=tool, environment=self.environment, cwd=cwd
+                )
+            except BackendUnavailableError:
+                continue  # its calls say why
+            pool = pool or self.pool()
+            pool.fill(PoolKey.of(tool.id, command.argv, command.env, cwd))
+            count += 1
+        if wait and pool is not None:
+            await pool.settled()
+        return count
+
+    async def aclose(self) -> None:
+        """Kill the running event loop's pre-started processes and idle workers, and wait until
+        they are reaped; then :meth:`close` the others."""
+        loop = asyncio.get_running_loop()
+        if (pool := self._pools.get(loop)) is not None:
+            await pool.aclose()
+        if (workers := self._worker_pools.get(loop)) is not None:
+            await workers.aclose()
+        self.close()
+
+    def close(self) -> None:
+        """Kill every pre-started process and idle worker."""
+        for pool in list(self._pools.values()):
+            pool.close()
+        for workers in list(self._worker_pools.values()):
+            workers.close()
 
     def can_run_inline(self, entry: RegisteredTool) -> bool:
         return False
@@ -174,14 +277,42 @@ class ScriptBackend:
         command = ScriptCommand.prepare(
             Path(entry.path), runtime, tool=tool, environment=self.environment, cwd=cwd
         )
-        if self.sandbox is None:
+        if self.runs_as_worker(tool):
+            key = PoolKey.of(tool.id, command.argv, command.env, cwd)
+            invocation.metadata["process"] = "worker"
+            async with self._slot(tool.id):
+                answer = await self.worker_pool().call(
+                    key,
+                    script_input(invocation, cwd=cwd),
+                    timeout=tool.timeout + _BACKSTOP_MARGIN,
+                    max_output=self.max_output,
+                )
+            return checked_answer(tool.id, answer)
+        if self._on_host(tool):
+            # A host-mode tool's command is the same with or without a sandbox service.
             stdin = json.dumps(script_input(invocation, cwd=cwd)).encode("utf-8")
             async with self._slot(tool.id):
-                result = await start_process(
-                    tool, command.argv, stdin, command.env, cwd, self.max_output
-                )
+                if not self.prestarts(tool):
+                    result = await start_process(
+                        tool, command.argv, stdin, command.env, cwd, self.max_output
+                    )
+                    return interpret_result(tool.id, result, self.max_output)
+                pool = self.pool()
+                key = PoolKey.of(tool.id, command.argv, command.env, cwd)
+                process = pool.take(key)
+                try:
+                    if process is not None:
+                        invocation.metadata["process"] = "prestarted"
+                        result = await run_started(tool, process, stdin, self.max_output)
+                    else:
+                        result = await start_process(
+                            tool, command.argv, stdin, command.env, cwd, self.max_output
+                        )
+                finally:
+                    pool.replenish(key)  # after the call: starting one blocks the loop a bit
             return interpret_result(tool.id, result, self.max_output)
-        # The sandbox seam: the same command, wrapped (or unchanged for host-mode tools).
+        # The sandbox seam: the same command, wrapped (a compartment-mode tool).
+        assert self.sandbox is not None  # else it would run on the host, above
         async with self._slot(tool.id):
             result = await run_sandboxed(
                 self.sandbox,
@@ -211,6 +342,14 @@ async def start_process(
         )
     except ProcessStartError as exc:
         raise ToolError(f"Tool {tool.id} could not be started: {exc}") from None
+
+
+async def run_started(
+    tool: Tool, process: StartedProcess, stdin: bytes, max_output: int
+) -> ProcessResult:
+    """Run a pre-started process of ``tool`` with ``stdin``, exactly as :func:`start_process`
+    runs a fresh one (the same timeout and backstop, output caps and process-tree kill)."""
+    return await process.run(stdin, timeout=tool.timeout + _BACKSTOP_MARGIN, max_output=max_output)
 
 
 async def run_sandboxed(
@@ -302,6 +441,12 @@ def interpret_result(tool_id: str, result: ProcessResult, max_output: int) -> Ma
         raise ToolError(
             f"Tool {tool_id} must print one JSON object on stdout, but it printed {what}"
         )
-    if _reports_error(parsed.get("error")):
-        raise ToolError(_error_text(parsed["error"]))
-    return parsed
+    return checked_answer(tool_id, parsed)
+
+
+def checked_answer(tool_id: str, answer: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A script's (or worker's) JSON answer as the tool's result; its ``error`` field, if set,
+    as a :class:`ToolError`."""
+    if _reports_error(answer.get("error")):
+        raise ToolError(_error_text(answer["error"]))
+    return answer

@@ -45,9 +45,10 @@ from typing import Annotated, NoReturn
 import typer
 from rich.text import Text
 
+from ..backends.prestart import PrestartSettings
 from ..errors import ErrorCode, ToolgateError
 from ..gateway import Gateway
-from ..model import CallStatus
+from ..model import CallStatus, SandboxMode
 from ..registry import RegisteredTool
 from . import (
     agents,
@@ -75,6 +76,7 @@ from .catalog import (
     enforcement,
     print_tool,
     print_tool_table,
+    process_mode,
     summarize_tool,
 )
 from .errors import EXIT_CODES_HELP, CliFailure, CliUsageError, report
@@ -260,10 +262,16 @@ def show_tool(
             if gateway.sandbox is None
             else enforcement(gateway.sandbox, entry.tool, entry.binding)
         )
+        on_host = (
+            gateway.sandbox is None or gateway.sandbox.mode_for(entry.tool) is SandboxMode.HOST
+        )
+    # As `toolgate serve` runs it (this command itself starts no process ahead).
+    prestart = state.loaded.config.processes.prestart.settings() if state.loaded else None
+    processes = process_mode(entry.tool, prestart or PrestartSettings(), on_host=on_host)
     if as_json:
-        print_json(describe_tool(entry, state.approval_policy, status, enforced))
+        print_json(describe_tool(entry, state.approval_policy, status, enforced, processes))
     else:
-        print_tool(entry, state.out, state.approval_policy, status, enforced)
+        print_tool(entry, state.out, state.approval_policy, status, enforced, processes)
 
 
 # -- tool folders ------------------------------------------------------------------------------
@@ -369,6 +377,15 @@ def new_tool(
             "install it with 'toolgate tools install PATH/NAME').",
         ),
     ] = None,
+    protocol: Annotated[
+        str,
+        typer.Option(
+            "--protocol",
+            metavar="PROTOCOL",
+            help="oneshot (a process per call, the default) or worker (one long-lived process "
+            "answers a JSON line per call; python, node and bun get a helper file).",
+        ),
+    ] = "oneshot",
 ) -> None:
     """Create a working tool folder to start from: tool.md, a script and test-input.json.
 
@@ -379,12 +396,16 @@ def new_tool(
     """
     state = _state(ctx)
     parent = state.tools_dir if directory is None else directory
-    folder, files, check = new_folder(name, runtime, parent)
+    if protocol not in ("oneshot", "worker"):
+        raise CliUsageError(f"--protocol must be oneshot or worker, not {protocol!r}")
+    folder, files, check = new_folder(name, runtime, parent, worker=protocol == "worker")
     out = state.out
     out.print(Text.assemble(("Created ", "bold green"), f"{folder} ({runtime})"), soft_wrap=True)
     purposes = {
         "tool.md": "the declaration: description, schemas, timeout, approval",
         "test-input.json": "sample arguments",
+        "toolgate_worker.py": "the worker protocol helper (keep it next to the script)",
+        "toolgate_worker.mjs": "the worker protocol helper (keep it next to the script)",
     }
     for file in files:
         purpose = purposes.get(file.name, "the code: JSON on stdin, JSON on stdout")

@@ -12,8 +12,9 @@ from rich.table import Table
 from rich.text import Text
 
 from ..backends.mcp_launch import grant_key
+from ..backends.prestart import PrestartSettings
 from ..health import Phase, ToolStatus
-from ..model import ImplementationKind, SandboxMode, SourceFormat, TileDisplay, Tool
+from ..model import ImplementationKind, SandboxMode, ScriptEntry, SourceFormat, TileDisplay, Tool
 from ..model.display import safe_text
 from ..model.names import to_provider_name
 from ..pipeline.approval_policy import ApprovalPolicy
@@ -139,11 +140,34 @@ def _mcp_enforcement(sandbox: Sandbox, binding: object) -> dict[str, str]:
     return lines
 
 
+def process_mode(tool: Tool, prestart: PrestartSettings, *, on_host: bool) -> dict[str, str] | None:
+    """How calls of a script tool get their process under ``toolgate serve`` and ``toolgate
+    mcp`` (``None``: not a script tool): ``mode`` (``fresh``, ``prestart`` or ``worker``) and a
+    ``note`` for people."""
+    entry = tool.entry
+    if not isinstance(entry, ScriptEntry):
+        return None
+    if entry.protocol == "worker":
+        if on_host:
+            note = "a long-lived worker answers one JSON line per call (protocol: worker)"
+            return {"mode": "worker", "note": note}
+        note = "one process per call: the sandbox of a compartment tool serves a single call"
+        return {"mode": "fresh", "note": note}
+    if on_host and prestart.wants(tool.id, declared=entry.prestart):
+        note = (
+            f"pre-started: up to {prestart.per_tool} processes kept ready, each used for one "
+            "call; work the script does before reading its input happens before the call"
+        )
+        return {"mode": "prestart", "note": note}
+    return {"mode": "fresh", "note": "a fresh process per call"}
+
+
 def describe_tool(
     entry: RegisteredTool,
     policy: ApprovalPolicy | None = None,
     status: ToolStatus | None = None,
     enforced: Mapping[str, str] | None = None,
+    processes: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Everything ``tools show`` tells about one tool, as JSON (with its health ``status``,
     Joch field names, when given), including its prompt ``examples`` and tile ``ui``, and
@@ -153,6 +177,8 @@ def describe_tool(
     extra: dict[str, Any] = {} if status is None else {"status": status.to_dict()}
     if enforced is not None:
         extra["sandbox"] = {"mode": str(tool.sandbox.mode), "enforced": dict(enforced)}
+    if processes is not None:
+        extra["processes"] = dict(processes)
     return {
         **summarize_tool(entry, policy),
         **extra,
@@ -259,6 +285,7 @@ def print_tool(
     policy: ApprovalPolicy | None = None,
     status: ToolStatus | None = None,
     enforced: Mapping[str, str] | None = None,
+    processes: Mapping[str, str] | None = None,
 ) -> None:
     """Print one tool's details (and its health ``status`` when given), what the process
     sandbox enforces for it (``enforced``, one line per aspect), its tile and prompt examples,
@@ -277,6 +304,8 @@ def print_tool(
         ("Source", f"{tool.source.format}: {tool.source.location or '-'}"),
         ("Availability", _availability(entry)),
     ]
+    if processes is not None:
+        rows.append(("Processes", processes["note"]))
     for label, value in rows:
         facts.add_row(label, Text(value))
     for label, text in [] if status is None else _status_rows(status):

@@ -22,7 +22,7 @@ from ..loaders import Diagnostic, FolderLoad, Severity, load_tool_folder
 from ..model import ScriptEntry, Tool
 from ..runtimes import RUNTIMES
 from .errors import CliFailure, CliUsageError
-from .scaffold import SCAFFOLD_RUNTIMES, scaffold
+from .scaffold import SCAFFOLD_RUNTIMES, WORKER_SCAFFOLDS, scaffold
 
 __all__ = [
     "LOCAL_NAMESPACE",
@@ -336,8 +336,11 @@ def remove_folder(name: str, tools_dir: Path) -> Path:
 # -- new ----------------------------------------------------------------------------------------
 
 
-def new_folder(name: str, runtime: str, parent: Path) -> tuple[Path, list[Path], FolderCheck]:
-    """``tools new``: scaffold ``parent/<name>`` for ``runtime`` and check that it loads."""
+def new_folder(
+    name: str, runtime: str, parent: Path, *, worker: bool = False
+) -> tuple[Path, list[Path], FolderCheck]:
+    """``tools new``: scaffold ``parent/<name>`` for ``runtime`` (a ``protocol: worker`` tool
+    with ``worker``) and check that it loads."""
     if not _NEW_NAME.match(name):
         raise CliUsageError(
             f"NAME {name!r}: use letters, digits, '-', '_' and '.', starting with a letter or "
@@ -347,13 +350,18 @@ def new_folder(name: str, runtime: str, parent: Path) -> tuple[Path, list[Path],
         raise CliUsageError(
             f"--runtime must be one of {', '.join(SCAFFOLD_RUNTIMES)}, not {runtime!r}"
         )
+    if worker and runtime not in WORKER_SCAFFOLDS:
+        raise CliUsageError(
+            f"--protocol worker has a helper for {', '.join(WORKER_SCAFFOLDS)}, not {runtime!r} "
+            "(any runtime can speak it: read one JSON line per call, write one)"
+        )
     if parent.exists() and not parent.is_dir():
         raise CliUsageError(f"--dir: {parent} is not a folder")
     folder = parent / name
     if folder.exists() or folder.is_symlink():
         raise CliFailure(f"{folder} already exists; choose another NAME or --dir")
     try:
-        files = scaffold(folder, name, runtime)
+        files = scaffold(folder, name, runtime, worker=worker)
     except OSError as exc:
         raise CliFailure(f"cannot create {folder}: {exc.strerror or exc}") from None
     check = check_folder(folder)

@@ -96,7 +96,9 @@ def mcp(
     state = _state(ctx)
     if config is not None:
         state.config_path = config
-    gateway = state.open_gateway(approver="queue", telemetry=from_environment())
+    gateway = state.open_gateway(
+        approver="queue", telemetry=from_environment(), keep_processes=True
+    )
     if log_format is LogFormat.JSON:
         gateway.observe_calls(CallLog())
     loaded = state.loaded

@@ -88,6 +88,7 @@ class CliState:
         *,
         audit: AuditMode = "write",
         telemetry: Telemetry | None = None,
+        keep_processes: bool = False,
     ) -> Gateway:
         """Load the configuration and build the gateway (raises ``ConfigError``).
 
@@ -97,9 +98,17 @@ class CliState:
         recorded in ``$TOOLGATE_HOME/audit.db`` (``audit="write"``); commands that only read
         the tools' statistics pass ``"read"`` (an existing log only, nothing created) and those
         that need none ``"off"``. ``telemetry`` traces and measures the calls (``toolgate mcp``).
+        ``keep_processes``: a long-running command (``mcp``), whose script tools may have
+        processes started ahead of calls.
         """
         self.loaded = load_config(self.config_path)
-        return build_gateway(self.loaded, approver=approver, audit=audit, telemetry=telemetry)
+        return build_gateway(
+            self.loaded,
+            approver=approver,
+            audit=audit,
+            telemetry=telemetry,
+            keep_processes=keep_processes,
+        )
 
     def hint_when_unconfigured(self) -> None:
         """Tell the user how to create a configuration when none was found."""

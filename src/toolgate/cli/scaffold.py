@@ -8,11 +8,14 @@ as soon as it is created and shows the whole Jean2 execution model in a few line
 from __future__ import annotations
 
 import json
+import shutil
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["SCAFFOLD_RUNTIMES", "Scaffold", "scaffold"]
+from ..worker_helpers import HELPERS
+
+__all__ = ["SCAFFOLD_RUNTIMES", "WORKER_SCAFFOLDS", "Scaffold", "scaffold"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +171,47 @@ SCAFFOLD_RUNTIMES: dict[str, Scaffold] = {
     "powershell": Scaffold("script.ps1", _POWERSHELL),
 }
 
+_PYTHON_WORKER = '''"""{name}: a toolgate worker tool (runtime python, protocol: worker).
+
+The process stays up: toolgate_worker.serve reads one JSON line per call (the arguments declared
+in tool.md's inputSchema, plus workspacePath and sessionId) and writes handle()'s answer as one
+JSON line. Return {{"error": "what went wrong"}} (or raise) to fail a call. Imports and caches at
+the top are paid once, not per call. Try it: echo '{{"name": "Ada"}}' | python3 script.py
+"""
+
+from toolgate_worker import serve
+
+
+def handle(request: dict) -> dict:
+    name = request.get("name") or "world"
+    return {{"message": f"Hello, {{name}}!"}}
+
+
+serve(handle)
+'''
+
+_JS_WORKER = """// {name}: a toolgate worker tool (runtime {runtime}, protocol: worker).
+//
+// The process stays up: serve() reads one JSON line per call (the arguments declared in
+// tool.md's inputSchema, plus workspacePath and sessionId) and writes the handler's answer as
+// one JSON line. Return {{ error: "what went wrong" }} (or throw) to fail a call. Start-up work
+// at the top is paid once, not per call. Try it: echo '{{"name": "Ada"}}' | {runtime} {script}
+
+import {{ serve }} from "./toolgate_worker.mjs";
+
+serve(async (request) => {{
+  const name = request.name || "world";
+  return {{ message: `Hello, ${{name}}!` }};
+}});
+"""
+
+#: The runtimes ``tools new --protocol worker`` can scaffold: the script, which uses the helper.
+WORKER_SCAFFOLDS: dict[str, Scaffold] = {
+    "python": Scaffold("script.py", _PYTHON_WORKER),
+    "node": Scaffold("script.mjs", _JS_WORKER),
+    "bun": Scaffold("script.mjs", _JS_WORKER),
+}
+
 _TOOL_MD = """---
 # The declaration of the tool '{name}' (Jean2 tool folder). These comments are for you; the
 # Markdown body below the closing '---' is the description the model reads.
@@ -175,7 +219,7 @@ name: {name_yaml:<19} # the tool's id is local:{name} once installed
 script: {script:<17} # the file run for every call (inside this folder)
 runtime: {runtime:<16} # bun, node, python, bash, go, binary or powershell
 timeout: {timeout:<16} # milliseconds before the call is stopped
-requireApproval: false    # true: a person approves every call
+{protocol}requireApproval: false    # true: a person approves every call
 dangerous: false          # true: the tool changes things; shown with a warning sign
 hasSecurityCheck: false   # true: run securityScript (default security.ts) before each call
 env: []                   # variables (from $TOOLGATE_HOME/.env) the script may read
@@ -205,12 +249,18 @@ and the code in {script}.)
 """
 
 
-def scaffold(folder: Path, name: str, runtime: str) -> list[Path]:
-    """Write ``tool.md``, the script and ``test-input.json`` into the new ``folder``.
+def scaffold(folder: Path, name: str, runtime: str, *, worker: bool = False) -> list[Path]:
+    """Write ``tool.md``, the script and ``test-input.json`` into the new ``folder`` (with
+    ``worker``: a ``protocol: worker`` tool, and the worker helper next to its script).
 
     The folder must not exist. Returns the files written, in that order.
     """
-    template = SCAFFOLD_RUNTIMES[runtime]
+    template = (WORKER_SCAFFOLDS if worker else SCAFFOLD_RUNTIMES)[runtime]
+    protocol = (
+        "protocol: worker          # one long-lived process answers a JSON line per call\n"
+        if worker
+        else ""
+    )
     folder.mkdir(parents=True)
     tool_md = folder / "tool.md"
     tool_md.write_text(
@@ -220,13 +270,23 @@ def scaffold(folder: Path, name: str, runtime: str) -> list[Path]:
             script=template.file_name,
             runtime=runtime,
             timeout=template.timeout_ms,
+            protocol=protocol,
         ),
         encoding="utf-8",
     )
     script = folder / template.file_name
-    script.write_text(template.code.format(name=name), encoding="utf-8")
+    script.write_text(
+        template.code.format(name=name, runtime=runtime, script=template.file_name),
+        encoding="utf-8",
+    )
+    written = [tool_md, script]
+    if worker:
+        helper = HELPERS[runtime]
+        copy = folder / helper.name
+        shutil.copyfile(helper, copy)
+        written.append(copy)
     if template.executable:
         script.chmod(script.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     sample = folder / "test-input.json"
     sample.write_text(json.dumps({"name": "Ada"}) + "\n", encoding="utf-8")
-    return [tool_md, script, sample]
+    return [*written, sample]

@@ -158,6 +158,7 @@ def serve(
             # calls must not reach the gateway itself.
             serve_ports=[sock.getsockname()[1]],
             telemetry=from_environment(),
+            keep_processes=True,
         )
         cleanup.callback(gateway.close)  # after the lifespan's aclose: a no-op then
         metrics = CallMetrics(gateway.gauges())

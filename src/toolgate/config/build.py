@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Literal
 
 from ..approvals import Approver
+from ..backends.prestart import PrestartSettings
+from ..backends.workers import WorkerSettings
 from ..errors import ConfigError, ToolgateError
 from ..gateway import Gateway
 from ..sandbox.runner import Sandbox
@@ -84,6 +86,7 @@ def build_gateway(
     audit: AuditMode = "write",
     serve_ports: Collection[int] = (),
     telemetry: Telemetry | None = None,
+    keep_processes: bool = False,
 ) -> Gateway:
     """Build a :class:`Gateway` holding the configured tools.
 
@@ -101,7 +104,9 @@ def build_gateway(
     ``serve_ports``: the ports ``toolgate serve`` really listens on (besides ``serve.port``), which
     no tool may reach. ``telemetry``: traces and metrics of every call (``toolgate serve`` and
     ``toolgate mcp`` pass :func:`toolgate.telemetry.from_environment`), closed with the gateway.
-    Raises :class:`ConfigError` naming the file and the entry for every problem.
+    ``keep_processes``: the gateway serves many calls (``serve``, ``mcp``), so script tools may
+    have processes started ahead (``processes.prestart``); a command that makes one call starts
+    none ahead. Raises :class:`ConfigError` naming the file and the entry for every problem.
     """
     config, label, folder = loaded.config, loaded.label, loaded.folder
     home = toolgate_home() if home is None else home
@@ -142,6 +147,10 @@ def build_gateway(
         sandbox=config_sandbox(loaded, home, serve_ports),
         telemetry=telemetry,
         semantic_search=config.search.semantic,
+        prestart=config.processes.prestart.settings()
+        if keep_processes
+        else PrestartSettings(enabled=False),
+        workers=WorkerSettings(idle_timeout=config.processes.workers.idle_timeout),
     )
     try:
         if config.python and str(folder) not in sys.path:

@@ -20,6 +20,7 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
+from ..backends.prestart import PrestartSettings
 from ..backends.processes import DEFAULT_MAX_OUTPUT
 from ..model import SideEffect, split_tool_id
 from ..pipeline.approval import DEFAULT_APPROVAL_TTL
@@ -36,6 +37,8 @@ __all__ = [
     "AuthConfig",
     "GatewayConfig",
     "OverflowConfig",
+    "PrestartSection",
+    "ProcessesConfig",
     "PythonSource",
     "RateLimitsConfig",
     "SandboxSection",
@@ -44,6 +47,7 @@ __all__ = [
     "ServeConfig",
     "SourceEntry",
     "ToolFolderEntry",
+    "WorkersSection",
 ]
 
 #: The declaration formats ``sources:`` entries may name (``auto``: detect from the content).
@@ -185,6 +189,56 @@ class ScriptsConfig(_Section):
         ):
             return tuple(value)
         raise ValueError("must be a list of variable names, or true for any declared variable")
+
+
+class PrestartSection(_Section):
+    """`processes.prestart:`: script tools whose processes are started ahead of their calls."""
+
+    enabled: bool = True
+    """`false`: no tool is pre-started, not even one that declares `prestart: true`."""
+    tools: tuple[str, ...] = ()
+    """More tools to pre-start besides those that declare it: tool ids, `namespace:*`, or `*`
+    (every host-mode script tool). A script that works before reading its input then does that
+    work early, once per process."""
+    per_tool: int = Field(default=2, ge=1, le=64)
+    """Processes kept ready per tool (and working directory and environment)."""
+    total: int = Field(default=16, ge=1, le=1024)
+    """Processes kept ready in all."""
+    idle_timeout: float = Field(default=60, gt=0)
+    """Seconds a ready process waits for a call before it is stopped."""
+
+    @field_validator("tools")
+    @classmethod
+    def _tool_patterns(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for pattern in value:
+            if pattern != "*" and not pattern.endswith(":*"):
+                split_tool_id(pattern)  # raises ValueError naming it: namespace:name
+        return value
+
+    def settings(self) -> PrestartSettings:
+        """The backend's settings."""
+        return PrestartSettings(
+            enabled=self.enabled,
+            tools=frozenset(self.tools),
+            per_tool=self.per_tool,
+            total=self.total,
+            idle_timeout=self.idle_timeout,
+        )
+
+
+class WorkersSection(_Section):
+    """`processes.workers:`: the long-lived processes of `protocol: worker` tools."""
+
+    idle_timeout: float = Field(default=300, gt=0)
+    """Seconds an idle worker waits for its next call before it is stopped."""
+
+
+class ProcessesConfig(_Section):
+    """`processes:`: how script tools' processes serve calls (`toolgate serve` and `toolgate
+    mcp`; a one-call command starts none ahead)."""
+
+    prestart: PrestartSection = Field(default_factory=PrestartSection)
+    workers: WorkersSection = Field(default_factory=WorkersSection)
 
 
 class ApprovalRuleEntry(_Section):
@@ -568,6 +622,7 @@ class GatewayConfig(_Section):
     sources: list[SourceEntry] = Field(default_factory=list)
     """Declarations in the other formats: capabilities, plugins, extension info, resources."""
     scripts: ScriptsConfig = Field(default_factory=ScriptsConfig)
+    processes: ProcessesConfig = Field(default_factory=ProcessesConfig)
     demo: bool = False
     """Include the bundled demo tools."""
     overflow: OverflowConfig = Field(default_factory=OverflowConfig)

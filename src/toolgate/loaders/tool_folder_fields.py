@@ -25,6 +25,7 @@ from ..model import (
     ApprovalSpec,
     DisplaySpec,
     ImplementationKind,
+    SandboxMode,
     ScriptEntry,
     SecurityCheckSpec,
     SourceFormat,
@@ -79,10 +80,16 @@ TOOL_FOLDER_FIELDS: tuple[str, ...] = (
     "sandbox",
     "permissions",
     "examples",
+    "prestart",
+    "protocol",
 )
 """``sandbox``/``permissions``: toolgate's extension (:mod:`toolgate.loaders.sandbox_fields`);
 ``examples``: toolgate's extension too (prompts that should select the tool, as in Extension Info;
-:mod:`toolgate.loaders.examples`)."""
+:mod:`toolgate.loaders.examples`); ``prestart``/``protocol``: toolgate's extension (how the
+script's processes serve calls)."""
+
+#: The values of ``protocol``: a process per call (Jean2), or a long-lived worker.
+PROTOCOLS = ("oneshot", "worker")
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -263,6 +270,16 @@ def build_tool(
     from .sandbox_fields import folder_sandbox  # it builds on this module's Report
 
     sandbox = folder_sandbox(data, root, report)
+    prestart = fields.optional_bool("prestart") or False
+    protocol = _protocol(fields, report)
+    if protocol == "worker" and sandbox is not None and sandbox.mode is SandboxMode.COMPARTMENT:
+        report.error(
+            "protocol",
+            "a worker runs on the host for many calls, so 'protocol: worker' cannot be combined "
+            "with 'sandbox: compartment' (each compartment call gets a sandbox of its own)",
+        )
+    if prestart and protocol == "worker":
+        report.warning("prestart", "'prestart' has no effect with 'protocol: worker'")
 
     if report.failed:
         return None, runtime
@@ -280,6 +297,8 @@ def build_tool(
                 path=str(script_path),
                 runtime=runtime,
                 digest=_contents_digest(script_path, security),
+                prestart=prestart,
+                protocol="worker" if protocol == "worker" else "oneshot",
             ),
             output_schema=output_schema,
             timeout=timeout,
@@ -352,6 +371,17 @@ class _Fields:
             )
             return None
         return value / 1000
+
+
+def _protocol(fields: _Fields, report: Report) -> str | None:
+    value = fields.optional_str("protocol")
+    if value is not None and value not in PROTOCOLS:
+        report.error(
+            "protocol",
+            f"'protocol' must be one of {', '.join(PROTOCOLS)} (default oneshot), got {value!r}",
+        )
+        return None
+    return value
 
 
 def _valid_name(name: str) -> bool:

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from .._json import digest, freeze, thaw
 from .effects import SideEffect, ToolHints, requires_approval_by_default
@@ -116,6 +116,10 @@ class PythonEntry:
     hash end when the code changes."""
 
 
+#: How a script tool's process serves calls (see :attr:`ScriptEntry.protocol`).
+ScriptProtocol = Literal["oneshot", "worker"]
+
+
 @dataclass(frozen=True, slots=True)
 class ScriptEntry:
     """Implementation: a script run as a child process (Jean2 ``script`` + ``runtime``)."""
@@ -127,6 +131,15 @@ class ScriptEntry:
     digest: str | None = None
     """SHA-256 of the script's (and security script's) contents when loaded, so the definition
     hash — and every approval and grant bound to it — changes when the code does."""
+    # How the script is run, not what it does (``digest`` covers the code): kept out of the repr,
+    # which the definition hash is taken over, so approvals and grants made before these fields
+    # existed still apply.
+    prestart: bool = field(default=False, repr=False)
+    """Keep processes of it started ahead of calls, each used for one call (toolgate's
+    extension, ``prestart: true``)."""
+    protocol: ScriptProtocol = field(default="oneshot", repr=False)
+    """``oneshot``: one process per call, its input on stdin (Jean2); ``worker``: a long-lived
+    process answering one JSON line per call (toolgate's extension, ``protocol: worker``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,205 @@
+"""Script tools without the process-start cost: fresh spawn vs pre-started vs worker, per runtime.
+
+Run: ``python bench/process_bench.py [--calls N] [--runtimes bash,python,node,bun]``.
+
+For each runtime found on this machine the same trivial tool (read the JSON input, answer
+``{"ok": true}``) is called through ``await gateway.call`` in three ways, interleaved in rounds so
+machine noise hits all alike:
+
+* ``fresh``      — a new process per call (Jean2, the default);
+* ``prestarted`` — ``prestart: true``: the call takes a process started ahead of it;
+* ``worker``     — ``protocol: worker``: one long-lived process answers a JSON line per call;
+* ``sandboxed``  — a new process per call under bubblewrap (where it works), for scale.
+
+Beside them, measured in the same run: ``bare spawn``, a bare ``asyncio.create_subprocess_exec``
+of the same runtime and script with the same JSON round trip (no gateway). Each call is spaced
+from the previous one (``--gap`` ms) so the pool has refilled, as between an agent's calls; the
+``burst`` rows then call ``--burst`` times at once, more than the pool holds, fresh and
+pre-started. Reported: p50 and p99 milliseconds per call, and the gateway's own CPU per call
+(``time.process_time``: this process only, not the tools').
+
+Goals (issue 16): a pre-started python3 or node tool ≤ 3 ms p50; a worker ≤ 0.3 ms p50; a burst
+larger than the pool never slower than fresh.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from toolgate import Gateway
+from toolgate.backends.prestart import PrestartSettings
+from toolgate.sandbox.host import probe_host
+from toolgate.sandbox.runner import Sandbox
+
+SCRIPTS: dict[str, tuple[str, str, str]] = {
+    # runtime: (script name, one-shot script, worker script)
+    "bash": (
+        "script.sh",
+        "read -r input\necho '{\"ok\": true}'\n",
+        "while read -r input; do echo '{\"ok\": true}'; done\n",
+    ),
+    "python": (
+        "script.py",
+        "import json, sys\njson.load(sys.stdin)\nprint(json.dumps({'ok': True}))\n",
+        "import json, sys\nfor line in sys.stdin:\n"
+        "    json.loads(line)\n    print(json.dumps({'ok': True}), flush=True)\n",
+    ),
+    "node": (
+        "script.js",
+        "let d='';process.stdin.on('data',c=>d+=c);"
+        "process.stdin.on('end',()=>{JSON.parse(d);console.log(JSON.stringify({ok:true}))});\n",
+        "const rl=require('readline').createInterface({input:process.stdin});"
+        "rl.on('line',l=>{JSON.parse(l);process.stdout.write(JSON.stringify({ok:true})+'\\n')});\n",
+    ),
+    "bun": (
+        "script.js",
+        "const d=await Bun.stdin.text();JSON.parse(d);console.log(JSON.stringify({ok:true}));\n",
+        "const rl=require('readline').createInterface({input:process.stdin});"
+        "rl.on('line',l=>{JSON.parse(l);process.stdout.write(JSON.stringify({ok:true})+'\\n')});\n",
+    ),
+}
+PROGRAMS = {"bash": "bash", "python": "python3", "node": "node", "bun": "bun"}
+
+
+def _write(root: Path, name: str, runtime: str, script: str, **fields: Any) -> None:
+    folder = root / name
+    folder.mkdir()
+    file_name = SCRIPTS[runtime][0]
+    front = {
+        "name": name,
+        "script": file_name,
+        "runtime": runtime,
+        "inputSchema": {"type": "object"},
+        "outputSchema": {"type": "object"},
+        **fields,
+    }
+    (folder / "tool.md").write_text(
+        "---\n" + json.dumps(front) + "\n---\n\nBench tool.\n", encoding="utf-8"
+    )
+    (folder / file_name).write_text(script, encoding="utf-8")
+
+
+async def _bare(program: str, script: Path, payload: bytes) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        program,
+        str(script),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+    )
+    out, _ = await proc.communicate(payload)
+    if json.loads(out) != {"ok": True}:
+        raise SystemExit(f"bare {program}: {out!r}")
+
+
+def _stats(samples: list[tuple[float, float]]) -> dict[str, float]:
+    wall = sorted(w for w, _ in samples)
+    cpu = [c for _, c in samples]
+    p99 = wall[min(len(wall) - 1, int(len(wall) * 0.99))]
+    return {
+        "p50_ms": statistics.median(wall) * 1000,
+        "p99_ms": p99 * 1000,
+        "cpu_ms": statistics.mean(cpu) * 1000,
+        "n": len(wall),
+    }
+
+
+async def _run(args: argparse.Namespace) -> dict[str, dict[str, dict[str, float]]]:
+    runtimes = [r for r in args.runtimes.split(",") if shutil.which(PROGRAMS[r])]
+    sandbox_works = probe_host().works
+    results: dict[str, dict[str, dict[str, float]]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "tools"
+        root.mkdir()
+        for runtime in runtimes:
+            _, oneshot, worker = SCRIPTS[runtime]
+            _write(root, f"{runtime}-fresh", runtime, oneshot)
+            _write(root, f"{runtime}-prestarted", runtime, oneshot, prestart=True)
+            _write(root, f"{runtime}-worker", runtime, worker, protocol="worker")
+            if sandbox_works:
+                _write(root, f"{runtime}-sandboxed", runtime, oneshot, sandbox="compartment")
+        settings = PrestartSettings(per_tool=2, total=64, idle_timeout=600)
+        gateway = Gateway(
+            tool_folders=[root],
+            environ={"PATH": "/usr/local/bin:/usr/bin:/bin"},
+            prestart=settings,
+            sandbox=Sandbox() if sandbox_works else None,
+        )
+        async with gateway:
+            modes = ["fresh", "prestarted", "worker"] + (["sandboxed"] if sandbox_works else [])
+            for runtime in runtimes:
+                script = root / f"{runtime}-fresh" / SCRIPTS[runtime][0]
+                payload = json.dumps({"workspacePath": tmp, "sessionId": "default"}).encode()
+                samples: dict[str, list[tuple[float, float]]] = {m: [] for m in modes}
+                samples["bare spawn"] = []
+                for index in range(args.calls + 3):
+                    order = [*modes, "bare spawn"]
+                    if index % 2:
+                        order.reverse()
+                    for mode in order:
+                        await asyncio.sleep(args.gap / 1000)  # the pool refills between calls
+                        cpu0, wall0 = time.process_time(), time.perf_counter()
+                        if mode == "bare spawn":
+                            await _bare(PROGRAMS[runtime], script, payload)
+                        else:
+                            outcome = await gateway.call(f"local:{runtime}-{mode}", {})
+                            if outcome.content != {"ok": True}:
+                                raise SystemExit(f"{runtime} {mode}: {outcome.message}")
+                        wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+                        if index >= 3:
+                            samples[mode].append((wall, cpu))
+                results[runtime] = {mode: _stats(s) for mode, s in samples.items()}
+                for mode in ("fresh", "prestarted"):
+                    await asyncio.sleep(0.5)  # a full pool before the burst
+                    burst: list[tuple[float, float]] = []
+                    for _ in range(3):
+                        cpu0, wall0 = time.process_time(), time.perf_counter()
+                        await asyncio.gather(
+                            *(
+                                gateway.call(f"local:{runtime}-{mode}", {})
+                                for _ in range(args.burst)
+                            )
+                        )
+                        wall = (time.perf_counter() - wall0) / args.burst
+                        burst.append((wall, (time.process_time() - cpu0) / args.burst))
+                        await asyncio.sleep(0.5)
+                    results[runtime][f"burst of {args.burst}, {mode}"] = _stats(burst)
+                print(f"{runtime}: done", file=sys.stderr)
+    return results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=60, help="timed calls per mode and runtime")
+    parser.add_argument("--gap", type=float, default=30.0, help="ms between calls")
+    parser.add_argument("--burst", type=int, default=8, help="calls at once in the burst rows")
+    parser.add_argument("--runtimes", default="bash,python,node,bun")
+    parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
+    args = parser.parse_args()
+    results = asyncio.run(_run(args))
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return 0
+    print(f"{'runtime':<8} {'how':<24} {'p50 ms':>8} {'p99 ms':>8} {'gateway CPU ms':>15}")
+    for runtime, rows in results.items():
+        for mode, row in rows.items():
+            print(
+                f"{runtime:<8} {mode:<24} {row['p50_ms']:8.2f} {row['p99_ms']:8.2f} "
+                f"{row['cpu_ms']:15.3f}"
+            )
+    print("(burst rows: wall time of the whole burst divided by its calls)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
