@@ -32,7 +32,9 @@ def server() -> Iterator[int]:
 
 
 @contextmanager
-def _network_tool(tmp_path: Path, server: int, **changes: Any) -> Iterator[tuple[Gateway, Tool]]:
+def _network_tool(
+    tmp_path: Path, server: int, *, prestart: bool = False, **changes: Any
+) -> Iterator[tuple[Gateway, Tool]]:
     """A gateway serving the probe as a compartment tool allowed to reach ``allowed.test``
     (the loopback ``server``, through the test resolver and a CIDR grant)."""
     require_program("bwrap")
@@ -48,6 +50,8 @@ def _network_tool(tmp_path: Path, server: int, **changes: Any) -> Iterator[tuple
         ),
         **changes,
     )
+    if prestart:
+        tool = dataclasses.replace(tool, entry=dataclasses.replace(tool.entry, prestart=True))
     with Gateway(environ=clean_environ()) as gateway:
         backend = gateway._backends[ImplementationKind.SCRIPT]
         assert isinstance(backend, ScriptBackend)
@@ -79,6 +83,30 @@ def test_only_the_declared_host_is_reachable_through_the_proxy(tmp_path: Path, s
         assert direct.content["ok"] is False
         again = gateway.call_sync(tool.id, {"op": "hello"})
         assert again.content == {"ok": True, "value": "hello"}
+
+
+def test_a_warm_sandbox_serves_one_call_and_records_only_its_connections(
+    tmp_path: Path, server: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO", logger="toolgate")
+    with _network_tool(tmp_path, server, prestart=True) as (gateway, tool):
+        assert gateway.prestart_processes() == 1  # two sandboxes prepared ahead, started
+        first = gateway.call_sync(
+            tool.id, {"op": "http", "url": f"http://allowed.test:{server}/"}
+        )
+        second = gateway.call_sync(tool.id, {"op": "hello"})
+        refused = gateway.call_sync(tool.id, {"op": "http", "url": f"http://127.0.0.1:{server}/"})
+    assert first.content == {"ok": True, "value": "hello from the allowed host"}
+    assert first.metadata["process"] == second.metadata["process"] == "prestarted"
+    events = first.metadata["sandbox"]["egress"]
+    assert first.metadata["sandbox"]["enforced"] is True
+    assert [(e["host"], e["allowed"]) for e in events] == [("allowed.test", True)]
+    # Each call had a sandbox and a proxy of its own: nothing of the first call shows here.
+    assert second.content == {"ok": True, "value": "hello"}
+    assert second.metadata["sandbox"]["egress"] == []
+    assert refused.content["ok"] is False
+    # The proxy prepared before the call logs its connections under the call that used it.
+    assert f"call {first.call_id})" in caplog.text
 
 
 def test_a_call_that_times_out_still_records_its_connections(tmp_path: Path, server: int) -> None:

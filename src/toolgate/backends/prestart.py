@@ -23,14 +23,20 @@ work early, once per process, even if no call ever comes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..errors import ToolError
 from .processes import ProcessStartError, StartedProcess, spawn_process
+
+#: Starts one process of a key (default: :func:`spawn_process` of the key's command); a warm
+#: sandbox's starter prepares the sandbox first and attaches its release to the process.
+Starter = Callable[[], Awaitable[StartedProcess]]
 
 __all__ = ["PoolKey", "PrestartPool", "PrestartSettings"]
 
@@ -94,6 +100,7 @@ class _Slot:
     starting: int = 0
     calls: int = 0
     """Calls of the key running now (between :meth:`PrestartPool.take` and ``replenish``)."""
+    starter: Starter | None = None
     deaths: int = 0
     given_up: bool = False
 
@@ -126,7 +133,7 @@ class PrestartPool:
                 break
             # It ended while waiting (killed, crashed, or a script that does not wait for its
             # input): never hand it to a call.
-            entry.process.discard()
+            self._discard(entry.process)
             slot.deaths += 1
             if slot.deaths >= MAX_DEATHS_IN_A_ROW and not slot.given_up:
                 slot.given_up = True
@@ -138,18 +145,39 @@ class PrestartPool:
                 )
         return process
 
-    def replenish(self, key: PoolKey) -> None:
+    def replenish(self, key: PoolKey, starter: Starter | None = None) -> None:
         """The call that :meth:`take` was asked for is done: once no call of ``key`` runs any
-        more, top its processes up again in the background. (Not while a burst runs: new
-        processes would compete with its calls for the CPU.)"""
+        more, top its processes up again in the background, with ``starter`` (default: start
+        the key's command). (Not while a burst runs: new processes would compete with its calls
+        for the CPU.)"""
         slot = self._slots.setdefault(key, _Slot())
         slot.calls = max(0, slot.calls - 1)
+        slot.starter = starter or slot.starter
         if slot.calls == 0:
             self._refill(key, slot)
 
-    def fill(self, key: PoolKey) -> None:
+    def fill(self, key: PoolKey, starter: Starter | None = None) -> None:
         """Start processes for ``key`` up to the settings now (before any call)."""
-        self._refill(key, self._slots.setdefault(key, _Slot()))
+        slot = self._slots.setdefault(key, _Slot())
+        slot.starter = starter or slot.starter
+        self._refill(key, slot)
+
+    def release_later(self, process: StartedProcess) -> None:
+        """Undo what was prepared for a process a call has used, in the background (and before
+        :meth:`aclose` returns)."""
+        task = asyncio.get_running_loop().create_task(process.release())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _discard(self, process: StartedProcess) -> None:
+        process.discard()
+        self._discarded.append(process)
+        if process.setup is not None and not self._closed:
+            # What was prepared for it (a warm sandbox) is undone in the background.
+            with contextlib.suppress(RuntimeError):  # no running loop: aclose() does it
+                task = asyncio.get_running_loop().create_task(process.release())
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
 
     def ready_count(self, tool_id: str | None = None) -> int:
         """How many processes are ready (of ``tool_id``, or in all)."""
@@ -192,6 +220,7 @@ class PrestartPool:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         discarded, self._discarded = self._discarded, []
         await asyncio.gather(*(process.wait_exited() for process in discarded))
+        await asyncio.gather(*(process.release() for process in discarded), return_exceptions=True)
 
     # -- refilling --------------------------------------------------------------------------------
 
@@ -211,8 +240,11 @@ class PrestartPool:
 
     async def _start(self, key: PoolKey, slot: _Slot) -> None:
         try:
-            process = await spawn_process(key.argv, env=dict(key.env), cwd=Path(key.cwd))
-        except ProcessStartError as exc:
+            if slot.starter is not None:
+                process = await slot.starter()
+            else:
+                process = await spawn_process(key.argv, env=dict(key.env), cwd=Path(key.cwd))
+        except (ProcessStartError, ToolError, OSError) as exc:
             # The call that wanted it starts its own process and reports the error itself.
             _log.debug("%s: could not pre-start a process: %s", key.tool_id, exc)
             slot.given_up = True
@@ -220,8 +252,7 @@ class PrestartPool:
         finally:
             slot.starting -= 1
         if self._closed:
-            process.discard()
-            self._discarded.append(process)
+            self._discard(process)
             return
         slot.ready.append(_Ready(process, time.monotonic()))
         self._schedule_sweep()
@@ -240,7 +271,7 @@ class PrestartPool:
         oldest: float | None = None
         for slot in self._slots.values():
             while slot.ready and slot.ready[0].since <= cutoff:
-                slot.ready.popleft().process.discard()
+                self._discard(slot.ready.popleft().process)
             if slot.ready:
                 since = slot.ready[0].since
                 oldest = since if oldest is None else min(oldest, since)

@@ -75,9 +75,10 @@ import contextlib
 import errno
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from . import process_tree
 from .process_tree import ProcessTree, pipe_holders
@@ -222,6 +223,20 @@ class StartedProcess:
         self._proc = proc
         self._fds: tuple[int, int, int] | None = (stdin_fd, stdout_fd, stderr_fd)
         self._exit: asyncio.Future[int] = asyncio.ensure_future(proc.wait())
+        self.setup: Any = None
+        """What was prepared for the program (a warm sandbox's command), if anything."""
+        self._release: Callable[[], Awaitable[None]] | None = None
+
+    def attach(self, setup: Any, release: Callable[[], Awaitable[None]]) -> None:
+        """Keep ``setup`` with the program; ``release`` undoes it once the program is done."""
+        self.setup = setup
+        self._release = release
+
+    async def release(self) -> None:
+        """Undo what was prepared for the program (after its run, or after discarding it)."""
+        release, self._release = self._release, None
+        if release is not None:
+            await release()
 
     @property
     def exited(self) -> bool:

@@ -15,6 +15,7 @@ a script starts outlives its call.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
@@ -27,16 +28,17 @@ from ..invocation import Invocation
 from ..model import SandboxMode, ScriptEntry, Tool
 from ..registry import RegisteredTool
 from ..runtimes import RUNTIMES, Runtime, runtime_for_extension
-from ..sandbox.runner import Sandbox, SandboxUnavailableError
+from ..sandbox.runner import Sandbox, SandboxedCommand, SandboxUnavailableError
 from .base import BackendUnavailableError, ToolTimeoutError
 from .environment import ScriptEnvironment
-from .prestart import PoolKey, PrestartPool, PrestartSettings
+from .prestart import PoolKey, PrestartPool, PrestartSettings, Starter
 from .processes import (
     DEFAULT_MAX_OUTPUT,
     ProcessResult,
     ProcessStartError,
     StartedProcess,
     run_process,
+    spawn_process,
 )
 from .workers import WorkerPool, WorkerSettings
 
@@ -161,15 +163,20 @@ class ScriptBackend:
         )
 
     def prestarts(self, tool: Tool) -> bool:
-        """Whether calls of ``tool`` run on pre-started processes (it runs on the host, as a
-        one-shot script, and it or the operator asked for it)."""
+        """Whether calls of ``tool`` run on pre-started processes: a one-shot script that it
+        or the operator asked it for, on the host or in a sandbox prepared ahead (warm)."""
         entry = tool.entry
         return (
             isinstance(entry, ScriptEntry)
             and entry.protocol == "oneshot"
-            and self._on_host(tool)
+            and (self._on_host(tool) or self._warm_sandboxes())
             and self.prestart.wants(tool.id, declared=entry.prestart)
         )
+
+    def _warm_sandboxes(self) -> bool:
+        # Only where bubblewrap really runs: an unsandboxed host (the operator's choice) runs
+        # compartment tools fresh, labelled, as before.
+        return self.sandbox is not None and self.sandbox.host().works
 
     def runs_as_worker(self, tool: Tool) -> bool:
         """Whether calls of ``tool`` go to a long-lived worker (``protocol: worker`` on the
@@ -214,7 +221,11 @@ class ScriptBackend:
             except BackendUnavailableError:
                 continue  # its calls say why
             pool = pool or self.pool()
-            pool.fill(PoolKey.of(tool.id, command.argv, command.env, cwd))
+            if self._on_host(tool):
+                pool.fill(PoolKey.of(tool.id, command.argv, command.env, cwd))
+            else:
+                key, starter = self._warm_sandbox(tool, command, self.cwd)
+                pool.fill(key, starter)
             count += 1
         if wait and pool is not None:
             await pool.settled()
@@ -313,6 +324,10 @@ class ScriptBackend:
             return interpret_result(tool.id, result, self.max_output)
         # The sandbox seam: the same command, wrapped (a compartment-mode tool).
         assert self.sandbox is not None  # else it would run on the host, above
+        if self.prestarts(tool):
+            async with self._slot(tool.id):
+                result = await self._run_warm(invocation, command)
+            return interpret_result(tool.id, result, self.max_output)
         async with self._slot(tool.id):
             result = await run_sandboxed(
                 self.sandbox,
@@ -324,6 +339,76 @@ class ScriptBackend:
                 max_output=self.max_output,
             )
         return interpret_result(tool.id, result, self.max_output)
+
+    def _warm_sandbox(
+        self, tool: Tool, command: ScriptCommand, workspace: Path | None
+    ) -> tuple[PoolKey, Starter]:
+        """The pool key of a compartment tool's calls in ``workspace``, and the starter that
+        prepares a sandbox for one (cgroup, egress proxy, mounts) and starts the script in it."""
+        sandbox = self.sandbox
+        assert sandbox is not None
+        entry, _ = _entry(tool)
+        key = PoolKey.of(tool.id, command.argv, command.env, workspace or Path("/"))
+
+        async def start() -> StartedProcess:
+            stack = contextlib.AsyncExitStack()
+            try:
+                sandboxed = await stack.enter_async_context(
+                    sandbox.prepare(
+                        tool,
+                        command.argv,
+                        env=command.env,
+                        workspace=workspace,
+                        code=[Path(entry.path).parent],
+                        programs=command.argv[:1],
+                    )
+                )
+                process = await spawn_process(sandboxed.argv, env=sandboxed.env, cwd=sandboxed.cwd)
+            except BaseException:
+                await stack.aclose()
+                raise
+            process.attach(sandboxed, stack.aclose)
+            return process
+
+        return key, start
+
+    async def _run_warm(self, invocation: Invocation, command: ScriptCommand) -> ProcessResult:
+        """Run a compartment tool's call in a sandbox prepared ahead (or, if none is ready, in
+        one prepared now, as always), recording what the sandbox enforced as usual."""
+        tool = invocation.tool
+        entry, _ = _entry(tool)
+        workspace = invocation.workspace or self.cwd
+        key, starter = self._warm_sandbox(tool, command, workspace)
+        pool = self.pool()
+        process = pool.take(key)
+        try:
+            if process is None:
+                assert self.sandbox is not None
+                return await run_sandboxed(
+                    self.sandbox,
+                    invocation,
+                    command.argv,
+                    env=command.env,
+                    workspace=workspace,
+                    code=[Path(entry.path).parent],
+                    max_output=self.max_output,
+                )
+            sandboxed: SandboxedCommand = process.setup
+            sandboxed.bind_call(invocation.call_id)
+            invocation.metadata["process"] = "prestarted"
+            if (described := sandboxed.describe()) is not None:
+                invocation.metadata["sandbox"] = described
+            payload = json.dumps(script_input(invocation, cwd=sandboxed.workspace))
+            try:
+                return await run_started(tool, process, payload.encode("utf-8"), self.max_output)
+            finally:
+                if described is not None:  # now with the call's egress records
+                    invocation.metadata["sandbox"] = sandboxed.describe()
+                # The process tree is gone; removing its cgroup and stopping its egress proxy
+                # need not hold up the answer.
+                pool.release_later(process)
+        finally:
+            pool.replenish(key, starter)
 
 
 async def start_process(

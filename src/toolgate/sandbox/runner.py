@@ -35,11 +35,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import importlib
 import os
 import sys
-from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +103,11 @@ class SandboxedCommand:
     """The egress proxy's connection records (allowed and refused), filled during the call."""
     not_enforced: tuple[str, ...] = ()
     """Limits the operator accepted are not enforced here (``("processes",)``)."""
+    bind_call: Callable[[str], None] = field(
+        default=lambda call_id: None, repr=False, compare=False
+    )
+    """Name the call the sandbox serves, when it was prepared before the call (warm): the
+    egress proxy records its connections under that call id."""
 
     def describe(self) -> dict[str, Any] | None:
         """What the outcome's ``metadata["sandbox"]`` says (``None`` for host-mode tools)."""
@@ -265,6 +271,7 @@ class Sandbox:
                 stack.push_async_callback(cgroup.close)
             extra: list[tuple[Path, Path]] = []
             events: Sequence[Any] = ()
+            bind_call: Callable[[str], None] = _no_call
             if perms.network:
                 proxy = await stack.enter_async_context(
                     _egress().EgressProxy.start(
@@ -280,6 +287,7 @@ class Sandbox:
                 command, extra = _behind_bridge(python, Path(proxy.socket_path), command)
                 ro.extend(install_root(python))
                 events = proxy.events
+                bind_call = functools.partial(setattr, proxy, "call_id")
             spec = BwrapSpec(
                 command=command,
                 workspace=workspace,
@@ -299,6 +307,7 @@ class Sandbox:
                 sandboxed=True,
                 egress_events=events,
                 not_enforced=() if host.process_limit is not None else ("processes",),
+                bind_call=bind_call,
             )
 
     def _call_cgroup(self, host: HostCapabilities, *, network: bool) -> CallCgroup | None:
@@ -320,6 +329,10 @@ class Sandbox:
                 f"cannot create the call's pids cgroup in {host.pids_cgroup.parent}: "
                 f"{exc.strerror or exc}"
             ) from None
+
+
+def _no_call(call_id: str) -> None:
+    """A sandbox without an egress proxy records nothing per call."""
 
 
 class SandboxWorkspaceError(ToolError):
