@@ -91,9 +91,7 @@ def test_a_warm_sandbox_serves_one_call_and_records_only_its_connections(
     caplog.set_level("INFO", logger="toolgate")
     with _network_tool(tmp_path, server, prestart=True) as (gateway, tool):
         assert gateway.prestart_processes() == 1  # two sandboxes prepared ahead, started
-        first = gateway.call_sync(
-            tool.id, {"op": "http", "url": f"http://allowed.test:{server}/"}
-        )
+        first = gateway.call_sync(tool.id, {"op": "http", "url": f"http://allowed.test:{server}/"})
         second = gateway.call_sync(tool.id, {"op": "hello"})
         refused = gateway.call_sync(tool.id, {"op": "http", "url": f"http://127.0.0.1:{server}/"})
     assert first.content == {"ok": True, "value": "hello from the allowed host"}
