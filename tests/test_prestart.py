@@ -24,6 +24,7 @@ from conftest import RunCli
 from folder_tools import clean_environ, gone, write_tool
 from toolgate import CallStatus, ErrorCode, Gateway
 from toolgate.backends.prestart import PrestartSettings
+from toolgate.sandbox.host import probe_host
 
 # Records its pid when it starts (before its input), then answers with what it saw.
 PROBE = """import json, os, sys, time
@@ -315,6 +316,9 @@ def test_tools_show_says_how_processes_serve_calls(run_cli: RunCli, project: Pat
     write_tool(tools, "plain", "print('{}')", runtime="python")
     write_tool(tools, "eager", "print('{}')", runtime="python", prestart=True)
     write_tool(tools, "worker", "print('{}')", runtime="python", protocol="worker")
+    write_tool(
+        tools, "boxed", "print('{}')", runtime="python", sandbox="compartment", prestart=True
+    )
     (project / "toolgate.yaml").write_text(
         "tool_folders: [./tools]\nprocesses:\n  prestart:\n    per_tool: 3\n", encoding="utf-8"
     )
@@ -326,6 +330,11 @@ def test_tools_show_says_how_processes_serve_calls(run_cli: RunCli, project: Pat
     assert shown["eager"]["mode"] == "prestart" and "up to 3 processes" in shown["eager"]["note"]
     assert "before reading its input happens before the call" in shown["eager"]["note"]
     assert shown["worker"]["mode"] == "worker"
+    boxed = json.loads(run_cli("tools", "show", "local:boxed", "--json").stdout)["processes"]
+    if probe_host().works:  # warm sandboxes
+        assert boxed["mode"] == "prestart" and "sandboxes" in boxed["note"]
+    else:
+        assert boxed["mode"] == "fresh"
     text = run_cli("tools", "show", "local:eager").stdout
     assert "Processes" in text and "pre-started" in text
     (project / "toolgate.yaml").write_text(

@@ -265,9 +265,15 @@ def show_tool(
         on_host = (
             gateway.sandbox is None or gateway.sandbox.mode_for(entry.tool) is SandboxMode.HOST
         )
+        warm = gateway.sandbox is not None and gateway.sandbox.host().works
     # As `toolgate serve` runs it (this command itself starts no process ahead).
     prestart = state.loaded.config.processes.prestart.settings() if state.loaded else None
-    processes = process_mode(entry.tool, prestart or PrestartSettings(), on_host=on_host)
+    processes = process_mode(
+        entry.tool,
+        prestart or PrestartSettings(),
+        on_host=on_host,
+        warm_sandboxes=warm,
+    )
     if as_json:
         print_json(describe_tool(entry, state.approval_policy, status, enforced, processes))
     else:

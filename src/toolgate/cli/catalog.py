@@ -140,7 +140,9 @@ def _mcp_enforcement(sandbox: Sandbox, binding: object) -> dict[str, str]:
     return lines
 
 
-def process_mode(tool: Tool, prestart: PrestartSettings, *, on_host: bool) -> dict[str, str] | None:
+def process_mode(
+    tool: Tool, prestart: PrestartSettings, *, on_host: bool, warm_sandboxes: bool = False
+) -> dict[str, str] | None:
     """How calls of a script tool get their process under ``toolgate serve`` and ``toolgate
     mcp`` (``None``: not a script tool): ``mode`` (``fresh``, ``prestart`` or ``worker``) and a
     ``note`` for people."""
@@ -153,9 +155,10 @@ def process_mode(tool: Tool, prestart: PrestartSettings, *, on_host: bool) -> di
             return {"mode": "worker", "note": note}
         note = "one process per call: the sandbox of a compartment tool serves a single call"
         return {"mode": "fresh", "note": note}
-    if on_host and prestart.wants(tool.id, declared=entry.prestart):
+    if (on_host or warm_sandboxes) and prestart.wants(tool.id, declared=entry.prestart):
+        where = "processes" if on_host else "sandboxes (each with its script started)"
         note = (
-            f"pre-started: up to {prestart.per_tool} processes kept ready, each used for one "
+            f"pre-started: up to {prestart.per_tool} {where} kept ready, each used for one "
             "call; work the script does before reading its input happens before the call"
         )
         return {"mode": "prestart", "note": note}
