@@ -349,3 +349,41 @@ def test_tools_show_says_how_processes_serve_calls(run_cli: RunCli, project: Pat
     )
     bad = run_cli("tools", "list")
     assert bad.returncode == 3 and "processes.prestart.tools" in bad.stderr
+
+
+def test_the_demo_tool_folders_answer_the_same_pre_started(tmp_path: Path) -> None:
+    from toolgate.demo import TOOL_FOLDERS
+    from toolgate.sources import FolderRoot
+
+    (tmp_path / "old.txt").write_text("alpha\nbeta\n", encoding="utf-8")
+    (tmp_path / "new.txt").write_text("alpha\nBETA\ngamma\n", encoding="utf-8")
+    calls = {
+        "word-count": {"path": "old.txt"},
+        "file-diff": {"oldPath": "old.txt", "newPath": "new.txt"},
+        "system-info": {},
+    }
+    outcomes = {}
+    for mode, settings in (
+        ("fresh", PrestartSettings(enabled=False)),
+        ("prestarted", PrestartSettings(tools=frozenset({"*"}))),
+    ):
+        with Gateway(
+            tool_folders=[FolderRoot(TOOL_FOLDERS, "demo")],
+            environ=clean_environ(),
+            cwd=tmp_path,
+            prestart=settings,
+        ) as gateway:
+            assert gateway.prestart_processes() == (3 if mode == "prestarted" else 0)
+            outcomes[mode] = {
+                name: gateway.call_sync(f"demo:{name}", arguments)
+                for name, arguments in calls.items()
+            }
+    for name in calls:
+        fresh, prestarted = outcomes["fresh"][name], outcomes["prestarted"][name]
+        assert fresh.status is prestarted.status is CallStatus.OK, (name, prestarted.message)
+        assert prestarted.metadata.get("process") == "prestarted", name
+        if name == "system-info":  # the disk's free space moves; the keys do not
+            assert fresh.content.keys() == prestarted.content.keys()
+        else:
+            assert fresh.content == prestarted.content, name
+            assert fresh.visualization == prestarted.visualization, name
