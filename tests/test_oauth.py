@@ -77,7 +77,7 @@ TOOLS = textwrap.dedent(
 )
 
 ADMIN_KEY = "admin-key-for-the-oauth-tests"
-SCOPES = {"tools.t": ["t"], "tools.ops": ["ops"]}
+SCOPES = {"tools.t": ["t"], "tools.ops": ["ops"], "tools.all": ["*"], "tools.admin": ["*"]}
 
 
 @dataclass
@@ -167,7 +167,12 @@ def toolgate(
     running = _start(
         tmp_path_factory.mktemp("oauth"),
         # Refetch at once for an unknown key id, so the rotation test does not wait.
-        {"issuer": issuer.url, "scopes": SCOPES, "jwks_refetch_seconds": 0},
+        {
+            "issuer": issuer.url,
+            "scopes": SCOPES,
+            "operator_scope": "tools.admin",
+            "jwks_refetch_seconds": 1,
+        },
     )
     try:
         yield running
@@ -277,7 +282,7 @@ def test_a_request_without_credentials_gets_the_challenge(toolgate: Toolgate) ->
     assert challenge["resource_metadata"] == (
         toolgate.url + "/.well-known/oauth-protected-resource/mcp"
     )
-    assert challenge["scope"] == "tools.ops tools.t"
+    assert challenge["scope"] == "tools.admin tools.all tools.ops tools.t"
 
 
 # -- the official MCP client ---------------------------------------------------------------------
@@ -367,6 +372,28 @@ def test_the_token_names_the_agent(issuer: AuthorizationServer, toolgate: Toolga
     )
     assert me.status_code == 200
     assert me.json()["agent"] == "alice" and me.json()["operator"] is False
+
+
+def test_a_token_is_an_operator_by_the_operator_scope_only(
+    issuer: AuthorizationServer, toolgate: Toolgate
+) -> None:
+    def me(scope: str, subject: str) -> dict[str, Any]:
+        token = issuer.mint(_good(issuer, toolgate, scope) | {"sub": subject})
+        headers = {"Authorization": f"Bearer {token}"}
+        return httpx2.get(toolgate.url + "/v1/me", headers=headers, timeout=30).json()
+
+    # The name of a configured operator (admin, role: operator) is not enough...
+    named = me("tools.all", "admin")
+    assert named["agent"] == "admin" and named["operator"] is False
+    admin_token = issuer.mint(_good(issuer, toolgate, "tools.all") | {"sub": "admin"})
+    audit = httpx2.get(
+        toolgate.url + "/v1/audit", headers={"Authorization": f"Bearer {admin_token}"}, timeout=30
+    )
+    assert audit.status_code == 403
+    # ...the operator scope is, whoever the token names; restricted to namespaces it is not.
+    assert me("tools.admin", "alice")["operator"] is True
+    assert me("tools.admin tools.t", "alice")["operator"] is True
+    assert me("tools.t", "admin")["operator"] is False
 
 
 def test_api_keys_keep_working_beside_oauth(toolgate: Toolgate) -> None:
@@ -504,6 +531,20 @@ def test_a_scope_that_does_not_allow_the_namespace_hides_and_refuses_the_tool(
     assert toolgate.runs() == [*before, "ops"]
 
 
+def test_tool_search_shows_a_token_only_the_namespaces_it_may_use(
+    issuer: AuthorizationServer, toolgate: Toolgate
+) -> None:
+    headers = {"Authorization": f"Bearer {issuer.mint(_good(issuer, toolgate, 'tools.ops'))}"}
+    found = httpx2.get(
+        toolgate.url + "/v1/tools/search",
+        params={"q": "record a note status"},
+        headers=headers,
+        timeout=30,
+    )
+    assert found.status_code == 200, found.text
+    assert [row["id"] for row in found.json()["tools"]] == ["ops:status"]
+
+
 def test_a_token_without_any_mapped_scope_is_insufficient(
     issuer: AuthorizationServer, toolgate: Toolgate
 ) -> None:
@@ -513,7 +554,7 @@ def test_a_token_without_any_mapped_scope_is_insufficient(
         assert response.status_code == 403, response.text
         challenge = _challenge(response)
         assert challenge["error"] == "insufficient_scope"
-        assert challenge["scope"] == "tools.ops tools.t"
+        assert challenge["scope"] == "tools.admin tools.all tools.ops tools.t"
     assert toolgate.runs() == before
 
 
@@ -523,6 +564,7 @@ def test_a_rotated_key_is_fetched_and_accepted(
     first = _api_call(toolgate, issuer.mint(_good(issuer, toolgate)), "before-rotation")
     assert first.json()["status"] == "ok"
     fetched = issuer.jwks_requests
+    time.sleep(1.1)  # past the refetch throttle (auth.jwks_refetch_seconds: 1)
     kid = issuer.rotate(kind="EC")
     token = issuer.mint(_good(issuer, toolgate))
     assert json.loads(_segment(token))["kid"] == kid
@@ -551,9 +593,10 @@ def test_unreachable_keys_fail_closed(issuer: AuthorizationServer, tmp_path: Pat
         mcp = _mcp_call(running, token)
         assert api.status_code == 503, api.text
         assert api.json()["code"] == "unavailable"
-        assert "cannot reach the issuer's key set" in api.json()["detail"]
+        assert "signing keys are unavailable" in api.json()["detail"]
+        assert str(dead) not in api.text  # no internal address for whoever sent the token
         assert mcp.status_code == 503, mcp.text
-        assert "cannot reach the issuer's key set" in mcp.json()["error"]["message"]
+        assert "signing keys are unavailable" in mcp.json()["error"]["message"]
         assert running.runs() == []
         # API keys do not depend on the issuer.
         assert _api_call(running, ADMIN_KEY).json()["status"] == "ok"

@@ -228,7 +228,7 @@ def test_api_keys_and_tokens_side_by_side(issuer: AuthorizationServer) -> None:
     assert asyncio.run(callers.identify(Request("Bearer the-key"))) == Principal("bot")
     token = issuer.mint(issuer.claims("http://127.0.0.1:1", "s"))
     assert asyncio.run(callers.identify(Request(f"Bearer {token}"))) == Principal(
-        "alice", frozenset({"t"})
+        "alice", frozenset({"t"}), token_operator=False
     )
     for refused in (None, "Bearer a.b.c", "Bearer wrong-key"):
         with pytest.raises(AuthenticationError) as raised:

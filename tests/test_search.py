@@ -8,11 +8,12 @@ import dataclasses
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from folder_tools import write_tool
-from toolgate import Gateway, SafetySpec, Tool, tool
+from toolgate import CallStatus, Gateway, SafetySpec, Tool, tool
 from toolgate.errors import ErrorCode, SearchQueryError
 from toolgate.model.policy import AccessPolicy, PolicyAction, PolicyRule
 from toolgate.registry import RegisteredTool
@@ -228,3 +229,31 @@ def test_a_hot_reloaded_tool_folder_is_searchable_at_once(tmp_path: Path) -> Non
         shutil.rmtree(tools / "thumbnail")
         gw.rescan()
         assert gw.search_tools("thumbnail image resize") == []
+
+
+async def test_a_caller_restricted_to_namespaces_finds_only_their_tools() -> None:
+    """What an OAuth token's scopes allow limits the search and the search tool alike."""
+    with Gateway(semantic_search=False) as gateway:
+        gateway.add(_note_tool("ops", "status", "Report the operations status"))
+        gateway.add(_note_tool("t", "record", "Record a status note"))
+        gateway.add_search_tool()
+        every = {h.tool.id for h in gateway.search_tools("status note")}
+        only_ops = frozenset({"ops"})
+        ops = {h.tool.id for h in gateway.search_tools("status note", namespaces=only_ops)}
+        called = await gateway.call(
+            "toolgate:search_tools", {"query": "status note"}, namespaces=only_ops
+        )
+    assert every == {"ops:status", "t:record"}
+    assert ops == {"ops:status"}
+    # The search tool itself is callable whatever the scopes; its answer is filtered by them.
+    assert called.status is CallStatus.OK, called.message
+    assert [tool["id"] for tool in called.content["tools"]] == ["ops:status"]
+
+
+def _note_tool(namespace: str, name: str, description: str) -> Any:
+    def handler(note: str = "") -> str:
+        return note
+
+    handler.__name__ = name
+    handler.__doc__ = description
+    return tool(namespace=namespace)(handler)

@@ -402,17 +402,21 @@ class Gateway:
         query: str,
         *,
         agent: str | None = None,
+        namespaces: frozenset[str] | None = None,
         limit: int = 10,
         mode: SearchMode | None = None,
     ) -> list[SearchHit]:
         """The tools that best match a request in plain words, best first, at most ``limit``
-        (1-100): only available tools ``agent`` may call. Raises
+        (1-100): only available tools ``agent`` may call with credentials allowing
+        ``namespaces`` (``None``: any; an OAuth token's scopes). Raises
         :class:`~toolgate.errors.SearchQueryError` (naming ``query`` or ``limit``) for bad
         input. ``mode``: ``lexical``, ``semantic`` or ``fused`` (default: fused when semantic
         search is on)."""
         return self.search_index.search(
             query,
-            allowed=lambda entry: entry.available and self.access.decide(entry.tool, agent).allowed,
+            allowed=lambda entry: (
+                entry.available and self.access.decide(entry.tool, agent, namespaces).allowed
+            ),
             limit=limit,
             mode=mode,
         )
@@ -422,7 +426,9 @@ class Gateway:
         call and get their definitions (over MCP, HTTP and every other surface)."""
         return self.add(
             search_tool(
-                lambda query, agent, limit: self.search_tools(query, agent=agent, limit=limit)
+                lambda query, agent, namespaces, limit: self.search_tools(
+                    query, agent=agent, namespaces=namespaces, limit=limit
+                )
             )
         )[0]
 

@@ -63,6 +63,7 @@ class PythonBackend:
             tool_id=tool.id,
             call_id=invocation.call_id,
             agent=invocation.agent,
+            namespaces=invocation.namespaces,
             session_id=invocation.session_id,
             workspace=invocation.workspace,
             config=MappingProxyType({k: self._config[k] for k in tool.config if k in self._config}),

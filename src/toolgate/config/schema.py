@@ -452,6 +452,12 @@ class AuthConfig(_Section):
     agent_claim: str = Field(default="sub", min_length=1)
     """The claim whose value names the agent (``sub``, ``azp``, ``client_id``, ``email``…);
     the agent's ``agents:`` entry, if any, gives it labels (``role: operator``)."""
+    operator_scope: str | None = Field(default=None, min_length=1)
+    """The scope that makes a token's caller an operator (deciding approvals, reading the
+    audit log, ``/metrics``…), for a token not restricted to some namespaces. ``None`` (the
+    default): no token is an operator; operators use API keys. A token never becomes an
+    operator by the agent name it carries: that name comes from the identity provider, and
+    ``agents:`` labels are for policies."""
     scopes: dict[str, tuple[str, ...]] = Field(default_factory=dict)
     """Scope → the tool namespaces a token with that scope may list and call (``"*"``: all).
     A token may use the union over its scopes; empty (the default): scopes do not restrict."""
@@ -459,9 +465,9 @@ class AuthConfig(_Section):
     """The signature algorithms accepted (asymmetric ones only; ``none`` and HMAC never)."""
     leeway: float = Field(default=30, ge=0, le=300)
     """Seconds of clock skew allowed when checking ``exp`` and ``nbf``."""
-    jwks_cache_seconds: float = Field(default=300, gt=0)
+    jwks_cache_seconds: float = Field(default=300, gt=0, le=86400)
     """Seconds the issuer's keys are kept before they are fetched again."""
-    jwks_refetch_seconds: float = Field(default=10, ge=0)
+    jwks_refetch_seconds: float = Field(default=10, ge=1)
     """A token signed with an unknown key id makes the keys be fetched again (a rotated key),
     at most once per this many seconds."""
     fetch_timeout: float = Field(default=5, gt=0, le=60)

@@ -60,6 +60,11 @@ def _matches(rule: PolicyRule, facts: Mapping[str, str]) -> bool:
     return all(facts.get(key) in values for key, values in rule.when.items())
 
 
+#: The gateway's own tools that every token may call whatever its scopes: their answers are
+#: filtered by the caller's namespaces themselves (the search tool finds only tools it may call).
+IN_EVERY_SCOPE = frozenset({"toolgate:search_tools"})
+
+
 class AccessRules:
     """Evaluates tool safety declarations and operator policies."""
 
@@ -117,7 +122,11 @@ class AccessRules:
     def _decide(
         self, tool: Tool, agent: str | None, namespaces: frozenset[str] | None
     ) -> AccessDecision:
-        if namespaces is not None and tool.namespace not in namespaces:
+        if (
+            namespaces is not None
+            and tool.namespace not in namespaces
+            and tool.id not in IN_EVERY_SCOPE
+        ):
             return AccessDecision(
                 False,
                 f"the caller's token does not grant the namespace {tool.namespace!r} (its scopes "

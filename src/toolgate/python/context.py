@@ -26,6 +26,9 @@ class ToolContext:
     call_id: str
     agent: str | None = None
     """The calling agent's name, when known."""
+    namespaces: frozenset[str] | None = None
+    """The tool namespaces the caller's credentials allow (an OAuth token's scopes; ``None``:
+    any), for tools that act on other tools, such as ``toolgate:search_tools``."""
     session_id: str | None = None
     workspace: Path | None = None
     """The workspace the call acts on (Jean2 ``workspacePath``)."""

@@ -25,8 +25,8 @@ __all__ = ["SEARCH_TOOL_ID", "SearchFunction", "hit_definition", "search_tool"]
 #: The id of the search tool (provider name ``toolgate__search_tools``).
 SEARCH_TOOL_ID = "toolgate:search_tools"
 
-#: ``(query, agent, limit) -> hits``: the gateway's search for one agent.
-SearchFunction = Callable[[str, "str | None", int], list[SearchHit]]
+#: ``(query, agent, namespaces, limit) -> hits``: the gateway's search for one caller.
+SearchFunction = Callable[[str, "str | None", "frozenset[str] | None", int], list[SearchHit]]
 
 
 def hit_definition(hit: SearchHit) -> dict[str, Any]:
@@ -65,7 +65,7 @@ def search_tool(search: SearchFunction) -> FunctionTool[Any, Any]:
         best matches (best first). Call a returned tool by its `name`. Use it when no tool you
         have fits the task."""
         try:
-            hits = search(query, context.agent, limit)
+            hits = search(query, context.agent, context.namespaces, limit)
         except SearchQueryError as error:
             raise ToolError(str(error)) from None
         return {"tools": [hit_definition(hit) for hit in hits if hit.tool.id != SEARCH_TOOL_ID]}

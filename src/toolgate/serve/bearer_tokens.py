@@ -18,6 +18,7 @@ The principal's namespaces are the union of what ``auth.scopes`` maps the token'
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -26,6 +27,8 @@ import jwt
 from ..config.schema import AuthConfig
 from .identity import AuthenticationError, Principal
 from .jwks import IssuerKeys, KeysUnavailableError
+
+_log = logging.getLogger("toolgate.serve.auth")
 
 __all__ = ["INSUFFICIENT_SCOPE", "INVALID_TOKEN", "TokenVerifier", "looks_like_jwt"]
 
@@ -87,13 +90,23 @@ class TokenVerifier:
         try:
             key = await self.keys.key(kid)
         except KeysUnavailableError as exc:
+            # The details (the issuer's URLs, the network error) are for the operator's log,
+            # not for whoever sent a token.
+            _log.warning("bearer tokens cannot be checked: %s", exc.message)
             raise AuthenticationError(
-                f"the token cannot be checked now: {exc.message}; try again later", status=503
+                "the token cannot be checked now: the identity provider's signing keys are "
+                "unavailable (the server's log says why); try again later",
+                status=503,
             ) from None
         if key is None:
             raise _invalid("the token is not signed by a key the issuer publishes")
         claims = self._claims(token, key, algorithm)
-        return Principal(self._agent(claims), self._namespaces(claims))
+        operator_scope = self.config.operator_scope
+        return Principal(
+            self._agent(claims),
+            self._namespaces(claims),
+            token_operator=operator_scope is not None and operator_scope in token_scopes(claims),
+        )
 
     def _claims(self, token: str, key: jwt.PyJWK, algorithm: str) -> dict[str, Any]:
         config = self.config

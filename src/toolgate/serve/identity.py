@@ -111,6 +111,9 @@ class Principal:
     namespaces: frozenset[str] | None = None
     """The tool namespaces its token's scopes allow (``None``: no restriction, as for an API
     key)."""
+    token_operator: bool | None = None
+    """For a token: whether it carries the operator scope (``auth.operator_scope``); ``None``
+    for an API key, whose agent is an operator by its ``role: operator`` label."""
 
 
 class UnsafeBindError(ConfigError):

@@ -176,25 +176,45 @@ class IssuerKeys:
                     f"{self.issuer!r} (auth.issuer must be exactly the issuer's identifier)"
                 )
             uri = metadata.get("jwks_uri")
-            if not isinstance(uri, str) or urlsplit(uri).scheme not in ("https", "http"):
-                raise KeysUnavailableError(f"the metadata at {url} has no usable jwks_uri")
+            parts = urlsplit(uri) if isinstance(uri, str) else None
+            # As for auth.jwks_uri: https, or plain http to a loopback host only.
+            if (
+                not isinstance(uri, str)
+                or parts is None
+                or not (
+                    parts.scheme == "https"
+                    or (parts.scheme == "http" and parts.hostname in _LOOPBACK_HOSTS)
+                )
+            ):
+                raise KeysUnavailableError(
+                    f"the metadata at {url} has no usable jwks_uri (https, or http on loopback)"
+                )
             self._jwks_uri = uri
             return uri
         raise KeysUnavailableError("; ".join(problems))
 
 
+_LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
+
+
 async def _get_json(http: httpx2.AsyncClient, url: str, what: str) -> dict[str, Any]:
     try:
-        response = await http.get(url, headers={"Accept": "application/json"})
+        async with http.stream("GET", url, headers={"Accept": "application/json"}) as response:
+            if response.status_code != 200:
+                raise KeysUnavailableError(f"{what} at {url} answered HTTP {response.status_code}")
+            # Read at most the cap: a hostile or broken issuer cannot exhaust memory.
+            body = bytearray()
+            async for chunk in response.aiter_bytes():
+                body += chunk
+                if len(body) > MAX_DOCUMENT_BYTES:
+                    raise KeysUnavailableError(
+                        f"{what} at {url} is larger than {MAX_DOCUMENT_BYTES} bytes"
+                    )
     except httpx2.HTTPError as exc:
         reason = str(exc) or type(exc).__name__
         raise KeysUnavailableError(f"cannot reach {what} at {url}: {reason}") from None
-    if response.status_code != 200:
-        raise KeysUnavailableError(f"{what} at {url} answered HTTP {response.status_code}")
-    if len(response.content) > MAX_DOCUMENT_BYTES:
-        raise KeysUnavailableError(f"{what} at {url} is larger than {MAX_DOCUMENT_BYTES} bytes")
     try:
-        document = json.loads(response.content)
+        document = json.loads(bytes(body))
     except ValueError:
         raise KeysUnavailableError(f"{what} at {url} is not JSON") from None
     if not isinstance(document, dict):

@@ -84,8 +84,13 @@ def caller_dependencies(
             return Caller(agent, context.is_operator(agent))
         principal = await context.identify(request)
         namespaces = principal.namespaces
-        # A token restricted to some namespaces is not an operator's, whoever it names.
-        operator = namespaces is None and context.is_operator(principal.agent)
+        if principal.token_operator is None:  # an API key: its agent's role label
+            operator = context.is_operator(principal.agent)
+        else:
+            # A token is an operator's only by the operator scope, never by the agent name it
+            # carries (the identity provider's claim could match a configured agent), and not
+            # when restricted to some namespaces.
+            operator = namespaces is None and principal.token_operator
         return Caller(principal.agent, operator, namespaces)
 
     async def operator(who: Annotated[Caller, Depends(caller)]) -> Caller:

@@ -101,7 +101,9 @@ def tools_router(context: ApiContext) -> APIRouter:
         An empty or over-long `q`, or a `limit` outside 1-100, is a 422 naming the field."""
         try:
             query = clean_query(q, field="q")
-            hits = gateway.search_tools(query, agent=who.agent, limit=limit, mode=mode)
+            hits = gateway.search_tools(
+                query, agent=who.agent, namespaces=who.namespaces, limit=limit, mode=mode
+            )
         except SearchQueryError as error:
             raise ApiProblem(
                 422, ErrorCode.INVALID_ARGUMENTS, str(error), extra={"field": error.field}
