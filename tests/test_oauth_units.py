@@ -211,6 +211,55 @@ def test_an_unreachable_issuer_is_not_asked_again_on_every_request(
         issuer.jwks = original  # type: ignore[method-assign]
 
 
+def test_a_key_without_alg_is_bound_to_the_algorithms_its_type_allows(
+    issuer: AuthorizationServer,
+) -> None:
+    original = issuer.jwks
+
+    def without_alg() -> dict[str, Any]:
+        return {
+            "keys": [{k: v for k, v in key.items() if k != "alg"} for key in original()["keys"]]
+        }
+
+    issuer.jwks = without_alg  # type: ignore[method-assign]
+    try:
+        rsa = next(key for key in original()["keys"] if key["kty"] == "RSA")
+        keys = _keys(issuer, Clock(), algorithms=("PS256", "RS384"))
+        # An RSA key with no "alg" serves every accepted RSA algorithm (not just a guessed RS256).
+        assert asyncio.run(keys.key(rsa["kid"], "PS256")) is not None
+        assert asyncio.run(keys.key(rsa["kid"], "RS384")) is not None
+        assert asyncio.run(keys.key(rsa["kid"], "RS256")) is None  # not accepted here
+        ec = [key for key in original()["keys"] if key["kty"] == "EC"]
+        if ec:  # a P-256 key is only ever ES256
+            es = _keys(issuer, Clock(), algorithms=("ES256", "ES384"))
+            assert asyncio.run(es.key(ec[0]["kid"], "ES384")) is None
+            assert asyncio.run(es.key(ec[0]["kid"], "ES256")) is not None
+    finally:
+        issuer.jwks = original  # type: ignore[method-assign]
+
+
+def test_keys_outlive_a_short_outage_of_the_issuer_then_fail_closed(
+    issuer: AuthorizationServer,
+) -> None:
+    def broken() -> dict[str, Any]:
+        raise RuntimeError("down")
+
+    original = issuer.jwks
+    clock = Clock()
+    keys = _keys(issuer, clock, jwks_uri=issuer.url + "/jwks")
+    kid = issuer.signing_key.kid
+    assert asyncio.run(keys.key(kid)) is not None
+    issuer.jwks = broken  # type: ignore[method-assign]
+    try:
+        clock.now += 301  # expired, and the issuer is down: the keys fetched last still serve
+        assert asyncio.run(keys.key(kid)) is not None
+        clock.now += 300  # past twice the cache time: refused
+        with pytest.raises(KeysUnavailableError):
+            asyncio.run(keys.key(kid))
+    finally:
+        issuer.jwks = original  # type: ignore[method-assign]
+
+
 # -- tokens and keys side by side ----------------------------------------------------------------
 
 

@@ -88,7 +88,7 @@ class TokenVerifier:
         if kid is not None and not isinstance(kid, str):
             raise _invalid("the token's key id (kid) is not a string")
         try:
-            key = await self.keys.key(kid)
+            key = await self.keys.key(kid, algorithm)
         except KeysUnavailableError as exc:
             # The details (the issuer's URLs, the network error) are for the operator's log,
             # not for whoever sent a token.

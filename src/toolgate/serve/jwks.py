@@ -21,13 +21,13 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx2
-from jwt import PyJWK, PyJWKSet
-from jwt.exceptions import PyJWKError, PyJWKSetError
+from jwt import PyJWK
+from jwt.exceptions import PyJWKError
 
 __all__ = ["IssuerKeys", "KeysUnavailableError", "metadata_urls"]
 
@@ -59,6 +59,26 @@ def metadata_urls(issuer: str) -> list[str]:
     ]
 
 
+#: The signature algorithms each kind of key can make (JWK ``kty``, and ``crv`` for curves).
+_ALGORITHMS_OF: dict[tuple[Any, Any], tuple[str, ...]] = {
+    ("RSA", None): ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512"),
+    ("EC", "P-256"): ("ES256",),
+    ("EC", "P-384"): ("ES384",),
+    ("EC", "P-521"): ("ES512",),
+    ("OKP", "Ed25519"): ("EdDSA",),
+    ("OKP", "Ed448"): ("EdDSA",),
+}
+
+
+def _algorithms_for(jwk: Mapping[str, Any]) -> tuple[str, ...]:
+    """The algorithms a JWK may verify: its own ``alg``, else those its key type allows."""
+    declared = jwk.get("alg")
+    if isinstance(declared, str):
+        return (declared,)
+    kty = jwk.get("kty")
+    return _ALGORITHMS_OF.get((kty, None if kty == "RSA" else jwk.get("crv")), ())
+
+
 class IssuerKeys:
     """The signing keys of one issuer (see the module docstring)."""
 
@@ -80,36 +100,60 @@ class IssuerKeys:
         self._refetch_seconds = refetch_seconds
         self._timeout = timeout
         self._clock = clock
-        self._keys: dict[str | None, PyJWK] | None = None
+        self._keys: dict[tuple[str | None, str], PyJWK] | None = None
         self._fetched_at: float | None = None
         self._attempted_at: float | None = None
         self._lock: asyncio.Lock | None = None
         self._last_error = "the issuer's keys could not be fetched"
 
-    async def key(self, kid: str | None) -> PyJWK | None:
-        """The key a token names (``kid``; without one, the set's only key), or ``None`` when
-        the issuer publishes no such key. Raises :class:`KeysUnavailableError`."""
+    async def key(self, kid: str | None, algorithm: str | None = None) -> PyJWK | None:
+        """The key a token names (``kid``; without one, the set's only key) for the token's
+        ``algorithm`` (``None``: any accepted one), or ``None`` when the issuer publishes no
+        such key. Raises :class:`KeysUnavailableError`.
+
+        Keys past ``cache_seconds`` are fetched again; while the issuer cannot be reached, the
+        keys last fetched are still used for as long again (a short outage of the identity
+        provider does not stop every call), then refused."""
         if self._keys is None or self._expired():
-            if self._keys is None and self._failed_recently():
+            if self._failed_recently() and (self._keys is None or not self._stale_usable()):
                 # The issuer did not answer a moment ago: refuse now rather than make every
                 # request wait for it (and hammer it) again.
                 raise KeysUnavailableError(self._last_error)
-            await self._refresh()
-        found = self._find(kid)
+            if not (self._keys is not None and self._failed_recently()):
+                try:
+                    await self._refresh()
+                except KeysUnavailableError:
+                    if self._keys is None:
+                        raise
+        found = self._find(kid, algorithm)
         if found is None and self._may_refetch():
-            await self._refresh()  # a key id not seen yet: the issuer may have rotated
-            found = self._find(kid)
+            try:
+                await self._refresh()  # a key id not seen yet: the issuer may have rotated
+            except KeysUnavailableError:
+                if self._keys is None:
+                    raise
+            found = self._find(kid, algorithm)
         return found
 
     def _expired(self) -> bool:
         fetched = self._fetched_at
         return fetched is None or self._clock() - fetched >= self._cache_seconds
 
-    def _find(self, kid: str | None) -> PyJWK | None:
+    def _stale_usable(self) -> bool:
+        fetched = self._fetched_at
+        return fetched is not None and self._clock() - fetched < 2 * self._cache_seconds
+
+    def _find(self, kid: str | None, algorithm: str | None) -> PyJWK | None:
         keys = self._keys or {}
+        matching = [
+            key
+            for (key_id, key_algorithm), key in keys.items()
+            if (kid is None or key_id == kid) and (algorithm is None or key_algorithm == algorithm)
+        ]
         if kid is None:
-            return next(iter(keys.values())) if len(keys) == 1 else None
-        return keys.get(kid)
+            # Without a key id only a set with one key (for this algorithm) says which.
+            return matching[0] if len({id(key) for key in matching}) == 1 else None
+        return matching[0] if matching else None
 
     def _failed_recently(self) -> bool:
         attempted = self._attempted_at
@@ -138,23 +182,32 @@ class IssuerKeys:
             except KeysUnavailableError as exc:
                 self._last_error = exc.message
                 log.warning("the issuer's keys are unavailable: %s", exc.message)
-                if self._expired():
-                    self._keys = None  # expired keys are not used: fail closed
+                if not self._stale_usable():
+                    self._keys = None  # keys older than twice the cache time: fail closed
                 raise
 
-    async def _fetch(self) -> dict[str | None, PyJWK]:
+    async def _fetch(self) -> dict[tuple[str | None, str], PyJWK]:
         async with httpx2.AsyncClient(timeout=self._timeout, follow_redirects=False) as http:
             uri = self._jwks_uri or await self._discover(http)
             document = await _get_json(http, uri, "the issuer's key set (jwks_uri)")
-        try:
-            found = PyJWKSet.from_dict(document).keys
-        except (PyJWKSetError, PyJWKError, TypeError, KeyError) as exc:
-            raise KeysUnavailableError(f"{uri} is not a usable JSON Web Key Set: {exc}") from None
-        keys = {
-            key.key_id: key
-            for key in found
-            if key.algorithm_name in self._algorithms and key.public_key_use in (None, "sig")
-        }
+        listed = document.get("keys")
+        if not isinstance(listed, list):
+            raise KeysUnavailableError(f"{uri} is not a JSON Web Key Set (no 'keys' list)")
+        keys: dict[tuple[str | None, str], PyJWK] = {}
+        for data in listed:
+            if not isinstance(data, dict) or data.get("use", "sig") != "sig":
+                continue
+            # A key without "alg" (as some providers publish them) is bound to each accepted
+            # algorithm its type allows, instead of to the one a library would guess.
+            for algorithm in _algorithms_for(data):
+                if algorithm not in self._algorithms:
+                    continue
+                try:
+                    keys[(data.get("kid"), algorithm)] = PyJWK(data, algorithm=algorithm)
+                except (PyJWKError, TypeError, KeyError, ValueError):
+                    continue  # a key this library cannot use for it: left out
+        if not listed and not keys:
+            raise KeysUnavailableError(f"{uri} lists no keys")
         if not keys:
             raise KeysUnavailableError(
                 f"{uri} has no signing key for the accepted algorithms "
