@@ -47,26 +47,33 @@ SCRIPTS: dict[str, tuple[str, str, str]] = {
     "bash": (
         "script.sh",
         "read -r input\necho '{\"ok\": true}'\n",
-        "while read -r input; do echo '{\"ok\": true}'; done\n",
+        # The call number is echoed back (the worker protocol's "_call").
+        "while read -r input; do\n"
+        '  call=${input##*\\"_call\\": \\"}; call=${call%%\\"*}\n'
+        '  echo "{\\"ok\\": true, \\"_call\\": \\"$call\\"}"\n'
+        "done\n",
     ),
     "python": (
         "script.py",
         "import json, sys\njson.load(sys.stdin)\nprint(json.dumps({'ok': True}))\n",
         "import json, sys\nfor line in sys.stdin:\n"
-        "    json.loads(line)\n    print(json.dumps({'ok': True}), flush=True)\n",
+        "    call = json.loads(line)['_call']\n"
+        "    print(json.dumps({'ok': True, '_call': call}), flush=True)\n",
     ),
     "node": (
         "script.js",
         "let d='';process.stdin.on('data',c=>d+=c);"
         "process.stdin.on('end',()=>{JSON.parse(d);console.log(JSON.stringify({ok:true}))});\n",
         "const rl=require('readline').createInterface({input:process.stdin});"
-        "rl.on('line',l=>{JSON.parse(l);process.stdout.write(JSON.stringify({ok:true})+'\\n')});\n",
+        "rl.on('line',l=>{const c=JSON.parse(l)._call;"
+        "process.stdout.write(JSON.stringify({ok:true,_call:c})+'\\n')});\n",
     ),
     "bun": (
         "script.js",
         "const d=await Bun.stdin.text();JSON.parse(d);console.log(JSON.stringify({ok:true}));\n",
         "const rl=require('readline').createInterface({input:process.stdin});"
-        "rl.on('line',l=>{JSON.parse(l);process.stdout.write(JSON.stringify({ok:true})+'\\n')});\n",
+        "rl.on('line',l=>{const c=JSON.parse(l)._call;"
+        "process.stdout.write(JSON.stringify({ok:true,_call:c})+'\\n')});\n",
     ),
 }
 PROGRAMS = {"bash": "bash", "python": "python3", "node": "node", "bun": "bun"}

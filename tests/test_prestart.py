@@ -387,3 +387,33 @@ def test_the_demo_tool_folders_answer_the_same_pre_started(tmp_path: Path) -> No
         else:
             assert fresh.content == prestarted.content, name
             assert fresh.visualization == prestarted.visualization, name
+
+
+def test_an_edited_tool_never_runs_its_old_code(root: Path, probe_dir: Path) -> None:
+    def versions(version: int) -> None:
+        write_tool(
+            root,
+            "eager",
+            f"import json, sys\njson.load(sys.stdin)\nprint(json.dumps({{'v': {version}}}))\n",
+            runtime="python",
+            prestart=True,
+        )
+        write_tool(
+            root,
+            "worker",
+            "import json, sys\nfor line in sys.stdin:\n"
+            f"    call = json.loads(line)['_call']\n"
+            f"    print(json.dumps({{'v': {version}, '_call': call}}), flush=True)\n",
+            runtime="python",
+            protocol="worker",
+        )
+
+    versions(1)
+    with _gateway(root, probe_dir) as gateway:
+        gateway.prestart_processes()
+        first = [gateway.call_sync(f"local:{name}", {}).content for name in ("eager", "worker")]
+        versions(2)
+        gateway.rescan()
+        second = [gateway.call_sync(f"local:{name}", {}) for name in ("eager", "worker")]
+    assert first == [{"v": 1}, {"v": 1}]
+    assert [o.content for o in second] == [{"v": 2}, {"v": 2}], [o.message for o in second]

@@ -26,13 +26,19 @@ from toolgate.worker_helpers import HELPERS
 # A worker written against the protocol directly, whose input says how to misbehave.
 HOSTILE = """import json, os, subprocess, sys, time
 child = None
+
+def answer(value, call):
+    print(json.dumps({**value, "_call": call}), flush=True)
+
 for n, line in enumerate(sys.stdin):
     request = json.loads(line)
+    call = request.pop("_call")
     mode = request.get("mode")
     if mode == "garbage":
         print("this is not json", flush=True)
     elif mode == "two":
-        print('{"a": 1}\\n{"b": 2}', flush=True)
+        first, second = json.dumps({"a": 1, "_call": call}), json.dumps({"b": 2, "_call": call})
+        print(first + "\\n" + second, flush=True)
     elif mode == "crash":
         sys.stderr.write("boom: the worker fell over\\n")
         sys.stderr.flush()
@@ -47,13 +53,19 @@ for n, line in enumerate(sys.stdin):
         sys.stdout.flush()
         time.sleep(300)
     elif mode == "chatty":
-        print(json.dumps({"pid": os.getpid(), "n": n}), flush=True)
+        answer({"pid": os.getpid(), "n": n}, call)
         time.sleep(0.2)
         print("and one more thing", flush=True)
+    elif mode == "late":
+        answer({"pid": os.getpid(), "secret": request["secret"]}, call)
+        time.sleep(0.05)
+        answer({"pid": os.getpid(), "secret": request["secret"], "late": True}, call)
+    elif mode == "forgetful":
+        print(json.dumps({"pid": os.getpid()}), flush=True)
     elif mode == "error":
-        print(json.dumps({"error": "the file is missing"}), flush=True)
+        answer({"error": "the file is missing"}, call)
     else:
-        print(json.dumps({"pid": os.getpid(), "n": n, "request": request}), flush=True)
+        answer({"pid": os.getpid(), "n": n, "request": request}, call)
 """
 
 
@@ -100,6 +112,7 @@ def test_a_reported_error_fails_the_call_and_keeps_the_worker(gateway: Gateway) 
         ("garbage", "answered with something that is not a JSON object: 'this is not json'"),
         ("two", "answered with more than one line"),
         ("crash", "exited with code 3 during the call"),
+        ("forgetful", "did not echo '_call'"),
     ],
 )
 def test_a_worker_that_breaks_the_protocol_is_replaced(
@@ -153,11 +166,24 @@ def test_a_worker_that_talks_between_calls_is_not_trusted_again(gateway: Gateway
     assert gone(chatty.content["pid"])
 
 
+def test_a_late_answer_never_reaches_the_next_call(gateway: Gateway) -> None:
+    for _ in range(5):  # the late line lands during the next call, or between the two
+        alice = _call(gateway, "late", secret="alice's")
+        bob = _call(gateway, secret="bob's")
+        assert alice.status is CallStatus.OK and alice.content["secret"] == "alice's"
+        assert "alice's" not in repr(bob.content) + (bob.message or "")
+        if bob.status is CallStatus.ERROR:  # the late line came during it: refused, replaced
+            assert "the next call starts a new one" in bob.message
+        time.sleep(0.1)
+        after = _call(gateway)
+        assert after.status is CallStatus.OK and after.content["pid"] != alice.content["pid"]
+
+
 async def test_calls_at_once_get_one_worker_each_then_reuse_them(root: Path) -> None:
     script = """import json, os, sys, time
 for line in sys.stdin:
     time.sleep(0.3)
-    print(json.dumps({"pid": os.getpid()}), flush=True)
+    print(json.dumps({"pid": os.getpid(), "_call": json.loads(line)["_call"]}), flush=True)
 """
     write_tool(root, "slow", script, runtime="python", protocol="worker")
     async with Gateway(tool_folders=[root], environ=clean_environ()) as gateway:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ToolError
+from ..model import Tool
 from .processes import ProcessStartError, StartedProcess, spawn_process
 
 #: Starts one process of a key (default: :func:`spawn_process` of the key's command); a warm
@@ -79,11 +80,31 @@ class PoolKey:
     argv: tuple[str, ...]
     env: tuple[tuple[str, str], ...]
     cwd: str
+    definition: str = ""
+    """The tool's definition hash (its code's digest included): an edited tool never gets a
+    process started for its old definition."""
+    where: str = "host"
+    """``host``, or ``sandbox`` for a warm sandbox: the two are never interchanged."""
 
     @classmethod
-    def of(cls, tool_id: str, argv: list[str], env: Mapping[str, str], cwd: Path) -> PoolKey:
-        """The key of a process of ``tool_id`` started with ``argv``, ``env`` and ``cwd``."""
-        return cls(tool_id, tuple(argv), tuple(sorted(env.items())), str(cwd))
+    def of(
+        cls,
+        tool: Tool,
+        argv: list[str],
+        env: Mapping[str, str],
+        cwd: Path,
+        *,
+        where: str = "host",
+    ) -> PoolKey:
+        """The key of a process of ``tool`` started with ``argv``, ``env`` and ``cwd``."""
+        return cls(
+            tool.id,
+            tuple(argv),
+            tuple(sorted(env.items())),
+            str(cwd),
+            tool.definition_hash,
+            where,
+        )
 
 
 @dataclass(slots=True)
@@ -134,16 +155,19 @@ class PrestartPool:
             # It ended while waiting (killed, crashed, or a script that does not wait for its
             # input): never hand it to a call.
             self._discard(entry.process)
-            slot.deaths += 1
-            if slot.deaths >= MAX_DEATHS_IN_A_ROW and not slot.given_up:
-                slot.given_up = True
-                _log.warning(
-                    "%s: its pre-started processes end before their input arrives (%d in a row);"
-                    " it is no longer pre-started",
-                    key.tool_id,
-                    slot.deaths,
-                )
+            self._note_death(key, slot)
         return process
+
+    def _note_death(self, key: PoolKey, slot: _Slot) -> None:
+        slot.deaths += 1
+        if slot.deaths >= MAX_DEATHS_IN_A_ROW and not slot.given_up:
+            slot.given_up = True
+            _log.warning(
+                "%s: its pre-started processes end or fail before their input arrives (%d in a "
+                "row); it is no longer pre-started",
+                key.tool_id,
+                slot.deaths,
+            )
 
     def replenish(self, key: PoolKey, starter: Starter | None = None) -> None:
         """The call that :meth:`take` was asked for is done: once no call of ``key`` runs any
@@ -171,6 +195,8 @@ class PrestartPool:
 
     def _discard(self, process: StartedProcess) -> None:
         process.discard()
+        # Kept only until it is reaped (aclose waits for those), so the list stays small.
+        self._discarded = [p for p in self._discarded if not p.exited]
         self._discarded.append(process)
         if process.setup is not None and not self._closed:
             # What was prepared for it (a warm sandbox) is undone in the background.
@@ -232,6 +258,8 @@ class PrestartPool:
             return
         wanted = self.settings.per_tool - len(slot.ready) - slot.starting
         room = self.settings.total - self._in_pool()
+        if wanted > 0 and room < wanted:
+            room += self._evict(wanted - room, keep=slot)
         for _ in range(max(0, min(wanted, room))):
             slot.starting += 1
             task = asyncio.get_running_loop().create_task(self._start(key, slot))
@@ -245,9 +273,10 @@ class PrestartPool:
             else:
                 process = await spawn_process(key.argv, env=dict(key.env), cwd=Path(key.cwd))
         except (ProcessStartError, ToolError, OSError) as exc:
-            # The call that wanted it starts its own process and reports the error itself.
+            # The call that wanted it starts its own process and reports the error itself; a
+            # tool that keeps failing to start is no longer pre-started.
             _log.debug("%s: could not pre-start a process: %s", key.tool_id, exc)
-            slot.given_up = True
+            self._note_death(key, slot)
             return
         finally:
             slot.starting -= 1
@@ -256,6 +285,23 @@ class PrestartPool:
             return
         slot.ready.append(_Ready(process, time.monotonic()))
         self._schedule_sweep()
+
+    def _evict(self, count: int, *, keep: _Slot) -> int:
+        """Make room for a key in use: stop up to ``count`` of the oldest ready processes of
+        other keys (a one-off workspace's, say). Returns how many were stopped."""
+        candidates = sorted(
+            (slot.ready[0].since, id(slot), slot)
+            for slot in self._slots.values()
+            if slot is not keep and slot.ready
+        )
+        stopped = 0
+        for _, _, slot in candidates:
+            while slot.ready and stopped < count:
+                self._discard(slot.ready.popleft().process)
+                stopped += 1
+            if stopped >= count:
+                break
+        return stopped
 
     # -- idle expiry ------------------------------------------------------------------------------
 
@@ -269,9 +315,11 @@ class PrestartPool:
         now = time.monotonic()
         cutoff = now - self.settings.idle_timeout
         oldest: float | None = None
-        for slot in self._slots.values():
+        for key, slot in list(self._slots.items()):
             while slot.ready and slot.ready[0].since <= cutoff:
                 self._discard(slot.ready.popleft().process)
+            if not slot.ready and not slot.starting and not slot.calls and not slot.given_up:
+                del self._slots[key]  # a key not in use any more (a one-off workspace)
             if slot.ready:
                 since = slot.ready[0].since
                 oldest = since if oldest is None else min(oldest, since)

@@ -222,7 +222,7 @@ class ScriptBackend:
                 continue  # its calls say why
             pool = pool or self.pool()
             if self._on_host(tool):
-                pool.fill(PoolKey.of(tool.id, command.argv, command.env, cwd))
+                pool.fill(PoolKey.of(tool, command.argv, command.env, cwd))
             else:
                 key, starter = self._warm_sandbox(tool, command, self.cwd)
                 pool.fill(key, starter)
@@ -235,18 +235,36 @@ class ScriptBackend:
         """Kill the running event loop's pre-started processes and idle workers, and wait until
         they are reaped; then :meth:`close` the others."""
         loop = asyncio.get_running_loop()
-        if (pool := self._pools.get(loop)) is not None:
+        if (pool := self._pools.pop(loop, None)) is not None:
             await pool.aclose()
-        if (workers := self._worker_pools.get(loop)) is not None:
+        if (workers := self._worker_pools.pop(loop, None)) is not None:
             await workers.aclose()
         self.close()
 
     def close(self) -> None:
-        """Kill every pre-started process and idle worker."""
-        for pool in list(self._pools.values()):
-            pool.close()
-        for workers in list(self._worker_pools.values()):
-            workers.close()
+        """Kill every pre-started process and idle worker, in whatever event loop they live:
+        a loop running in another thread does it itself (warm sandboxes' cgroups and egress
+        proxies are released there), waited for up to 5 seconds."""
+        closers: list[tuple[asyncio.AbstractEventLoop, Any]] = [
+            *self._pools.items(),
+            *self._worker_pools.items(),
+        ]
+        self._pools.clear()
+        self._worker_pools.clear()
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        for loop, closer in closers:
+            closer.close()  # signals and file descriptors: now, from any thread
+            if loop.is_closed():
+                continue
+            if loop is running:
+                loop.create_task(closer.aclose())  # reaped and released once this returns
+            elif loop.is_running():
+                done = asyncio.run_coroutine_threadsafe(closer.aclose(), loop)
+                with contextlib.suppress(Exception):
+                    done.result(timeout=5)
 
     def can_run_inline(self, entry: RegisteredTool) -> bool:
         return False
@@ -289,7 +307,7 @@ class ScriptBackend:
             Path(entry.path), runtime, tool=tool, environment=self.environment, cwd=cwd
         )
         if self.runs_as_worker(tool):
-            key = PoolKey.of(tool.id, command.argv, command.env, cwd)
+            key = PoolKey.of(tool, command.argv, command.env, cwd)
             invocation.metadata["process"] = "worker"
             async with self._slot(tool.id):
                 answer = await self.worker_pool().call(
@@ -309,7 +327,7 @@ class ScriptBackend:
                     )
                     return interpret_result(tool.id, result, self.max_output)
                 pool = self.pool()
-                key = PoolKey.of(tool.id, command.argv, command.env, cwd)
+                key = PoolKey.of(tool, command.argv, command.env, cwd)
                 process = pool.take(key)
                 try:
                     if process is not None:
@@ -348,7 +366,7 @@ class ScriptBackend:
         sandbox = self.sandbox
         assert sandbox is not None
         entry, _ = _entry(tool)
-        key = PoolKey.of(tool.id, command.argv, command.env, workspace or Path("/"))
+        key = PoolKey.of(tool, command.argv, command.env, workspace or Path("/"), where="sandbox")
 
         async def start() -> StartedProcess:
             stack = contextlib.AsyncExitStack()

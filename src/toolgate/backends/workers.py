@@ -35,12 +35,14 @@ from .base import ToolTimeoutError
 from .prestart import PoolKey
 from .process_tree import ProcessTree
 
-__all__ = ["WorkerPool", "WorkerProtocolError", "WorkerSettings"]
+__all__ = ["CALL_FIELD", "WorkerPool", "WorkerProtocolError", "WorkerSettings"]
 
 #: Characters of a worker's stderr kept for the message of a failed call.
 _STDERR_TAIL = 2_000
 #: Characters of a bad answer quoted in the error message.
 _QUOTE = 200
+#: The field of each input line naming the call; the answer must carry it back unchanged.
+CALL_FIELD = "_call"
 #: Queued instead of a line when the worker wrote past the output cap without a newline.
 _OVERRUN = b"\0overrun"
 
@@ -66,6 +68,8 @@ class _Worker:
         self._loop = asyncio.get_running_loop()
         self.idle_since = time.monotonic()
         self.broken: str | None = None
+        self._waiting = False
+        """Whether a call waits for an answer: a line at any other time breaks the protocol."""
         self._lines: asyncio.Queue[bytes | None] = asyncio.Queue()
         """Answer lines as they come; ``None`` at the end of stdout."""
         self._stderr: deque[str] = deque()
@@ -79,21 +83,27 @@ class _Worker:
     @classmethod
     async def start(cls, key: PoolKey, max_output: int) -> _Worker:
         spawned = time.monotonic()
-        proc = await asyncio.create_subprocess_exec(
-            *key.argv,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=dict(key.env),
-            cwd=key.cwd,
-            start_new_session=True,
-            limit=max(max_output, 1024),
-        )
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *key.argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=dict(key.env),
+                cwd=key.cwd,
+                start_new_session=True,
+                limit=max(max_output, 1024),
+            )
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            raise ToolError(
+                f"Tool {key.tool_id}'s worker could not be started: {key.argv[0]!r}: {reason}"
+            ) from None
         return cls(proc, spawned, max_output)
 
     # -- one call ---------------------------------------------------------------------------------
 
-    async def call(self, tool_id: str, line: bytes) -> Any:
+    async def call(self, tool_id: str, line: bytes, call: str) -> Any:
         """Send one input line and return the parsed answer; raise ``ToolError`` if it breaks
         the protocol (then it is stopped)."""
         if not self._lines.empty():
@@ -103,11 +113,18 @@ class _Worker:
         self._stderr_chars = 0
         stdin = self.proc.stdin
         assert stdin is not None
+        self._waiting = True
         try:
             stdin.write(line + b"\n")
             await stdin.drain()
         except (BrokenPipeError, ConnectionResetError):
             pass  # it exited: the answer below is the end of its output
+        try:
+            return await self._answer(tool_id, call)
+        finally:
+            self._waiting = False
+
+    async def _answer(self, tool_id: str, call: str) -> Any:
         answer = await self._lines.get()
         if answer is _OVERRUN:
             raise self._broken_error(
@@ -131,6 +148,12 @@ class _Worker:
             raise self._broken_error(
                 tool_id, f"answered with something that is not a JSON object: {shown!r}"
             )
+        # The answer must name the call it answers: a late answer to an earlier call (which
+        # could hold another session's data) is never taken for this one.
+        answered = parsed.pop(CALL_FIELD, None)
+        if answered != call:
+            what = "did not echo" if answered is None else "answered another call's"
+            raise self._broken_error(tool_id, f"{what} {CALL_FIELD!r}")
         self.idle_since = time.monotonic()
         return parsed
 
@@ -166,6 +189,11 @@ class _Worker:
                 # The reader's limit is the output cap: a longer line raises ValueError.
                 line = await stdout.readline()
                 if not line:
+                    break
+                if not self._waiting:
+                    # Output no call asked for (a late second answer, a stray print): it must
+                    # never reach the next call, so the worker is not trusted again.
+                    self._fail("wrote to stdout while it had no call")
                     break
                 self._lines.put_nowait(line)
         except (ValueError, asyncio.LimitOverrunError):
@@ -247,6 +275,7 @@ class WorkerPool:
         self._sweep: asyncio.TimerHandle | None = None
         self._closed = False
         self._stopped: list[_Worker] = []
+        self._calls = 0
 
     async def call(
         self,
@@ -260,7 +289,9 @@ class WorkerPool:
 
         On a timeout, a cancellation or a broken protocol the worker is stopped, never reused.
         """
-        line = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        self._calls += 1
+        call = f"{self._calls}"
+        line = json.dumps({**payload, CALL_FIELD: call}, ensure_ascii=False).encode("utf-8")
         workers = self._workers.setdefault(key, _Workers())
         while True:
             worker = self._idle_worker(workers)
@@ -268,7 +299,7 @@ class WorkerPool:
                 worker = await _Worker.start(key, max_output)
             workers.busy += 1
             try:
-                answer = await asyncio.wait_for(worker.call(key.tool_id, line), timeout)
+                answer = await asyncio.wait_for(worker.call(key.tool_id, line, call), timeout)
             except _Stale:
                 continue  # it never saw this call: try the next one
             except TimeoutError:
@@ -331,7 +362,7 @@ class WorkerPool:
         self._sweep = None
         cutoff = time.monotonic() - self.settings.idle_timeout
         left = False
-        for workers in self._workers.values():
+        for key, workers in list(self._workers.items()):
             keep = []
             for worker in workers.idle:
                 if worker.idle_since <= cutoff or not worker.alive:
@@ -340,5 +371,7 @@ class WorkerPool:
                     keep.append(worker)
             workers.idle = keep
             left = left or bool(keep)
+            if not keep and not workers.busy:
+                del self._workers[key]  # a key not in use any more (a one-off workspace)
         if left:
             self._schedule_sweep()

@@ -198,8 +198,8 @@ class PrestartSection(_Section):
     """`false`: no tool is pre-started, not even one that declares `prestart: true`."""
     tools: tuple[str, ...] = ()
     """More tools to pre-start besides those that declare it: tool ids, `namespace:*`, or `*`
-    (every host-mode script tool). A script that works before reading its input then does that
-    work early, once per process."""
+    (every script tool; compartment ones get warm sandboxes where bubblewrap runs). A script
+    that works before reading its input then does that work early, once per process."""
     per_tool: int = Field(default=2, ge=1, le=64)
     """Processes kept ready per tool (and working directory and environment)."""
     total: int = Field(default=16, ge=1, le=1024)

@@ -20,15 +20,28 @@ export function serve(handle) {
     if (!line.trim()) return;
     previous = previous.then(async () => {
       let answer;
+      let call = null;
       try {
-        answer = await handle(JSON.parse(line));
+        const request = JSON.parse(line);
+        call = request._call ?? null; // the gateway's call number, echoed with the answer
+        delete request._call;
+        answer = await handle(request);
         if (answer === null || typeof answer !== "object" || Array.isArray(answer)) {
           answer = { error: `the tool returned ${answer === null ? "null" : typeof answer}, not an object` };
         }
       } catch (error) {
         answer = { error: String(error && error.message ? error.message : error) };
       }
-      answers.write(JSON.stringify(answer) + "\n");
+      let text;
+      try {
+        text = JSON.stringify({ ...answer, _call: call });
+      } catch (error) {
+        text = JSON.stringify({
+          error: `the answer cannot be written as JSON: ${error.message}`,
+          _call: call,
+        });
+      }
+      answers.write(text + "\n");
     });
   });
 }
