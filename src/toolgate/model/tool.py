@@ -352,6 +352,9 @@ class Tool:
     observability: ObservabilitySpec = field(default_factory=ObservabilitySpec)
     display: DisplaySpec = field(default_factory=DisplaySpec)
     source: ToolSource = field(default_factory=lambda: ToolSource(SourceFormat.PYTHON))
+    _definition_hash: str | None = field(default=None, init=False, repr=False, compare=False)
+    # Computed on first use (a SHA-256 over the canonical JSON: ~35 µs), then kept: a Tool is
+    # immutable, and pre-started processes, workers and approvals all key on it.
 
     def __post_init__(self) -> None:
         split_tool_id(self.id)
@@ -412,9 +415,20 @@ class Tool:
 
         Approvals and grants are bound to it: when the definition changes, they no longer apply.
         """
-        return digest(_definition_fields(self))
+        if self._definition_hash is None:
+            object.__setattr__(self, "_definition_hash", digest(_definition_fields(self)))
+        assert self._definition_hash is not None
+        return self._definition_hash
+
+
+#: Fields left out of the definition hash: ``source`` on purpose (moving a file does not change
+#: what the tool does), and the hash's own cache.
+_NOT_DEFINITION = frozenset({"source", "_definition_hash"})
 
 
 def _definition_fields(tool: Tool) -> dict[str, Any]:
-    # ``source`` is excluded on purpose: moving a file does not change what the tool does.
-    return {name: getattr(tool, name) for name in Tool.__dataclass_fields__ if name != "source"}
+    return {
+        name: getattr(tool, name)
+        for name in Tool.__dataclass_fields__
+        if name not in _NOT_DEFINITION
+    }
