@@ -29,6 +29,8 @@ import httpx2
 from jwt import PyJWK
 from jwt.exceptions import PyJWKError
 
+from ..config.auth_schema import is_loopback_name
+
 __all__ = ["IssuerKeys", "KeysUnavailableError", "metadata_urls"]
 
 log = logging.getLogger("toolgate.serve")
@@ -236,7 +238,7 @@ class IssuerKeys:
                 or parts is None
                 or not (
                     parts.scheme == "https"
-                    or (parts.scheme == "http" and parts.hostname in _LOOPBACK_HOSTS)
+                    or (parts.scheme == "http" and is_loopback_name(parts.hostname or ""))
                 )
             ):
                 raise KeysUnavailableError(
@@ -245,9 +247,6 @@ class IssuerKeys:
             self._jwks_uri = uri
             return uri
         raise KeysUnavailableError("; ".join(problems))
-
-
-_LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 
 
 async def _get_json(http: httpx2.AsyncClient, url: str, what: str) -> dict[str, Any]:
