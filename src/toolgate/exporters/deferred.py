@@ -14,7 +14,7 @@ Chat Completions and Gemini have no deferred form; their exports stay as they ar
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 from ..model.tool import Tool
@@ -52,13 +52,7 @@ def anthropic_deferred_tools(
         "type": f"tool_search_tool_{search}_20251119",
         "name": f"tool_search_tool_{search}",
     }
-    out = [search_tool]
-    for tool in tools:
-        definition = anthropic_tool(tool)
-        if not _core(tool, core):
-            definition["defer_loading"] = True
-        out.append(definition)
-    return out
+    return _deferred(search_tool, tools, anthropic_tool, core)
 
 
 def openai_responses_deferred_tools(
@@ -77,9 +71,19 @@ def openai_responses_deferred_tools(
             "Search the available tools by what you want to do; returns the best matches."
         )
         search_tool["parameters"] = _SEARCH_PARAMETERS
+    return _deferred(search_tool, tools, openai_responses_tool, core)
+
+
+def _deferred(
+    search_tool: dict[str, Any],
+    tools: Iterable[Tool],
+    convert: Callable[[Tool], dict[str, Any]],
+    core: tuple[str, ...],
+) -> list[dict[str, Any]]:
+    """The search tool, then every tool converted, deferred unless it is a ``core`` one."""
     out = [search_tool]
     for tool in tools:
-        definition = openai_responses_tool(tool)
+        definition = convert(tool)
         if not _core(tool, core):
             definition["defer_loading"] = True
         out.append(definition)
