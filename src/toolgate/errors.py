@@ -18,6 +18,7 @@ __all__ = [
     "DuplicateToolError",
     "ErrorCode",
     "SearchQueryError",
+    "StateUnavailableError",
     "ToolCallParseError",
     "ToolDefinitionError",
     "ToolError",
@@ -140,3 +141,13 @@ class ApprovalClosedError(ToolgateError, LookupError):
     """No open approval request has this id: unknown, already decided, expired, or voided."""
 
     code = ErrorCode.APPROVAL_CLOSED
+
+
+class StateUnavailableError(ToolgateError, ConnectionError):
+    """The shared state (PostgreSQL or Redis) cannot be reached right now.
+
+    A call that needs it ends in ``unavailable`` with this message; the gateway keeps serving and
+    reconnects by itself once the service is back.
+    """
+
+    code = ErrorCode.UNAVAILABLE

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import ErrorCode
+from ..errors import ErrorCode, StateUnavailableError
 from ..invocation import new_call_id
 from ..model import CallOutcome, Tool
 from ..registry import RegisteredTool, Registry
@@ -240,6 +240,14 @@ class Pipeline:
         """Run a prepared call. Never raises (except cancellation of the caller's own task)."""
         try:
             outcome = await plan.handler(state)
+        except StateUnavailableError as exc:
+            # PostgreSQL or Redis is down: fail closed, say so, keep serving.
+            outcome = error_outcome(
+                state,
+                ErrorCode.UNAVAILABLE,
+                f"{state.tool.id} cannot run now: {exc}. The gateway reconnects by itself; "
+                "try again shortly.",
+            )
         except Exception as exc:
             log.exception("pipeline failure in call %s to %s", state.call_id, state.tool.id)
             outcome = error_outcome(

@@ -8,20 +8,22 @@ Only the SHA-256 of a key is stored, never the key. The table lives in the state
 A running server notices keys added or revoked by another process at once: every change bumps a
 generation counter, which readers compare (one indexed read) before trusting their cache.
 
-This module imports :mod:`sqlite3`; it is only imported when the store is used.
+The same table can live in the shared PostgreSQL database of several replicas (pass a
+:class:`~toolgate.stores.postgres_db.PostgresDatabase`). This module imports :mod:`sqlite3`; it is
+only imported when the store is used.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Final
+from typing import Any, Final
 
+from .sql import SqlDatabase
 from .sqlite_db import SQLiteDatabase
 
 __all__ = ["AGENT_NAME_PATTERN", "AgentKey", "AgentKeyExistsError", "AgentKeyStore"]
@@ -84,17 +86,22 @@ class AgentKey:
 
 
 class AgentKeyStore:
-    """Agent keys in a SQLite database (``path``, or ``":memory:"``)."""
+    """Agent keys in a SQLite database (``path``, or ``":memory:"``), or in the shared
+    PostgreSQL database (a :class:`~toolgate.stores.postgres_db.PostgresDatabase`)."""
 
-    def __init__(self, path: Path | str) -> None:
-        self._db = SQLiteDatabase(path, component="agent_keys", migrations=_MIGRATIONS)
+    def __init__(self, path: Path | str | SqlDatabase) -> None:
+        if isinstance(path, (str, Path)):
+            sqlite = SQLiteDatabase(path, component="agent_keys", migrations=_MIGRATIONS)
+            self.path: Path | None = sqlite.path
+            """The SQLite file (``None`` in memory or in a server database)."""
+            self._db: SqlDatabase = sqlite
+            self._shared = False
+        else:  # PostgreSQL, whose schema postgres_schema.upgrade made
+            self.path = None
+            self._db = path
+            self._shared = True
         self._checked_at = -RECHECK_SECONDS  # monotonic time of the last read; none yet
         self._seen_generation = 0
-
-    @property
-    def path(self) -> Path | None:
-        """The database file (``None`` in memory)."""
-        return self._db.path
 
     def add(
         self, agent: str, key_sha256: str, *, now: float, replace: bool = False
@@ -173,11 +180,11 @@ class AgentKeyStore:
         effect within that time; one changed through this store, at once.
         """
         now = time.monotonic()
-        if self._db.path is not None and now - self._checked_at < RECHECK_SECONDS:
+        if (self.path is not None or self._shared) and now - self._checked_at < RECHECK_SECONDS:
             return self._seen_generation
         with self._db.read() as conn:
             row = conn.execute("SELECT value FROM agent_keys_generation WHERE id = 1").fetchone()
-        self._checked_at, self._seen_generation = now, 0 if row is None else int(row[0])
+        self._checked_at, self._seen_generation = now, 0 if row is None else int(row["value"])
         return self._seen_generation
 
     def close(self) -> None:
@@ -196,7 +203,7 @@ class AgentKeyStore:
         self.close()
 
 
-def _key(row: sqlite3.Row) -> AgentKey:
+def _key(row: Any) -> AgentKey:
     revoked = row["revoked_at"]
     return AgentKey(
         id=str(row["id"]),

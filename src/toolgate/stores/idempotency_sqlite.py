@@ -1,24 +1,24 @@
-"""The SQLite :class:`~toolgate.stores.idempotency.IdempotencyStore`.
+"""The SQL :class:`~toolgate.stores.idempotency.IdempotencyStore`, on SQLite or PostgreSQL.
 
 Records persist in the ``idempotency_keys`` table, so a key keeps replaying its outcome after a
 restart, and processes sharing the database file coordinate through it: a ``running`` record
-tells a second process that the key is taken (it polls until the record has an outcome). Each
-operation is one ``BEGIN IMMEDIATE`` transaction, so of two racing claims exactly one wins.
+tells a second process — or replica, on PostgreSQL — that the key is taken (it polls until the
+record has an outcome). Of two racing claims exactly one wins.
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Self
 
 from .._json import canonical_json
 from .idempotency import IdempotencyRecord, IdempotencyStatus
+from .sql import SqlDatabase
 from .sqlite_db import SQLiteDatabase
 
-__all__ = ["SQLiteIdempotencyStore"]
+__all__ = ["SQLiteIdempotencyStore", "SqlIdempotencyStore"]
 
 #: Claims between two deletions of expired records.
 _SWEEP_EVERY: Final = 256
@@ -44,8 +44,24 @@ _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
 
 _COLUMNS: Final = "tool_id, key, arguments_digest, call_id, status, outcome, created_at, expires_at"
 
+# Takes the key unless a live record holds it; returns a row only when it took it.
+_CLAIM: Final = f"""
+    INSERT INTO idempotency_keys ({_COLUMNS})
+    VALUES (:tool_id, :key, :arguments_digest, :call_id, :status, :outcome, :created_at,
+            :expires_at)
+    ON CONFLICT (tool_id, key) DO UPDATE SET
+        arguments_digest = excluded.arguments_digest,
+        call_id = excluded.call_id,
+        status = excluded.status,
+        outcome = excluded.outcome,
+        created_at = excluded.created_at,
+        expires_at = excluded.expires_at
+    WHERE idempotency_keys.expires_at <= :now
+    RETURNING call_id
+"""
 
-def _record_from_row(row: sqlite3.Row) -> IdempotencyRecord:
+
+def _record_from_row(row: Any) -> IdempotencyRecord:
     outcome = row["outcome"]
     return IdempotencyRecord(
         tool_id=row["tool_id"],
@@ -59,52 +75,52 @@ def _record_from_row(row: sqlite3.Row) -> IdempotencyRecord:
     )
 
 
-class SQLiteIdempotencyStore:
-    """Idempotency records in a SQLite database (a file, or ``":memory:"``).
+class SqlIdempotencyStore:
+    """Idempotency records in the ``idempotency_keys`` table of a SQL database (SQLite or
+    PostgreSQL; see :class:`~toolgate.stores.sql.SqlDatabase`).
 
-    The file may be the gateway's state file: the tables do not collide with other stores'.
-    Use it as a context manager, or call :meth:`close`.
+    A claim is one ``INSERT … ON CONFLICT DO UPDATE … WHERE expired … RETURNING``: it takes a
+    free or expired key atomically, so of two callers — threads, processes or replicas — racing
+    on one key exactly one gets it, and the other is shown the winner's record.
     """
 
-    def __init__(self, path: Path | str) -> None:
-        self._db = SQLiteDatabase(path, component="idempotency", migrations=_MIGRATIONS)
+    def __init__(self, db: SqlDatabase) -> None:
+        self._db = db
         self._claims = 0
 
     def __repr__(self) -> str:
-        return f"SQLiteIdempotencyStore({self._db.path or ':memory:'!s})"
-
-    @property
-    def path(self) -> Path | None:
-        """The database file (``None`` when in memory)."""
-        return self._db.path
+        return f"{type(self).__name__}({self._db!r})"
 
     def claim(self, record: IdempotencyRecord, *, now: float) -> IdempotencyRecord | None:
         """See :meth:`~toolgate.stores.idempotency.IdempotencyStore.claim`."""
-        with self._db.write() as conn:
-            row = conn.execute(
-                f"SELECT {_COLUMNS} FROM idempotency_keys WHERE tool_id = ? AND key = ?",
-                (record.tool_id, record.key),
-            ).fetchone()
-            if row is not None and row["expires_at"] > now:
-                return _record_from_row(row)
-            conn.execute(
-                f"INSERT OR REPLACE INTO idempotency_keys ({_COLUMNS}) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    record.tool_id,
-                    record.key,
-                    record.arguments_digest,
-                    record.call_id,
-                    record.status.value,
-                    None if record.outcome is None else canonical_json(record.outcome),
-                    record.created_at,
-                    record.expires_at,
-                ),
-            )
-            self._claims += 1
-            if self._claims % _SWEEP_EVERY == 0:
-                conn.execute("DELETE FROM idempotency_keys WHERE expires_at <= ?", (now,))
-        return None
+        values = {
+            "tool_id": record.tool_id,
+            "key": record.key,
+            "arguments_digest": record.arguments_digest,
+            "call_id": record.call_id,
+            "status": record.status.value,
+            "outcome": None if record.outcome is None else canonical_json(record.outcome),
+            "created_at": record.created_at,
+            "expires_at": record.expires_at,
+            "now": now,
+        }
+        # A holder that lets go between the two statements (released, expired) is retried.
+        for _ in range(3):
+            with self._db.write() as conn:
+                taken = conn.execute(_CLAIM, values).fetchone()
+                if taken is None:
+                    row = conn.execute(
+                        f"SELECT {_COLUMNS} FROM idempotency_keys WHERE tool_id = ? AND key = ?",
+                        (record.tool_id, record.key),
+                    ).fetchone()
+                    if row is not None and row["expires_at"] > now:
+                        return _record_from_row(row)
+                    continue
+                self._claims += 1
+                if self._claims % _SWEEP_EVERY == 0:
+                    conn.execute("DELETE FROM idempotency_keys WHERE expires_at <= ?", (now,))
+                return None
+        raise RuntimeError(f"idempotency key {record.key!r} of {record.tool_id} keeps changing")
 
     def complete(
         self,
@@ -123,7 +139,7 @@ class SQLiteIdempotencyStore:
                 "WHERE tool_id = ? AND key = ? AND call_id = ?",
                 (IdempotencyStatus.DONE.value, text, expires_at, tool_id, key, call_id),
             )
-            return cursor.rowcount == 1
+            return bool(cursor.rowcount == 1)
 
     def release(self, tool_id: str, key: str, *, call_id: str) -> bool:
         """See :meth:`~toolgate.stores.idempotency.IdempotencyStore.release`."""
@@ -132,7 +148,7 @@ class SQLiteIdempotencyStore:
                 "DELETE FROM idempotency_keys WHERE tool_id = ? AND key = ? AND call_id = ?",
                 (tool_id, key, call_id),
             )
-            return cursor.rowcount == 1
+            return bool(cursor.rowcount == 1)
 
     def get(self, tool_id: str, key: str, *, now: float) -> IdempotencyRecord | None:
         """See :meth:`~toolgate.stores.idempotency.IdempotencyStore.get`."""
@@ -148,8 +164,25 @@ class SQLiteIdempotencyStore:
         """Release the database (idempotent)."""
         self._db.close()
 
-    def __enter__(self) -> SQLiteIdempotencyStore:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+class SQLiteIdempotencyStore(SqlIdempotencyStore):
+    """Idempotency records in a SQLite database (a file, or ``":memory:"``).
+
+    The file may be the gateway's state file: the tables do not collide with other stores'.
+    Use it as a context manager, or call :meth:`close`.
+    """
+
+    def __init__(self, path: Path | str) -> None:
+        db = SQLiteDatabase(path, component="idempotency", migrations=_MIGRATIONS)
+        super().__init__(db)
+        self.path: Path | None = db.path
+        """The database file (``None`` when in memory)."""
+
+    def __repr__(self) -> str:
+        return f"SQLiteIdempotencyStore({self.path or ':memory:'!s})"

@@ -87,7 +87,7 @@ class SQLiteRateLimitStorage(Storage):
             self._updates += 1
             if self._updates % _SWEEP_EVERY == 0:
                 conn.execute("DELETE FROM rate_limit_counters WHERE expires_at <= ?", (now,))
-        return int(row[0])
+        return int(row["count"])
 
     def _row(self, key: str) -> tuple[int, float] | None:
         with self._db.read() as conn:

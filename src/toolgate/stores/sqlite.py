@@ -1,11 +1,11 @@
 """The embedded SQLite implementation of :class:`~toolgate.stores.base.ApprovalStore`.
 
 One connection, shared by every thread that calls the store (the event loop thread, worker
-threads, the gateway's private loop thread), guarded by a lock. Each operation runs in its own
-transaction; writes take the database's write lock up front (``BEGIN IMMEDIATE``), so a second
-process using the same file waits (up to the busy timeout) instead of failing half-way. State
-changes are ``UPDATE … WHERE id = ? AND status = ?`` checked by ``rowcount``, so two deciders —
-in one process or two — see exactly one winner.
+threads, the gateway's private loop thread), guarded by a lock (see
+:class:`~toolgate.stores.sqlite_db.SQLiteDatabase`). Each operation runs in its own transaction;
+writes take the database's write lock up front (``BEGIN IMMEDIATE``), so a second process using
+the same file waits (up to the busy timeout) instead of failing half-way. The SQL itself is
+:class:`~toolgate.stores.sql_approvals.SqlApprovalStore`'s, shared with PostgreSQL.
 
 This module imports :mod:`sqlite3`; it is only imported when a store is built, never by
 ``import toolgate``.
@@ -13,30 +13,11 @@ This module imports :mod:`sqlite3`; it is only imported when a store is built, n
 
 from __future__ import annotations
 
-import json
-import sqlite3
-import threading
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Final
+from typing import Final
 
-from .._json import canonical_json, thaw
-from ..model import ApprovalRequest, ApprovalStatus, Decision, Grant, PermissionKey
-from .base import ClosedRequestError, DuplicateRequestError
-from .sqlite_rows import (
-    _GRANT_COLUMNS,
-    _OPEN,
-    _REQUEST_COLUMNS,
-    _grant_from_row,
-    _grant_to_row,
-    _placeholders,
-    _request_from_row,
-    _request_to_row,
-    _timestamp,
-)
-from .sqlite_schema import SCHEMA_VERSION, ensure_private_file, migrate, write_transaction
+from .sql_approvals import SqlApprovalStore
+from .sqlite_schema import SCHEMA_VERSION, ensure_private_file, migrate
 
 __all__ = ["BUSY_TIMEOUT", "SCHEMA_VERSION", "SQLiteApprovalStore"]
 
@@ -50,398 +31,21 @@ MEMORY: Final = ":memory:"
 _ensure_private_file = ensure_private_file
 
 
-class SQLiteApprovalStore:
+class SQLiteApprovalStore(SqlApprovalStore):
     """Approval requests, grants and the approval log in one SQLite database.
 
     ``path`` is a database file (created with its folders if missing) or ``":memory:"`` for a
     private database that lives as long as the store. Use it as a context manager, or call
-    :meth:`close`.
-
-    Times are the caller's ``now`` (Unix seconds); a pending request is expired once
-    ``now >= expires_at``, a grant once ``now >= expires_at``.
+    :meth:`close`. Its schema version is SQLite's ``user_version``.
     """
 
     def __init__(self, path: Path | str) -> None:
-        self._lock = threading.Lock()
-        self.path: Path | None = None if str(path) == MEMORY else Path(path)
+        from .sqlite_db import SQLiteDatabase  # it imports this module's constants
+
+        db = SQLiteDatabase(path, component="approvals", migrate=migrate)
+        super().__init__(db)
+        self.path: Path | None = db.path
         """The database file, or ``None`` for an in-memory store."""
-        if self.path is not None:
-            ensure_private_file(self.path)
-        conn = sqlite3.connect(
-            MEMORY if self.path is None else str(self.path),
-            timeout=BUSY_TIMEOUT,
-            isolation_level=None,  # transactions are explicit: see _write
-            check_same_thread=False,  # shared by threads, guarded by self._lock
-        )
-        try:
-            conn.row_factory = sqlite3.Row
-            conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
-            if self.path is not None:
-                conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            migrate(conn)
-        except BaseException:
-            conn.close()
-            raise
-        self._conn: sqlite3.Connection | None = conn
 
     def __repr__(self) -> str:
         return f"SQLiteApprovalStore({MEMORY if self.path is None else str(self.path)!r})"
-
-    # -- plumbing ---------------------------------------------------------------------------
-
-    def _connection(self) -> sqlite3.Connection:
-        if self._conn is None:
-            raise RuntimeError("the approval store is closed")
-        return self._conn
-
-    @contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
-        """The connection, for one or more read-only statements."""
-        with self._lock:
-            yield self._connection()
-
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """The connection inside a write transaction: committed on success, else rolled back."""
-        with self._lock, write_transaction(self._connection()) as conn:
-            yield conn
-
-    @staticmethod
-    def _insert_event(
-        conn: sqlite3.Connection,
-        request_id: str,
-        kind: str,
-        *,
-        actor: str | None,
-        at: float,
-        detail: Mapping[str, Any] | None,
-    ) -> None:
-        conn.execute(
-            "INSERT INTO approval_events (request_id, kind, actor, at, detail) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (
-                request_id,
-                kind,
-                actor,
-                at,
-                canonical_json(thaw(detail)) if detail is not None else None,
-            ),
-        )
-
-    @classmethod
-    def _expire(cls, conn: sqlite3.Connection, row: sqlite3.Row, now: float) -> None:
-        """Mark a pending request found past its expiry ``expired`` and log it."""
-        cursor = conn.execute(
-            "UPDATE approvals SET status = ? WHERE id = ? AND status = ?",
-            (ApprovalStatus.EXPIRED.value, row["id"], ApprovalStatus.PENDING.value),
-        )
-        if cursor.rowcount == 1:
-            cls._insert_event(
-                conn,
-                row["id"],
-                ApprovalStatus.EXPIRED.value,
-                actor=None,
-                at=now,
-                detail={"expires_at": row["expires_at"]},
-            )
-
-    # -- requests ---------------------------------------------------------------------------
-
-    def create(self, request: ApprovalRequest) -> None:
-        """Store a new request (as given; normally ``pending``).
-
-        Raises :class:`ValueError` when a request with this id already exists, and
-        :class:`DuplicateRequestError` when this call already has a pending request.
-        """
-        values = _request_to_row(request)
-        with self._write() as conn:
-            try:
-                conn.execute(
-                    f"INSERT INTO approvals ({_REQUEST_COLUMNS}) VALUES ({_placeholders(values)})",
-                    values,
-                )
-            except sqlite3.IntegrityError as exc:
-                taken = conn.execute(
-                    "SELECT 1 FROM approvals WHERE id = ?", (request.id,)
-                ).fetchone()
-                if taken is not None:
-                    raise ValueError(f"approval request {request.id!r} already exists") from exc
-                raise DuplicateRequestError(
-                    f"a pending request for this call of {request.tool_id} already exists"
-                ) from exc
-
-    def get(self, request_id: str) -> ApprovalRequest | None:
-        """The request with this id (any status), or ``None``."""
-        with self._read() as conn:
-            row = conn.execute(
-                f"SELECT {_REQUEST_COLUMNS} FROM approvals WHERE id = ?", (request_id,)
-            ).fetchone()
-        return _request_from_row(row) if row is not None else None
-
-    def find_open(
-        self,
-        *,
-        tool_id: str,
-        definition_hash: str,
-        arguments_digest: str,
-        workspace: str | None,
-        agent: str | None,
-        now: float,
-    ) -> ApprovalRequest | None:
-        """The newest request for exactly this call that is not yet closed.
-
-        "Not closed": ``pending`` and not expired (a pending request found expired is marked
-        ``expired``, logged, and skipped), ``approved``, ``completed`` or ``denied``.
-        ``workspace`` and ``agent`` match NULL-safely: ``None`` matches ``None`` only.
-        """
-        with self._write() as conn:
-            rows = conn.execute(
-                f"SELECT {_REQUEST_COLUMNS} FROM approvals "
-                "WHERE arguments_digest = ? AND tool_id = ? AND definition_hash = ? "
-                "AND workspace IS ? AND agent IS ? "
-                f"AND status IN ({_placeholders(_OPEN)}) "
-                "ORDER BY created_at DESC, rowid DESC",
-                (arguments_digest, tool_id, definition_hash, workspace, agent, *_OPEN),
-            ).fetchall()
-            for row in rows:
-                if row["status"] == ApprovalStatus.PENDING.value and now >= row["expires_at"]:
-                    self._expire(conn, row, now)
-                    continue
-                return _request_from_row(row)
-        return None
-
-    def pending(self, *, now: float) -> list[ApprovalRequest]:
-        """Every pending, unexpired request, oldest first (expired ones are marked so)."""
-        found: list[ApprovalRequest] = []
-        with self._write() as conn:
-            rows = conn.execute(
-                f"SELECT {_REQUEST_COLUMNS} FROM approvals WHERE status = ? "
-                "ORDER BY created_at ASC, rowid ASC",
-                (ApprovalStatus.PENDING.value,),
-            ).fetchall()
-            for row in rows:
-                if now >= row["expires_at"]:
-                    self._expire(conn, row, now)
-                else:
-                    found.append(_request_from_row(row))
-        return found
-
-    def decide(
-        self,
-        request_id: str,
-        decision: Decision,
-        *,
-        decided_by: str | None,
-        message: str | None,
-        now: float,
-    ) -> ApprovalRequest:
-        """Record a decision on a pending, unexpired request; return the updated request.
-
-        ``approve`` / ``always`` → ``approved``; ``deny`` → ``denied``. Raises
-        :class:`ClosedRequestError` saying why when the request is unknown, already decided or
-        expired (a pending request found expired is marked ``expired`` on the way).
-        """
-        status = ApprovalStatus.DENIED if decision is Decision.DENY else ApprovalStatus.APPROVED
-        refusal: str | None = None
-        decided: ApprovalRequest | None = None
-        with self._write() as conn:
-            row = conn.execute(
-                f"SELECT {_REQUEST_COLUMNS} FROM approvals WHERE id = ?", (request_id,)
-            ).fetchone()
-            if row is None:
-                refusal = f"no approval request {request_id!r}"
-            elif row["status"] == ApprovalStatus.PENDING.value and now >= row["expires_at"]:
-                self._expire(conn, row, now)
-                refusal = f"expired at {_timestamp(row['expires_at'])}"
-            elif row["status"] != ApprovalStatus.PENDING.value:
-                refusal = self._why_closed(_request_from_row(row))
-            else:
-                cursor = conn.execute(
-                    "UPDATE approvals SET status = ?, decision = ?, decided_by = ?, "
-                    "decided_at = ?, decision_message = ? WHERE id = ? AND status = ?",
-                    (
-                        status.value,
-                        decision.value,
-                        decided_by,
-                        now,
-                        message,
-                        request_id,
-                        ApprovalStatus.PENDING.value,
-                    ),
-                )
-                if cursor.rowcount != 1:  # pragma: no cover - the write lock rules it out
-                    refusal = "already decided"
-                else:
-                    updated = conn.execute(
-                        f"SELECT {_REQUEST_COLUMNS} FROM approvals WHERE id = ?", (request_id,)
-                    ).fetchone()
-                    decided = _request_from_row(updated)
-        if decided is None:
-            raise ClosedRequestError(refusal or "not pending")
-        return decided
-
-    @staticmethod
-    def _why_closed(request: ApprovalRequest) -> str:
-        """Why a request that is no longer pending cannot be decided."""
-        if request.status is ApprovalStatus.EXPIRED:
-            return f"expired at {_timestamp(request.expires_at)}"
-        if request.decision is None:
-            return f"no longer pending: {request.status.value}"
-        verb = "denied" if request.decision is Decision.DENY else "approved"
-        text = f"already decided: {verb}"
-        if request.decided_by is not None:
-            text += f" by {request.decided_by}"
-        if request.status.value not in (verb, ApprovalStatus.PENDING.value):
-            text += f" ({request.status.value})"
-        return text
-
-    def transition(
-        self, request_id: str, *, from_status: ApprovalStatus, to_status: ApprovalStatus
-    ) -> bool:
-        """Move a request between two states atomically; False when it was not in
-        ``from_status`` (someone else moved it first, or there is no such request)."""
-        with self._write() as conn:
-            cursor = conn.execute(
-                "UPDATE approvals SET status = ? WHERE id = ? AND status = ?",
-                (to_status.value, request_id, from_status.value),
-            )
-            return cursor.rowcount == 1
-
-    def store_outcome(self, request_id: str, outcome: Mapping[str, Any]) -> None:
-        """Keep the outcome of the approved call (JSON-ready) and mark it ``completed``.
-
-        Raises :class:`ClosedRequestError` when there is no such request.
-        """
-        text = canonical_json(thaw(outcome))
-        with self._write() as conn:
-            cursor = conn.execute(
-                "UPDATE approvals SET status = ?, outcome = ? WHERE id = ?",
-                (ApprovalStatus.COMPLETED.value, text, request_id),
-            )
-            if cursor.rowcount != 1:
-                raise ClosedRequestError(f"no approval request {request_id!r}")
-
-    def outcome(self, request_id: str) -> dict[str, Any] | None:
-        """The stored outcome of the approved call, if it has run."""
-        with self._read() as conn:
-            row = conn.execute(
-                "SELECT outcome FROM approvals WHERE id = ?", (request_id,)
-            ).fetchone()
-        if row is None or row["outcome"] is None:
-            return None
-        value: dict[str, Any] = json.loads(row["outcome"])
-        return value
-
-    # -- grants -----------------------------------------------------------------------------
-
-    def add_grant(self, grant: Grant) -> None:
-        """Store an "always allow" grant. Raises :class:`ValueError` for a duplicate id."""
-        values = _grant_to_row(grant)
-        with self._write() as conn:
-            try:
-                conn.execute(
-                    f"INSERT INTO grants ({_GRANT_COLUMNS}) VALUES ({_placeholders(values)})",
-                    values,
-                )
-            except sqlite3.IntegrityError as exc:
-                raise ValueError(f"grant {grant.id!r} already exists") from exc
-
-    def find_grant(
-        self,
-        *,
-        workspace: str | None,
-        tool_id: str,
-        permission: PermissionKey,
-        definition_hash: str,
-        now: float,
-    ) -> Grant | None:
-        """The newest live grant covering exactly this workspace (NULL-safe), tool, permission
-        key and tool definition."""
-        with self._read() as conn:
-            row = conn.execute(
-                f"SELECT {_GRANT_COLUMNS} FROM grants "
-                "WHERE tool_id = ? AND permission_type = ? AND permission_key = ? "
-                "AND definition_hash = ? AND workspace IS ? AND revoked_at IS NULL "
-                "AND (expires_at IS NULL OR expires_at > ?) "
-                "ORDER BY granted_at DESC, rowid DESC LIMIT 1",
-                (tool_id, permission.type, permission.key, definition_hash, workspace, now),
-            ).fetchone()
-        return _grant_from_row(row) if row is not None else None
-
-    def grants(self, *, now: float) -> list[Grant]:
-        """Every live (unrevoked, unexpired) grant, newest first."""
-        with self._read() as conn:
-            rows = conn.execute(
-                f"SELECT {_GRANT_COLUMNS} FROM grants "
-                "WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?) "
-                "ORDER BY granted_at DESC, rowid DESC",
-                (now,),
-            ).fetchall()
-        return [_grant_from_row(row) for row in rows]
-
-    def revoke_grant(self, grant_id: str, *, now: float) -> bool:
-        """Revoke a grant; False when there was no live grant with this id."""
-        with self._write() as conn:
-            cursor = conn.execute(
-                "UPDATE grants SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL "
-                "AND (expires_at IS NULL OR expires_at > ?)",
-                (now, grant_id, now),
-            )
-            return cursor.rowcount == 1
-
-    # -- the approval log -------------------------------------------------------------------
-
-    def record_event(
-        self,
-        request_id: str,
-        kind: str,
-        *,
-        actor: str | None,
-        at: float,
-        detail: Mapping[str, Any] | None = None,
-    ) -> None:
-        """Append to the approval log: who did what, when (the audit feature reads it)."""
-        with self._write() as conn:
-            self._insert_event(conn, request_id, kind, actor=actor, at=at, detail=detail)
-
-    def events(self, request_id: str) -> list[dict[str, Any]]:
-        """The log of one request, oldest first: dicts with ``id``, ``request_id``, ``kind``,
-        ``actor``, ``at`` and ``detail`` (a dict, empty when none was recorded)."""
-        with self._read() as conn:
-            rows = conn.execute(
-                "SELECT id, request_id, kind, actor, at, detail FROM approval_events "
-                "WHERE request_id = ? ORDER BY id ASC",
-                (request_id,),
-            ).fetchall()
-        return [
-            {
-                "id": row["id"],
-                "request_id": row["request_id"],
-                "kind": row["kind"],
-                "actor": row["actor"],
-                "at": row["at"],
-                "detail": json.loads(row["detail"]) if row["detail"] is not None else {},
-            }
-            for row in rows
-        ]
-
-    # -- life cycle -------------------------------------------------------------------------
-
-    def close(self) -> None:
-        """Release the database (idempotent). Later operations raise :class:`RuntimeError`."""
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-
-    def __enter__(self) -> SQLiteApprovalStore:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
@@ -38,15 +38,22 @@ class SQLiteDatabase:
     """One connection to ``path`` (or ``":memory:"``) with the tables of ``component``.
 
     ``migrations[i]`` moves the component from version ``i`` to ``i + 1``; append new ones,
-    never edit an old one.
+    never edit an old one. A component versioned otherwise passes its own ``migrate``.
     """
+
+    #: The driver's exception for a violated unique constraint.
+    IntegrityError: type[Exception] = sqlite3.IntegrityError
+
+    #: SQLite's own insertion order.
+    insertion_order = "rowid"
 
     def __init__(
         self,
         path: Path | str,
         *,
         component: str,
-        migrations: Sequence[Sequence[str]],
+        migrations: Sequence[Sequence[str]] = (),
+        migrate: Callable[[sqlite3.Connection], None] | None = None,
     ) -> None:
         self._lock = threading.Lock()
         self.component = component
@@ -66,7 +73,10 @@ class SQLiteDatabase:
             if self.path is not None:
                 conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
-            self._migrate(conn, component, migrations)
+            if migrate is not None:
+                migrate(conn)
+            else:
+                self._migrate(conn, component, migrations)
         except BaseException:
             conn.close()
             raise

@@ -1,0 +1,183 @@
+"""A pool of PostgreSQL connections that speaks the stores' SQL.
+
+The SQL stores (agent keys, idempotency records, rate-limit counters, approvals) are written once,
+in the SQL that SQLite and PostgreSQL share, with ``?`` and ``:name`` placeholders as
+:mod:`sqlite3` takes them. :class:`PostgresDatabase` offers the same ``read()`` / ``write()``
+blocks as :class:`~toolgate.stores.sqlite_db.SQLiteDatabase`; the connection it yields rewrites
+the placeholders for psycopg (once per statement text, cached) and returns rows that are read by
+column name, as ``sqlite3.Row`` is.
+
+Failures of the server itself — refused, gone, restarting, the pool exhausted past its timeout —
+raise :class:`~toolgate.errors.StateUnavailableError`, which the pipeline turns into an
+``unavailable`` outcome. Broken connections are dropped by the pool, and the idle ones are checked
+in the background after such a failure, so the gateway reconnects by itself when the server is
+back. The schema is not made here: :func:`~toolgate.stores.postgres_schema.upgrade` makes and
+upgrades it, and :func:`~toolgate.stores.postgres_schema.check_schema` refuses one it does not know.
+
+This module imports psycopg (``pip install 'toolgate[postgres]'``); it is only imported when a
+``postgresql://`` state URL is configured.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from functools import lru_cache
+from typing import Any, Final, cast
+
+import psycopg
+import psycopg_pool
+from psycopg.rows import dict_row
+
+from ..errors import StateUnavailableError
+
+__all__ = ["PostgresConnection", "PostgresDatabase", "redact_url"]
+
+#: Seconds to wait for a connection from the pool (or for the server to accept one). Short: a
+#: call waits at most this long before ending in ``unavailable`` while PostgreSQL is down.
+POOL_TIMEOUT: Final = 2.0
+
+#: Seconds a statement may run before the server cancels it.
+STATEMENT_TIMEOUT_MS: Final = 5000
+
+_NAMED = re.compile(r"(?<!:):([A-Za-z_][A-Za-z0-9_]*)")
+
+
+@lru_cache(maxsize=512)
+def _to_psycopg(sql: str) -> str:
+    """``?`` and ``:name`` placeholders (sqlite3's) as ``%s`` and ``%(name)s`` (psycopg's)."""
+    sql = sql.replace("%", "%%")
+    sql = _NAMED.sub(r"%(\1)s", sql)
+    return sql.replace("?", "%s")
+
+
+def redact_url(url: str) -> str:
+    """The URL without its password, for messages and logs."""
+    return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
+
+
+class PostgresConnection:
+    """A psycopg connection inside one transaction, taking sqlite3-style SQL."""
+
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: psycopg.Connection[dict[str, Any]]) -> None:
+        self._conn = conn
+
+    def execute(
+        self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
+    ) -> psycopg.Cursor[dict[str, Any]]:
+        """Run one statement; the cursor has ``fetchone``, ``fetchall`` and ``rowcount``."""
+        return self._conn.execute(_to_psycopg(sql), params or None)
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Run one statement for each row (pipelined)."""
+        with self._conn.cursor() as cursor:
+            cursor.executemany(_to_psycopg(sql), rows)
+
+    @property
+    def raw(self) -> psycopg.Connection[dict[str, Any]]:
+        """The psycopg connection (for ``COPY``)."""
+        return self._conn
+
+
+class PostgresDatabase:
+    """A connection pool to one PostgreSQL database, shared by every store of a process.
+
+    ``url`` is a ``postgresql://`` URL (libpq's form). Opening waits up to ``timeout`` seconds
+    for a first connection and raises :class:`StateUnavailableError` naming the server when it
+    does not come.
+    """
+
+    #: The driver's error for a violated unique or check constraint.
+    IntegrityError: type[Exception] = psycopg.IntegrityError
+
+    #: Tables that need an insertion order have a ``seq`` identity column here.
+    insertion_order = "seq"
+
+    def __init__(
+        self, url: str, *, max_size: int = 8, timeout: float = POOL_TIMEOUT, name: str = "toolgate"
+    ) -> None:
+        self.url = url
+        self.where = redact_url(url)
+        """The URL without its password."""
+        self._checking = threading.Lock()
+        self._pool = psycopg_pool.ConnectionPool(
+            url,
+            min_size=1,
+            max_size=max_size,
+            timeout=timeout,
+            open=False,
+            name=name,
+            kwargs={
+                "row_factory": dict_row,
+                "connect_timeout": max(1, int(timeout)),
+                "application_name": name,
+                "options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS}",
+            },
+            # A server that restarted is reached again on its own: the pool retries failed
+            # connections for as long as the process lives.
+            reconnect_timeout=0,
+        )
+        try:
+            self._pool.open(wait=True, timeout=timeout)
+        except psycopg_pool.PoolTimeout as exc:
+            self._pool.close()
+            raise StateUnavailableError(
+                f"cannot connect to PostgreSQL at {self.where} within {timeout:g} s"
+            ) from exc
+
+    def __repr__(self) -> str:
+        return f"PostgresDatabase({self.where!r})"
+
+    def _unavailable(self, exc: Exception) -> StateUnavailableError:
+        # Stale connections from before a restart would each fail one more call: have the pool
+        # test its idle connections now, in its own worker, instead of one by one.
+        if self._checking.acquire(blocking=False):
+            try:
+                self._pool.check()
+            except Exception:  # noqa: BLE001 - the pool is being repaired; the error is below
+                pass
+            finally:
+                self._checking.release()
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return StateUnavailableError(f"PostgreSQL at {self.where} is unavailable ({reason})")
+
+    @contextmanager
+    def _connection(self) -> Iterator[PostgresConnection]:
+        try:
+            with self._pool.connection() as conn:
+                # The pool's connections return dict rows (row_factory above).
+                yield PostgresConnection(cast("psycopg.Connection[dict[str, Any]]", conn))
+        except psycopg_pool.PoolTimeout as exc:
+            raise self._unavailable(exc) from exc
+        except psycopg.OperationalError as exc:
+            if isinstance(exc, psycopg.errors.QueryCanceled):
+                raise StateUnavailableError(
+                    f"PostgreSQL at {self.where} did not answer within "
+                    f"{STATEMENT_TIMEOUT_MS / 1000:g} s"
+                ) from exc
+            raise self._unavailable(exc) from exc
+
+    def read(self) -> Any:
+        """A connection for read-only statements (one transaction)."""
+        return self._connection()
+
+    def write(self) -> Any:
+        """A connection inside a transaction: committed when the block ends, else rolled back."""
+        return self._connection()
+
+    def check(self) -> bool:
+        """Whether the server answers now."""
+        try:
+            with self._connection() as conn:
+                conn.execute("SELECT 1").fetchone()
+        except StateUnavailableError:
+            return False
+        return True
+
+    def close(self) -> None:
+        """Close every connection (idempotent)."""
+        self._pool.close()
