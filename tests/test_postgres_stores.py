@@ -49,7 +49,7 @@ from test_sqlite_store import (  # noqa: F401 - collected here again, against Po
     test_transition_moves_only_from_the_expected_status,
     test_twenty_threads_racing_to_decide_see_exactly_one_winner,
 )
-from toolgate import ErrorCode, Gateway
+from toolgate import ErrorCode, Gateway, tool
 from toolgate.errors import StateUnavailableError
 from toolgate.model import ApprovalStatus, Decision
 from toolgate.pipeline.idempotency import IdempotencyStage
@@ -69,7 +69,7 @@ from toolgate.stores.postgres_schema import (
     upgrade,
 )
 
-_TABLES = "approvals, grants, approval_events, idempotency_keys, agent_keys"
+_TABLES = "approvals, grants, approval_events, idempotency_keys, agent_keys, rate_limit_counters"
 
 
 @pytest.fixture(scope="module")
@@ -284,3 +284,34 @@ def test_agent_keys_added_and_revoked_on_one_replica_reach_another(pg_url: str) 
         assert [k.id for k in b.list_keys()] == [key.id]
         assert [k.id for k in b.revoke("ci-bot", now=NOW + 1)] == [key.id]
         assert a.list_keys() == []
+
+
+# -- rate limits -------------------------------------------------------------------------------
+
+
+@tool(namespace="lim", calls_per_minute=3)
+def limited() -> str:
+    """Three calls a minute."""
+    return "ok"
+
+
+def test_rate_limit_counters_in_the_shared_database_count_every_gateway(pg_url: str) -> None:
+    """Without Redis the counters live in PostgreSQL: two gateways share one budget."""
+    with (
+        Gateway(state_database=PostgresDatabase(pg_url)) as one,
+        Gateway(state_database=PostgresDatabase(pg_url)) as two,
+    ):
+        one.add(limited)
+        two.add(limited)
+        outcomes = [gw.call_sync("lim:limited", {}) for gw in (one, two, one, two, one)]
+    assert [o.ok for o in outcomes] == [True, True, True, False, False]
+    assert outcomes[-1].code is ErrorCode.RATE_LIMITED
+
+
+def test_a_redis_that_does_not_answer_makes_limited_calls_unavailable_not_unlimited() -> None:
+    pytest.importorskip("redis", reason="toolgate[redis] is not installed")
+    with Gateway(redis_url="redis://127.0.0.1:1/0") as gw:
+        gw.add(limited)
+        outcome = gw.call_sync("lim:limited", {})
+    assert outcome.code is ErrorCode.UNAVAILABLE
+    assert "Redis at redis://127.0.0.1:1/0" in (outcome.message or "")

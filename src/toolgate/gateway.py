@@ -68,6 +68,8 @@ from .telemetry import Gauges, Telemetry
 
 if TYPE_CHECKING:
     from .audit.sqlite_log import SQLiteAuditLog
+    from .stores import ApprovalStore
+    from .stores.sql import SqlDatabase
 
 __all__ = ["Gateway"]
 
@@ -117,6 +119,8 @@ class Gateway:
         semantic_search: bool | None = None,
         prestart: PrestartSettings | None = None,
         workers: WorkerSettings | None = None,
+        state_database: SqlDatabase | None = None,
+        redis_url: str | None = None,
     ) -> None:
         """
         Args:
@@ -174,14 +178,25 @@ class Gateway:
             prestart: Which host-mode script tools keep processes started ahead of their calls,
                 and how many (default: the tools that declare ``prestart: true``, two each).
             workers: How long idle workers of ``protocol: worker`` tools are kept.
+            state_database: The database several replicas share (a
+                :class:`~toolgate.stores.postgres_db.PostgresDatabase` at the current schema):
+                approvals, grants, idempotency records and, without ``redis_url``, rate-limit
+                counters live there instead of ``state_path``. Closed with the gateway.
+            redis_url: Keep rate-limit counters in this Redis, shared by the replicas.
         """
         self.registry = Registry()
         self.search_index = ToolIndex(self.registry, semantic=semantic_search)
         """The tool search index; follows the registry."""
         self.disclosure: ProgressiveDisclosure | None = None
         """Progressive disclosure of the tools over MCP (``None``: every tool is listed)."""
-        store = None
-        if approver is not None:
+        self.state_database = state_database
+        """The database replicas share (``None``: this process's own SQLite state)."""
+        store: ApprovalStore | None = None
+        if approver is not None and state_database is not None:
+            from .stores.sql_approvals import SqlApprovalStore
+
+            store = SqlApprovalStore(state_database)
+        elif approver is not None:
             from .stores.sqlite import SQLiteApprovalStore  # sqlite3 only when approvals are on
 
             store = SQLiteApprovalStore(
@@ -240,16 +255,19 @@ class Gateway:
         memory_stats = InMemoryStats() if self.audit is None else None
         self.stats: StatsSource = self.audit if self.audit is not None else memory_stats  # type: ignore[assignment]
         limits_path = None if state_path is None else Path(state_path).expanduser()
-        self._rate_limits = (
-            RateLimitStage(per_agent=rate_limit_per_agent)
-            if limits_path is None
-            else RateLimitStage.sqlite(limits_path, per_agent=rate_limit_per_agent)
+        self._rate_limits = _rate_limit_stage(
+            limits_path, state_database, redis_url, per_agent=rate_limit_per_agent
         )
-        self._idempotency = (
-            IdempotencyStage(scrub=self._scrub)
-            if limits_path is None
-            else IdempotencyStage.sqlite(limits_path, scrub=self._scrub)
-        )
+        if state_database is not None:
+            from .stores.idempotency_sqlite import SqlIdempotencyStore
+
+            self._idempotency = IdempotencyStage(
+                SqlIdempotencyStore(state_database), scrub=self._scrub
+            )
+        elif limits_path is not None:
+            self._idempotency = IdempotencyStage.sqlite(limits_path, scrub=self._scrub)
+        else:
+            self._idempotency = IdempotencyStage(scrub=self._scrub)
         guards: list[Stage] = [] if self.audit is None else [AuditGuardStage(self.audit)]
         self._approval_stage = ApprovalStage(
             store=store,
@@ -694,6 +712,8 @@ class Gateway:
             self.audit.close()  # flushes what is queued
         if self._store is not None:
             self._store.close()
+        if self.state_database is not None:
+            self.state_database.close()
         if self.telemetry is not None:
             self.telemetry.close()  # last: calls that ended while closing are still exported
 
@@ -725,3 +745,18 @@ def _workspace(workspace: Path | str | None) -> Path | None:
     # Absolute and resolved: approvals and grants are keyed by it, so "." must not mean
     # whatever folder the next caller happens to be in.
     return None if workspace is None else Path(workspace).expanduser().resolve()
+
+
+def _rate_limit_stage(
+    path: Path | None, database: SqlDatabase | None, redis_url: str | None, *, per_agent: bool
+) -> RateLimitStage:
+    """Counters in Redis, else in the shared database, else in the SQLite file, else in memory."""
+    if redis_url is not None:
+        return RateLimitStage.redis(redis_url, per_agent=per_agent)
+    if database is not None:
+        from .stores.limits_sqlite import SqlRateLimitStorage
+
+        return RateLimitStage(SqlRateLimitStorage(database), per_agent=per_agent)
+    if path is not None:
+        return RateLimitStage.sqlite(path, per_agent=per_agent)
+    return RateLimitStage(per_agent=per_agent)

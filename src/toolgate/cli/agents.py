@@ -22,8 +22,9 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from ..config import STATE_FILE_NAME, load_config, toolgate_home
+from ..config import STATE_FILE_NAME, LoadedConfig, load_config, toolgate_home
 from ..config.schema import OPERATOR_ROLE
+from ..config.shared_state import open_state_database, state_urls
 from ..serve.identity import fingerprint, key_sha256, new_key
 from ..stores.agent_keys import AgentKey, AgentKeyExistsError, AgentKeyStore
 from .errors import EXIT_CODES_HELP, CliFailure, CliUsageError
@@ -48,15 +49,18 @@ def _state(ctx: typer.Context) -> CliState:
     return state if state is not None else CliState()
 
 
-def _store() -> AgentKeyStore:
-    return AgentKeyStore(toolgate_home() / STATE_FILE_NAME)
+def _store(loaded: LoadedConfig) -> AgentKeyStore:
+    """The keys in the shared database when ``state:`` names one, else in the SQLite file."""
+    database = open_state_database(loaded)
+    return AgentKeyStore(toolgate_home() / STATE_FILE_NAME if database is None else database)
 
 
-def _stored_keys() -> list[AgentKey]:
+def _stored_keys(loaded: LoadedConfig) -> list[AgentKey]:
     """The live stored keys; none (and no database created) when there is no state file."""
-    if not (toolgate_home() / STATE_FILE_NAME).is_file():
+    shared = state_urls(loaded).database is not None
+    if not shared and not (toolgate_home() / STATE_FILE_NAME).is_file():
         return []
-    with _store() as store:
+    with _store(loaded) as store:
         return store.list_keys()
 
 
@@ -85,7 +89,7 @@ def add_agent(
     loaded = load_config(state.config_path)
     key = new_key()
     digest = key_sha256(key)
-    with _store() as store:
+    with _store(loaded) as store:
         try:
             _, replaced = store.add(name, digest, now=time.time(), replace=replace)
         except AgentKeyExistsError as exc:
@@ -117,7 +121,7 @@ def add_agent(
 
 def _rows(state: CliState) -> list[dict[str, Any]]:
     loaded = load_config(state.config_path)
-    stored = _stored_keys()
+    stored = _stored_keys(loaded)
     agents: dict[str, dict[str, Any]] = {}
     for name, agent in loaded.config.agents.items():
         row = agents.setdefault(name, {"name": name, "labels": dict(agent.labels), "keys": []})
@@ -186,8 +190,9 @@ def revoke_agent(
     state = _state(ctx)
     loaded = load_config(state.config_path)
     revoked: list[AgentKey] = []
-    if (toolgate_home() / STATE_FILE_NAME).is_file():
-        with _store() as store:
+    shared = state_urls(loaded).database is not None
+    if shared or (toolgate_home() / STATE_FILE_NAME).is_file():
+        with _store(loaded) as store:
             revoked = store.revoke(name, now=time.time())
     configured = loaded.config.agents.get(name)
     if not revoked:

@@ -54,6 +54,7 @@ from . import (
     agents,
     config_command,
     connections,
+    db_command,
     declarations,
     mcp_command,
     plugins,
@@ -130,6 +131,7 @@ for _module in (
     serve_command,
     mcp_command,
     agents,
+    db_command,
     sandbox,
 ):
     _module.register(app)

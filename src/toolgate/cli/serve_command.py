@@ -22,6 +22,7 @@ import typer
 from rich.text import Text
 
 from ..config import STATE_FILE_NAME, build_gateway, load_config, toolgate_home
+from ..config.shared_state import open_shared_state
 from ..pipeline.approval_policy import ApprovalPolicy
 from ..serve.identity import AgentIdentity, check_bind
 from ..stores.agent_keys import AgentKeyStore
@@ -138,7 +139,10 @@ def serve(
     if log_format is LogFormat.JSON:
         use_json_logs()
     with contextlib.ExitStack() as cleanup:
-        keys = AgentKeyStore(home / STATE_FILE_NAME)
+        # PostgreSQL/Redis named by `state:` / `redis:` (ConfigError naming the setting: exit 3).
+        shared = open_shared_state(loaded)
+        cleanup.callback(shared.close)
+        keys = AgentKeyStore(home / STATE_FILE_NAME if shared.database is None else shared.database)
         cleanup.callback(keys.close)
         identity = AgentIdentity.from_config(loaded.config, keys)
         auth = loaded.config.auth
@@ -158,6 +162,7 @@ def serve(
             # calls must not reach the gateway itself.
             serve_ports=[sock.getsockname()[1]],
             telemetry=from_environment(),
+            shared=shared,
             keep_processes=True,
         )
         cleanup.callback(gateway.close)  # after the lifespan's aclose: a no-op then

@@ -21,6 +21,7 @@ from .files import LoadedConfig, load_config, toolgate_home
 from .policies import load_policies
 from .python_sources import _source_tools
 from .schema import SourceEntry
+from .shared_state import SharedState, open_shared_state
 
 __all__ = [
     "AUDIT_FILE_NAME",
@@ -87,6 +88,7 @@ def build_gateway(
     serve_ports: Collection[int] = (),
     telemetry: Telemetry | None = None,
     keep_processes: bool = False,
+    shared: SharedState | None = None,
 ) -> Gateway:
     """Build a :class:`Gateway` holding the configured tools.
 
@@ -106,7 +108,9 @@ def build_gateway(
     ``toolgate mcp`` pass :func:`toolgate.telemetry.from_environment`), closed with the gateway.
     ``keep_processes``: the gateway serves many calls (``serve``, ``mcp``), so script tools may
     have processes started ahead (``processes.prestart``); a command that makes one call starts
-    none ahead. Raises :class:`ConfigError` naming the file and the entry for every problem.
+    none ahead. ``shared``: the state shared with other replicas, opened by the caller (default:
+    :func:`open_shared_state` opens what ``state:`` / ``redis:`` name; the gateway closes it).
+    Raises :class:`ConfigError` naming the file and the entry for every problem.
     """
     config, label, folder = loaded.config, loaded.label, loaded.folder
     home = toolgate_home() if home is None else home
@@ -121,7 +125,11 @@ def build_gateway(
             audit_path = None
         if audit == "write" and config.audit.jsonl is not None:
             audit_jsonl = folder / Path(config.audit.jsonl).expanduser()
+    if shared is None:
+        shared = open_shared_state(loaded)
     gateway = Gateway(
+        state_database=shared.database,
+        redis_url=shared.redis_url,
         overflow_limit=config.overflow.limit,
         preview_chars=config.overflow.preview,
         spill_dir=None if spill is None else folder / Path(spill).expanduser(),

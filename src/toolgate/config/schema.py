@@ -27,6 +27,7 @@ from ..sandbox.settings import SandboxConfig
 from .auth_schema import AuthConfig
 from .section import Section as _Section
 from .section import valid_namespace
+from .state_urls import check_redis_url, check_state_url
 
 __all__ = [
     "AgentConfig",
@@ -485,6 +486,28 @@ class GatewayConfig(_Section):
     sandbox: SandboxSection = Field(default_factory=SandboxSection)
     """The process sandbox (bubblewrap) of compartment-mode tools, which tools use it, and the
     operator's network grants."""
+    state: str | None = None
+    """The shared state of several replicas: a ``postgresql://`` URL (libpq's form) for
+    approvals, grants, idempotency records and agent keys (``TOOLGATE_DATABASE_URL`` wins over
+    it). ``null``, the default: the embedded SQLite file ``$TOOLGATE_HOME/toolgate.db``."""
+    redis: str | None = None
+    """A ``redis://`` (or ``rediss://``, ``unix://``) URL for rate-limit counters shared by the
+    replicas (``TOOLGATE_REDIS_URL`` wins over it). ``null``: they live with the rest of the
+    state."""
+
+    @field_validator("state")
+    @classmethod
+    def _state_url(cls, value: str | None) -> str | None:
+        if value is not None:
+            check_state_url(value)
+        return value
+
+    @field_validator("redis")
+    @classmethod
+    def _redis_url(cls, value: str | None) -> str | None:
+        if value is not None:
+            check_redis_url(value)
+        return value
 
     def agent_labels(self) -> dict[str, dict[str, str]]:
         """The labels of every declared agent, by name."""

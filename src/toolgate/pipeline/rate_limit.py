@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from ..errors import ErrorCode
+from .._urls import redact_url
+from ..errors import ErrorCode, StateUnavailableError
 from ..model import CallOutcome, RateLimit
 from ..registry import RegisteredTool
 from .approval_keys import APPROVAL_TAKEN
@@ -43,6 +44,9 @@ __all__ = ["RateLimitStage"]
 
 #: Identifies toolgate's counters in a shared storage.
 _NAMESPACE = "toolgate"
+
+#: Seconds to wait for Redis before a rate-limited call ends ``unavailable``.
+_REDIS_TIMEOUT = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +77,12 @@ class RateLimitStage:
             clock: Unix seconds, to turn window ends into "retry in N s" (default: the
                 storage's ``clock`` attribute if it has one, else :func:`time.time`).
         """
+        from limits.errors import StorageError
         from limits.strategies import FixedWindowRateLimiter
+
+        self._storage_errors = StorageError
+        self.where = "the rate-limit storage"
+        """Where the counters live, for messages."""
 
         if storage is None:
             from ..stores.limits_memory import MemoryRateLimitStorage
@@ -100,6 +109,28 @@ class RateLimitStage:
         from ..stores.limits_sqlite import SQLiteRateLimitStorage
 
         return cls(SQLiteRateLimitStorage(path, clock=clock), per_agent=per_agent, clock=clock)
+
+    @classmethod
+    def redis(
+        cls, url: str, *, per_agent: bool = False, key_prefix: str = "toolgate"
+    ) -> RateLimitStage:
+        """A stage whose counters live in Redis at ``url``, shared by every replica using it.
+
+        A Redis that does not answer within a second makes rate-limited calls ``unavailable``
+        (never unlimited); calls to tools without limits do not touch it.
+        """
+        from limits.storage import RedisStorage
+
+        storage = RedisStorage(
+            url,
+            key_prefix=key_prefix,
+            wrap_exceptions=True,
+            socket_timeout=_REDIS_TIMEOUT,
+            socket_connect_timeout=_REDIS_TIMEOUT,
+        )
+        stage = cls(storage, per_agent=per_agent)
+        stage.where = f"Redis at {redact_url(url)}"
+        return stage
 
     def close(self) -> None:
         """Release the storage, when it has anything to release."""
@@ -165,7 +196,12 @@ class RateLimitStage:
             # The run a person's approval starts was counted when the agent asked: counting it
             # again would refuse an approved call (and use the approval up) for the same call.
             return await proceed(state)
-        refusal = self.acquire(rate, state.tool.id, state.agent)
+        try:
+            refusal = self.acquire(rate, state.tool.id, state.agent)
+        except self._storage_errors as exc:  # Redis down: fail closed, never unlimited
+            raise StateUnavailableError(
+                f"the rate-limit counters in {self.where} are unavailable ({exc})"
+            ) from exc
         if refusal is None:
             return await proceed(state)
         limit = refusal.limit

@@ -1,4 +1,4 @@
-"""A SQLite rate-limit storage for the ``limits`` library (fixed windows).
+"""A SQL rate-limit storage for the ``limits`` library (fixed windows), on SQLite or PostgreSQL.
 
 Counters persist in the embedded database, so a daily limit survives a restart, and several
 processes sharing the file share the counters. An increment is one ``INSERT … ON CONFLICT DO
@@ -15,13 +15,15 @@ import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Final
+from typing import Final, Self
 
 from limits.storage import Storage
 
+from ..errors import StateUnavailableError
+from .sql import SqlDatabase
 from .sqlite_db import SQLiteDatabase
 
-__all__ = ["SQLiteRateLimitStorage"]
+__all__ = ["SQLiteRateLimitStorage", "SqlRateLimitStorage"]
 
 #: Counter updates between two deletions of expired counters.
 _SWEEP_EVERY: Final = 1024
@@ -40,41 +42,38 @@ _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
 )
 
 _INCR: Final = """
-    INSERT INTO rate_limit_counters (key, count, expires_at) VALUES (:key, :amount, :until)
+    INSERT INTO rate_limit_counters AS c (key, count, expires_at) VALUES (:key, :amount, :until)
     ON CONFLICT(key) DO UPDATE SET
-        count = CASE WHEN expires_at <= :now THEN excluded.count ELSE count + excluded.count END,
-        expires_at = CASE WHEN expires_at <= :now THEN excluded.expires_at ELSE expires_at END
+        count = CASE WHEN c.expires_at <= :now THEN excluded.count
+                     ELSE c.count + excluded.count END,
+        expires_at = CASE WHEN c.expires_at <= :now THEN excluded.expires_at
+                          ELSE c.expires_at END
     RETURNING count
 """
 
 
-class SQLiteRateLimitStorage(Storage):
-    """Fixed-window counters in the ``rate_limit_counters`` table of a SQLite database.
+class SqlRateLimitStorage(Storage):
+    """Fixed-window counters in the ``rate_limit_counters`` table of a SQL database (SQLite, or
+    the PostgreSQL database replicas share; see :class:`~toolgate.stores.sql.SqlDatabase`).
 
-    ``path`` is a database file (created with its folders, mode 0600, if missing; it may be the
-    gateway's state file) or ``":memory:"``. Use it as a context manager, or call :meth:`close`.
+    Use it as a context manager, or call :meth:`close`.
     """
 
     STORAGE_SCHEME = None  # built by toolgate, not through limits' URI registry
 
-    def __init__(self, path: Path | str, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, db: SqlDatabase, *, clock: Callable[[], float] = time.time) -> None:
         super().__init__(None)
         self.clock = clock
         """Unix seconds; the rate-limit stage reads reset times against the same clock."""
-        self._db = SQLiteDatabase(path, component="rate_limits", migrations=_MIGRATIONS)
+        self._db = db
         self._updates = 0
 
     def __repr__(self) -> str:
-        return f"SQLiteRateLimitStorage({self._db.path or ':memory:'!s})"
-
-    @property
-    def path(self) -> Path | None:
-        """The database file (``None`` when in memory)."""
-        return self._db.path
+        return f"{type(self).__name__}({self._db!r})"
 
     @property
     def base_exceptions(self) -> type[Exception] | tuple[type[Exception], ...]:
-        return sqlite3.Error
+        return (sqlite3.Error, StateUnavailableError)
 
     def incr(self, key: str, expiry: int, amount: int = 1) -> int:
         """Add ``amount`` to the counter (starting a window of ``expiry`` seconds when the
@@ -94,7 +93,7 @@ class SQLiteRateLimitStorage(Storage):
             row = conn.execute(
                 "SELECT count, expires_at FROM rate_limit_counters WHERE key = ?", (key,)
             ).fetchone()
-        return None if row is None else (int(row[0]), float(row[1]))
+        return None if row is None else (int(row["count"]), float(row["expires_at"]))
 
     def get(self, key: str) -> int:
         """The count of the current window (0 when none is open)."""
@@ -113,14 +112,14 @@ class SQLiteRateLimitStorage(Storage):
         try:
             with self._db.read() as conn:
                 conn.execute("SELECT 1").fetchone()
-        except (sqlite3.Error, RuntimeError):
+        except (sqlite3.Error, RuntimeError, StateUnavailableError):
             return False
         return True
 
     def reset(self) -> int | None:
         """Forget every counter; returns how many there were."""
         with self._db.write() as conn:
-            return conn.execute("DELETE FROM rate_limit_counters").rowcount
+            return int(conn.execute("DELETE FROM rate_limit_counters").rowcount)
 
     def clear(self, key: str) -> None:
         """Forget one counter."""
@@ -131,8 +130,25 @@ class SQLiteRateLimitStorage(Storage):
         """Release the database (idempotent)."""
         self._db.close()
 
-    def __enter__(self) -> SQLiteRateLimitStorage:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+class SQLiteRateLimitStorage(SqlRateLimitStorage):
+    """Fixed-window counters in a SQLite database.
+
+    ``path`` is a database file (created with its folders, mode 0600, if missing; it may be the
+    gateway's state file) or ``":memory:"``.
+    """
+
+    def __init__(self, path: Path | str, *, clock: Callable[[], float] = time.time) -> None:
+        db = SQLiteDatabase(path, component="rate_limits", migrations=_MIGRATIONS)
+        super().__init__(db, clock=clock)
+        self.path: Path | None = db.path
+        """The database file (``None`` when in memory)."""
+
+    def __repr__(self) -> str:
+        return f"SQLiteRateLimitStorage({self.path or ':memory:'!s})"

@@ -31,6 +31,7 @@ import psycopg
 import psycopg_pool
 from psycopg.rows import dict_row
 
+from .._urls import redact_url
 from ..errors import StateUnavailableError
 
 __all__ = ["PostgresConnection", "PostgresDatabase", "redact_url"]
@@ -51,11 +52,6 @@ def _to_psycopg(sql: str) -> str:
     sql = sql.replace("%", "%%")
     sql = _NAMED.sub(r"%(\1)s", sql)
     return sql.replace("?", "%s")
-
-
-def redact_url(url: str) -> str:
-    """The URL without its password, for messages and logs."""
-    return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
 
 
 class PostgresConnection:

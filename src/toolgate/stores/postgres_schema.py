@@ -140,6 +140,14 @@ _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         )
         """,
         "INSERT INTO agent_keys_generation (id, value) VALUES (1, 0)",
+        """
+        CREATE TABLE rate_limit_counters (
+            key TEXT PRIMARY KEY,
+            count BIGINT NOT NULL,
+            expires_at DOUBLE PRECISION NOT NULL
+        )
+        """,
+        "CREATE INDEX rate_limit_counters_expiry ON rate_limit_counters (expires_at)",
     ),
 )
 

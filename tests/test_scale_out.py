@@ -1,0 +1,316 @@
+"""Three real ``toolgate serve`` replicas on three ports, one PostgreSQL database and one Redis:
+calls spread across them see one rate limit, one idempotency record, one approval queue and one
+set of agent keys.
+
+The database is made for this module and dropped after it; ``toolgate db upgrade`` makes its
+schema, as an operator would. Each run uses its own tool namespace, so counters other runs left
+in the shared Redis never count here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+
+from postgres_support import scratch_database
+
+pytest.importorskip("psycopg", reason="toolgate[postgres] is not installed")
+pytest.importorskip("redis", reason="toolgate[redis] is not installed")
+
+REDIS_URL = os.environ.get("TOOLGATE_TEST_REDIS", "redis://127.0.0.1:6379/0")
+TOOLGATE = str(Path(sys.executable).parent / "toolgate")
+BOT_KEY = "tg_bot_" + uuid.uuid4().hex
+OPS_KEY = "tg_ops_" + uuid.uuid4().hex
+
+TOOLS = '''
+import os
+import time
+from toolgate import tool
+
+RUNS = {runs!r}
+
+
+def _ran(name: str) -> None:
+    with open(RUNS, "a") as log:
+        log.write(name + "\\n")
+
+
+@tool(calls_per_minute=10)
+def ping() -> str:
+    """Answer pong, at most ten times a minute across every replica."""
+    return "pong"
+
+
+@tool(idempotency_key="{{{{ args.order_id }}}}")
+def charge(order_id: str) -> dict:
+    """Charge an order, slowly, once per order id."""
+    time.sleep(0.5)
+    _ran("charge " + order_id)
+    return {{"charged": order_id, "pid": os.getpid()}}
+
+
+@tool(effect="external_write", approval=True)
+def deploy(target: str) -> str:
+    """Deploy, once a person agrees."""
+    _ran("deploy " + target)
+    return "deployed " + target
+'''
+
+
+def _redis_up() -> None:
+    import redis
+
+    try:
+        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2).ping()
+    except redis.RedisError:
+        pytest.skip(
+            "Redis is not running at 127.0.0.1:6379; start it with `redis-server --daemonize yes "
+            "--bind 127.0.0.1 --port 6379 --save '' --appendonly no` (.ci/run does) or point "
+            "TOOLGATE_TEST_REDIS at a server"
+        )
+
+
+@dataclass
+class Cluster:
+    urls: list[str]
+    namespace: str
+    runs: Path
+    env: dict[str, str]
+    folder: Path
+
+    def call(self, replica: int, tool: str, key: str = BOT_KEY, **arguments: Any) -> Any:
+        response = httpx2.post(
+            f"{self.urls[replica]}/v1/tools/{self.namespace}:{tool}/call",
+            json={"arguments": arguments},
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=30,
+        )
+        return response
+
+    def ran(self) -> list[str]:
+        return self.runs.read_text().splitlines() if self.runs.exists() else []
+
+    def toolgate(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [TOOLGATE, *args],
+            cwd=self.folder,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+
+def _start(folder: Path, env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
+    process = subprocess.Popen(
+        [TOOLGATE, "serve", "--port", "0"],
+        cwd=folder,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert process.stdout is not None
+    banner = process.stdout.readline()
+    match = re.search(r"on (http://127\.0\.0\.1:\d+)", banner)
+    if not match:
+        process.kill()
+        rest = process.stdout.read()
+        raise AssertionError(f"serve did not start: {banner}{rest}")
+    return process, match.group(1)
+
+
+def _wait_healthy(url: str, process: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx2.get(url + "/healthz", timeout=5).status_code == 200:
+                return
+        except httpx2.TransportError:
+            pass
+        assert process.poll() is None and time.monotonic() < deadline, "replica did not start"
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    _redis_up()
+    folder = tmp_path_factory.mktemp("replicas")
+    namespace = "r" + uuid.uuid4().hex[:8]
+    runs = folder / "runs.log"
+    (folder / "replica_tools.py").write_text(TOOLS.format(runs=str(runs)))
+    with scratch_database() as database_url:
+        config = {
+            "state": database_url,
+            "redis": REDIS_URL,
+            "python": [{"module": "replica_tools.py", "namespace": namespace}],
+            "audit": {"enabled": False},
+            "agents": {
+                "bot": {"key_sha256": hashlib.sha256(BOT_KEY.encode()).hexdigest()},
+                "ops": {
+                    "key_sha256": hashlib.sha256(OPS_KEY.encode()).hexdigest(),
+                    "labels": {"role": "operator"},
+                },
+            },
+        }
+        (folder / "toolgate.yaml").write_text(json.dumps(config))
+        env = {**os.environ, "TOOLGATE_HOME": str(folder / "home")}
+        env.pop("TOOLGATE_DATABASE_URL", None)
+        env.pop("TOOLGATE_REDIS_URL", None)
+        upgrade = subprocess.run(
+            [TOOLGATE, "db", "upgrade"], cwd=folder, env=env, capture_output=True, text=True
+        )
+        assert upgrade.returncode == 0, upgrade.stderr
+        assert "to 1" in upgrade.stdout
+        processes: list[subprocess.Popen[str]] = []
+        try:
+            urls = []
+            for _ in range(3):
+                process, url = _start(folder, env)
+                processes.append(process)
+                urls.append(url)
+            for process, url in zip(processes, urls, strict=True):
+                _wait_healthy(url, process)
+            yield Cluster(urls, namespace, runs, env, folder)
+        finally:
+            for process in processes:
+                process.send_signal(signal.SIGTERM)
+            for process in processes:
+                try:
+                    process.wait(30)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+
+
+def test_serve_refuses_a_database_that_was_never_upgraded(tmp_path: Path) -> None:
+    with scratch_database() as database_url:
+        (tmp_path / "toolgate.yaml").write_text(json.dumps({"state": database_url}))
+        env = {**os.environ, "TOOLGATE_HOME": str(tmp_path / "home")}
+        env.pop("TOOLGATE_DATABASE_URL", None)
+        result = subprocess.run(
+            [TOOLGATE, "serve", "--port", "0"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert result.returncode == 3
+        assert "state:" in result.stderr and "toolgate db upgrade" in result.stderr
+        status = subprocess.run(
+            [TOOLGATE, "db", "status", "--json"], cwd=tmp_path, env=env, capture_output=True
+        )
+        assert status.returncode == 1
+        assert json.loads(status.stdout)["version"] == 0
+
+
+def test_the_environment_variable_wins_and_a_refusing_server_is_named(tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "TOOLGATE_HOME": str(tmp_path / "home"),
+        "TOOLGATE_DATABASE_URL": "postgresql://toolgate:hunter2@127.0.0.1:1/toolgate",
+    }
+    result = subprocess.run(
+        [TOOLGATE, "serve", "--port", "0"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 3
+    assert "TOOLGATE_DATABASE_URL" in result.stderr and "127.0.0.1:1" in result.stderr
+    assert "hunter2" not in result.stderr
+
+
+def test_a_rate_limit_counts_calls_on_every_replica_together(cluster: Cluster) -> None:
+    answers = [cluster.call(i % 3, "ping").json() for i in range(15)]
+    assert [a["status"] for a in answers].count("ok") == 10
+    refused = [a for a in answers if a["status"] != "ok"]
+    assert len(refused) == 5 and all(a["code"] == "rate_limited" for a in refused)
+
+
+def test_one_idempotency_key_sent_to_three_replicas_at_once_runs_once(cluster: Cluster) -> None:
+    order = "o-" + uuid.uuid4().hex[:6]
+    with ThreadPoolExecutor(3) as pool:
+        answers = list(
+            pool.map(lambda i: cluster.call(i, "charge", order_id=order).json(), [0, 1, 2])
+        )
+    assert cluster.ran().count(f"charge {order}") == 1
+    assert all(a["status"] == "ok" for a in answers), answers
+    assert len({json.dumps(a["content"], sort_keys=True) for a in answers}) == 1
+    replayed = sorted(a["metadata"]["idempotency"]["replayed"] for a in answers)
+    assert replayed == [False, True, True]
+
+
+def test_approval_asked_on_a_decided_on_b_runs_on_retry_on_c(cluster: Cluster) -> None:
+    target = "t-" + uuid.uuid4().hex[:6]
+    asked = cluster.call(0, "deploy", target=target).json()
+    assert asked["status"] == "pending_approval"
+    approval_id = asked["approval"]["id"]
+    listed = httpx2.get(
+        f"{cluster.urls[2]}/v1/approvals",
+        headers={"Authorization": f"Bearer {OPS_KEY}"},
+        timeout=30,
+    ).json()
+    assert approval_id in [a["id"] for a in listed["approvals"]]
+    decided = httpx2.post(
+        f"{cluster.urls[1]}/v1/approvals/{approval_id}/decision",
+        json={"decision": "approve"},
+        headers={"Authorization": f"Bearer {OPS_KEY}"},
+        timeout=30,
+    )
+    assert decided.status_code == 200, decided.text
+    retried = cluster.call(2, "deploy", target=target).json()
+    assert retried["status"] == "ok", retried
+    assert retried["content"] == f"deployed {target}"
+    assert cluster.ran().count(f"deploy {target}") == 1
+
+
+def test_always_allow_given_on_b_applies_on_a_at_once(cluster: Cluster) -> None:
+    first = cluster.call(0, "deploy", target="always-1").json()
+    assert first["status"] == "pending_approval"
+    decided = httpx2.post(
+        f"{cluster.urls[1]}/v1/approvals/{first['approval']['id']}/decision",
+        json={"decision": "always"},
+        headers={"Authorization": f"Bearer {OPS_KEY}"},
+        timeout=30,
+    )
+    assert decided.status_code == 200, decided.text
+    other = cluster.call(0, "deploy", target="always-2").json()
+    assert other["status"] == "ok", other
+
+
+def test_an_agent_key_revoked_with_the_cli_is_refused_by_every_replica(cluster: Cluster) -> None:
+    added = cluster.toolgate("agents", "add", "temp-bot")
+    assert added.returncode == 0, added.stderr
+    key = added.stdout.strip().splitlines()[-1].strip()
+    time.sleep(1.0)  # each replica re-reads the key generation at most every half second
+    assert [cluster.call(i, "charge", key=key, order_id="k-1").status_code for i in range(3)] == [
+        200,
+        200,
+        200,
+    ]
+    revoked = cluster.toolgate("agents", "revoke", "temp-bot")
+    assert revoked.returncode == 0, revoked.stderr
+    time.sleep(1.0)  # each replica re-reads the key generation at most every half second
+    assert [cluster.call(i, "charge", key=key, order_id="k-2").status_code for i in range(3)] == [
+        401,
+        401,
+        401,
+    ]
