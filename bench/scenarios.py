@@ -234,6 +234,12 @@ class Fixtures:
             options["audit_path"] = self.state_dir / f"audit-{variant}.db"
         if options.pop("state", False):
             options["state_path"] = self.state_dir / f"state-{variant}.db"
+        if options.pop("postgres", False):
+            from toolgate.stores.postgres_db import PostgresDatabase
+
+            options["state_database"] = PostgresDatabase(self.postgres_url)
+        if options.pop("redis", False):
+            options["redis_url"] = self.redis_url
         gateway = Gateway(**options)
         self._guarantee_gateways[variant] = gateway
         gateway.add(func)
@@ -246,6 +252,49 @@ class Fixtures:
         if not gateway.pipeline.plan_for(entry).inline:
             raise RuntimeError(f"{variant}: call_sync would not run {func.tool.id} inline")
         return gateway
+
+    @cached_property
+    def postgres_url(self) -> str:
+        """A database made for this run at the current schema (dropped by :meth:`close`), on
+        the server of ``TOOLGATE_BENCH_POSTGRES`` (default: the local one, database ``test``)."""
+        try:
+            import psycopg
+
+            from toolgate.stores.postgres_db import PostgresDatabase
+            from toolgate.stores.postgres_schema import upgrade
+        except ImportError as exc:
+            raise Skip(f"pip install -e '.[postgres]' ({exc})") from None
+        admin_url = os.environ.get(
+            "TOOLGATE_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test"
+        )
+        try:
+            admin = psycopg.connect(admin_url, autocommit=True, connect_timeout=3)
+        except psycopg.OperationalError as exc:
+            raise Skip(f"PostgreSQL does not answer at {admin_url}: {exc}") from None
+        name = f"toolgate_bench_{os.getpid()}"
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.execute(f'CREATE DATABASE "{name}"')
+        self._postgres_admin = admin
+        self._postgres_name = name
+        url = admin_url.rpartition("/")[0] + "/" + name
+        db = PostgresDatabase(url)
+        upgrade(db)
+        db.close()
+        return url
+
+    @cached_property
+    def redis_url(self) -> str:
+        """The Redis of ``TOOLGATE_BENCH_REDIS`` (default: the local one)."""
+        url = os.environ.get("TOOLGATE_BENCH_REDIS", "redis://127.0.0.1:6379/0")
+        try:
+            import redis
+
+            redis.Redis.from_url(url, socket_connect_timeout=2).ping()
+        except ImportError as exc:
+            raise Skip(f"pip install -e '.[redis]' ({exc})") from None
+        except redis.RedisError as exc:
+            raise Skip(f"Redis does not answer at {url}: {exc}") from None
+        return url
 
     def settle(self, variant: str) -> None:
         """After a round (untimed): wait until the variant's audit log has written its backlog,
@@ -334,6 +383,10 @@ class Fixtures:
             self._script_tmp.cleanup()
         if self._state_tmp is not None:
             self._state_tmp.cleanup()
+        admin = getattr(self, "_postgres_admin", None)
+        if admin is not None:
+            admin.execute(f'DROP DATABASE IF EXISTS "{self._postgres_name}" WITH (FORCE)')
+            admin.close()
 
 
 @dataclass(frozen=True)
@@ -573,6 +626,16 @@ GUARANTEE_VARIANTS: dict[str, tuple[FunctionTool[..., int], dict[str, Any], tupl
         {"policies": [OTHER_NAMESPACE_POLICY], "audit": True, "state": True},
         ("audit_guard", "authorize", "rate_limit", "idempotency"),
     ),
+    "full_pg": (
+        add_full,
+        {"policies": [OTHER_NAMESPACE_POLICY], "audit": True, "postgres": True, "redis": True},
+        ("audit_guard", "authorize", "rate_limit", "idempotency"),
+    ),
+    "full_pg_only": (
+        add_full,
+        {"policies": [OTHER_NAMESPACE_POLICY], "audit": True, "postgres": True},
+        ("audit_guard", "authorize", "rate_limit", "idempotency"),
+    ),
 }
 
 
@@ -686,6 +749,29 @@ async def g_full(ctx: Context) -> Samples:
 )
 async def g_full_sql(ctx: Context) -> Samples:
     return _measure_guarantee(ctx, "full_sql", fresh_keys=True)
+
+
+@scenario(
+    "g_full_pg",
+    "call_sync + all four, PostgreSQL + Redis  (idem in PostgreSQL, rate in Redis)",
+    group="toolgate",
+    baseline="call_sync",
+    note="as g_full_sql, with the state replicas share: idempotency records in PostgreSQL, "
+    "rate-limit counters in Redis (local servers; compare with g_full_sql)",
+)
+async def g_full_pg(ctx: Context) -> Samples:
+    return _measure_guarantee(ctx, "full_pg", fresh_keys=True)
+
+
+@scenario(
+    "g_full_pg_only",
+    "call_sync + all four, PostgreSQL only  (idem and rate in PostgreSQL)",
+    group="toolgate",
+    baseline="call_sync",
+    note="as g_full_pg without Redis: the rate-limit counters are a PostgreSQL upsert too",
+)
+async def g_full_pg_only(ctx: Context) -> Samples:
+    return _measure_guarantee(ctx, "full_pg_only", fresh_keys=True)
 
 
 @scenario(

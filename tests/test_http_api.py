@@ -92,6 +92,7 @@ def test_healthz_needs_no_key(client: TestClient, gateway: Gateway) -> None:
     assert health["status"] == "ok"
     assert health["tools"] == len(gateway.registry)
     assert health["audit"] == {"enabled": True, "healthy": True, "lost": 0, "pending": 0}
+    assert health["state"] == {"shared": False, "database": None, "redis": None}
 
 
 def test_without_keys_loopback_callers_are_the_default_operator(gateway: Gateway) -> None:

@@ -315,3 +315,26 @@ def test_a_redis_that_does_not_answer_makes_limited_calls_unavailable_not_unlimi
         outcome = gw.call_sync("lim:limited", {})
     assert outcome.code is ErrorCode.UNAVAILABLE
     assert "Redis at redis://127.0.0.1:1/0" in (outcome.message or "")
+
+
+# -- health ------------------------------------------------------------------------------------
+
+
+def test_healthz_is_degraded_while_the_shared_database_is_gone() -> None:
+    from fastapi.testclient import TestClient
+
+    from http_api_support import LOCAL, make_app
+
+    with scratch_database() as url:
+        db = PostgresDatabase(url, timeout=1.0)
+        upgrade(db)
+        with Gateway(state_database=db) as gw:
+            gw.add(limited)
+            with TestClient(make_app(gw), client=LOCAL) as client:
+                health = client.get("/healthz").json()
+                assert health["status"] == "ok"
+                assert health["state"] == {"shared": True, "database": True, "redis": None}
+                drop_database(url)
+                health = client.get("/healthz").json()
+                assert health["status"] == "degraded"
+                assert health["state"]["database"] is False

@@ -347,6 +347,15 @@ class Gateway:
         the statistics and the ``observers`` given at construction)."""
         self.pipeline.observers = (*self.pipeline.observers, observer)
 
+    def state_health(self) -> dict[str, bool | None]:
+        """Whether the shared state's services answer now: ``database`` (PostgreSQL) and
+        ``redis``, each ``None`` when not configured."""
+        database = self.state_database
+        check = getattr(database, "check", None)
+        limits = self._rate_limits
+        redis = bool(limits.storage.check()) if limits.in_redis else None
+        return {"database": None if check is None else bool(check()), "redis": redis}
+
     def gauges(self) -> Gauges:
         """The gateway's current queue sizes, for metrics: approval requests waiting for a
         decision, and finished calls waiting for the audit log's writer."""

@@ -83,6 +83,8 @@ class RateLimitStage:
         self._storage_errors = StorageError
         self.where = "the rate-limit storage"
         """Where the counters live, for messages."""
+        self.in_redis = False
+        """Whether the counters live in Redis (built by :meth:`redis`)."""
 
         if storage is None:
             from ..stores.limits_memory import MemoryRateLimitStorage
@@ -130,6 +132,7 @@ class RateLimitStage:
         )
         stage = cls(storage, per_agent=per_agent)
         stage.where = f"Redis at {redact_url(url)}"
+        stage.in_redis = True
         return stage
 
     def close(self) -> None:

@@ -208,14 +208,18 @@ def build_api(
         "/healthz", response_model=Health, responses=ERRORS, tags=["server"], summary="Liveness"
     )
     def healthz() -> Response:
-        """Alive, how many tools are registered, and the audit log's health (no key needed).
-        `degraded` when the audit log failed to write: tools above local_write then refuse to
-        run until it recovers."""
+        """Alive, how many tools are registered, the audit log's health and the shared state's
+        (no key needed). `degraded` when the audit log failed to write (tools above local_write
+        then refuse to run until it recovers) or when the shared PostgreSQL or Redis does not
+        answer (calls that need it end `unavailable` until it is back)."""
         log = gateway.audit
         healthy = log is None or log.healthy
+        state = gateway.state_health()
+        reachable = all(up is not False for up in state.values())
         return ApiJSONResponse(
             {
-                "status": "ok" if healthy else "degraded",
+                "status": "ok" if healthy and reachable else "degraded",
+                "state": {"shared": any(up is not None for up in state.values()), **state},
                 "tools": len(gateway.registry),
                 "audit": {
                     "enabled": log is not None,

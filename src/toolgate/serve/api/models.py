@@ -385,7 +385,20 @@ class AuditHealth(BaseModel):
     pending: int
 
 
+class StateHealth(BaseModel):
+    shared: bool = Field(description="Whether state is shared with other replicas.")
+    database: bool | None = Field(
+        description="Whether the shared PostgreSQL database answers (null: none configured)."
+    )
+    redis: bool | None = Field(
+        description="Whether the Redis of the rate-limit counters answers (null: none)."
+    )
+
+
 class Health(BaseModel):
-    status: Literal["ok", "degraded"] = Field(description="degraded: the audit log failed.")
+    status: Literal["ok", "degraded"] = Field(
+        description="degraded: the audit log failed, or a shared-state service does not answer."
+    )
     tools: int
     audit: AuditHealth
+    state: StateHealth
