@@ -10,6 +10,7 @@ in the shared Redis never count here.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -28,6 +29,7 @@ import httpx2
 import pytest
 
 from postgres_support import scratch_database
+from test_mcp_server_helpers import answer_with
 
 pytest.importorskip("psycopg", reason="toolgate[postgres] is not installed")
 pytest.importorskip("redis", reason="toolgate[redis] is not installed")
@@ -314,3 +316,40 @@ def test_an_agent_key_revoked_with_the_cli_is_refused_by_every_replica(cluster: 
         401,
         401,
     ]
+
+
+async def test_an_mcp_client_whose_requests_land_on_every_replica_in_turn(cluster: Cluster) -> None:
+    """A load balancer without session affinity: each HTTP request goes to the next replica."""
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    ports = [int(url.rsplit(":", 1)[1]) for url in cluster.urls]
+    turns = itertools.cycle(ports)
+    served: list[int] = []
+
+    class RoundRobin(httpx2.AsyncHTTPTransport):
+        async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+            port = next(turns)
+            served.append(port)
+            request.url = request.url.copy_with(port=port)
+            return await super().handle_async_request(request)
+
+    http = httpx2.AsyncClient(
+        transport=RoundRobin(), timeout=60, headers={"Authorization": f"Bearer {BOT_KEY}"}
+    )
+    transport = streamable_http_client(cluster.urls[0] + "/mcp", http_client=http)
+    # The person approves in the client's form; the client's retry, carrying the sealed
+    # requestState, lands on the next replica, which must open what another one sealed.
+    async with Client(transport, elicitation_callback=answer_with("approve")) as mcp:
+        names = {tool.name for tool in (await mcp.list_tools()).tools}
+        assert f"{cluster.namespace}__charge" in names
+        for n in range(4):
+            result = await mcp.call_tool(f"{cluster.namespace}__charge", {"order_id": f"m-{n}"})
+            assert not result.is_error, result
+        approved = await mcp.call_tool(f"{cluster.namespace}__deploy", {"target": "via-mcp"})
+        assert not approved.is_error, approved
+        assert "deployed via-mcp" in "".join(getattr(b, "text", "") for b in approved.content)
+    await http.aclose()
+    assert set(served) == set(ports)
+    assert all(f"charge m-{n}" in cluster.ran() for n in range(4))
+    assert cluster.ran().count("deploy via-mcp") == 1

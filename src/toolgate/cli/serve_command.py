@@ -22,7 +22,7 @@ import typer
 from rich.text import Text
 
 from ..config import STATE_FILE_NAME, build_gateway, load_config, toolgate_home
-from ..config.shared_state import open_shared_state
+from ..config.shared_state import SharedState, open_shared_state
 from ..pipeline.approval_policy import ApprovalPolicy
 from ..serve.identity import AgentIdentity, check_bind
 from ..stores.agent_keys import AgentKeyStore
@@ -181,6 +181,7 @@ def serve(
             approvals_url=url,
             host=host,
             max_body=settings.max_body_bytes,
+            **_replica_mcp_options(shared),
         )
         ui = build_ui(
             gateway,
@@ -272,3 +273,16 @@ def _print_banner(state: CliState, url: str, app: Any, identity: AgentIdentity, 
 def register(app: typer.Typer) -> None:
     """Add ``toolgate serve``."""
     app.command("serve", epilog=EXIT_CODES_HELP)(serve)
+
+
+def _replica_mcp_options(shared: SharedState) -> dict[str, Any]:
+    """With a shared database, any replica may get any MCP request (no session affinity): no
+    per-process sessions, and one key sealing ``requestState`` for all of them."""
+    if shared.database is None:
+        return {}
+    from ..stores.shared_keys import shared_key
+
+    return {
+        "stateless": True,
+        "request_state_key": shared_key(shared.database, "mcp_request_state"),
+    }

@@ -85,6 +85,7 @@ class McpHttp:
         approvals_url: str | None = None,
         elicitation: bool = True,
         stateless: bool = False,
+        request_state_key: bytes | None = None,
         host: str = "127.0.0.1",
         allowed_hosts: Sequence[str] | None = None,
         allowed_origins: Sequence[str] | None = None,
@@ -100,6 +101,8 @@ class McpHttp:
             approvals_url: The web UI's base URL, for the approval links of pending results.
             elicitation: Ask clients that declare form elicitation to approve calls.
             stateless: Serve handshake-era clients without sessions (see above).
+            request_state_key: The key sealing pending approvals' ``requestState``, shared by
+                replicas (see :class:`~toolgate.serve.mcp_server.McpSurface`).
             host: The address the server binds; a loopback one turns on Host/Origin checks.
             allowed_hosts: ``Host`` values to accept (``"name:*"`` for any port); given, the
                 checks are on whatever ``host`` is.
@@ -118,6 +121,7 @@ class McpHttp:
             namespaces=_namespaces_of,
             approvals_url=approvals_url,
             elicitation=elicitation,
+            request_state_key=request_state_key,
         )
         security = _security(host, allowed_hosts, allowed_origins)
         self._fast = (

@@ -123,6 +123,7 @@ class McpSurface:
         elicitation: bool = True,
         session_id: str | None = None,
         namespaces: NamespacesFor = _unrestricted,
+        request_state_key: bytes | None = None,
     ) -> None:
         """
         Args:
@@ -135,6 +136,9 @@ class McpSurface:
                 :mod:`toolgate.serve.mcp_approvals` for the trust this implies).
             session_id: The session id calls carry when the transport has none of its own
                 (stdio: one per process).
+            request_state_key: The key sealing the approval ids handed out as
+                ``requestState`` (32 bytes). Replicas behind one load balancer share it, so a
+                retry may land on any of them; default: a random key of this process.
         """
         self.gateway = gateway
         self.approvals_url = approvals_url
@@ -165,7 +169,7 @@ class McpSurface:
         server.middleware.append(
             RequestStateBoundary(
                 RequestStateSecurity(
-                    keys=[os.urandom(32)],
+                    keys=[os.urandom(32) if request_state_key is None else request_state_key],
                     ttl=DEFAULT_APPROVAL_TTL * 2,
                     bind_principal=self._principal,
                 ),
@@ -439,6 +443,7 @@ def build_mcp_server(
     elicitation: bool = True,
     session_id: str | None = None,
     namespaces: NamespacesFor = _unrestricted,
+    request_state_key: bytes | None = None,
 ) -> McpSurface:
     """The gateway as an MCP server (``.server`` is the SDK's low-level ``Server``).
 
@@ -454,4 +459,5 @@ def build_mcp_server(
         elicitation=elicitation,
         session_id=session_id,
         namespaces=namespaces,
+        request_state_key=request_state_key,
     )

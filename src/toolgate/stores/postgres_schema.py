@@ -148,6 +148,8 @@ _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         )
         """,
         "CREATE INDEX rate_limit_counters_expiry ON rate_limit_counters (expires_at)",
+        # Secrets the replicas share (hex), e.g. the key sealing MCP requestState.
+        "CREATE TABLE toolgate_keys (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
     ),
 )
 
