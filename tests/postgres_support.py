@@ -43,11 +43,11 @@ def scratch_database() -> Iterator[str]:
     admin = _admin()
     name = "toolgate_test_" + uuid.uuid4().hex[:12]
     admin.execute(f'CREATE DATABASE "{name}"')  # type: ignore[attr-defined]
+    admin.close()  # type: ignore[attr-defined]
     try:
         yield url_of(name)
     finally:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # type: ignore[attr-defined]
-        admin.close()  # type: ignore[attr-defined]
+        drop_database(url_of(name))  # a new connection: the server may have restarted meanwhile
 
 
 def drop_database(url: str) -> None:

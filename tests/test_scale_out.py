@@ -353,3 +353,52 @@ async def test_an_mcp_client_whose_requests_land_on_every_replica_in_turn(cluste
     assert set(served) == set(ports)
     assert all(f"charge m-{n}" in cluster.ran() for n in range(4))
     assert cluster.ran().count("deploy via-mcp") == 1
+
+
+def _pg_ctl(action: str) -> None:
+    version = sorted(os.listdir("/etc/postgresql"))[-1]
+    subprocess.run(
+        ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", action, "-m", "fast"]
+        if action == "stop"
+        else ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", action],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not Path("/etc/postgresql").is_dir(),
+    reason="stopping the local PostgreSQL needs root and pg_ctlcluster (as in CI)",
+)
+def test_replicas_answer_unavailable_while_postgresql_is_down_and_recover_by_themselves(
+    cluster: Cluster,
+) -> None:
+    """Runs last in this module: it stops the server every test here uses, then starts it."""
+    assert cluster.call(0, "charge", order_id="before-outage").json()["status"] == "ok"
+    _pg_ctl("stop")
+    try:
+        for replica in range(3):
+            response = cluster.call(replica, "charge", order_id=f"outage-{replica}")
+            assert response.status_code != 500
+            answer = response.json()
+            assert answer["status"] == "error" and answer["code"] == "unavailable", answer
+            assert "PostgreSQL" in answer["message"]
+            health = httpx2.get(cluster.urls[replica] + "/healthz", timeout=30).json()
+            assert health["status"] == "degraded" and health["state"]["database"] is False
+        assert not any(line.startswith("charge outage-") for line in cluster.ran())
+    finally:
+        _pg_ctl("start")
+    # No restart of the replicas: each reconnects on its own once the server is back.
+    deadline = time.monotonic() + 60
+    recovered: set[int] = set()
+    while len(recovered) < 3:
+        assert time.monotonic() < deadline, f"replicas {set(range(3)) - recovered} did not recover"
+        for replica in set(range(3)) - recovered:
+            answer = cluster.call(replica, "charge", order_id=f"after-{replica}").json()
+            if answer["status"] == "ok":
+                recovered.add(replica)
+        time.sleep(0.5)
+    assert all(
+        httpx2.get(url + "/healthz", timeout=30).json()["status"] == "ok" for url in cluster.urls
+    )

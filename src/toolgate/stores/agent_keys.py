@@ -23,6 +23,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
 
+from ..errors import StateUnavailableError
 from .sql import SqlDatabase
 from .sqlite_db import SQLiteDatabase
 
@@ -182,8 +183,17 @@ class AgentKeyStore:
         now = time.monotonic()
         if (self.path is not None or self._shared) and now - self._checked_at < RECHECK_SECONDS:
             return self._seen_generation
-        with self._db.read() as conn:
-            row = conn.execute("SELECT value FROM agent_keys_generation WHERE id = 1").fetchone()
+        try:
+            with self._db.read() as conn:
+                row = conn.execute(
+                    "SELECT value FROM agent_keys_generation WHERE id = 1"
+                ).fetchone()
+        except StateUnavailableError:
+            if not self._shared:
+                raise
+            # The shared database is down: no key can be added or revoked meanwhile (that
+            # writes to it too), so the keys read last are still the keys; ask again next time.
+            return self._seen_generation
         self._checked_at, self._seen_generation = now, 0 if row is None else int(row["value"])
         return self._seen_generation
 

@@ -31,7 +31,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ...audit.sqlite_log import AuditStoreError
-from ...errors import ApprovalClosedError, ErrorCode, ToolNotFoundError
+from ...errors import ApprovalClosedError, ErrorCode, StateUnavailableError, ToolNotFoundError
 from ..identity import AuthenticationError
 
 __all__ = [
@@ -291,6 +291,10 @@ def install_problem_handlers(
             503, ErrorCode.UNAVAILABLE, f"the audit log cannot be read now: {exc}"
         )
 
+    async def on_state_unavailable(request: Request, exc: Exception) -> Response:
+        # PostgreSQL or Redis is down: the pool reconnects by itself, the client retries.
+        return problem_response(503, ErrorCode.UNAVAILABLE, str(exc), headers={"Retry-After": "5"})
+
     async def on_crash(request: Request, exc: Exception) -> Response:
         log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
         return crash_response()
@@ -302,4 +306,5 @@ def install_problem_handlers(
     app.add_exception_handler(ToolNotFoundError, on_tool_not_found)
     app.add_exception_handler(ApprovalClosedError, on_approval_closed)
     app.add_exception_handler(AuditStoreError, on_audit_store)
+    app.add_exception_handler(StateUnavailableError, on_state_unavailable)
     app.add_exception_handler(Exception, on_crash)
