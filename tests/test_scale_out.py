@@ -355,6 +355,64 @@ async def test_an_mcp_client_whose_requests_land_on_every_replica_in_turn(cluste
     assert cluster.ran().count("deploy via-mcp") == 1
 
 
+def _start_redis() -> None:
+    """Start the local Redis as .ci/run does (the issue's command), and wait until it answers."""
+    subprocess.run(
+        [
+            "redis-server",
+            "--daemonize",
+            "yes",
+            "--bind",
+            "127.0.0.1",
+            "-::1",
+            "--port",
+            "6379",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            "/var/lib/redis",
+            "--logfile",
+            "/var/log/redis/ci.log",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    deadline = time.monotonic() + 30
+    while subprocess.run(["redis-cli", "ping"], capture_output=True).stdout.strip() != b"PONG":
+        assert time.monotonic() < deadline, "Redis did not start again"
+        time.sleep(0.2)
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0
+    or REDIS_URL != "redis://127.0.0.1:6379/0"
+    or not Path("/var/lib/redis").is_dir(),
+    reason="stopping and starting the local Redis needs root and its folders (as in CI)",
+)
+def test_rate_limited_calls_are_unavailable_while_redis_is_down_and_recover(
+    cluster: Cluster,
+) -> None:
+    subprocess.run(["redis-cli", "shutdown", "nosave"], capture_output=True, timeout=30)
+    try:
+        answers = [cluster.call(replica, "ping") for replica in range(3)]
+        assert [a.status_code for a in answers] != [500] * 3
+        for answer in map(httpx2.Response.json, answers):
+            assert answer["code"] == "unavailable" and "Redis" in answer["message"], answer
+        # Tools without rate limits do not need Redis.
+        assert cluster.call(0, "charge", order_id="during-redis-outage").json()["status"] == "ok"
+        health = httpx2.get(cluster.urls[1] + "/healthz", timeout=30).json()
+        assert health["status"] == "degraded" and health["state"]["redis"] is False
+    finally:
+        _start_redis()
+    for replica in range(3):
+        # Counted again (ok, or rate_limited once this minute's ten are spent): never unavailable.
+        answer = cluster.call(replica, "ping").json()
+        assert answer["status"] == "ok" or answer["code"] == "rate_limited", answer
+
+
 def _pg_ctl(action: str) -> None:
     version = sorted(os.listdir("/etc/postgresql"))[-1]
     subprocess.run(
