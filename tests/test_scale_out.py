@@ -71,6 +71,13 @@ def deploy(target: str) -> str:
     """Deploy, once a person agrees."""
     _ran("deploy " + target)
     return "deployed " + target
+
+
+@tool(effect="external_write", approval=True)
+def release(target: str) -> str:
+    """Release, once a person agrees (never always-allowed here)."""
+    _ran("release " + target)
+    return "released " + target
 '''
 
 
@@ -346,13 +353,31 @@ async def test_an_mcp_client_whose_requests_land_on_every_replica_in_turn(cluste
         for n in range(4):
             result = await mcp.call_tool(f"{cluster.namespace}__charge", {"order_id": f"m-{n}"})
             assert not result.is_error, result
-        approved = await mcp.call_tool(f"{cluster.namespace}__deploy", {"target": "via-mcp"})
+        approved = await mcp.call_tool(f"{cluster.namespace}__release", {"target": "via-mcp"})
         assert not approved.is_error, approved
-        assert "deployed via-mcp" in "".join(getattr(b, "text", "") for b in approved.content)
+        assert "released via-mcp" in "".join(getattr(b, "text", "") for b in approved.content)
     await http.aclose()
     assert set(served) == set(ports)
     assert all(f"charge m-{n}" in cluster.ran() for n in range(4))
-    assert cluster.ran().count("deploy via-mcp") == 1
+    assert cluster.ran().count("release via-mcp") == 1
+
+
+def test_a_web_ui_form_from_one_replica_is_accepted_by_another(cluster: Cluster) -> None:
+    """The operator's browser loads the inbox from A and its decision is posted to B (no
+    affinity): both sign and check form tokens with the key the replicas share."""
+    asked = cluster.call(0, "release", target="from-the-web-ui").json()
+    approval_id = asked["approval"]["id"]
+    with httpx2.Client(auth=("ops", OPS_KEY), timeout=30, follow_redirects=True) as browser:
+        page = browser.get(f"{cluster.urls[0]}/approvals/{approval_id}")
+        assert page.status_code == 200, page.text
+        token = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
+        assert token is not None
+        decided = browser.post(
+            f"{cluster.urls[1]}/approvals/{approval_id}",
+            data={"csrf_token": token.group(1), "decision": "approve"},
+        )
+    assert decided.status_code == 200, decided.text
+    assert cluster.ran().count("release from-the-web-ui") == 1
 
 
 def _start_redis() -> None:

@@ -26,6 +26,7 @@ from ..config.shared_state import SharedState, open_shared_state
 from ..pipeline.approval_policy import ApprovalPolicy
 from ..serve.identity import AgentIdentity, check_bind
 from ..stores.agent_keys import AgentKeyStore
+from ..stores.shared_keys import shared_key
 from .errors import EXIT_CODES_HELP, CliFailure
 from .options import CliState, ConfigOption, LogFormat, LogFormatOption
 
@@ -189,6 +190,8 @@ def serve(
             # On loopback the console answers only to loopback names (DNS rebinding); beyond
             # it, keys are required and a rebinding page has none.
             allowed_hosts=(*DEFAULT_ALLOWED_HOSTS, host) if loopback else None,
+            # Replicas sign form tokens with one shared key: a page from one, a post to another.
+            csrf_key=None if shared.database is None else shared_key(shared.database, "web_csrf"),
         )
         app = build_app(
             gateway,
@@ -280,8 +283,6 @@ def _replica_mcp_options(shared: SharedState) -> dict[str, Any]:
     per-process sessions, and one key sealing ``requestState`` for all of them."""
     if shared.database is None:
         return {}
-    from ..stores.shared_keys import shared_key
-
     return {
         "stateless": True,
         "request_state_key": shared_key(shared.database, "mcp_request_state"),
