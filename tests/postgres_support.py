@@ -11,6 +11,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import pytest
 
@@ -23,7 +24,8 @@ START_HINT = (
 )
 
 
-def _admin() -> object:
+def _admin() -> Any:
+    """An autocommit connection to the admin database (skips the test when none answers)."""
     psycopg = pytest.importorskip("psycopg", reason="toolgate[postgres] is not installed")
     try:
         return psycopg.connect(ADMIN_URL, autocommit=True, connect_timeout=3)
@@ -42,8 +44,8 @@ def scratch_database() -> Iterator[str]:
     """A new, empty database; yields its URL and drops it (closing its connections) at the end."""
     admin = _admin()
     name = "toolgate_test_" + uuid.uuid4().hex[:12]
-    admin.execute(f'CREATE DATABASE "{name}"')  # type: ignore[attr-defined]
-    admin.close()  # type: ignore[attr-defined]
+    admin.execute(f'CREATE DATABASE "{name}"')
+    admin.close()
     try:
         yield url_of(name)
     finally:
@@ -55,6 +57,6 @@ def drop_database(url: str) -> None:
     admin = _admin()
     try:
         name = url.rpartition("/")[2]
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # type: ignore[attr-defined]
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     finally:
-        admin.close()  # type: ignore[attr-defined]
+        admin.close()

@@ -94,6 +94,22 @@ def _redis_up() -> None:
         )
 
 
+def run_toolgate(folder: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """``toolgate ARGS`` in ``folder`` (its toolgate.yaml), to completion."""
+    return subprocess.run(
+        [TOOLGATE, *args], cwd=folder, env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def clean_env(home: Path, **variables: str) -> dict[str, str]:
+    """This process's environment with ``home`` as TOOLGATE_HOME and no shared-state variables
+    but ``variables``."""
+    env = {**os.environ, "TOOLGATE_HOME": str(home)}
+    env.pop("TOOLGATE_DATABASE_URL", None)
+    env.pop("TOOLGATE_REDIS_URL", None)
+    return {**env, **variables}
+
+
 @dataclass
 class Cluster:
     urls: list[str]
@@ -115,14 +131,7 @@ class Cluster:
         return self.runs.read_text().splitlines() if self.runs.exists() else []
 
     def toolgate(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [TOOLGATE, *args],
-            cwd=self.folder,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        return run_toolgate(self.folder, self.env, *args)
 
 
 def _start(folder: Path, env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
@@ -178,12 +187,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             },
         }
         (folder / "toolgate.yaml").write_text(json.dumps(config))
-        env = {**os.environ, "TOOLGATE_HOME": str(folder / "home")}
-        env.pop("TOOLGATE_DATABASE_URL", None)
-        env.pop("TOOLGATE_REDIS_URL", None)
-        upgrade = subprocess.run(
-            [TOOLGATE, "db", "upgrade"], cwd=folder, env=env, capture_output=True, text=True
-        )
+        env = clean_env(folder / "home")
+        upgrade = run_toolgate(folder, env, "db", "upgrade")
         assert upgrade.returncode == 0, upgrade.stderr
         assert "to 1" in upgrade.stdout
         processes: list[subprocess.Popen[str]] = []
@@ -209,39 +214,21 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 def test_serve_refuses_a_database_that_was_never_upgraded(tmp_path: Path) -> None:
     with scratch_database() as database_url:
         (tmp_path / "toolgate.yaml").write_text(json.dumps({"state": database_url}))
-        env = {**os.environ, "TOOLGATE_HOME": str(tmp_path / "home")}
-        env.pop("TOOLGATE_DATABASE_URL", None)
-        result = subprocess.run(
-            [TOOLGATE, "serve", "--port", "0"],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        env = clean_env(tmp_path / "home")
+        result = run_toolgate(tmp_path, env, "serve", "--port", "0")
         assert result.returncode == 3
         assert "state:" in result.stderr and "toolgate db upgrade" in result.stderr
-        status = subprocess.run(
-            [TOOLGATE, "db", "status", "--json"], cwd=tmp_path, env=env, capture_output=True
-        )
+        status = run_toolgate(tmp_path, env, "db", "status", "--json")
         assert status.returncode == 1
         assert json.loads(status.stdout)["version"] == 0
 
 
 def test_the_environment_variable_wins_and_a_refusing_server_is_named(tmp_path: Path) -> None:
-    env = {
-        **os.environ,
-        "TOOLGATE_HOME": str(tmp_path / "home"),
-        "TOOLGATE_DATABASE_URL": "postgresql://toolgate:hunter2@127.0.0.1:1/toolgate",
-    }
-    result = subprocess.run(
-        [TOOLGATE, "serve", "--port", "0"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    env = clean_env(
+        tmp_path / "home",
+        TOOLGATE_DATABASE_URL="postgresql://toolgate:hunter2@127.0.0.1:1/toolgate",
     )
+    result = run_toolgate(tmp_path, env, "serve", "--port", "0")
     assert result.returncode == 3
     assert "TOOLGATE_DATABASE_URL" in result.stderr and "127.0.0.1:1" in result.stderr
     assert "hunter2" not in result.stderr

@@ -36,13 +36,12 @@ from .pipeline.audit_guard import AuditGuardStage
 from .pipeline.authorize import AccessRules, AuthorizeStage
 from .pipeline.confirmation import confirmation_builder
 from .pipeline.execute import Executor
-from .pipeline.idempotency import IdempotencyStage
 from .pipeline.observers import CallObserver, decided_call
 from .pipeline.overflow import DEFAULT_OVERFLOW_LIMIT, DEFAULT_PREVIEW_CHARS, OverflowSpiller
-from .pipeline.rate_limit import RateLimitStage
 from .pipeline.security import SecurityCheckStage
 from .pipeline.shaping import ResultShaper
 from .pipeline.state import Stage
+from .pipeline.state_stages import approval_store, idempotency_stage, rate_limit_stage
 from .python import FunctionTool
 from .redaction import redact_values, text_pattern
 from .registry import RegisteredTool, Registry
@@ -68,7 +67,6 @@ from .telemetry import Gauges, Telemetry
 
 if TYPE_CHECKING:
     from .audit.sqlite_log import SQLiteAuditLog
-    from .stores import ApprovalStore
     from .stores.sql import SqlDatabase
 
 __all__ = ["Gateway"]
@@ -191,17 +189,8 @@ class Gateway:
         """Progressive disclosure of the tools over MCP (``None``: every tool is listed)."""
         self.state_database = state_database
         """The database replicas share (``None``: this process's own SQLite state)."""
-        store: ApprovalStore | None = None
-        if approver is not None and state_database is not None:
-            from .stores.sql_approvals import SqlApprovalStore
-
-            store = SqlApprovalStore(state_database)
-        elif approver is not None:
-            from .stores.sqlite import SQLiteApprovalStore  # sqlite3 only when approvals are on
-
-            store = SQLiteApprovalStore(
-                ":memory:" if state_path is None else Path(state_path).expanduser()
-            )
+        state_file = None if state_path is None else Path(state_path).expanduser()
+        store = None if approver is None else approval_store(state_file, state_database)
         self._store = store
         self._threads = ThreadPoolExecutor(max_threads, thread_name_prefix="toolgate-tool")
         process_env = os.environ if environ is None else environ
@@ -254,20 +243,10 @@ class Gateway:
             )
         memory_stats = InMemoryStats() if self.audit is None else None
         self.stats: StatsSource = self.audit if self.audit is not None else memory_stats  # type: ignore[assignment]
-        limits_path = None if state_path is None else Path(state_path).expanduser()
-        self._rate_limits = _rate_limit_stage(
-            limits_path, state_database, redis_url, per_agent=rate_limit_per_agent
+        self._rate_limits = rate_limit_stage(
+            state_file, state_database, redis_url, per_agent=rate_limit_per_agent
         )
-        if state_database is not None:
-            from .stores.idempotency_sqlite import SqlIdempotencyStore
-
-            self._idempotency = IdempotencyStage(
-                SqlIdempotencyStore(state_database), scrub=self._scrub
-            )
-        elif limits_path is not None:
-            self._idempotency = IdempotencyStage.sqlite(limits_path, scrub=self._scrub)
-        else:
-            self._idempotency = IdempotencyStage(scrub=self._scrub)
+        self._idempotency = idempotency_stage(state_file, state_database, scrub=self._scrub)
         guards: list[Stage] = [] if self.audit is None else [AuditGuardStage(self.audit)]
         self._approval_stage = ApprovalStage(
             store=store,
@@ -350,11 +329,11 @@ class Gateway:
     def state_health(self) -> dict[str, bool | None]:
         """Whether the shared state's services answer now: ``database`` (PostgreSQL) and
         ``redis``, each ``None`` when not configured."""
-        database = self.state_database
-        check = getattr(database, "check", None)
-        limits = self._rate_limits
-        redis = bool(limits.storage.check()) if limits.in_redis else None
-        return {"database": None if check is None else bool(check()), "redis": redis}
+        database, limits = self.state_database, self._rate_limits
+        return {
+            "database": None if database is None else database.check(),
+            "redis": bool(limits.storage.check()) if limits.in_redis else None,
+        }
 
     def gauges(self) -> Gauges:
         """The gateway's current queue sizes, for metrics: approval requests waiting for a
@@ -754,18 +733,3 @@ def _workspace(workspace: Path | str | None) -> Path | None:
     # Absolute and resolved: approvals and grants are keyed by it, so "." must not mean
     # whatever folder the next caller happens to be in.
     return None if workspace is None else Path(workspace).expanduser().resolve()
-
-
-def _rate_limit_stage(
-    path: Path | None, database: SqlDatabase | None, redis_url: str | None, *, per_agent: bool
-) -> RateLimitStage:
-    """Counters in Redis, else in the shared database, else in the SQLite file, else in memory."""
-    if redis_url is not None:
-        return RateLimitStage.redis(redis_url, per_agent=per_agent)
-    if database is not None:
-        from .stores.limits_sqlite import SqlRateLimitStorage
-
-        return RateLimitStage(SqlRateLimitStorage(database), per_agent=per_agent)
-    if path is not None:
-        return RateLimitStage.sqlite(path, per_agent=per_agent)
-    return RateLimitStage(per_agent=per_agent)

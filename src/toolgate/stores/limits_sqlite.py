@@ -109,12 +109,7 @@ class SqlRateLimitStorage(Storage):
 
     def check(self) -> bool:
         """Whether the database answers."""
-        try:
-            with self._db.read() as conn:
-                conn.execute("SELECT 1").fetchone()
-        except (sqlite3.Error, RuntimeError, StateUnavailableError):
-            return False
-        return True
+        return self._db.check()
 
     def reset(self) -> int | None:
         """Forget every counter; returns how many there were."""

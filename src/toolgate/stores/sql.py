@@ -48,6 +48,10 @@ class SqlDatabase(Protocol):
         """A connection inside a transaction: committed on success, else rolled back."""
         ...
 
+    def check(self) -> bool:
+        """Whether the database answers now."""
+        ...
+
     def close(self) -> None:
         """Release the database."""
         ...

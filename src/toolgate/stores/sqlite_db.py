@@ -131,6 +131,15 @@ class SQLiteDatabase:
         with self._lock, write_transaction(self._connection()) as conn:
             yield conn
 
+    def check(self) -> bool:
+        """Whether the database answers (``False`` once closed or broken)."""
+        try:
+            with self.read() as conn:
+                conn.execute("SELECT 1").fetchone()
+        except (sqlite3.Error, RuntimeError):
+            return False
+        return True
+
     def close(self) -> None:
         """Release the connection (idempotent). Later operations raise :class:`RuntimeError`."""
         with self._lock:
