@@ -1,11 +1,11 @@
 """Reading the audit database: the filters of a query and the health statistics of tools.
 
-Used by :mod:`toolgate.audit.sqlite_log`; this module imports :mod:`sqlite3` (for types only).
+One SQL for SQLite and PostgreSQL (subqueries named, integer arithmetic on counts), used by
+:class:`~toolgate.audit.log_base.AuditLog`.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any, Final
 
 from ..model.stats import NOT_TOOL_FAILURES, ToolStats
@@ -47,10 +47,10 @@ def where(
 
 
 #: What :func:`fetch_stats` returns: the counts, the percentile ranks and the last errors.
-StatsRows = tuple[list[sqlite3.Row], list[sqlite3.Row], list[sqlite3.Row]]
+StatsRows = tuple[list[Any], list[Any], list[Any]]
 
 
-def fetch_stats(conn: sqlite3.Connection, since: float, tool_id: str | None) -> StatsRows:
+def fetch_stats(conn: Any, since: float, tool_id: str | None) -> StatsRows:
     """The rows :func:`build_stats` needs, for one tool or (``tool_id=None``) every tool."""
     scope = "time >= ?" + ("" if tool_id is None else " AND tool_id = ?")
     params: tuple[Any, ...] = (since,) if tool_id is None else (since, tool_id)
@@ -67,7 +67,7 @@ def fetch_stats(conn: sqlite3.Connection, since: float, tool_id: str | None) -> 
         "ROW_NUMBER() OVER (PARTITION BY tool_id ORDER BY duration) AS rn, "
         "COUNT(*) OVER (PARTITION BY tool_id) AS n "
         f"FROM audit_records WHERE {scope} AND {_RAN}"
-        ") WHERE rn = (n * 50 + 99) / 100 OR rn = (n * 95 + 99) / 100",
+        ") AS ranked WHERE rn = (n * 50 + 99) / 100 OR rn = (n * 95 + 99) / 100",
         params,
     ).fetchall()
     errors = conn.execute(
@@ -75,7 +75,7 @@ def fetch_stats(conn: sqlite3.Connection, since: float, tool_id: str | None) -> 
         "SELECT tool_id, code, message, time, ROW_NUMBER() OVER "
         "(PARTITION BY tool_id ORDER BY time DESC, id DESC) AS rn "
         f"FROM audit_records WHERE {scope} AND {_FAILURE}"
-        ") WHERE rn = 1",
+        ") AS latest WHERE rn = 1",
         params,
     ).fetchall()
     return counts, ranks, errors
