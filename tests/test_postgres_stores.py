@@ -160,7 +160,11 @@ def test_upgrades_racing_on_a_fresh_database_apply_each_migration_once() -> None
 
             with ThreadPoolExecutor(len(dbs)) as pool:
                 results = list(pool.map(run, dbs))
-            assert sorted(results) == [(0, SCHEMA_VERSION)] + [(SCHEMA_VERSION,) * 2] * 2
+            # Every upgrade ends at the current version, and one of them started from nothing;
+            # a migration run twice would have failed (its CREATE TABLEs have no IF NOT EXISTS).
+            # Which upgrade ran which migration depends on who took the lock first.
+            assert all(after == SCHEMA_VERSION for _, after in results)
+            assert min(before for before, _ in results) == 0
             check_schema(dbs[0])
         finally:
             for db in dbs:

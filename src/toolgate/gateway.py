@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ._loop_thread import LoopThread
 from .approvals import ApprovalService, Approver
+from .audit.acknowledge import acknowledged, acknowledged_sync
 from .backends import Backend, PythonBackend
 from .backends.environment import ScriptEnvironment, received_values
 from .backends.prestart import PrestartSettings
@@ -66,7 +67,7 @@ from .sources.tool_folders import DEFAULT_RESCAN_INTERVAL
 from .telemetry import Gauges, Telemetry
 
 if TYPE_CHECKING:
-    from .audit.sqlite_log import SQLiteAuditLog
+    from .audit.log_base import AuditLog
     from .stores.sql import SqlDatabase
 
 __all__ = ["Gateway"]
@@ -231,13 +232,16 @@ class Gateway:
         )
         labels = dict(agent_labels or {})
         self.access = AccessRules(policies, agent_labels=lambda agent: labels.get(agent or "", {}))
-        self.audit: SQLiteAuditLog | None = None
-        """The audit log, when ``audit_path`` is given."""
+        self.audit: AuditLog | None = None
+        """The audit log, when ``audit_path`` is given (in ``state_database`` when that is
+        PostgreSQL: shared by the replicas, and durable — a call is answered once its record
+        is committed)."""
         if audit_path is not None:
-            from .audit.sqlite_log import SQLiteAuditLog  # sqlite3 only when auditing
+            from .audit import open_audit_log  # sqlite3 (or psycopg) only when auditing
 
-            self.audit = SQLiteAuditLog(
+            self.audit = open_audit_log(
                 Path(audit_path).expanduser(),
+                database=state_database,
                 jsonl_path=None if audit_jsonl is None else Path(audit_jsonl).expanduser(),
                 retention_days=audit_retention_days,
             )
@@ -585,8 +589,8 @@ class Gateway:
             namespaces=namespaces,
         )
         if isinstance(prepared, CallOutcome):
-            return prepared
-        return await self.pipeline.run(*prepared)
+            return await acknowledged(self.audit, prepared)
+        return await acknowledged(self.audit, await self.pipeline.run(*prepared))
 
     async def _run_approved(self, request: ApprovalRequest) -> CallOutcome:
         """Run the call a person just approved (the Approval stage takes the approval)."""
@@ -654,11 +658,13 @@ class Gateway:
             inline=True,
         )
         if isinstance(prepared, CallOutcome):
-            return prepared
+            return acknowledged_sync(self.audit, prepared)
         plan, state = prepared
         if not state.inline:
-            return self._loop_thread.run(self.pipeline.run(plan, state))
-        return self.pipeline.run_inline(plan, state)
+            outcome = self._loop_thread.run(self.pipeline.run(plan, state))
+        else:
+            outcome = self.pipeline.run_inline(plan, state)
+        return acknowledged_sync(self.audit, outcome)
 
     # -- lifecycle ------------------------------------------------------------------------------
 

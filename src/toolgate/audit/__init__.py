@@ -7,12 +7,15 @@ This package stays light to import: :mod:`sqlite3` is only imported by
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..redaction import MARKER, redact, redact_text, redact_values
 from .record import AuditRecord, record_from
 
 if TYPE_CHECKING:
+    from ..stores.sql import SqlDatabase
+    from .log_base import AuditLog
     from .sqlite_log import NOT_TOOL_FAILURES, SQLiteAuditLog, ToolStats
 
 __all__ = [
@@ -21,6 +24,7 @@ __all__ = [
     "AuditRecord",
     "SQLiteAuditLog",
     "ToolStats",
+    "open_audit_log",
     "record_from",
     "redact",
     "redact_text",
@@ -36,3 +40,24 @@ def __getattr__(name: str) -> Any:
 
         return getattr(sqlite_log, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def open_audit_log(
+    path: Path,
+    *,
+    database: SqlDatabase | None = None,
+    jsonl_path: Path | None = None,
+    retention_days: float | None = 30,
+) -> AuditLog:
+    """The audit log of a gateway: in the shared PostgreSQL ``database`` when one is given
+    (durable, shared by the replicas), else in the SQLite file ``path``."""
+    if database is not None and type(database).__name__ == "PostgresDatabase":
+        # Compared by name: importing the class would import psycopg, an optional extra.
+        from ..stores.postgres_db import PostgresDatabase
+        from .postgres_log import PostgresAuditLog
+
+        assert isinstance(database, PostgresDatabase)
+        return PostgresAuditLog(database, jsonl_path=jsonl_path, retention_days=retention_days)
+    from .sqlite_log import SQLiteAuditLog
+
+    return SQLiteAuditLog(path, jsonl_path=jsonl_path, retention_days=retention_days)

@@ -1,7 +1,9 @@
 """``toolgate audit``: show, filter and export the audit log (one redacted record per call).
 
-The log lives in ``$TOOLGATE_HOME/audit.db`` unless ``--db PATH`` names another file. These
-commands only read it: they never prune, whatever retention the gateway is configured with.
+The log lives in ``$TOOLGATE_HOME/audit.db`` unless ``--db PATH`` names another file — or, when
+toolgate.yaml's ``state:`` (or ``TOOLGATE_DATABASE_URL``) names a shared PostgreSQL database and
+no ``--db`` is given, in that database, with every replica's calls. These commands only read it:
+they never prune, whatever retention the gateway is configured with.
 """
 
 # No ``from __future__ import annotations``: Typer reads the annotations at runtime.
@@ -20,13 +22,14 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from ..errors import ConfigError
 from .errors import EXIT_CODES_HELP, CliFailure, CliUsageError, report
 from .options import CliState, print_json
 from .prompt import clean, format_time
 
 if TYPE_CHECKING:
+    from ..audit.log_base import AuditLog
     from ..audit.record import AuditRecord
-    from ..audit.sqlite_log import SQLiteAuditLog
 
 __all__ = ["audit_app", "default_audit_path", "parse_time"]
 
@@ -77,7 +80,7 @@ def _cli_errors(ctx: typer.Context) -> Iterator[None]:
     """Map failures to the CLI's exit codes and one line on stderr."""
     try:
         yield
-    except (CliUsageError, CliFailure) as exc:
+    except (CliUsageError, CliFailure, ConfigError) as exc:
         raise typer.Exit(report(exc, _state(ctx).err)) from None
 
 
@@ -108,9 +111,28 @@ def _filters(
 
 
 @contextmanager
-def _open_log(db: Path | None) -> Iterator["SQLiteAuditLog | None"]:
-    """The audit log at ``db`` (default ``$TOOLGATE_HOME/audit.db``) opened for reading, or
-    ``None`` when the file does not exist (nothing was recorded yet)."""
+def _open_log(db: Path | None, state: CliState) -> Iterator["AuditLog | None"]:
+    """The audit log opened for reading: ``db``; else the shared database that toolgate.yaml's
+    ``state:`` names; else ``$TOOLGATE_HOME/audit.db`` — or ``None`` when that file does not
+    exist (nothing was recorded yet)."""
+    if db is None:
+        from ..config import load_config
+        from ..config.shared_state import open_state_database
+
+        database = open_state_database(load_config(state.config_path))
+        if database is not None:
+            from ..audit.log_base import AuditStoreError
+            from ..audit.postgres_log import PostgresAuditLog
+
+            shared = PostgresAuditLog(database, retention_days=None, durable=False)
+            try:
+                yield shared
+            except AuditStoreError as exc:
+                raise CliFailure(f"cannot read the audit log at {database.where}: {exc}") from None
+            finally:
+                shared.close()
+                database.close()
+            return
     path = default_audit_path() if db is None else db
     if path.is_dir():
         raise CliUsageError(f"--db: {path} is a folder, not an audit database")
@@ -141,7 +163,10 @@ _SINCE_OPT = typer.Option(
 )
 _UNTIL_OPT = typer.Option("--until", help="Calls before this time: ISO 8601, or -1h, -7d.")
 _DB_OPT = typer.Option(
-    "--db", help="The audit database (default $TOOLGATE_HOME/audit.db).", dir_okay=False
+    "--db",
+    help="The audit database (default: the shared database of state:, else "
+    "$TOOLGATE_HOME/audit.db).",
+    dir_okay=False,
 )
 
 
@@ -163,7 +188,7 @@ def list_records(
     state = _state(ctx)
     with _cli_errors(ctx):
         filters = _filters(tool, agent, status, since, until)
-        with _open_log(db) as log:
+        with _open_log(db, _state(ctx)) as log:
             records = [] if log is None else log.query(**filters, limit=limit, offset=offset)
     if as_json:
         print_json([record.to_dict() for record in records])
@@ -232,7 +257,7 @@ def export_records(
     """Export matching records as JSON lines (one object per call, newest first)."""
     with _cli_errors(ctx):
         filters = _filters(tool, agent, status, since, until)
-        with _open_log(db) as log:
+        with _open_log(db, _state(ctx)) as log:
             if output is not None:
                 try:
                     if log is None:

@@ -119,14 +119,15 @@ def build_gateway(
     spill = config.overflow.dir
     audit_path: Path | None = None
     audit_jsonl: Path | None = None
+    if shared is None:
+        shared = open_shared_state(loaded)
     if config.audit.enabled and audit != "off":
+        # With a shared database the log is there (the path only names the local fallback).
         audit_path = home / AUDIT_FILE_NAME
-        if audit == "read" and not audit_path.is_file():
+        if audit == "read" and shared.database is None and not audit_path.is_file():
             audit_path = None
         if audit == "write" and config.audit.jsonl is not None:
             audit_jsonl = folder / Path(config.audit.jsonl).expanduser()
-    if shared is None:
-        shared = open_shared_state(loaded)
     gateway = Gateway(
         state_database=shared.database,
         redis_url=shared.redis_url,

@@ -151,6 +151,38 @@ _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         # Secrets the replicas share (hex), e.g. the key sealing MCP requestState.
         "CREATE TABLE toolgate_keys (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
     ),
+    # 2: the audit log, shared by the replicas (also the source of the tools' health figures).
+    (
+        """
+        CREATE TABLE audit_records (
+            id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            time DOUBLE PRECISION NOT NULL,
+            call_id TEXT NOT NULL,
+            tool_id TEXT NOT NULL,
+            definition_hash TEXT,
+            status TEXT NOT NULL,
+            code TEXT,
+            message TEXT,
+            detail TEXT,
+            duration DOUBLE PRECISION NOT NULL,
+            agent TEXT,
+            session TEXT,
+            workspace TEXT,
+            approval_id TEXT,
+            approval_decision TEXT,
+            idempotency_key TEXT,
+            args TEXT,
+            result TEXT,
+            visualization TEXT,
+            metadata TEXT NOT NULL
+        )
+        """,
+        "CREATE INDEX audit_time ON audit_records (time)",
+        "CREATE INDEX audit_tool ON audit_records (tool_id, time)",
+        "CREATE INDEX audit_agent ON audit_records (agent, time)",
+        "CREATE INDEX audit_status ON audit_records (status, time)",
+        "CREATE INDEX audit_call ON audit_records (call_id)",
+    ),
 )
 
 #: The schema version this toolgate reads and writes.

@@ -1,0 +1,156 @@
+"""The audit log in PostgreSQL: one log shared by every replica, written with ``COPY``.
+
+Replicas of a gateway configured with ``state: postgresql://…`` keep their audit records in the
+shared database (table ``audit_records``, created by ``toolgate db upgrade``), so ``toolgate
+audit``, the web UI's call list and the tools' health figures show every replica's calls, not
+the calls of whichever process answered.
+
+The log is **durable** by default: the gateway answers a call only after the batch holding its
+record is committed (:meth:`~toolgate.audit.log_base.AuditLog.recorded`). A replica killed in
+the middle of calls has recorded every call it answered. Batches still form on their own: while
+one ``COPY`` is being committed, the calls that end meanwhile wait for the next one, so under
+load one commit carries many records.
+
+When PostgreSQL does not answer, the batch is lost and counted, its callers are told that their
+calls were not recorded (``metadata.audit`` of the outcome), and the log is unhealthy until a
+later batch is committed: meanwhile the AuditGuard stage refuses tools above ``local_write``.
+
+This module imports psycopg (through :mod:`toolgate.stores.postgres_db`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Final
+
+import psycopg
+
+from ..errors import StateUnavailableError
+from ..stores.postgres_db import PostgresDatabase
+from .log_base import AuditLog, AuditStoreError
+from .record import AuditRecord
+from .sqlite_rows import row_from_record
+from .sqlite_schema import COLUMNS
+
+__all__ = ["PostgresAuditLog"]
+
+_COPY: Final = f"COPY audit_records ({COLUMNS}) FROM STDIN"
+
+
+def _storable(value: Any) -> Any:
+    """``value`` as PostgreSQL text can hold it: NUL characters and lone surrogates (which no
+    UTF-8 text holds) escaped, so one odd message does not lose its batch."""
+    if not isinstance(value, str) or (value.isascii() and "\x00" not in value):
+        return value
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            value = value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value.replace("\x00", "\\x00")
+
+
+class PostgresAuditLog(AuditLog):
+    """The audit log of a replica, kept in the shared PostgreSQL database ``db``.
+
+    The options are those of :class:`~toolgate.audit.sqlite_log.SQLiteAuditLog`; ``durable``
+    (default ``True``) makes :meth:`recorded` wait for the commit of a call's record. Retention
+    pruning runs on every replica; deleting the same old rows twice is harmless.
+    """
+
+    unlimited = "LIMIT ALL"
+
+    def __init__(
+        self,
+        db: PostgresDatabase,
+        *,
+        batch_size: int = 2000,
+        flush_interval: float = 0.2,
+        retention_days: float | None = 30,
+        jsonl_path: Path | str | None = None,
+        queue_size: int = 100_000,
+        prune_interval: float = 3600.0,
+        durable: bool = True,
+    ) -> None:
+        self.db = db
+        super().__init__(
+            batch_size=batch_size,
+            flush_interval=flush_interval,
+            retention_days=retention_days,
+            jsonl_path=jsonl_path,
+            queue_size=queue_size,
+            prune_interval=prune_interval,
+            durable=durable,
+        )
+        self._start()
+
+    def __repr__(self) -> str:
+        db = getattr(self, "db", None)
+        return f"PostgresAuditLog({None if db is None else db.where!r})"
+
+    @property
+    def path(self) -> None:
+        """No file: the records are in the shared database."""
+        return None
+
+    # -- the writer -----------------------------------------------------------------------------
+
+    def _write_records(self, batch: list[AuditRecord]) -> None:
+        rows: list[tuple[Any, ...]] = []
+        ids: list[str] = []
+        for record in batch:
+            try:
+                rows.append(tuple(_storable(value) for value in row_from_record(record)))
+            except Exception as exc:  # noqa: BLE001 - an unserializable value loses its record
+                self._lose(1)
+                self._fail(f"cannot serialize the record of call {record.call_id!r}", exc)
+                self._settle([record.call_id], self._last_error)
+                continue
+            ids.append(record.call_id)
+        if not rows:
+            return
+        try:
+            with (
+                self.db.write() as conn,
+                conn.raw.cursor() as cursor,
+                cursor.copy(_COPY) as copy,
+            ):
+                for row in rows:
+                    copy.write_row(row)
+        except (StateUnavailableError, psycopg.Error) as exc:
+            self._lose(len(rows))
+            self._fail("cannot write to the audit log in PostgreSQL", exc)
+            self._settle(ids, self._last_error)
+            return
+        self._written += len(rows)
+        self._settle(ids, None)
+        if self._append_jsonl(batch):
+            self._healthy = True
+
+    # -- reading --------------------------------------------------------------------------------
+
+    @contextmanager
+    def _reading(self) -> Iterator[Any]:
+        if self._closed:
+            raise AuditStoreError("the audit log is closed")
+        try:
+            with self.db.read() as conn:
+                yield conn
+        except StateUnavailableError as exc:
+            raise AuditStoreError(str(exc)) from exc
+        except psycopg.Error as exc:
+            raise AuditStoreError(f"cannot read the audit log in PostgreSQL: {exc}") from exc
+
+    def _delete_before(self, cutoff: float) -> int:
+        try:
+            with self.db.write() as conn:
+                deleted = conn.execute("DELETE FROM audit_records WHERE time < ?", (cutoff,))
+        except (StateUnavailableError, psycopg.Error) as exc:
+            raise AuditStoreError(f"cannot prune the audit log in PostgreSQL: {exc}") from exc
+        return int(deleted.rowcount)
+
+    def _release(self) -> None:
+        # The database belongs to the gateway's shared state, which closes it.
+        return None
