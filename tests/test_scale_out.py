@@ -17,6 +17,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -34,6 +35,8 @@ from test_mcp_server_helpers import answer_with
 pytest.importorskip("psycopg", reason="toolgate[postgres] is not installed")
 pytest.importorskip("redis", reason="toolgate[redis] is not installed")
 
+from toolgate.stores.postgres_schema import SCHEMA_VERSION
+
 REDIS_URL = os.environ.get("TOOLGATE_TEST_REDIS", "redis://127.0.0.1:6379/0")
 TOOLGATE = str(Path(sys.executable).parent / "toolgate")
 BOT_KEY = "tg_bot_" + uuid.uuid4().hex
@@ -50,6 +53,12 @@ RUNS = {runs!r}
 def _ran(name: str) -> None:
     with open(RUNS, "a") as log:
         log.write(name + "\\n")
+
+
+@tool(effect="read_only")
+def echo(text: str) -> str:
+    """Say the text back (no shared state but the audit log)."""
+    return text
 
 
 @tool(calls_per_minute=10)
@@ -127,6 +136,13 @@ class Cluster:
         )
         return response
 
+    def audited(self, tool: str) -> dict[str, dict[str, Any]]:
+        """The shared audit log's records of ``tool``, by call id (read with the CLI)."""
+        export = self.toolgate("audit", "export", "--tool", f"{self.namespace}:{tool}")
+        assert export.returncode == 0, export.stderr
+        records = [json.loads(line) for line in export.stdout.splitlines()]
+        return {record["call_id"]: record for record in records}
+
     def ran(self) -> list[str]:
         return self.runs.read_text().splitlines() if self.runs.exists() else []
 
@@ -177,7 +193,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             "state": database_url,
             "redis": REDIS_URL,
             "python": [{"module": "replica_tools.py", "namespace": namespace}],
-            "audit": {"enabled": False},
             "agents": {
                 "bot": {"key_sha256": hashlib.sha256(BOT_KEY.encode()).hexdigest()},
                 "ops": {
@@ -190,7 +205,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         env = clean_env(folder / "home")
         upgrade = run_toolgate(folder, env, "db", "upgrade")
         assert upgrade.returncode == 0, upgrade.stderr
-        assert "to 1" in upgrade.stdout
+        assert f"to {SCHEMA_VERSION}" in upgrade.stdout
         processes: list[subprocess.Popen[str]] = []
         try:
             urls = []
@@ -398,6 +413,101 @@ def _start_redis() -> None:
         time.sleep(0.2)
 
 
+def test_every_replica_writes_and_reads_one_audit_log_and_one_set_of_health_figures(
+    cluster: Cluster,
+) -> None:
+    answers = [
+        cluster.call(replica, "echo", text=f"from {replica}").json() for replica in (0, 1, 2)
+    ]
+    ids = {answer["call_id"] for answer in answers}
+    assert all(answer["status"] == "ok" for answer in answers)
+    assert all("audit" not in answer.get("metadata", {}) for answer in answers)  # recorded
+    # Any replica's API, and the CLI, show the calls every replica answered.
+    for replica in range(3):
+        page = httpx2.get(
+            f"{cluster.urls[replica]}/v1/audit",
+            params={"tool": f"{cluster.namespace}:echo"},
+            headers={"Authorization": f"Bearer {OPS_KEY}"},
+            timeout=30,
+        ).json()
+        assert ids <= {record["call_id"] for record in page["records"]}
+        tool = httpx2.get(
+            f"{cluster.urls[replica]}/v1/tools/{cluster.namespace}:echo",
+            headers={"Authorization": f"Bearer {BOT_KEY}"},
+            timeout=30,
+        ).json()
+        assert tool["status"]["totalCalls7d"] >= 3, tool["status"]
+    assert ids <= set(cluster.audited("echo"))
+
+
+def _hammer(url: str, namespace: str, stop: threading.Event) -> list[tuple[int, Any]]:
+    """Call ``echo`` on ``url`` until ``stop`` is set or the replica stops answering; returns
+    (HTTP status, answer) for every call that was answered."""
+    answered: list[tuple[int, Any]] = []
+    with httpx2.Client(timeout=30) as client:
+        for n in itertools.count():
+            if stop.is_set():
+                break
+            try:
+                response = client.post(
+                    f"{url}/v1/tools/{namespace}:echo/call",
+                    json={"arguments": {"text": f"n{n}"}},
+                    headers={"Authorization": f"Bearer {BOT_KEY}"},
+                )
+            except httpx2.TransportError:
+                break
+            answered.append((response.status_code, response.json()))
+    return answered
+
+
+def test_a_replica_killed_in_the_middle_of_calls_lost_no_record_of_a_call_it_answered(
+    cluster: Cluster,
+) -> None:
+    process, url = _start(cluster.folder, cluster.env)
+    try:
+        _wait_healthy(url, process)
+        # A pending approval asked on the replica that is about to die.
+        pending = cluster_call(url, cluster.namespace, "release", target="killed").json()
+        assert pending["status"] == "pending_approval"
+        stop = threading.Event()
+        with ThreadPoolExecutor(6) as pool:
+            loads = [pool.submit(_hammer, url, cluster.namespace, stop) for _ in range(6)]
+            time.sleep(2)  # calls answered, and more in flight on every thread
+            process.send_signal(signal.SIGKILL)
+            process.wait(30)
+            stop.set()
+            answered = [item for load in loads for item in load.result()]
+    finally:
+        if process.poll() is None:
+            process.kill()
+    acknowledged = {answer["call_id"] for status, answer in answered if status == 200}
+    assert len(acknowledged) >= 10, f"only {len(acknowledged)} calls were answered before the kill"
+    assert all(answer["status"] == "ok" for _, answer in answered)
+    assert all("audit" not in answer.get("metadata", {}) for _, answer in answered)
+    # Every call the killed replica answered is in the shared audit log.
+    missing = acknowledged - set(cluster.audited("echo"))
+    assert not missing, f"{len(missing)} answered calls have no audit record"
+    # The others keep serving, and the approval asked on the dead replica is not lost.
+    assert cluster.call(1, "echo", text="still here").json()["status"] == "ok"
+    approval_id = pending["approval"]["id"]
+    listed = httpx2.get(
+        f"{cluster.urls[0]}/v1/approvals/{approval_id}",
+        headers={"Authorization": f"Bearer {OPS_KEY}"},
+        timeout=30,
+    )
+    assert listed.status_code == 200, listed.text
+    assert listed.json()["approval"]["status"] == "pending"
+
+
+def cluster_call(url: str, namespace: str, tool: str, **arguments: Any) -> httpx2.Response:
+    return httpx2.post(
+        f"{url}/v1/tools/{namespace}:{tool}/call",
+        json={"arguments": arguments},
+        headers={"Authorization": f"Bearer {BOT_KEY}"},
+        timeout=30,
+    )
+
+
 @pytest.mark.skipif(
     os.geteuid() != 0
     or REDIS_URL != "redis://127.0.0.1:6379/0"
@@ -444,31 +554,69 @@ def _pg_ctl(action: str) -> None:
 def test_replicas_answer_unavailable_while_postgresql_is_down_and_recover_by_themselves(
     cluster: Cluster,
 ) -> None:
-    """Runs last in this module: it stops the server every test here uses, then starts it."""
+    """Runs last in this module: it stops the server every test here uses for ten seconds,
+    under calls on every replica, then starts it."""
     assert cluster.call(0, "charge", order_id="before-outage").json()["status"] == "ok"
-    _pg_ctl("stop")
-    try:
-        for replica in range(3):
-            response = cluster.call(replica, "charge", order_id=f"outage-{replica}")
-            assert response.status_code != 500
-            answer = response.json()
-            assert answer["status"] == "error" and answer["code"] == "unavailable", answer
-            assert "PostgreSQL" in answer["message"]
-            health = httpx2.get(cluster.urls[replica] + "/healthz", timeout=30).json()
-            assert health["status"] == "degraded" and health["state"]["database"] is False
-        assert not any(line.startswith("charge outage-") for line in cluster.ran())
-    finally:
-        _pg_ctl("start")
-    # No restart of the replicas: each reconnects on its own once the server is back.
-    deadline = time.monotonic() + 60
-    recovered: set[int] = set()
-    while len(recovered) < 3:
-        assert time.monotonic() < deadline, f"replicas {set(range(3)) - recovered} did not recover"
-        for replica in set(range(3)) - recovered:
-            answer = cluster.call(replica, "charge", order_id=f"after-{replica}").json()
-            if answer["status"] == "ok":
-                recovered.add(replica)
-        time.sleep(0.5)
+    stop = threading.Event()
+    with ThreadPoolExecutor(3) as pool:
+        loads = [pool.submit(_cycle, cluster, worker, stop) for worker in range(3)]
+        time.sleep(1)
+        _pg_ctl("stop")
+        try:
+            down_until = time.monotonic() + 10
+            for replica in range(3):
+                health = httpx2.get(cluster.urls[replica] + "/healthz", timeout=30).json()
+                assert health["status"] == "degraded" and health["state"]["database"] is False
+            time.sleep(max(0.0, down_until - time.monotonic()))
+        finally:
+            _pg_ctl("start")
+        # No restart of the replicas: each reconnects on its own once the server is back.
+        deadline = time.monotonic() + 60
+        recovered: set[int] = set()
+        while len(recovered) < 3:
+            assert time.monotonic() < deadline, f"replicas {set(range(3)) - recovered} are down"
+            for replica in set(range(3)) - recovered:
+                answer = cluster.call(replica, "charge", order_id=f"after-{replica}").json()
+                if answer["status"] == "ok":
+                    recovered.add(replica)
+            time.sleep(0.5)
+        stop.set()
+        answers = [answer for load in loads for answer in load.result()]
+    # Every call was answered (no 500, no hang), and the ones that needed the database while
+    # it was down were refused with a reason, never run unguarded.
+    assert all(status != 500 for _, status, _ in answers)
+    unavailable = [answer for _, _, answer in answers if answer.get("code") == "unavailable"]
+    assert unavailable and all("PostgreSQL" in answer["message"] for answer in unavailable)
+    assert {tool for tool, _, answer in answers if answer in unavailable} >= {"charge"}
+    # No record lost that a caller was told was recorded.
+    told = {
+        tool: {
+            answer["call_id"]
+            for named, _, answer in answers
+            if named == tool and "audit" not in answer.get("metadata", {})
+        }
+        for tool in ("echo", "charge")
+    }
+    for tool, ids in told.items():
+        assert not ids - set(cluster.audited(tool)), f"{tool}: acknowledged records lost"
+    assert any("not recorded" in a.get("metadata", {}).get("audit", "") for _, _, a in answers)
     assert all(
         httpx2.get(url + "/healthz", timeout=30).json()["status"] == "ok" for url in cluster.urls
     )
+
+
+def _cycle(cluster: Cluster, worker: int, stop: threading.Event) -> list[tuple[str, int, Any]]:
+    """Call ``echo`` and ``charge`` on each replica in turn until ``stop``; returns (tool, HTTP
+    status, answer) of every call. A call that gets no answer fails the test."""
+    answers: list[tuple[str, int, Any]] = []
+    for n in itertools.count():
+        if stop.is_set():
+            return answers
+        replica = n % 3
+        for tool, arguments in (
+            ("echo", {"text": f"w{worker}-{n}"}),
+            ("charge", {"order_id": f"load-{worker}-{n}"}),
+        ):
+            response = cluster.call(replica, tool, **arguments)
+            answers.append((tool, response.status_code, response.json()))
+    raise AssertionError("unreachable")
