@@ -37,6 +37,8 @@ GOAL_BURST_MS = 1000.0
 GOAL_FULL_US = 40.0
 #: Audit records written per second, sustained (first call → flush end).
 GOAL_AUDIT_PER_S = 20_000.0
+#: The full pipeline on PostgreSQL + Redis at most this many times its median on SQLite.
+GOAL_PG_RATIO = 3.0
 
 #: The guarantee rows, each read against the bare call_sync row.
 GUARANTEE_ROWS = (
@@ -154,6 +156,39 @@ def guarantee_goals(results: dict[str, Summary], meta: dict[str, Any]) -> list[G
             else f"{seen['written']:,} of {seen['calls']:,} written, lost {seen['lost']}",
         )
     )
+    return out + shared_state_goals(results, meta)
+
+
+def shared_state_goals(results: dict[str, Summary], meta: dict[str, Any]) -> list[Goal]:
+    """Issue 12's goals: all four guarantees on PostgreSQL + Redis ≤ 3× their median on
+    SQLite (same run), and ≥ 20,000 audit records/s written into PostgreSQL."""
+    out: list[Goal] = []
+    pg, sql = _median(results, "g_full_pg"), _median(results, "g_full_sql")
+    if not (math.isnan(pg) or math.isnan(sql)):
+        ratio = pg / sql
+        out.append(
+            Goal(
+                "all four on PostgreSQL + Redis / on SQLite: medians",
+                f"≤ {GOAL_PG_RATIO:g}×",
+                ratio,
+                "×",
+                ratio <= GOAL_PG_RATIO,
+                f"{pg:,.0f} µs vs {sql:,.0f} µs (durable audit in PostgreSQL)",
+            )
+        )
+    seen = (meta.get("audit_throughputs") or {}).get("audit_rate_pg")
+    if seen:
+        rate = float(seen["written_per_s"])
+        out.append(
+            Goal(
+                "sustained audit into PostgreSQL (COPY): records written / s",
+                f"≥ {GOAL_AUDIT_PER_S:,.0f}/s",
+                rate,
+                "/s",
+                rate >= GOAL_AUDIT_PER_S and seen["lost"] == 0,
+                f"{seen['written']:,} of {seen['calls']:,} written, lost {seen['lost']}",
+            )
+        )
     return out
 
 
@@ -384,6 +419,12 @@ def _guarantee_lines(results: dict[str, Summary], meta: dict[str, Any]) -> list[
             f"  calls {seen['calls_s']:.2f} s ({seen['calls_per_s']:,.0f} calls/s, "
             f"{seen['backlog_after_calls']:,} still queued at the last call) + flush wait "
             f"{seen['flush_s']:.2f} s" + ("" if seen["flushed"] else "  — FLUSH TIMED OUT")
+        )
+    for key, pg in (meta.get("audit_throughputs") or {}).items():
+        out.append(
+            f"Audit into PostgreSQL ({key}): {pg['calls']:,} calls, {pg['written']:,} written, "
+            f"{pg['lost']} lost in {pg['total_s']:.2f} s = {pg['written_per_s']:,.0f} records/s"
+            + ("" if pg["flushed"] else "  — FLUSH TIMED OUT")
         )
     return out
 

@@ -36,6 +36,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import http_throughput
+import shared_audit_scenarios  # noqa: F401 - registers the PostgreSQL audit scenarios
 import toolgate
 from _report import render, to_json
 from _timing import Budget, Samples, Summary, summarize
@@ -275,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
         meta["idempotency_keys"] = fixtures.idempotency_keys
     if fixtures.audit_throughput is not None:
         meta["audit_throughput"] = fixtures.audit_throughput
+    if fixtures.audit_throughputs:
+        meta["audit_throughputs"] = fixtures.audit_throughputs
     meta["load_after"] = _load()
     if fastmcp_version is not None and fastmcp_version != PINNED_FASTMCP:
         problems["fastmcp"] = (

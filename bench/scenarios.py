@@ -158,6 +158,8 @@ class Fixtures:
         """Per idempotency variant: keys held by its in-memory store after the last round."""
         self.audit_throughput: dict[str, Any] | None = None
         """What the sustained-audit scenario saw (calls, written, lost, times)."""
+        self.audit_throughputs: dict[str, dict[str, Any]] = {}
+        """What the sustained-audit scenarios into PostgreSQL saw, by scenario key."""
 
     @cached_property
     def gateway(self) -> Gateway:
@@ -753,11 +755,12 @@ async def g_full_sql(ctx: Context) -> Samples:
 
 @scenario(
     "g_full_pg",
-    "call_sync + all four, PostgreSQL + Redis  (idem in PostgreSQL, rate in Redis)",
+    "call_sync + all four, PostgreSQL + Redis  (idem + audit in PostgreSQL, rate in Redis)",
     group="toolgate",
     baseline="call_sync",
-    note="as g_full_sql, with the state replicas share: idempotency records in PostgreSQL, "
-    "rate-limit counters in Redis (local servers; compare with g_full_sql)",
+    note="as g_full_sql, with the state replicas share: idempotency records and the audit log "
+    "in PostgreSQL (durable: each call waits for its record's commit), rate-limit counters in "
+    "Redis (local servers; compare with g_full_sql)",
 )
 async def g_full_pg(ctx: Context) -> Samples:
     return _measure_guarantee(ctx, "full_pg", fresh_keys=True)

@@ -113,7 +113,7 @@ class PostgresAuditLog(AuditLog):
             return
         try:
             with (
-                self.db.write() as conn,
+                self.db.autocommit() as conn,  # COPY is atomic on its own
                 conn.raw.cursor() as cursor,
                 cursor.copy(_COPY) as copy,
             ):

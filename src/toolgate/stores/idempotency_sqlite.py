@@ -104,9 +104,11 @@ class SqlIdempotencyStore:
             "expires_at": record.expires_at,
             "now": now,
         }
-        # A holder that lets go between the two statements (released, expired) is retried.
+        # Each statement is atomic on its own (the claim is one upsert): no transaction, one
+        # round trip on a server. A holder that lets go between the claim and the read of its
+        # record (released, expired) is retried.
         for _ in range(3):
-            with self._db.write() as conn:
+            with self._db.autocommit() as conn:
                 taken = conn.execute(_CLAIM, values).fetchone()
                 if taken is None:
                     row = conn.execute(
@@ -133,7 +135,7 @@ class SqlIdempotencyStore:
     ) -> bool:
         """See :meth:`~toolgate.stores.idempotency.IdempotencyStore.complete`."""
         text = canonical_json(outcome)
-        with self._db.write() as conn:
+        with self._db.autocommit() as conn:
             cursor = conn.execute(
                 "UPDATE idempotency_keys SET status = ?, outcome = ?, expires_at = ? "
                 "WHERE tool_id = ? AND key = ? AND call_id = ?",
@@ -143,7 +145,7 @@ class SqlIdempotencyStore:
 
     def release(self, tool_id: str, key: str, *, call_id: str) -> bool:
         """See :meth:`~toolgate.stores.idempotency.IdempotencyStore.release`."""
-        with self._db.write() as conn:
+        with self._db.autocommit() as conn:
             cursor = conn.execute(
                 "DELETE FROM idempotency_keys WHERE tool_id = ? AND key = ? AND call_id = ?",
                 (tool_id, key, call_id),

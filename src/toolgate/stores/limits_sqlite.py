@@ -79,7 +79,7 @@ class SqlRateLimitStorage(Storage):
         """Add ``amount`` to the counter (starting a window of ``expiry`` seconds when the
         counter is new or expired) and return the new count, atomically."""
         now = self.clock()
-        with self._db.write() as conn:
+        with self._db.autocommit() as conn:  # one atomic upsert
             row = conn.execute(
                 _INCR, {"key": key, "amount": amount, "until": now + expiry, "now": now}
             ).fetchone()

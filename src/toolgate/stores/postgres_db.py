@@ -109,6 +109,9 @@ class PostgresDatabase:
             name=name,
             kwargs={
                 "row_factory": dict_row,
+                # Transactions are explicit (write()); a single statement needs no BEGIN/COMMIT
+                # round trips around it (autocommit()).
+                "autocommit": True,
                 "connect_timeout": max(1, int(timeout)),
                 "application_name": name,
                 "options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS}",
@@ -150,19 +153,29 @@ class PostgresDatabase:
         except psycopg_pool.PoolTimeout as exc:
             raise self._unavailable(exc) from exc
         except psycopg.OperationalError as exc:
-            if isinstance(exc, psycopg.errors.QueryCanceled):
-                raise StateUnavailableError(
-                    f"PostgreSQL at {self.where} did not answer within "
-                    f"{STATEMENT_TIMEOUT_MS / 1000:g} s"
-                ) from exc
-            raise self._unavailable(exc) from exc
+            raise self._errors(exc) from exc
+
+    def _errors(self, exc: psycopg.OperationalError) -> StateUnavailableError:
+        if isinstance(exc, psycopg.errors.QueryCanceled):
+            return StateUnavailableError(
+                f"PostgreSQL at {self.where} did not answer within "
+                f"{STATEMENT_TIMEOUT_MS / 1000:g} s"
+            )
+        return self._unavailable(exc)
 
     def read(self) -> Any:
-        """A connection for read-only statements (one transaction)."""
+        """A connection for read-only statements (each sees the data committed when it runs)."""
         return self._connection()
 
-    def write(self) -> Any:
+    @contextmanager
+    def write(self) -> Iterator[PostgresConnection]:
         """A connection inside a transaction: committed when the block ends, else rolled back."""
+        with self._connection() as conn, conn.raw.transaction():
+            yield conn
+
+    def autocommit(self) -> Any:
+        """A connection whose statements commit as they run: one round trip each, for writes
+        that are a single atomic statement (no ``BEGIN`` and ``COMMIT`` around them)."""
         return self._connection()
 
     def check(self) -> bool:

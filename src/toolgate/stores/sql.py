@@ -48,6 +48,13 @@ class SqlDatabase(Protocol):
         """A connection inside a transaction: committed on success, else rolled back."""
         ...
 
+    def autocommit(self) -> AbstractContextManager[Any]:
+        """A connection for statements that are each atomic on their own and need no
+        transaction around them: on a server each commits as it runs, in one round trip (the
+        hot path's single-statement writes). An embedded database may run them in a
+        transaction; the caller must not rely on either."""
+        ...
+
     def check(self) -> bool:
         """Whether the database answers now."""
         ...

@@ -17,7 +17,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Final
 
@@ -130,6 +130,10 @@ class SQLiteDatabase:
         """The connection inside a write transaction: committed on success, else rolled back."""
         with self._lock, write_transaction(self._connection()) as conn:
             yield conn
+
+    def autocommit(self) -> AbstractContextManager[sqlite3.Connection]:
+        """:meth:`write`: SQLite has no round trips to save."""
+        return self.write()
 
     def check(self) -> bool:
         """Whether the database answers (``False`` once closed or broken)."""
