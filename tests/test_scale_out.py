@@ -56,6 +56,12 @@ def _ran(name: str) -> None:
 
 
 @tool(effect="read_only")
+def whoami() -> int:
+    """The process id of the server that ran this call."""
+    return os.getpid()
+
+
+@tool(effect="read_only")
 def echo(text: str) -> str:
     """Say the text back (no shared state but the audit log)."""
     return text
@@ -150,9 +156,9 @@ class Cluster:
         return run_toolgate(self.folder, self.env, *args)
 
 
-def _start(folder: Path, env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
+def _start(folder: Path, env: dict[str, str], *options: str) -> tuple[subprocess.Popen[str], str]:
     process = subprocess.Popen(
-        [TOOLGATE, "serve", "--port", "0"],
+        [TOOLGATE, "serve", "--port", "0", *options],
         cwd=folder,
         env=env,
         stdout=subprocess.PIPE,
@@ -506,6 +512,51 @@ def cluster_call(url: str, namespace: str, tool: str, **arguments: Any) -> httpx
         headers={"Authorization": f"Bearer {BOT_KEY}"},
         timeout=30,
     )
+
+
+def test_serve_with_two_workers_shares_one_port_restarts_a_dead_worker_and_stops_cleanly(
+    cluster: Cluster,
+) -> None:
+    process, url = _start(cluster.folder, cluster.env, "--workers", "2")
+
+    def pids(calls: int) -> set[int]:
+        with ThreadPoolExecutor(4) as pool:
+            answers = pool.map(
+                lambda _: cluster_call(url, cluster.namespace, "whoami").json(), range(calls)
+            )
+            return {answer["content"] for answer in answers}
+
+    try:
+        _wait_healthy(url, process)
+        first: set[int] = set()
+        for _ in range(10):
+            first |= pids(20)
+            if len(first) == 2:
+                break
+        assert len(first) == 2 and process.pid not in first, first
+        victim = min(first)
+        os.kill(victim, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        seen: set[int] = set()
+        while not seen - first:
+            assert time.monotonic() < deadline, f"no worker replaced {victim}: {seen}"
+            seen |= pids(8)  # every call is answered meanwhile, by the survivor
+        assert victim not in seen
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0
+    output = process.stdout.read() if process.stdout else ""
+    assert f"worker pid {victim} exited" in output
+    for pid in first | seen:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_serve_refuses_several_workers_without_the_shared_state(tmp_path: Path) -> None:
+    result = run_toolgate(tmp_path, clean_env(tmp_path / "home"), "serve", "--workers", "2")
+    assert result.returncode == 1
+    assert "--workers 2 needs the shared state in PostgreSQL" in result.stderr
+    assert "state:" in result.stderr
 
 
 @pytest.mark.skipif(

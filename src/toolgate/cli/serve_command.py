@@ -16,6 +16,7 @@ import signal
 import socket
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -29,6 +30,7 @@ from ..stores.agent_keys import AgentKeyStore
 from ..stores.shared_keys import shared_key
 from .errors import EXIT_CODES_HELP, CliFailure
 from .options import CliState, ConfigOption, LogFormat, LogFormatOption
+from .serve_workers import refuse_unshared, supervise, worker_command
 
 __all__ = ["register"]
 
@@ -108,6 +110,18 @@ def serve(
     ] = None,
     config: ConfigOption = None,
     log_format: LogFormatOption = LogFormat.TEXT,
+    workers: Annotated[
+        int,
+        typer.Option(
+            "--workers",
+            "-w",
+            min=1,
+            max=64,
+            help="Server processes sharing the port (default 1). More than one needs the shared "
+            "state in PostgreSQL (state: in toolgate.yaml): see docs/guides/scale-out.md.",
+        ),
+    ] = 1,
+    listen_fd: Annotated[int | None, typer.Option("--listen-fd", hidden=True)] = None,
 ) -> None:
     """Serve the tools over HTTP: the JSON API at /v1 (OpenAPI at /openapi.json), /healthz,
     /metrics (Prometheus), and MCP and the web UI.
@@ -151,7 +165,18 @@ def serve(
         oauth = None if auth is None else build_oauth(auth, identity)  # ConfigError: exit 3
         # UnsafeBindError (a ConfigError): exit 3
         loopback = check_bind(host, identity, oauth=oauth is not None)
-        sock = _listen(host, port)
+        if workers > 1 and listen_fd is None:
+            refuse_unshared(workers, shared.database)
+            sock = _listen(host, port)
+            cleanup.callback(sock.close)
+            shared.close()  # the workers open their own
+            _print_workers_banner(state, _base_url(sock), workers)
+            command = worker_command(sock.fileno(), loaded.path, ["--log-format", log_format.value])
+            code = supervise(sock, workers, command, state.err, cwd=Path.cwd())
+            state.err.print("toolgate stopped.")
+            raise typer.Exit(code)
+        # A worker of `serve --workers N` serves the supervisor's socket.
+        sock = _listen(host, port) if listen_fd is None else socket.socket(fileno=listen_fd)
         cleanup.callback(sock.close)
         gateway = build_gateway(
             loaded,
@@ -208,7 +233,8 @@ def serve(
             resource_metadata=None if oauth is None else oauth.metadata,
             metrics=metrics,
         )
-        _print_banner(state, url, app, identity, tools=len(gateway.registry))
+        if listen_fd is None:
+            _print_banner(state, url, app, identity, tools=len(gateway.registry))
         server = uvicorn.Server(
             uvicorn.Config(
                 app,
@@ -270,6 +296,23 @@ def _print_banner(state: CliState, url: str, app: Any, identity: AgentIdentity, 
             soft_wrap=True,
         )
     out.print("Press Ctrl+C to stop.")
+    sys.stdout.flush()
+
+
+def _print_workers_banner(state: CliState, url: str, workers: int) -> None:
+    loaded = state.loaded
+    source = "the demo tools" if loaded is None or loaded.path is None else loaded.label
+    state.out.print(
+        Text(f"toolgate is serving {source} on {url} with {workers} worker processes", "bold")
+    )
+    for name, where in (
+        ("HTTP API", "/v1"),
+        ("Health", "/healthz"),
+        ("MCP", "/mcp"),
+        ("Web UI", "/"),
+    ):
+        state.out.print(Text(f"  {name:<9} {url}{where}"), soft_wrap=True)
+    state.out.print("Press Ctrl+C to stop.")
     sys.stdout.flush()
 
 
