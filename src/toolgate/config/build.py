@@ -151,7 +151,7 @@ def build_gateway(
         rate_limit_per_agent=config.rate_limits.per_agent,
         # The keyring or the secrets file, chosen on first use: commands that read no secret
         # never load a keyring backend.
-        secret_store=open_secret_store(home),
+        secret_store=open_secret_store(home, database=shared.database),
         home=home,
         sandbox=config_sandbox(loaded, home, serve_ports),
         telemetry=telemetry,

@@ -4,10 +4,13 @@ Secrets are kept per *scope*: a Jingle capability's secrets under its capability
 that Kubernetes-style resources reference (``secretRef``) under :data:`GLOBAL_SCOPE`. A tool
 receives only the secrets it declares, from its own scope (see :class:`SecretResolver`).
 
-Where they are kept (:func:`open_secret_store`): the OS keyring when one works
+Where they are kept (:func:`open_secret_store`): with a shared database (``state:``) and
+``TOOLGATE_SECRETS_KEY`` set, in that database, sealed, for every replica
+(:mod:`~toolgate.secrets.database_store`); else the OS keyring when one works
 (:mod:`~toolgate.secrets.keyring_store`), otherwise a JSON file only the user can read,
 ``$TOOLGATE_HOME/secrets/secrets.json`` (:mod:`~toolgate.secrets.file_store`). The environment
-variable ``TOOLGATE_SECRET_STORE`` (``auto``, ``keyring`` or ``file``) forces the choice.
+variable ``TOOLGATE_SECRET_STORE`` (``auto``, ``database``, ``keyring`` or ``file``) forces the
+choice.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from ..errors import ConfigError
 from ..model import Tool
 
 if TYPE_CHECKING:
+    from .database_store import SharedDatabase
     from .file_store import FileSecretStore
 
 __all__ = [
@@ -145,7 +149,7 @@ def store_names(store: SecretStore | None, scope: str) -> list[str]:
 #: The environment variable that forces where secrets live: ``auto`` (default), ``keyring``,
 #: ``file``.
 SECRET_STORE_ENV = "TOOLGATE_SECRET_STORE"
-SECRET_STORE_MODES = ("auto", "keyring", "file")
+SECRET_STORE_MODES = ("auto", "database", "keyring", "file")
 
 
 def secrets_file(home: Path) -> Path:
@@ -157,13 +161,22 @@ class ChosenSecretStore:
     """The store :func:`open_secret_store` picks, picked on first use so that commands which
     never read a secret never load a keyring backend.
 
-    ``auto``: the file store when its file already exists (holding values, or refused for unsafe
-    permissions: switching stores silently would lose the connections made so far), else the OS
-    keyring when one works, else the file store. ``keyring`` / ``file``: that store only (a
-    forced keyring that does not work reports why in :meth:`problem`).
+    ``auto``: the shared ``database`` when one is given with a ``secrets_key``; else the file
+    store when its file already exists (holding values, or refused for unsafe permissions:
+    switching stores silently would lose the connections made so far), else the OS keyring when
+    one works, else the file store. ``database`` / ``keyring`` / ``file``: that store only (a
+    forced keyring that does not work reports why in :meth:`problem`; a forced database needs
+    both, else :class:`~toolgate.errors.ConfigError` at once).
     """
 
-    def __init__(self, home: Path, mode: str = "auto") -> None:
+    def __init__(
+        self,
+        home: Path,
+        mode: str = "auto",
+        *,
+        database: SharedDatabase | None = None,
+        secrets_key: str | None = None,
+    ) -> None:
         if mode not in SECRET_STORE_MODES:
             raise ConfigError(
                 f"{SECRET_STORE_ENV}={mode!r} is not a secret store; use one of "
@@ -171,6 +184,20 @@ class ChosenSecretStore:
             )
         self.home = home
         self.mode = mode
+        self._shared: SecretStore | None = None
+        if secrets_key and database is not None and mode in ("auto", "database"):
+            from .database_store import DatabaseSecretStore, parse_secrets_key
+
+            where = getattr(database, "where", "the shared database")
+            self._shared = DatabaseSecretStore(
+                database, parse_secrets_key(secrets_key), where=where
+            )
+        elif mode == "database":
+            missing = "TOOLGATE_SECRETS_KEY" if database is not None else "state: (PostgreSQL)"
+            raise ConfigError(
+                f"{SECRET_STORE_ENV}=database needs {missing}: the shared secrets live in the "
+                "shared database, sealed with a key every replica has"
+            )
         self._store: SecretStore | None = None
         self._reason = ""
         self._lock = threading.Lock()
@@ -184,6 +211,12 @@ class ChosenSecretStore:
         from .keyring_store import KeyringSecretStore
 
         forced = f"{SECRET_STORE_ENV}={self.mode}"
+        if self._shared is not None:
+            return self._shared, (
+                forced
+                if self.mode == "database"
+                else "a shared database and TOOLGATE_SECRETS_KEY are configured"
+            )
         if self.mode == "file":
             return self._file(), forced
         if self.mode == "keyring":
@@ -239,13 +272,22 @@ class ChosenSecretStore:
         return store_problem(self.store)
 
 
-def open_secret_store(home: Path, environ: Mapping[str, str] | None = None) -> ChosenSecretStore:
-    """The secret store of a gateway whose ``$TOOLGATE_HOME`` is ``home``: the OS keyring when
-    one works, else ``$TOOLGATE_HOME/secrets/secrets.json`` (see :class:`ChosenSecretStore`).
+def open_secret_store(
+    home: Path,
+    environ: Mapping[str, str] | None = None,
+    *,
+    database: SharedDatabase | None = None,
+) -> ChosenSecretStore:
+    """The secret store of a gateway whose ``$TOOLGATE_HOME`` is ``home``: the shared
+    ``database`` when ``TOOLGATE_SECRETS_KEY`` is set, else the OS keyring when one works, else
+    ``$TOOLGATE_HOME/secrets/secrets.json`` (see :class:`ChosenSecretStore`).
 
-    ``TOOLGATE_SECRET_STORE`` in ``environ`` (default ``os.environ``) forces ``keyring`` or
-    ``file``; any other value raises :class:`~toolgate.errors.ConfigError`. Opens nothing yet.
+    ``TOOLGATE_SECRET_STORE`` in ``environ`` (default ``os.environ``) forces ``database``,
+    ``keyring`` or ``file``; any other value, a malformed key, or ``database`` without a
+    database or a key raises :class:`~toolgate.errors.ConfigError`. Opens nothing yet.
     """
     env = os.environ if environ is None else environ
     mode = (env.get(SECRET_STORE_ENV) or "auto").strip().lower()
-    return ChosenSecretStore(home, mode)
+    return ChosenSecretStore(
+        home, mode, database=database, secrets_key=env.get("TOOLGATE_SECRETS_KEY") or None
+    )

@@ -183,6 +183,19 @@ _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         "CREATE INDEX audit_status ON audit_records (status, time)",
         "CREATE INDEX audit_call ON audit_records (call_id)",
     ),
+    # 3: connection secrets shared by the replicas, sealed with TOOLGATE_SECRETS_KEY (AES-GCM):
+    # the database never holds a value in the clear.
+    (
+        """
+        CREATE TABLE secrets (
+            scope TEXT NOT NULL,
+            name TEXT NOT NULL,
+            sealed TEXT NOT NULL,
+            updated_at DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (scope, name)
+        )
+        """,
+    ),
 )
 
 #: The schema version this toolgate reads and writes.
