@@ -14,6 +14,7 @@ import itertools
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -29,6 +30,7 @@ from typing import Any
 import httpx2
 import pytest
 
+import toolgate
 from postgres_support import scratch_database
 from test_mcp_server_helpers import answer_with
 
@@ -191,6 +193,7 @@ def _wait_healthy(url: str, process: subprocess.Popen[str]) -> None:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     _redis_up()
     folder = tmp_path_factory.mktemp("replicas")
+    (folder / "shared_tools").mkdir()
     namespace = "r" + uuid.uuid4().hex[:8]
     runs = folder / "runs.log"
     (folder / "replica_tools.py").write_text(TOOLS.format(runs=str(runs)))
@@ -199,6 +202,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             "state": database_url,
             "redis": REDIS_URL,
             "python": [{"module": "replica_tools.py", "namespace": namespace}],
+            # One folder of tool folders for every replica (a shared volume in production).
+            "tool_folders": [{"path": "shared_tools", "namespace": namespace}],
             "agents": {
                 "bot": {"key_sha256": hashlib.sha256(BOT_KEY.encode()).hexdigest()},
                 "ops": {
@@ -446,6 +451,33 @@ def test_every_replica_writes_and_reads_one_audit_log_and_one_set_of_health_figu
     assert ids <= set(cluster.audited("echo"))
 
 
+def test_a_tool_folder_added_to_the_shared_path_reaches_every_replica(cluster: Cluster) -> None:
+    demo = Path(toolgate.__file__).parent / "demo" / "tool_folders" / "system-info"
+    target = cluster.folder / "shared_tools" / "host-info"
+    shutil.copytree(demo, target / "staging")
+    manifest = target / "staging" / "tool.md"
+    manifest.write_text(manifest.read_text().replace("name: system-info", "name: host-info"))
+    for item in (target / "staging").iterdir():  # the folder appears whole, as a deploy does
+        item.rename(target / item.name)
+    (target / "staging").rmdir()
+    tool_id = f"{cluster.namespace}:host-info"
+    deadline = time.monotonic() + 90  # the watcher at once; the periodic rescan within 60 s
+    pending = set(range(3))
+    while pending:
+        assert time.monotonic() < deadline, f"replicas {pending} never listed {tool_id}"
+        for replica in sorted(pending):
+            listed = httpx2.get(
+                f"{cluster.urls[replica]}/v1/tools/{tool_id}",
+                headers={"Authorization": f"Bearer {BOT_KEY}"},
+                timeout=30,
+            )
+            if listed.status_code == 200:
+                pending.discard(replica)
+        time.sleep(0.3)
+    answer = cluster.call(2, "host-info").json()
+    assert answer["status"] == "ok" and "system" in answer["content"], answer
+
+
 def _hammer(url: str, namespace: str, stop: threading.Event) -> list[tuple[int, Any]]:
     """Call ``echo`` on ``url`` until ``stop`` is set or the replica stops answering; returns
     (HTTP status, answer) for every call that was answered."""
@@ -568,18 +600,34 @@ def test_serve_refuses_several_workers_without_the_shared_state(tmp_path: Path) 
 def test_rate_limited_calls_are_unavailable_while_redis_is_down_and_recover(
     cluster: Cluster,
 ) -> None:
-    subprocess.run(["redis-cli", "shutdown", "nosave"], capture_output=True, timeout=30)
-    try:
-        answers = [cluster.call(replica, "ping") for replica in range(3)]
-        assert [a.status_code for a in answers] != [500] * 3
-        for answer in map(httpx2.Response.json, answers):
-            assert answer["code"] == "unavailable" and "Redis" in answer["message"], answer
-        # Tools without rate limits do not need Redis.
-        assert cluster.call(0, "charge", order_id="during-redis-outage").json()["status"] == "ok"
-        health = httpx2.get(cluster.urls[1] + "/healthz", timeout=30).json()
-        assert health["status"] == "degraded" and health["state"]["redis"] is False
-    finally:
-        _start_redis()
+    """Redis stopped for ten seconds under calls on every replica."""
+    stop = threading.Event()
+    calls = (("ping", {}), ("echo", {"text": "no Redis needed"}))
+    with ThreadPoolExecutor(3) as pool:
+        loads = [pool.submit(_cycle, cluster, worker, stop, calls) for worker in range(3)]
+        time.sleep(1)
+        subprocess.run(["redis-cli", "shutdown", "nosave"], capture_output=True, timeout=30)
+        try:
+            down_until = time.monotonic() + 10
+            health = httpx2.get(cluster.urls[1] + "/healthz", timeout=30).json()
+            assert health["status"] == "degraded" and health["state"]["redis"] is False
+            time.sleep(max(0.0, down_until - time.monotonic()))
+        finally:
+            _start_redis()
+        time.sleep(1)
+        stop.set()
+        answers = [answer for load in loads for answer in load.result()]
+    assert all(status != 500 for _, status, _ in answers)
+    pings = [answer for tool, _, answer in answers if tool == "ping"]
+    unavailable = [answer for answer in pings if answer.get("code") == "unavailable"]
+    assert unavailable and all("Redis" in answer["message"] for answer in unavailable)
+    # Never unlimited: while Redis was down no ping ran; before and after, at most the ten.
+    assert all(
+        answer["code"] in ("unavailable", "rate_limited") for answer in pings if answer.get("code")
+    )
+    assert sum(answer["status"] == "ok" for answer in pings) <= 10
+    # Tools without rate limits do not need Redis: every echo ran.
+    assert all(answer["status"] == "ok" for tool, _, answer in answers if tool == "echo")
     for replica in range(3):
         # Counted again (ok, or rate_limited once this minute's ten are spent): never unavailable.
         answer = cluster.call(replica, "ping").json()
@@ -610,7 +658,7 @@ def test_replicas_answer_unavailable_while_postgresql_is_down_and_recover_by_the
     assert cluster.call(0, "charge", order_id="before-outage").json()["status"] == "ok"
     stop = threading.Event()
     with ThreadPoolExecutor(3) as pool:
-        loads = [pool.submit(_cycle, cluster, worker, stop) for worker in range(3)]
+        loads = [pool.submit(_cycle, cluster, worker, stop, CHARGES) for worker in range(3)]
         time.sleep(1)
         _pg_ctl("stop")
         try:
@@ -656,18 +704,26 @@ def test_replicas_answer_unavailable_while_postgresql_is_down_and_recover_by_the
     )
 
 
-def _cycle(cluster: Cluster, worker: int, stop: threading.Event) -> list[tuple[str, int, Any]]:
-    """Call ``echo`` and ``charge`` on each replica in turn until ``stop``; returns (tool, HTTP
-    status, answer) of every call. A call that gets no answer fails the test."""
+#: What the PostgreSQL outage test calls in turn: a tool with no shared state but the audit log,
+#: and one with an idempotency key ({n}: a new order per call).
+CHARGES = (("echo", {"text": "w{worker}-{n}"}), ("charge", {"order_id": "load-{worker}-{n}"}))
+
+
+def _cycle(
+    cluster: Cluster,
+    worker: int,
+    stop: threading.Event,
+    calls: tuple[tuple[str, dict[str, str]], ...],
+) -> list[tuple[str, int, Any]]:
+    """Make ``calls`` (``{worker}`` and ``{n}`` filled in) on each replica in turn until
+    ``stop``; returns (tool, HTTP status, answer) of every call. A call that gets no answer
+    fails the test."""
     answers: list[tuple[str, int, Any]] = []
     for n in itertools.count():
         if stop.is_set():
             return answers
-        replica = n % 3
-        for tool, arguments in (
-            ("echo", {"text": f"w{worker}-{n}"}),
-            ("charge", {"order_id": f"load-{worker}-{n}"}),
-        ):
-            response = cluster.call(replica, tool, **arguments)
+        for tool, arguments in calls:
+            filled = {name: value.format(worker=worker, n=n) for name, value in arguments.items()}
+            response = cluster.call(n % 3, tool, **filled)
             answers.append((tool, response.status_code, response.json()))
     raise AssertionError("unreachable")

@@ -9,9 +9,12 @@ column name, as ``sqlite3.Row`` is.
 
 Failures of the server itself — refused, gone, restarting, the pool exhausted past its timeout —
 raise :class:`~toolgate.errors.StateUnavailableError`, which the pipeline turns into an
-``unavailable`` outcome. Broken connections are dropped by the pool, and the idle ones are checked
-in the background after such a failure, so the gateway reconnects by itself when the server is
-back. The schema is not made here: :func:`~toolgate.stores.postgres_schema.upgrade` makes and
+``unavailable`` outcome. After such a failure every operation fails at once (no caller waits out
+the pool's timeout, stalling the server's event loop) while a thread tries the server every half
+second; when it answers, the pool's broken connections are replaced and operations resume, so
+the gateway reconnects by itself when the server is back.
+
+The schema is not made here: :func:`~toolgate.stores.postgres_schema.upgrade` makes and
 upgrades it, and :func:`~toolgate.stores.postgres_schema.check_schema` refuses one it does not know.
 
 This module imports psycopg (``pip install 'toolgate[postgres]'``); it is only imported when a
@@ -20,8 +23,10 @@ This module imports psycopg (``pip install 'toolgate[postgres]'``); it is only i
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
@@ -39,6 +44,9 @@ __all__ = ["PostgresConnection", "PostgresDatabase", "redact_url"]
 #: Seconds to wait for a connection from the pool (or for the server to accept one). Short: a
 #: call waits at most this long before ending in ``unavailable`` while PostgreSQL is down.
 POOL_TIMEOUT: Final = 2.0
+
+#: Seconds between attempts to reach a server that went away (see ``_probe``).
+PROBE_INTERVAL: Final = 0.5
 
 #: Seconds a statement may run before the server cancels it.
 STATEMENT_TIMEOUT_MS: Final = 5000
@@ -99,7 +107,12 @@ class PostgresDatabase:
         self.url = url
         self.where = redact_url(url)
         """The URL without its password."""
-        self._checking = threading.Lock()
+        self._timeout = timeout
+        self._state_lock = threading.Lock()
+        self._down: StateUnavailableError | None = None
+        """While the server is known to be gone: the error every operation raises at once."""
+        self._prober: threading.Thread | None = None
+        self._closed = False
         self._pool = psycopg_pool.ConnectionPool(
             url,
             min_size=1,
@@ -132,20 +145,45 @@ class PostgresDatabase:
         return f"PostgresDatabase({self.where!r})"
 
     def _unavailable(self, exc: Exception) -> StateUnavailableError:
-        # Stale connections from before a restart would each fail one more call: have the pool
-        # test its idle connections now, in its own worker, instead of one by one.
-        if self._checking.acquire(blocking=False):
-            try:
-                self._pool.check()
-            except Exception:  # noqa: BLE001 - the pool is being repaired; the error is below
-                pass
-            finally:
-                self._checking.release()
+        """The error for a server that is gone; from now on every operation fails at once
+        with it, until the prober (a thread of its own) reaches the server again."""
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return StateUnavailableError(f"PostgreSQL at {self.where} is unavailable ({reason})")
+        error = StateUnavailableError(f"PostgreSQL at {self.where} is unavailable ({reason})")
+        with self._state_lock:
+            self._down = error
+            if self._prober is None or not self._prober.is_alive():
+                self._prober = threading.Thread(
+                    target=self._probe, name=f"toolgate-pg-probe:{self.where}", daemon=True
+                )
+                self._prober.start()
+        return error
+
+    def _probe(self) -> None:
+        # Why a breaker: callers run on the server's event loop, and each of them waiting out
+        # the pool's timeout would stall every other request of the replica while the server is
+        # down. They fail at once instead, and one thread waits for the server.
+        while not self._closed:
+            time.sleep(PROBE_INTERVAL)
+            try:
+                with psycopg.connect(
+                    self.url, connect_timeout=max(1, int(self._timeout)), autocommit=True
+                ) as conn:
+                    conn.execute("SELECT 1")
+            except psycopg.Error:
+                continue
+            # Drop the connections the outage broke before anyone uses them (the pool would
+            # repair itself; this is only quicker).
+            with contextlib.suppress(Exception):
+                self._pool.check()
+            with self._state_lock:
+                self._down = None
+            return
 
     @contextmanager
     def _connection(self) -> Iterator[PostgresConnection]:
+        down = self._down
+        if down is not None:
+            raise StateUnavailableError(str(down))
         try:
             with self._pool.connection() as conn:
                 # The pool's connections return dict rows (row_factory above).
@@ -189,4 +227,5 @@ class PostgresDatabase:
 
     def close(self) -> None:
         """Close every connection (idempotent)."""
+        self._closed = True
         self._pool.close()
