@@ -10,6 +10,10 @@ is checked once for the right answer before it is timed:
 * ``fastmcp``    — FastMCP (pinned) serving the tool over stateless streamable HTTP, JSON responses.
 * ``tg_mcp``     — ``toolgate serve``: MCP ``tools/call`` at ``/mcp`` (2026-07-28, sessionless).
 * ``tg_api``     — ``toolgate serve``: the HTTP API's call endpoint.
+* ``tg_api_pg``, ``tg_api_pg_w2``, ``tg_api_pg_3r`` — the same call with the state shared in
+  PostgreSQL (``state:``; the audit log there, durable): one process, ``serve --workers 2``, and
+  three replicas on three ports, each driven by its own ``wrk`` with a third of the connections
+  (what a load balancer spreading connections does). Skipped when PostgreSQL does not answer.
 
 toolgate runs with the audit log on (its default), as the goal asks.
 """
@@ -93,6 +97,8 @@ class Target:
     headers: Mapping[str, str]
     check: Callable[[Any], bool]
     env: Callable[[Path], dict[str, str]] = lambda home: {}
+    processes: int = 1
+    """Servers started (replicas on their own ports), each driven by its own wrk."""
     results: dict[int, dict[str, float]] = field(default_factory=dict)
     problem: str | None = None
 
@@ -120,9 +126,54 @@ def _toolgate_home(home: Path) -> dict[str, str]:
     return {"TOOLGATE_HOME": str(home)}
 
 
-def _toolgate_command(port: int, home: Path) -> list[str]:
+def _toolgate_command(port: int, home: Path, *options: str) -> list[str]:
     exe = shutil.which("toolgate") or str(Path(sys.executable).parent / "toolgate")
-    return [exe, "--config", str(home / "toolgate.yaml"), "serve", "--port", str(port)]
+    return [exe, "--config", str(home / "toolgate.yaml"), "serve", "--port", str(port), *options]
+
+
+_SHARED_DATABASE: dict[str, str] = {}
+
+
+def _shared_database() -> str:
+    """A PostgreSQL database for the shared-state targets, made (and upgraded) once per run on
+    the server of ``TOOLGATE_BENCH_POSTGRES`` and dropped by :func:`run` at the end."""
+    if "url" not in _SHARED_DATABASE:
+        import psycopg
+
+        from toolgate.stores.postgres_db import PostgresDatabase
+        from toolgate.stores.postgres_schema import upgrade
+
+        admin_url = os.environ.get(
+            "TOOLGATE_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test"
+        )
+        name = f"toolgate_bench_http_{os.getpid()}"
+        with psycopg.connect(admin_url, autocommit=True, connect_timeout=3) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            admin.execute(f'CREATE DATABASE "{name}"')
+        url = admin_url.rpartition("/")[0] + "/" + name
+        db = PostgresDatabase(url)
+        upgrade(db)
+        db.close()
+        _SHARED_DATABASE.update(url=url, admin=admin_url, name=name)
+    return _SHARED_DATABASE["url"]
+
+
+def _drop_shared_database() -> None:
+    if "url" not in _SHARED_DATABASE:
+        return
+    import psycopg
+
+    with psycopg.connect(_SHARED_DATABASE["admin"], autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{_SHARED_DATABASE["name"]}" WITH (FORCE)')
+    _SHARED_DATABASE.clear()
+
+
+def _toolgate_pg_home(home: Path) -> dict[str, str]:
+    """As :func:`_toolgate_home`, with the state (and the audit log) in PostgreSQL."""
+    env = _toolgate_home(home)
+    config = home / "toolgate.yaml"
+    config.write_text(config.read_text() + f"state: {_shared_database()}\n")
+    return env
 
 
 TARGETS: list[Target] = [
@@ -168,6 +219,30 @@ TARGETS: list[Target] = [
         lambda reply: isinstance(reply, dict) and reply.get("content") == 3,
         env=_toolgate_home,
     ),
+    *(
+        Target(
+            key,
+            label,
+            "toolgate",
+            command,
+            "/v1/tools/bench:add/call",
+            {"arguments": {"a": 1, "b": 2}},
+            JSON_HEADERS,
+            lambda reply: isinstance(reply, dict) and reply.get("content") == 3,
+            env=_toolgate_pg_home,
+            processes=processes,
+        )
+        for key, label, command, processes in (
+            ("tg_api_pg", "the same, state in PostgreSQL: 1 process", _toolgate_command, 1),
+            (
+                "tg_api_pg_w2",
+                "the same, serve --workers 2",
+                lambda port, home: _toolgate_command(port, home, "--workers", "2"),
+                1,
+            ),
+            ("tg_api_pg_3r", "the same, 3 replicas (1 conn: one each)", _toolgate_command, 3),
+        )
+    ),
 ]
 
 
@@ -190,38 +265,46 @@ def _post(url: str, body: Mapping[str, Any], headers: Mapping[str, str]) -> Any:
 
 
 @contextmanager
-def _server(target: Target, port: int) -> Iterator[None]:
+def _server(target: Target, ports: list[int]) -> Iterator[None]:
+    """Start the target's servers (one per port, sharing one home) and check each answers."""
     with tempfile.TemporaryDirectory(prefix=f"tg-bench-{target.key}-") as tmp:
         home = Path(tmp)
         env = {**os.environ, **target.env(home)}
-        log = (home / "server.log").open("w")
-        process = subprocess.Popen(
-            target.command(port, home), env=env, stdout=log, stderr=subprocess.STDOUT
-        )
+        logs = [(home / f"server-{port}.log").open("w") for port in ports]
+        processes = [
+            subprocess.Popen(target.command(port, home), env=env, stdout=log, stderr=log)
+            for port, log in zip(ports, logs, strict=True)
+        ]
         try:
-            deadline = time.monotonic() + 30
-            url = f"http://127.0.0.1:{port}{target.path}"
-            while True:
-                try:
-                    reply = _post(url, target.body, target.headers)
-                    break
-                except (urllib.error.URLError, ConnectionError, OSError):
-                    if process.poll() is not None or time.monotonic() > deadline:
-                        log.flush()
-                        tail = (home / "server.log").read_text()[-600:]
-                        raise RuntimeError(f"server did not answer: {tail}") from None
-                    time.sleep(0.2)
-            if not target.check(reply):
-                raise RuntimeError(f"wrong answer: {json.dumps(reply)[:300]}")
+            for port, process in zip(ports, processes, strict=True):
+                _wait_answer(target, port, process, home / f"server-{port}.log")
             yield
         finally:
-            process.terminate()
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-            log.close()
+            for process in processes:
+                process.terminate()
+            for process in processes:
+                try:
+                    process.wait(20)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+            for log in logs:
+                log.close()
+
+
+def _wait_answer(target: Target, port: int, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 30
+    url = f"http://127.0.0.1:{port}{target.path}"
+    while True:
+        try:
+            reply = _post(url, target.body, target.headers)
+            break
+        except (urllib.error.URLError, ConnectionError, OSError):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"server did not answer: {log.read_text()[-600:]}") from None
+            time.sleep(0.2)
+    if not target.check(reply):
+        raise RuntimeError(f"wrong answer: {json.dumps(reply)[:300]}")
 
 
 def _wrk_script(body: Mapping[str, Any], headers: Mapping[str, str], folder: Path) -> Path:
@@ -277,20 +360,49 @@ def run(seconds: float = 5.0, only: set[str] | None = None, quiet: bool = False)
             target.problem = "skipped: wrk is not installed (apt-get install wrk)"
         return TARGETS
     chosen = [t for t in TARGETS if only is None or t.key in only]
-    for target in chosen:
-        if not quiet:
-            print(f"http: {target.key} …", file=sys.stderr, flush=True)
-        try:
-            port = _free_port()
-            with _server(target, port), tempfile.TemporaryDirectory() as tmp:
-                script = _wrk_script(target.body, target.headers, Path(tmp))
-                url = f"http://127.0.0.1:{port}{target.path}"
-                _wrk(url, script, 4, min(1.0, seconds))  # warm up
-                for connections in CONCURRENCY:
-                    target.results[connections] = _wrk(url, script, connections, seconds)
-        except Exception as exc:  # noqa: BLE001 - report it, measure the others
-            target.problem = f"FAILED: {type(exc).__name__}: {exc}"
+    try:
+        for target in chosen:
+            if not quiet:
+                print(f"http: {target.key} …", file=sys.stderr, flush=True)
+            try:
+                _measure(target, seconds)
+            except Exception as exc:  # noqa: BLE001 - report it, measure the others
+                target.problem = f"FAILED: {type(exc).__name__}: {exc}"
+    finally:
+        _drop_shared_database()
     return chosen
+
+
+def _measure(target: Target, seconds: float) -> None:
+    ports = [_free_port() for _ in range(target.processes)]
+    with _server(target, ports), tempfile.TemporaryDirectory() as tmp:
+        script = _wrk_script(target.body, target.headers, Path(tmp))
+        urls = [f"http://127.0.0.1:{port}{target.path}" for port in ports]
+        _wrk_all(urls, script, 4, min(1.0, seconds))  # warm up
+        for connections in CONCURRENCY:
+            target.results[connections] = _wrk_all(urls, script, connections, seconds)
+
+
+def _wrk_all(urls: list[str], script: Path, connections: int, seconds: float) -> dict[str, float]:
+    """wrk against every URL at once, the connections split between them (at least one
+    each); the rates add up, the mean latency is the mean of theirs."""
+    if len(urls) == 1:
+        return _wrk(urls[0], script, connections, seconds)
+    from concurrent.futures import ThreadPoolExecutor
+
+    count = len(urls)
+    shares = [max(1, connections // count + (i < connections % count)) for i in range(count)]
+    with ThreadPoolExecutor(count) as pool:
+        parts = list(
+            pool.map(
+                lambda pair: _wrk(pair[0], script, pair[1], seconds),
+                zip(urls, shares, strict=True),
+            )
+        )
+    return {
+        "rps": sum(part["rps"] for part in parts),
+        "mean_latency_ms": sum(part["mean_latency_ms"] for part in parts) / len(parts),
+    }
 
 
 def report(targets: list[Target]) -> list[str]:
@@ -333,6 +445,16 @@ def report(targets: list[Target]) -> list[str]:
             )
     else:
         lines.append("  n/a   HTTP API at 16 clients (the target did not run)")
+    one = by_key.get("tg_api_pg")
+    for key, what in (("tg_api_pg_w2", "serve --workers 2"), ("tg_api_pg_3r", "3 replicas")):
+        many = by_key.get(key)
+        if one and many:
+            ratio = many.results[16]["rps"] / one.results[16]["rps"]
+            verdict = "PASS" if ratio >= 1 else "MISS"
+            lines.append(
+                f"  {verdict}  state in PostgreSQL, 16 clients: {what} / one process = "
+                f"{ratio:.2f}× (more processes should not fall below one)"
+            )
     return lines
 
 
