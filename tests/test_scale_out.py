@@ -375,6 +375,74 @@ async def test_an_mcp_client_whose_requests_land_on_every_replica_in_turn(cluste
     assert cluster.ran().count("release via-mcp") == 1
 
 
+async def test_a_legacy_mcp_client_waiting_on_one_replica_hears_of_a_decision_made_on_another(
+    cluster: Cluster,
+) -> None:
+    """Behind a load balancer that keeps each Mcp-Session-Id on one replica (``mcp_sessions:
+    stateful``): the approval form is open in a handshake-era client of replica S, a person
+    approves on replica B over the HTTP API, and the call on S completes with the outcome."""
+    import anyio
+    import mcp_types
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    folder = cluster.folder / "sticky"
+    folder.mkdir()
+    config = json.loads((cluster.folder / "toolgate.yaml").read_text())
+    config["python"][0]["module"] = str(cluster.folder / "replica_tools.py")
+    config["tool_folders"][0]["path"] = str(cluster.folder / "shared_tools")
+    config["serve"] = {"mcp_sessions": "stateful"}
+    (folder / "toolgate.yaml").write_text(json.dumps(config))
+    process, url = _start(folder, cluster.env)
+    target = "sticky-" + uuid.uuid4().hex[:6]
+    asked, release = anyio.Event(), anyio.Event()
+
+    async def slow_user(context: Any, params: Any) -> Any:
+        asked.set()
+        await release.wait()
+        return mcp_types.ElicitResult(action="cancel")
+
+    results: list[Any] = []
+    try:
+        _wait_healthy(url, process)
+        http = httpx2.AsyncClient(timeout=60, headers={"Authorization": f"Bearer {BOT_KEY}"})
+        transport = streamable_http_client(url + "/mcp", http_client=http)
+        async with Client(transport, mode="legacy", elicitation_callback=slow_user) as mcp:
+            assert mcp.protocol_version == "2025-11-25"
+
+            async def call() -> None:
+                name = f"{cluster.namespace}__release"
+                results.append(await mcp.call_tool(name, {"target": target}))
+
+            with anyio.fail_after(120):
+                async with anyio.create_task_group() as group:
+                    group.start_soon(call)
+                    await asked.wait()  # the form is open on S
+                    listed = httpx2.get(
+                        f"{cluster.urls[1]}/v1/approvals",
+                        headers={"Authorization": f"Bearer {OPS_KEY}"},
+                        timeout=30,
+                    ).json()["approvals"]
+                    [request] = [a for a in listed if a["arguments"].get("target") == target]
+                    decided = httpx2.post(
+                        f"{cluster.urls[1]}/v1/approvals/{request['id']}/decision",
+                        json={"decision": "approve"},
+                        headers={"Authorization": f"Bearer {OPS_KEY}"},
+                        timeout=30,
+                    )
+                    assert decided.status_code == 200, decided.text
+                    while not results:
+                        await anyio.sleep(0.05)
+                    release.set()
+        await http.aclose()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(30)
+    assert not results[0].is_error, results[0]
+    assert f"released {target}" in "".join(getattr(b, "text", "") for b in results[0].content)
+    assert cluster.ran().count(f"release {target}") == 1
+
+
 def test_a_web_ui_form_from_one_replica_is_accepted_by_another(cluster: Cluster) -> None:
     """The operator's browser loads the inbox from A and its decision is posted to B (no
     affinity): both sign and check form tokens with the key the replicas share."""

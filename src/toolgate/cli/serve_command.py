@@ -207,7 +207,7 @@ def serve(
             approvals_url=url,
             host=host,
             max_body=settings.max_body_bytes,
-            **_replica_mcp_options(shared),
+            **_replica_mcp_options(shared, settings.mcp_sessions),
         )
         ui = build_ui(
             gateway,
@@ -321,12 +321,12 @@ def register(app: typer.Typer) -> None:
     app.command("serve", epilog=EXIT_CODES_HELP)(serve)
 
 
-def _replica_mcp_options(shared: SharedState) -> dict[str, Any]:
-    """With a shared database, any replica may get any MCP request (no session affinity): no
-    per-process sessions, and one key sealing ``requestState`` for all of them."""
-    if shared.database is None:
-        return {}
-    return {
-        "stateless": True,
-        "request_state_key": shared_key(shared.database, "mcp_request_state"),
-    }
+def _replica_mcp_options(shared: SharedState, sessions: str) -> dict[str, Any]:
+    """With a shared database, every replica seals and opens ``requestState`` with one key,
+    and (``sessions: auto``) handshake-era clients get no per-process sessions, so any replica
+    may get any MCP request (no session affinity needed)."""
+    stateless = sessions == "stateless" or (sessions == "auto" and shared.database is not None)
+    options: dict[str, Any] = {"stateless": stateless}
+    if shared.database is not None:
+        options["request_state_key"] = shared_key(shared.database, "mcp_request_state")
+    return options

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BeforeValidator,
@@ -372,6 +372,11 @@ class ServeConfig(_Section):
     """Larger request bodies are refused with ``413``."""
     request_timeout: float = Field(default=DEFAULT_REQUEST_TIMEOUT, gt=0, le=3600)
     """Seconds a request may take before it is answered with ``504``."""
+    mcp_sessions: Literal["auto", "stateful", "stateless"] = "auto"
+    """Sessions of handshake-era MCP clients: ``stateful`` (they get the approval form by
+    elicitation and ``tools/list_changed``), ``stateless`` (any replica may answer any request),
+    or ``auto``: stateless with shared state (``state:``), else stateful. Behind a load balancer
+    that keeps each ``Mcp-Session-Id`` on one replica, ``stateful`` gives those clients both."""
 
 
 class SearchConfig(_Section):
