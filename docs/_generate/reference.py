@@ -87,14 +87,19 @@ def python_api() -> str:
     ]
     for group, names in PYTHON_GROUPS.items():
         parts.append(f"## {group}\n\n")
-        parts.extend(_directive(f"toolgate.{name}") for name in names)
+        parts.extend(_directive(f"toolgate.{name}", name in INHERITING) for name in names)
     parts.append("## Exporters\n\n" + _directive("toolgate.exporters"))
     return "".join(parts)
 
 
-def _directive(identifier: str) -> str:
+#: Classes whose public API is partly inherited (Gateway's catalog methods live in a mixin).
+INHERITING = frozenset({"Gateway"})
+
+
+def _directive(identifier: str, inherited: bool = False) -> str:
     """A mkdocstrings block documenting ``identifier`` under a level-2 section."""
-    return f"::: {identifier}\n    options:\n      heading_level: 3\n\n"
+    extra = "      inherited_members: true\n" if inherited else ""
+    return f"::: {identifier}\n    options:\n      heading_level: 3\n{extra}\n"
 
 
 # -- command line ---------------------------------------------------------------------------------

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
@@ -20,9 +19,8 @@ from .backends.processes import DEFAULT_MAX_OUTPUT
 from .backends.script import ScriptBackend
 from .backends.security import SecurityChecks
 from .backends.workers import WorkerSettings
-from .errors import ToolNotFoundError
-from .health import InMemoryStats, StatsSource, ToolStatus, failed_status, tool_status
-from .loaders import Diagnostic
+from .catalog import Addable, GatewayCatalog
+from .health import InMemoryStats, StatsSource
 from .model import ApprovalRequest, CallOutcome, CallStatus, ImplementationKind, Tool
 from .model.policy import AccessPolicy, any_requires_approval
 from .pipeline import Pipeline
@@ -43,26 +41,17 @@ from .pipeline.security import SecurityCheckStage
 from .pipeline.shaping import ResultShaper
 from .pipeline.state import Stage
 from .pipeline.state_stages import approval_store, idempotency_stage, rate_limit_stage
-from .python import FunctionTool
 from .redaction import redact_values, text_pattern
-from .registry import RegisteredTool, Registry
+from .registry import Registry
 from .sandbox.runner import Sandbox
-from .schema_check import compile_schema
-from .search import SearchHit, ToolIndex
+from .search import ToolIndex
 from .search.disclosure import ProgressiveDisclosure
-from .search.index import SearchMode
-from .search.tool import search_tool
 from .secrets import SecretResolver, SecretStore
-from .sources import FolderRoot, ScanReport, ToolFolderSource
+from .sources import FolderRoot, ToolFolderSource
 from .sources.declarations import (
-    DeclarationSource,
-    SourceAlert,
     SourceContext,
-    SourceLoad,
     SourceSet,
 )
-from .sources.formats import open_source
-from .sources.python_functions import entry_for, flatten
 from .sources.tool_folders import DEFAULT_RESCAN_INTERVAL
 from .telemetry import Gauges, Telemetry
 
@@ -70,12 +59,10 @@ if TYPE_CHECKING:
     from .audit.log_base import AuditLog
     from .stores.sql import SqlDatabase
 
-__all__ = ["Gateway"]
-
-Addable = FunctionTool[Any, Any] | Callable[..., Any] | Tool
+__all__ = ["Addable", "Gateway"]
 
 
-class Gateway:
+class Gateway(GatewayCatalog):
     """Holds the tools and runs every call through the pipeline.
 
     ``await gateway.call(...)`` and ``gateway.call_sync(...)`` never raise for a failed call: they
@@ -349,131 +336,7 @@ class Gateway:
             audit_queue_depth=lambda: 0 if self.audit is None else self.audit.pending,
         )
 
-    # -- registration ---------------------------------------------------------------------------
-
-    def add(
-        self,
-        *items: Addable | Iterable[Addable],
-        namespace: str | None = None,
-        handler: Callable[..., Any] | None = None,
-    ) -> list[Tool]:
-        """Register tools: ``@tool`` functions, plain functions (wrapped with ``@tool``), or
-        :class:`~toolgate.Tool` values with a ``handler=``. Lists and tuples are flattened.
-
-        ``namespace=`` re-homes every added tool in that namespace. Raises
-        :class:`~toolgate.DuplicateToolError` when an id is taken (naming both declarations) and
-        :class:`~toolgate.ToolDefinitionError` for a malformed declaration.
-        """
-        added: list[Tool] = []
-        for item in flatten(items):
-            entry = entry_for(item, handler)
-            if namespace is not None:
-                renamed = dataclasses.replace(entry.tool, id=f"{namespace}:{entry.tool.name}")
-                entry = dataclasses.replace(entry, tool=renamed)
-            self._check(entry.tool)
-            self.registry.add(entry)
-            added.append(entry.tool)
-        return added
-
-    @staticmethod
-    def _check(definition: Tool) -> None:
-        # Compiling (not only checking) catches references that cannot resolve offline.
-        compile_schema(definition.input_schema, f"{definition.id}: input schema")
-        if definition.output_schema is not None:
-            compile_schema(definition.output_schema, f"{definition.id}: output schema")
-
-    def remove(self, tool_id: str) -> bool:
-        """Unregister a tool; returns whether it was registered."""
-        return self.registry.remove(tool_id)
-
-    # -- catalog --------------------------------------------------------------------------------
-
-    def get_tool(self, tool_id: str) -> Tool:
-        """The tool with this id (or provider-safe name). Raises :class:`ToolNotFoundError`."""
-        entry = self.registry.get(tool_id)
-        if entry is None:
-            suggestions = self.registry.suggestions(tool_id)
-            hint = f"; did you mean {', '.join(suggestions)}?" if suggestions else ""
-            raise ToolNotFoundError(f"no tool named {tool_id!r}{hint}", suggestions=suggestions)
-        return entry.tool
-
-    def list_tools(
-        self, *, agent: str | None = None, namespaces: frozenset[str] | None = None
-    ) -> list[Tool]:
-        """The tools ``agent`` may call, sorted by id — exactly the ones a call would not refuse
-        as ``forbidden``. ``namespaces``: what the caller's credentials allow (OAuth scopes)."""
-        decide = self.access.decide
-        return [
-            entry.tool for entry in self.registry if decide(entry.tool, agent, namespaces).allowed
-        ]
-
-    def search_tools(
-        self,
-        query: str,
-        *,
-        agent: str | None = None,
-        namespaces: frozenset[str] | None = None,
-        limit: int = 10,
-        mode: SearchMode | None = None,
-    ) -> list[SearchHit]:
-        """The tools that best match a request in plain words, best first, at most ``limit``
-        (1-100): only available tools ``agent`` may call with credentials allowing
-        ``namespaces`` (``None``: any; an OAuth token's scopes). Raises
-        :class:`~toolgate.errors.SearchQueryError` (naming ``query`` or ``limit``) for bad
-        input. ``mode``: ``lexical``, ``semantic`` or ``fused`` (default: fused when semantic
-        search is on)."""
-        return self.search_index.search(
-            query,
-            allowed=lambda entry: (
-                entry.available and self.access.decide(entry.tool, agent, namespaces).allowed
-            ),
-            limit=limit,
-            mode=mode,
-        )
-
-    def add_search_tool(self) -> Tool:
-        """Register ``toolgate:search_tools``, which agents call to search the tools they may
-        call and get their definitions (over MCP, HTTP and every other surface)."""
-        return self.add(
-            search_tool(
-                lambda query, agent, namespaces, limit: self.search_tools(
-                    query, agent=agent, namespaces=namespaces, limit=limit
-                )
-            )
-        )[0]
-
-    def enable_progressive_disclosure(self, *, core: Iterable[str] = ()) -> None:
-        """List only the ``core`` tools (ids or ``fs:*`` patterns) and ``search_tools`` in MCP
-        ``tools/list``; a tool a session finds with ``search_tools`` then joins its list."""
-        if self.registry.get("toolgate:search_tools") is None:
-            self.add_search_tool()
-        self.disclosure = ProgressiveDisclosure(core)
-
-    def status(self, tool_id: str) -> ToolStatus:
-        """Health of one tool: phase, calls and failure rate over 7 days, latency, last error."""
-        entry = self.registry.get(tool_id)
-        if entry is None:
-            self.get_tool(tool_id)  # raises ToolNotFoundError with suggestions
-            raise AssertionError("unreachable")
-        return tool_status(entry.tool.id, self.stats, unavailable_reason=entry.unavailable_reason)
-
-    def statuses(self) -> list[ToolStatus]:
-        """Health of every registered tool, and ``Failed`` for declarations that do not load."""
-        found = [self.status(entry.tool.id) for entry in self.registry]
-        seen: set[str] = set()
-        for problem in self.diagnostics():
-            if problem.severity == "error" and problem.path not in seen:
-                seen.add(problem.path)
-                found.append(failed_status(problem.path, str(problem)))
-        return found
-
-    def entries(self) -> list[RegisteredTool]:
-        """Registered tools with their availability, sorted by id."""
-        return list(self.registry)
-
-    def diagnostics(self) -> list[Diagnostic]:
-        """Problems found in declarations (broken tool folders…), each naming file and field."""
-        return [*self.tool_folders.diagnostics, *self.declarations.diagnostics()]
+    # -- declarations -------------------------------------------------------------------------
 
     def _sources_reloaded(self) -> None:
         # Policy resources loaded with the tools join the configured ones, and every compiled
@@ -483,41 +346,6 @@ class Gateway:
             self.access.policies = policies
             self._approval_stage.every_tool = any_requires_approval(policies)
             self.pipeline.invalidate()
-
-    def alerts(self) -> list[SourceAlert]:
-        """Alerts the declaration sources raised on their last load (plugin alerts)."""
-        return self.declarations.alerts()
-
-    def agent_context(self, *, agent: str | None = None) -> str:
-        """Text to give ``agent`` about the tools: the guide of each connected capability and a
-        "connect it in Settings" hint for each unconnected one (MCP server instructions)."""
-        return self.declarations.agent_context(agent)
-
-    def add_source(
-        self,
-        source: DeclarationSource | Path | str,
-        *,
-        format: str | None = None,
-        options: Mapping[str, Any] | None = None,
-    ) -> SourceLoad:
-        """Load declarations in one of the formats (a path: detected unless ``format`` names
-        it; ``options``: the format's settings) and register their tools. Problems are in the
-        returned diagnostics and in :meth:`diagnostics`; the other tools keep loading."""
-        if not isinstance(source, DeclarationSource):
-            source = open_source(
-                Path(source).expanduser(), self.source_context, format_name=format, options=options
-            )
-        for kind, backend in source.backends().items():
-            self._backends.setdefault(kind, backend)
-        return self.declarations.add(source)
-
-    def add_tool_folder(self, path: Path | str, *, namespace: str = "local") -> ScanReport:
-        """Load every tool folder inside ``path`` (tools ``namespace:<name>``) and keep them."""
-        return self.tool_folders.add_root(FolderRoot(Path(path), namespace))
-
-    def rescan(self) -> ScanReport:
-        """Reload the tool folders now (watching does this by itself while started)."""
-        return self.tool_folders.scan()
 
     # -- calls ----------------------------------------------------------------------------------
 
