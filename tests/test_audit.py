@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import stat
 import threading
 import time
@@ -17,6 +18,7 @@ from typer.testing import CliRunner
 from toolgate import tool
 from toolgate.audit import MARKER, AuditRecord, sqlite_rows
 from toolgate.audit import sqlite_log as sqlite_log_module
+from toolgate.audit import sqlite_schema as audit_schema
 from toolgate.audit.sqlite_log import SQLiteAuditLog
 from toolgate.cli.audit import audit_app, parse_time
 from toolgate.errors import ErrorCode
@@ -656,3 +658,16 @@ def test_parse_time() -> None:
 def test_the_database_is_private(log: SQLiteAuditLog) -> None:
     assert log.path is not None
     assert stat.S_IMODE(os.stat(log.path).st_mode) == 0o600
+
+
+def test_db_upgrade_brings_an_old_audit_database_to_the_current_schema(
+    run_cli: Any, toolgate_home: Path
+) -> None:
+    # An audit.db from before its first migration (user_version 0, no table).
+    sqlite3.connect(toolgate_home / "audit.db").close()
+    result = run_cli("db", "upgrade", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["engine"] == "sqlite"
+    with sqlite3.connect(toolgate_home / "audit.db") as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == audit_schema.SCHEMA_VERSION
+        conn.execute("SELECT COUNT(*) FROM audit_records").fetchone()

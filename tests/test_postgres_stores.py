@@ -6,11 +6,13 @@ PostgreSQL (the ``store`` fixture below replaces theirs): the SQL is one for bot
 
 from __future__ import annotations
 
+import importlib.util
 import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -62,6 +64,7 @@ pytest.importorskip("psycopg", reason="toolgate[postgres] is not installed")
 
 from toolgate.stores.postgres_db import PostgresDatabase, redact_url
 from toolgate.stores.postgres_schema import (
+    MIGRATIONS,
     SCHEMA_VERSION,
     SchemaError,
     check_schema,
@@ -173,7 +176,7 @@ def test_upgrades_racing_on_a_fresh_database_apply_each_migration_once() -> None
 
 def test_a_schema_from_a_newer_toolgate_is_refused(pg: PostgresDatabase) -> None:
     with pg.write() as conn:
-        conn.execute("UPDATE toolgate_schema SET version = ?", (SCHEMA_VERSION + 1,))
+        conn.execute("UPDATE alembic_version SET version_num = ?", (f"{SCHEMA_VERSION + 1:04d}",))
     try:
         with pytest.raises(SchemaError, match=r"newer than .* upgrade toolgate"):
             check_schema(pg)
@@ -181,7 +184,52 @@ def test_a_schema_from_a_newer_toolgate_is_refused(pg: PostgresDatabase) -> None
             upgrade(pg)
     finally:
         with pg.write() as conn:
-            conn.execute("UPDATE toolgate_schema SET version = ?", (SCHEMA_VERSION,))
+            conn.execute("UPDATE alembic_version SET version_num = ?", (f"{SCHEMA_VERSION:04d}",))
+
+
+def test_alembic_runs_the_migrations_and_records_its_revision(pg: PostgresDatabase) -> None:
+    with pg.read() as conn:
+        [row] = conn.execute("SELECT version_num FROM alembic_version").fetchall()
+        tables = {
+            r["tablename"]
+            for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+        }
+    assert row["version_num"] == f"{SCHEMA_VERSION:04d}"
+    assert {"approvals", "audit_records", "secrets", "alembic_version"} <= tables
+    assert "toolgate_schema" not in tables
+
+
+def test_a_database_the_earlier_migrations_made_is_adopted_and_upgraded() -> None:
+    """Version 1 as the hand-rolled runner left it (its tables, its toolgate_schema row)."""
+    spec = importlib.util.spec_from_file_location(
+        "toolgate_migration_0001", MIGRATIONS / "versions" / "0001_state.py"
+    )
+    assert spec is not None and spec.loader is not None
+    migration = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(migration)
+    statements: list[str] = []
+    migration.op = SimpleNamespace(execute=statements.append)  # its SQL, without Alembic
+    migration.upgrade()
+    with scratch_database() as url:
+        db = PostgresDatabase(url)
+        try:
+            with db.write() as conn:
+                for statement in statements:
+                    conn.execute(statement)
+                conn.execute(
+                    "CREATE TABLE toolgate_schema (id INTEGER PRIMARY KEY, version INTEGER)"
+                )
+                conn.execute("INSERT INTO toolgate_schema VALUES (1, 1)")
+            assert schema_version(db) == 1
+            with pytest.raises(SchemaError, match="has schema version 1"):
+                check_schema(db)
+            assert upgrade(db) == (1, SCHEMA_VERSION)
+            check_schema(db)
+            with db.read() as conn:
+                legacy = conn.execute("SELECT to_regclass('toolgate_schema') AS t").fetchone()
+            assert legacy["t"] is None
+        finally:
+            db.close()
 
 
 # -- approvals across replicas -----------------------------------------------------------------

@@ -1,10 +1,11 @@
 """``toolgate db``: the schema of the state database — see where it stands, upgrade it.
 
-With ``state:`` (or ``TOOLGATE_DATABASE_URL``) naming a PostgreSQL database, ``db upgrade`` applies
-the migrations this toolgate knows, in order, each in its own transaction (run it once per
-deployment, before starting the new replicas; ``serve`` refuses a database it was not run on).
-Without it, the state is the embedded SQLite file, which every command brings to the current
-schema when it opens it: ``db upgrade`` does so at once and says so.
+With ``state:`` (or ``TOOLGATE_DATABASE_URL``) naming a PostgreSQL database, ``db upgrade`` runs
+the Alembic migrations this toolgate ships, in order, each in its own transaction (run it once
+per deployment, before starting the new replicas; ``serve`` refuses a database it was not run
+on). Without it, the state is the embedded SQLite files (``toolgate.db``, ``audit.db``), which
+every command brings to the current schema when it opens them: ``db upgrade`` does so at once and
+says so.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ def _state(ctx: typer.Context) -> CliState:
 
 def _sqlite_upgrade() -> str:
     """Open every SQLite store once (each migrates its own tables); returns the file."""
+    from ..audit.sqlite_log import SQLiteAuditLog
+    from ..config.build import AUDIT_FILE_NAME
     from ..stores.agent_keys import AgentKeyStore
     from ..stores.idempotency_sqlite import SQLiteIdempotencyStore
     from ..stores.limits_sqlite import SQLiteRateLimitStorage
@@ -49,6 +52,13 @@ def _sqlite_upgrade() -> str:
     for store in (SQLiteApprovalStore, SQLiteIdempotencyStore, AgentKeyStore):
         store(path).close()
     SQLiteRateLimitStorage(path).close()
+    audit = toolgate_home() / AUDIT_FILE_NAME
+    if audit.exists():  # made by the first audited call; migrated like the others
+        log = SQLiteAuditLog(audit, retention_days=None)
+        problem = None if log.healthy else log.last_error
+        log.close()
+        if problem is not None:
+            raise ConfigError(f"cannot upgrade the audit log {audit}: {problem}")
     return str(path)
 
 
@@ -93,7 +103,7 @@ def status_command(ctx: typer.Context, as_json: _JSON = False) -> None:
 
     Exits 1 when the schema is not the one this toolgate needs (run 'toolgate db upgrade').
     """
-    from ..stores.postgres_schema import SCHEMA_VERSION, schema_version
+    from ..stores.postgres_schema import SCHEMA_VERSION, SchemaError, schema_version
 
     loaded = load_config(_state(ctx).config_path)
     urls = state_urls(loaded)
@@ -109,7 +119,7 @@ def status_command(ctx: typer.Context, as_json: _JSON = False) -> None:
     database = open_database(urls)
     try:
         version = schema_version(database)
-    except StateUnavailableError as exc:
+    except (SchemaError, StateUnavailableError) as exc:
         raise ConfigError(f"{urls.database_setting}: {exc}") from None
     finally:
         database.close()

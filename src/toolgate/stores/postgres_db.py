@@ -216,6 +216,21 @@ class PostgresDatabase:
         that are a single atomic statement (no ``BEGIN`` and ``COMMIT`` around them)."""
         return self._connection()
 
+    @contextmanager
+    def dedicated(self) -> Iterator[PostgresConnection]:
+        """A connection of its own, outside the pool (autocommit; closed after the block): for
+        a session-level lock held while the pool's connections do the work."""
+        try:
+            with psycopg.connect(
+                self.url,
+                autocommit=True,
+                row_factory=dict_row,
+                connect_timeout=max(1, int(self._timeout)),
+            ) as conn:
+                yield PostgresConnection(conn)
+        except psycopg.OperationalError as exc:
+            raise self._errors(exc) from exc
+
     def check(self) -> bool:
         """Whether the server answers now."""
         try:

@@ -1,246 +1,138 @@
-"""The schema of the shared PostgreSQL database: versioned migrations, applied on request.
+"""The schema of the shared PostgreSQL database: Alembic migrations, applied on request.
 
-Replicas never change the schema by themselves: ``toolgate db upgrade`` brings it to
-:data:`SCHEMA_VERSION` (each migration in its own transaction, under an advisory lock so two
-upgrades at once cannot interleave), and :func:`check_schema` refuses a database that was never
-upgraded, or one written by a newer toolgate, with a message that says what to run.
+Replicas never change the schema by themselves: ``toolgate db upgrade`` runs the Alembic
+migrations in ``pg_migrations/versions`` up to :data:`SCHEMA_VERSION` (each in its own
+transaction, under an advisory lock so two upgrades at once cannot interleave), and
+:func:`check_schema` refuses a database that was never upgraded, or one written by a newer
+toolgate, with a message that says what to run. Revision ids are the version numbers
+(``0001``, ``0002`` …), so a version is one query away without importing Alembic.
 
 The tables are those of the embedded SQLite stores, with two differences the shared SQL relies on:
 times are ``DOUBLE PRECISION`` and tables read in insertion order have a ``seq`` identity column
 (SQLite's ``rowid``; see :attr:`~toolgate.stores.postgres_db.PostgresDatabase.insertion_order`).
 
 This module imports nothing from psycopg itself; it runs its SQL through a
-:class:`~toolgate.stores.postgres_db.PostgresDatabase`.
+:class:`~toolgate.stores.postgres_db.PostgresDatabase`, and imports Alembic only to upgrade.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
     from .postgres_db import PostgresDatabase
 
-__all__ = ["SCHEMA_VERSION", "SchemaError", "check_schema", "schema_version", "upgrade"]
+__all__ = [
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "SchemaError",
+    "check_schema",
+    "schema_version",
+    "upgrade",
+]
 
 # Any number, the same in every toolgate: the key of the advisory lock upgrades take.
 _UPGRADE_LOCK: Final = 0x746F6F6C67617465  # "toolgate"
 
-_VERSION_TABLE: Final = """
-    CREATE TABLE IF NOT EXISTS toolgate_schema (
-        id INTEGER PRIMARY KEY CHECK (id = 1),
-        version INTEGER NOT NULL
-    )
-"""
+#: Alembic's migration scripts (``versions/0001_state.py`` …; revision ids are the versions).
+MIGRATIONS: Final = Path(__file__).with_name("pg_migrations")
 
-# Migration ``i`` moves the database from version ``i`` to ``i + 1``. Append new migrations;
-# never edit an old one.
-_MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
-    (
-        """
-        CREATE TABLE approvals (
-            id TEXT PRIMARY KEY,
-            seq BIGINT GENERATED ALWAYS AS IDENTITY,
-            tool_id TEXT NOT NULL,
-            title TEXT NOT NULL,
-            risk TEXT NOT NULL,
-            facts TEXT NOT NULL,
-            arguments TEXT NOT NULL,
-            arguments_digest TEXT NOT NULL,
-            definition_hash TEXT NOT NULL,
-            created_at DOUBLE PRECISION NOT NULL,
-            expires_at DOUBLE PRECISION NOT NULL,
-            workspace TEXT,
-            agent TEXT,
-            session_id TEXT,
-            permission_type TEXT NOT NULL,
-            permission_key TEXT NOT NULL,
-            security_message TEXT,
-            display TEXT,
-            status TEXT NOT NULL,
-            decision TEXT,
-            decided_by TEXT,
-            decided_at DOUBLE PRECISION,
-            decision_message TEXT,
-            outcome TEXT
-        )
-        """,
-        """
-        CREATE INDEX approvals_call
-            ON approvals (arguments_digest, tool_id, definition_hash, created_at)
-        """,
-        "CREATE INDEX approvals_status ON approvals (status, created_at)",
-        # At most one pending request per call, across every replica.
-        """
-        CREATE UNIQUE INDEX approvals_one_pending ON approvals (
-            tool_id, definition_hash, arguments_digest, COALESCE(workspace, ''),
-            COALESCE(agent, '')
-        ) WHERE status = 'pending'
-        """,
-        """
-        CREATE TABLE grants (
-            id TEXT PRIMARY KEY,
-            seq BIGINT GENERATED ALWAYS AS IDENTITY,
-            workspace TEXT,
-            tool_id TEXT NOT NULL,
-            permission_type TEXT NOT NULL,
-            permission_key TEXT NOT NULL,
-            definition_hash TEXT NOT NULL,
-            granted_by TEXT,
-            granted_at DOUBLE PRECISION NOT NULL,
-            expires_at DOUBLE PRECISION,
-            approval_id TEXT,
-            metadata TEXT NOT NULL,
-            revoked_at DOUBLE PRECISION
-        )
-        """,
-        """
-        CREATE INDEX grants_key
-            ON grants (tool_id, permission_type, permission_key, definition_hash)
-        """,
-        "CREATE INDEX grants_granted_at ON grants (granted_at)",
-        """
-        CREATE TABLE approval_events (
-            id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-            request_id TEXT NOT NULL,
-            kind TEXT NOT NULL,
-            actor TEXT,
-            at DOUBLE PRECISION NOT NULL,
-            detail TEXT
-        )
-        """,
-        "CREATE INDEX approval_events_request ON approval_events (request_id, id)",
-        """
-        CREATE TABLE idempotency_keys (
-            tool_id TEXT NOT NULL,
-            key TEXT NOT NULL,
-            arguments_digest TEXT NOT NULL,
-            call_id TEXT NOT NULL,
-            status TEXT NOT NULL,
-            outcome TEXT,
-            created_at DOUBLE PRECISION NOT NULL,
-            expires_at DOUBLE PRECISION NOT NULL,
-            PRIMARY KEY (tool_id, key)
-        )
-        """,
-        "CREATE INDEX idempotency_keys_expiry ON idempotency_keys (expires_at)",
-        """
-        CREATE TABLE agent_keys (
-            id TEXT PRIMARY KEY,
-            agent TEXT NOT NULL,
-            key_sha256 TEXT NOT NULL UNIQUE,
-            created_at DOUBLE PRECISION NOT NULL,
-            revoked_at DOUBLE PRECISION
-        )
-        """,
-        "CREATE UNIQUE INDEX agent_keys_one_live ON agent_keys (agent) WHERE revoked_at IS NULL",
-        """
-        CREATE TABLE agent_keys_generation (
-            id INTEGER PRIMARY KEY CHECK (id = 1),
-            value BIGINT NOT NULL
-        )
-        """,
-        "INSERT INTO agent_keys_generation (id, value) VALUES (1, 0)",
-        """
-        CREATE TABLE rate_limit_counters (
-            key TEXT PRIMARY KEY,
-            count BIGINT NOT NULL,
-            expires_at DOUBLE PRECISION NOT NULL
-        )
-        """,
-        "CREATE INDEX rate_limit_counters_expiry ON rate_limit_counters (expires_at)",
-        # Secrets the replicas share (hex), e.g. the key sealing MCP requestState.
-        "CREATE TABLE toolgate_keys (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    ),
-    # 2: the audit log, shared by the replicas (also the source of the tools' health figures).
-    (
-        """
-        CREATE TABLE audit_records (
-            id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-            time DOUBLE PRECISION NOT NULL,
-            call_id TEXT NOT NULL,
-            tool_id TEXT NOT NULL,
-            definition_hash TEXT,
-            status TEXT NOT NULL,
-            code TEXT,
-            message TEXT,
-            detail TEXT,
-            duration DOUBLE PRECISION NOT NULL,
-            agent TEXT,
-            session TEXT,
-            workspace TEXT,
-            approval_id TEXT,
-            approval_decision TEXT,
-            idempotency_key TEXT,
-            args TEXT,
-            result TEXT,
-            visualization TEXT,
-            metadata TEXT NOT NULL
-        )
-        """,
-        "CREATE INDEX audit_time ON audit_records (time)",
-        "CREATE INDEX audit_tool ON audit_records (tool_id, time)",
-        "CREATE INDEX audit_agent ON audit_records (agent, time)",
-        "CREATE INDEX audit_status ON audit_records (status, time)",
-        "CREATE INDEX audit_call ON audit_records (call_id)",
-    ),
-    # 3: connection secrets shared by the replicas, sealed with TOOLGATE_SECRETS_KEY (AES-GCM):
-    # the database never holds a value in the clear.
-    (
-        """
-        CREATE TABLE secrets (
-            scope TEXT NOT NULL,
-            name TEXT NOT NULL,
-            sealed TEXT NOT NULL,
-            updated_at DOUBLE PRECISION NOT NULL,
-            PRIMARY KEY (scope, name)
-        )
-        """,
-    ),
+#: The schema version this toolgate reads and writes: its newest revision.
+SCHEMA_VERSION: Final = max(
+    int(script.name.split("_", 1)[0]) for script in (MIGRATIONS / "versions").glob("[0-9]*_*.py")
 )
-
-#: The schema version this toolgate reads and writes.
-SCHEMA_VERSION: Final = len(_MIGRATIONS)
 
 
 class SchemaError(RuntimeError):
-    """The shared database's schema is missing, older or newer than this toolgate's."""
+    """The shared database's schema is not the one this toolgate reads and writes."""
 
 
 def schema_version(db: PostgresDatabase) -> int:
-    """The database's schema version (0: never upgraded)."""
+    """The database's schema version (0: never upgraded): Alembic's revision, read with one
+    query (no SQLAlchemy import on a replica's start). A database the earlier, hand-rolled
+    migrations made reports the version they recorded until ``db upgrade`` adopts it."""
     with db.read() as conn:
-        exists = conn.execute("SELECT to_regclass('toolgate_schema') IS NOT NULL AS e").fetchone()
-        if not exists["e"]:
-            return 0
-        row = conn.execute("SELECT version FROM toolgate_schema WHERE id = 1").fetchone()
-    return 0 if row is None else int(row["version"])
+        tables = conn.execute(
+            "SELECT to_regclass('alembic_version') IS NOT NULL AS alembic, "
+            "to_regclass('toolgate_schema') IS NOT NULL AS legacy"
+        ).fetchone()
+        if tables["alembic"]:
+            row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+            return 0 if row is None else _version(db, row["version_num"])
+        if tables["legacy"]:
+            row = conn.execute("SELECT version FROM toolgate_schema WHERE id = 1").fetchone()
+            return 0 if row is None else int(row["version"])
+    return 0
+
+
+def _version(db: PostgresDatabase, revision: str) -> int:
+    try:
+        return int(revision)
+    except ValueError:
+        raise SchemaError(
+            f"the shared database {db.where} is at schema revision {revision!r}, which no "
+            "toolgate made: is it another application's database?"
+        ) from None
 
 
 def upgrade(db: PostgresDatabase) -> tuple[int, int]:
-    """Bring the schema to :data:`SCHEMA_VERSION`; returns the versions before and after.
+    """Bring the schema to :data:`SCHEMA_VERSION` with Alembic; returns the versions before
+    and after. Two upgrades at once (two replicas' deploy jobs) take turns on an advisory
+    lock. Raises :class:`SchemaError` for a database newer than this toolgate.
 
-    Raises :class:`SchemaError` for a database newer than this toolgate.
+    Imports Alembic and SQLAlchemy (``toolgate db upgrade`` only).
     """
-    before: int | None = None
-    while True:
-        with db.write() as conn:
-            # Two upgrades at once (two replicas' deploy jobs) take turns.
-            conn.execute("SELECT pg_advisory_xact_lock(?)", (_UPGRADE_LOCK,))
-            conn.execute(_VERSION_TABLE)
-            row = conn.execute("SELECT version FROM toolgate_schema WHERE id = 1").fetchone()
-            version = 0 if row is None else int(row["version"])
-            before = version if before is None else before
-            if version > SCHEMA_VERSION:
-                raise SchemaError(_newer(db, version))
-            if version == SCHEMA_VERSION:
-                return before, version
-            for statement in _MIGRATIONS[version]:
-                conn.execute(statement)
-            conn.execute(
-                "INSERT INTO toolgate_schema (id, version) VALUES (1, ?) "
-                "ON CONFLICT (id) DO UPDATE SET version = excluded.version",
-                (version + 1,),
-            )
+    from alembic import command
+    from alembic.config import Config
+    from sqlalchemy import create_engine
+    from sqlalchemy.pool import NullPool
+
+    engine = create_engine(_sqlalchemy_url(db.url), poolclass=NullPool)
+    try:
+        # The lock is held by a connection of its own: the pool may have a single one.
+        with db.dedicated() as lock:
+            lock.execute("SELECT pg_advisory_lock(?)", (_UPGRADE_LOCK,))
+            try:
+                before = schema_version(db)
+                if before > SCHEMA_VERSION:
+                    raise SchemaError(_newer(db, before))
+                with engine.connect() as connection:
+                    config = Config()
+                    config.set_main_option("script_location", str(MIGRATIONS))
+                    config.attributes["connection"] = connection
+                    if before and not _has_alembic(db):
+                        # Made by the earlier migrations: the same tables, recorded elsewhere.
+                        command.stamp(config, f"{before:04d}")
+                    if before < SCHEMA_VERSION:
+                        command.upgrade(config, f"{SCHEMA_VERSION:04d}")
+                    connection.commit()
+                if before and _has_legacy(db):
+                    with db.autocommit() as conn:
+                        conn.execute("DROP TABLE toolgate_schema")
+            finally:
+                lock.execute("SELECT pg_advisory_unlock(?)", (_UPGRADE_LOCK,))
+    finally:
+        engine.dispose()
+    return before, schema_version(db)
+
+
+def _has_alembic(db: PostgresDatabase) -> bool:
+    with db.read() as conn:
+        row = conn.execute("SELECT to_regclass('alembic_version') IS NOT NULL AS e").fetchone()
+    return bool(row["e"])
+
+
+def _has_legacy(db: PostgresDatabase) -> bool:
+    with db.read() as conn:
+        row = conn.execute("SELECT to_regclass('toolgate_schema') IS NOT NULL AS e").fetchone()
+    return bool(row["e"])
+
+
+def _sqlalchemy_url(url: str) -> str:
+    """The libpq URL as SQLAlchemy names it with the psycopg 3 driver."""
+    scheme, _, rest = url.partition("://")
+    return f"postgresql+psycopg://{rest}" if scheme in ("postgresql", "postgres") else url
 
 
 def check_schema(db: PostgresDatabase) -> None:
