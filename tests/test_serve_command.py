@@ -10,6 +10,7 @@ import queue
 import re
 import signal
 import socket
+import sqlite3
 import subprocess
 import threading
 import time
@@ -137,6 +138,30 @@ def test_serve_refuses_a_non_loopback_address_without_keys(
     assert "refusing to listen on 0.0.0.0" in result.stderr
     assert "toolgate agents add" in result.stderr
     assert "serving" not in result.stdout
+
+
+@pytest.mark.parametrize("what", ["approval", "idempotency"])
+def test_serve_refuses_a_state_file_a_newer_toolgate_wrote(
+    project: Path, serve_env: dict[str, str], run_cli: RunCli, what: str
+) -> None:
+    assert run_cli("db", "upgrade").returncode == 0
+    state = Path(serve_env["TOOLGATE_HOME"]) / "toolgate.db"
+    with sqlite3.connect(state) as conn:
+        if what == "approval":
+            conn.execute("PRAGMA user_version = 99")
+        else:
+            conn.execute("UPDATE toolgate_components SET version = 99 WHERE name = ?", (what,))
+    result = subprocess.run(
+        [str(TOOLGATE), "serve", "--port", "0"],
+        cwd=project,
+        env=serve_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 3, result.stderr
+    assert f"{state}: the {what} tables have schema version 99" in result.stderr
+    assert "upgrade toolgate" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_once_a_key_exists_every_request_needs_one(

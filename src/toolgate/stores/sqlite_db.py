@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Final
 
 from .sqlite import BUSY_TIMEOUT, MEMORY, _ensure_private_file
-from .sqlite_schema import write_transaction
+from .sqlite_schema import newer_schema, write_transaction
 
 __all__ = ["SQLiteDatabase"]
 
@@ -100,10 +100,7 @@ class SQLiteDatabase:
                 ).fetchone()
                 version = 0 if row is None else int(row[0])
                 if version > target:
-                    raise RuntimeError(
-                        f"the {component} tables have schema version {version}, newer than the "
-                        f"{target} this toolgate understands; upgrade toolgate"
-                    )
+                    raise newer_schema(conn, f"{component} tables", version, target)
                 if version == target:
                     return
                 for statement in migrations[version]:

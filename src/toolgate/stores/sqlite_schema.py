@@ -12,10 +12,14 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Final
 
+from ..errors import ConfigError
+
 __all__ = [
     "SCHEMA_VERSION",
+    "NewerSchemaError",
     "ensure_private_file",
     "migrate",
+    "newer_schema",
     "run_migrations",
     "write_transaction",
 ]
@@ -139,6 +143,23 @@ def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     conn.execute("COMMIT")
 
 
+class NewerSchemaError(ConfigError, RuntimeError):
+    """A SQLite file written by a newer toolgate: refused, never changed (a configuration
+    error for the command line and ``serve``, exit 3; a ``RuntimeError`` for older callers)."""
+
+
+def newer_schema(
+    conn: sqlite3.Connection, what: str, version: int, latest: int
+) -> NewerSchemaError:
+    """The error for tables newer than this code, naming the file they are in."""
+    row = conn.execute("PRAGMA database_list").fetchone()
+    where = f"{row[2]}: " if row is not None and row[2] else ""
+    return NewerSchemaError(
+        f"{where}the {what} have schema version {version}, newer than the {latest} this "
+        "toolgate understands; upgrade toolgate (a newer version wrote this file)"
+    )
+
+
 def run_migrations(
     conn: sqlite3.Connection, migrations: Sequence[Sequence[str]], *, database: str
 ) -> None:
@@ -149,10 +170,7 @@ def run_migrations(
         with write_transaction(conn):
             version = int(conn.execute("PRAGMA user_version").fetchone()[0])
             if version > latest:
-                raise RuntimeError(
-                    f"the {database} database has schema version {version}, newer than the "
-                    f"{latest} this toolgate understands; upgrade toolgate"
-                )
+                raise newer_schema(conn, f"{database} tables", version, latest)
             if version == latest:
                 return
             for statement in migrations[version]:
