@@ -200,10 +200,24 @@ def test_a_database_that_goes_away_is_reported_to_the_caller_and_fails_closed(
             # The read-only call runs, and its caller hears that it was not recorded.
             unrecorded = gateway.call_sync("local:lookup", {"term": "during"})
             assert unrecorded.ok
-            assert unrecorded.metadata["audit"].startswith("not recorded: ")
-            assert "PostgreSQL" in unrecorded.metadata["audit"]
+            assert unrecorded.metadata["audit"] == "not recorded: the audit log could not write it"
+            assert "PostgreSQL" in (gateway.audit.last_error or "")  # the details: operators'
+            assert "toolgate_test" not in unrecorded.metadata["audit"]  # never the database
             assert gateway.audit is not None and not gateway.audit.healthy
             # A tool with effects outside never runs unaudited.
             refused = gateway.call_sync("local:publish", {"text": "hello"})
             assert refused.code is ErrorCode.UNAVAILABLE
             assert "audit log cannot record" in (refused.message or "")
+
+
+def test_a_call_a_durable_log_never_stored_is_never_reported_recorded(
+    pg: PostgresDatabase,
+) -> None:
+    log = PostgresAuditLog(pg, retention_days=None)
+    log.observe(finished(call_id="kept"))
+    assert log.recorded_sync("kept", 10) is None
+    assert log.recorded_sync("never-observed", 1) == "the audit log never received it"
+    log.close()
+    log.observe(finished(call_id="after-close"))
+    assert log.recorded_sync("after-close", 1) == "the audit log is closed"
+    assert log.lost == 1

@@ -81,6 +81,12 @@ def test_a_value_moved_to_another_name_or_read_with_another_key_does_not_open(
             ("notion", "accessToken", sealed),
         )
     assert store.get("notion", "accessToken") is None
+    with pg.write() as conn:  # a damaged row, and one too short to hold a nonce
+        conn.execute(
+            "INSERT INTO secrets (scope, name, sealed, updated_at) "
+            "VALUES ('x', 'damaged', '!!not base64', 0), ('x', 'short', 'AAAA', 0)"
+        )
+    assert store.get("x", "damaged") is None and store.get("x", "short") is None
     other = DatabaseSecretStore(pg, base64.b64decode(OTHER_KEY))
     assert other.get("github", "token") is None
     assert "does not open with this TOOLGATE_SECRETS_KEY" in (other.problem() or "")

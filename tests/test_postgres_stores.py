@@ -124,6 +124,21 @@ def test_a_server_that_does_not_answer_is_unavailable_and_the_password_is_not_sh
     assert redact_url(url) == "postgresql://toolgate:***@127.0.0.1:1/toolgate"
 
 
+def test_a_failed_statement_is_not_an_outage_and_trips_nothing(pg: PostgresDatabase) -> None:
+    """A lock timeout (like a deadlock or a full disk) fails one statement; the next ones
+    must still reach the server, not fail at once as they do while it is gone."""
+    with pg.dedicated() as holder:
+        holder.execute("BEGIN")
+        holder.execute("LOCK TABLE toolgate_keys IN ACCESS EXCLUSIVE MODE")
+        with pytest.raises(StateUnavailableError, match="lock timeout"), pg.write() as conn:
+            conn.execute("SET LOCAL lock_timeout = '50ms'")
+            conn.execute("SELECT * FROM toolgate_keys").fetchall()
+        holder.execute("ROLLBACK")
+    assert pg.check()
+    with pg.read() as conn:
+        assert conn.execute("SELECT 1 AS one").fetchone()["one"] == 1
+
+
 def test_placeholders_with_percent_signs_and_casts_survive_translation(
     pg: PostgresDatabase,
 ) -> None:

@@ -169,12 +169,12 @@ def _start(folder: Path, env: dict[str, str], *options: str) -> tuple[subprocess
     )
     assert process.stdout is not None
     banner = process.stdout.readline()
-    match = re.search(r"on (http://127\.0\.0\.1:\d+)", banner)
+    match = re.search(r"on http://(127\.0\.0\.1|0\.0\.0\.0):(\d+)", banner)
     if not match:
         process.kill()
         rest = process.stdout.read()
         raise AssertionError(f"serve did not start: {banner}{rest}")
-    return process, match.group(1)
+    return process, f"http://127.0.0.1:{match.group(2)}"
 
 
 def _wait_healthy(url: str, process: subprocess.Popen[str]) -> None:
@@ -617,7 +617,9 @@ def cluster_call(url: str, namespace: str, tool: str, **arguments: Any) -> httpx
 def test_serve_with_two_workers_shares_one_port_restarts_a_dead_worker_and_stops_cleanly(
     cluster: Cluster,
 ) -> None:
-    process, url = _start(cluster.folder, cluster.env, "--workers", "2")
+    # Beyond loopback (the agents have keys): the workers must check the address as a single
+    # server does, and answer a browser that names the gateway by another host name.
+    process, url = _start(cluster.folder, cluster.env, "--workers", "2", "--host", "0.0.0.0")
 
     def pids(calls: int) -> set[int]:
         with ThreadPoolExecutor(4) as pool:
@@ -634,6 +636,13 @@ def test_serve_with_two_workers_shares_one_port_restarts_a_dead_worker_and_stops
             if len(first) == 2:
                 break
         assert len(first) == 2 and process.pid not in first, first
+        port = url.rsplit(":", 1)[1]
+        with httpx2.Client(auth=("ops", OPS_KEY), timeout=30) as browser:
+            for _ in range(6):  # several connections: both workers
+                page = browser.get(
+                    f"http://127.0.0.1:{port}/", headers={"Host": f"gateway.example:{port}"}
+                )
+                assert page.status_code == 200, page.text[:300]
         victim = min(first)
         os.kill(victim, signal.SIGKILL)
         deadline = time.monotonic() + 60

@@ -7,8 +7,11 @@ import re
 __all__ = ["redact_url"]
 
 _PASSWORD = re.compile(r"(://[^:/@]*):[^@/]*@")
+#: libpq also takes the password as a query parameter (``?password=…``).
+_PASSWORD_PARAMETER = re.compile(r"([?&]password=)[^&#]*", re.IGNORECASE)
 
 
 def redact_url(url: str) -> str:
-    """``url`` with the password of its user info replaced by ``***``."""
-    return _PASSWORD.sub(r"\1:***@", url)
+    """``url`` with the password of its user info, and a ``password=`` query parameter,
+    replaced by ``***``."""
+    return _PASSWORD_PARAMETER.sub(r"\1***", _PASSWORD.sub(r"\1:***@", url))

@@ -7,6 +7,7 @@ This package stays light to import: :mod:`sqlite3` is only imported by
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,12 +52,12 @@ def open_audit_log(
 ) -> AuditLog:
     """The audit log of a gateway: in the shared PostgreSQL ``database`` when one is given
     (durable, shared by the replicas), else in the SQLite file ``path``."""
-    if database is not None and type(database).__name__ == "PostgresDatabase":
-        # Compared by name: importing the class would import psycopg, an optional extra.
-        from ..stores.postgres_db import PostgresDatabase
+    # A PostgresDatabase exists only once its module is imported: looked up there, so that a
+    # gateway without one never imports psycopg (an optional extra).
+    postgres = sys.modules.get("toolgate.stores.postgres_db")
+    if postgres is not None and isinstance(database, postgres.PostgresDatabase):
         from .postgres_log import PostgresAuditLog
 
-        assert isinstance(database, PostgresDatabase)
         return PostgresAuditLog(database, jsonl_path=jsonl_path, retention_days=retention_days)
     from .sqlite_log import SQLiteAuditLog
 

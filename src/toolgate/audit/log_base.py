@@ -17,10 +17,8 @@ every call, and calls that arrive while a batch is being written share the next 
 from __future__ import annotations
 
 import abc
-import asyncio
 import os
 import threading
-import time
 from collections import deque
 from contextlib import AbstractContextManager, suppress
 from pathlib import Path
@@ -28,6 +26,7 @@ from typing import IO, Any, Final
 
 from ..model.stats import ToolStats
 from ..pipeline.observers import FinishedCall
+from .acks import Acknowledgements
 from .query import build_stats, fetch_stats
 from .query import where as _where
 from .record import AuditRecord
@@ -35,28 +34,16 @@ from .sqlite_rows import dump, record_from_row
 from .sqlite_schema import COLUMNS
 from .writer import BatchWriter, Flush
 
-__all__ = ["AuditLog", "AuditStoreError"]
+__all__ = ["UNRECORDED", "AuditLog", "AuditStoreError"]
+
+#: What a caller is told when its call's record could not be written (details: ``last_error``).
+UNRECORDED: Final = "the audit log could not write it"
 
 _DAY: Final = 86_400.0
-
-#: Seconds a settled acknowledgement nobody asked for is kept (a denial's record, say).
-_ACK_KEEP: Final = 30.0
 
 
 class AuditStoreError(RuntimeError):
     """The audit database cannot be opened or read (query API only; ``observe`` never raises)."""
-
-
-class _Ack:
-    """Whether one call's record was committed: set by the writer, awaited by the gateway."""
-
-    __slots__ = ("callbacks", "done", "reason", "settled_at")
-
-    def __init__(self) -> None:
-        self.done = False
-        self.reason: str | None = None
-        self.settled_at = 0.0
-        self.callbacks: list[Any] = []
 
 
 class AuditLog(BatchWriter):
@@ -90,8 +77,7 @@ class AuditLog(BatchWriter):
         self._queue: deque[FinishedCall | Flush] = deque()
         self._wake = threading.Event()
         self._count_lock = threading.Lock()
-        self._acks: dict[str, _Ack] = {}
-        self._ack_lock = threading.Lock()
+        self._acks = Acknowledgements()
         self._jsonl: IO[str] | None = None
         self._lost = 0
         self._written = 0
@@ -152,7 +138,8 @@ class AuditLog(BatchWriter):
             if self._closed or len(self._queue) >= self.queue_size:
                 self._lose(1)
                 if self.durable:
-                    self._settle([call.call_id], "the audit queue is full")
+                    full = "the audit log is closed" if self._closed else "the audit queue is full"
+                    self._acks.refuse(call.call_id, full)
                 if not self._closed:
                     # Records are being dropped: tools above local_write must stop running
                     # unaudited until the writer catches up (its next write clears this).
@@ -163,8 +150,7 @@ class AuditLog(BatchWriter):
                     )
                 return
             if self.durable:
-                with self._ack_lock:
-                    self._acks[call.call_id] = _Ack()
+                self._acks.expect(call.call_id)
             self._queue.append(call)
             # Wake the writer for a full batch (at once for a durable log: a caller waits), and
             # only once: setting a set Event still takes its lock and notifies.
@@ -172,81 +158,36 @@ class AuditLog(BatchWriter):
                 self._wake.set()
         except Exception:  # noqa: BLE001 - an observer must never raise into the call
             self._lose(1)
+            if self.durable:
+                self._acks.settle([call.call_id], UNRECORDED)
 
     # -- acknowledgements -----------------------------------------------------------------------
 
     def _settle(self, call_ids: list[str], reason: str | None) -> None:
         """Tell whoever waits for these calls that their records are committed (``reason`` is
-        ``None``) or are not (why)."""
-        if not self.durable or not call_ids:
-            return
-        now = time.monotonic()
-        with self._ack_lock:
-            for call_id in call_ids:
-                ack = self._acks.get(call_id)
-                if ack is None or ack.done:
-                    continue
-                ack.done, ack.reason, ack.settled_at = True, reason, now
-                for callback in ack.callbacks:
-                    callback()
-            # Forget old settled acknowledgements nobody asked for (dicts keep insertion order).
-            while self._acks:
-                oldest = next(iter(self._acks.values()))
-                if not oldest.done or now - oldest.settled_at < _ACK_KEEP:
-                    break
-                del self._acks[next(iter(self._acks))]
+        ``None``) or are not (why, in words for the caller: never the database's address)."""
+        if self.durable and call_ids:
+            self._acks.settle(call_ids, reason)
 
     async def recorded(self, call_id: str, timeout: float) -> str | None:
         """Wait until the record of ``call_id`` is committed. Returns ``None`` when it is, else
-        why it is not (written and failed, lost, or not committed within ``timeout`` seconds).
-        A call this log was not shown, or a log that is not durable, returns ``None``."""
-        if not self.durable:
-            return None
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[None] = loop.create_future()
-
-        def wake() -> None:
-            loop.call_soon_threadsafe(_resolve, waiter)
-
-        with self._ack_lock:
-            ack = self._acks.get(call_id)
-            if ack is None:
-                return None
-            if not ack.done:
-                ack.callbacks.append(wake)
-        if not ack.done:
-            try:
-                await asyncio.wait_for(asyncio.shield(waiter), timeout)
-            except TimeoutError:
-                return f"the audit log did not commit it within {timeout:g} s"
-        with self._ack_lock:
-            self._acks.pop(call_id, None)
-        return ack.reason
+        why it is not (it failed, was dropped, never reached this log, or was not committed
+        within ``timeout`` seconds). A log that is not durable returns ``None`` at once."""
+        return await self._acks.wait(call_id, timeout) if self.durable else None
 
     def recorded_sync(self, call_id: str, timeout: float) -> str | None:
         """:meth:`recorded` for a thread without an event loop (it blocks)."""
-        if not self.durable:
-            return None
-        event = threading.Event()
-        with self._ack_lock:
-            ack = self._acks.get(call_id)
-            if ack is None:
-                return None
-            if not ack.done:
-                ack.callbacks.append(event.set)
-        if not ack.done and not event.wait(timeout):
-            return f"the audit log did not commit it within {timeout:g} s"
-        with self._ack_lock:
-            self._acks.pop(call_id, None)
-        return ack.reason
+        return self._acks.wait_sync(call_id, timeout) if self.durable else None
 
     # -- the writer's storage -------------------------------------------------------------------
 
     def _write(self, calls: list[FinishedCall]) -> None:
-        super()._write(calls)
-        if self.durable and calls:
-            # Settles what _write_records did not (a call whose record could not be built).
-            self._settle([call.call_id for call in calls], self._last_error or "not recorded")
+        try:
+            super()._write(calls)
+        finally:
+            # Settles what _write_records did not: a call whose record could not be built, or
+            # every call of a batch whose write failed unexpectedly. No caller waits in vain.
+            self._settle([call.call_id for call in calls], UNRECORDED)
 
     @abc.abstractmethod
     def _reading(self) -> AbstractContextManager[Any]:
@@ -371,8 +312,3 @@ class AuditLog(BatchWriter):
     def all_stats(self, since: float) -> dict[str, ToolStats]:
         """The health figures of every tool with records since ``since``, by tool id."""
         return self._stats(since, None)
-
-
-def _resolve(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)

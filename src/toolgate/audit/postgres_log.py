@@ -20,6 +20,8 @@ This module imports psycopg (through :mod:`toolgate.stores.postgres_db`).
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -29,7 +31,7 @@ import psycopg
 
 from ..errors import StateUnavailableError
 from ..stores.postgres_db import PostgresDatabase
-from .log_base import AuditLog, AuditStoreError
+from .log_base import UNRECORDED, AuditLog, AuditStoreError
 from .record import AuditRecord
 from .sqlite_rows import row_from_record
 from .sqlite_schema import COLUMNS
@@ -37,6 +39,9 @@ from .sqlite_schema import COLUMNS
 __all__ = ["PostgresAuditLog"]
 
 _COPY: Final = f"COPY audit_records ({COLUMNS}) FROM STDIN"
+
+#: Records one pruning statement deletes at most.
+PRUNE_CHUNK: Final = 5000
 
 
 def _storable(value: Any) -> Any:
@@ -75,6 +80,7 @@ class PostgresAuditLog(AuditLog):
         durable: bool = True,
     ) -> None:
         self.db = db
+        self._pruner: threading.Thread | None = None
         super().__init__(
             batch_size=batch_size,
             flush_interval=flush_interval,
@@ -100,15 +106,17 @@ class PostgresAuditLog(AuditLog):
     def _write_records(self, batch: list[AuditRecord]) -> None:
         rows: list[tuple[Any, ...]] = []
         ids: list[str] = []
+        written: list[AuditRecord] = []
         for record in batch:
             try:
                 rows.append(tuple(_storable(value) for value in row_from_record(record)))
             except Exception as exc:  # noqa: BLE001 - an unserializable value loses its record
                 self._lose(1)
                 self._fail(f"cannot serialize the record of call {record.call_id!r}", exc)
-                self._settle([record.call_id], self._last_error)
+                self._settle([record.call_id], UNRECORDED)
                 continue
             ids.append(record.call_id)
+            written.append(record)
         if not rows:
             return
         try:
@@ -122,11 +130,11 @@ class PostgresAuditLog(AuditLog):
         except (StateUnavailableError, psycopg.Error) as exc:
             self._lose(len(rows))
             self._fail("cannot write to the audit log in PostgreSQL", exc)
-            self._settle(ids, self._last_error)
+            self._settle(ids, UNRECORDED)
             return
         self._written += len(rows)
         self._settle(ids, None)
-        if self._append_jsonl(batch):
+        if self._append_jsonl(written):
             self._healthy = True
 
     # -- reading --------------------------------------------------------------------------------
@@ -143,13 +151,36 @@ class PostgresAuditLog(AuditLog):
         except psycopg.Error as exc:
             raise AuditStoreError(f"cannot read the audit log in PostgreSQL: {exc}") from exc
 
+    def _prune_due(self, now: float) -> None:
+        # Every replica prunes the shared table: on a thread of its own, so that the callers
+        # waiting for their records never wait for a large DELETE.
+        if self._pruner is None or not self._pruner.is_alive():
+            self._pruner = threading.Thread(
+                target=self._prune_quietly, args=(now,), name="toolgate-audit-prune", daemon=True
+            )
+            self._pruner.start()
+
+    def _prune_quietly(self, now: float) -> None:
+        with contextlib.suppress(Exception):
+            self.prune(now)
+
     def _delete_before(self, cutoff: float) -> int:
-        try:
-            with self.db.write() as conn:
-                deleted = conn.execute("DELETE FROM audit_records WHERE time < ?", (cutoff,))
-        except (StateUnavailableError, psycopg.Error) as exc:
-            raise AuditStoreError(f"cannot prune the audit log in PostgreSQL: {exc}") from exc
-        return int(deleted.rowcount)
+        # In chunks: each a short statement (within the statement timeout) holding few row
+        # locks, however much is due; replicas pruning at once skip each other's rows.
+        deleted = 0
+        while True:
+            try:
+                with self.db.autocommit() as conn:
+                    chunk = conn.execute(
+                        "DELETE FROM audit_records WHERE id IN (SELECT id FROM audit_records "
+                        "WHERE time < ? ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED)",
+                        (cutoff, PRUNE_CHUNK),
+                    ).rowcount
+            except (StateUnavailableError, psycopg.Error) as exc:
+                raise AuditStoreError(f"cannot prune the audit log in PostgreSQL: {exc}") from exc
+            deleted += int(chunk)
+            if chunk < PRUNE_CHUNK:
+                return deleted
 
     def _release(self) -> None:
         # The database belongs to the gateway's shared state, which closes it.

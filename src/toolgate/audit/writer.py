@@ -48,6 +48,12 @@ class BatchWriter(abc.ABC):
     def prune(self, now: float) -> int:
         """Delete records older than the retention; return how many."""
 
+    def _prune_due(self, now: float) -> None:
+        """The retention is due: prune (on the writer's thread; a log whose prune may take
+        long runs it elsewhere, so that no batch waits for it)."""
+        with suppress(Exception):
+            self.prune(now)
+
     @abc.abstractmethod
     def _lose(self, count: int) -> None:
         """Count records that were dropped."""
@@ -65,8 +71,7 @@ class BatchWriter(abc.ABC):
         while True:
             if self.retention_days is not None and time.monotonic() >= next_prune:
                 next_prune = time.monotonic() + self.prune_interval
-                with suppress(Exception):
-                    self.prune(time.time())
+                self._prune_due(time.time())
             self._wake.wait(self.flush_interval)
             self._wake.clear()
             try:

@@ -171,7 +171,10 @@ def serve(
             cleanup.callback(sock.close)
             shared.close()  # the workers open their own
             _print_workers_banner(state, _base_url(sock), workers)
-            command = worker_command(sock.fileno(), loaded.path, ["--log-format", log_format.value])
+            # The workers check the address as this process did (keys needed beyond loopback,
+            # which Host headers the MCP endpoint and web UI accept).
+            options = ["--host", host, "--log-format", log_format.value]
+            command = worker_command(sock.fileno(), loaded.path, options)
             code = supervise(sock, workers, command, state.err, cwd=Path.cwd())
             state.err.print("toolgate stopped.")
             raise typer.Exit(code)

@@ -86,12 +86,14 @@ class DatabaseSecretStore:
         return base64.b64encode(nonce + sealed).decode("ascii")
 
     def _open(self, scope: str, name: str, text: str) -> str | None:
-        raw = base64.b64decode(text)
+        """The value, or ``None`` when the row does not open (another key, another row's
+        value, or damaged: all the same to a tool, which must not get it)."""
         try:
+            raw = base64.b64decode(text, validate=True)
             value = self._aead.decrypt(raw[:_NONCE], raw[_NONCE:], self._bound(scope, name))
-        except InvalidTag:
+            return value.decode()
+        except (InvalidTag, binascii.Error, ValueError):
             return None
-        return value.decode()
 
     def get(self, scope: str, name: str) -> str | None:
         """The value, or ``None`` when it is not set — or does not open with this key (then

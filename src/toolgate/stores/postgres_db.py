@@ -144,18 +144,20 @@ class PostgresDatabase:
     def __repr__(self) -> str:
         return f"PostgresDatabase({self.where!r})"
 
-    def _unavailable(self, exc: Exception) -> StateUnavailableError:
-        """The error for a server that is gone; from now on every operation fails at once
-        with it, until the prober (a thread of its own) reaches the server again."""
+    def _unavailable(self, exc: Exception, *, outage: bool = True) -> StateUnavailableError:
+        """The error for a server that cannot serve this operation. For an ``outage`` (the
+        server is gone or refuses connections) every operation fails at once from now on,
+        until the prober (a thread of its own) reaches the server again."""
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         error = StateUnavailableError(f"PostgreSQL at {self.where} is unavailable ({reason})")
-        with self._state_lock:
-            self._down = error
-            if self._prober is None or not self._prober.is_alive():
-                self._prober = threading.Thread(
-                    target=self._probe, name=f"toolgate-pg-probe:{self.where}", daemon=True
-                )
-                self._prober.start()
+        if outage:
+            with self._state_lock:
+                self._down = error
+                if self._prober is None:
+                    self._prober = threading.Thread(
+                        target=self._probe, name=f"toolgate-pg-probe:{self.where}", daemon=True
+                    )
+                    self._prober.start()
         return error
 
     def _probe(self) -> None:
@@ -176,8 +178,12 @@ class PostgresDatabase:
             with contextlib.suppress(Exception):
                 self._pool.check()
             with self._state_lock:
+                # Cleared with the prober under one lock: a failure just after starts a new one.
                 self._down = None
+                self._prober = None
             return
+        with self._state_lock:
+            self._prober = None
 
     @contextmanager
     def _connection(self) -> Iterator[PostgresConnection]:
@@ -189,7 +195,10 @@ class PostgresDatabase:
                 # The pool's connections return dict rows (row_factory above).
                 yield PostgresConnection(cast("psycopg.Connection[dict[str, Any]]", conn))
         except psycopg_pool.PoolTimeout as exc:
-            raise self._unavailable(exc) from exc
+            # No connection at all is an outage; every connection busy is load (shed it for
+            # this call only, the server is there).
+            empty = self._pool.get_stats().get("pool_size", 0) == 0
+            raise self._unavailable(exc, outage=empty) from exc
         except psycopg.OperationalError as exc:
             raise self._errors(exc) from exc
 
@@ -199,7 +208,7 @@ class PostgresDatabase:
                 f"PostgreSQL at {self.where} did not answer within "
                 f"{STATEMENT_TIMEOUT_MS / 1000:g} s"
             )
-        return self._unavailable(exc)
+        return self._unavailable(exc, outage=_is_outage(exc))
 
     def read(self) -> Any:
         """A connection for read-only statements (each sees the data committed when it runs)."""
@@ -244,3 +253,15 @@ class PostgresDatabase:
         """Close every connection (idempotent)."""
         self._closed = True
         self._pool.close()
+
+
+#: SQLSTATEs of a server going away: admin, crash or restart shutdown (class 08 is the
+#: connection's own failures).
+_SHUTDOWN_STATES: Final = frozenset({"57P01", "57P02", "57P03"})
+
+
+def _is_outage(exc: psycopg.OperationalError) -> bool:
+    """Whether ``exc`` says the server is gone (not a deadlock, a full disk, a lock timeout:
+    errors of one statement, which the next one may not meet)."""
+    state = exc.sqlstate
+    return state is None or state.startswith("08") or state in _SHUTDOWN_STATES

@@ -17,8 +17,9 @@ This module imports nothing from psycopg itself; it runs its SQL through a
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from .postgres_db import PostgresDatabase
@@ -83,9 +84,9 @@ def upgrade(db: PostgresDatabase) -> tuple[int, int]:
 
     Imports Alembic and SQLAlchemy (``toolgate db upgrade`` only).
     """
-    from alembic import command
-    from alembic.config import Config
+    from alembic.util import CommandError
     from sqlalchemy import create_engine
+    from sqlalchemy.exc import SQLAlchemyError
     from sqlalchemy.pool import NullPool
 
     engine = create_engine(_sqlalchemy_url(db.url), poolclass=NullPool)
@@ -97,24 +98,41 @@ def upgrade(db: PostgresDatabase) -> tuple[int, int]:
                 before = schema_version(db)
                 if before > SCHEMA_VERSION:
                     raise SchemaError(_newer(db, before))
-                with engine.connect() as connection:
-                    config = Config()
-                    config.set_main_option("script_location", str(MIGRATIONS))
-                    config.attributes["connection"] = connection
-                    if before and not _has_alembic(db):
-                        # Made by the earlier migrations: the same tables, recorded elsewhere.
-                        command.stamp(config, f"{before:04d}")
-                    if before < SCHEMA_VERSION:
-                        command.upgrade(config, f"{SCHEMA_VERSION:04d}")
-                    connection.commit()
-                if before and _has_legacy(db):
-                    with db.autocommit() as conn:
-                        conn.execute("DROP TABLE toolgate_schema")
+                _run_alembic(db, engine, before)
+            except (CommandError, SQLAlchemyError) as exc:
+                # Anything the migrations meet (a table that exists, a connection that broke):
+                # the database is at the last migration that committed.
+                detail = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+                raise SchemaError(
+                    f"cannot upgrade the shared database {db.where}: {detail}"
+                ) from exc
             finally:
-                lock.execute("SELECT pg_advisory_unlock(?)", (_UPGRADE_LOCK,))
+                # Closing the lock's connection releases the lock too, if this fails.
+                with contextlib.suppress(Exception):
+                    lock.execute("SELECT pg_advisory_unlock(?)", (_UPGRADE_LOCK,))
     finally:
         engine.dispose()
     return before, schema_version(db)
+
+
+def _run_alembic(db: PostgresDatabase, engine: Any, before: int) -> None:
+    """Run the migrations after ``before`` on a connection of ``engine`` (the lock is held)."""
+    from alembic import command
+    from alembic.config import Config
+
+    with engine.connect() as connection:
+        config = Config()
+        config.set_main_option("script_location", str(MIGRATIONS))
+        config.attributes["connection"] = connection
+        if before and not _has_alembic(db):
+            # Made by the earlier migrations: the same tables, recorded elsewhere.
+            command.stamp(config, f"{before:04d}")
+        if before < SCHEMA_VERSION:
+            command.upgrade(config, f"{SCHEMA_VERSION:04d}")
+        connection.commit()
+    if before and _has_legacy(db):
+        with db.autocommit() as conn:
+            conn.execute("DROP TABLE toolgate_schema")
 
 
 def _has_alembic(db: PostgresDatabase) -> bool:

@@ -30,7 +30,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ...audit.sqlite_log import AuditStoreError
+from ...audit.log_base import AuditStoreError
 from ...errors import ApprovalClosedError, ErrorCode, StateUnavailableError, ToolNotFoundError
 from ..identity import AuthenticationError
 

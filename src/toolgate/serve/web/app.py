@@ -15,7 +15,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ...audit.sqlite_log import AuditStoreError
+from ...audit.log_base import AuditStoreError
 from ...gateway import Gateway
 from . import calls, catalog, inbox, settings
 from .security import (

@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ...audit.sqlite_log import AuditStoreError
+from ...audit.log_base import AuditStoreError
 from ...errors import SearchQueryError, ToolNotFoundError
 from ...health import Phase, ToolStatus
 from ...model import CallOutcome, Tool
