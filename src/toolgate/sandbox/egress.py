@@ -314,6 +314,8 @@ class EgressProxy:
             status = f"{refused.status} {_STATUS_TEXT.get(refused.status, 'Error')}"
             writer.write(
                 f"HTTP/1.1 {status}\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                # Tells a client (the JavaScript host's fetch) the refusal is the proxy's.
+                "X-Toolgate-Egress: refused\r\n"
                 f"Content-Length: {len(text) + 1}\r\nConnection: close\r\n\r\n".encode()
                 + text
                 + b"\n"

@@ -1,0 +1,225 @@
+"""The JavaScript tool host: one warm Node.js process per plugin entry and permission set.
+
+The host (``toolgate/js/host.mjs``) loads a Pandora or Jingle entry written in JavaScript or
+TypeScript (types stripped by esbuild, no build step) and answers one JSON line per request
+(the worker protocol of :mod:`toolgate.backends.workers`, whose pool runs it: a process that
+crashes, breaks the protocol or misses its deadline is killed and the next call starts a fresh
+one). In ``compartment`` mode it runs ``lockdown()`` (SES) and evaluates the entry in one
+``Compartment`` whose globals are the seed's safe list plus what the permissions grant; in
+``host`` mode it imports the entry as a plain Node.js module (full access).
+
+:class:`JsHostSpec` says what one process runs; its environment carries only what the host
+needs (``PATH``, the spec, the dependencies' folder and the operator's ``NODE_EXTRA_CA_CERTS``),
+never the gateway's environment: ``ctx.env`` is the snapshot of the declared keys inside the spec.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import subprocess
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ToolError
+from ..model import Permissions
+from .js_install import JsRuntimeError, ensure_installed, host_script, node_program
+from .prestart import PoolKey
+from .workers import WorkerPool, WorkerSettings
+
+__all__ = ["JsHostError", "JsHostSpec", "JsHosts", "describe_entry"]
+
+#: Bytes one answer line may hold.
+MAX_ANSWER = 16 * 1024 * 1024
+
+
+class JsHostError(ToolError):
+    """The plugin's code failed (at load or in ``execute``), as the host reported it."""
+
+
+@dataclass(frozen=True, slots=True)
+class JsHostSpec:
+    """What one host process runs: an entry, its mode, permissions and the snapshots."""
+
+    plugin_id: str
+    root: Path
+    """The plugin folder: imports must stay inside it."""
+    entry: Path
+    mode: str
+    """``compartment`` or ``host``."""
+    permissions: Permissions
+    env: Mapping[str, str] = field(default_factory=dict)
+    """The declared environment keys that were set at load (``ctx.env``)."""
+    config: Mapping[str, Any] = field(default_factory=dict)
+    """``ctx.pluginConfig`` of ``resolveTools``."""
+    generation: str = ""
+    """Changes with every load of the plugin, so edited code never reuses an old process."""
+
+    def as_json(self) -> str:
+        perms = self.permissions
+        return json.dumps(
+            {
+                "pluginId": self.plugin_id,
+                "root": str(self.root),
+                "entry": str(self.entry),
+                "mode": self.mode,
+                "permissions": {
+                    "time": perms.time,
+                    "random": perms.random,
+                    "network": list(perms.network),
+                    "env": list(perms.env),
+                    "fs": [str(prefix) for prefix in perms.fs],
+                },
+                "env": dict(self.env),
+                "config": dict(self.config),
+            },
+            sort_keys=True,
+        )
+
+    def key(self, tool_id: str) -> PoolKey:
+        """The worker-pool key of this spec's process (``tool_id`` names it in messages)."""
+        node, folder = _runtime()
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "TOOLGATE_JS_SPEC": self.as_json(),
+            "TOOLGATE_JS_MODULES": str(folder),
+        }
+        if os.environ.get("NODE_EXTRA_CA_CERTS"):
+            env["NODE_EXTRA_CA_CERTS"] = os.environ["NODE_EXTRA_CA_CERTS"]
+        argv = (node, str(host_script()))
+        return PoolKey(
+            tool_id=tool_id,
+            argv=argv,
+            env=tuple(sorted(env.items())),
+            cwd=str(self.root),
+            definition=self.generation,
+        )
+
+
+_RUNTIME: tuple[str, Path] | None = None
+
+
+def _runtime() -> tuple[str, Path]:
+    """``node`` and the dependencies' folder, found (and installed) once per gateway process:
+    a warm call must not pay for ``node --version``."""
+    global _RUNTIME
+    if _RUNTIME is None:
+        _RUNTIME = (node_program(), ensure_installed())
+    return _RUNTIME
+
+
+def _answer(answer: Any, what: str) -> Any:
+    if not isinstance(answer, Mapping):
+        raise JsHostError(f"{what}: the JavaScript host answered {answer!r:.200}")
+    if "error" in answer:
+        raise JsHostError(f"{what}: {answer['error']}")
+    return answer
+
+
+def describe_entry(spec: JsHostSpec, timeout: float) -> Mapping[str, Any]:
+    """``{"tools": [...], "alerts": [...]}`` of the entry: each tool's declarative fields, and
+    ``execute: true`` when it has one. Runs a host process of its own (loading is synchronous);
+    raises :class:`JsRuntimeError` without Node.js or the dependencies and
+    :class:`JsHostError` when the entry fails to load."""
+    key = spec.key(f"{spec.plugin_id}:{spec.entry.name}")
+    line = json.dumps({"op": "describe", "_call": "describe"}) + "\n"
+    try:
+        done = subprocess.run(
+            key.argv,
+            input=line,
+            capture_output=True,
+            text=True,
+            env=dict(key.env),
+            cwd=key.cwd,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        raise JsHostError(
+            f"loading {spec.entry} did not finish within {timeout:g} s (resolve_timeout)"
+        ) from None
+    except OSError as exc:
+        raise JsRuntimeError(f"the JavaScript host could not be started: {exc}") from None
+    first = done.stdout.strip().splitlines()[:1]
+    try:
+        answer = json.loads(first[0]) if first else None
+    except ValueError:
+        answer = None
+    if answer is None:
+        tail = done.stderr.strip()[-1500:]
+        raise JsHostError(
+            f"the JavaScript host exited with code {done.returncode} while loading {spec.entry}"
+            + (f": {tail}" if tail else "")
+        )
+    answer.pop("_call", None)
+    checked: Mapping[str, Any] = _answer(answer, f"loading {spec.entry}")
+    return checked
+
+
+class JsHosts:
+    """The warm host processes of one source, per event loop (like the script backend's)."""
+
+    def __init__(self, settings: WorkerSettings | None = None) -> None:
+        self.settings = settings or WorkerSettings()
+        self._pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, WorkerPool] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def pool(self) -> WorkerPool:
+        """The pool of the running event loop."""
+        loop = asyncio.get_running_loop()
+        pool = self._pools.get(loop)
+        if pool is None:
+            pool = self._pools[loop] = WorkerPool(self.settings)
+        return pool
+
+    async def execute(
+        self,
+        spec: JsHostSpec,
+        tool_id: str,
+        local_id: str,
+        arguments: Mapping[str, Any],
+        *,
+        timeout: float,
+        egress: str | None = None,
+    ) -> Any:
+        """Run ``execute`` of ``local_id`` on a warm host of ``spec``; its result. Raises
+        :class:`JsHostError` for what the plugin threw, ``ToolTimeoutError`` past ``timeout``
+        (the process is killed; the next call starts a new one)."""
+        key = spec.key(tool_id)
+        payload = {"op": "execute", "tool": local_id, "input": dict(arguments), "egress": egress}
+        answer = await self.pool().call(key, payload, timeout=timeout, max_output=MAX_ANSWER)
+        return _answer(answer, f"Tool {tool_id}").get("result")
+
+    def worker_count(self) -> int:
+        """Live host processes, in every loop."""
+        return sum(pool.worker_count() for pool in list(self._pools.values()))
+
+    async def aclose(self) -> None:
+        """Stop the host processes of the running event loop and wait until they are reaped."""
+        pool = self._pools.pop(asyncio.get_running_loop(), None)
+        if pool is not None:
+            await pool.aclose()
+
+    def close(self) -> None:
+        """Stop every idle host process; those of a loop running in another thread are reaped
+        there (a process reaped after its loop closed would warn)."""
+        for loop, pool in list(self._pools.items()):
+            if loop.is_running() and not _in_loop(loop):
+                future = asyncio.run_coroutine_threadsafe(pool.aclose(), loop)
+                with contextlib.suppress(Exception):
+                    future.result(timeout=5)
+            else:
+                pool.close()
+        self._pools.clear()
+
+
+def _in_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False

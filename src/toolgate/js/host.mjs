@@ -1,0 +1,302 @@
+// toolgate's JavaScript tool host: one warm Node.js process per plugin entry (and permission
+// set), answering one JSON line per request on stdin/stdout (toolgate_worker.mjs's protocol).
+//
+// The entry is described by TOOLGATE_JS_SPEC (JSON): {root, entry, mode, permissions, env,
+// config}. On the first request the entry and its relative imports are bundled by esbuild
+// (TypeScript types stripped, an external source map kept to name .ts lines in errors), then:
+//
+// * mode "compartment": lockdown() (SES), and the bundle is evaluated in one Compartment whose
+//   globals are the seed's safe list plus what the permissions grant (capabilities.mjs);
+// * mode "host": the bundle is imported as a plain ES module, with full access (labelled so by
+//   the gateway).
+//
+// Requests: {op: "describe"} → {tools: [...declarative fields, execute: true], alerts};
+// {op: "execute", tool, input, egress} → {result} or {error}. console.log goes to stderr.
+
+import { createRequire, SourceMap } from "node:module";
+import path from "node:path";
+import { makeCapabilities } from "./capabilities.mjs";
+import { serve } from "../worker_helpers/toolgate_worker.mjs";
+
+// The pinned npm packages live in toolgate's managed folder (`toolgate js install`), named by
+// TOOLGATE_JS_MODULES, not next to this file (the installed Python package stays read-only).
+const modules = process.env.TOOLGATE_JS_MODULES;
+if (!modules) {
+  console.error("toolgate js host: TOOLGATE_JS_MODULES is not set");
+  process.exit(2);
+}
+const requireModule = createRequire(path.join(modules, "package.json"));
+const esbuild = requireModule("esbuild");
+requireModule("ses"); // lockdown, harden and Compartment become globals
+
+const spec = JSON.parse(process.env.TOOLGATE_JS_SPEC ?? "null");
+if (!spec || typeof spec.entry !== "string" || typeof spec.root !== "string") {
+  console.error("toolgate js host: TOOLGATE_JS_SPEC is missing or malformed");
+  process.exit(2);
+}
+const BUNDLE_URL = `toolgate-bundle:${spec.entry}`;
+const hostDate = Date;
+const hostMath = Math;
+const hostIntl = globalThis.Intl;
+
+// -- bundling -----------------------------------------------------------------------------------
+
+const NODE_BUILTIN = /^(node:)?(assert|async_hooks|buffer|child_process|cluster|crypto|dgram|dns|domain|events|fs|http|http2|https|inspector|module|net|os|path|perf_hooks|process|punycode|querystring|readline|repl|stream|string_decoder|sys|timers|tls|trace_events|tty|url|util|v8|vm|wasi|worker_threads|zlib)(\/.*)?$/;
+
+function inside(root, file) {
+  const relative = path.relative(root, file);
+  return relative === "" || (!relative.startsWith("..") && !path.isAbsolute(relative));
+}
+
+// Imports stay inside the plugin folder; in a compartment, Node's built-in modules become a
+// module that throws when evaluated (so a dynamic import('child_process') rejects at call time).
+const confine = {
+  name: "toolgate-confine",
+  setup(build) {
+    build.onResolve({ filter: /.*/ }, async (args) => {
+      if (args.kind === "entry-point" || args.pluginData === "toolgate") return undefined;
+      if (NODE_BUILTIN.test(args.path)) {
+        if (spec.mode === "host") return { path: args.path, external: true };
+        return { path: args.path, namespace: "toolgate-denied" };
+      }
+      const found = await build.resolve(args.path, {
+        kind: args.kind,
+        resolveDir: args.resolveDir,
+        importer: args.importer,
+        pluginData: "toolgate",
+      });
+      if (found.errors.length) return { errors: found.errors };
+      if (!found.external && !inside(spec.root, found.path)) {
+        return {
+          errors: [{ text: `import '${args.path}' resolves outside the plugin folder (${found.path})` }],
+        };
+      }
+      return found;
+    });
+    build.onLoad({ filter: /.*/, namespace: "toolgate-denied" }, (args) => ({
+      contents: `throw new Error(${JSON.stringify(
+        `module '${args.path}' is not available to a compartment tool (sandbox: compartment)`,
+      )});`,
+      loader: "js",
+    }));
+  },
+};
+
+function formatBuildError(error) {
+  const messages = error && Array.isArray(error.errors) ? error.errors : null;
+  if (!messages || !messages.length) return String(error && error.message ? error.message : error);
+  return messages
+    .slice(0, 5)
+    .map((m) => {
+      const where = m.location
+        ? `${path.resolve(spec.root, m.location.file)}:${m.location.line}:${m.location.column + 1}: `
+        : "";
+      return `${where}${m.text}`;
+    })
+    .join("; ");
+}
+
+async function bundle() {
+  const result = await esbuild.build({
+    entryPoints: [spec.entry],
+    absWorkingDir: spec.root,
+    bundle: true,
+    write: false,
+    outfile: path.join(spec.root, "__toolgate_bundle__.js"),
+    format: spec.mode === "host" ? "esm" : "cjs",
+    platform: spec.mode === "host" ? "node" : "neutral",
+    mainFields: ["module", "main"],
+    target: "es2022",
+    sourcemap: "external",
+    sourcesContent: false,
+    logLevel: "silent",
+    plugins: [confine],
+  });
+  const code = result.outputFiles.find((f) => f.path.endsWith(".js")).text;
+  const mapFile = result.outputFiles.find((f) => f.path.endsWith(".map"));
+  const map = mapFile ? JSON.parse(mapFile.text) : null;
+  return { code, map };
+}
+
+// -- stack traces -------------------------------------------------------------------------------
+
+let sourceMap = null;
+let mapSources = [];
+
+// Frames of the bundle name the original file and line (weather.ts:12:7), never the bundle.
+function mapStack(text) {
+  if (!sourceMap || typeof text !== "string") return text;
+  return text.replace(/toolgate-bundle:[^\s):]*:(\d+):(\d+)/g, (whole, line, column) => {
+    const entry = sourceMap.findEntry(Number(line) - 1, Number(column) - 1);
+    if (!entry || entry.originalSource === undefined) return whole;
+    const file = path.resolve(spec.root, entry.originalSource);
+    return `${file}:${entry.originalLine + 1}:${entry.originalColumn + 1}`;
+  });
+}
+
+function describeError(error) {
+  let message;
+  try {
+    message = error instanceof Error ? `${error.name}: ${error.message}` : `thrown: ${String(error)}`;
+  } catch {
+    message = "an error that cannot be shown";
+  }
+  let where = "";
+  try {
+    const stack = mapStack(String((error && error.stack) || ""));
+    const frame = stack
+      .split("\n")
+      .map((line) => line.match(/\(?(\/[^\s()]+):(\d+):(\d+)\)?$/))
+      .find((m) => m && inside(spec.root, m[1]) && mapSources.includes(m[1]));
+    if (frame) where = ` (${frame[1]}, line ${frame[2]})`;
+  } catch {
+    // no position: the message alone
+  }
+  return `${message}${where}`;
+}
+
+// -- loading ------------------------------------------------------------------------------------
+
+let loaded = null;
+let currentCall = { egress: null };
+
+function logger(name) {
+  const emit = (level) => (...parts) =>
+    process.stderr.write(`[${level}] ${name}: ${parts.map((p) => String(p)).join(" ")}\n`);
+  return harden({ log: emit("info"), info: emit("info"), debug: emit("debug"), warn: emit("warn"), warning: emit("warn"), error: emit("error") });
+}
+
+async function evaluateInCompartment(code) {
+  lockdown({ errorTaming: "unsafe", overrideTaming: "severe", consoleTaming: "unsafe" });
+  const capabilities = makeCapabilities({
+    spec,
+    hostDate,
+    hostMath,
+    hostIntl,
+    egress: () => currentCall.egress,
+    logger,
+  });
+  const compartment = new Compartment({ globals: capabilities.globals, __options__: true });
+  const module = { exports: {} };
+  // One line, so the bundle's line numbers stay what the source map says.
+  const wrapped = `(function (module, exports) { ${code}\n})\n//# sourceURL=${BUNDLE_URL}\n`;
+  const factory = compartment.evaluate(wrapped);
+  factory(module, module.exports);
+  return { exports: module.exports, fs: capabilities.fs };
+}
+
+async function importOnHost(code) {
+  const url = `data:text/javascript;base64,${Buffer.from(`${code}\n//# sourceURL=${BUNDLE_URL}\n`).toString("base64")}`;
+  const exports = await import(url);
+  return { exports, fs: undefined };
+}
+
+function plain(value) {
+  return value === undefined ? undefined : JSON.parse(JSON.stringify(value));
+}
+
+async function load() {
+  let built;
+  try {
+    built = await bundle();
+  } catch (error) {
+    throw new Error(`cannot load ${spec.entry}: ${formatBuildError(error)}`);
+  }
+  if (built.map) {
+    sourceMap = new SourceMap(built.map);
+    mapSources = (built.map.sources || []).map((s) => path.resolve(spec.root, s));
+  }
+  let module;
+  try {
+    module = spec.mode === "host" ? await importOnHost(built.code) : await evaluateInCompartment(built.code);
+  } catch (error) {
+    throw new Error(`importing ${spec.entry} failed: ${describeError(error)}`);
+  }
+  const exported = module.exports;
+  const tools = [];
+  const alerts = [];
+  const staticTools = exported.tools;
+  if (staticTools !== undefined) {
+    if (!Array.isArray(staticTools)) throw new Error(`'tools' of ${spec.entry} must be an array`);
+    tools.push(...staticTools.map((tool) => ({ tool, resolved: false })));
+  }
+  const resolve = exported.resolveTools ?? exported.resolve_tools;
+  if (staticTools === undefined && typeof resolve !== "function") {
+    throw new Error(`${spec.entry} exports neither 'tools' (an array of tool objects) nor 'resolveTools'`);
+  }
+  if (typeof resolve === "function") {
+    const ctx = harden({
+      pluginConfig: plain(spec.config ?? {}),
+      env: { ...(spec.env ?? {}) },
+      logger: logger(spec.pluginId ?? "plugin"),
+    });
+    try {
+      const result = await resolve(ctx);
+      if (result && Array.isArray(result.tools)) {
+        tools.push(...result.tools.filter(Boolean).map((tool) => ({ tool, resolved: true })));
+      } else if (result && result.tools !== undefined) {
+        alerts.push({ level: "warning", message: "resolveTools returned 'tools' that is not an array; ignored" });
+      }
+      if (result && Array.isArray(result.alerts)) alerts.push(...plain(result.alerts));
+    } catch (error) {
+      alerts.push({
+        level: "warning",
+        message: `resolveTools of entry '${spec.entry}' failed (${describeError(error)}); its dynamic tools were not loaded`,
+      });
+    }
+  }
+  return { tools, alerts, fs: module.fs };
+}
+
+async function ensureLoaded() {
+  if (loaded === null) loaded = load();
+  return loaded;
+}
+
+// -- requests -----------------------------------------------------------------------------------
+
+const DECLARATIVE = ["id", "name", "description", "parameters", "timeout", "sandbox", "permissions", "annotations"];
+
+function declarative(tool) {
+  const fields = {};
+  if (tool === null || typeof tool !== "object") return tool;
+  for (const key of DECLARATIVE) {
+    if (tool[key] !== undefined) fields[key] = plain(tool[key]);
+  }
+  fields.execute = typeof tool.execute === "function";
+  return fields;
+}
+
+async function handle(request) {
+  let state;
+  try {
+    state = await ensureLoaded();
+  } catch (error) {
+    return { error: error.message, load_failed: true };
+  }
+  if (request.op === "describe") {
+    return { tools: state.tools.map(({ tool }) => declarative(tool)), alerts: state.alerts };
+  }
+  if (request.op !== "execute") return { error: `unknown request ${JSON.stringify(request.op)}` };
+  const found = state.tools.find(({ tool }) => tool && tool.id === request.tool);
+  if (!found || typeof found.tool.execute !== "function") {
+    return { error: `the entry ${spec.entry} has no tool ${JSON.stringify(request.tool)}` };
+  }
+  currentCall = { egress: request.egress ?? null };
+  const ctx = harden({
+    env: { ...(spec.env ?? {}) },
+    logger: logger(`${spec.pluginId ?? "plugin"}:${request.tool}`),
+    ...(state.fs ? { fs: state.fs } : {}),
+  });
+  try {
+    const input = harden(request.input ?? {});
+    const value = await found.tool.execute(input, ctx);
+    return { result: plain(value) ?? null };
+  } catch (error) {
+    return { error: describeError(error) };
+  } finally {
+    currentCall = { egress: null };
+  }
+}
+
+serve(handle);
