@@ -128,7 +128,10 @@ function mapStack(text) {
   if (!sourceMap || typeof text !== "string") return text;
   return text.replace(/toolgate-bundle:[^\s):]*:(\d+):(\d+)/g, (whole, line, column) => {
     const entry = sourceMap.findEntry(Number(line) - 1, Number(column) - 1);
-    if (!entry || entry.originalSource === undefined) return whole;
+    // (the stand-in of a denied module is no file: the frame that imported it is named)
+    if (!entry || entry.originalSource === undefined || entry.originalSource.includes("toolgate-denied:")) {
+      return whole;
+    }
     const file = path.resolve(spec.root, entry.originalSource);
     return `${file}:${entry.originalLine + 1}:${entry.originalColumn + 1}`;
   });
