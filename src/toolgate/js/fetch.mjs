@@ -46,10 +46,13 @@ function tunnel(socketPath, url) {
       path: `${url.hostname}:${port}`,
       headers: { host: `${url.hostname}:${port}` },
     });
-    request.on("connect", async (response, socket) => {
+    request.on("connect", (response, socket, head) => {
       if (response.statusCode !== 200) {
-        socket.destroy();
-        reject(refusal(response.statusCode, "", url));
+        // The proxy's reason is the body (it closes the connection after it).
+        const chunks = [head];
+        socket.on("data", (chunk) => chunks.push(chunk));
+        socket.on("close", () => reject(refusal(response.statusCode, Buffer.concat(chunks).toString("utf8"), url)));
+        socket.on("error", () => socket.destroy());
         return;
       }
       resolve(socket);
@@ -69,8 +72,8 @@ async function once(socketPath, url, method, headers, body) {
     options.hostname = url.hostname;
     options.port = url.port || 443;
     options.path = `${url.pathname}${url.search}`;
+    // No agent: with one, Node would open its own connection (and resolve the name itself).
     options.createConnection = () => tls.connect({ socket, servername: url.hostname });
-    options.agent = false;
   } else {
     options.socketPath = socketPath;
     options.path = url.href; // absolute form: the proxy forwards plain HTTP
