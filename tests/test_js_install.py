@@ -16,10 +16,15 @@ from toolgate.backends.js_install import install_folder
 __all__ = ["js_runtime"]  # the fixture, used by name
 
 
-def test_js_install_runs_npm_ci_into_toolgate_home(
-    run_cli: Any, toolgate_home: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def own_js_dir(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No shared install folder (set before ``run_cli`` copies the environment)."""
     monkeypatch.delenv("TOOLGATE_JS_DIR", raising=False)
+
+
+def test_js_install_runs_npm_ci_into_toolgate_home(
+    own_js_dir: None, run_cli: Any, toolgate_home: Path
+) -> None:
     result = run_cli("js", "install")
     assert result.returncode == 0, result.stderr
     folder = install_folder(toolgate_home)
