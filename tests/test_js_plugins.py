@@ -66,3 +66,23 @@ def test_the_globals_are_the_safe_list_and_the_javascript_intrinsics(tmp_path: P
     assert safe <= names
     for absent in ("process", "require", "fetch", "crypto", "Buffer", "Intl", "module"):
         assert absent not in names
+
+
+def test_host_mode_runs_the_entry_in_plain_node_with_full_access(tmp_path: Path) -> None:
+    with _gateway(tmp_path, sandbox="host") as gateway:
+        tool = gateway.registry.get(f"{PLUGIN}:process").tool
+        assert str(tool.sandbox.mode) == "host"
+        outcome = gateway.call_sync(f"{PLUGIN}:process", {})
+        assert outcome.ok, outcome.message
+        assert isinstance(outcome.content["pid"], int)
+        assert outcome.metadata["sandbox"] == {"mode": "host", "enforced": False, "runtime": "node"}
+        # No compartment: Node's own globals, crypto included.
+        assert gateway.call_sync(f"{PLUGIN}:crypto", {}).ok
+
+
+def test_the_plugins_report_says_which_host_runs_each_tool(tmp_path: Path) -> None:
+    with _gateway(tmp_path) as gateway:
+        [source] = [s for s in gateway.declarations.sources if isinstance(s, PluginSource)]
+        assert source.report is not None
+        runs = {status.id: status.runs for status in source.report.tools}
+    assert runs[f"{PLUGIN}:echo"] == "SES compartment (JavaScript host)"

@@ -32,7 +32,7 @@ from .js_install import JsRuntimeError, ensure_installed, host_script, node_prog
 from .prestart import PoolKey
 from .workers import WorkerPool, WorkerSettings
 
-__all__ = ["JsHostError", "JsHostSpec", "JsHosts", "describe_entry"]
+__all__ = ["JsHostError", "JsHostSpec", "JsHosts", "confirm_once", "describe_entry"]
 
 #: Bytes one answer line may hold.
 MAX_ANSWER = 16 * 1024 * 1024
@@ -59,12 +59,16 @@ class JsHostSpec:
     """``ctx.pluginConfig`` of ``resolveTools``."""
     generation: str = ""
     """Changes with every load of the plugin, so edited code never reuses an old process."""
+    kind: str = "pandora"
+    """``pandora`` (tools with ``execute``, ``resolveTools``) or ``jingle`` (a capability's
+    tools module: ``handler``, ``approval.buildConfirmation``)."""
 
     def as_json(self) -> str:
         perms = self.permissions
         return json.dumps(
             {
                 "pluginId": self.plugin_id,
+                "kind": self.kind,
                 "root": str(self.root),
                 "entry": str(self.entry),
                 "mode": self.mode,
@@ -123,11 +127,27 @@ def _answer(answer: Any, what: str) -> Any:
 
 def describe_entry(spec: JsHostSpec, timeout: float) -> Mapping[str, Any]:
     """``{"tools": [...], "alerts": [...]}`` of the entry: each tool's declarative fields, and
-    ``execute: true`` when it has one. Runs a host process of its own (loading is synchronous);
-    raises :class:`JsRuntimeError` without Node.js or the dependencies and
+    which functions it has (``execute: true``). Runs a host process of its own (loading is
+    synchronous); raises :class:`JsRuntimeError` without Node.js or the dependencies and
     :class:`JsHostError` when the entry fails to load."""
+    return _one_shot(spec, {"op": "describe"}, timeout, f"loading {spec.entry}")
+
+
+def confirm_once(
+    spec: JsHostSpec, tool_name: str, arguments: Mapping[str, Any], timeout: float
+) -> Any:
+    """What Jingle's ``approval.buildConfirmation(input)`` of ``tool_name`` returns, from a host
+    process of its own (the approval step asks synchronously, and rarely)."""
+    request = {"op": "confirm", "tool": tool_name, "input": dict(arguments)}
+    answer = _one_shot(spec, request, timeout, f"buildConfirmation of {tool_name}")
+    return answer.get("result")
+
+
+def _one_shot(
+    spec: JsHostSpec, request: Mapping[str, Any], timeout: float, what: str
+) -> Mapping[str, Any]:
     key = spec.key(f"{spec.plugin_id}:{spec.entry.name}")
-    line = json.dumps({"op": "describe", "_call": "describe"}) + "\n"
+    line = json.dumps({**request, "_call": "once"}) + "\n"
     try:
         done = subprocess.run(
             key.argv,
@@ -139,9 +159,7 @@ def describe_entry(spec: JsHostSpec, timeout: float) -> Mapping[str, Any]:
             timeout=timeout,
         )
     except subprocess.TimeoutExpired:
-        raise JsHostError(
-            f"loading {spec.entry} did not finish within {timeout:g} s (resolve_timeout)"
-        ) from None
+        raise JsHostError(f"{what} did not finish within {timeout:g} s") from None
     except OSError as exc:
         raise JsRuntimeError(f"the JavaScript host could not be started: {exc}") from None
     first = done.stdout.strip().splitlines()[:1]
@@ -149,14 +167,14 @@ def describe_entry(spec: JsHostSpec, timeout: float) -> Mapping[str, Any]:
         answer = json.loads(first[0]) if first else None
     except ValueError:
         answer = None
-    if answer is None:
+    if not isinstance(answer, dict):
         tail = done.stderr.strip()[-1500:]
         raise JsHostError(
-            f"the JavaScript host exited with code {done.returncode} while loading {spec.entry}"
+            f"the JavaScript host exited with code {done.returncode} during {what}"
             + (f": {tail}" if tail else "")
         )
     answer.pop("_call", None)
-    checked: Mapping[str, Any] = _answer(answer, f"loading {spec.entry}")
+    checked: Mapping[str, Any] = _answer(answer, what)
     return checked
 
 
@@ -186,12 +204,20 @@ class JsHosts:
         *,
         timeout: float,
         egress: str | None = None,
+        ctx: Mapping[str, Any] | None = None,
     ) -> Any:
         """Run ``execute`` of ``local_id`` on a warm host of ``spec``; its result. Raises
         :class:`JsHostError` for what the plugin threw, ``ToolTimeoutError`` past ``timeout``
         (the process is killed; the next call starts a new one)."""
         key = spec.key(tool_id)
-        payload = {"op": "execute", "tool": local_id, "input": dict(arguments), "egress": egress}
+        payload: dict[str, Any] = {
+            "op": "execute",
+            "tool": local_id,
+            "input": dict(arguments),
+            "egress": egress,
+        }
+        if ctx is not None:
+            payload["ctx"] = dict(ctx)
         answer = await self.pool().call(key, payload, timeout=timeout, max_output=MAX_ANSWER)
         return _answer(answer, f"Tool {tool_id}").get("result")
 

@@ -39,6 +39,11 @@ const hostDate = Date;
 const hostMath = Math;
 const hostIntl = globalThis.Intl;
 
+// harden() exists once lockdown() ran (compartment mode); a host-mode entry gets plain objects.
+function hardened(value) {
+  return typeof globalThis.harden === "function" ? globalThis.harden(value) : value;
+}
+
 // -- bundling -----------------------------------------------------------------------------------
 
 const NODE_BUILTIN = /^(node:)?(assert|async_hooks|buffer|child_process|cluster|crypto|dgram|dns|domain|events|fs|http|http2|https|inspector|module|net|os|path|perf_hooks|process|punycode|querystring|readline|repl|stream|string_decoder|sys|timers|tls|trace_events|tty|url|util|v8|vm|wasi|worker_threads|zlib)(\/.*)?$/;
@@ -166,7 +171,7 @@ let currentCall = { egress: null };
 function logger(name) {
   const emit = (level) => (...parts) =>
     process.stderr.write(`[${level}] ${name}: ${parts.map((p) => String(p)).join(" ")}\n`);
-  return harden({ log: emit("info"), info: emit("info"), debug: emit("debug"), warn: emit("warn"), warning: emit("warn"), error: emit("error") });
+  return hardened({ log: emit("info"), info: emit("info"), debug: emit("debug"), warn: emit("warn"), warning: emit("warn"), error: emit("error") });
 }
 
 async function evaluateInCompartment(code) {
@@ -223,12 +228,17 @@ async function load() {
     if (!Array.isArray(staticTools)) throw new Error(`'tools' of ${spec.entry} must be an array`);
     tools.push(...staticTools.map((tool) => ({ tool, resolved: false })));
   }
+  if (spec.kind === "jingle") {
+    // A Jingle tools module: `tools`, each {name, description, access, handler, approval}.
+    if (!Array.isArray(staticTools)) throw new Error(`${spec.entry} must export 'tools', an array of tool definitions`);
+    return { tools, alerts, fs: module.fs };
+  }
   const resolve = exported.resolveTools ?? exported.resolve_tools;
   if (staticTools === undefined && typeof resolve !== "function") {
     throw new Error(`${spec.entry} exports neither 'tools' (an array of tool objects) nor 'resolveTools'`);
   }
   if (typeof resolve === "function") {
-    const ctx = harden({
+    const ctx = hardened({
       pluginConfig: plain(spec.config ?? {}),
       env: { ...(spec.env ?? {}) },
       logger: logger(spec.pluginId ?? "plugin"),
@@ -259,15 +269,35 @@ async function ensureLoaded() {
 // -- requests -----------------------------------------------------------------------------------
 
 const DECLARATIVE = ["id", "name", "description", "parameters", "timeout", "sandbox", "permissions", "annotations"];
+const JINGLE = ["name", "title", "description", "access", "inputSchema", "input_schema", "examples"];
 
+// What the gateway checks of a tool object: its data, and which functions it has.
 function declarative(tool) {
   const fields = {};
   if (tool === null || typeof tool !== "object") return tool;
-  for (const key of DECLARATIVE) {
+  for (const key of spec.kind === "jingle" ? JINGLE : DECLARATIVE) {
     if (tool[key] !== undefined) fields[key] = plain(tool[key]);
   }
-  fields.execute = typeof tool.execute === "function";
+  if (spec.kind === "jingle") {
+    fields.handler = typeof tool.handler === "function";
+    const approval = tool.approval;
+    if (approval && typeof approval === "object") {
+      fields.approval = {};
+      if (approval.required !== undefined) fields.approval.required = plain(approval.required);
+      const build = approval.buildConfirmation ?? approval.build_confirmation;
+      if (build !== undefined) fields.approval.buildConfirmation = typeof build === "function";
+    } else if (approval !== undefined) {
+      fields.approval = plain(approval);
+    }
+  } else {
+    fields.execute = typeof tool.execute === "function";
+  }
   return fields;
+}
+
+function findTool(state, name) {
+  const key = spec.kind === "jingle" ? "name" : "id";
+  return state.tools.find(({ tool }) => tool && tool[key] === name);
 }
 
 async function handle(request) {
@@ -280,20 +310,35 @@ async function handle(request) {
   if (request.op === "describe") {
     return { tools: state.tools.map(({ tool }) => declarative(tool)), alerts: state.alerts };
   }
-  if (request.op !== "execute") return { error: `unknown request ${JSON.stringify(request.op)}` };
-  const found = state.tools.find(({ tool }) => tool && tool.id === request.tool);
-  if (!found || typeof found.tool.execute !== "function") {
-    return { error: `the entry ${spec.entry} has no tool ${JSON.stringify(request.tool)}` };
+  if (request.op !== "execute" && request.op !== "confirm") {
+    return { error: `unknown request ${JSON.stringify(request.op)}` };
+  }
+  const found = findTool(state, request.tool);
+  const run = !found
+    ? undefined
+    : request.op === "confirm"
+      ? found.tool.approval?.buildConfirmation ?? found.tool.approval?.build_confirmation
+      : spec.kind === "jingle"
+        ? found.tool.handler
+        : found.tool.execute;
+  if (typeof run !== "function") {
+    return { error: `the entry ${spec.entry} has no tool ${JSON.stringify(request.tool)} to ${request.op}` };
   }
   currentCall = { egress: request.egress ?? null };
-  const ctx = harden({
-    env: { ...(spec.env ?? {}) },
-    logger: logger(`${spec.pluginId ?? "plugin"}:${request.tool}`),
-    ...(state.fs ? { fs: state.fs } : {}),
-  });
+  // Pandora: {env, logger, fs?}; Jingle: the connection's {secrets, config, capability}, sent
+  // with each call (secrets never sit in the process environment).
+  const ctx = hardened(
+    spec.kind === "jingle"
+      ? { ...plain(request.ctx ?? {}), logger: logger(`${spec.pluginId}:${request.tool}`) }
+      : {
+          env: { ...(spec.env ?? {}) },
+          logger: logger(`${spec.pluginId ?? "plugin"}:${request.tool}`),
+          ...(state.fs ? { fs: state.fs } : {}),
+        },
+  );
   try {
-    const input = harden(request.input ?? {});
-    const value = await found.tool.execute(input, ctx);
+    const input = hardened(plain(request.input ?? {}));
+    const value = request.op === "confirm" ? await run.call(found.tool.approval, input) : await run(input, ctx);
     return { result: plain(value) ?? null };
   } catch (error) {
     return { error: describeError(error) };
