@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime
 import http.server
 import json
+import shlex
 import ssl
 import threading
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from doc_blocks import doc_block
 from js_support import FIXTURES, js_runtime
 from toolgate import Gateway
 from toolgate.model import SideEffect
@@ -182,3 +184,31 @@ def test_the_cli_lists_the_plugin_alerts_and_calls_its_tool(
     called = run_cli("call", SEARCH, "--args", '{"query": "q"}')
     assert called.returncode == 0, called.stderr
     assert json.loads(called.stdout) == {"backend": "brave", "query": "q"}
+
+
+def test_the_documented_typescript_example_works_as_written(run_cli: Any, project: Path) -> None:
+    plugin = project / "plugins" / "hello"
+    plugin.mkdir(parents=True)
+    (plugin / "pandora.json").write_text(doc_block("plugin-ts:pandora.json"))
+    (plugin / "index.ts").write_text(doc_block("plugin-ts:index.ts"))
+    (project / "toolgate.yaml").write_text(doc_block("plugin-ts:toolgate.yaml"))
+    commands = [
+        shlex.split(line.split(" # ")[0])
+        for line in doc_block("plugin-ts:commands").splitlines()
+        if line.strip()
+    ]
+    assert [c[:2] for c in commands] == [
+        ["toolgate", "js"],
+        ["toolgate", "validate"],
+        ["toolgate", "plugins"],
+        ["toolgate", "call"],
+    ]
+    install, validate, listing, call = (run_cli(*c[1:]) for c in commands)
+    assert install.returncode == 0, install.stderr
+    assert validate.returncode == 0 and "OK: no problems found." in validate.stdout
+    assert listing.returncode == 0, listing.stderr
+    line = "@acme/hello:greet  sandbox compartment, runs: SES compartment (JavaScript host)"
+    assert f"{line}  available" in listing.stdout
+    assert "info: Greeting style: friendly" in listing.stdout
+    assert call.returncode == 0, call.stderr
+    assert json.loads(call.stdout.splitlines()[0]) == {"message": "Hello, Ada!"}
