@@ -11,7 +11,9 @@ from js_support import js_runtime
 from toolgate import Gateway
 from toolgate.errors import ErrorCode
 from toolgate.model import ApprovalRequest, CallStatus, SideEffect
+from toolgate.sandbox.runner import Sandbox
 from toolgate.secrets import MemorySecretStore
+from toolgate.sources.capabilities import CapabilitySource
 
 __all__ = ["js_runtime"]  # the fixture, used by name
 
@@ -80,3 +82,18 @@ def test_a_write_asks_with_the_javascript_build_confirmation() -> None:
     assert request.title == "Append to a Notion page"
     assert request.risk == "medium"
     assert request.facts == (("Page", "p-1"), ("Content", "hello"))
+
+
+def test_the_javascript_handlers_run_in_bubblewrap_too_where_it_works(tmp_path: Path) -> None:
+    sandbox = Sandbox()
+    if not sandbox.host().works:
+        pytest.skip(f"bubblewrap cannot sandbox here: {sandbox.host().problem}")
+    with Gateway(secret_store=_connected(), sandbox=sandbox) as gateway:
+        assert gateway.add_source(NOTION).diagnostics == []
+        outcome = gateway.call_sync("notion:searchPages", {"query": "q", "limit": 1})
+        [source] = gateway.declarations.sources
+        assert isinstance(source, CapabilitySource)
+        [pid] = source.js_hosts.pids()
+        program = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+    assert outcome.ok, outcome.message
+    assert program.endswith(b"bwrap")

@@ -14,6 +14,8 @@ import pytest
 from js_support import js_runtime, plugin_copy
 from toolgate import Gateway
 from toolgate.model import SideEffect
+from toolgate.sandbox.runner import Sandbox
+from toolgate.sandbox.settings import SandboxConfig
 from toolgate.sources.plugins import PluginSource
 
 __all__ = ["js_runtime"]  # the fixture, used by name
@@ -49,7 +51,8 @@ def test_a_typescript_tool_loads_and_runs_in_a_warm_host(tmp_path: Path) -> None
             "enforced": True,
             "runtime": "ses",
         }
-        assert _host_count(gateway) == 1  # one warm process served both calls
+        assert gateway.call_sync(f"{PLUGIN}:globals", {}).ok  # another tool of the entry
+        assert _host_count(gateway) == 1  # one warm process served the three calls
         assert gateway.registry.get(f"{PLUGIN}:slow").tool.timeout == 0.3
 
 
@@ -86,3 +89,41 @@ def test_the_plugins_report_says_which_host_runs_each_tool(tmp_path: Path) -> No
         assert source.report is not None
         runs = {status.id: status.runs for status in source.report.tools}
     assert runs[f"{PLUGIN}:echo"] == "SES compartment (JavaScript host)"
+
+
+def test_where_bubblewrap_works_the_host_also_runs_in_the_process_sandbox(tmp_path: Path) -> None:
+    sandbox = Sandbox()
+    if not sandbox.host().works:
+        pytest.skip(f"bubblewrap cannot sandbox here: {sandbox.host().problem}")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "note.txt").write_text("inside")
+    folder = plugin_copy(tmp_path, "probe", permissions={"fs": [str(data)]})
+    with Gateway(environ={}, sandbox=sandbox) as gateway:
+        assert gateway.add_source(folder).diagnostics == []
+        echo = gateway.call_sync(f"{PLUGIN}:echo", {"n": 1})
+        read = gateway.call_sync(f"{PLUGIN}:read", {"path": str(data / "note.txt")})
+        [source] = [s for s in gateway.declarations.sources if isinstance(s, PluginSource)]
+        # The host process is bubblewrap: the JavaScript runs in its own namespaces.
+        [pid] = source.js_hosts.pids()
+        program = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+    assert program.endswith(b"bwrap")
+    assert echo.ok and read.ok, (echo.message, read.message)
+    assert read.content == {"text": "inside"}
+    assert echo.metadata["sandbox"]["process_sandbox"] == "bwrap"
+
+
+def test_without_a_working_bubblewrap_the_compartment_alone_is_the_boundary(
+    tmp_path: Path,
+) -> None:
+    sandbox = Sandbox(SandboxConfig(bwrap_path=str(tmp_path / "no-such-bwrap")))
+    folder = plugin_copy(tmp_path, "probe")
+    with Gateway(environ={}, sandbox=sandbox) as gateway:
+        gateway.add_source(folder)
+        outcome = gateway.call_sync(f"{PLUGIN}:echo", {})
+    assert outcome.ok, outcome.message
+    assert outcome.metadata["sandbox"] == {
+        "mode": "compartment",
+        "enforced": True,
+        "runtime": "ses",
+    }

@@ -28,11 +28,19 @@ from typing import Any
 
 from ..errors import ToolError
 from ..model import Permissions
+from ..sandbox.bwrap import BwrapSpec, bwrap_argv, install_root
 from .js_install import JsRuntimeError, ensure_installed, host_script, node_program
 from .prestart import PoolKey
 from .workers import WorkerPool, WorkerSettings
 
-__all__ = ["JsHostError", "JsHostSpec", "JsHosts", "confirm_once", "describe_entry"]
+__all__ = [
+    "JsConfinement",
+    "JsHostError",
+    "JsHostSpec",
+    "JsHosts",
+    "confirm_once",
+    "describe_entry",
+]
 
 #: Bytes one answer line may hold.
 MAX_ANSWER = 16 * 1024 * 1024
@@ -40,6 +48,19 @@ MAX_ANSWER = 16 * 1024 * 1024
 
 class JsHostError(ToolError):
     """The plugin's code failed (at load or in ``execute``), as the host reported it."""
+
+
+@dataclass(frozen=True, slots=True)
+class JsConfinement:
+    """The process sandbox a compartment host also runs in (defence in depth, where bubblewrap
+    works): no network namespace access but the egress sockets, no writes, only the plugin, the
+    host's code and packages, Node.js and the declared ``fs`` prefixes visible (read-only)."""
+
+    bwrap: str
+    protected: tuple[Path, ...] = ()
+    """The gateway's state, hidden again wherever a bind would expose it."""
+    egress_dir: Path | None = None
+    """The private folder the calls' egress sockets are made in, bound into the sandbox."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +83,8 @@ class JsHostSpec:
     kind: str = "pandora"
     """``pandora`` (tools with ``execute``, ``resolveTools``) or ``jingle`` (a capability's
     tools module: ``handler``, ``approval.buildConfirmation``)."""
+    confinement: JsConfinement | None = None
+    """Run the host inside bubblewrap too (``None``: the compartment alone)."""
 
     def as_json(self) -> str:
         perms = self.permissions
@@ -85,17 +108,26 @@ class JsHostSpec:
             sort_keys=True,
         )
 
+    @property
+    def label(self) -> str:
+        """How messages name the host process (``@acme/hello entry index.ts``)."""
+        return f"{self.plugin_id} entry {self.entry.name}"
+
     def key(self, tool_id: str) -> PoolKey:
         """The worker-pool key of this spec's process (``tool_id`` names it in messages)."""
         node, folder = _runtime()
-        env = {
+        # Host mode: a plain Node.js process with the gateway's environment (full access).
+        env = dict(os.environ) if self.mode != "compartment" else {}
+        env |= {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "TOOLGATE_JS_SPEC": self.as_json(),
             "TOOLGATE_JS_MODULES": str(folder),
         }
         if os.environ.get("NODE_EXTRA_CA_CERTS"):
             env["NODE_EXTRA_CA_CERTS"] = os.environ["NODE_EXTRA_CA_CERTS"]
-        argv = (node, str(host_script()))
+        argv: tuple[str, ...] = (node, str(host_script()))
+        if self.confinement is not None and self.mode == "compartment":
+            argv = tuple(_confined_argv(self, argv, folder, env.get("NODE_EXTRA_CA_CERTS")))
         return PoolKey(
             tool_id=tool_id,
             argv=argv,
@@ -106,6 +138,31 @@ class JsHostSpec:
 
 
 _RUNTIME: tuple[str, Path] | None = None
+
+
+def _confined_argv(
+    spec: JsHostSpec, command: tuple[str, ...], modules: Path, ca_file: str | None
+) -> list[str]:
+    confinement = spec.confinement
+    assert confinement is not None
+    package = host_script().parent.parent  # host.mjs imports ../worker_helpers
+    read_only = [spec.root, package, modules, *install_root(command[0])]
+    read_only += [Path(prefix) for prefix in spec.permissions.fs]
+    if ca_file:
+        read_only.append(Path(ca_file))
+    egress = confinement.egress_dir
+    return bwrap_argv(
+        confinement.bwrap,
+        BwrapSpec(
+            command=command,
+            workspace=None,
+            workspace_writable=False,
+            ro_paths=[path for path in read_only if path.exists()],
+            protected=confinement.protected,
+            network=bool(spec.permissions.network),
+            extra_binds=[(egress, egress)] if egress is not None else [],
+        ),
+    )
 
 
 def _runtime() -> tuple[str, Path]:
@@ -146,7 +203,7 @@ def confirm_once(
 def _one_shot(
     spec: JsHostSpec, request: Mapping[str, Any], timeout: float, what: str
 ) -> Mapping[str, Any]:
-    key = spec.key(f"{spec.plugin_id}:{spec.entry.name}")
+    key = spec.key(spec.label)
     line = json.dumps({**request, "_call": "once"}) + "\n"
     try:
         done = subprocess.run(
@@ -186,6 +243,9 @@ class JsHosts:
         self._pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, WorkerPool] = (
             weakref.WeakKeyDictionary()
         )
+        # A warm call must not rebuild its key (the spec's JSON, bubblewrap's command line):
+        # kept per spec object (held, so its id is not reused).
+        self._keys: dict[int, tuple[JsHostSpec, PoolKey]] = {}
 
     def pool(self) -> WorkerPool:
         """The pool of the running event loop."""
@@ -209,7 +269,13 @@ class JsHosts:
         """Run ``execute`` of ``local_id`` on a warm host of ``spec``; its result. Raises
         :class:`JsHostError` for what the plugin threw, ``ToolTimeoutError`` past ``timeout``
         (the process is killed; the next call starts a new one)."""
-        key = spec.key(tool_id)
+        cached = self._keys.get(id(spec))
+        if cached is None:
+            if len(self._keys) > 1024:  # specs of many reloads ago
+                self._keys.clear()
+            # One process per entry (and permission set), whichever of its tools is called.
+            cached = self._keys[id(spec)] = (spec, spec.key(spec.label))
+        key = cached[1]
         payload: dict[str, Any] = {
             "op": "execute",
             "tool": local_id,
@@ -220,6 +286,10 @@ class JsHosts:
             payload["ctx"] = dict(ctx)
         answer = await self.pool().call(key, payload, timeout=timeout, max_output=MAX_ANSWER)
         return _answer(answer, f"Tool {tool_id}").get("result")
+
+    def pids(self) -> list[int]:
+        """The process ids of the idle host processes, in every loop."""
+        return [pid for pool in list(self._pools.values()) for pid in pool.pids()]
 
     def worker_count(self) -> int:
         """Live host processes, in every loop."""

@@ -343,6 +343,15 @@ class WorkerPool:
             if tool_id is None or key.tool_id == tool_id
         )
 
+    def pids(self) -> list[int]:
+        """The process ids of the live idle workers (for diagnostics and tests)."""
+        return [
+            worker.proc.pid
+            for workers in self._workers.values()
+            for worker in workers.idle
+            if worker.alive
+        ]
+
     def close(self) -> None:
         """Stop every idle worker (busy ones are stopped when their call ends)."""
         self._closed = True

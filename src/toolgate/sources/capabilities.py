@@ -326,7 +326,7 @@ class CapabilitySource(DeclarationSource):
         digest: str | None
         if manifest.main.suffix in JS_SUFFIXES:
             try:
-                listed, digest = js_capability_tools(manifest, self.js_hosts)
+                listed, digest = js_capability_tools(manifest, self.js_hosts, self.context.sandbox)
             except ToolError as exc:
                 problems.append(Diagnostic(str(manifest.main), None, f"{manifest.id}: {exc}"))
                 return []

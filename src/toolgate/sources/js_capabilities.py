@@ -19,11 +19,15 @@ import hashlib
 import json
 import secrets
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..backends.js_host import JsHosts, JsHostSpec, confirm_once, describe_entry
 from ..loaders.capability import CapabilityManifest
 from ..model import Permissions
+from .js_plugins import confinement
+
+if TYPE_CHECKING:
+    from ..sandbox.runner import Sandbox
 
 __all__ = ["LOAD_TIMEOUT", "js_capability_tools"]
 
@@ -79,11 +83,12 @@ def _confirmation(spec: JsHostSpec, name: str) -> Callable[[Mapping[str, Any]], 
 
 
 def js_capability_tools(
-    manifest: CapabilityManifest, hosts: JsHosts
+    manifest: CapabilityManifest, hosts: JsHosts, sandbox: Sandbox | None = None
 ) -> tuple[list[dict[str, Any]], str]:
     """The tool definitions of a JavaScript tools module (functions standing in for the host's)
-    and the code's digest. Raises ``ToolError`` when Node.js is missing or the module fails to
-    load (the message names the file and line)."""
+    and the code's digest; the host runs inside bubblewrap too where ``sandbox`` works. Raises
+    ``ToolError`` when Node.js is missing or the module fails to load (the message names the
+    file and line)."""
     spec = JsHostSpec(
         plugin_id=manifest.id,
         root=manifest.main.parent,
@@ -92,6 +97,7 @@ def js_capability_tools(
         permissions=Permissions(),
         kind="jingle",
         generation=secrets.token_hex(8),
+        confinement=confinement(sandbox, None, network=False, key=(str(manifest.main),)),
     )
     answer = describe_entry(spec, LOAD_TIMEOUT)
     listed = answer.get("tools")

@@ -18,11 +18,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import json
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..backends.js_host import JsHosts, JsHostSpec, describe_entry
+from ..backends.js_host import JsConfinement, JsHosts, JsHostSpec, describe_entry
 from ..loaders.plugin import PluginManifest, ToolsEntry
 from ..loaders.plugin_tool import PluginTool, build_plugin_tool
 from ..loaders.tool_folder_fields import Report
@@ -34,10 +36,32 @@ from ..sandbox.egress import EgressProxy
 if TYPE_CHECKING:
     from ..sandbox.runner import Sandbox
 
-__all__ = ["js_binding", "js_entry_tools", "js_spec"]
+__all__ = ["confinement", "js_binding", "js_entry_tools", "js_spec"]
 
 _CONTEXT_KEYWORD = "__toolgate_context__"
 _METADATA_KEYWORD = "__toolgate_metadata__"
+
+
+_EGRESS_DIRS: dict[tuple[str, ...], Path] = {}
+
+
+def confinement(
+    sandbox: Sandbox | None, tool: Tool | None, *, network: bool, key: tuple[str, ...]
+) -> JsConfinement | None:
+    """Bubblewrap around a compartment host, where it works and the operator's namespaces put
+    the tool in a compartment (``None`` otherwise: the SES compartment alone). ``key`` names
+    the host, for the private folder its calls' egress sockets are made in."""
+    if sandbox is None or (tool is not None and sandbox.mode_for(tool) is SandboxMode.HOST):
+        return None
+    host = sandbox.host()
+    if not host.works or host.bwrap is None:
+        return None
+    egress = None
+    if network:
+        egress = _EGRESS_DIRS.get(key)
+        if egress is None or not egress.is_dir():
+            egress = _EGRESS_DIRS[key] = Path(tempfile.mkdtemp(prefix="toolgate-js-egress-"))
+    return JsConfinement(host.bwrap, tuple(sandbox.protected), egress)
 
 
 def js_spec(
@@ -48,11 +72,17 @@ def js_spec(
     env: Mapping[str, str],
     config: Mapping[str, Any],
     generation: str,
+    sandbox: Sandbox | None = None,
 ) -> JsHostSpec:
     """The host process of ``entry`` for ``tool`` (its own sandbox and permissions, which may
-    override the entry's), or for the entry itself when ``tool`` is ``None``."""
+    override the entry's), or for the entry itself when ``tool`` is ``None``; inside bubblewrap
+    too when ``sandbox`` works here."""
     mode = entry.sandbox if tool is None else tool.sandbox.mode
     permissions = entry.permissions if tool is None else tool.sandbox.permissions
+    confined = None
+    if mode is SandboxMode.COMPARTMENT:
+        key = (str(entry.module_file), json.dumps(str(permissions)))
+        confined = confinement(sandbox, tool, network=bool(permissions.network), key=key)
     return JsHostSpec(
         plugin_id=manifest.id,
         root=manifest.folder,
@@ -62,6 +92,7 @@ def js_spec(
         env=dict(env),
         config=dict(config),
         generation=generation,
+        confinement=confined,
     )
 
 
@@ -134,10 +165,14 @@ def js_binding(
             metadata["sandbox"] = {"mode": "host", "enforced": False, "runtime": "node"}
             return await hosts.execute(spec, tool.id, local_id, arguments, timeout=tool.timeout)
         described: dict[str, Any] = {"mode": "compartment", "enforced": True, "runtime": "ses"}
+        if spec.confinement is not None:
+            described["process_sandbox"] = "bwrap"
         metadata["sandbox"] = described
         if not network:
             return await hosts.execute(spec, tool.id, local_id, arguments, timeout=tool.timeout)
         proxy_options: dict[str, Any] = {}
+        if spec.confinement is not None and spec.confinement.egress_dir is not None:
+            proxy_options["socket_dir"] = spec.confinement.egress_dir
         if sandbox is not None:
             proxy_options["deny_ports"] = sandbox.deny_ports
             proxy_options["cidr_grants"] = tool_grant(sandbox.cidr_grants, tool.id)

@@ -338,6 +338,7 @@ class _PluginLoader:
             env=self._snapshot(entry.permissions.env),
             config=thaw(self.options.config),
             generation=self.generation,
+            sandbox=self.sandbox,
         )
         try:
             tools, alerts = js_entry_tools(
@@ -508,6 +509,7 @@ class _PluginLoader:
                 env=self._snapshot(tool.env),
                 config=thaw(self.options.config),
                 generation=self.generation,
+                sandbox=self.sandbox,
             )
             binding = js_binding(self.js_hosts, spec, tool, item.local_id, self.sandbox)
             self.tools.append(
