@@ -105,3 +105,9 @@ def test_an_entry_that_throws_at_import_names_the_file_and_line() -> None:
         assert "Error: the plugin refuses to load" in diagnostic.message
         assert f"{FIXTURES / 'throws_at_import' / 'helper.ts'}, line 2" in diagnostic.message
         assert gateway.list_tools() == []
+
+
+def test_a_timer_left_by_one_call_never_runs_during_the_next(gateway: Gateway) -> None:
+    assert gateway.call_sync(f"{PLUGIN}:arm", {}).content == {"armed": True}
+    # The next call waits longer than the timer's delay: it would have fired by then.
+    assert gateway.call_sync(f"{PLUGIN}:fired", {}).content == {"fired": 0}

@@ -43,11 +43,17 @@ function timers() {
       live.delete(id);
     }
   };
+  const clearAll = () => {
+    for (const id of [...live.keys()]) cancel(id);
+  };
   return {
-    setTimeout: schedule("setTimeout"),
-    setInterval: schedule("setInterval"),
-    clearTimeout: cancel,
-    clearInterval: cancel,
+    globals: {
+      setTimeout: schedule("setTimeout"),
+      setInterval: schedule("setInterval"),
+      clearTimeout: cancel,
+      clearInterval: cancel,
+    },
+    clearAll,
   };
 }
 
@@ -138,20 +144,22 @@ function makeFs(prefixes) {
 }
 
 /**
- * The compartment's globals for spec.permissions, and the fs capability (or undefined).
+ * The compartment's globals for spec.permissions, the fs capability (or undefined), and
+ * clearTimers() to cancel the timers still pending.
  * `egress()` gives the current call's egress proxy socket (null when it has none).
  */
 export function makeCapabilities({ spec, hostDate, hostMath, hostIntl, egress }) {
   for (const value of [URL, URLSearchParams, TextEncoder, TextDecoder, AbortController, AbortSignal]) {
     harden(value);
   }
+  const timer = timers();
   const globals = {
     console: safeConsole(spec.pluginId ?? "plugin"),
     URL,
     URLSearchParams,
     TextEncoder,
     TextDecoder,
-    ...timers(),
+    ...timer.globals,
     atob: (text) => atob(text),
     btoa: (text) => btoa(text),
     queueMicrotask: (callback) => {
@@ -168,5 +176,7 @@ export function makeCapabilities({ spec, hostDate, hostMath, hostIntl, egress })
   }
   const fs = (spec.permissions.fs ?? []).length ? harden(makeFs(spec.permissions.fs)) : undefined;
   for (const key of Object.keys(globals)) harden(globals[key]);
-  return { globals, fs };
+  // clearTimers: called when a call ends, so a timer a call left behind cannot act (fetch, log)
+  // during the next call, under that call's egress proxy and audit record.
+  return { globals, fs, clearTimers: timer.clearAll };
 }

@@ -190,13 +190,13 @@ async function evaluateInCompartment(code) {
   const wrapped = `(function (module, exports) { ${code}\n})\n//# sourceURL=${BUNDLE_URL}\n`;
   const factory = compartment.evaluate(wrapped);
   factory(module, module.exports);
-  return { exports: module.exports, fs: capabilities.fs };
+  return { exports: module.exports, fs: capabilities.fs, clearTimers: capabilities.clearTimers };
 }
 
 async function importOnHost(code) {
   const url = `data:text/javascript;base64,${Buffer.from(`${code}\n//# sourceURL=${BUNDLE_URL}\n`).toString("base64")}`;
   const exports = await import(url);
-  return { exports, fs: undefined };
+  return { exports, fs: undefined, clearTimers: () => {} };
 }
 
 function plain(value) {
@@ -231,7 +231,7 @@ async function load() {
   if (spec.kind === "jingle") {
     // A Jingle tools module: `tools`, each {name, description, access, handler, approval}.
     if (!Array.isArray(staticTools)) throw new Error(`${spec.entry} must export 'tools', an array of tool definitions`);
-    return { tools, alerts, fs: module.fs };
+    return { tools, alerts, fs: module.fs, clearTimers: module.clearTimers };
   }
   const resolve = exported.resolveTools ?? exported.resolve_tools;
   if (staticTools === undefined && typeof resolve !== "function") {
@@ -258,7 +258,7 @@ async function load() {
       });
     }
   }
-  return { tools, alerts, fs: module.fs };
+  return { tools, alerts, fs: module.fs, clearTimers: module.clearTimers };
 }
 
 async function ensureLoaded() {
@@ -344,6 +344,7 @@ async function handle(request) {
     return { error: describeError(error) };
   } finally {
     currentCall = { egress: null };
+    state.clearTimers();
   }
 }
 
