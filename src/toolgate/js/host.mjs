@@ -11,7 +11,9 @@
 //   the gateway).
 //
 // Requests: {op: "describe"} → {tools: [...declarative fields, execute: true], alerts};
-// {op: "execute", tool, input, egress} → {result} or {error}. console.log goes to stderr.
+// {op: "execute", tool, input, egress, ctx?} → {result} or {error}; {op: "confirm", tool,
+// input} → {result} (Jingle's approval.buildConfirmation). console.log goes to stderr.
+// spec.kind "jingle" loads a Jingle tools module: tools by name, handler(input, ctx).
 
 import { createRequire, SourceMap } from "node:module";
 import path from "node:path";
@@ -175,6 +177,8 @@ function logger(name) {
 }
 
 async function evaluateInCompartment(code) {
+  // errorTaming "unsafe" keeps V8's stack traces (mapped back to the .ts lines for the
+  // gateway's messages); the plugin can read its own stack, which names only its own files.
   lockdown({ errorTaming: "unsafe", overrideTaming: "severe", consoleTaming: "unsafe" });
   const capabilities = makeCapabilities({
     spec,
@@ -182,7 +186,6 @@ async function evaluateInCompartment(code) {
     hostMath,
     hostIntl,
     egress: () => currentCall.egress,
-    logger,
   });
   const compartment = new Compartment({ globals: capabilities.globals, __options__: true });
   const module = { exports: {} };
