@@ -1,5 +1,6 @@
-"""The seed's TypeScript ``resolveTools`` example through the HTTP API and MCP: its tool is
-listed and called, and its alert reaches the operators' ``/v1/alerts``."""
+"""The seed's TypeScript ``resolveTools`` example through the HTTP API, MCP and the web UI: its
+tool is listed and called, and its alert reaches the operators' ``/v1/alerts`` and the web UI's
+settings page."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import httpx2
 import pytest
 from fastapi.testclient import TestClient
 from mcp import Client
@@ -18,6 +20,8 @@ from http_api_support import LOCAL, auth, make_app, make_identity
 from js_support import FIXTURES, js_runtime
 from test_mcp_server_helpers import McpHttpServer, bearer
 from toolgate import Gateway
+from toolgate.serve.web import build_ui
+from web_support import serve
 
 __all__ = ["js_runtime"]  # the fixture, used by name
 
@@ -62,3 +66,10 @@ async def test_mcp_lists_and_calls_the_typescript_tool(gateway: Gateway) -> None
     # No output schema, so the result is its JSON text.
     [block] = result.content
     assert json.loads(block.text) == {"backend": "brave", "query": "mcp"}
+
+
+def test_the_web_ui_shows_the_typescript_plugin_alert(gateway: Gateway) -> None:
+    with serve(build_ui(gateway)) as served, httpx2.Client(base_url=served.url, timeout=30) as web:
+        page = web.get("/settings", follow_redirects=True)
+    assert page.status_code == 200
+    assert "<code>@pandorakit/search</code>: Using brave" in page.text
