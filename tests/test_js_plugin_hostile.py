@@ -111,3 +111,11 @@ def test_a_timer_left_by_one_call_never_runs_during_the_next(gateway: Gateway) -
     assert gateway.call_sync(f"{PLUGIN}:arm", {}).content == {"armed": True}
     # The next call waits longer than the timer's delay: it would have fired by then.
     assert gateway.call_sync(f"{PLUGIN}:fired", {}).content == {"fired": 0}
+
+
+def test_a_memory_hog_crashes_only_its_own_host_and_the_next_call_works(gateway: Gateway) -> None:
+    outcome = gateway.call_sync(f"{PLUGIN}:hog", {})
+    assert outcome.is_error
+    assert "heap" in (outcome.message or "").lower()  # V8's "Reached heap limit"
+    assert _audited(gateway, outcome).status == "error"
+    assert gateway.call_sync(f"{PLUGIN}:echo", {"after": "hog"}).ok

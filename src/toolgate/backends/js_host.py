@@ -42,6 +42,8 @@ __all__ = [
     "describe_entry",
 ]
 
+#: Megabytes of JavaScript heap a host process may use, unless the sandbox's limits say.
+DEFAULT_HEAP_MB = 512
 #: Bytes one answer line may hold.
 MAX_ANSWER = 16 * 1024 * 1024
 
@@ -85,6 +87,9 @@ class JsHostSpec:
     tools module: ``handler``, ``approval.buildConfirmation``)."""
     confinement: JsConfinement | None = None
     """Run the host inside bubblewrap too (``None``: the compartment alone)."""
+    heap_mb: int = DEFAULT_HEAP_MB
+    """V8's heap limit: a plugin that allocates without end crashes its own host process (the
+    call fails, the next one gets a fresh process) before it can exhaust the machine."""
 
     def as_json(self) -> str:
         perms = self.permissions
@@ -125,7 +130,7 @@ class JsHostSpec:
         }
         if os.environ.get("NODE_EXTRA_CA_CERTS"):
             env["NODE_EXTRA_CA_CERTS"] = os.environ["NODE_EXTRA_CA_CERTS"]
-        argv: tuple[str, ...] = (node, str(host_script()))
+        argv: tuple[str, ...] = (node, f"--max-old-space-size={self.heap_mb}", str(host_script()))
         if self.confinement is not None and self.mode == "compartment":
             argv = tuple(_confined_argv(self, argv, folder, env.get("NODE_EXTRA_CA_CERTS")))
         return PoolKey(

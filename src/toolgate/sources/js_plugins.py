@@ -24,7 +24,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..backends.js_host import JsConfinement, JsHosts, JsHostSpec, describe_entry
+from ..backends.js_host import (
+    DEFAULT_HEAP_MB,
+    JsConfinement,
+    JsHosts,
+    JsHostSpec,
+    describe_entry,
+)
 from ..loaders.plugin import PluginManifest, ToolsEntry
 from ..loaders.plugin_tool import PluginTool, build_plugin_tool
 from ..loaders.tool_folder_fields import Report
@@ -93,6 +99,10 @@ def js_spec(
         config=dict(config),
         generation=generation,
         confinement=confined,
+        # The operator's memory limit of sandboxed calls, as the host's JavaScript heap.
+        heap_mb=sandbox.limits.memory_bytes // (1024 * 1024)
+        if sandbox is not None
+        else DEFAULT_HEAP_MB,
     )
 
 
