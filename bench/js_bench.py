@@ -9,6 +9,8 @@ Run: ``python bench/js_bench.py [--calls N] [--json]``. In one process and run, 
 * ``python_plugin``: ``gateway.call_sync`` of the same tool as a Python Pandora plugin run on the
   host (``host_mode``), the existing path.
 
+``--bwrap`` gives the gateway a process sandbox, so the warm host also runs under bubblewrap.
+
 Needs Node.js and the host's packages (``toolgate js install``; installed on first use).
 """
 
@@ -27,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from toolgate import Gateway
+from toolgate.sandbox.runner import Sandbox
 
 GOAL_WARM_MS = 1.0
 ARGS = {"a": 1, "b": 2}
@@ -70,13 +73,22 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--spawns", type=int, default=30, help="node -e processes (slow)")
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
+    parser.add_argument(
+        "--bwrap",
+        action="store_true",
+        help="give the gateway a process sandbox: the warm host runs under bubblewrap too",
+    )
     args = parser.parse_args()
     node = shutil.which("node")
     if node is None:
         print("Node.js is not installed", file=sys.stderr)
         return 2
     times: dict[str, list[float]] = {"js_warm": [], "node_spawn": [], "python_plugin": []}
-    with tempfile.TemporaryDirectory() as tmp, Gateway(environ={}) as gateway:
+    sandbox = Sandbox() if args.bwrap else None
+    if sandbox is not None and not sandbox.host().works:
+        print(f"cannot sandbox here: {sandbox.host().problem}", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory() as tmp, Gateway(environ={}, sandbox=sandbox) as gateway:
         root = Path(tmp)
         js = gateway.add_source(_plugin(root, "js", "index.ts", TS))
         py = gateway.add_source(_plugin(root, "py", "index.py", PY), options={"host_mode": True})
