@@ -119,3 +119,21 @@ def test_a_memory_hog_crashes_only_its_own_host_and_the_next_call_works(gateway:
     assert "heap" in (outcome.message or "").lower()  # V8's "Reached heap limit"
     assert _audited(gateway, outcome).status == "error"
     assert gateway.call_sync(f"{PLUGIN}:echo", {"after": "hog"}).ok
+
+
+def test_a_computed_dynamic_import_is_refused_when_the_entry_loads(tmp_path: Path) -> None:
+    plugin = tmp_path / "computed"
+    plugin.mkdir()
+    (plugin / "pandora.json").write_text(
+        '{"id": "@toolgate-test/computed", "provides": {"tools": {"entry": "index.js"}}}'
+    )
+    (plugin / "index.js").write_text(
+        "export const tools = [{ id: 'x', name: 'x', description: 'x',\n"
+        "  annotations: { readOnlyHint: true },\n"
+        "  execute: async (input) => typeof (await import(['child', 'process'].join('_'))) }]\n"
+    )
+    with Gateway(environ={}) as gateway:
+        [diagnostic] = gateway.add_source(plugin).diagnostics
+        assert gateway.list_tools() == []
+    assert "a dynamic import() is not allowed in a compartment" in diagnostic.message
+    assert f"({plugin / 'index.js'}, line 3)" in diagnostic.message  # the source's line

@@ -130,11 +130,21 @@ async function bundle() {
 let sourceMap = null;
 let mapSources = [];
 
+// The first mapping of a generated line (a position without a column names the whole line).
+function firstOnLine(line) {
+  for (let column = 0; column < 1000; column++) {
+    const entry = sourceMap.findEntry(line, column);
+    if (entry && entry.generatedLine === line) return entry;
+  }
+  return undefined;
+}
+
 // Frames of the bundle name the original file and line (weather.ts:12:7), never the bundle.
 function mapStack(text) {
   if (!sourceMap || typeof text !== "string") return text;
-  return text.replace(/toolgate-bundle:[^\s):]*:(\d+):(\d+)/g, (whole, line, column) => {
-    const entry = sourceMap.findEntry(Number(line) - 1, Number(column) - 1);
+  // file:line:column in stack frames; file:line in SES's rejections of source text.
+  return text.replace(/toolgate-bundle:[^\s):]*:(\d+)(?::(\d+))?/g, (whole, line, column) => {
+    const entry = column ? sourceMap.findEntry(Number(line) - 1, Number(column) - 1) : firstOnLine(Number(line) - 1);
     // (the stand-in of a denied module is no file: the frame that imported it is named)
     if (!entry || entry.originalSource === undefined || entry.originalSource.includes("toolgate-denied:")) {
       return whole;
@@ -148,6 +158,7 @@ function describeError(error) {
   let message;
   try {
     message = error instanceof Error ? `${error.name}: ${error.message}` : `thrown: ${String(error)}`;
+    message = mapStack(message);
   } catch {
     message = "an error that cannot be shown";
   }
@@ -191,9 +202,31 @@ async function evaluateInCompartment(code) {
   const module = { exports: {} };
   // One line, so the bundle's line numbers stay what the source map says.
   const wrapped = `(function (module, exports) { ${code}\n})\n//# sourceURL=${BUNDLE_URL}\n`;
-  const factory = compartment.evaluate(wrapped);
+  let factory;
+  try {
+    factory = compartment.evaluate(wrapped);
+  } catch (error) {
+    throw rejectionWithSource(error, code);
+  }
   factory(module, module.exports);
   return { exports: module.exports, fs: capabilities.fs, clearTimers: capabilities.clearTimers };
+}
+
+// SES refuses source text that could hold an import expression (a computed import() would
+// load a module outside the compartment); name where it is in the plugin's own file.
+function rejectionWithSource(error, code) {
+  if (!String(error && error.message).includes("SES_IMPORT_REJECTED")) return error;
+  const lines = code.split("\n");
+  const pattern = /(^|[^.])\bimport\s*(\(|\/[/*])/;
+  const index = lines.findIndex((text) => pattern.test(text));
+  const column = index >= 0 ? lines[index].search(/\bimport\b/) : -1;
+  const entry = index >= 0 && sourceMap ? sourceMap.findEntry(index, column) : undefined;
+  const where = entry && entry.originalSource !== undefined
+    ? ` (${path.resolve(spec.root, entry.originalSource)}, line ${entry.originalLine + 1})`
+    : "";
+  return new SyntaxError(
+    `a dynamic import() is not allowed in a compartment: modules are bundled when the plugin loads${where}`,
+  );
 }
 
 async function importOnHost(code) {
