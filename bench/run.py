@@ -92,6 +92,11 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         help="skip the sandbox section (the same script tool with and without bubblewrap)",
     )
     parser.add_argument(
+        "--no-js",
+        action="store_true",
+        help="skip the JavaScript plugin section (warm compartment tool, node -e, Python plugin)",
+    )
+    parser.add_argument(
         "--http-seconds",
         type=float,
         help="seconds of wrk load per HTTP target and concurrency (default 5, quick 2)",
@@ -131,7 +136,7 @@ def _load() -> str:
         return "?"
 
 
-_HTTP_KEYS = {t.key for t in http_throughput.TARGETS} | {"sandbox"}
+_HTTP_KEYS = {t.key for t in http_throughput.TARGETS} | {"sandbox", "js"}
 
 
 def _select(only: str | None) -> list[Scenario]:
@@ -212,6 +217,23 @@ def _sandbox_section(*, calls: int, quiet: bool) -> list[str]:
     return ["", heading, *("  " + line for line in done.stdout.strip().splitlines())]
 
 
+def _js_section(*, calls: int, quiet: bool) -> list[str]:
+    """JavaScript plugin tools (bench/js_bench.py, in its own process)."""
+    if not quiet:
+        print(f"javascript ({calls} calls) …", file=sys.stderr, flush=True)
+    done = subprocess.run(
+        [sys.executable, str(Path(__file__).with_name("js_bench.py")), "--calls", str(calls)],
+        capture_output=True,
+        text=True,
+    )
+    heading = (
+        "JavaScript plugins: a warm SES-compartment tool, a bare node -e spawn, the Python plugin"
+    )
+    if done.returncode != 0:
+        return ["", heading, f"  skipped: {(done.stderr or done.stdout).strip()[-300:]}"]
+    return ["", heading, *("  " + line for line in done.stdout.strip("\n").splitlines())]
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     if args.list:
@@ -225,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     http_only = None
     if args.only:
-        http_only = {k.strip() for k in args.only.split(",")} & (_HTTP_KEYS - {"sandbox"})
+        http_only = {k.strip() for k in args.only.split(",")} & (_HTTP_KEYS - {"sandbox", "js"})
     scenarios = _select(args.only)
     # The time budget is split over the µs (batched) rows only; script rows take a fixed number
     # of samples per round (plan), so adding them does not thin the other rows.
@@ -295,6 +317,8 @@ def main(argv: list[str] | None = None) -> int:
     sandbox_lines: list[str] = []
     if not args.no_sandbox and (not args.only or "sandbox" in args.only.split(",")):
         sandbox_lines = _sandbox_section(calls=40 if args.quick else 100, quiet=args.json)
+    if not args.no_js and (not args.only or "js" in args.only.split(",")):
+        sandbox_lines += _js_section(calls=100 if args.quick else 300, quiet=args.json)
     if args.json:
         document = to_json(meta, scenarios, results, problems)
         document["http"] = http_throughput.to_json(http_targets)

@@ -304,11 +304,13 @@ class WorkerPool:
                 continue  # it never saw this call: try the next one
             except TimeoutError:
                 worker._fail("did not answer in time")
+                self._reap_later(worker)
                 raise ToolTimeoutError(
                     f"Tool {key.tool_id} did not finish in time and was stopped."
                 ) from None
             except BaseException:
                 worker.stop()  # cancelled, or broke the protocol: never reused
+                self._reap_later(worker)
                 raise
             finally:
                 workers.busy -= 1
@@ -318,6 +320,12 @@ class WorkerPool:
             else:
                 worker.stop()
             return answer
+
+    def _reap_later(self, worker: _Worker) -> None:
+        """Keep a stopped worker until :meth:`aclose` waits for it (a process reaped after its
+        event loop closed would warn); those already reaped are dropped."""
+        self._stopped = [w for w in self._stopped if w.proc.returncode is None]
+        self._stopped.append(worker)
 
     def _idle_worker(self, workers: _Workers) -> _Worker | None:
         while workers.idle:
@@ -334,6 +342,15 @@ class WorkerPool:
             for key, workers in self._workers.items()
             if tool_id is None or key.tool_id == tool_id
         )
+
+    def pids(self) -> list[int]:
+        """The process ids of the live idle workers (for diagnostics and tests)."""
+        return [
+            worker.proc.pid
+            for workers in self._workers.values()
+            for worker in workers.idle
+            if worker.alive
+        ]
 
     def close(self) -> None:
         """Stop every idle worker (busy ones are stopped when their call ends)."""

@@ -56,6 +56,7 @@ from . import (
     connections,
     db_command,
     declarations,
+    js_command,
     mcp_command,
     plugins,
     resources,
@@ -133,6 +134,7 @@ for _module in (
     agents,
     db_command,
     sandbox,
+    js_command,
 ):
     _module.register(app)
 

@@ -20,6 +20,7 @@ from ..loaders import Diagnostic
 from ..registry import RegisteredTool
 from ..sources.plugin_report import PluginReport, PluginToolStatus
 from ..sources.plugins import PluginSource
+from . import plugin_install
 from .errors import EXIT_CODES_HELP
 from .folders import print_diagnostics
 from .options import CliState, print_json
@@ -144,10 +145,16 @@ def plugins(
     host-mode opt-in, each tools entry's sandbox and whether it was imported, the tools loaded
     and the mode they run in, the alerts of resolve_tools, and every problem found.
 
-    Tools whose sandbox is 'compartment' run in a sandboxed worker (bubblewrap); where the host
+    JavaScript and TypeScript tools run in an SES compartment on toolgate's Node.js host. Python
+    tools whose sandbox is 'compartment' run in a sandboxed worker (bubblewrap); where the host
     cannot sandbox they are not loaded unless the operator opts in to host mode (options:
     host_mode in toolgate.yaml). No such tool runs on the host without saying so.
+
+    'toolgate plugins install SPEC' installs a plugin from the npm registry or a folder into
+    $TOOLGATE_HOME/plugins (loaded by every gateway); 'toolgate plugins remove NAME' removes it.
     """
+    if ctx.invoked_subcommand is not None:
+        return  # toolgate plugins install / remove
     state = ctx.find_object(CliState) or CliState()
     with state.open_gateway(approver=None, audit="off") as gateway:
         reports = _plugins(gateway)
@@ -171,5 +178,8 @@ def plugins(
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``toolgate plugins``."""
-    app.command("plugins", epilog=EXIT_CODES_HELP)(plugins)
+    """Add ``toolgate plugins`` (and its ``install`` / ``remove``)."""
+    plugins_app = typer.Typer(epilog=EXIT_CODES_HELP, rich_markup_mode="markdown")
+    plugins_app.callback(invoke_without_command=True, epilog=EXIT_CODES_HELP)(plugins)
+    plugin_install.register(plugins_app)
+    app.add_typer(plugins_app, name="plugins")

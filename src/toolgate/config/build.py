@@ -16,6 +16,7 @@ from ..gateway import Gateway
 from ..sandbox.runner import Sandbox
 from ..secrets import open_secret_store, secrets_file
 from ..sources import FolderRoot
+from ..sources.plugin_install import installed_plugins
 from ..telemetry import Telemetry
 from .files import LoadedConfig, load_config, toolgate_home
 from .policies import load_policies
@@ -94,7 +95,8 @@ def build_gateway(
 
     ``include_demo`` adds the bundled demo tools even when the file does not ask for them.
     ``home`` is ``$TOOLGATE_HOME`` (default :func:`toolgate_home`): its ``tools`` folder is always
-    a tool-folder root, its ``.env`` holds the variables scripts declare, and its
+    a tool-folder root, the plugins in its ``plugins`` folder (``toolgate plugins install``)
+    are loaded, its ``.env`` holds the variables scripts declare, and its
     ``toolgate.db`` the approval requests and grants, so they outlive the process.
     ``approver`` decides calls that need approval (see :class:`Gateway`): ``"queue"`` (the
     default) keeps them pending for ``toolgate approvals`` (or any other surface) to decide;
@@ -172,6 +174,7 @@ def build_gateway(
             except ToolgateError as exc:
                 raise ConfigError(f"{where}: {exc.message}") from exc
         _add_sources(gateway, loaded)
+        _add_installed_plugins(gateway, home)
         if config.demo or include_demo:
             from ..demo import tools as demo_tools
 
@@ -241,6 +244,12 @@ def _add_sources(gateway: Gateway, loaded: LoadedConfig) -> None:
             )
         except ToolgateError as exc:
             raise ConfigError(f"{where}: {exc.message}") from exc
+
+
+def _add_installed_plugins(gateway: Gateway, home: Path) -> None:
+    """Load every plugin ``toolgate plugins install`` put in ``$TOOLGATE_HOME/plugins``."""
+    for plugin in installed_plugins(home):
+        gateway.add_source(plugin.folder, format="plugin")
 
 
 def load_gateway(

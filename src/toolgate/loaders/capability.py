@@ -12,9 +12,11 @@ An extension's manifest (JSON or YAML) declares its AI capability, exactly as th
       guide: Use this capability for Notion work only after the user connects Notion.
     main: tools.py                               # toolgate's extension of the seed
 
-``main`` (top level, next to ``aiCapability``; the seed's "main definition") names the Python
-module that defines the tools: a ``.py`` file or a package folder, relative to the manifest and
-inside its folder. Other top-level fields belong to the extension and are ignored.
+``main`` (top level, next to ``aiCapability``; the seed's "main definition") names the module
+that defines the tools, relative to the manifest and inside its folder: a JavaScript or
+TypeScript file (``.js``, ``.mjs``, ``.ts``, ``.mts``; run by the JavaScript host in an SES
+compartment) or Python (a ``.py`` file or a package folder). Other top-level fields belong
+to the extension and are ignored.
 
 The tools themselves are checked by :mod:`toolgate.loaders.capability_tools`.
 
@@ -32,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from .diagnostics import Diagnostic, Severity
+from .plugin import JS_SUFFIXES
 from .safe_yaml import DEFAULT_MAX_BYTES, YamlError, load_yaml
 
 __all__ = [
@@ -324,8 +327,8 @@ def _main(document: Mapping[Any, Any], path: Path, report: Report) -> Path | Non
     where = pointer(MAIN_FIELD)
     value = document.get(MAIN_FIELD)
     expected = (
-        "the Python module defining the tools, relative to the manifest "
-        "(for example 'main: tools.py')"
+        "the module defining the tools, relative to the manifest: JavaScript/TypeScript (run "
+        "by the JavaScript host) or Python (for example 'main: tools.js')"
     )
     if value is None:
         report.error(where, f"required: {expected}")
@@ -352,7 +355,11 @@ def _main(document: Mapping[Any, Any], path: Path, report: Report) -> Path | Non
     elif not target.is_file():
         report.error(where, f"{value!r} does not exist ({target}); expected {expected}")
         return None
-    elif target.suffix != ".py":
-        report.error(where, f"{value!r} is not a Python file (.py); expected {expected}")
+    elif target.suffix != ".py" and target.suffix not in JS_SUFFIXES:
+        report.error(
+            where,
+            f"{value!r} is neither a JavaScript/TypeScript file ({', '.join(JS_SUFFIXES)}) nor "
+            f"a Python file (.py); expected {expected}",
+        )
         return None
     return target

@@ -1,6 +1,8 @@
 """Pandora plugin manifests (seed 001): ``id`` plus ``provides.tools``, checked without importing.
 
-A plugin is a folder holding a manifest and Python modules. The manifest is the first of
+A plugin is a folder holding a manifest and its modules: JavaScript or TypeScript as Pandora
+writes them (run by the JavaScript host, :mod:`toolgate.backends.js_host`), or Python
+(toolgate's extension). The manifest is the first of
 :data:`MANIFEST_NAMES` found in the folder (``pandora.json``, ``pandora.yaml``, ``pandora.yml``,
 ``plugin.json``, ``plugin.yaml``, ``plugin.yml``); more than one is an error (which one counts
 would be a guess)::
@@ -23,10 +25,11 @@ would be a guess)::
 * ``name``, ``version``, ``description``: optional strings, shown by ``toolgate plugins``.
 * ``provides.tools`` (required): one tools entry, or a list of them. Other ``provides`` keys
   are warnings (toolgate loads tools only); other top-level keys are Pandora metadata, ignored.
-* ``entry`` (required): the Python module, a path relative to the plugin folder: a ``.py`` file
-  or a package folder with ``__init__.py``. It must stay inside the plugin folder (symlinks
-  resolved) and every part must be a Python identifier, so it can be imported as a submodule
-  of the plugin (relative imports between the plugin's modules work).
+* ``entry`` (required): a ``.ts``, ``.mts``, ``.js`` or ``.mjs`` file, or a Python module (a
+  ``.py`` file or a package folder with ``__init__.py``), relative to the plugin folder. It
+  must stay inside the plugin folder (symlinks resolved). For Python, every part must be an
+  identifier, so it can be imported as a submodule of the plugin (relative imports between the
+  plugin's modules work).
 * ``sandbox``: ``compartment`` (the seed's default) or ``host``.
 * ``permissions`` (Pandora ``ToolPermissions``): ``time`` and ``random`` booleans, ``network``
   host names (``api.example.com``, ``*.example.org``, optionally ``:port``; no scheme, path, bare
@@ -61,6 +64,7 @@ from .safe_yaml import DEFAULT_MAX_DEPTH, DEFAULT_MAX_NODES, YamlError, load_yam
 from .tool_folder_fields import PathKind, Report, got, os_reason, path_kind
 
 __all__ = [
+    "JS_SUFFIXES",
     "MANIFEST_NAMES",
     "PERMISSION_FIELDS",
     "TOOLS_ENTRY_FIELDS",
@@ -83,6 +87,8 @@ MANIFEST_NAMES: tuple[str, ...] = (
     "plugin.yaml",
     "plugin.yml",
 )
+#: Entry file endings run by the JavaScript host (TypeScript types are stripped on load).
+JS_SUFFIXES: tuple[str, ...] = (".ts", ".mts", ".js", ".mjs")
 #: The fields of one ``provides.tools`` entry (seed: "Manifest Fields").
 TOOLS_ENTRY_FIELDS: tuple[str, ...] = ("entry", "sandbox", "permissions", "requireApproval")
 
@@ -104,6 +110,11 @@ class ToolsEntry:
     sandbox: SandboxMode = SandboxMode.COMPARTMENT
     permissions: Permissions = field(default_factory=Permissions)
     require_approval: bool | None = None
+
+    @property
+    def is_javascript(self) -> bool:
+        """Whether the entry is JavaScript or TypeScript (run by the JavaScript host)."""
+        return self.module_file.suffix in JS_SUFFIXES
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,7 +336,7 @@ def _tools_entries(provides: Any, folder: Path, report: Report) -> list[ToolsEnt
     if value is None:
         report.error(
             "/provides/tools",
-            "'provides.tools' is required: an object with 'entry' (the Python module), "
+            "'provides.tools' is required: an object with 'entry' (the entry module), "
             "optional 'sandbox', 'permissions' and 'requireApproval'",
         )
         return []
@@ -401,7 +412,10 @@ def _host_permissions_note(permissions: Permissions, pointer: str, report: Repor
 def _entry_module(
     value: Any, pointer: str, folder: Path, report: Report
 ) -> tuple[Path, tuple[str, ...]] | None:
-    example = "a Python module path relative to the plugin folder, e.g. 'index.py'"
+    example = (
+        "a module path relative to the plugin folder: JavaScript or TypeScript (e.g. "
+        "'index.ts') or Python (e.g. 'index.py')"
+    )
     if value is None:
         report.error(pointer, f"'entry' is required: {example}")
         return None
@@ -439,8 +453,16 @@ def _entry_module(
     elif kind is PathKind.FILE and resolved.suffix == ".py":
         module_file = resolved
         parts = (*relative.parts[:-1], resolved.stem)
+    elif kind is PathKind.FILE and resolved.suffix in JS_SUFFIXES:
+        # Run by the JavaScript host (toolgate.backends.js_host), never imported by Python:
+        # the parts only name the entry.
+        return resolved, (*relative.parts[:-1], resolved.stem)
     elif kind is PathKind.FILE:
-        report.error(pointer, f"the entry {value!r} must be a Python file ending in .py")
+        report.error(
+            pointer,
+            f"the entry {value!r} must be a JavaScript/TypeScript file "
+            f"({', '.join(JS_SUFFIXES)}) or a Python file ending in .py",
+        )
         return None
     else:
         hint = (

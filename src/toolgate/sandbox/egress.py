@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
+import secrets
 import shutil
 import socket
 import tempfile
@@ -200,11 +201,14 @@ class EgressProxy:
         deny_ports: Collection[int] = (),
         cidr_grants: Collection[str] = (),
         resolver: Resolver | None = None,
+        socket_dir: Path | None = None,
     ) -> AbstractAsyncContextManager[EgressProxy]:
         """Parse the permission and grants now (a bare ``*``, a wildcard TLD or a grant over a
         metadata address raises :class:`ValueError` naming the tool), and serve on a fresh Unix
         socket for the ``async with`` block; on exit every connection is closed and the socket
-        folder removed."""
+        folder removed. ``socket_dir`` (a private folder the caller owns, already visible in a
+        long-lived sandbox) holds the socket instead, under a fresh name; only the socket is
+        removed from it."""
         try:
             patterns = parse_allowlist(permissions.network)
             grants = parse_cidr_grants(cidr_grants)
@@ -217,6 +221,7 @@ class EgressProxy:
             call_id=call_id,
             deny_ports=frozenset(deny_ports),
             resolver=resolver or system_resolver,
+            socket_dir=socket_dir,
         )
 
     @classmethod
@@ -230,8 +235,12 @@ class EgressProxy:
         call_id: str,
         deny_ports: frozenset[int],
         resolver: Resolver,
+        socket_dir: Path | None = None,
     ) -> AsyncIterator[EgressProxy]:
-        folder = Path(tempfile.mkdtemp(prefix="toolgate-egress-"))  # mode 0700
+        owned = socket_dir is None
+        folder = Path(tempfile.mkdtemp(prefix="toolgate-egress-")) if owned else socket_dir
+        assert folder is not None
+        name = "egress.sock" if owned else f"egress-{secrets.token_hex(8)}.sock"
         try:
             proxy = cls(
                 patterns,
@@ -240,7 +249,7 @@ class EgressProxy:
                 call_id=call_id,
                 deny_ports=deny_ports,
                 resolver=resolver,
-                socket_path=folder / "egress.sock",
+                socket_path=folder / name,
             )
             server = await asyncio.start_unix_server(
                 proxy._accept, path=str(proxy.socket_path), limit=MAX_HEAD_BYTES
@@ -255,7 +264,10 @@ class EgressProxy:
                     await asyncio.gather(*proxy._tasks, return_exceptions=True)
                 await server.wait_closed()
         finally:
-            shutil.rmtree(folder, ignore_errors=True)
+            if owned:
+                shutil.rmtree(folder, ignore_errors=True)
+            else:
+                (folder / name).unlink(missing_ok=True)
 
     # -- events --------------------------------------------------------------------------------
 
@@ -314,6 +326,8 @@ class EgressProxy:
             status = f"{refused.status} {_STATUS_TEXT.get(refused.status, 'Error')}"
             writer.write(
                 f"HTTP/1.1 {status}\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                # Tells a client (the JavaScript host's fetch) the refusal is the proxy's.
+                "X-Toolgate-Egress: refused\r\n"
                 f"Content-Length: {len(text) + 1}\r\nConnection: close\r\n\r\n".encode()
                 + text
                 + b"\n"

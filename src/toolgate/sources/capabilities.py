@@ -41,17 +41,22 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from .._json import thaw
 from ..backends.base import BackendUnavailableError
+from ..backends.js_host import JsHosts
 from ..errors import ConfigError, ToolError
 from ..loaders import Diagnostic, Severity, YamlError
 from ..loaders.capability import CapabilityManifest, is_capability_document, read_manifest
 from ..loaders.capability_tools import CapabilityTool, build_capability_tools
+from ..loaders.plugin import JS_SUFFIXES
 from ..loaders.safe_yaml import load_yaml
 from ..model import SourceFormat
 from ..python.binding import PythonBinding
 from ..python.context import ToolContext
 from ..registry import RegisteredTool
 from ..secrets import SecretStore, store_problem
+from .capability_masking import mask as _mask
+from .capability_masking import masked_error as _masked_error
 from .declarations import DeclarationSource, SourceContext, SourceLoad
+from .js_capabilities import js_capability_tools
 
 if TYPE_CHECKING:
     from typing import Self
@@ -74,9 +79,6 @@ _MANIFEST_SUFFIXES = (".json", ".yaml", ".yml")
 # The keyword the backend passes the ToolContext under. Not a valid identifier on purpose, so
 # it can never be the name of an argument the handler expects.
 _CONTEXT_PARAM = "__toolgate context__"
-_MASK = "[REDACTED]"
-#: Shorter values are not masked: "ok" or "1" would mangle every result (as in the audit log).
-_MIN_MASKED = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +171,8 @@ class CapabilitySource(DeclarationSource):
         self._modules: dict[Path, tuple[str, ModuleType]] = {}
         self._changed: Callable[[], None] | None = None
         self._task: asyncio.Task[None] | None = None
+        self.js_hosts = JsHosts()
+        """The warm JavaScript host processes of JavaScript/TypeScript tools modules."""
 
     # -- the DeclarationSource contract ---------------------------------------------------------
 
@@ -267,6 +271,11 @@ class CapabilitySource(DeclarationSource):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await self.js_hosts.aclose()
+
+    def close(self) -> None:
+        """Stop the JavaScript host processes."""
+        self.js_hosts.close()
 
     # -- connections ----------------------------------------------------------------------------
 
@@ -313,12 +322,22 @@ class CapabilitySource(DeclarationSource):
     def _tools(
         self, manifest: CapabilityManifest, connection: Connection, problems: list[Diagnostic]
     ) -> list[RegisteredTool]:
-        module, digest = self._import(manifest, problems)
-        if module is None:
-            return []
+        listed: Any
+        digest: str | None
+        if manifest.main.suffix in JS_SUFFIXES:
+            try:
+                listed, digest = js_capability_tools(manifest, self.js_hosts, self.context.sandbox)
+            except ToolError as exc:
+                problems.append(Diagnostic(str(manifest.main), None, f"{manifest.id}: {exc}"))
+                return []
+        else:
+            module, digest = self._import(manifest, problems)
+            if module is None:
+                return []
+            listed = getattr(module, "tools", None)
         check = build_capability_tools(
             manifest,
-            getattr(module, "tools", None),
+            listed,
             digest=digest,
             reserved_properties=(_CONTEXT_PARAM,),
         )
@@ -513,46 +532,6 @@ def _import_failure(exc: BaseException, main: Path) -> str:
 def _is_async(function: Callable[..., Any]) -> bool:
     call = getattr(function, "__call__", None)  # noqa: B004 - callable objects
     return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(call)
-
-
-def _secret_values(secrets: Mapping[str, str]) -> list[str]:
-    # Longest first, so a secret containing another is masked whole.
-    return sorted((v for v in secrets.values() if len(v) >= _MIN_MASKED), key=len, reverse=True)
-
-
-def _mask_text(text: str, values: list[str]) -> str:
-    for value in values:
-        text = text.replace(value, _MASK)
-    return text
-
-
-def _mask(result: Any, secrets: Mapping[str, str]) -> Any:
-    """``result`` with every secret value masked in its strings (object keys included)."""
-    values = _secret_values(secrets)
-    if not values:
-        return result
-
-    def walk(item: Any) -> Any:
-        if isinstance(item, str):
-            return _mask_text(item, values)
-        if isinstance(item, Mapping):
-            return {walk(k) if isinstance(k, str) else k: walk(v) for k, v in item.items()}
-        if isinstance(item, (list, tuple)):
-            return [walk(v) for v in item]
-        return item
-
-    return walk(result)
-
-
-def _masked_error(exc: Exception, secrets: Mapping[str, str]) -> Exception:
-    """``exc`` itself, or a :class:`ToolError` with the secrets masked when its message holds
-    one (the traceback would carry it into the logs and the audit record)."""
-    values = _secret_values(secrets)
-    text = exc.message if isinstance(exc, ToolError) else str(exc)
-    if not any(value in text for value in values):
-        return exc
-    masked = _mask_text(text, values)
-    return ToolError(masked if isinstance(exc, ToolError) else f"{type(exc).__name__}: {masked}")
 
 
 def _confirmation_builder(

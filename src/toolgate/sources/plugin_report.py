@@ -63,6 +63,9 @@ class PluginToolStatus:
     worker_unsandboxed: bool = False
     """True when that worker runs on the host: it cannot sandbox here and the operator chose
     ``unsandboxed_host``."""
+    javascript: str | None = None
+    """For a JavaScript/TypeScript tool, the host that runs it: ``compartment`` (SES) or
+    ``host`` (plain Node.js, full access)."""
 
     @property
     def runs(self) -> str:
@@ -70,6 +73,10 @@ class PluginToolStatus:
         (unsandboxed-host)`` or ``not run``."""
         if self.unavailable_reason is not None:
             return "not run"
+        if self.javascript == "compartment":
+            return "SES compartment (JavaScript host)"
+        if self.javascript is not None:
+            return "host (Node.js, " + ("operator opt-in)" if self.host_opt_in else "full access)")
         if self.in_worker:
             if self.worker_unsandboxed:
                 return "worker on the host (unsandboxed-host)"
@@ -88,6 +95,7 @@ class PluginToolStatus:
             "unavailable_reason": self.unavailable_reason,
             "in_worker": self.in_worker,
             "worker_unsandboxed": self.worker_unsandboxed,
+            "javascript": self.javascript,
         }
 
 

@@ -56,13 +56,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import traceback
-from collections.abc import Callable, Mapping
+import secrets
+from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType, ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from .._json import thaw
+from ..backends.js_host import JsHosts
 from ..errors import ToolError
 from ..loaders import Diagnostic, Severity
 from ..loaders.plugin import PluginManifest, ToolsEntry, is_plugin_manifest, load_plugin_manifest
@@ -72,6 +73,7 @@ from ..model import SandboxMode, SourceFormat
 from ..python.decorator import code_digest
 from ..registry import RegisteredTool
 from .declarations import DeclarationSource, SourceAlert, SourceContext, SourceLoad
+from .js_plugins import js_binding, js_entry_tools, js_spec
 from .plugin_report import PluginEntryStatus, PluginReport, PluginToolStatus
 from .plugin_runtime import (
     PLUGIN_OPTIONS,
@@ -91,6 +93,7 @@ from .plugin_runtime import (
     worker_entry_tools,
     worker_runs,
 )
+from .plugin_values import NOT_A_RESULT, describe_error, field_of, reference_of, resolver_of
 
 if TYPE_CHECKING:
     from typing import Self
@@ -124,6 +127,8 @@ class PluginSource(DeclarationSource):
         self.options = options
         self.report: PluginReport | None = None
         """What the last :meth:`load` found (``None`` before the first)."""
+        self.js_hosts = JsHosts()
+        """The warm JavaScript host processes of the plugin's JavaScript/TypeScript entries."""
 
     @classmethod
     def claims(cls, path: Path, document: Any) -> bool:
@@ -147,9 +152,18 @@ class PluginSource(DeclarationSource):
         loader = _PluginLoader(
             self.location, self.context.environ, self.options, self.context.sandbox
         )
+        loader.js_hosts = self.js_hosts
         entries = loader.load(self.path)
         self.report = loader.report()
         return SourceLoad(entries, list(loader.diagnostics), list(loader.alerts))
+
+    async def aclose(self) -> None:
+        """Stop the plugin's JavaScript host processes of the running event loop."""
+        await self.js_hosts.aclose()
+
+    def close(self) -> None:
+        """Stop the plugin's idle JavaScript host processes."""
+        self.js_hosts.close()
 
 
 class _PluginLoader:
@@ -175,6 +189,10 @@ class _PluginLoader:
         self.entries: list[PluginEntryStatus] = []
         self.tools: list[PluginToolStatus] = []
         self.all_imported = True
+        self.js_hosts = JsHosts()
+        self.js_tools: set[str] = set()
+        """Local ids of the tools listed by the JavaScript host."""
+        self.generation = secrets.token_hex(8)
 
     def report(self) -> PluginReport:
         manifest = self.manifest
@@ -232,6 +250,8 @@ class _PluginLoader:
     # -- one tools entry ----------------------------------------------------------------------
 
     def _entry(self, manifest: PluginManifest, entry: ToolsEntry) -> list[tuple[PluginTool, bool]]:
+        if entry.is_javascript:
+            return self._js_entry(manifest, entry)
         if entry.sandbox is SandboxMode.COMPARTMENT and not self.options.host_mode:
             stand_in = entry_tool(manifest, entry, self.options.resolve_timeout)
             if self.sandbox is not None and worker_runs(self.sandbox, stand_in):
@@ -257,9 +277,8 @@ class _PluginLoader:
             log.warning(
                 "plugin %s: importing %s failed", manifest.id, entry.module_file, exc_info=exc
             )
-            reason = (
-                f"importing the entry {entry.entry!r} failed: {_describe(exc, manifest.folder)}"
-            )
+            problem = describe_error(exc, manifest.folder)
+            reason = f"importing the entry {entry.entry!r} failed: {problem}"
             self._entry_failed(manifest, entry, reason)
             return []
         self.entries.append(PluginEntryStatus(entry.pointer, entry.entry, entry.sandbox, True))
@@ -305,12 +324,42 @@ class _PluginLoader:
         self.in_worker.update(tool.local_id for tool in tools)
         return [(tool, False) for tool in tools]
 
+    def _js_entry(
+        self, manifest: PluginManifest, entry: ToolsEntry
+    ) -> list[tuple[PluginTool, bool]]:
+        """The tools of a JavaScript/TypeScript entry, as its host lists them (the SES
+        compartment is the sandbox: no process sandbox or opt-in is needed)."""
+        report = Report(str(entry.module_file))
+        on_host = entry.sandbox is SandboxMode.HOST or self.options.host_mode is True
+        spec = js_spec(
+            manifest,
+            dataclasses.replace(entry, sandbox=SandboxMode.HOST) if on_host else entry,
+            None,
+            env=self._snapshot(entry.permissions.env),
+            config=thaw(self.options.config),
+            generation=self.generation,
+            sandbox=self.sandbox,
+        )
+        try:
+            tools, alerts = js_entry_tools(
+                manifest, entry, spec, timeout=self.options.resolve_timeout, report=report
+            )
+        except ToolError as exc:
+            self._entry_failed(manifest, entry, f"loading the entry {entry.entry!r} failed: {exc}")
+            self._alert("warning", f"entry {entry.entry!r} was not loaded: {exc}")
+            return []
+        self.entries.append(PluginEntryStatus(entry.pointer, entry.entry, entry.sandbox, True))
+        self._resolve_alerts(entry, alerts)
+        self.diagnostics.extend(report.items)
+        self.js_tools.update(tool.local_id for tool in tools)
+        return [(tool, False) for tool in tools]
+
     def _static_tools(
         self, manifest: PluginManifest, entry: ToolsEntry, module: ModuleType, report: Report
     ) -> list[tuple[PluginTool, bool]]:
         exported = getattr(module, "tools", None)
         if exported is None:
-            if _resolver(module) is None:
+            if resolver_of(module) is None:
                 report.error(
                     "/tools",
                     f"plugin {manifest.id}: the entry {entry.entry!r} exports neither 'tools' "
@@ -347,13 +396,13 @@ class _PluginLoader:
             pointer=pointer,
             report=report,
             digest=code_digest,
-            reference=lambda fn: _reference(fn, package_name(manifest)),
+            reference=lambda fn: reference_of(fn, package_name(manifest)),
         )
 
     def _resolved_tools(
         self, manifest: PluginManifest, entry: ToolsEntry, module: ModuleType, report: Report
     ) -> list[PluginTool]:
-        resolve = _resolver(module)
+        resolve = resolver_of(module)
         if resolve is None:
             return []
         if not callable(resolve):
@@ -372,16 +421,16 @@ class _PluginLoader:
             result = call_resolve_tools(resolve, context, self.options.resolve_timeout)
         except (Exception, SystemExit) as exc:
             log.warning("plugin %s: resolve_tools failed", manifest.id, exc_info=exc)
-            problem = _describe(exc, manifest.folder)
+            problem = describe_error(exc, manifest.folder)
             self._alert(
                 "warning",
                 f"resolve_tools of entry {entry.entry!r} failed ({problem}); its dynamic tools "
                 "were not loaded",
             )
             return []
-        tools_value = _field(result, "tools")
-        alerts_value = _field(result, "alerts")
-        if tools_value is _NOT_A_RESULT:
+        tools_value = field_of(result, "tools")
+        alerts_value = field_of(result, "alerts")
+        if tools_value is NOT_A_RESULT:
             self._alert(
                 "warning",
                 f"resolve_tools of entry {entry.entry!r} returned {type(result).__name__}, not "
@@ -419,7 +468,7 @@ class _PluginLoader:
             )
             return
         for index, alert in enumerate(value):
-            level, message = _field(alert, "level"), _field(alert, "message")
+            level, message = field_of(alert, "level"), field_of(alert, "message")
             if level in ("info", "warning") and isinstance(message, str) and message.strip():
                 self._alert(level, message.strip())
             else:
@@ -452,6 +501,23 @@ class _PluginLoader:
                 manifest.id,
                 tool.id,
             )
+        if item.local_id in self.js_tools:
+            spec = js_spec(
+                manifest,
+                entry,
+                tool,
+                env=self._snapshot(tool.env),
+                config=thaw(self.options.config),
+                generation=self.generation,
+                sandbox=self.sandbox,
+            )
+            binding = js_binding(self.js_hosts, spec, tool, item.local_id, self.sandbox)
+            self.tools.append(
+                PluginToolStatus(
+                    tool.id, entry.entry, declared, opted_in, resolved, javascript=spec.mode
+                )
+            )
+            return RegisteredTool(tool, binding, None)
         in_worker = item.local_id in self.in_worker or (
             not opted_in and declared is SandboxMode.COMPARTMENT and worker_runs(self.sandbox, tool)
         )
@@ -520,51 +586,3 @@ class _PluginLoader:
                         Severity.WARNING,
                     )
                 )
-
-
-_NOT_A_RESULT: Any = object()
-
-
-def _field(value: Any, key: str) -> Any:
-    """``value[key]`` of a mapping, ``value.key`` of an object; ``_NOT_A_RESULT`` for values
-    that are neither (``None``, lists, strings…)."""
-    if isinstance(value, Mapping):
-        return value.get(key)
-    if value is None or isinstance(value, (str, bytes, int, float, list, tuple)):
-        return _NOT_A_RESULT
-    return getattr(value, key, None)
-
-
-def _reference(func: Callable[..., Any], package: str) -> str:
-    """``module:qualname`` of ``execute`` with the module relative to the plugin folder
-    (``src.backends:execute``), so moving the plugin does not change the definition hash."""
-    module = getattr(func, "__module__", None) or "?"
-    if module == package or module.startswith(package + "."):
-        module = module[len(package) + 1 :] or "?"
-    return f"{module}:{getattr(func, '__qualname__', type(func).__name__)}"
-
-
-def _resolver(module: ModuleType) -> Callable[..., Any] | None:
-    """``resolve_tools``, or the seed's spelling ``resolveTools``."""
-    found: Callable[..., Any] | None = getattr(module, "resolve_tools", None)
-    if found is None:
-        found = getattr(module, "resolveTools", None)
-    return found
-
-
-def _describe(exc: BaseException, folder: Path | None = None) -> str:
-    """``Type: message (file, line N)``: the exception and where in the plugin it was raised
-    (the innermost frame in the plugin folder; the file of a ``SyntaxError``)."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else "(no message)"
-    where = ""
-    if isinstance(exc, SyntaxError) and exc.filename:
-        where = f" ({exc.filename}, line {exc.lineno})"
-    elif folder is not None:
-        frames = [
-            frame
-            for frame in traceback.extract_tb(exc.__traceback__)
-            if Path(frame.filename).is_relative_to(folder)
-        ]
-        if frames:
-            where = f" ({frames[-1].filename}, line {frames[-1].lineno})"
-    return f"{type(exc).__name__}: {text[:300]}{where}"

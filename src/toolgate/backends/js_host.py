@@ -1,0 +1,326 @@
+"""The JavaScript tool host: one warm Node.js process per plugin entry and permission set.
+
+The host (``toolgate/js/host.mjs``) loads a Pandora or Jingle entry written in JavaScript or
+TypeScript (types stripped by esbuild, no build step) and answers one JSON line per request
+(the worker protocol of :mod:`toolgate.backends.workers`, whose pool runs it: a process that
+crashes, breaks the protocol or misses its deadline is killed and the next call starts a fresh
+one). In ``compartment`` mode it runs ``lockdown()`` (SES) and evaluates the entry in one
+``Compartment`` whose globals are the seed's safe list plus what the permissions grant; in
+``host`` mode it imports the entry as a plain Node.js module (full access).
+
+:class:`JsHostSpec` says what one process runs; its environment carries only what the host
+needs (``PATH``, the spec, the dependencies' folder and the operator's ``NODE_EXTRA_CA_CERTS``),
+never the gateway's environment: ``ctx.env`` is the snapshot of the declared keys inside the spec.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import subprocess
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ToolError
+from ..model import Permissions
+from ..sandbox.bwrap import BwrapSpec, bwrap_argv, install_root
+from .js_install import JsRuntimeError, ensure_installed, host_script, node_program
+from .prestart import PoolKey
+from .workers import WorkerPool, WorkerSettings
+
+__all__ = [
+    "JsConfinement",
+    "JsHostError",
+    "JsHostSpec",
+    "JsHosts",
+    "confirm_once",
+    "describe_entry",
+]
+
+#: Megabytes of JavaScript heap a host process may use, unless the sandbox's limits say.
+DEFAULT_HEAP_MB = 512
+#: Bytes one answer line may hold.
+MAX_ANSWER = 16 * 1024 * 1024
+
+
+class JsHostError(ToolError):
+    """The plugin's code failed (at load or in ``execute``), as the host reported it."""
+
+
+@dataclass(frozen=True, slots=True)
+class JsConfinement:
+    """The process sandbox a compartment host also runs in (defence in depth, where bubblewrap
+    works): no network namespace access but the egress sockets, no writes, only the plugin, the
+    host's code and packages, Node.js and the declared ``fs`` prefixes visible (read-only)."""
+
+    bwrap: str
+    protected: tuple[Path, ...] = ()
+    """The gateway's state, hidden again wherever a bind would expose it."""
+    egress_dir: Path | None = None
+    """The private folder the calls' egress sockets are made in, bound into the sandbox."""
+
+
+@dataclass(frozen=True, slots=True)
+class JsHostSpec:
+    """What one host process runs: an entry, its mode, permissions and the snapshots."""
+
+    plugin_id: str
+    root: Path
+    """The plugin folder: imports must stay inside it."""
+    entry: Path
+    mode: str
+    """``compartment`` or ``host``."""
+    permissions: Permissions
+    env: Mapping[str, str] = field(default_factory=dict)
+    """The declared environment keys that were set at load (``ctx.env``)."""
+    config: Mapping[str, Any] = field(default_factory=dict)
+    """``ctx.pluginConfig`` of ``resolveTools``."""
+    generation: str = ""
+    """Changes with every load of the plugin, so edited code never reuses an old process."""
+    kind: str = "pandora"
+    """``pandora`` (tools with ``execute``, ``resolveTools``) or ``jingle`` (a capability's
+    tools module: ``handler``, ``approval.buildConfirmation``)."""
+    confinement: JsConfinement | None = None
+    """Run the host inside bubblewrap too (``None``: the compartment alone)."""
+    heap_mb: int = DEFAULT_HEAP_MB
+    """V8's heap limit: a plugin that allocates without end crashes its own host process (the
+    call fails, the next one gets a fresh process) before it can exhaust the machine."""
+
+    def as_json(self) -> str:
+        perms = self.permissions
+        return json.dumps(
+            {
+                "pluginId": self.plugin_id,
+                "kind": self.kind,
+                "root": str(self.root),
+                "entry": str(self.entry),
+                "mode": self.mode,
+                "permissions": {
+                    "time": perms.time,
+                    "random": perms.random,
+                    "network": list(perms.network),
+                    "env": list(perms.env),
+                    "fs": [str(prefix) for prefix in perms.fs],
+                },
+                "env": dict(self.env),
+                "config": dict(self.config),
+            },
+            sort_keys=True,
+        )
+
+    @property
+    def label(self) -> str:
+        """How messages name the host process (``@acme/hello entry index.ts``)."""
+        return f"{self.plugin_id} entry {self.entry.name}"
+
+    def key(self, tool_id: str) -> PoolKey:
+        """The worker-pool key of this spec's process (``tool_id`` names it in messages)."""
+        node, folder = _runtime()
+        # Host mode: a plain Node.js process with the gateway's environment (full access).
+        env = dict(os.environ) if self.mode != "compartment" else {}
+        env |= {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "TOOLGATE_JS_SPEC": self.as_json(),
+            "TOOLGATE_JS_MODULES": str(folder),
+        }
+        if os.environ.get("NODE_EXTRA_CA_CERTS"):
+            env["NODE_EXTRA_CA_CERTS"] = os.environ["NODE_EXTRA_CA_CERTS"]
+        argv: tuple[str, ...] = (node, f"--max-old-space-size={self.heap_mb}", str(host_script()))
+        if self.confinement is not None and self.mode == "compartment":
+            argv = tuple(_confined_argv(self, argv, folder, env.get("NODE_EXTRA_CA_CERTS")))
+        return PoolKey(
+            tool_id=tool_id,
+            argv=argv,
+            env=tuple(sorted(env.items())),
+            cwd=str(self.root),
+            definition=self.generation,
+        )
+
+
+_RUNTIME: tuple[str, Path] | None = None
+
+
+def _confined_argv(
+    spec: JsHostSpec, command: tuple[str, ...], modules: Path, ca_file: str | None
+) -> list[str]:
+    confinement = spec.confinement
+    assert confinement is not None
+    package = host_script().parent.parent  # host.mjs imports ../worker_helpers
+    read_only = [spec.root, package, modules, *install_root(command[0])]
+    read_only += [Path(prefix) for prefix in spec.permissions.fs]
+    if ca_file:
+        read_only.append(Path(ca_file))
+    egress = confinement.egress_dir
+    return bwrap_argv(
+        confinement.bwrap,
+        BwrapSpec(
+            command=command,
+            workspace=None,
+            workspace_writable=False,
+            ro_paths=[path for path in read_only if path.exists()],
+            protected=confinement.protected,
+            network=bool(spec.permissions.network),
+            extra_binds=[(egress, egress)] if egress is not None else [],
+        ),
+    )
+
+
+def _runtime() -> tuple[str, Path]:
+    """``node`` and the dependencies' folder, found (and installed) once per gateway process:
+    a warm call must not pay for ``node --version``."""
+    global _RUNTIME
+    if _RUNTIME is None:
+        _RUNTIME = (node_program(), ensure_installed())
+    return _RUNTIME
+
+
+def _answer(answer: Any, what: str) -> Any:
+    if not isinstance(answer, Mapping):
+        raise JsHostError(f"{what}: the JavaScript host answered {answer!r:.200}")
+    if "error" in answer:
+        raise JsHostError(f"{what}: {answer['error']}")
+    return answer
+
+
+def describe_entry(spec: JsHostSpec, timeout: float) -> Mapping[str, Any]:
+    """``{"tools": [...], "alerts": [...]}`` of the entry: each tool's declarative fields, and
+    which functions it has (``execute: true``). Runs a host process of its own (loading is
+    synchronous); raises :class:`JsRuntimeError` without Node.js or the dependencies and
+    :class:`JsHostError` when the entry fails to load."""
+    return _one_shot(spec, {"op": "describe"}, timeout, f"loading {spec.entry}")
+
+
+def confirm_once(
+    spec: JsHostSpec, tool_name: str, arguments: Mapping[str, Any], timeout: float
+) -> Any:
+    """What Jingle's ``approval.buildConfirmation(input)`` of ``tool_name`` returns, from a host
+    process of its own (the approval step asks synchronously, and rarely)."""
+    request = {"op": "confirm", "tool": tool_name, "input": dict(arguments)}
+    answer = _one_shot(spec, request, timeout, f"buildConfirmation of {tool_name}")
+    return answer.get("result")
+
+
+def _one_shot(
+    spec: JsHostSpec, request: Mapping[str, Any], timeout: float, what: str
+) -> Mapping[str, Any]:
+    key = spec.key(spec.label)
+    line = json.dumps({**request, "_call": "once"}) + "\n"
+    try:
+        done = subprocess.run(
+            key.argv,
+            input=line,
+            capture_output=True,
+            text=True,
+            env=dict(key.env),
+            cwd=key.cwd,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        raise JsHostError(f"{what} did not finish within {timeout:g} s") from None
+    except OSError as exc:
+        raise JsRuntimeError(f"the JavaScript host could not be started: {exc}") from None
+    first = done.stdout.strip().splitlines()[:1]
+    try:
+        answer = json.loads(first[0]) if first else None
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
+        tail = done.stderr.strip()[-1500:]
+        raise JsHostError(
+            f"the JavaScript host exited with code {done.returncode} during {what}"
+            + (f": {tail}" if tail else "")
+        )
+    answer.pop("_call", None)
+    checked: Mapping[str, Any] = _answer(answer, what)
+    return checked
+
+
+class JsHosts:
+    """The warm host processes of one source, per event loop (like the script backend's)."""
+
+    def __init__(self, settings: WorkerSettings | None = None) -> None:
+        self.settings = settings or WorkerSettings()
+        self._pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, WorkerPool] = (
+            weakref.WeakKeyDictionary()
+        )
+        # A warm call must not rebuild its key (the spec's JSON, bubblewrap's command line):
+        # kept per spec object (held, so its id is not reused).
+        self._keys: dict[int, tuple[JsHostSpec, PoolKey]] = {}
+
+    def pool(self) -> WorkerPool:
+        """The pool of the running event loop."""
+        loop = asyncio.get_running_loop()
+        pool = self._pools.get(loop)
+        if pool is None:
+            pool = self._pools[loop] = WorkerPool(self.settings)
+        return pool
+
+    async def execute(
+        self,
+        spec: JsHostSpec,
+        tool_id: str,
+        local_id: str,
+        arguments: Mapping[str, Any],
+        *,
+        timeout: float,
+        egress: str | None = None,
+        ctx: Mapping[str, Any] | None = None,
+    ) -> Any:
+        """Run ``execute`` of ``local_id`` on a warm host of ``spec``; its result. Raises
+        :class:`JsHostError` for what the plugin threw, ``ToolTimeoutError`` past ``timeout``
+        (the process is killed; the next call starts a new one)."""
+        cached = self._keys.get(id(spec))
+        if cached is None:
+            if len(self._keys) > 1024:  # specs of many reloads ago
+                self._keys.clear()
+            # One process per entry (and permission set), whichever of its tools is called.
+            cached = self._keys[id(spec)] = (spec, spec.key(spec.label))
+        key = cached[1]
+        payload: dict[str, Any] = {
+            "op": "execute",
+            "tool": local_id,
+            "input": dict(arguments),
+            "egress": egress,
+        }
+        if ctx is not None:
+            payload["ctx"] = dict(ctx)
+        answer = await self.pool().call(key, payload, timeout=timeout, max_output=MAX_ANSWER)
+        return _answer(answer, f"Tool {tool_id}").get("result")
+
+    def pids(self) -> list[int]:
+        """The process ids of the idle host processes, in every loop."""
+        return [pid for pool in list(self._pools.values()) for pid in pool.pids()]
+
+    def worker_count(self) -> int:
+        """Live host processes, in every loop."""
+        return sum(pool.worker_count() for pool in list(self._pools.values()))
+
+    async def aclose(self) -> None:
+        """Stop the host processes of the running event loop and wait until they are reaped."""
+        pool = self._pools.pop(asyncio.get_running_loop(), None)
+        if pool is not None:
+            await pool.aclose()
+
+    def close(self) -> None:
+        """Stop every idle host process; those of a loop running in another thread are reaped
+        there (a process reaped after its loop closed would warn)."""
+        for loop, pool in list(self._pools.items()):
+            if loop.is_running() and not _in_loop(loop):
+                future = asyncio.run_coroutine_threadsafe(pool.aclose(), loop)
+                with contextlib.suppress(Exception):
+                    future.result(timeout=5)
+            else:
+                pool.close()
+        self._pools.clear()
+
+
+def _in_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False

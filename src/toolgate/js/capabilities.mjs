@@ -1,0 +1,182 @@
+// The globals of a compartment tool: the seed's safe list, plus what each permission grants.
+//
+// Safe for every tool: console, URL, URLSearchParams, TextEncoder, TextDecoder, setTimeout,
+// clearTimeout, setInterval, clearInterval, atob, btoa, queueMicrotask, AbortController,
+// AbortSignal. Per permission:
+//   time    → Date (Date.now(), new Date()) and Intl.DateTimeFormat; without it Date throws an
+//             error naming the permission and Intl is absent;
+//   random  → Math.random(); without it Math.random() throws an error naming the permission
+//             (crypto is never a global: no cryptographic randomness);
+//   network → fetch (fetch.mjs), through toolgate's egress proxy; without it fetch is absent;
+//   fs      → ctx.fs, read-only under the declared prefixes (handed to execute, not a global);
+//   env     → ctx.env, the snapshot of the declared keys (taken by the gateway at load).
+//
+// Host objects handed in are hardened first: a tool must not be able to change what the host
+// (or the next call) sees through them.
+
+import { readFile, readdir, realpath, stat } from "node:fs/promises";
+import path from "node:path";
+import { makeFetch } from "./fetch.mjs";
+
+function denied(what, permission) {
+  return new Error(`${what} is not available: this tool's permissions do not grant '${permission}'`);
+}
+
+function timers() {
+  // Timer ids are numbers: Node's Timeout objects would hand the tool host prototypes.
+  const live = new Map();
+  let next = 1;
+  const schedule = (kind) => (callback, delay, ...args) => {
+    if (typeof callback !== "function") throw new TypeError(`${kind}: the callback must be a function`);
+    const id = next++;
+    const fire = () => {
+      if (kind === "setTimeout") live.delete(id);
+      callback(...args);
+    };
+    live.set(id, kind === "setTimeout" ? setTimeout(fire, delay) : setInterval(fire, delay));
+    return id;
+  };
+  const cancel = (id) => {
+    const timer = live.get(id);
+    if (timer !== undefined) {
+      clearTimeout(timer);
+      live.delete(id);
+    }
+  };
+  const clearAll = () => {
+    for (const id of [...live.keys()]) cancel(id);
+  };
+  return {
+    globals: {
+      setTimeout: schedule("setTimeout"),
+      setInterval: schedule("setInterval"),
+      clearTimeout: cancel,
+      clearInterval: cancel,
+    },
+    clearAll,
+  };
+}
+
+function safeConsole(name) {
+  // Everything goes to stderr: stdout carries the protocol.
+  const emit = (level) => (...parts) =>
+    process.stderr.write(`[${level}] ${name}: ${parts.map((p) => String(p)).join(" ")}\n`);
+  return {
+    log: emit("info"),
+    info: emit("info"),
+    debug: emit("debug"),
+    warn: emit("warn"),
+    error: emit("error"),
+  };
+}
+
+function timeGlobals(spec, hostDate, hostIntl) {
+  if (spec.permissions.time) {
+    return { Date: hostDate, Intl: { DateTimeFormat: hostIntl.DateTimeFormat } };
+  }
+  function Date() {
+    throw denied("Date", "time");
+  }
+  Date.now = () => {
+    throw denied("Date.now()", "time");
+  };
+  Date.parse = () => {
+    throw denied("Date.parse()", "time");
+  };
+  Date.UTC = () => {
+    throw denied("Date.UTC()", "time");
+  };
+  return { Date };
+}
+
+function mathGlobal(spec, hostMath) {
+  const copy = {};
+  for (const name of Reflect.ownKeys(hostMath)) {
+    copy[name] = hostMath[name];
+  }
+  copy.random = spec.permissions.random
+    ? () => hostMath.random()
+    : () => {
+        throw denied("Math.random()", "random");
+      };
+  return copy;
+}
+
+/** The fs capability: read-only, only below the declared prefixes (symlinks resolved). */
+function makeFs(prefixes) {
+  const roots = prefixes.map((p) => path.resolve(p));
+  async function checked(file) {
+    if (typeof file !== "string" || !file) throw new TypeError("fs: the path must be a non-empty string");
+    const absolute = path.resolve(file);
+    let real;
+    try {
+      real = await realpath(absolute);
+    } catch (error) {
+      real = absolute; // a missing file: checked as written, then reported missing below
+    }
+    const allowed = roots.some((root) => {
+      const relative = path.relative(root, real);
+      return relative === "" || (!relative.startsWith("..") && !path.isAbsolute(relative));
+    });
+    if (!allowed) {
+      throw new Error(`fs: ${file} is outside the tool's fs permission (${roots.join(", ") || "none"})`);
+    }
+    return real;
+  }
+  return {
+    async readFile(file, encoding) {
+      const data = await readFile(await checked(file));
+      return encoding ? data.toString(encoding) : new Uint8Array(data);
+    },
+    async readdir(folder) {
+      return [...(await readdir(await checked(folder)))];
+    },
+    async exists(file) {
+      try {
+        await stat(await checked(file));
+        return true;
+      } catch (error) {
+        if (String(error.message).startsWith("fs:")) throw error;
+        return false;
+      }
+    },
+  };
+}
+
+/**
+ * The compartment's globals for spec.permissions, the fs capability (or undefined), and
+ * clearTimers() to cancel the timers still pending.
+ * `egress()` gives the current call's egress proxy socket (null when it has none).
+ */
+export function makeCapabilities({ spec, hostDate, hostMath, hostIntl, egress }) {
+  for (const value of [URL, URLSearchParams, TextEncoder, TextDecoder, AbortController, AbortSignal]) {
+    harden(value);
+  }
+  const timer = timers();
+  const globals = {
+    console: safeConsole(spec.pluginId ?? "plugin"),
+    URL,
+    URLSearchParams,
+    TextEncoder,
+    TextDecoder,
+    ...timer.globals,
+    atob: (text) => atob(text),
+    btoa: (text) => btoa(text),
+    queueMicrotask: (callback) => {
+      if (typeof callback !== "function") throw new TypeError("queueMicrotask: the callback must be a function");
+      queueMicrotask(() => callback());
+    },
+    AbortController,
+    AbortSignal,
+    ...timeGlobals(spec, hostDate, hostIntl),
+    Math: mathGlobal(spec, hostMath),
+  };
+  if ((spec.permissions.network ?? []).length) {
+    globals.fetch = makeFetch(egress);
+  }
+  const fs = (spec.permissions.fs ?? []).length ? harden(makeFs(spec.permissions.fs)) : undefined;
+  for (const key of Object.keys(globals)) harden(globals[key]);
+  // clearTimers: called when a call ends, so a timer a call left behind cannot act (fetch, log)
+  // during the next call, under that call's egress proxy and audit record.
+  return { globals, fs, clearTimers: timer.clearAll };
+}
