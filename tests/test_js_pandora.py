@@ -18,7 +18,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
 
@@ -212,3 +212,84 @@ def test_the_documented_typescript_example_works_as_written(run_cli: Any, projec
     assert "info: Greeting style: friendly" in listing.stdout
     assert call.returncode == 0, call.stderr
     assert json.loads(call.stdout.splitlines()[0]) == {"message": "Hello, Ada!"}
+
+
+def test_the_seed_weather_tool_through_the_cli_the_http_api_and_mcp(
+    openweather: tuple[Path, list[dict[str, Any]]], tmp_path: Path
+) -> None:
+    """As an operator runs it: ``toolgate.yaml`` pins the API's host name to the stand-in
+    (``sandbox.hosts``) and grants the tool loopback; the key comes from the environment."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    import anyio
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    cert, requests = openweather
+    (tmp_path / "toolgate.yaml").write_text(
+        json.dumps(
+            {
+                "sources": [{"path": str(FIXTURES / "weather")}],
+                "sandbox": {
+                    "hosts": {HOST: ["127.0.0.1"]},
+                    "network_grants": {WEATHER: ["127.0.0.1/32"]},
+                },
+            }
+        )
+    )
+    env = {
+        **os.environ,
+        "TOOLGATE_HOME": str(tmp_path / "home"),
+        "OPENWEATHER_API_KEY": "k-123",
+        "NODE_EXTRA_CA_CERTS": str(cert),
+    }
+    toolgate_exe = str(Path(sys.executable).parent / "toolgate")
+    called = subprocess.run(
+        [toolgate_exe, "call", WEATHER, "--args", '{"city": "Lisbon"}', "--json"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert called.returncode == 0, called.stderr
+    assert json.loads(called.stdout)["content"] == {"name": "Lisbon", "main": {"temp": 21.5}}
+
+    server = subprocess.Popen(
+        [toolgate_exe, "serve", "--port", "0"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        match = re.search(r"on (http://127\.0\.0\.1:\d+)", server.stdout.readline())
+        assert match, "serve did not start"
+        url = match.group(1)
+        answer = httpx2.post(
+            f"{url}/v1/tools/{quote(WEATHER, safe='')}/call",
+            json={"arguments": {"city": "Porto"}},
+            timeout=120,
+        ).json()
+        assert answer["status"] == "ok", answer
+        assert answer["content"] == {"name": "Porto", "main": {"temp": 21.5}}
+
+        async def over_mcp() -> Any:
+            async with Client(streamable_http_client(f"{url}/mcp")) as mcp:
+                [name] = [t.name for t in (await mcp.list_tools()).tools if "weather" in t.name]
+                return await mcp.call_tool(name, {"city": "Faro"})
+
+        result = anyio.run(over_mcp)
+        assert not result.is_error, result
+        assert json.loads(result.content[0].text) == {"name": "Faro", "main": {"temp": 21.5}}
+    finally:
+        server.terminate()
+        server.wait(30)
+    assert [query["q"] for query in requests] == [["Lisbon"], ["Porto"], ["Faro"]]
+    assert all(query["appid"] == ["k-123"] for query in requests)

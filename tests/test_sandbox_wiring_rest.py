@@ -135,3 +135,31 @@ def test_a_bad_grant_is_a_configuration_error(
     with pytest.raises(ConfigError, match="network_grants") as caught:
         load_config(project / "toolgate.yaml")
     assert says in str(caught.value)
+
+
+def test_sandbox_hosts_pin_a_name_and_the_pinned_address_is_checked_like_any(
+    project: Path, server: str, run_cli: RunCli
+) -> None:
+    port = server.rsplit(":", 1)[1]
+    origin = f"http://mirror.internal.test:{port}"
+    # No DNS knows the name: pinned to the loopback server, and granted, it is reached.
+    pinned = {"mirror.internal.test": ["127.0.0.1"]}
+    _project(project, origin, {"hosts": pinned, "network_grants": {"api:hello": ["127.0.0.1/32"]}})
+    outcome = _call(run_cli)
+    assert outcome["status"] == "ok", outcome
+    assert outcome["content"] == {"hello": "from loopback"}
+    # Pinned but not granted: a private address stays closed.
+    _project(project, origin, {"hosts": pinned})
+    assert _call(run_cli)["status"] == "error"
+    # Pinned to a metadata address: never, whatever the grants.
+    metadata = {"mirror.internal.test": ["169.254.169.254"]}
+    _project(project, origin, {"hosts": metadata, "network_grants": {"api:hello": ["10.0.0.0/8"]}})
+    refused = _call(run_cli)
+    assert refused["status"] == "error" and "169.254.169.254" in refused["message"], refused
+
+
+def test_a_malformed_sandbox_host_is_a_configuration_error_naming_it(project: Path) -> None:
+    config = project / "toolgate.yaml"
+    config.write_text(yaml.safe_dump({"sandbox": {"hosts": {"a.test": ["nope"]}}}))
+    with pytest.raises(ConfigError, match=r"sandbox.hosts.*a.test: 'nope' is not an IP address"):
+        load_config(config)

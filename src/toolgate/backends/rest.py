@@ -347,8 +347,11 @@ class RestBackend:
         max_redirects: int = DEFAULT_MAX_REDIRECTS,
         cidr_grants: Callable[[Tool], Collection[str]] | None = None,
         deny_ports: Collection[int] = (),
+        resolver: Any = None,
     ) -> None:
         self.secrets = secrets
+        #: Resolves host names (``None``: the system's resolver; ``sandbox.hosts`` pins some).
+        self.resolver = resolver
         self.max_response_bytes = max_response_bytes
         self.max_redirects = max_redirects
         #: The operator's CIDR grants for a tool (private ranges it may reach; never metadata).
@@ -402,6 +405,7 @@ class RestBackend:
                 verify=_tls(httpx2),
                 cidr_grants=tuple(self.cidr_grants(tool)),
                 deny_ports=self.deny_ports,
+                resolver=self.resolver,
             )
         except ValueError as exc:
             raise BackendUnavailableError(f"the network grant of {tool.id}: {exc}") from None

@@ -13,6 +13,7 @@ from ..backends.prestart import PrestartSettings
 from ..backends.workers import WorkerSettings
 from ..errors import ConfigError, ToolgateError
 from ..gateway import Gateway
+from ..sandbox.egress import pinned_resolver
 from ..sandbox.runner import Sandbox
 from ..secrets import open_secret_store, secrets_file
 from ..sources import FolderRoot
@@ -209,11 +210,13 @@ def config_sandbox(loaded: LoadedConfig, home: Path, serve_ports: Collection[int
     if loaded.config.audit.jsonl is not None:
         protected.append(loaded.folder / Path(loaded.config.audit.jsonl).expanduser())
     ports = {port for port in (loaded.config.serve.port, *serve_ports) if port}
+    hosts = loaded.config.sandbox.hosts
     return Sandbox(
         loaded.config.sandbox,
         protected=protected,
         deny_ports=sorted(ports),
         cidr_grants=loaded.config.sandbox.network_grants,
+        resolver=pinned_resolver(hosts) if hosts else None,
     )
 
 

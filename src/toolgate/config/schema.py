@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -423,6 +424,13 @@ _POLICY_ENTRY = {
 }
 
 
+#: A DNS host name (labels of letters, digits and hyphens, dots between; a trailing dot allowed).
+_HOST_NAME = re.compile(
+    r"(?=.{1,253}\.?$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*"
+    r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.?"
+)
+
+
 class SandboxSection(SandboxConfig):
     """``sandbox:``: the process sandbox (see :class:`~toolgate.sandbox.settings.SandboxConfig`)
     plus the operator's network grants.
@@ -435,6 +443,8 @@ class SandboxSection(SandboxConfig):
             test:api: [127.0.0.1/32]
             MCPServer:everything: [127.0.0.1/32]   # an MCPServer's connections, by its name
 
+    ``hosts`` pins names to addresses (``api.example.com: [10.20.0.7]``) for every tool.
+
     Without a grant a tool reaches public addresses only (REST tools in-process, sandboxed tools
     through the egress proxy); so does the MCP client connecting to an ``MCPServer`` URL, whose
     grant is keyed ``MCPServer:<metadata.name>`` (its connection serves all its tools). A grant
@@ -444,6 +454,26 @@ class SandboxSection(SandboxConfig):
     network_grants: dict[str, tuple[str, ...]] = Field(default_factory=dict)
     """Private (loopback, RFC 1918, ULA, link-local…) networks each tool id (or
     ``MCPServer:<name>``) may reach."""
+    hosts: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    """Host names answered with these addresses instead of DNS, for every tool's network
+    access (the egress proxy and REST tools), like ``/etc/hosts``: an internal mirror, a
+    split-horizon name, a stand-in server in tests. A pinned address is checked like a resolved
+    one: a private address still needs a network grant; metadata addresses never open."""
+
+    @field_validator("hosts")
+    @classmethod
+    def _hosts(cls, value: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+        for name, addresses in value.items():
+            if not _HOST_NAME.fullmatch(name):
+                raise ValueError(f"{name!r} is not a host name")
+            if not addresses:
+                raise ValueError(f"{name}: give at least one address")
+            for address in addresses:
+                try:
+                    ipaddress.ip_address(address)
+                except ValueError:
+                    raise ValueError(f"{name}: {address!r} is not an IP address") from None
+        return value
 
     @field_validator("network_grants")
     @classmethod

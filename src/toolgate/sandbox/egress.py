@@ -33,7 +33,7 @@ import shutil
 import socket
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +56,7 @@ __all__ = [
     "EgressEvent",
     "EgressProxy",
     "Resolver",
+    "pinned_resolver",
     "system_resolver",
 ]
 
@@ -127,6 +128,22 @@ async def system_resolver(host: str, port: int) -> list[str]:
     loop = asyncio.get_running_loop()
     infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+def pinned_resolver(
+    hosts: Mapping[str, Sequence[str]], fallback: Resolver = system_resolver
+) -> Resolver:
+    """A resolver that answers the host names in ``hosts`` with their addresses (the
+    operator's ``sandbox.hosts``, like ``/etc/hosts`` for tools) and asks ``fallback`` for the
+    others. A pinned address is checked like any resolved one: a private address still needs a
+    network grant, a metadata address is never reached."""
+    pinned = {name.lower().rstrip("."): list(addresses) for name, addresses in hosts.items()}
+
+    async def resolve(host: str, port: int) -> list[str]:
+        found = pinned.get(host.lower().rstrip("."))
+        return list(found) if found is not None else await fallback(host, port)
+
+    return resolve
 
 
 class _Refused(Exception):

@@ -155,7 +155,8 @@ class Sandbox:
         self.cidr_grants = dict(cidr_grants or {})
         """Per tool id: private networks the operator explicitly allows it to reach."""
         self.resolver = resolver
-        """The egress proxy's resolver (``None``: the system's); tests give their own."""
+        """The resolver of the egress proxy and REST tools (``None``: the system's);
+        ``sandbox.hosts`` pins names with one, tests give their own."""
         lim = self.config.limits
         self.limits = ResourceLimits.from_megabytes(
             cpu_seconds=lim.cpu_seconds,

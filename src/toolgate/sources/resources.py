@@ -213,6 +213,7 @@ class ResourceSource(DeclarationSource):
             if sandbox is None
             else lambda tool: tool_grant(sandbox.cidr_grants, tool.id),
             deny_ports=() if sandbox is None else sandbox.deny_ports,
+            resolver=None if sandbox is None else sandbox.resolver,
         )
         self._mcp: Any = None
         self._mcp_tried = False
