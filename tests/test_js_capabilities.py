@@ -3,14 +3,18 @@ connection gating, secret masking and confirmation card of Python ones."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from egress_support import HELLO, hello_server
 from js_support import js_runtime
-from toolgate import Gateway
+from toolgate import ConfigError, Gateway
+from toolgate.config import load_gateway
 from toolgate.errors import ErrorCode
-from toolgate.model import ApprovalRequest, CallStatus, SideEffect
+from toolgate.model import ApprovalRequest, CallOutcome, CallStatus, SideEffect
 from toolgate.sandbox.runner import Sandbox
 from toolgate.secrets import MemorySecretStore
 from toolgate.sources.capabilities import CapabilitySource
@@ -19,6 +23,7 @@ __all__ = ["js_runtime"]  # the fixture, used by name
 
 pytestmark = pytest.mark.usefixtures("js_runtime")
 NOTION = Path(__file__).parent / "fixtures" / "js_capabilities" / "notion"
+PROBE = Path(__file__).parent / "fixtures" / "js_capabilities" / "probe"
 TOKEN = "secret_notion_token_1234"
 
 
@@ -97,3 +102,175 @@ def test_the_javascript_handlers_run_in_bubblewrap_too_where_it_works(tmp_path: 
         program = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
     assert outcome.ok, outcome.message
     assert program.endswith(b"bwrap")
+
+
+# -- the operator's permissions (options.permissions of the sources: entry) ----------------------
+
+
+@pytest.fixture
+def server() -> Iterator[int]:
+    with hello_server() as port:
+        yield port
+
+
+async def _resolver(host: str, port: int) -> list[str]:
+    """The service's API host and a second host, both on the loopback stand-in server."""
+    known = {"api.probe.test": ["127.0.0.1"], "other.probe.test": ["127.0.0.1"]}
+    if host not in known:
+        raise OSError(f"{host}: no such host (test resolver)")
+    return known[host]
+
+
+def _probe(
+    tmp_path: Path,
+    tool: str,
+    options: dict[str, Any] | None,
+    *,
+    base: str = "http://api.probe.test",
+    environ: dict[str, str] | None = None,
+    grants: tuple[str, ...] = ("127.0.0.1/32",),
+) -> CallOutcome:
+    """One call of the probe capability's ``tool`` with ``options`` on its source entry; the
+    audit record must agree with the outcome (and carry the same sandbox metadata)."""
+    store = MemorySecretStore({("probe", "apiBaseUrl"): base})
+    sandbox = Sandbox(cidr_grants={f"probe:{tool}": list(grants)}, resolver=_resolver)
+    with Gateway(
+        secret_store=store, sandbox=sandbox, environ=environ or {}, audit_path=tmp_path / "a.db"
+    ) as gateway:
+        loaded = gateway.add_source(PROBE, options=options)
+        assert loaded.diagnostics == [], loaded.diagnostics
+        outcome = gateway.call_sync(f"probe:{tool}", {})
+        assert gateway.audit is not None and gateway.audit.flush(10)
+        [record] = gateway.audit.query(tool_id=f"probe:{tool}", limit=None)
+    assert record.status == outcome.status
+    assert record.message == outcome.message
+    return outcome
+
+
+def test_network_granted_fetch_reaches_the_granted_host_through_the_egress_proxy(
+    tmp_path: Path, server: int
+) -> None:
+    options = {"permissions": {"network": [f"api.probe.test:{server}"]}}
+    outcome = _probe(tmp_path, "search", options, base=f"http://api.probe.test:{server}")
+    assert outcome.ok, outcome.message
+    assert outcome.content == {"status": 200, "body": HELLO}
+    sandbox = outcome.metadata["sandbox"]
+    assert (sandbox["mode"], sandbox["runtime"]) == ("compartment", "ses")
+    [event] = sandbox["egress"]
+    assert (event["host"], event["port"], event["allowed"]) == ("api.probe.test", server, True)
+
+
+def test_without_the_grant_fetch_fails_naming_the_permission(tmp_path: Path, server: int) -> None:
+    outcome = _probe(tmp_path, "search", None, base=f"http://api.probe.test:{server}")
+    assert outcome.is_error
+    assert "fetch is not available: this tool's permissions do not grant 'network'" in (
+        outcome.message or ""
+    )
+    assert "options.permissions" in (outcome.message or "")
+    assert "egress" not in outcome.metadata["sandbox"]
+
+
+def test_a_host_outside_the_grant_is_refused(tmp_path: Path, server: int) -> None:
+    options = {"permissions": {"network": [f"api.probe.test:{server}"]}}
+    outcome = _probe(tmp_path, "search", options, base=f"http://other.probe.test:{server}")
+    assert outcome.is_error
+    assert "refused by toolgate's egress proxy" in (outcome.message or "")
+    assert "not in the tool's network permission" in (outcome.message or "").lower()
+    [event] = outcome.metadata["sandbox"]["egress"]
+    assert event["allowed"] is False and event["host"] == "other.probe.test"
+
+
+def test_a_granted_host_on_a_private_address_needs_the_network_grant(
+    tmp_path: Path, server: int
+) -> None:
+    options = {"permissions": {"network": [f"api.probe.test:{server}"]}}
+    base = f"http://api.probe.test:{server}"
+    outcome = _probe(tmp_path, "search", options, base=base, grants=())
+    assert outcome.is_error and "loopback" in (outcome.message or "").lower()
+
+
+def test_time_granted_and_withheld(tmp_path: Path) -> None:
+    granted = _probe(tmp_path / "a", "now", {"permissions": {"time": True}})
+    assert granted.ok, granted.message
+    assert granted.content["now"] > 1_600_000_000_000
+    withheld = _probe(tmp_path / "b", "now", {"permissions": {"network": [], "time": False}})
+    assert withheld.is_error
+    assert "Date.now() is not available: this tool's permissions do not grant 'time'" in (
+        withheld.message or ""
+    )
+
+
+def test_env_holds_only_the_granted_keys(tmp_path: Path) -> None:
+    environ = {"PROBE_REGION": "eu", "SECRET": "hidden"}
+    granted = _probe(
+        tmp_path / "a", "env", {"permissions": {"env": ["PROBE_REGION"]}}, environ=environ
+    )
+    assert granted.ok and granted.content == {"env": {"PROBE_REGION": "eu"}}
+    withheld = _probe(tmp_path / "b", "env", None, environ=environ)
+    assert withheld.ok and withheld.content == {"env": None}
+
+
+def test_fs_reads_below_the_granted_prefix_only(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "note.txt").write_text("inside")
+    (tmp_path / "secret.txt").write_text("outside")
+    options = {"permissions": {"fs": [str(data)]}}
+    inside = _probe(tmp_path / "a", "read", options, base=str(data / "note.txt"))
+    assert inside.ok and inside.content == {"text": "inside"}
+    outside = _probe(tmp_path / "b", "read", options, base=str(tmp_path / "secret.txt"))
+    assert outside.is_error and "outside the tool's fs permission" in (outside.message or "")
+    withheld = _probe(tmp_path / "c", "read", None, base=str(data / "note.txt"))
+    assert withheld.is_error and "no ctx.fs" in (withheld.message or "")
+
+
+@pytest.mark.parametrize(
+    ("permissions", "message"),
+    [
+        ("yes", r"options\.permissions must be a mapping"),
+        ({"netwrok": ["api.notion.com"]}, r"unknown field 'netwrok'; did you mean 'network'"),
+        ({"time": "yes"}, r"options\.permissions\.time: 'time' must be a boolean"),
+        ({"network": "api.notion.com"}, r"options\.permissions\.network: must be a list"),
+        (
+            {"network": ["https://api.notion.com/v1"]},
+            r"options\.permissions\.network\.0: .*not a host",
+        ),
+    ],
+)
+def test_a_malformed_permissions_option_names_the_field(
+    tmp_path: Path, permissions: Any, message: str
+) -> None:
+    with Gateway() as gateway, pytest.raises(ConfigError, match=message):
+        gateway.add_source(PROBE, options={"permissions": permissions})
+
+
+def test_a_malformed_permissions_option_in_toolgate_yaml_names_the_source_entry(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "toolgate.yaml"
+    config.write_text(
+        f"sources:\n  - path: {PROBE / 'manifest.json'}\n"
+        "    options:\n      permissions: {network: [api.notion.com], tiem: true}\n",
+        encoding="utf-8",
+    )
+    environ = {"TOOLGATE_HOME": str(tmp_path / "home")}
+    with pytest.raises(ConfigError, match=r"sources\[0\]: .*unknown field 'tiem'"):
+        load_gateway(config, environ=environ)
+
+
+def test_a_python_capability_is_not_affected_by_the_option() -> None:
+    """The option is the JavaScript host's: a Python tools module runs as without it (in the
+    gateway's process, with no sandbox metadata)."""
+    python_notion = Path(__file__).parent / "fixtures" / "capabilities" / "notion"
+    store = MemorySecretStore(
+        {("notion", "accessToken"): TOKEN, ("notion", "apiBaseUrl"): "https://notion.example/v1"}
+    )
+    results = []
+    for options in (None, {"permissions": {"network": ["api.notion.com"], "time": True}}):
+        with Gateway(secret_store=store) as gateway:
+            assert gateway.add_source(python_notion, options=options).diagnostics == []
+            results.append(gateway.call_sync("notion:searchPages", {"query": "q", "limit": 1}))
+    plain, granted = results
+    assert plain.ok and granted.ok, (plain.message, granted.message)
+    assert granted.content == plain.content
+    assert "sandbox" not in granted.metadata and "sandbox" not in plain.metadata

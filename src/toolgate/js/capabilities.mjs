@@ -10,6 +10,8 @@
 //   network → fetch (fetch.mjs), through toolgate's egress proxy; without it fetch is absent;
 //   fs      → ctx.fs, read-only under the declared prefixes (handed to execute, not a global);
 //   env     → ctx.env, the snapshot of the declared keys (taken by the gateway at load).
+// A Jingle capability (spec.kind "jingle") gets the same, from the operator's grant in the
+// options of its sources: entry; ctx.env and ctx.fs only when granted.
 //
 // Host objects handed in are hardened first: a tool must not be able to change what the host
 // (or the next call) sees through them.
@@ -18,8 +20,17 @@ import { readFile, readdir, realpath, stat } from "node:fs/promises";
 import path from "node:path";
 import { makeFetch } from "./fetch.mjs";
 
-function denied(what, permission) {
-  return new Error(`${what} is not available: this tool's permissions do not grant '${permission}'`);
+/** Why `what` is missing. A Jingle capability's grant is the operator's (a manifest cannot
+ * declare one): the message says where it is given. */
+export function deniedMessage(what, permission, spec) {
+  const where = spec.kind === "jingle"
+    ? " (the operator grants it in toolgate.yaml: options.permissions of the capability's sources: entry)"
+    : "";
+  return `${what} is not available: this tool's permissions do not grant '${permission}'${where}`;
+}
+
+function denied(what, permission, spec) {
+  return new Error(deniedMessage(what, permission, spec));
 }
 
 function timers() {
@@ -75,16 +86,16 @@ function timeGlobals(spec, hostDate, hostIntl) {
     return { Date: hostDate, Intl: { DateTimeFormat: hostIntl.DateTimeFormat } };
   }
   function Date() {
-    throw denied("Date", "time");
+    throw denied("Date", "time", spec);
   }
   Date.now = () => {
-    throw denied("Date.now()", "time");
+    throw denied("Date.now()", "time", spec);
   };
   Date.parse = () => {
-    throw denied("Date.parse()", "time");
+    throw denied("Date.parse()", "time", spec);
   };
   Date.UTC = () => {
-    throw denied("Date.UTC()", "time");
+    throw denied("Date.UTC()", "time", spec);
   };
   return { Date };
 }
@@ -97,7 +108,7 @@ function mathGlobal(spec, hostMath) {
   copy.random = spec.permissions.random
     ? () => hostMath.random()
     : () => {
-        throw denied("Math.random()", "random");
+        throw denied("Math.random()", "random", spec);
       };
   return copy;
 }

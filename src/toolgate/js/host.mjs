@@ -17,7 +17,7 @@
 
 import { createRequire, SourceMap } from "node:module";
 import path from "node:path";
-import { makeCapabilities } from "./capabilities.mjs";
+import { deniedMessage, makeCapabilities } from "./capabilities.mjs";
 import { serve } from "../worker_helpers/toolgate_worker.mjs";
 
 // The pinned npm packages live in toolgate's managed folder (`toolgate js install`), named by
@@ -154,11 +154,30 @@ function mapStack(text) {
   });
 }
 
+// Globals a permission grants are absent without it: a tool that uses one anyway gets a
+// ReferenceError ("fetch is not defined") or, where the compartment's global object has the
+// name, a TypeError ("fetch is not a function"). Either is named with the missing permission,
+// as Date and Math.random() do when they throw.
+const GRANTED_BY = { fetch: "network", Intl: "time" };
+
+function granted(permission) {
+  const value = spec.permissions[permission];
+  return Array.isArray(value) ? value.length > 0 : Boolean(value);
+}
+
+function missingPermission(error) {
+  if (spec.mode !== "compartment" || !error) return "";
+  if (error.name !== "ReferenceError" && error.name !== "TypeError") return "";
+  const name = String(error.message).match(/^(\w+) is not (?:defined|a function|a constructor)$/)?.[1];
+  if (!name || !Object.hasOwn(GRANTED_BY, name) || granted(GRANTED_BY[name])) return "";
+  return ` (${deniedMessage(name, GRANTED_BY[name], spec)})`;
+}
+
 function describeError(error) {
   let message;
   try {
     message = error instanceof Error ? `${error.name}: ${error.message}` : `thrown: ${String(error)}`;
-    message = mapStack(message);
+    message = mapStack(message) + missingPermission(error);
   } catch {
     message = "an error that cannot be shown";
   }
@@ -365,7 +384,13 @@ async function handle(request) {
   // with each call (secrets never sit in the process environment).
   const ctx = hardened(
     spec.kind === "jingle"
-      ? { ...plain(request.ctx ?? {}), logger: logger(`${spec.pluginId}:${request.tool}`) }
+      ? {
+          ...plain(request.ctx ?? {}),
+          logger: logger(`${spec.pluginId}:${request.tool}`),
+          // What the operator granted in the source's options (none unless granted).
+          ...((spec.permissions.env ?? []).length ? { env: { ...(spec.env ?? {}) } } : {}),
+          ...(state.fs ? { fs: state.fs } : {}),
+        }
       : {
           env: { ...(spec.env ?? {}) },
           logger: logger(`${spec.pluginId ?? "plugin"}:${request.tool}`),

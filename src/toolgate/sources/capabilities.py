@@ -16,6 +16,11 @@ is read when the source loads; a running gateway notices ``toolgate connect`` /
 ``toolgate disconnect`` within ``refresh_interval`` seconds (a ``sources:`` option, default 10,
 ``0`` turns polling off) or at once through :meth:`CapabilitySource.refresh`.
 
+**Permissions** of JavaScript/TypeScript tools modules are the operator's to grant: the
+``permissions`` option (``{network: [api.notion.com], time: true}``; see
+:mod:`toolgate.sources.js_capabilities`). Python tools modules run in the gateway's process and
+are not affected by it.
+
 **Handlers** are called as ``handler(input, ctx)``: ``input`` a private copy of the arguments,
 ``ctx`` a :class:`CapabilityContext` whose ``secrets`` are this capability's (and no other's) and
 whose ``config`` holds its public settings. Values of the secrets are masked in what a handler
@@ -48,7 +53,7 @@ from ..loaders.capability import CapabilityManifest, is_capability_document, rea
 from ..loaders.capability_tools import CapabilityTool, build_capability_tools
 from ..loaders.plugin import JS_SUFFIXES
 from ..loaders.safe_yaml import load_yaml
-from ..model import SourceFormat
+from ..model import Permissions, SourceFormat
 from ..python.binding import PythonBinding
 from ..python.context import ToolContext
 from ..registry import RegisteredTool
@@ -56,7 +61,7 @@ from ..secrets import SecretStore, store_problem
 from .capability_masking import mask as _mask
 from .capability_masking import masked_error as _masked_error
 from .declarations import DeclarationSource, SourceContext, SourceLoad
-from .js_capabilities import js_capability_tools
+from .js_capabilities import JsHandler, js_capability_tools, permissions_option
 
 if TYPE_CHECKING:
     from typing import Self
@@ -74,11 +79,13 @@ log = logging.getLogger("toolgate.sources")
 
 #: Seconds between checks of the connections while the gateway runs.
 DEFAULT_REFRESH_INTERVAL = 10.0
-_OPTIONS = ("refresh_interval",)
+_OPTIONS = ("refresh_interval", "permissions")
 _MANIFEST_SUFFIXES = (".json", ".yaml", ".yml")
 # The keyword the backend passes the ToolContext under. Not a valid identifier on purpose, so
 # it can never be the name of an argument the handler expects.
 _CONTEXT_PARAM = "__toolgate context__"
+# The keyword the outcome's metadata reaches a JavaScript handler under (never a user's).
+_METADATA_PARAM = "__toolgate metadata__"
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,12 +168,15 @@ class CapabilitySource(DeclarationSource):
         context: SourceContext,
         *,
         refresh_interval: float = DEFAULT_REFRESH_INTERVAL,
+        permissions: Permissions | None = None,
     ) -> None:
         path = path.absolute()
         super().__init__(str(path))
         self.path = path
         self.context = context
         self.refresh_interval = refresh_interval
+        self.permissions = permissions
+        """What the operator grants the JavaScript tools modules here (``None``: nothing)."""
         self._capabilities: tuple[LoadedCapability, ...] = ()
         self._modules: dict[Path, tuple[str, ModuleType]] = {}
         self._changed: Callable[[], None] | None = None
@@ -183,7 +193,10 @@ class CapabilitySource(DeclarationSource):
 
     @classmethod
     def open(cls, path: Path, context: SourceContext, options: Mapping[str, Any]) -> Self:
-        """Options: ``refresh_interval`` (seconds between connection checks, ``0`` = never)."""
+        """Options: ``refresh_interval`` (seconds between connection checks, ``0`` = never) and
+        ``permissions`` (what JavaScript tools modules may use: ``time``, ``random``,
+        ``network``, ``env``, ``fs``; relative ``fs`` prefixes are taken against the source's
+        folder). Raises :class:`ConfigError` naming the source and the field."""
         for key in options:
             if key not in _OPTIONS:
                 raise ConfigError(
@@ -196,7 +209,11 @@ class CapabilitySource(DeclarationSource):
                 f"{path}: options.refresh_interval must be a number of seconds >= 0, "
                 f"not {interval!r}"
             )
-        return cls(path, context, refresh_interval=float(interval))
+        permissions = None
+        if "permissions" in options:
+            folder = path.absolute() if path.is_dir() else path.absolute().parent
+            permissions = permissions_option(options["permissions"], str(path), folder)
+        return cls(path, context, refresh_interval=float(interval), permissions=permissions)
 
     @classmethod
     def validate(cls, path: Path) -> list[Diagnostic]:
@@ -326,7 +343,13 @@ class CapabilitySource(DeclarationSource):
         digest: str | None
         if manifest.main.suffix in JS_SUFFIXES:
             try:
-                listed, digest = js_capability_tools(manifest, self.js_hosts, self.context.sandbox)
+                listed, digest = js_capability_tools(
+                    manifest,
+                    self.js_hosts,
+                    self.context.sandbox,
+                    self.permissions,
+                    self.context.environ,
+                )
             except ToolError as exc:
                 problems.append(Diagnostic(str(manifest.main), None, f"{manifest.id}: {exc}"))
                 return []
@@ -339,7 +362,7 @@ class CapabilitySource(DeclarationSource):
             manifest,
             listed,
             digest=digest,
-            reserved_properties=(_CONTEXT_PARAM,),
+            reserved_properties=(_CONTEXT_PARAM, _METADATA_PARAM),
         )
         problems.extend(check.diagnostics)
         return [
@@ -387,6 +410,8 @@ class CapabilitySource(DeclarationSource):
         handler = item.handler
         store_of = self._store
         is_async = _is_async(handler)
+        # A JavaScript handler records what ran it (and its egress) in the outcome's metadata.
+        wants_metadata = isinstance(handler, JsHandler)
 
         def context_for(context: ToolContext) -> CapabilityContext:
             store = store_of()
@@ -412,8 +437,11 @@ class CapabilitySource(DeclarationSource):
         if is_async:
 
             async def run_async(**arguments: Any) -> Any:
+                metadata = arguments.pop(_METADATA_PARAM, None)
                 data, ctx = prepare(arguments)
                 try:
+                    if wants_metadata:
+                        return _mask(await handler(data, ctx, metadata), ctx.secrets)
                     return _mask(await handler(data, ctx), ctx.secrets)
                 except Exception as exc:  # noqa: BLE001 - re-raised, with secrets masked
                     raise _masked_error(exc, ctx.secrets) from None
@@ -441,6 +469,7 @@ class CapabilitySource(DeclarationSource):
             func=func,
             is_async=is_async,
             context_param=_CONTEXT_PARAM,
+            metadata_param=_METADATA_PARAM if wants_metadata else None,
             build_confirmation=_confirmation_builder(item.build_confirmation),
         )
 

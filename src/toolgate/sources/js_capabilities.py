@@ -11,25 +11,44 @@ connection gating, the masking of secrets in results and errors, the confirmatio
 ``secrets`` (this capability's only), its public ``config`` and ``capability``, sent with each
 call and never put in the process's environment. ``buildConfirmation(input)`` runs in a
 short-lived host process (the approval step asks synchronously).
+
+**Permissions.** A Jingle manifest cannot declare any, so the operator grants them, in the
+``permissions`` option of the capability's ``sources:`` entry (checked by
+:func:`permissions_option`, the same fields and rules as a Pandora manifest's ``permissions``):
+``time``, ``random``, ``network`` (a ``fetch`` through toolgate's egress proxy, opened for each
+call exactly as for a Pandora compartment tool: host allow-list, resolved-address check, metadata
+never, redirects re-checked, ``sandbox.network_grants``; its records go to the outcome's
+``metadata["sandbox"]`` and so to the audit), ``env`` (``ctx.env``, a snapshot taken at load) and
+``fs`` (``ctx.fs``, read-only). Without the option a handler gets none of them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import logging
 import secrets
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..backends.js_host import JsHosts, JsHostSpec, confirm_once, describe_entry
+from ..errors import ConfigError
 from ..loaders.capability import CapabilityManifest
+from ..loaders.diagnostics import Severity
+from ..loaders.plugin_permissions import PERMISSION_FIELDS, parse_permissions, suggest
+from ..loaders.tool_folder_fields import Report, got
 from ..model import Permissions
-from .js_plugins import confinement
+from ..sandbox.egress import EgressProxy
+from .js_plugins import confinement, egress_options
 
 if TYPE_CHECKING:
     from ..sandbox.runner import Sandbox
 
-__all__ = ["LOAD_TIMEOUT", "js_capability_tools"]
+__all__ = ["LOAD_TIMEOUT", "JsHandler", "js_capability_tools", "permissions_option"]
+
+log = logging.getLogger("toolgate.sources")
 
 #: Seconds loading a tools module (or building one confirmation) may take.
 LOAD_TIMEOUT = 30.0
@@ -54,25 +73,84 @@ def _plain(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def _handler(hosts: JsHosts, spec: JsHostSpec, name: str) -> Callable[..., Any]:
-    async def handler(input: Mapping[str, Any], ctx: Any) -> Any:
+def permissions_option(value: Any, where: str, folder: Path) -> Permissions:
+    """The ``permissions`` option of a capability source, checked like a Pandora manifest's
+    ``permissions`` (host names normalized, ``fs`` prefixes made absolute against ``folder``).
+    Stricter than a manifest: an unknown field is an error, not a warning, since the operator
+    who wrote it meant to grant something. Raises :class:`ConfigError` naming ``where`` (the
+    source) and the field."""
+    fields = ", ".join(PERMISSION_FIELDS)
+    if not isinstance(value, Mapping):
+        raise ConfigError(
+            f"{where}: options.permissions must be a mapping with any of {fields}, {got(value)}"
+        )
+    for key in value:
+        if key not in PERMISSION_FIELDS:
+            hint = suggest(key, PERMISSION_FIELDS) if isinstance(key, str) else ""
+            raise ConfigError(
+                f"{where}: options.permissions has an unknown field {key!r}{hint}; "
+                f"known fields: {fields}"
+            )
+    report = Report(where)
+    permissions = parse_permissions(value, "options.permissions", folder, report)
+    problems = [d for d in report.items if d.severity is Severity.ERROR]
+    if permissions is None or problems:
+        details = "; ".join(
+            f"{(d.field or 'options.permissions').replace('/', '.')}: {d.message}" for d in problems
+        )
+        raise ConfigError(f"{where}: {details or 'options.permissions is not valid'}")
+    for warning in report.items:
+        log.warning("%s: %s: %s", where, warning.field, warning.message)
+    return permissions
+
+
+class JsHandler:
+    """A tool's ``handler(input, ctx)``, run on a warm host of ``spec``. The capability source
+    also hands it the call's outcome metadata, where it records what ran the handler (the SES
+    compartment, bubblewrap) and, with ``network``, the egress proxy's records of the call."""
+
+    def __init__(self, hosts: JsHosts, spec: JsHostSpec, name: str, sandbox: Sandbox | None):
+        self.hosts = hosts
+        self.spec = spec
+        self.name = name
+        self.tool_id = f"{spec.plugin_id}:{name}"
+        self.sandbox = sandbox
+        self.__qualname__ = f"{spec.entry.name}:{name} (JavaScript host)"
+
+    async def __call__(
+        self, input: Mapping[str, Any], ctx: Any, metadata: dict[str, Any] | None = None
+    ) -> Any:
         context = {
             "secrets": dict(ctx.secrets),
             "config": _plain(dict(ctx.config)),
             "capability": ctx.capability,
             "connected": ctx.connected,
         }
-        return await hosts.execute(
-            spec,
-            f"{spec.plugin_id}:{name}",
-            name,
-            input,
-            timeout=_HANDLER_DEADLINE,
-            ctx=context,
-        )
-
-    handler.__qualname__ = f"{spec.entry.name}:{name} (JavaScript host)"
-    return handler
+        described: dict[str, Any] = {"mode": "compartment", "enforced": True, "runtime": "ses"}
+        if self.spec.confinement is not None:
+            described["process_sandbox"] = "bwrap"
+        if metadata is not None:
+            metadata["sandbox"] = described
+        run = self.hosts.execute
+        arguments = (self.spec, self.tool_id, self.name, input)
+        if not self.spec.permissions.network:
+            return await run(*arguments, timeout=_HANDLER_DEADLINE, ctx=context)
+        async with EgressProxy.start(
+            self.spec.permissions,
+            tool_id=self.tool_id,
+            call_id=getattr(ctx, "call_id", "") or "",
+            **egress_options(self.spec, self.sandbox, self.tool_id),
+        ) as proxy:
+            try:
+                return await run(
+                    *arguments,
+                    timeout=_HANDLER_DEADLINE,
+                    ctx=context,
+                    egress=str(proxy.socket_path),
+                )
+            finally:
+                # Also when it failed or timed out: the connections it made are audited.
+                described["egress"] = [dataclasses.asdict(event) for event in proxy.events]
 
 
 def _confirmation(spec: JsHostSpec, name: str) -> Callable[[Mapping[str, Any]], Any]:
@@ -83,21 +161,31 @@ def _confirmation(spec: JsHostSpec, name: str) -> Callable[[Mapping[str, Any]], 
 
 
 def js_capability_tools(
-    manifest: CapabilityManifest, hosts: JsHosts, sandbox: Sandbox | None = None
+    manifest: CapabilityManifest,
+    hosts: JsHosts,
+    sandbox: Sandbox | None = None,
+    permissions: Permissions | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> tuple[list[dict[str, Any]], str]:
     """The tool definitions of a JavaScript tools module (functions standing in for the host's)
-    and the code's digest; the host runs inside bubblewrap too where ``sandbox`` works. Raises
-    ``ToolError`` when Node.js is missing or the module fails to load (the message names the
-    file and line)."""
+    and the code's digest; the host runs inside bubblewrap too where ``sandbox`` works.
+    ``permissions`` are the operator's grant (none when ``None``); ``ctx.env`` is the snapshot
+    of its ``env`` keys in ``environ``, taken now. Raises ``ToolError`` when Node.js is missing
+    or the module fails to load (the message names the file and line)."""
+    permissions = permissions or Permissions()
+    environ = environ or {}
+    # The egress socket folder belongs to one host process: keyed by the grant too.
+    key = (str(manifest.main), json.dumps(str(permissions)))
     spec = JsHostSpec(
         plugin_id=manifest.id,
         root=manifest.main.parent,
         entry=manifest.main,
         mode="compartment",
-        permissions=Permissions(),
+        permissions=permissions,
+        env={name: environ[name] for name in permissions.env if name in environ},
         kind="jingle",
         generation=secrets.token_hex(8),
-        confinement=confinement(sandbox, None, network=False, key=(str(manifest.main),)),
+        confinement=confinement(sandbox, None, network=bool(permissions.network), key=key),
     )
     answer = describe_entry(spec, LOAD_TIMEOUT)
     listed = answer.get("tools")
@@ -109,7 +197,7 @@ def js_capability_tools(
         value = dict(fields)
         name = str(value.get("name"))
         if value.pop("handler", False):
-            value["handler"] = _handler(hosts, spec, name)
+            value["handler"] = JsHandler(hosts, spec, name, sandbox)
         approval = value.get("approval")
         if isinstance(approval, Mapping) and "buildConfirmation" in approval:
             approval = dict(approval)

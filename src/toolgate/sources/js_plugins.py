@@ -42,7 +42,7 @@ from ..sandbox.egress import EgressProxy
 if TYPE_CHECKING:
     from ..sandbox.runner import Sandbox
 
-__all__ = ["confinement", "js_binding", "js_entry_tools", "js_spec"]
+__all__ = ["confinement", "egress_options", "js_binding", "js_entry_tools", "js_spec"]
 
 _CONTEXT_KEYWORD = "__toolgate_context__"
 _METADATA_KEYWORD = "__toolgate_metadata__"
@@ -68,6 +68,22 @@ def confinement(
         if egress is None or not egress.is_dir():
             egress = _EGRESS_DIRS[key] = Path(tempfile.mkdtemp(prefix="toolgate-js-egress-"))
     return JsConfinement(host.bwrap, tuple(sandbox.protected), egress)
+
+
+def egress_options(spec: JsHostSpec, sandbox: Sandbox | None, tool_id: str) -> dict[str, Any]:
+    """The keyword arguments of :meth:`EgressProxy.start` for one call of ``tool_id`` on a host
+    of ``spec``: the socket folder bound into its bubblewrap, and the operator's denied ports,
+    CIDR grant (``sandbox.network_grants``) and resolver (``sandbox.hosts``). Shared by Pandora
+    entries and Jingle capabilities, so both reach the network under the same rules."""
+    options: dict[str, Any] = {}
+    if spec.confinement is not None and spec.confinement.egress_dir is not None:
+        options["socket_dir"] = spec.confinement.egress_dir
+    if sandbox is not None:
+        options["deny_ports"] = sandbox.deny_ports
+        options["cidr_grants"] = tool_grant(sandbox.cidr_grants, tool_id)
+        if sandbox.resolver is not None:
+            options["resolver"] = sandbox.resolver
+    return options
 
 
 def js_spec(
@@ -180,16 +196,11 @@ def js_binding(
         metadata["sandbox"] = described
         if not network:
             return await hosts.execute(spec, tool.id, local_id, arguments, timeout=tool.timeout)
-        proxy_options: dict[str, Any] = {}
-        if spec.confinement is not None and spec.confinement.egress_dir is not None:
-            proxy_options["socket_dir"] = spec.confinement.egress_dir
-        if sandbox is not None:
-            proxy_options["deny_ports"] = sandbox.deny_ports
-            proxy_options["cidr_grants"] = tool_grant(sandbox.cidr_grants, tool.id)
-            if sandbox.resolver is not None:
-                proxy_options["resolver"] = sandbox.resolver
         async with EgressProxy.start(
-            spec.permissions, tool_id=tool.id, call_id=context.call_id or "", **proxy_options
+            spec.permissions,
+            tool_id=tool.id,
+            call_id=context.call_id or "",
+            **egress_options(spec, sandbox, tool.id),
         ) as proxy:
             try:
                 return await hosts.execute(
