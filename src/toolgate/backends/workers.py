@@ -37,6 +37,9 @@ from .process_tree import ProcessTree
 
 __all__ = ["CALL_FIELD", "WorkerPool", "WorkerProtocolError", "WorkerSettings"]
 
+#: Seconds a worker that closed its stdout gets to finish writing its stderr (a crash's message).
+_LAST_WORDS = 5.0
+
 #: Characters of a worker's stderr kept for the message of a failed call.
 _STDERR_TAIL = 2_000
 #: Characters of a bad answer quoted in the error message.
@@ -131,6 +134,10 @@ class _Worker:
                 tool_id, f"wrote more than {self._max_output:,} bytes without ending the line"
             )
         if answer is None:
+            # Its last words (a runtime's fatal error) may still be in the stderr pipe: the
+            # reader ends when the process has closed it, however slowly a crash unwinds.
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._readers[1]), _LAST_WORDS)
             await self.wait_exited()
             raise self._broken_error(tool_id, self._exit_reason())
         # A second line in the same write is already buffered: let the reader queue it.
