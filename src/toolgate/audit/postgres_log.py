@@ -8,8 +8,8 @@ the calls of whichever process answered.
 The log is **durable** by default: the gateway answers a call only after the batch holding its
 record is committed (:meth:`~toolgate.audit.log_base.AuditLog.recorded`). A replica killed in
 the middle of calls has recorded every call it answered. Batches still form on their own: while
-one ``COPY`` is being committed, the calls that end meanwhile wait for the next one, so under
-load one commit carries many records.
+one batch is being committed, the calls that end meanwhile wait for the next one, so under load
+one commit carries many records (a few rows are one ``INSERT``, more go through ``COPY``).
 
 When PostgreSQL does not answer, the batch is lost and counted, its callers are told that their
 calls were not recorded (``metadata.audit`` of the outcome), and the log is unhealthy until a
@@ -21,6 +21,8 @@ This module imports psycopg (through :mod:`toolgate.stores.postgres_db`).
 from __future__ import annotations
 
 import contextlib
+import functools
+import itertools
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -39,6 +41,17 @@ from .sqlite_schema import COLUMNS
 __all__ = ["PostgresAuditLog"]
 
 _COPY: Final = f"COPY audit_records ({COLUMNS}) FROM STDIN"
+
+#: Batches up to this many records are one multi-row INSERT; larger ones go through COPY.
+INSERT_ROWS: Final = 32
+
+_ROW: Final = "(" + ", ".join(["?"] * len(COLUMNS.split(","))) + ")"
+
+
+@functools.lru_cache(maxsize=INSERT_ROWS)
+def _insert(rows: int) -> str:
+    return f"INSERT INTO audit_records ({COLUMNS}) VALUES " + ", ".join([_ROW] * rows)
+
 
 #: Records one pruning statement deletes at most.
 PRUNE_CHUNK: Final = 5000
@@ -120,13 +133,14 @@ class PostgresAuditLog(AuditLog):
         if not rows:
             return
         try:
-            with (
-                self.db.autocommit() as conn,  # COPY is atomic on its own
-                conn.raw.cursor() as cursor,
-                cursor.copy(_COPY) as copy,
-            ):
-                for row in rows:
-                    copy.write_row(row)
+            with self.db.autocommit() as conn:  # one statement, atomic on its own
+                if len(rows) <= INSERT_ROWS:
+                    # A few rows (a durable caller waits): one round trip, where COPY takes two.
+                    conn.execute(_insert(len(rows)), list(itertools.chain.from_iterable(rows)))
+                else:
+                    with conn.raw.cursor() as cursor, cursor.copy(_COPY) as copy:
+                        for row in rows:
+                            copy.write_row(row)
         except (StateUnavailableError, psycopg.Error) as exc:
             self._lose(len(rows))
             self._fail("cannot write to the audit log in PostgreSQL", exc)
