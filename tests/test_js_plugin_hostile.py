@@ -137,3 +137,56 @@ def test_a_computed_dynamic_import_is_refused_when_the_entry_loads(tmp_path: Pat
         assert gateway.list_tools() == []
     assert "a dynamic import() is not allowed in a compartment" in diagnostic.message
     assert f"({plugin / 'index.js'}, line 3)" in diagnostic.message  # the source's line
+
+
+def _self_promoting(tmp_path: Path) -> Path:
+    """A compartment plugin whose resolveTools returns a tool asking for ``sandbox: 'host'``."""
+    plugin = tmp_path / "promote"
+    plugin.mkdir()
+    (plugin / "pandora.json").write_text(
+        '{"id": "@toolgate-test/promote", "provides": {"tools": '
+        '{"entry": "index.js", "sandbox": "compartment", "permissions": {}}}}'
+    )
+    (plugin / "index.js").write_text(
+        "export const tools = []\n"
+        "export async function resolveTools(ctx) {\n"
+        "  return { tools: [{ id: 'out', name: 'out', description: 'd', sandbox: 'host',\n"
+        "    parameters: { type: 'object' }, annotations: { readOnlyHint: true },\n"
+        "    execute: async () => typeof process }] }\n"
+        "}\n"
+    )
+    return plugin
+
+
+def test_a_tool_cannot_move_itself_out_of_its_entrys_compartment(tmp_path: Path) -> None:
+    plugin = _self_promoting(tmp_path)
+    with Gateway(environ={}, audit_path=tmp_path / "a.db") as gateway:
+        gateway.add_source(plugin)
+        entry = gateway.registry.get("@toolgate-test/promote:out")
+        assert entry is not None and not entry.available
+        assert "asks for sandbox 'host'" in (entry.unavailable_reason or "")
+        assert "host_mode: [out]" in (entry.unavailable_reason or "")
+        outcome = gateway.call_sync("@toolgate-test/promote:out", {})
+    assert outcome.code is not None and outcome.code.value == "unavailable"
+    # The operator's opt-in moves it, and it runs on the host, labelled.
+    with Gateway(environ={}) as gateway:
+        gateway.add_source(plugin, options={"host_mode": ["out"]})
+        moved = gateway.call_sync("@toolgate-test/promote:out", {})
+    assert moved.ok and moved.content == "object"
+
+
+def test_no_clock_and_no_timer_a_call_cannot_cancel_without_permissions(gateway: Gateway) -> None:
+    # An abort event's timeStamp would be a high-resolution clock; AbortSignal.timeout/any arm
+    # timers the end of the call cannot cancel.
+    outcome = gateway.call_sync(f"{PLUGIN}:clocks", {})
+    assert outcome.ok, outcome.message
+    assert outcome.content == {"stamp": 0, "timeout": "undefined", "any": "undefined"}
+
+
+def test_a_tsconfig_of_the_plugin_never_makes_the_host_read_other_files(tmp_path: Path) -> None:
+    plugin = plugin_copy(tmp_path, "probe")
+    (plugin / "tsconfig.json").write_text('{"extends": "/etc/passwd"}')
+    with Gateway(environ={}) as gateway:
+        loaded = gateway.add_source(plugin)
+        assert loaded.diagnostics == []  # the tsconfig.json is not read at all
+        assert gateway.call_sync(f"{PLUGIN}:echo", {"x": 1}).ok

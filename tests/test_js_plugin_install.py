@@ -50,3 +50,67 @@ def test_a_plugin_with_an_invalid_manifest_is_not_installed(
     assert "/provides/tools/sandbox" in result.stderr and "/provides/tools/entry" in result.stderr
     leftovers = list((toolgate_home / "plugins").iterdir())
     assert leftovers == []
+
+
+def _tarball(tmp_path: Path, files: dict[str, str]) -> Path:
+    """A package tarball as npm makes them (``package/…``), built by hand."""
+    import io
+    import tarfile
+
+    target = tmp_path / "plugin.tgz"
+    with tarfile.open(target, "w:gz") as archive:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"package/{name}")
+            info.size, info.mode = len(data), 0o755 if name.endswith(".sh") else 0o644
+            archive.addfile(info, io.BytesIO(data))
+    return target
+
+
+_MANIFEST = '{"id": "@evil/npmrc", "provides": {"tools": {"entry": "index.js"}}}'
+_INDEX = "export const tools = []\n"
+
+
+def test_a_package_with_npm_settings_or_a_git_dependency_is_refused_before_npm_runs_it(
+    run_cli: Any, toolgate_home: Path, tmp_path: Path
+) -> None:
+    marker = tmp_path / "PWNED"
+    tarball = _tarball(
+        tmp_path,
+        {
+            "package.json": json.dumps(
+                {"name": "evil-npmrc", "version": "1.0.0", "dependencies": {"x": "git+file:///x"}}
+            ),
+            "pandora.json": _MANIFEST,
+            "index.js": _INDEX,
+            ".npmrc": "git=./evil.sh\n",
+            "evil.sh": f"#!/bin/sh\ntouch {marker}\n",
+        },
+    )
+    result = run_cli("plugins", "install", str(tarball))
+    assert result.returncode == 1
+    assert "holds npm settings (.npmrc)" in result.stderr
+    assert not marker.exists()
+    assert list((toolgate_home / "plugins").iterdir()) == []
+
+    tarball = _tarball(
+        tmp_path,
+        {
+            "package.json": json.dumps(
+                {"name": "evil-git", "version": "1.0.0", "dependencies": {"x": "git+file:///x"}}
+            ),
+            "pandora.json": _MANIFEST,
+            "index.js": _INDEX,
+        },
+    )
+    result = run_cli("plugins", "install", str(tarball))
+    assert result.returncode == 1
+    assert "dependencies.x is 'git+file:///x', not a version of the npm registry" in result.stderr
+    assert list((toolgate_home / "plugins").iterdir()) == []
+
+
+@pytest.mark.parametrize("spec", ["github:acme/plugin", "git+https://x.test/p.git", "acme/plugin"])
+def test_git_url_and_shorthand_specs_are_refused(run_cli: Any, spec: str) -> None:
+    result = run_cli("plugins", "install", spec)
+    assert result.returncode == 1
+    assert "git, URL and file specs are not installed" in result.stderr

@@ -161,3 +161,19 @@ def test_network_withheld_there_is_no_fetch(tmp_path: Path, server: int) -> None
     outcome = _call(tmp_path, "fetch", {"url": f"http://allowed.test:{server}/"}, {})
     assert outcome.is_error and "fetch" in (outcome.message or "")
     assert "egress" not in outcome.metadata["sandbox"]
+
+
+def test_fs_exists_does_not_tell_which_files_exist_outside_the_prefixes(
+    tmp_path: Path, files: Path
+) -> None:
+    (files / "to-missing").symlink_to(tmp_path / "no-such-file")
+    perms = {"fs": [str(files)]}
+    answers = [
+        _call(tmp_path / name, "exists", {"path": str(files / name)}, perms)
+        for name in ("escape.txt", "to-missing")
+    ]
+    # Through a symlink leading out: the same refusal whether the file there exists or not.
+    for answer in answers:
+        assert answer.is_error and "outside the tool's fs permission" in (answer.message or "")
+    inside = _call(tmp_path / "in", "exists", {"path": str(files / "nope.txt")}, perms)
+    assert inside.ok and inside.content == {"exists": False}

@@ -16,7 +16,7 @@
 // Host objects handed in are hardened first: a tool must not be able to change what the host
 // (or the next call) sees through them.
 
-import { readFile, readdir, realpath, stat } from "node:fs/promises";
+import { lstat, readFile, readdir, readlink, realpath, stat } from "node:fs/promises";
 import path from "node:path";
 import { makeFetch } from "./fetch.mjs";
 
@@ -116,23 +116,48 @@ function mathGlobal(spec, hostMath) {
 /** The fs capability: read-only, only below the declared prefixes (symlinks resolved). */
 function makeFs(prefixes) {
   const roots = prefixes.map((p) => path.resolve(p));
+  const inside = (candidate) =>
+    roots.some((root) => {
+      const relative = path.relative(root, candidate);
+      return relative === "" || (!relative.startsWith("..") && !path.isAbsolute(relative));
+    });
+  const outside = (file) =>
+    new Error(`fs: ${file} is outside the tool's fs permission (${roots.join(", ") || "none"})`);
+  // The real path of `absolute`, existing or not: its deepest existing ancestor's real path
+  // plus the rest. A missing file behind a symlink that leads out is outside, like an existing
+  // one: the answer must not tell which files exist beyond the prefixes.
+  async function real(absolute) {
+    const rest = [];
+    let current = absolute;
+    for (let step = 0; step < 256; step++) {
+      try {
+        return path.join(await realpath(current), ...rest);
+      } catch {
+        let target = null;
+        try {
+          if ((await lstat(current)).isSymbolicLink()) target = await readlink(current);
+        } catch {
+          // missing: its parent is tried next
+        }
+        if (target !== null) {
+          current = path.resolve(path.dirname(current), target); // a dangling link: followed
+          continue;
+        }
+        const parent = path.dirname(current);
+        if (parent === current) return absolute;
+        rest.unshift(path.basename(current));
+        current = parent;
+      }
+    }
+    return null; // a loop of links: nowhere
+  }
   async function checked(file) {
     if (typeof file !== "string" || !file) throw new TypeError("fs: the path must be a non-empty string");
     const absolute = path.resolve(file);
-    let real;
-    try {
-      real = await realpath(absolute);
-    } catch (error) {
-      real = absolute; // a missing file: checked as written, then reported missing below
-    }
-    const allowed = roots.some((root) => {
-      const relative = path.relative(root, real);
-      return relative === "" || (!relative.startsWith("..") && !path.isAbsolute(relative));
-    });
-    if (!allowed) {
-      throw new Error(`fs: ${file} is outside the tool's fs permission (${roots.join(", ") || "none"})`);
-    }
-    return real;
+    if (!inside(absolute)) throw outside(file); // before touching the file system
+    const resolved = await real(absolute);
+    if (resolved === null || !inside(resolved)) throw outside(file);
+    return resolved;
   }
   return {
     async readFile(file, encoding) {
@@ -160,7 +185,36 @@ function makeFs(prefixes) {
  * `egress()` gives the current call's egress proxy socket (null when it has none).
  */
 export function makeCapabilities({ spec, hostDate, hostMath, hostIntl, egress }) {
-  for (const value of [URL, URLSearchParams, TextEncoder, TextDecoder, AbortController, AbortSignal]) {
+  // AbortSignal.timeout/any arm timers that the end of a call cannot cancel: not offered.
+  for (const name of ["timeout", "any"]) {
+    try {
+      delete AbortSignal[name];
+    } catch {
+      // hardened already by an earlier call in this process
+    }
+  }
+  if (!spec.permissions.time) {
+    // Event.timeStamp (an abort event's, say) is a high-resolution clock: without 'time' it
+    // reads 0.
+    try {
+      Object.defineProperty(Event.prototype, "timeStamp", { get: () => 0, configurable: false });
+    } catch {
+      // defined already by an earlier call in this process
+    }
+  }
+  // Host classes a tool can reach (through an abort signal's events and errors) are frozen
+  // with their prototypes: nothing a call changes there is seen by the next one.
+  for (const value of [
+    URL,
+    URLSearchParams,
+    TextEncoder,
+    TextDecoder,
+    AbortController,
+    AbortSignal,
+    Event,
+    EventTarget,
+    DOMException,
+  ]) {
     harden(value);
   }
   const timer = timers();

@@ -57,8 +57,11 @@ function tunnel(socketPath, url) {
       }
       resolve(socket);
     });
-    request.on("response", async (response) => {
-      reject(refusal(response.statusCode, (await readBody(response)).toString("utf8"), url));
+    request.on("response", (response) => {
+      readBody(response).then(
+        (data) => reject(refusal(response.statusCode, data.toString("utf8"), url)),
+        (error) => reject(new TypeError(`fetch ${url.origin} failed: ${error.message}`)),
+      );
     });
     request.on("error", (error) => reject(new TypeError(`fetch ${url.origin} failed: ${error.message}`)));
     request.end();
@@ -66,7 +69,10 @@ function tunnel(socketPath, url) {
 }
 
 async function once(socketPath, url, method, headers, body) {
-  const options = { method, headers: { ...headers, host: url.host } };
+  // One connection per request, closed after it: a kept-alive proxy connection is relayed to
+  // the first request's destination, and a second request on it would reach that host instead
+  // of its own (with its own credentials).
+  const options = { method, headers: { ...headers, host: url.host, connection: "close" } };
   if (url.protocol === "https:") {
     const socket = await tunnel(socketPath, url);
     options.hostname = url.hostname;
@@ -77,6 +83,7 @@ async function once(socketPath, url, method, headers, body) {
   } else {
     options.socketPath = socketPath;
     options.path = url.href; // absolute form: the proxy forwards plain HTTP
+    options.agent = false; // a connection of its own (HTTPS has its own tunnel already)
   }
   const transport = url.protocol === "https:" ? https : http;
   return new Promise((resolve, reject) => {

@@ -117,6 +117,9 @@ async function bundle() {
     sourcemap: "external",
     sourcesContent: false,
     logLevel: "silent",
+    // Never a tsconfig.json of the plugin's: its "extends" would make esbuild read any file
+    // the gateway can (shown back in the load error).
+    tsconfigRaw: {},
     plugins: [confine],
   });
   const code = result.outputFiles.find((f) => f.path.endsWith(".js")).text;

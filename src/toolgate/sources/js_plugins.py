@@ -42,7 +42,14 @@ from ..sandbox.egress import EgressProxy
 if TYPE_CHECKING:
     from ..sandbox.runner import Sandbox
 
-__all__ = ["confinement", "egress_options", "js_binding", "js_entry_tools", "js_spec"]
+__all__ = [
+    "confinement",
+    "egress_options",
+    "host_escape_reason",
+    "js_binding",
+    "js_entry_tools",
+    "js_spec",
+]
 
 _CONTEXT_KEYWORD = "__toolgate_context__"
 _METADATA_KEYWORD = "__toolgate_metadata__"
@@ -221,4 +228,16 @@ def js_binding(
         is_async=True,
         context_param=_CONTEXT_KEYWORD,
         metadata_param=_METADATA_KEYWORD,
+    )
+
+
+def host_escape_reason(plugin_id: str, entry: str, local_id: str) -> str:
+    """Why a tool object of a compartment entry that asks for ``sandbox: 'host'`` does not run:
+    a tool never leaves its entry's compartment on its own (the manifest the operator reviewed
+    says compartment); only the operator's ``host_mode`` moves it to the host."""
+    return (
+        f"it asks for sandbox 'host', but its entry {entry!r} runs in a compartment, and a tool "
+        "never leaves it on its own. The operator can run it on the host (no isolation) by "
+        f"adding 'options: {{host_mode: [{local_id}]}}' to plugin {plugin_id} under 'sources:' "
+        "in toolgate.yaml."
     )

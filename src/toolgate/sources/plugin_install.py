@@ -126,8 +126,14 @@ def install_plugin(spec: str, home: Path, *, replace: bool = False) -> Installed
     then."""
     npm = _npm()
     root = plugins_folder(home)
-    root.mkdir(parents=True, exist_ok=True)
     local = Path(spec).expanduser()
+    if not local.exists() and not _REGISTRY_SPEC.fullmatch(spec):
+        # git, URL and file specs can run code while npm fetches or prepares them.
+        raise PluginInstallError(
+            f"{spec!r} is neither a local folder or tarball nor a package of the npm registry "
+            "(name, name@version or @scope/name@range); git, URL and file specs are not installed"
+        )
+    root.mkdir(parents=True, exist_ok=True)
     target_spec = str(local.resolve()) if local.exists() else spec
     with tempfile.TemporaryDirectory(prefix=".install-", dir=root) as tmp:
         staging = Path(tmp)
@@ -165,8 +171,9 @@ def install_plugin(spec: str, home: Path, *, replace: bool = False) -> Installed
                 f"plugin {manifest.id} is installed already ({target}); remove it first "
                 f"('toolgate plugins remove {manifest.id}')"
             )
+        _refuse_npm_settings(package, spec)
         package_json = package / "package.json"
-        if package_json.is_file() and json.loads(package_json.read_text()).get("dependencies"):
+        if package_json.is_file() and _registry_dependencies(package_json, spec):
             _run(
                 [npm, "install", "--omit=dev", "--ignore-scripts", "--no-audit", "--no-fund"],
                 package,
@@ -176,6 +183,49 @@ def install_plugin(spec: str, home: Path, *, replace: bool = False) -> Installed
             shutil.rmtree(target)
         package.rename(target)
     return InstalledPlugin(manifest.id, target, manifest.version)
+
+
+#: A package of the registry: ``name``, ``@scope/name``, each optionally ``@version-or-range``
+#: (no ``:``, no ``/`` after the name: those would be git, URL or file specs).
+_REGISTRY_SPEC = re.compile(r"(@[a-z0-9][\w.~-]*/)?[a-z0-9][\w.~-]*(@[^\s/:]+)?", re.IGNORECASE)
+
+#: The dependency fields npm installs.
+_DEPENDENCY_FIELDS = ("dependencies", "optionalDependencies", "peerDependencies")
+
+
+def _refuse_npm_settings(package: Path, spec: str) -> None:
+    """Refuse a package that ships npm settings: an ``.npmrc`` can make npm run programs while
+    it installs (its ``git`` setting, say), whatever ``--ignore-scripts`` says."""
+    found = [path.relative_to(package) for path in package.rglob(".npmrc")]
+    if found:
+        raise PluginInstallError(
+            f"{spec}: the package holds npm settings ({', '.join(map(str, found))}), which can "
+            "run programs while npm installs it; toolgate does not install such a package"
+        )
+
+
+def _registry_dependencies(package_json: Path, spec: str) -> bool:
+    """Whether the package has npm dependencies to install; each must be a registry version
+    or range (a git, URL, file or link dependency could run code while it is fetched)."""
+    try:
+        document = json.loads(package_json.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise PluginInstallError(f"{spec}: package.json cannot be read: {exc}") from None
+    found = False
+    for field in _DEPENDENCY_FIELDS:
+        dependencies = document.get(field) if isinstance(document, dict) else None
+        if not dependencies:
+            continue
+        if not isinstance(dependencies, dict):
+            raise PluginInstallError(f"{spec}: package.json: {field} is not an object")
+        for name, wanted in dependencies.items():
+            if not isinstance(wanted, str) or ":" in wanted or "/" in wanted:
+                raise PluginInstallError(
+                    f"{spec}: package.json: {field}.{name} is {wanted!r}, not a version of the "
+                    "npm registry; git, URL, file and link dependencies are not installed"
+                )
+        found = True
+    return found
 
 
 def remove_plugin(name: str, home: Path) -> InstalledPlugin:

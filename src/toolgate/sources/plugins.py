@@ -73,7 +73,7 @@ from ..model import SandboxMode, SourceFormat
 from ..python.decorator import code_digest
 from ..registry import RegisteredTool
 from .declarations import DeclarationSource, SourceAlert, SourceContext, SourceLoad
-from .js_plugins import js_binding, js_entry_tools, js_spec
+from .js_plugins import host_escape_reason, js_binding, js_entry_tools, js_spec
 from .plugin_report import PluginEntryStatus, PluginReport, PluginToolStatus
 from .plugin_runtime import (
     PLUGIN_OPTIONS,
@@ -501,6 +501,16 @@ class _PluginLoader:
                 manifest.id,
                 tool.id,
             )
+        if (
+            item.local_id in self.js_tools
+            and declared is SandboxMode.HOST
+            and entry.sandbox is SandboxMode.COMPARTMENT
+            and not self.options.runs_on_host(manifest.id, item.local_id)
+        ):
+            reason = host_escape_reason(manifest.id, entry.entry, item.local_id)
+            status = PluginToolStatus(tool.id, entry.entry, declared, False, resolved, reason)
+            self.tools.append(status)
+            return RegisteredTool(tool, refusing_binding(reason), reason)
         if item.local_id in self.js_tools:
             spec = js_spec(
                 manifest,
