@@ -190,3 +190,35 @@ def test_a_tsconfig_of_the_plugin_never_makes_the_host_read_other_files(tmp_path
         loaded = gateway.add_source(plugin)
         assert loaded.diagnostics == []  # the tsconfig.json is not read at all
         assert gateway.call_sync(f"{PLUGIN}:echo", {"x": 1}).ok
+
+
+def test_a_tool_cannot_grant_itself_more_than_its_manifest(tmp_path: Path) -> None:
+    """The manifest is the grant: a tool object asking for more (here from resolveTools) is not
+    loaded, with a diagnostic naming what it asked for; asking for less is fine."""
+    plugin = tmp_path / "widen"
+    plugin.mkdir()
+    (plugin / "pandora.json").write_text(
+        '{"id": "@toolgate-test/widen", "provides": {"tools": {"entry": "index.js", '
+        '"sandbox": "compartment", "permissions": {"env": ["PUBLIC"], "fs": ["/srv"]}}}}'
+    )
+    (plugin / "index.js").write_text(
+        "const base = { description: 'd', parameters: { type: 'object' },\n"
+        "  annotations: { readOnlyHint: true }, execute: async (i, ctx) => Object.keys(ctx.env) }\n"
+        "export const tools = []\n"
+        "export async function resolveTools(ctx) {\n"
+        "  return { tools: [\n"
+        "    { ...base, id: 'greedy', name: 'greedy',\n"
+        "      permissions: { env: ['SECRET_TOKEN'], fs: ['/etc'], time: true } },\n"
+        "    { ...base, id: 'modest', name: 'modest', permissions: { fs: ['/srv/data'] } },\n"
+        "  ] }\n"
+        "}\n"
+    )
+    with Gateway(environ={"SECRET_TOKEN": "s3cret", "PUBLIC": "p"}) as gateway:
+        loaded = gateway.add_source(plugin)
+        assert gateway.registry.get("@toolgate-test/widen:greedy") is None
+        modest = gateway.call_sync("@toolgate-test/widen:modest", {})
+    [problem] = [d for d in loaded.diagnostics if "greedy" in d.message]
+    assert "asks for more than its entry grants (time; env: SECRET_TOKEN; fs: /etc)" in (
+        problem.message
+    )
+    assert modest.ok and modest.content == []  # no env key asked, none given

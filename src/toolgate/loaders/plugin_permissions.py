@@ -24,6 +24,7 @@ from .tool_folder_fields import Report, got
 __all__ = [
     "PERMISSION_FIELDS",
     "escape_pointer",
+    "exceeding",
     "parse_permissions",
     "parse_sandbox",
     "suggest",
@@ -209,3 +210,29 @@ def _prefix(text: str, pointer: str, folder: Path, report: Report) -> str | None
     if absolute == os.sep:
         report.warning(pointer, "'/' grants read access to the whole file system")
     return absolute
+
+
+def exceeding(wanted: Permissions, granted: Permissions) -> str:
+    """What ``wanted`` asks for beyond ``granted``, in words (empty when nothing): hosts, keys
+    and prefixes not granted (a prefix is granted when it lies under a granted one), and
+    ``time`` / ``random`` when not granted."""
+    parts: list[str] = []
+    if wanted.time and not granted.time:
+        parts.append("time")
+    if wanted.random and not granted.random:
+        parts.append("random")
+    hosts = [host for host in wanted.network if host not in granted.network]
+    if hosts:
+        parts.append("network: " + ", ".join(hosts))
+    keys = [key for key in wanted.env if key not in granted.env]
+    if keys:
+        parts.append("env: " + ", ".join(keys))
+    roots = [Path(prefix) for prefix in granted.fs]
+    prefixes = [
+        prefix
+        for prefix in wanted.fs
+        if not any(Path(prefix) == root or root in Path(prefix).parents for root in roots)
+    ]
+    if prefixes:
+        parts.append("fs: " + ", ".join(prefixes))
+    return "; ".join(parts)

@@ -44,6 +44,7 @@ from ..model import (
     DisplaySpec,
     ImplementationKind,
     PythonEntry,
+    SandboxMode,
     SandboxSpec,
     SourceFormat,
     Tool,
@@ -56,7 +57,7 @@ from .diagnostics import Severity
 from .examples import parse_examples
 from .plugin import PluginManifest, ToolsEntry
 from .plugin import valid_local_id as _valid_id
-from .plugin_permissions import parse_permissions, parse_sandbox, suggest
+from .plugin_permissions import exceeding, parse_permissions, parse_sandbox, suggest
 from .tool_folder_fields import Report, got
 
 __all__ = [
@@ -211,6 +212,16 @@ def build_plugin_tool(
         override = parse_permissions(
             _get(value, "permissions"), f"{pointer}/permissions", manifest.folder, scratch
         )
+        if override is not None and entry.sandbox is SandboxMode.COMPARTMENT:
+            beyond = exceeding(override, entry.permissions)
+            if beyond:
+                # The manifest is the grant (the specification: "each capability is granted
+                # via permissions in the manifest"); a tool's code cannot widen it.
+                check.error(
+                    "permissions",
+                    f"asks for more than its entry grants ({beyond}); add them to "
+                    "provides.tools.permissions in the manifest, where the operator sees them",
+                )
         permissions = override or permissions
     report.items.extend(replace(item, message=f"{who}: {item.message}") for item in scratch.items)
 
