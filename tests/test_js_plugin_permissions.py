@@ -177,3 +177,65 @@ def test_fs_exists_does_not_tell_which_files_exist_outside_the_prefixes(
         assert answer.is_error and "outside the tool's fs permission" in (answer.message or "")
     inside = _call(tmp_path / "in", "exists", {"path": str(files / "nope.txt")}, perms)
     assert inside.ok and inside.content == {"exists": False}
+
+
+@pytest.fixture
+def redirecting() -> Iterator[int]:
+    """``/hop`` redirects to ``other.test`` on the same port; ``/echo`` answers with the
+    Authorization header it got."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path.startswith("/hop"):
+                self.send_response(302)
+                self.send_header("Location", f"http://other.test:{self.server.server_port}/echo")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            body = (self.headers.get("Authorization") or "none").encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield httpd.server_port
+    httpd.shutdown()
+    httpd.server_close()
+    thread.join()
+
+
+def test_credentials_never_follow_a_redirect_to_another_origin(
+    tmp_path: Path, redirecting: int
+) -> None:
+    async def resolver(host: str, port: int) -> list[str]:
+        return ["127.0.0.1"] if host in ("first.test", "other.test") else []
+
+    grants = {f"{PLUGIN}:fetchAuth": ["127.0.0.1/32"]}
+    sandbox = Sandbox(cidr_grants=grants, resolver=resolver)
+    perms = {"network": [f"first.test:{redirecting}", f"other.test:{redirecting}"]}
+    same = _call(
+        tmp_path / "same",
+        "fetchAuth",
+        {"url": f"http://first.test:{redirecting}/echo"},
+        perms,
+        sandbox=sandbox,
+    )
+    assert same.ok and same.content["body"] == "Bearer probe-token", same.message
+    moved = _call(
+        tmp_path / "moved",
+        "fetchAuth",
+        {"url": f"http://first.test:{redirecting}/hop"},
+        perms,
+        sandbox=sandbox,
+    )
+    assert moved.ok, moved.message
+    assert moved.content["url"] == f"http://other.test:{redirecting}/echo"
+    assert moved.content["body"] == "none"  # the token stayed with first.test

@@ -155,7 +155,12 @@ export function makeFetch(egress) {
       const redirect = [301, 302, 303, 307, 308].includes(response.statusCode) && location;
       if (redirect && (init.redirect ?? "follow") === "follow") {
         if (hop >= MAX_REDIRECTS) throw new TypeError(`fetch ${url.href}: more than ${MAX_REDIRECTS} redirects`);
-        url = new URL(location, url);
+        const next = new URL(location, url);
+        if (next.origin !== url.origin) {
+          // Credentials meant for one origin never follow a redirect to another (as browsers do).
+          for (const name of ["authorization", "cookie", "proxy-authorization"]) delete headers[name];
+        }
+        url = next;
         if (response.statusCode === 303 || ((response.statusCode === 301 || response.statusCode === 302) && method === "POST")) {
           method = "GET";
           body = undefined;
