@@ -66,6 +66,7 @@ __all__ = [
     "TOOL_FIELDS",
     "PluginTool",
     "build_plugin_tool",
+    "listed_tools",
     "tool_label",
 ]
 
@@ -375,3 +376,37 @@ def _annotations(value: Any, check: _Checker) -> tuple[ToolHints | None, str | N
         read_only=read_only, destructive=destructive, idempotent=idempotent, open_world=open_world
     )
     return hints, title or None
+
+
+def listed_tools(
+    listed: Any,
+    *,
+    manifest: PluginManifest,
+    entry: ToolsEntry,
+    report: Report,
+    stand_in: Callable[..., Any],
+    digest: str | None,
+    reference: str,
+) -> list[PluginTool]:
+    """The tools of an entry whose code runs in another process (the sandboxed worker, the
+    JavaScript host), from the plain tool objects it listed: each checked like a tool object,
+    problems on ``report``. ``execute`` is marked there by ``true``; ``stand_in`` takes its
+    place here. ``digest`` fingerprints the entry's code and ``reference`` names ``execute``."""
+    tools: list[PluginTool] = []
+    for index, fields in enumerate(listed if isinstance(listed, list) else []):
+        value = dict(fields) if isinstance(fields, Mapping) else fields
+        if isinstance(value, dict) and value.pop("execute", False):
+            value["execute"] = stand_in
+        tool = build_plugin_tool(
+            value,
+            manifest=manifest,
+            entry=entry,
+            index=index,
+            pointer=f"/tools/{index}",
+            report=report,
+            digest=lambda fn: digest,
+            reference=lambda fn: reference,
+        )
+        if tool is not None:
+            tools.append(tool)
+    return tools

@@ -32,7 +32,7 @@ from ..backends.js_host import (
     describe_entry,
 )
 from ..loaders.plugin import PluginManifest, ToolsEntry
-from ..loaders.plugin_tool import PluginTool, build_plugin_tool
+from ..loaders.plugin_tool import PluginTool, listed_tools
 from ..loaders.tool_folder_fields import Report
 from ..model import SandboxMode, Tool
 from ..python.binding import PythonBinding
@@ -159,25 +159,15 @@ def js_entry_tools(
     problems on ``report``), and the alerts of its ``resolveTools``. Raises ``ToolError`` when
     the host cannot run or the entry fails to load (the message names the file and line)."""
     answer = describe_entry(spec, timeout)
-    listed = answer.get("tools")
-    digest = _digest(manifest.folder)
-    tools: list[PluginTool] = []
-    for index, fields in enumerate(listed if isinstance(listed, list) else []):
-        value = dict(fields) if isinstance(fields, Mapping) else fields
-        if isinstance(value, dict) and value.pop("execute", False):
-            value["execute"] = _in_host
-        tool = build_plugin_tool(
-            value,
-            manifest=manifest,
-            entry=entry,
-            index=index,
-            pointer=f"/tools/{index}",
-            report=report,
-            digest=lambda fn: digest,
-            reference=lambda fn: f"{entry.entry}:execute (JavaScript)",
-        )
-        if tool is not None:
-            tools.append(tool)
+    tools = listed_tools(
+        answer.get("tools"),
+        manifest=manifest,
+        entry=entry,
+        report=report,
+        stand_in=_in_host,
+        digest=_digest(manifest.folder),
+        reference=f"{entry.entry}:execute (JavaScript)",
+    )
     return tools, answer.get("alerts")
 
 

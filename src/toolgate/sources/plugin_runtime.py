@@ -46,7 +46,7 @@ from ..backends.base import BackendUnavailableError
 from ..backends.processes import run_process
 from ..errors import ConfigError, ToolError
 from ..loaders.plugin import PluginManifest, ToolsEntry
-from ..loaders.plugin_tool import PluginTool, build_plugin_tool
+from ..loaders.plugin_tool import PluginTool, listed_tools
 from ..loaders.tool_folder_fields import Report
 from ..model import ImplementationKind, SandboxMode, SandboxSpec, SourceFormat, Tool, ToolSource
 from ..python.binding import PythonBinding
@@ -486,25 +486,15 @@ def worker_entry_tools(
     objects, problems on ``report``), and the alerts of its ``resolve_tools``. Raises
     ``ToolError`` when the worker fails."""
     answer = describe_in_worker(sandbox, manifest, entry, env=env, config=config, timeout=timeout)
-    listed = answer.get("tools")
     # Fingerprinted by the module file: approvals bound to the definition end when it changes
     # (the plugin's functions are never seen in the gateway).
-    digest = _file_digest(entry.module_file)
-    tools: list[PluginTool] = []
-    for index, fields in enumerate(listed if isinstance(listed, list) else []):
-        value = dict(fields) if isinstance(fields, Mapping) else fields
-        if isinstance(value, dict) and value.pop("execute", False):
-            value["execute"] = _in_worker
-        tool = build_plugin_tool(
-            value,
-            manifest=manifest,
-            entry=entry,
-            index=index,
-            pointer=f"/tools/{index}",
-            report=report,
-            digest=lambda fn: digest,
-            reference=lambda fn: f"{'.'.join(entry.module_parts)}:execute (sandboxed)",
-        )
-        if tool is not None:
-            tools.append(tool)
+    tools = listed_tools(
+        answer.get("tools"),
+        manifest=manifest,
+        entry=entry,
+        report=report,
+        stand_in=_in_worker,
+        digest=_file_digest(entry.module_file),
+        reference=f"{'.'.join(entry.module_parts)}:execute (sandboxed)",
+    )
     return tools, answer.get("alerts")
