@@ -60,3 +60,18 @@ def drop_database(url: str) -> None:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     finally:
         admin.close()
+
+
+@contextmanager
+def upgraded_database() -> Iterator[str]:
+    """:func:`scratch_database` brought to the current schema (``toolgate db upgrade``'s)."""
+    from toolgate.stores.postgres_db import PostgresDatabase
+    from toolgate.stores.postgres_schema import upgrade
+
+    with scratch_database() as url:
+        db = PostgresDatabase(url)
+        try:
+            upgrade(db)
+        finally:
+            db.close()
+        yield url

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from postgres_support import drop_database, scratch_database
+from postgres_support import drop_database, scratch_database, upgraded_database
 from test_audit import (  # noqa: F401 - collected here again, against PostgreSQL
     finished,
     test_a_call_that_cannot_be_recorded_loses_only_its_record,
@@ -38,12 +38,7 @@ from toolgate.stores.postgres_schema import upgrade
 @pytest.fixture(scope="module")
 def pg_url() -> Iterator[str]:
     """A database of this module, at the current schema."""
-    with scratch_database() as url:
-        db = PostgresDatabase(url)
-        try:
-            upgrade(db)
-        finally:
-            db.close()
+    with upgraded_database() as url:
         yield url
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from postgres_support import scratch_database
+from postgres_support import upgraded_database
 from test_connections_cli import CONFIG, FIXTURES, SECRET, ok, run, search, sha
 from toolgate.errors import ConfigError
 from toolgate.secrets import SecretStoreError, open_secret_store
@@ -21,7 +21,6 @@ pytest.importorskip("psycopg", reason="toolgate[postgres] is not installed")
 
 from toolgate.secrets.database_store import DatabaseSecretStore
 from toolgate.stores.postgres_db import PostgresDatabase
-from toolgate.stores.postgres_schema import upgrade
 
 KEY = base64.b64encode(b"k" * 32).decode()
 OTHER_KEY = base64.b64encode(b"o" * 32).decode()
@@ -29,12 +28,7 @@ OTHER_KEY = base64.b64encode(b"o" * 32).decode()
 
 @pytest.fixture(scope="module")
 def pg_url() -> Iterator[str]:
-    with scratch_database() as url:
-        db = PostgresDatabase(url)
-        try:
-            upgrade(db)
-        finally:
-            db.close()
+    with upgraded_database() as url:
         yield url
 
 

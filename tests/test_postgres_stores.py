@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from postgres_support import drop_database, scratch_database
+from postgres_support import drop_database, scratch_database, upgraded_database
 from test_idempotency import RUNS, install, slow_sync_charge
 from test_sqlite_store import (  # noqa: F401 - collected here again, against PostgreSQL
     NOW,
@@ -78,12 +78,7 @@ _TABLES = "approvals, grants, approval_events, idempotency_keys, agent_keys, rat
 @pytest.fixture(scope="module")
 def pg_url() -> Iterator[str]:
     """A database of this module, at the current schema."""
-    with scratch_database() as url:
-        db = PostgresDatabase(url)
-        try:
-            upgrade(db)
-        finally:
-            db.close()
+    with upgraded_database() as url:
         yield url
 
 

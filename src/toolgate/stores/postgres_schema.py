@@ -124,26 +124,20 @@ def _run_alembic(db: PostgresDatabase, engine: Any, before: int) -> None:
         config = Config()
         config.set_main_option("script_location", str(MIGRATIONS))
         config.attributes["connection"] = connection
-        if before and not _has_alembic(db):
+        if before and not _has_table(db, "alembic_version"):
             # Made by the earlier migrations: the same tables, recorded elsewhere.
             command.stamp(config, f"{before:04d}")
         if before < SCHEMA_VERSION:
             command.upgrade(config, f"{SCHEMA_VERSION:04d}")
         connection.commit()
-    if before and _has_legacy(db):
+    if before and _has_table(db, "toolgate_schema"):
         with db.autocommit() as conn:
             conn.execute("DROP TABLE toolgate_schema")
 
 
-def _has_alembic(db: PostgresDatabase) -> bool:
+def _has_table(db: PostgresDatabase, name: str) -> bool:
     with db.read() as conn:
-        row = conn.execute("SELECT to_regclass('alembic_version') IS NOT NULL AS e").fetchone()
-    return bool(row["e"])
-
-
-def _has_legacy(db: PostgresDatabase) -> bool:
-    with db.read() as conn:
-        row = conn.execute("SELECT to_regclass('toolgate_schema') IS NOT NULL AS e").fetchone()
+        row = conn.execute("SELECT to_regclass(?) IS NOT NULL AS e", (name,)).fetchone()
     return bool(row["e"])
 
 

@@ -5,6 +5,7 @@ Revises: (none: the first)
 """
 
 from alembic import op
+from alembic.util import CommandError
 
 revision = "0001"
 down_revision = None
@@ -150,4 +151,5 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    raise NotImplementedError("toolgate's schema moves forward only; restore a backup instead")
+    # Deliberately refused: the schema moves forward only (records would be dropped).
+    raise CommandError("toolgate's schema moves forward only; restore a backup instead")

@@ -5,6 +5,7 @@ Revises: 0001
 """
 
 from alembic import op
+from alembic.util import CommandError
 
 revision = "0002"
 down_revision = "0001"
@@ -47,4 +48,5 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    raise NotImplementedError("toolgate's schema moves forward only; restore a backup instead")
+    # Deliberately refused: the schema moves forward only (records would be dropped).
+    raise CommandError("toolgate's schema moves forward only; restore a backup instead")

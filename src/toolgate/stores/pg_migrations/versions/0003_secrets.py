@@ -5,6 +5,7 @@ Revises: 0002
 """
 
 from alembic import op
+from alembic.util import CommandError
 
 revision = "0003"
 down_revision = "0002"
@@ -27,4 +28,5 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    raise NotImplementedError("toolgate's schema moves forward only; restore a backup instead")
+    # Deliberately refused: the schema moves forward only (records would be dropped).
+    raise CommandError("toolgate's schema moves forward only; restore a backup instead")
