@@ -20,7 +20,6 @@ import contextlib
 import json
 import os
 import subprocess
-import time
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -316,29 +315,8 @@ class JsHosts:
                 with contextlib.suppress(Exception):
                     future.result(timeout=5)
             else:
-                pids = pool.pids()
                 pool.close()
-                if not loop.is_running():
-                    # Nobody else will reap them: the loop that started them (uvloop reaps in
-                    # its own loop) has stopped, and its processes would stay zombies.
-                    _reap(pids)
         self._pools.clear()
-
-
-def _reap(pids: list[int], timeout: float = 2.0) -> None:
-    """Wait (briefly) for the killed processes ``pids`` and collect their exit status."""
-    deadline = time.monotonic() + timeout
-    waiting = set(pids)
-    while waiting and time.monotonic() < deadline:
-        for pid in list(waiting):
-            try:
-                done, _ = os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:  # reaped already (by the loop's watcher), or not ours
-                done = pid
-            if done:
-                waiting.discard(pid)
-        if waiting:
-            time.sleep(0.01)
 
 
 def _in_loop(loop: asyncio.AbstractEventLoop) -> bool:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import time
 from collections import deque
 from collections.abc import Mapping
@@ -246,9 +247,13 @@ class _Worker:
             running = None
         if running is self._loop:
             self._close_pipes()
-        else:
-            with contextlib.suppress(RuntimeError):  # its loop is closed: nothing left to do
-                self._loop.call_soon_threadsafe(self._close_pipes)
+            return
+        with contextlib.suppress(RuntimeError):  # its loop is closed: nothing left to do
+            self._loop.call_soon_threadsafe(self._close_pipes)
+        if not self._loop.is_running():
+            # Nobody else will reap it: the loop that started it has stopped (uvloop reaps in
+            # its loop), and the killed process would stay a zombie.
+            _reap(self.proc.pid)
 
     def _close_pipes(self) -> None:
         if self.proc.stdin is not None:
@@ -399,3 +404,15 @@ class WorkerPool:
                 del self._workers[key]  # a key not in use any more (a one-off workspace)
         if left:
             self._schedule_sweep()
+
+
+def _reap(pid: int, timeout: float = 2.0) -> None:
+    """Wait (briefly) for the killed process ``pid`` and collect its exit status."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0]:
+                return
+        except ChildProcessError:  # reaped already (by the loop's watcher), or not ours
+            return
+        time.sleep(0.01)
