@@ -2,11 +2,12 @@
 
 It starts a real sandbox (the namespaces and mounts a tool gets, with its limits) and reports:
 bubblewrap found and its version, whether a sandbox starts (user, PID, network, mount
-namespaces), which resource limits apply and how the process count is enforced (a per-call pids
-cgroup, RLIMIT_NPROC, or not at all), and what happens to compartment tools under the
-configuration (``sandbox:`` in toolgate.yaml): they run sandboxed, are unavailable, or run on an
-unsandboxed host with a label. Exit code 0 when compartment tools run sandboxed (with every
-limit, or without a process limit the operator accepted), 1 when they do not.
+namespaces) and that its process has no capabilities (``CapEff 0``; a sandbox that keeps them
+does not count as working), which resource limits apply and how the process count is enforced
+(a per-call pids cgroup, RLIMIT_NPROC, or not at all), and what happens to compartment tools
+under the configuration (``sandbox:`` in toolgate.yaml): they run sandboxed, are unavailable, or
+run on an unsandboxed host with a label. Exit code 0 when compartment tools run sandboxed (with
+every limit, or without a process limit the operator accepted), 1 when they do not.
 """
 
 # No ``from __future__ import annotations``: Typer reads the annotations at runtime.
@@ -66,6 +67,7 @@ def sandbox_report(config: SandboxConfig) -> dict[str, Any]:
         "works": host.works,
         "problem": host.problem,
         "namespaces": "user, mount, pid, network, ipc, uts, cgroup" if host.works else None,
+        "capabilities": _capabilities_note(host.capabilities),
         "limits": host.limit_notes(
             config.limits.processes, unlimited_accepted=config.allow_unlimited_processes
         )
@@ -84,6 +86,15 @@ def sandbox_report(config: SandboxConfig) -> dict[str, Any]:
     }
 
 
+def _capabilities_note(capabilities: str | None) -> str | None:
+    """What the probe found of a sandboxed process's capabilities, for people."""
+    if capabilities is None:
+        return None
+    if int(capabilities, 16) == 0:
+        return f"all dropped (CapEff {capabilities} in the sandbox)"
+    return f"NOT dropped (CapEff {capabilities} in the sandbox)"
+
+
 def check(
     ctx: typer.Context,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
@@ -99,6 +110,7 @@ def check(
             out.print(Text.assemble(("Sandbox works", "green"), f": {report['bwrap']}"))
             out.print(f"  bubblewrap: {report['bwrap_version'] or 'unknown version'}")
             out.print(f"  namespaces: {report['namespaces']}")
+            out.print(f"  capabilities: {report['capabilities']}")
             out.print("  limits:")
             for name, note in report["limits"].items():
                 out.print(f"    {name}: {note}", soft_wrap=True)

@@ -23,7 +23,11 @@ protected paths            the gateway's state (database, ``.env``, secrets) fou
 ``/tmp``                   a private tmpfs of a fixed size
 ``/proc``, ``/dev``        a fresh procfs of the sandbox's own PID namespace; a minimal ``/dev``:
                            null, zero, full, random, urandom and the ``fd``/``std*`` symlinks
-                           (no terminal, no ``/dev/shm``)
+                           (no terminal, no ``/dev/shm``). Mounted after every bind, and no
+                           bind is ever made of a path that is, contains or lies under
+                           ``/proc``, ``/sys`` or ``/dev`` (:data:`KERNEL_ROOTS`): whatever a
+                           declaration names, the tool sees only its own processes and devices,
+                           and never the host's ``/sys``
 =========================  ======================================================================
 
 The kernel enforces the mounts: a symlink inside an allowed prefix that points to ``/etc/shadow``
@@ -32,8 +36,14 @@ resolves inside the sandbox's mount namespace, where ``/etc/shadow`` does not ex
 Namespaces: ``--unshare-all`` (user, mount, PID, network, IPC, UTS, cgroup), so the tool has no
 network interface but loopback unless the egress bridge gives it a route; ``--die-with-parent``
 (killing ``bwrap`` kills the whole sandbox: its PID 1 dies and the kernel kills the namespace);
-``--new-session`` (no terminal injection through ``TIOCSTI``). bubblewrap always sets
-``no_new_privs`` and runs the tool without capabilities.
+``--new-session`` (no terminal injection through ``TIOCSTI``).
+
+Capabilities: ``--cap-drop ALL``. bubblewrap always sets ``no_new_privs``, but started by root
+(CI, most containers) it *keeps every capability* inside the sandbox unless told otherwise
+(``CapEff 000001fffeffffff``): the tool could then ``umount`` the ``/dev/null`` cover of a
+protected file, or ``mount -o remount,bind,rw`` a read-only bind and write the host's ``/usr``.
+With ``--cap-drop ALL`` the effective, permitted and bounding sets are empty (``CapEff 0``)
+whoever starts the sandbox; :func:`~toolgate.sandbox.host.probe_host` checks it on the host.
 """
 
 from __future__ import annotations
@@ -43,7 +53,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["SYSTEM_ROOTS", "BwrapSpec", "bwrap_argv", "install_root"]
+__all__ = [
+    "KERNEL_ROOTS",
+    "SYSTEM_ROOTS",
+    "BwrapSpec",
+    "bwrap_argv",
+    "install_root",
+    "kernel_bind_problem",
+]
 
 #: Top-level system folders bound read-only (or re-created as the host's symlinks).
 SYSTEM_ROOTS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -65,6 +82,25 @@ DEV_LINKS = (
 )
 #: Added for tools with a network permission: TLS needs the CA certificates.
 ETC_NETWORK = ("/etc/ssl", "/etc/ca-certificates", "/etc/pki")
+#: The kernel's filesystems: the sandbox has its own ``/proc`` and ``/dev`` and no ``/sys``; a
+#: bind that is, contains or lies under one of these is never made (see
+#: :func:`kernel_bind_problem`).
+KERNEL_ROOTS = ("/proc", "/sys", "/dev")
+
+
+def kernel_bind_problem(path: Path) -> str | None:
+    """Why ``path`` is never bound into a sandbox, or ``None`` when it may be.
+
+    A bind is recursive and follows symbolic links, so both the path as given and its real path
+    count, and a folder that *contains* a kernel filesystem (``/``) is refused with it.
+    """
+    for spelling in dict.fromkeys((Path(os.path.abspath(path)), Path(os.path.realpath(path)))):
+        for root in map(Path, KERNEL_ROOTS):
+            if _under(spelling, root):
+                return f"{spelling} is, or lies under, the kernel filesystem {root}"
+            if spelling in root.parents:
+                return f"{spelling} contains the kernel filesystem {root}"
+    return None
 
 
 def install_root(program: str) -> list[Path]:
@@ -111,12 +147,25 @@ class BwrapSpec:
 
 
 def bwrap_argv(bwrap: str, spec: BwrapSpec) -> list[str]:
-    """The complete ``bwrap`` command line for ``spec`` (see the module documentation)."""
+    """The complete ``bwrap`` command line for ``spec`` (see the module documentation).
+
+    Read-only paths and extra binds that :func:`kernel_bind_problem` refuses are left out (the
+    loaders refuse such ``fs`` prefixes already; this is the second layer); a workspace it
+    refuses raises :class:`ValueError` (the runner refuses those before it gets here), since
+    a sandbox without its workspace would run the tool somewhere else.
+    """
+    if spec.workspace is not None and (problem := kernel_bind_problem(spec.workspace)):
+        raise ValueError(
+            f"the workspace {spec.workspace} cannot be bound into a sandbox: {problem}"
+        )
     argv = [
         bwrap,
         "--unshare-all",
         "--die-with-parent",
         "--new-session",
+        # Started by root, bubblewrap keeps every capability in the sandbox unless told so.
+        "--cap-drop",
+        "ALL",
         "--hostname",
         spec.hostname,
         # First, so that binds of folders under /tmp (a workspace there) land on top of it.
@@ -124,15 +173,7 @@ def bwrap_argv(bwrap: str, spec: BwrapSpec) -> list[str]:
         str(spec.tmp_size),
         "--tmpfs",
         "/tmp",
-        "--proc",
-        "/proc",
     ]
-    # A minimal /dev: the harmless character devices and the fd symlinks. Cheaper than
-    # bubblewrap's --dev (no devpts mount, no /dev/shm), which costs ~1.5 ms per call.
-    for device in DEVICES:
-        argv += ["--dev-bind", device, device]
-    for name, target in DEV_LINKS:
-        argv += ["--symlink", target, name]
     for root in SYSTEM_ROOTS:
         if os.path.islink(root):
             argv += ["--symlink", os.readlink(root), root]
@@ -143,7 +184,7 @@ def bwrap_argv(bwrap: str, spec: BwrapSpec) -> list[str]:
         if os.path.lexists(name):
             argv += ["--ro-bind", name, name]
     bound: list[Path] = []
-    for path in _dedupe(spec.ro_paths):
+    for path in _dedupe(p for p in spec.ro_paths if kernel_bind_problem(p) is None):
         argv += ["--ro-bind", str(path), str(path)]
         bound.append(path)
     if spec.workspace is not None:
@@ -151,8 +192,17 @@ def bwrap_argv(bwrap: str, spec: BwrapSpec) -> list[str]:
         argv += [mode, str(spec.workspace), str(spec.workspace)]
         bound.append(spec.workspace)
     for host, inside in spec.extra_binds:
-        argv += ["--bind", str(host), str(inside)]
+        if kernel_bind_problem(host) is None and kernel_bind_problem(inside) is None:
+            argv += ["--bind", str(host), str(inside)]
     argv += _cover_protected(spec.protected, bound)
+    # After every bind, so the sandbox's own /proc and /dev win whatever was bound.
+    argv += ["--proc", "/proc"]
+    # A minimal /dev: the harmless character devices and the fd symlinks. Cheaper than
+    # bubblewrap's --dev (no devpts mount, no /dev/shm), which costs ~1.5 ms per call.
+    for device in DEVICES:
+        argv += ["--dev-bind", device, device]
+    for name, target in DEV_LINKS:
+        argv += ["--symlink", target, name]
     # The root itself is bubblewrap's tmpfs: read-only, so only /tmp and a writable workspace
     # take writes.
     argv += ["--remount-ro", "/"]

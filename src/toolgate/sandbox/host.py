@@ -1,8 +1,11 @@
 """What this host can enforce: ``toolgate sandbox check`` and the availability of compartments.
 
 The probe starts a real sandbox (the same namespaces and mounts a tool gets, running ``prlimit``
-with the tool limits and ``true``), so "works" means a tool would start, not merely that a
-``bwrap`` binary exists. When it works, the probe also looks for a pids cgroup the gateway can
+with the tool limits and ``cat /proc/self/status``), so "works" means a tool would start, not
+merely that a ``bwrap`` binary exists, and that it starts *without capabilities*: a sandbox
+whose process has a non-zero ``CapEff`` (a ``bwrap`` that ignores ``--cap-drop ALL``, a wrapper
+in its place) could undo its own mounts, so it counts as not working and compartment tools are
+unavailable. When it works, the probe also looks for a pids cgroup the gateway can
 use for every call (:func:`~toolgate.sandbox.cgroups.probe_pids_cgroup`), which is how the
 process count is enforced when the gateway runs as root. The result is cached per (bwrap path,
 prlimit path, configured cgroup): a host does not gain or lose user namespaces while the
@@ -59,6 +62,9 @@ class HostCapabilities:
     """Where per-call pids cgroups are made (``None``: no usable pids cgroup)."""
     cgroup_problem: str | None = None
     """Why no pids cgroup is usable (``None`` when one is, or when the sandbox does not work)."""
+    capabilities: str | None = None
+    """The effective capability set a sandboxed process had (``CapEff`` of
+    ``/proc/self/status``, ``0000000000000000`` when it works), ``None`` when none ran."""
 
     @property
     def process_limit(self) -> str | None:
@@ -177,7 +183,7 @@ def _probe(bwrap_path: str, prlimit: str | None) -> HostCapabilities:
         )
     version = _version(bwrap)
     spec = BwrapSpec(
-        command=[*prlimit_argv(prlimit, ResourceLimits()), "true"],
+        command=[*prlimit_argv(prlimit, ResourceLimits()), "cat", "/proc/self/status"],
         workspace=None,
         workspace_writable=False,
     )
@@ -204,7 +210,40 @@ def _probe(bwrap_path: str, prlimit: str | None) -> HostCapabilities:
             nproc,
             version,
         )
-    return HostCapabilities(bwrap, prlimit, True, None, nproc, version)
+    capabilities = _effective_capabilities(done.stdout.decode("utf-8", "replace"))
+    if capabilities is None or int(capabilities, 16) != 0:
+        found = (
+            f"CapEff {capabilities}"
+            if capabilities is not None
+            else "no CapEff line in its /proc/self/status"
+        )
+        return HostCapabilities(
+            bwrap,
+            prlimit,
+            False,
+            f"a sandboxed process keeps capabilities ({found}; expected 0): {bwrap} ignored "
+            "'--cap-drop ALL', so a tool could undo the sandbox's read-only and hiding mounts. "
+            "Point sandbox.bwrap_path in toolgate.yaml at the distribution's bubblewrap "
+            "(not a wrapper that drops arguments)",
+            nproc,
+            version,
+            capabilities=capabilities,
+        )
+    return HostCapabilities(bwrap, prlimit, True, None, nproc, version, capabilities=capabilities)
+
+
+def _effective_capabilities(status: str) -> str | None:
+    """The hexadecimal ``CapEff`` of a ``/proc/PID/status`` text, or ``None`` without one."""
+    for line in status.splitlines():
+        name, _, value = line.partition(":")
+        if name == "CapEff":
+            value = value.strip()
+            try:
+                int(value, 16)
+            except ValueError:
+                return None
+            return value
+    return None
 
 
 def _version(bwrap: str) -> str | None:
