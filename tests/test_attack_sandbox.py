@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import RunCli
+from conftest import TOOLGATE, RunCli
 from folder_tools import require_program, write_tool
 from toolgate.sandbox.bwrap import DEVICES, BwrapSpec, bwrap_argv
 from toolgate.sandbox.host import probe_host
@@ -348,3 +349,162 @@ def test_a_sandbox_with_proc_dev_and_sys_in_its_binds_sees_only_its_own(tmp_path
     }
     assert "kmsg" not in devices
     assert "sys" not in rest.split() and "No such file" in rest
+
+
+# -- runtimes outside the system folders ------------------------------------------------------
+
+#: Says which interpreter runs it, and tries to reach what lies next to the runtime.
+WHERE = """\
+import json, os, sys
+data = json.load(sys.stdin)
+result = {"executable": sys.executable, "prefix": sys.prefix, "peeks": {}}
+for path in data.get("peek", []):
+    try:
+        if os.path.isdir(path):
+            result["peeks"][path] = sorted(os.listdir(path))
+        else:
+            with open(path) as handle:
+                result["peeks"][path] = handle.read()
+    except OSError as exc:
+        result["peeks"][path] = None
+print(json.dumps(result))
+"""
+
+
+def _cli(project: Path, home: Path, path: str, user_home: Path | None = None) -> RunCli:
+    """``toolgate`` run in ``project`` with ``path`` as the gateway's PATH (and HOME)."""
+    env = {**os.environ, "TOOLGATE_HOME": str(home), "PATH": path, "PYTHONIOENCODING": "utf-8"}
+    if user_home is not None:
+        env["HOME"] = str(user_home)
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(TOOLGATE), *args], cwd=project, env=env, capture_output=True, text=True,
+            encoding="utf-8", timeout=120, check=False,
+        )  # fmt: skip
+
+    return run
+
+
+def _where_project(project: Path) -> Path:
+    folder = write_tool(project / "tools", "where", WHERE, runtime="python", sandbox="compartment")
+    unlimited = probe_host("bwrap").process_limit is None
+    (project / "toolgate.yaml").write_text(
+        "tool_folders:\n  - path: tools\n    namespace: t\n"
+        f"sandbox:\n  allow_unlimited_processes: {'true' if unlimited else 'false'}\n"
+    )
+    return folder
+
+
+def _outcome(cli: RunCli, **arguments: Any) -> dict[str, Any]:
+    done = cli("call", "t:where", "--json", "-a", json.dumps(arguments))
+    assert done.stdout, done.stderr
+    outcome: dict[str, Any] = json.loads(done.stdout)
+    return outcome
+
+
+def test_a_pyenv_shim_runs_its_real_interpreter_in_the_sandbox(
+    project: Path, toolgate_home: Path
+) -> None:
+    _sandbox_works()
+    pyenv = shutil.which("pyenv") or str(Path.home() / ".pyenv" / "bin" / "pyenv")
+    shim = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "shims" / "python3"
+    if not shim.is_file() or not os.access(pyenv, os.X_OK):
+        pytest.skip("pyenv is not installed here (no pyenv with a python3 shim)")
+    real = subprocess.run(
+        [pyenv, "which", "python3"], capture_output=True, text=True, cwd="/", check=False
+    )
+    if real.returncode != 0:
+        pytest.skip(f"pyenv has no python3 selected here: {real.stderr.strip()}")
+    _where_project(project)
+    cli = _cli(project, toolgate_home, f"{shim.parent}:/usr/bin:/bin")
+    pyenv_root = shim.parent.parent
+    outcome = _outcome(cli, peek=[str(pyenv_root / "libexec"), str(Path.home())])
+    assert outcome["status"] == "ok", outcome  # not "exited with code 127"
+    assert outcome["metadata"]["sandbox"]["enforced"] is True
+    content = outcome["content"]
+    assert os.path.realpath(content["executable"]) == os.path.realpath(real.stdout.strip())
+    # Only the selected version's folder is bound: not pyenv itself, not the home folder.
+    assert content["peeks"][str(pyenv_root / "libexec")] is None
+    home_seen = content["peeks"][str(Path.home())]
+    assert home_seen is None or set(home_seen) <= {pyenv_root.name}, home_seen
+    report = json.loads(cli("sandbox", "check", "--json").stdout)
+    assert f"found as {shim}" in report["runtimes"]["python"]
+    assert "CANNOT" not in report["runtimes"]["python"]
+    assert _outcome(cli)["status"] == "ok"
+
+
+def _venv(tmp_path: Path) -> Path:
+    """A virtual environment outside /usr (no pip: quick)."""
+    venv = tmp_path / "venv"
+    base = getattr(sys, "_base_executable", sys.executable)
+    subprocess.run([base, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    return venv
+
+
+def _shim(folder: Path, manager: Path, target: str) -> Path:
+    """A pyenv-like shim: reads its manager's settings (outside any bind), then execs."""
+    manager.mkdir(parents=True, exist_ok=True)
+    (manager / "settings.sh").write_text(f"REAL='{target}'\n")
+    folder.mkdir(parents=True, exist_ok=True)
+    shim = folder / "python3"
+    shim.write_text(f'#!/bin/bash\nset -e\n. "{manager}/settings.sh"\nexec "$REAL" "$@"\n')
+    shim.chmod(0o755)
+    return shim
+
+
+def test_a_shim_outside_usr_is_resolved_to_its_venv_and_only_that_is_bound(
+    project: Path, toolgate_home: Path, tmp_path: Path
+) -> None:
+    _sandbox_works()
+    venv = _venv(tmp_path)
+    manager = tmp_path / "manager"
+    shim = _shim(tmp_path / "shims", manager, str(venv / "bin" / "python3"))
+    _where_project(project)
+    cli = _cli(project, toolgate_home, f"{shim.parent}:/usr/bin:/bin")
+    outcome = _outcome(cli, peek=[str(manager / "settings.sh"), str(tmp_path)])
+    assert outcome["status"] == "ok", outcome
+    content = outcome["content"]
+    assert content["executable"] == str(venv / "bin" / "python3")
+    assert content["prefix"] == str(venv)  # the venv's pyvenv.cfg was found: it is bound
+    # The shim's manager is not in the sandbox; of tmp_path only the bound folders appear.
+    assert content["peeks"][str(manager / "settings.sh")] is None
+    assert set(content["peeks"][str(tmp_path)]) <= {"venv", "project"}
+    report = json.loads(cli("sandbox", "check", "--json").stdout)
+    assert report["runtimes"]["python"].startswith(str(venv / "bin" / "python3"))
+    assert f"found as {shim}" in report["runtimes"]["python"]
+    assert f"binds {venv}" in report["runtimes"]["python"]
+    assert _outcome(cli)["status"] == "ok"
+
+
+def test_a_runtime_installed_in_the_home_folder_is_refused_with_its_reason(
+    project: Path, toolgate_home: Path, tmp_path: Path
+) -> None:
+    _sandbox_works()
+    user_home = tmp_path / "user"
+    (user_home / "bin").mkdir(parents=True)
+    (user_home / ".ssh").mkdir()
+    (user_home / ".ssh" / "id_rsa").write_text("PRIVATE KEY\n")
+    real = os.path.realpath(sys.executable)
+    (user_home / "bin" / "python3").symlink_to(real)
+    shim = _shim(tmp_path / "shims", tmp_path / "manager", str(user_home / "bin" / "python3"))
+    _where_project(project)
+    cli = _cli(project, toolgate_home, f"{shim.parent}:/usr/bin:/bin", user_home=user_home)
+    outcome = _outcome(cli, peek=[str(user_home / ".ssh" / "id_rsa")])
+    assert outcome["status"] == "error" and outcome["code"] == "unavailable", outcome
+    message = outcome["message"]
+    assert "runtime 'python'" in message and str(shim) in message
+    assert "home folder" in message and str(user_home) in message
+    assert "PRIVATE KEY" not in json.dumps(outcome)
+    listed = cli("tools", "list", "--json")
+    assert "home folder" in listed.stdout, listed.stdout
+    report = json.loads(cli("sandbox", "check", "--json").stdout)
+    assert report["runtimes"]["python"].startswith("CANNOT be contained")
+    # A broken shim (its manager gone) is said at load too, never an exit 127 at the call.
+    (tmp_path / "manager" / "settings.sh").unlink()
+    broken = _outcome(cli)
+    assert broken["code"] == "unavailable", broken
+    assert "did not say which program it runs" in broken["message"]
+    # With a runtime that can be contained first on PATH, the gateway serves the tool.
+    fixed = _cli(project, toolgate_home, os.environ["PATH"])
+    assert _outcome(fixed)["status"] == "ok"

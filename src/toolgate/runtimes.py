@@ -20,7 +20,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["RUNTIMES", "Runtime", "runtime_for_extension"]
+__all__ = ["RUNTIMES", "Runtime", "runtime_for_extension", "runtime_of_program"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +33,12 @@ class Runtime:
     prefix: tuple[str, ...]
     """Arguments between the program and the script (``run`` for bun, ``-File`` for pwsh)."""
     install_hint: str
+    where: tuple[str, ...] = ()
+    """Arguments that make the program print, on one line, which program really runs once any
+    shim or wrapper in front of it has done its work (``python3 -I -c 'import sys;
+    print(sys.executable)'``); ``()``: it cannot say. See :mod:`toolgate.sandbox.programs`."""
+    where_program: str = "{}"
+    """How the printed line becomes the program's path (``go env GOROOT`` prints a folder)."""
 
     def argv(self, script: Path, *, resolved: str | None = None) -> list[str]:
         """The command line that runs ``script`` (``resolved`` is the program's full path)."""
@@ -66,13 +72,44 @@ class Runtime:
 RUNTIMES: dict[str, Runtime] = {
     runtime.name: runtime
     for runtime in (
-        Runtime("bun", "bun", ("run",), "Install Bun (for example `npm install -g bun`)."),
-        Runtime("node", "node", (), "Install Node.js (for example `apt-get install nodejs`)."),
-        Runtime("python", "python3", (), "Install Python 3."),
-        Runtime("bash", "bash", (), "Install bash."),
-        Runtime("go", "go", ("run",), "Install Go (for example `apt-get install golang-go`)."),
+        Runtime(
+            "bun",
+            "bun",
+            ("run",),
+            "Install Bun (for example `npm install -g bun`).",
+            ("-e", "console.log(process.execPath)"),
+        ),
+        Runtime(
+            "node",
+            "node",
+            (),
+            "Install Node.js (for example `apt-get install nodejs`).",
+            ("-e", "console.log(process.execPath)"),
+        ),
+        Runtime(
+            "python",
+            "python3",
+            (),
+            "Install Python 3.",
+            ("-I", "-c", "import sys; print(sys.executable)"),
+        ),
+        Runtime("bash", "bash", (), "Install bash.", ("-c", 'echo "$BASH"')),
+        Runtime(
+            "go",
+            "go",
+            ("run",),
+            "Install Go (for example `apt-get install golang-go`).",
+            ("env", "GOROOT"),
+            "{}/bin/go",
+        ),
         Runtime("binary", None, (), "Make the script executable."),
-        Runtime("powershell", "pwsh", ("-File",), "Install PowerShell 7 (`pwsh`)."),
+        Runtime(
+            "powershell",
+            "pwsh",
+            ("-File",),
+            "Install PowerShell 7 (`pwsh`).",
+            ("-NoLogo", "-NoProfile", "-NonInteractive", "-Command", "[Environment]::ProcessPath"),
+        ),
     )
 }
 
@@ -88,6 +125,17 @@ _BY_EXTENSION = {
     ".go": "go",
     ".ps1": "powershell",
 }
+
+
+def runtime_of_program(program: str) -> Runtime | None:
+    """The runtime whose program ``program`` is by its name (``/usr/bin/python3.11`` → python),
+    if any; ``None`` for any other program."""
+    name = Path(program).name
+    for runtime in RUNTIMES.values():
+        executable = runtime.executable
+        if executable is not None and (name == executable or name.startswith(executable + ".")):
+            return runtime
+    return None
 
 
 def runtime_for_extension(script: str) -> str | None:

@@ -276,17 +276,23 @@ class ScriptBackend:
             entry, runtime = _entry(tool)
         except BackendUnavailableError as exc:
             return str(exc)
-        path = self.environment.build(tool.env).get("PATH")
+        env = self.environment.build(tool.env)
+        path = env.get("PATH")
         reason = runtime.unavailable_reason(Path(entry.path), path)
+        programs = [runtime.locate(path) or ""]
         if reason is None and tool.security_check and tool.security_check.script:
             script = Path(tool.security_check.script)
             checker = security_runtime(tool, script)
+            programs.append(checker.locate(path) or "")
             if checker.executable is not None and checker.locate(path) is None:
                 reason = "its security check cannot run: " + (
                     checker.unavailable_reason(script, path) or f"'{checker.name}' is missing"
                 )
         if reason is None and self.sandbox is not None:
-            reason = self.sandbox.unavailable_reason(tool)
+            # A runtime a sandbox cannot contain (a shim whose manager lives in the home folder
+            # that is never bound…) is said here, at load, not as an exit 127 at call time.
+            runnable = [program for program in dict.fromkeys(programs) if program]
+            reason = self.sandbox.unavailable_reason(tool, programs=runnable, env=env)
         return reason
 
     def run_inline(self, invocation: Invocation) -> Any:

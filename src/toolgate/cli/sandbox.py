@@ -4,7 +4,9 @@ It starts a real sandbox (the namespaces and mounts a tool gets, with its limits
 bubblewrap found and its version, whether a sandbox starts (user, PID, network, mount
 namespaces) and that its process has no capabilities (``CapEff 0``; a sandbox that keeps them
 does not count as working), which resource limits apply and how the process count is enforced
-(a per-call pids cgroup, RLIMIT_NPROC, or not at all), and what happens to compartment tools
+(a per-call pids cgroup, RLIMIT_NPROC, or not at all), how each script runtime found on ``PATH``
+runs in a sandbox (the interpreter behind a shim and the folders bound for it, or exactly why it
+cannot be contained), and what happens to compartment tools
 under the configuration (``sandbox:`` in toolgate.yaml): they run sandboxed, are unavailable, or
 run on an unsandboxed host with a label. Exit code 0 when compartment tools run sandboxed (with
 every limit, or without a process limit the operator accepted), 1 when they do not.
@@ -12,13 +14,16 @@ every limit, or without a process limit the operator accepted), 1 when they do n
 
 # No ``from __future__ import annotations``: Typer reads the annotations at runtime.
 
+import os
 from typing import Annotated, Any
 
 import typer
 from rich.text import Text
 
 from ..config.files import load_config
-from ..sandbox.host import forget_probes, probe_host
+from ..runtimes import RUNTIMES
+from ..sandbox.host import HostCapabilities, forget_probes, probe_host
+from ..sandbox.runner import Sandbox
 from ..sandbox.settings import SandboxConfig
 from .errors import EXIT_CODES_HELP
 from .options import CliState, print_json
@@ -79,11 +84,30 @@ def sandbox_report(config: SandboxConfig) -> dict[str, Any]:
         if host.works
         else None,
         "pids_cgroup_problem": host.cgroup_problem if host.works else None,
+        "runtimes": _runtimes(config, host),
         "ready": host.works and (process_problem is None or config.allow_unlimited_processes),
         "compartment_tools": compartment,
         "unsandboxed_host": config.unsandboxed_host,
         "allow_unlimited_processes": config.allow_unlimited_processes,
     }
+
+
+def _runtimes(config: SandboxConfig, host: HostCapabilities) -> dict[str, str]:
+    """How each script runtime on the gateway's ``PATH`` runs in a sandbox (empty when none can
+    start): ``python: /root/.pyenv/versions/3.11.7/bin/python3 (found as …/shims/python3); binds
+    … read-only``, ``not installed`` or ``CANNOT be contained: why``."""
+    if not host.works:
+        return {}
+    sandbox = Sandbox(config)
+    notes: dict[str, str] = {}
+    for runtime in RUNTIMES.values():
+        if runtime.executable is None:
+            continue
+        found = runtime.locate(os.environ.get("PATH"))
+        notes[runtime.name] = (
+            sandbox.contained(found, os.environ).describe() if found else "not installed"
+        )
+    return notes
 
 
 def _capabilities_note(capabilities: str | None) -> str | None:
@@ -113,6 +137,9 @@ def check(
             out.print(f"  capabilities: {report['capabilities']}")
             out.print("  limits:")
             for name, note in report["limits"].items():
+                out.print(f"    {name}: {note}", soft_wrap=True)
+            out.print("  runtimes:")
+            for name, note in report["runtimes"].items():
                 out.print(f"    {name}: {note}", soft_wrap=True)
         else:
             out.print(Text.assemble(("Sandbox does not work", "red"), f": {report['problem']}"))

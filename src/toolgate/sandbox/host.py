@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from .bwrap import BwrapSpec, bwrap_argv
 from .cgroups import BWRAP_TASKS, PidsHierarchy, forget_cgroup_probes, probe_pids_cgroup
 from .limits import ResourceLimits, prlimit_argv
+from .programs import forget_programs
 
 __all__ = ["HostCapabilities", "probe_host"]
 
@@ -149,10 +150,12 @@ def probe_host(bwrap_path: str = "bwrap", pids_cgroup: str | None = None) -> Hos
 
 
 def forget_probes() -> None:
-    """Drop cached probe results (tests; an operator who just installed bubblewrap)."""
+    """Drop cached probe results (tests; an operator who just installed bubblewrap), and the
+    runtimes found behind shims."""
     with _LOCK:
         _CACHE.clear()
     forget_cgroup_probes()
+    forget_programs()
 
 
 def _runs_as_root() -> bool:

@@ -33,6 +33,7 @@ without them it has no network at all.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import functools
@@ -51,6 +52,7 @@ from .bwrap import BwrapSpec, bwrap_argv, install_root
 from .cgroups import BRIDGE_TASKS, BWRAP_TASKS, CallCgroup
 from .host import HostCapabilities, probe_host
 from .limits import ResourceLimits, prlimit_argv
+from .programs import ContainedProgram, contain_program, contained_before
 from .settings import SandboxConfig
 from .workspaces import workspace_problem
 
@@ -174,8 +176,16 @@ class Sandbox:
         """The mode ``tool`` runs in (see :class:`SandboxConfig`)."""
         return self.config.mode_for(tool)
 
-    def unavailable_reason(self, tool: Tool) -> str | None:
-        """Why ``tool`` cannot run here (``None``: it can); for the registry."""
+    def unavailable_reason(
+        self,
+        tool: Tool,
+        *,
+        programs: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+    ) -> str | None:
+        """Why ``tool`` cannot run here (``None``: it can); for the registry. ``programs`` are
+        the runtime programs it starts as found on ``env``'s ``PATH``: one that cannot be
+        contained (:mod:`toolgate.sandbox.programs`) makes the tool unavailable too."""
         if self.mode_for(tool) is SandboxMode.HOST:
             return None
         host = self.host()
@@ -195,7 +205,26 @@ class Sandbox:
                 f"{tool.id} declares network permissions, but the egress proxy "
                 "(toolgate.sandbox.egress) is not available in this installation"
             )
+        for program in programs:
+            problem = self.contained(program, env if env is not None else os.environ).problem
+            if problem is not None:
+                return f"{tool.id} runs in sandbox mode 'compartment', but {problem}"
         return None
+
+    def contained(self, program: str, env: Mapping[str, str]) -> ContainedProgram:
+        """How ``program`` (found on ``env``'s ``PATH``) runs in this host's sandboxes: the
+        real interpreter behind a shim and the folders it needs (see
+        :mod:`toolgate.sandbox.programs`). Only when the host can sandbox."""
+        bwrap = self.host().bwrap
+        assert bwrap is not None
+        system = tuple(Path(p) for p in self.config.system_paths)
+        return contain_program(bwrap, program, env, sandbox_env=SANDBOX_ENV, system_paths=system)
+
+    def _contained_before(self, program: str, env: Mapping[str, str]) -> ContainedProgram | None:
+        bwrap = self.host().bwrap
+        assert bwrap is not None
+        system = tuple(Path(p) for p in self.config.system_paths)
+        return contained_before(bwrap, program, env, system_paths=system)
 
     def enforced(self, tool: Tool) -> dict[str, str]:
         """What is enforced for ``tool``, one line per aspect (for ``tools show``)."""
@@ -237,8 +266,10 @@ class Sandbox:
 
         ``env`` is what the host command would get (the values of the declared keys are taken
         from it); ``code`` are folders the command needs read-only (the tool's folder);
-        ``programs`` are the runtime programs it starts (their installation root is bound when
-        outside ``/usr``).
+        ``programs`` are the runtime programs it starts: a shim becomes the interpreter it runs
+        and the installation root is bound when outside ``/usr``
+        (:mod:`toolgate.sandbox.programs`); one that cannot be contained raises
+        :class:`SandboxUnavailableError`.
         """
         host_cwd = workspace or Path.cwd()
         if self.mode_for(tool) is SandboxMode.HOST:
@@ -262,8 +293,21 @@ class Sandbox:
         sandbox_env = sandbox_environment(declared, env)
         ro: list[Path] = [Path(p) for p in (*self.config.system_paths, *perms.fs)]
         ro.extend(code)
+        argv = list(argv)
         for program in programs:
-            ro.extend(install_root(program))
+            # A shim (pyenv, asdf…) becomes the interpreter it runs, with its root bound; found
+            # once per gateway process (a shim takes up to 0.3 s), off the event loop.
+            contained = self._contained_before(program, env)
+            if contained is None:
+                contained = await asyncio.to_thread(self.contained, program, env)
+            if contained.problem is not None:
+                raise SandboxUnavailableError(
+                    f"Tool {tool.id} is unavailable: it runs in sandbox mode 'compartment', "
+                    f"but {contained.problem}"
+                )
+            ro.extend(contained.read_only)
+            if argv and argv[0] == program:
+                argv[0] = contained.program
         command = [*prlimit_argv(host.prlimit, self.limits), *argv]
         async with contextlib.AsyncExitStack() as stack:
             cgroup = self._call_cgroup(host, network=bool(perms.network))
