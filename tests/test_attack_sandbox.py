@@ -26,6 +26,8 @@ import yaml
 
 from conftest import TOOLGATE, RunCli
 from folder_tools import require_program, write_tool
+from js_support import FIXTURES as JS_FIXTURES
+from js_support import js_runtime
 from toolgate.sandbox.bwrap import DEVICES, BwrapSpec, bwrap_argv
 from toolgate.sandbox.host import probe_host
 
@@ -60,6 +62,8 @@ print(json.dumps(result))
 """
 
 SECRET = "audit-line-with-a-secret-4f1c9e"
+
+__all__ = ["js_runtime"]  # the fixture, used by name
 
 
 def _sandbox_works() -> None:
@@ -508,3 +512,32 @@ def test_a_runtime_installed_in_the_home_folder_is_refused_with_its_reason(
     # With a runtime that can be contained first on PATH, the gateway serves the tool.
     fixed = _cli(project, toolgate_home, os.environ["PATH"])
     assert _outcome(fixed)["status"] == "ok"
+
+
+def test_the_js_host_behind_a_node_shim_runs_the_real_node_in_its_sandbox(
+    js_runtime: Path,
+    project: Path,
+    toolgate_home: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _sandbox_works()
+    node = os.path.realpath(require_program("node"))
+    shims, manager = tmp_path / "shims", tmp_path / "manager"
+    manager.mkdir()
+    (manager / "settings.sh").write_text(f"REAL='{node}'\n")
+    shims.mkdir()
+    shim = shims / "node"
+    shim.write_text(f'#!/bin/bash\nset -e\n. "{manager}/settings.sh"\nexec "$REAL" "$@"\n')
+    shim.chmod(0o755)
+    monkeypatch.setenv("BRAVE_API_KEY", "b")
+    (project / "toolgate.yaml").write_text(
+        f"sources:\n  - path: {JS_FIXTURES / 'search'}\n"
+        "    options: {config: {searchBackend: brave}}\n"
+    )
+    cli = _cli(project, toolgate_home, f"{shims}:/usr/bin:/bin")
+    called = cli("call", "@pandorakit/search:search", "--args", '{"query": "q"}')
+    assert called.returncode == 0, called.stdout + called.stderr
+    assert json.loads(called.stdout) == {"backend": "brave", "query": "q"}
+    again = cli("call", "@pandorakit/search:search", "--args", '{"query": "r"}')
+    assert json.loads(again.stdout) == {"backend": "brave", "query": "r"}

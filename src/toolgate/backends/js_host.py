@@ -28,7 +28,9 @@ from typing import Any
 
 from ..errors import ToolError
 from ..model import Permissions
-from ..sandbox.bwrap import BwrapSpec, bwrap_argv, install_root
+from ..sandbox.bwrap import BwrapSpec, bwrap_argv
+from ..sandbox.programs import contain_program
+from ..sandbox.runner import SANDBOX_ENV
 from .js_install import JsRuntimeError, ensure_installed, host_script, node_program
 from .prestart import PoolKey
 from .workers import WorkerPool, WorkerSettings
@@ -151,7 +153,13 @@ def _confined_argv(
     confinement = spec.confinement
     assert confinement is not None
     package = host_script().parent.parent  # host.mjs imports ../worker_helpers
-    read_only = [spec.root, package, modules, *install_root(command[0])]
+    # Node.js behind a shim (asdf, mise, volta…) runs as the real program, with only its
+    # installation root bound; one that cannot be contained is refused with the reason.
+    node = contain_program(confinement.bwrap, command[0], os.environ, sandbox_env=SANDBOX_ENV)
+    if node.problem is not None:
+        raise JsRuntimeError(f"the JavaScript host cannot run in a sandbox: {node.problem}")
+    command = (node.program, *command[1:])
+    read_only = [spec.root, package, modules, *node.read_only]
     read_only += [Path(prefix) for prefix in spec.permissions.fs]
     if ca_file:
         read_only.append(Path(ca_file))
