@@ -541,3 +541,35 @@ def test_the_js_host_behind_a_node_shim_runs_the_real_node_in_its_sandbox(
     assert json.loads(called.stdout) == {"backend": "brave", "query": "q"}
     again = cli("call", "@pandorakit/search:search", "--args", '{"query": "r"}')
     assert json.loads(again.stdout) == {"backend": "brave", "query": "r"}
+
+
+def test_a_tool_program_named_like_a_runtime_is_never_run_on_the_host_to_resolve_it(
+    project: Path, toolgate_home: Path, tmp_path: Path
+) -> None:
+    _sandbox_works()
+    marker = tmp_path / "ran-on-the-host"
+    # A tool whose own program is called python3, in a folder that is even on the gateway's
+    # PATH: finding the real interpreter behind a runtime must not start it outside the sandbox.
+    script = f"#!/bin/sh\ntouch {marker} 2>/dev/null\necho '{{\"inside\": true}}'\n"
+    folder = write_tool(
+        project / "tools",
+        "fake",
+        script,
+        runtime="binary",
+        script_name="python3",
+        executable=True,
+        sandbox="compartment",
+    )
+    unlimited = probe_host("bwrap").process_limit is None
+    (project / "toolgate.yaml").write_text(
+        "tool_folders:\n  - path: tools\n    namespace: t\n"
+        f"sandbox:\n  allow_unlimited_processes: {'true' if unlimited else 'false'}\n"
+    )
+    cli = _cli(project, toolgate_home, f"{folder}:{os.environ['PATH']}")
+    assert "t:fake" in cli("tools", "list", "--json").stdout
+    for _ in range(2):  # the attack, then the gateway still serving the same tool
+        outcome = json.loads(cli("call", "t:fake", "--json", "-a", "{}").stdout)
+        assert outcome["status"] == "ok", outcome
+        assert outcome["content"] == {"inside": True}
+        assert outcome["metadata"]["sandbox"]["enforced"] is True
+    assert not marker.exists()

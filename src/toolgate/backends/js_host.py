@@ -155,7 +155,9 @@ def _confined_argv(
     package = host_script().parent.parent  # host.mjs imports ../worker_helpers
     # Node.js behind a shim (asdf, mise, volta…) runs as the real program, with only its
     # installation root bound; one that cannot be contained is refused with the reason.
-    node = contain_program(confinement.bwrap, command[0], os.environ, sandbox_env=SANDBOX_ENV)
+    node = contain_program(
+        confinement.bwrap, command[0], os.environ, sandbox_env=SANDBOX_ENV, untrusted=[spec.root]
+    )
     if node.problem is not None:
         raise JsRuntimeError(f"the JavaScript host cannot run in a sandbox: {node.problem}")
     command = (node.program, *command[1:])

@@ -292,7 +292,8 @@ class ScriptBackend:
             # A runtime a sandbox cannot contain (a shim whose manager lives in the home folder
             # that is never bound…) is said here, at load, not as an exit 127 at call time.
             runnable = [program for program in dict.fromkeys(programs) if program]
-            reason = self.sandbox.unavailable_reason(tool, programs=runnable, env=env)
+            code = [Path(entry.path).parent]
+            reason = self.sandbox.unavailable_reason(tool, programs=runnable, env=env, code=code)
         return reason
 
     def run_inline(self, invocation: Invocation) -> Any:

@@ -15,9 +15,10 @@ change. Every runtime, once started, can say which program it is (``sys.executab
 whatever chain of shims and wrappers led there. So the program is run once, outside the sandbox,
 with that question:
 
-* only for a program found on the tool's ``PATH`` under a runtime's name (never a program in a
-  tool's folder, which would run the tool's code on the host), and only when it is not already a
-  native program inside the system folders (``/usr/bin/python3`` needs nothing);
+* only for a program found on the tool's ``PATH`` (an absolute entry) under a runtime's name,
+  never one inside the tool's own folder or the workspace (a ``PATH`` that leads there would
+  otherwise run the tool's code on the host), and only when it is not already a native program
+  inside the system folders (``/usr/bin/python3`` needs nothing);
 * from ``/`` (no project's version file, no ``bunfig.toml`` of a tool folder), with only
   ``PATH``, ``HOME``, ``USER``, ``LOGNAME`` and the locale of the tool's environment, never a
   variable the tool declared; so the interpreter is the one the gateway's environment selects
@@ -90,12 +91,15 @@ def contain_program(
     *,
     sandbox_env: Mapping[str, str],
     system_paths: Sequence[Path] = (),
+    untrusted: Sequence[Path] = (),
 ) -> ContainedProgram:
     """How ``program`` (a command's first word, as found on ``env``'s ``PATH``) runs in a
     sandbox started with ``bwrap`` (see the module documentation). ``sandbox_env`` is the
     environment of a sandboxed process; ``system_paths`` the operator's extra read-only
-    folders. Never raises: a program that cannot be contained carries its ``problem``."""
-    cached = contained_before(bwrap, program, env, system_paths=system_paths)
+    folders; a program inside one of the ``untrusted`` folders (the tool's own folder, the
+    workspace) is never started outside the sandbox. Never raises: a program that cannot be
+    contained carries its ``problem``."""
+    cached = contained_before(bwrap, program, env, system_paths=system_paths, untrusted=untrusted)
     if cached is not None:
         return cached
     contained = _contain(bwrap, program, env, sandbox_env, system_paths)
@@ -105,12 +109,29 @@ def contain_program(
 
 
 def contained_before(
-    bwrap: str, program: str, env: Mapping[str, str], *, system_paths: Sequence[Path] = ()
+    bwrap: str,
+    program: str,
+    env: Mapping[str, str],
+    *,
+    system_paths: Sequence[Path] = (),
+    untrusted: Sequence[Path] = (),
 ) -> ContainedProgram | None:
-    """What :func:`contain_program` found before for the same question (``None``: nothing),
-    without running anything."""
+    """What :func:`contain_program` answers without running anything (found before, or a
+    program that is never asked), else ``None``."""
+    if not os.path.isabs(program) or _inside(program, untrusted):
+        # Found through a relative PATH entry, or the tool's own code: never run it outside
+        # the sandbox to ask; it runs as it is, with its own folder bound.
+        return _checked(program, program, install_root(program), None)
     with _LOCK:
         return _CACHE.get(_key(bwrap, program, env, system_paths))
+
+
+def _inside(program: str, folders: Sequence[Path]) -> bool:
+    spellings = {Path(os.path.abspath(program)), Path(os.path.realpath(program))}
+    roots = {Path(os.path.realpath(folder)) for folder in folders} | {
+        Path(os.path.abspath(folder)) for folder in folders
+    }
+    return any(root == p or root in p.parents for p in spellings for root in roots)
 
 
 def _key(

@@ -182,10 +182,12 @@ class Sandbox:
         *,
         programs: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
+        code: Sequence[Path] = (),
     ) -> str | None:
         """Why ``tool`` cannot run here (``None``: it can); for the registry. ``programs`` are
         the runtime programs it starts as found on ``env``'s ``PATH``: one that cannot be
-        contained (:mod:`toolgate.sandbox.programs`) makes the tool unavailable too."""
+        contained (:mod:`toolgate.sandbox.programs`) makes the tool unavailable too; ``code``
+        are the tool's own folders (a program there is never started to ask)."""
         if self.mode_for(tool) is SandboxMode.HOST:
             return None
         host = self.host()
@@ -206,25 +208,41 @@ class Sandbox:
                 "(toolgate.sandbox.egress) is not available in this installation"
             )
         for program in programs:
-            problem = self.contained(program, env if env is not None else os.environ).problem
+            found_env = env if env is not None else os.environ
+            problem = self.contained(program, found_env, untrusted=code).problem
             if problem is not None:
                 return f"{tool.id} runs in sandbox mode 'compartment', but {problem}"
         return None
 
-    def contained(self, program: str, env: Mapping[str, str]) -> ContainedProgram:
+    def contained(
+        self, program: str, env: Mapping[str, str], *, untrusted: Sequence[Path] = ()
+    ) -> ContainedProgram:
         """How ``program`` (found on ``env``'s ``PATH``) runs in this host's sandboxes: the
         real interpreter behind a shim and the folders it needs (see
-        :mod:`toolgate.sandbox.programs`). Only when the host can sandbox."""
+        :mod:`toolgate.sandbox.programs`; a program inside ``untrusted`` is never started to
+        ask). Only when the host can sandbox."""
         bwrap = self.host().bwrap
         assert bwrap is not None
-        system = tuple(Path(p) for p in self.config.system_paths)
-        return contain_program(bwrap, program, env, sandbox_env=SANDBOX_ENV, system_paths=system)
+        return contain_program(
+            bwrap,
+            program,
+            env,
+            sandbox_env=SANDBOX_ENV,
+            system_paths=self._system_paths(),
+            untrusted=untrusted,
+        )
 
-    def _contained_before(self, program: str, env: Mapping[str, str]) -> ContainedProgram | None:
+    def _contained_before(
+        self, program: str, env: Mapping[str, str], untrusted: Sequence[Path]
+    ) -> ContainedProgram | None:
         bwrap = self.host().bwrap
         assert bwrap is not None
-        system = tuple(Path(p) for p in self.config.system_paths)
-        return contained_before(bwrap, program, env, system_paths=system)
+        return contained_before(
+            bwrap, program, env, system_paths=self._system_paths(), untrusted=untrusted
+        )
+
+    def _system_paths(self) -> tuple[Path, ...]:
+        return tuple(Path(p) for p in self.config.system_paths)
 
     def enforced(self, tool: Tool) -> dict[str, str]:
         """What is enforced for ``tool``, one line per aspect (for ``tools show``)."""
@@ -297,9 +315,12 @@ class Sandbox:
         for program in programs:
             # A shim (pyenv, asdf…) becomes the interpreter it runs, with its root bound; found
             # once per gateway process (a shim takes up to 0.3 s), off the event loop.
-            contained = self._contained_before(program, env)
+            untrusted = [*code, *([workspace] if workspace is not None else [])]
+            contained = self._contained_before(program, env, untrusted)
             if contained is None:
-                contained = await asyncio.to_thread(self.contained, program, env)
+                contained = await asyncio.to_thread(
+                    functools.partial(self.contained, program, env, untrusted=untrusted)
+                )
             if contained.problem is not None:
                 raise SandboxUnavailableError(
                     f"Tool {tool.id} is unavailable: it runs in sandbox mode 'compartment', "
