@@ -402,21 +402,26 @@ BAD_NETWORK = {
 }
 
 
-@pytest.mark.parametrize("entry", list(BAD_NETWORK))
-def test_a_network_entry_the_proxy_would_not_enforce_does_not_load(
-    run_cli: RunCli, project: Path, toolgate_home: Path, entry: str
+def test_network_entries_the_proxy_would_not_enforce_do_not_load(
+    run_cli: RunCli, project: Path, toolgate_home: Path
 ) -> None:
+    entries = list(BAD_NETWORK)
     folder = write_tool(
         toolgate_home / "tools",
         "pwn",
         OK_SCRIPT,
         sandbox="compartment",
-        permissions={"network": ["api.example.com", entry]},
+        permissions={"network": ["api.example.com", *entries]},
     )
+    _ok_tool(toolgate_home)
     output = _validate(run_cli, folder)
-    assert f"error: {folder / 'tool.md'}: permissions/network/1: " in output, output
-    assert BAD_NETWORK[entry] in output, output
+    lines = {line.split(": network pattern ")[0]: line for line in output.splitlines()}
+    for index, entry in enumerate(entries, start=1):
+        line = lines.get(f"error: {folder / 'tool.md'}: permissions/network/{index}", "")
+        assert BAD_NETWORK[entry] in line, (entry, output)
+    assert "permissions/network/0" not in output  # the good entry is fine
     assert _call(run_cli, "local:pwn", project)["code"] == "tool_not_found"
+    _still_serves(run_cli, project)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -516,7 +521,13 @@ def test_property_declared_env_reaches_the_process_only_when_allowed(
                 assert name in SAFE_SYSTEM_VARIABLES and value == process[name]
         boxed = build_sandbox_environment(names, host_env)
         assert set(boxed) <= set(SANDBOX_ENV) | set(names)
-        assert all(boxed[name] == value for name, value in SANDBOX_ENV.items())
+        for name, value in boxed.items():  # the sandbox's own values, but what was declared
+            declared_value = name in names and name in host_env
+            assert value == (host_env[name] if declared_value else SANDBOX_ENV[name]), name
+        # PATH, HOME and TMPDIR can never be declared: always the sandbox's.
+        assert {k: boxed[k] for k in ("PATH", "HOME", "TMPDIR")} == {
+            k: SANDBOX_ENV[k] for k in ("PATH", "HOME", "TMPDIR")
+        }
 
 
 _hosts = st.one_of(
