@@ -61,6 +61,7 @@ __all__ = [
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
+
 class EgressRefusedError(PermissionError):
     """A destination the tool may not reach; the message says why and what would allow it."""
 
