@@ -826,7 +826,8 @@ def test_broken_manifest_has_a_precise_diagnostic(
 def test_manifest_warnings_do_not_stop_loading(tmp_path: Path) -> None:
     manifest = _with("provides.tools.requireAproval", True)
     manifest["provides"]["channels"] = {"entry": "chat.py"}
-    manifest["provides"]["tools"]["permissions"] = {"network": ["api.example.com"], "clock": True}
+    # An unknown permissions field is an error, not a warning (test_attack_declarations.py).
+    manifest["provides"]["tools"]["permissions"] = {"network": ["api.example.com"]}
     plugin = write_plugin(tmp_path / "p", manifest, {"index.py": f"tools = [{_BASE_TOOL}]\n"})
     with Gateway(environ={}) as gateway:
         loaded = gateway.add_source(plugin)
@@ -835,9 +836,6 @@ def test_manifest_warnings_do_not_stop_loading(tmp_path: Path) -> None:
     assert all(d.severity is Severity.WARNING for d in loaded.diagnostics)
     assert "did you mean 'requireApproval'" in by_field["/provides/tools/requireAproval"].message
     assert "only 'provides.tools'" in by_field["/provides/channels"].message
-    assert (
-        "unknown permissions field 'clock'" in by_field["/provides/tools/permissions/clock"].message
-    )
     assert "restrict nothing" in by_field["/provides/tools/permissions"].message
 
 

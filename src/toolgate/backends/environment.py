@@ -4,6 +4,13 @@ A script gets the safe system variables (``PATH``, ``HOME``, ``USER``, locale…
 variables its declaration lists in ``env``, read from ``$TOOLGATE_HOME/.env`` — and from the
 gateway's own environment only for names the operator allows. Secrets a tool did not ask for never
 reach it, because it never receives variables it did not ask for.
+
+A declared name that makes a runtime load or run code (``BASH_ENV``, ``LD_PRELOAD``,
+``PYTHONPATH``…; the list is :mod:`toolgate.model.permission_rules`) is refused by every loader; if
+one reaches :meth:`ScriptEnvironment.build` anyway, the environment is not built and the call is
+refused (:class:`DeniedEnvironmentError`, an ``unavailable`` outcome naming the variables) rather
+than run with the name silently dropped: the tool's author learns their declaration is wrong, and
+nothing runs half-configured.
 """
 
 from __future__ import annotations
@@ -16,9 +23,16 @@ from pathlib import Path
 from dotenv import dotenv_values
 
 from ..model import Tool
+from ..model.permission_rules import env_name_refusal, env_refusal
 from ..secrets import SecretResolver
+from .base import BackendUnavailableError
 
-__all__ = ["SAFE_SYSTEM_VARIABLES", "ScriptEnvironment", "received_values"]
+__all__ = [
+    "SAFE_SYSTEM_VARIABLES",
+    "DeniedEnvironmentError",
+    "ScriptEnvironment",
+    "received_values",
+]
 
 #: Passed through from the gateway's environment to every script, when set.
 SAFE_SYSTEM_VARIABLES = (
@@ -35,6 +49,11 @@ SAFE_SYSTEM_VARIABLES = (
     "TERM",
     "TZ",
 )
+
+
+class DeniedEnvironmentError(BackendUnavailableError):
+    """A declaration lists an environment variable that makes a runtime load or run code: the
+    process is not started (the pipeline reports the call as ``unavailable``)."""
 
 
 def _safe_value(value: str) -> bool:
@@ -76,8 +95,14 @@ class ScriptEnvironment:
             return False
         return name in self.allow_from_process
 
-    def build(self, declared: Collection[str]) -> dict[str, str]:
-        """The environment for a tool that declared ``declared`` variables."""
+    def build(self, declared: Collection[str], *, tool_id: str = "this tool") -> dict[str, str]:
+        """The environment for a tool that declared ``declared`` variables.
+
+        Raises :class:`DeniedEnvironmentError` when ``declared`` names a variable no declaration
+        may pass (see :mod:`toolgate.model.permission_rules`)."""
+        refusal = env_refusal(tool_id, declared)
+        if refusal is not None:
+            raise DeniedEnvironmentError(refusal)
         result = {
             name: self.process_env[name]
             for name in SAFE_SYSTEM_VARIABLES
@@ -100,7 +125,9 @@ def received_values(
 ) -> tuple[str, ...]:
     """The secret and environment values a tool receives: redacted from what is recorded."""
     values = list(secrets.for_tool(tool).values())
-    if tool.env:
-        received = environment.build(tool.env)
-        values.extend(received[name] for name in tool.env if name in received)
+    # A refused name is never passed (the call is refused), so there is nothing of it to redact.
+    names = [name for name in tool.env if env_name_refusal(name) is None]
+    if names:
+        received = environment.build(names, tool_id=tool.id)
+        values.extend(received[name] for name in names if name in received)
     return tuple(values)

@@ -22,6 +22,7 @@ from typing import Any
 
 from ..invocation import Invocation
 from ..model import OsCommandEntry, Tool
+from ..model.permission_rules import env_refusal
 from ..registry import RegisteredTool
 from ..sandbox.runner import Sandbox
 from .base import BackendUnavailableError
@@ -50,6 +51,9 @@ def command_unavailable_reason(tool: Tool, environment: ScriptEnvironment) -> st
     entry = tool.entry
     if not isinstance(entry, OsCommandEntry) or not entry.command:
         return f"{tool.id} has no command declaration"
+    refusal = env_refusal(tool.id, tool.env)
+    if refusal is not None:
+        return refusal
     program = entry.command[0]
     if "/" in program:
         path = Path(program)
@@ -58,7 +62,7 @@ def command_unavailable_reason(tool: Tool, environment: ScriptEnvironment) -> st
         if shutil.which(str(path)) is None:
             return f"the program {program} is not executable (chmod +x)"
         return None
-    if shutil.which(program, path=environment.build(tool.env).get("PATH")) is None:
+    if shutil.which(program, path=environment.build(tool.env, tool_id=tool.id).get("PATH")) is None:
         return f"the program {program!r} is not found on PATH"
     return None
 
@@ -78,7 +82,7 @@ class OsCommandBackend:
         binding = invocation.entry.binding
         if not isinstance(entry, OsCommandEntry) or not isinstance(binding, OsCommandBinding):
             raise BackendUnavailableError(f"{tool.id} is not bound to a command")
-        env = binding.environment.build(tool.env)
+        env = binding.environment.build(tool.env, tool_id=tool.id)
         if binding.sandbox is None:
             cwd = invocation.workspace or Path.cwd()
             stdin = json.dumps(script_input(invocation, cwd=cwd)).encode("utf-8")

@@ -26,6 +26,7 @@ from typing import Any
 from ..errors import ToolError
 from ..invocation import Invocation
 from ..model import SandboxMode, ScriptEntry, Tool
+from ..model.permission_rules import env_refusal
 from ..registry import RegisteredTool
 from ..runtimes import RUNTIMES, Runtime, runtime_for_extension
 from ..sandbox.runner import Sandbox, SandboxedCommand, SandboxUnavailableError
@@ -107,7 +108,7 @@ class ScriptCommand:
         cwd: Path,
     ) -> ScriptCommand:
         """Resolve the runtime on the script's own ``PATH``; raise if it cannot run here."""
-        env = environment.build(tool.env)
+        env = environment.build(tool.env, tool_id=tool.id)
         program = runtime.locate(env.get("PATH"))
         if program is None:
             reason = runtime.unavailable_reason(script, env.get("PATH"))
@@ -276,7 +277,10 @@ class ScriptBackend:
             entry, runtime = _entry(tool)
         except BackendUnavailableError as exc:
             return str(exc)
-        env = self.environment.build(tool.env)
+        refusal = env_refusal(tool.id, tool.env)
+        if refusal is not None:
+            return refusal
+        env = self.environment.build(tool.env, tool_id=tool.id)
         path = env.get("PATH")
         reason = runtime.unavailable_reason(Path(entry.path), path)
         programs = [runtime.locate(path) or ""]

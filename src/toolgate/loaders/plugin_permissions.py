@@ -1,11 +1,16 @@
 """Pandora ``sandbox`` and ``permissions`` (seed 001, "Sandbox & Permissions"), checked.
 
 Shared by the manifest (:mod:`toolgate.loaders.plugin`, JSON values) and the per-tool overrides of
-tool objects (:mod:`toolgate.loaders.plugin_tool`, Python mappings or objects). Host names are
-normalized the way the egress proxy of the sandbox issue will match them (lower case, IDNA,
-trailing dot removed); wildcards must name a domain (``*.example.org``), never a bare ``*`` or a
-whole top-level domain. ``fs`` prefixes are stored absolute (relative ones against the plugin
-folder). Nothing here enforces anything: it only records what a tool is granted.
+tool objects (:mod:`toolgate.loaders.plugin_tool`, Python mappings or objects), and by tool
+folders, ``os`` tools and Jingle ``options.permissions`` through them. What no declaration may be
+granted is decided in :mod:`toolgate.model.permission_rules`: ``network`` entries are parsed by the
+egress proxy's own parser (:func:`toolgate.model.hosts.parse_pattern`) and stored in its canonical
+form, so an entry the proxy would refuse — a bare ``*``, a wildcard over a top-level domain or an IP
+address (``*.127.0.0.1``), a URL, a port out of range — does not load; ``env`` names that make a
+runtime load or run code (``BASH_ENV``, ``LD_PRELOAD``, ``PYTHONPATH``…) are errors; an unknown
+field of ``permissions`` is an error naming the closest known one (a misspelt ``netwrok`` would
+silently drop a restriction). ``fs`` prefixes are stored absolute (relative ones against the
+plugin folder). Nothing here enforces anything: it only records what a tool is granted.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..model import Permissions, SandboxMode
+from ..model.permission_rules import env_name_refusal, network_entry
 from .diagnostics import Severity
 from .tool_folder_fields import Report, got
 
@@ -29,13 +35,13 @@ __all__ = [
     "parse_sandbox",
     "suggest",
     "unknown_field",
+    "unknown_permission",
 ]
 
 #: The fields of ``permissions`` (seed: "Sandbox & Permissions").
 PERMISSION_FIELDS: tuple[str, ...] = ("time", "network", "env", "fs", "random")
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
 _SANDBOX_MODES = ", ".join(f"'{mode}'" for mode in SandboxMode)
 
 
@@ -62,6 +68,17 @@ def unknown_field(
     report.warning(
         f"{pointer}/{escape_pointer(name)}",
         f"unknown {what} field {name!r} (ignored){hint}; known fields: {', '.join(known)}",
+    )
+
+
+def unknown_permission(report: Report, pointer: str, key: Any) -> None:
+    """An error for a ``permissions`` field nobody reads: a misspelt ``netwrok`` would silently
+    drop the restriction its author meant, so the declaration does not load."""
+    name = key if isinstance(key, str) else repr(key)
+    hint = suggest(name, PERMISSION_FIELDS) if isinstance(key, str) else ""
+    report.error(
+        f"{pointer}/{escape_pointer(name)}",
+        f"unknown permissions field {name!r}{hint}; known fields: {', '.join(PERMISSION_FIELDS)}",
     )
 
 
@@ -108,7 +125,7 @@ def parse_permissions(
     if isinstance(value, Mapping):
         for key in value:
             if key not in PERMISSION_FIELDS:
-                unknown_field(report, pointer, key, PERMISSION_FIELDS, "permissions")
+                unknown_permission(report, pointer, key)
     time = _flag(_get(value, "time"), f"{pointer}/time", "time", report)
     randomness = _flag(_get(value, "random"), f"{pointer}/random", "random", report)
     network = _strings(_get(value, "network"), f"{pointer}/network", "host names", report)
@@ -159,32 +176,13 @@ def _strings(value: Any, pointer: str, what: str, report: Report) -> tuple[str, 
 
 
 def _host(text: str, pointer: str, report: Report) -> str | None:
-    """Check one ``network`` host name (normalized as the later egress proxy will match it)."""
-    shape = "a host name such as 'api.example.com' or '*.example.org' (optionally ':port')"
-    if "://" in text or "/" in text or "@" in text or "?" in text:
-        report.error(pointer, f"{text!r} is not a host name: give {shape}, without scheme or path")
-        return None
-    host, _, port = text.partition(":") if text.count(":") == 1 else (text, "", "")
-    if port and not (port.isdigit() and 0 < int(port) < 65536):
-        report.error(pointer, f"{text!r}: the port must be a number from 1 to 65535")
-        return None
-    wildcard = host.startswith("*.")
-    name = host[2:] if wildcard else host
+    """Check one ``network`` entry with the egress proxy's own parser, so an entry loads only
+    when the proxy will enforce it as written; stored in the proxy's canonical form."""
     try:
-        ascii_name = name.rstrip(".").encode("idna").decode("ascii").lower()
-    except UnicodeError:
-        ascii_name = ""
-    labels = ascii_name.split(".") if ascii_name else []
-    if not labels or not all(_LABEL.match(label) for label in labels):
-        report.error(pointer, f"{text!r} is not a valid host name: give {shape}")
+        return network_entry(text)
+    except ValueError as exc:
+        report.error(pointer, str(exc))
         return None
-    if wildcard and len(labels) < 2:
-        report.error(
-            pointer,
-            f"{text!r} would allow a whole top-level domain; name a domain, e.g. '*.example.org'",
-        )
-        return None
-    return ("*." if wildcard else "") + ascii_name + (f":{port}" if port else "")
 
 
 def _env_names(names: tuple[str, ...], pointer: str, report: Report) -> tuple[str, ...]:
@@ -196,6 +194,8 @@ def _env_names(names: tuple[str, ...], pointer: str, report: Report) -> tuple[st
                 f"{name!r} is not a valid environment variable name "
                 "(letters, digits and '_', not starting with a digit)",
             )
+        elif (refusal := env_name_refusal(name)) is not None:
+            report.error(f"{pointer}/{index}", refusal)
         elif name not in valid:
             valid.append(name)
     return tuple(valid)

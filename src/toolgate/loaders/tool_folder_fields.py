@@ -33,6 +33,7 @@ from ..model import (
     ToolSource,
     level_from_dangerous,
 )
+from ..model.permission_rules import env_name_refusal
 from ..runtimes import RUNTIMES, runtime_for_extension
 from ..schema_check import KNOWN_DIALECTS, compile_schema
 from .diagnostics import Diagnostic, Severity
@@ -628,6 +629,8 @@ def _env(fields: _Fields, report: Report) -> tuple[str, ...]:
                 f"{_show(item)} is not a valid environment variable name "
                 "(letters, digits and '_', not starting with a digit)",
             )
+        elif (refusal := env_name_refusal(item)) is not None:
+            report.error(where, refusal)
         elif item in names:
             report.warning(where, f"{item!r} is listed twice")
         else:

@@ -34,6 +34,7 @@ from ..model import (
     level_from_access,
     level_from_annotations,
 )
+from ..model.permission_rules import env_name_refusal
 from ..model.tool import DEFAULT_IDEMPOTENCY_WINDOW
 from .binding import PythonBinding
 from .schema import inspect_function
@@ -229,6 +230,10 @@ def tool(
         signature = inspect_function(fn, description=description)
         tool_id = id or _default_id(fn, namespace, name)
         hints = _hints(annotations)
+        names = tuple(env)
+        _check_env(ref, "env", names)
+        if permissions is not None:
+            _check_env(ref, "permissions.env", permissions.env)
         try:
             definition = Tool(
                 id=tool_id,
@@ -247,7 +252,7 @@ def tool(
                 approval=_approval(approval, confirmation),
                 security_check=None if security_check is None else SecurityCheckSpec(),
                 sandbox=SandboxSpec(SandboxMode(sandbox), permissions or Permissions()),
-                env=tuple(env),
+                env=names,
                 secrets=tuple(secrets),
                 config=tuple(config),
                 capability=capability,
@@ -305,3 +310,12 @@ def _default_id(fn: Callable[..., Any], namespace: str | None, name: str | None)
         namespace = "main" if module == "__main__" else module
     namespace = _UNSAFE_NAMESPACE.sub("_", namespace.strip()) or "main"
     return f"{namespace}:{name or fn.__name__}"
+
+
+def _check_env(ref: str, field: str, names: Iterable[str]) -> None:
+    """Refuse a declared environment variable that makes a runtime load or run code (see
+    :mod:`toolgate.model.permission_rules`), naming the function and the field."""
+    for index, name in enumerate(names):
+        refusal = env_name_refusal(name)
+        if refusal is not None:
+            raise ToolDefinitionError(f"{ref}: {field}[{index}]: {refusal}")

@@ -47,6 +47,7 @@ from typing import Any
 
 from ..errors import ToolError
 from ..model import SandboxMode, Tool
+from ..model.permission_rules import env_refusal
 from .addresses import tool_grant
 from .bwrap import BwrapSpec, bwrap_argv, install_root
 from .cgroups import BRIDGE_TASKS, BWRAP_TASKS, CallCgroup
@@ -128,13 +129,25 @@ def sandbox_environment(declared: Sequence[str], env: Mapping[str, str]) -> dict
     """The sandbox's environment: :data:`SANDBOX_ENV` plus the declared keys found in ``env``.
 
     Values starting with ``()`` (bash function import, Shellshock) or holding NUL are dropped.
+    A declared key that makes a runtime load or run code (``BASH_ENV``, ``LD_PRELOAD``,
+    ``PATH``…, :mod:`toolgate.model.permission_rules`) raises :class:`SandboxUnavailableError`:
+    the processes that start first in a sandbox are toolgate's own (``prlimit``, the egress
+    bridge, the Python worker), and such a key would run other code inside them.
     """
+    refusal = env_refusal("this tool", declared)
+    if refusal is not None:
+        raise SandboxUnavailableError(refusal)
     result = dict(SANDBOX_ENV)
     for name in declared:
         value = env.get(name)
         if value is not None and not value.startswith("()") and "\0" not in value:
             result[name] = value
     return result
+
+
+def _env_refusal(tool: Tool) -> str | None:
+    """Why ``tool``'s declared environment (``env`` and ``permissions.env``) may not be passed."""
+    return env_refusal(tool.id, (*tool.env, *tool.sandbox.permissions.env))
 
 
 class Sandbox:
@@ -188,6 +201,9 @@ class Sandbox:
         the runtime programs it starts as found on ``env``'s ``PATH``: one that cannot be
         contained (:mod:`toolgate.sandbox.programs`) makes the tool unavailable too; ``code``
         are the tool's own folders (a program there is never started to ask)."""
+        refusal = _env_refusal(tool)
+        if refusal is not None:
+            return refusal
         if self.mode_for(tool) is SandboxMode.HOST:
             return None
         host = self.host()
@@ -290,6 +306,9 @@ class Sandbox:
         :class:`SandboxUnavailableError`.
         """
         host_cwd = workspace or Path.cwd()
+        refusal = _env_refusal(tool)
+        if refusal is not None:  # whatever the mode: the loaders refuse these names first
+            raise SandboxUnavailableError(f"Tool {tool.id} is unavailable: {refusal}")
         if self.mode_for(tool) is SandboxMode.HOST:
             yield SandboxedCommand(list(argv), dict(env), host_cwd, host_cwd, sandboxed=False)
             return
