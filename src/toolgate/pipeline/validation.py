@@ -7,6 +7,7 @@ from typing import Any
 
 import jsonschema_rs
 
+from .._json import json_value_problem
 from ..errors import ErrorCode
 from ..model import CallOutcome, Tool
 from ..registry import RegisteredTool
@@ -148,9 +149,11 @@ class ValidateArgumentsStage:
                 f"Arguments for tool {state.tool.id} must be a JSON object, "
                 f"not {type(arguments).__name__}. Call it again with an object.",
             )
-        problems = self.validator_for(state.tool).problems(
-            arguments if isinstance(arguments, dict) else dict(arguments)
-        )
+        plain = arguments if isinstance(arguments, dict) else dict(arguments)
+        # Whatever parsed them (the SDK over MCP stdio, the Python API), arguments obey the
+        # rules of the gateway's own parser: finite numbers, at most MAX_DEPTH levels.
+        shape = json_value_problem(plain)
+        problems = [shape] if shape is not None else self.validator_for(state.tool).problems(plain)
         if problems:
             return error_outcome(
                 state, ErrorCode.INVALID_ARGUMENTS, invalid_arguments_message(state.tool, problems)
