@@ -134,7 +134,8 @@ def json_value_problem(value: Any, *, max_depth: int = MAX_DEPTH) -> str | None:
         if not children:
             continue
         if depth >= max_depth:
-            return f"{_pointer(path)}: nested deeper than {max_depth} levels"
+            # The field it is in, not a pointer 64 levels long.
+            return f"{_pointer(path[:1])}: nested deeper than {max_depth} levels"
         stack.extend((child, depth + 1, (*path, key)) for key, child in children)
     return None
 
