@@ -117,6 +117,25 @@ def test_well_formed_values_and_an_unknown_format_still_pass(run_cli: Any, recor
     assert json.loads(result.stdout.splitlines()[0]) == {"got": arguments}
 
 
+def test_formats_of_an_output_schema_describe_the_result_and_do_not_discard_it(
+    run_cli: Any, recorders: Path, toolgate_home: Path
+) -> None:
+    # A naive timestamp (what Python's datetime.isoformat() gives) has no RFC 3339 offset.
+    script = 'import sys\nsys.stdin.read()\nprint(\'{"at": "2026-01-31T09:30:00"}\')\n'
+    schema = {"type": "object", "properties": {"at": {"type": "string", "format": "date-time"}}}
+    write_tool(
+        toolgate_home / "tools",
+        "clock",
+        script,
+        runtime="python",
+        inputSchema={},
+        outputSchema=schema,
+    )
+    result = run_cli("call", "local:clock", "--args", "{}")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.splitlines()[0]) == {"at": "2026-01-31T09:30:00"}
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
