@@ -20,6 +20,8 @@ horizontal scaling of handshake-era clients (then they learn of approvals from t
 result, and re-list tools on their own).
 
 Limits: request bodies over ``max_body`` bytes (default 1 MiB) get 413 before they are parsed;
+a body the gateway's strict JSON parser refuses (a duplicate key, ``NaN``/``Infinity``, nesting
+deeper than 64 levels) gets 400 with a JSON-RPC parse error naming why, before the SDK reads it;
 at most ``max_sessions`` handshake-era sessions are open at once (503 past that), each closed
 after ``session_idle_timeout`` seconds without a request. Bound to a loopback ``host``, the
 ``Host`` and ``Origin`` headers must name a loopback address too (DNS-rebinding protection, as
