@@ -1,4 +1,12 @@
-"""Small helpers for JSON-shaped values: deep freezing, thawing and canonical hashing.
+"""Small helpers for JSON-shaped values: strict parsing, deep freezing, thawing and canonical
+hashing.
+
+:func:`loads_strict` is the one parser of JSON that reaches a tool or comes back from one
+(``toolgate call --args``, HTTP call bodies, MCP over HTTP, a script tool's output): a duplicate
+key, ``NaN``/``Infinity`` or nesting deeper than :data:`MAX_DEPTH` levels is an error naming
+what is wrong, never a silent last-wins, a ``null`` or a ``RecursionError``.
+:func:`json_value_problem` applies the same rules to a value already parsed by someone else (the
+MCP SDK, the Python API).
 
 Tool declarations carry JSON Schemas. The model is immutable, so schemas are stored deeply frozen
 (``MappingProxyType`` for objects, ``tuple`` for arrays) and thawed back into plain ``dict`` /
@@ -9,11 +17,127 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-__all__ = ["canonical_json", "digest", "freeze", "thaw", "to_text"]
+__all__ = [
+    "MAX_DEPTH",
+    "StrictJsonError",
+    "canonical_json",
+    "digest",
+    "freeze",
+    "json_value_problem",
+    "loads_strict",
+    "thaw",
+    "to_text",
+]
+
+#: How deeply arguments and tool results may nest (objects and arrays; the top level is 1).
+MAX_DEPTH = 64
+
+
+class StrictJsonError(ValueError):
+    """Text that :func:`loads_strict` refuses; the message says why (and names the key).
+
+    ``malformed`` is true when the text is not JSON at all, false when it is JSON the gateway
+    refuses (a duplicate key, ``NaN``, nesting too deep)."""
+
+    def __init__(self, message: str, *, malformed: bool = False) -> None:
+        super().__init__(message)
+        self.malformed = malformed
+
+
+class _Refused(Exception):
+    pass
+
+
+def _pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in items:
+        if key in result:
+            raise _Refused(f"duplicate key {key!r} (each key may appear once in an object)")
+        result[key] = value
+    return result
+
+
+def _constant(name: str) -> Any:
+    raise _Refused(f"{name} is not a JSON value (JSON has no NaN or Infinity)")
+
+
+def loads_strict(text: str | bytes, *, max_depth: int = MAX_DEPTH) -> Any:
+    """Parse one JSON document; raise :class:`StrictJsonError` for malformed JSON, a duplicate
+    key, ``NaN``/``Infinity``/``-Infinity`` or nesting deeper than ``max_depth`` levels."""
+    try:
+        value = json.loads(text, object_pairs_hook=_pairs, parse_constant=_constant)
+    except json.JSONDecodeError as exc:
+        raise StrictJsonError(
+            f"{exc.msg} (line {exc.lineno}, column {exc.colno})", malformed=True
+        ) from None
+    except _Refused as exc:
+        raise StrictJsonError(str(exc)) from None
+    except RecursionError:
+        raise StrictJsonError(f"nested deeper than {max_depth} levels") from None
+    except UnicodeDecodeError as exc:
+        raise StrictJsonError(f"not UTF-8 text ({exc.reason})", malformed=True) from None
+    except ValueError as exc:  # an integer with more digits than Python converts
+        raise StrictJsonError(str(exc)) from None
+    problem = _depth_problem(value, max_depth)
+    if problem is not None:
+        raise StrictJsonError(problem)
+    return value
+
+
+def _depth_problem(value: Any, max_depth: int) -> str | None:
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, Mapping):
+            children: Any = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        if not children:
+            continue
+        if depth >= max_depth:
+            return f"nested deeper than {max_depth} levels"
+        stack.extend((child, depth + 1) for child in children)
+    return None
+
+
+def _pointer(parts: tuple[Any, ...]) -> str:
+    return "/" + "/".join(str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def json_value_problem(value: Any, *, max_depth: int = MAX_DEPTH) -> str | None:
+    """Why an already parsed value is not one :func:`loads_strict` would return (a non-finite
+    number, named by its JSON pointer, or nesting deeper than ``max_depth``), else ``None``.
+
+    Iterative: neither a deep nor a self-referencing value can exhaust the stack."""
+    stack: list[tuple[Any, int, tuple[Any, ...]]] = [(value, 1, ())]
+    while stack:
+        item, depth, path = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return (
+                    f"{_pointer(path)}: {item!r} is not a JSON number (JSON has no NaN or Infinity)"
+                )
+            continue
+        if isinstance(item, Mapping):
+            children: Any = [(key, item[key]) for key in item]
+        elif isinstance(item, (list, tuple)):
+            children = list(enumerate(item))
+        else:
+            continue
+        if not children:
+            continue
+        if depth >= max_depth:
+            # The field it is in, not a pointer 64 levels long.
+            return f"{_pointer(path[:1])}: nested deeper than {max_depth} levels"
+        stack.extend((child, depth + 1, (*path, key)) for key, child in children)
+    return None
 
 
 def freeze(value: Any) -> Any:

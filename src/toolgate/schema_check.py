@@ -54,10 +54,23 @@ def check_schema(schema: Mapping[str, Any], where: str) -> None:
         raise ToolDefinitionError(f"{where} is not a usable JSON Schema: {exc}") from None
 
 
-def compile_schema(schema: Mapping[str, Any], where: str) -> jsonschema_rs.Validator:
-    """Compile a schema once; raise :class:`ToolDefinitionError` naming ``where`` if it is bad."""
+def compile_schema(
+    schema: Mapping[str, Any], where: str, *, check_formats: bool = True
+) -> jsonschema_rs.Validator:
+    """Compile a schema once; raise :class:`ToolDefinitionError` naming ``where`` if it is bad.
+
+    ``format`` is checked (``check_formats``) for every format the validator knows, whatever
+    the draft (2019-09 and 2020-12 would otherwise treat it as a note); a format it does not
+    know (a declaration's own, say ``"format": "sku"``) is ignored, so such a schema still
+    loads.
+    """
     check_schema(schema, where)
     try:
-        return jsonschema_rs.validator_for(thaw(schema), retriever=_refuse_remote)
+        return jsonschema_rs.validator_for(
+            thaw(schema),
+            retriever=_refuse_remote,
+            validate_formats=check_formats,
+            ignore_unknown_formats=True,
+        )
     except Exception as exc:  # noqa: BLE001 - the library raises several unrelated types
         raise ToolDefinitionError(f"{where} cannot be compiled: {exc}") from None

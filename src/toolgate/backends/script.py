@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._json import StrictJsonError, loads_strict
 from ..errors import ToolError
 from ..invocation import Invocation
 from ..model import SandboxMode, ScriptEntry, Tool
@@ -533,11 +534,12 @@ def interpret_result(tool_id: str, result: ProcessResult, max_output: int) -> Ma
         raise ToolTimeoutError(f"Tool {tool_id} did not finish in time and was stopped.")
     text = result.stdout.decode("utf-8", errors="replace").strip()
     parsed: Any = None
+    refused: str | None = None
     if text:
         try:
-            parsed = json.loads(text)
-        except ValueError:
-            parsed = None
+            parsed = loads_strict(text)
+        except StrictJsonError as exc:
+            refused = None if exc.malformed else str(exc)
     if result.exit_code != 0:
         reason = (
             f"was killed by signal {result.signal}"
@@ -549,6 +551,11 @@ def interpret_result(tool_id: str, result: ProcessResult, max_output: int) -> Ma
         stderr = decode_tail(result.stderr)
         detail = f": {stderr}" if stderr else " and wrote nothing to stderr"
         raise ToolError(f"Tool {tool_id} {reason}{detail}")
+    if refused is not None:
+        raise ToolError(
+            f"Tool {tool_id} printed JSON the gateway does not accept: {refused}. "
+            "Its result was discarded (a fault of the tool, not of the arguments)."
+        )
     if not isinstance(parsed, dict):
         shown = text[:_STDOUT_START] + ("…" if len(text) > _STDOUT_START else "")
         what = "nothing" if not text else f"this, which is not a JSON object: {shown!r}"

@@ -13,6 +13,7 @@ from typing import IO, Annotated, Any, Literal
 import typer
 from rich.console import Console
 
+from .._json import StrictJsonError, loads_strict
 from ..approvals import Approver
 from ..config import AuditMode, LoadedConfig, build_gateway, load_config, toolgate_home
 from ..gateway import Gateway
@@ -159,11 +160,10 @@ def parse_arguments(spec: str, stdin: IO[str] | None = None) -> dict[str, Any]:
     if not text.strip():
         return {}
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
+        value = loads_strict(text)
+    except StrictJsonError as exc:
         raise CliUsageError(
-            f"{where} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}). "
-            """Pass an object such as '{"a": 1}'."""
+            f"{where} is not valid JSON: {exc}. " """Pass an object such as '{"a": 1}'."""
         ) from None
     if not isinstance(value, dict):
         kind = _JSON_KINDS.get(type(value), type(value).__name__)

@@ -9,7 +9,7 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from .._json import thaw, to_text
+from .._json import StrictJsonError, loads_strict, thaw, to_text
 from ..errors import ToolCallParseError
 from ..model.call import CallOutcome, ToolCall
 from ..model.names import from_provider_name, to_provider_name
@@ -131,9 +131,9 @@ def parse_arguments(value: Any, where: str) -> dict[str, Any]:
     if not value.strip():
         return {}
     try:
-        decoded = json.loads(value)
-    except json.JSONDecodeError as exc:
-        raise ToolCallParseError(f"{where} is not valid JSON ({exc.msg} at {exc.pos})") from None
+        decoded = loads_strict(value)
+    except StrictJsonError as exc:
+        raise ToolCallParseError(f"{where} is not valid JSON: {exc}") from None
     if not isinstance(decoded, dict):
         raise ToolCallParseError(f"{where} must encode a JSON object, not {_describe(decoded)}")
     return decoded

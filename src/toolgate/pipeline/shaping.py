@@ -67,7 +67,11 @@ class ResultShaper:
         cached = self._output_validators.get(tool.id)
         if cached is not None and cached[0] is tool:
             return cached[1]
-        validator = SchemaValidator(tool.output_schema, f"{tool.id}: output schema")
+        # ``format`` is not checked in a result: it describes the tool's own values, and
+        # Python's (a naive datetime has no offset) need not meet RFC 3339 to be useful.
+        validator = SchemaValidator(
+            tool.output_schema, f"{tool.id}: output schema", check_formats=False
+        )
         self._output_validators[tool.id] = (tool, validator)
         return validator
 

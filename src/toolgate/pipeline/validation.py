@@ -7,6 +7,7 @@ from typing import Any
 
 import jsonschema_rs
 
+from .._json import json_value_problem
 from ..errors import ErrorCode
 from ..model import CallOutcome, Tool
 from ..registry import RegisteredTool
@@ -36,6 +37,38 @@ def _shorten(text: str) -> str:
     return text[: _MAX_PROBLEM_CHARS - 1] + "…"
 
 
+#: What a value of each common ``format`` looks like, for the model reading a refusal.
+_FORMAT_HINTS = {
+    "date-time": "an RFC 3339 date and time with an offset, such as 2026-01-31T09:30:00Z",
+    "date": "an RFC 3339 full date, such as 2026-01-31",
+    "time": "an RFC 3339 time with an offset, such as 09:30:00Z",
+    "duration": "an ISO 8601 duration, such as P3DT4H",
+    "email": "an email address, such as name@example.com",
+    "idn-email": "an email address, such as name@example.com",
+    "hostname": "a host name, such as example.com",
+    "idn-hostname": "a host name, such as example.com",
+    "ipv4": "an IPv4 address in dotted form, such as 192.0.2.1",
+    "ipv6": "an IPv6 address, such as 2001:db8::1",
+    "uri": "an absolute URI with a scheme, such as https://example.com/path",
+    "iri": "an absolute IRI with a scheme, such as https://example.com/path",
+    "uri-reference": "a URI or a relative reference, such as /path?q=1",
+    "iri-reference": "an IRI or a relative reference, such as /path?q=1",
+    "uri-template": "an RFC 6570 URI template, such as /users/{id}",
+    "uuid": "a UUID, such as 123e4567-e89b-12d3-a456-426614174000",
+    "json-pointer": "a JSON pointer, such as /a/0",
+    "relative-json-pointer": "a relative JSON pointer, such as 1/a",
+    "regex": "a valid regular expression",
+}
+
+
+def _format_problem(path: list[Any], instance: Any, name: str) -> str:
+    hint = _FORMAT_HINTS.get(name)
+    expected = f"expected {hint}" if hint else f"expected the format {name!r}"
+    value = instance if isinstance(instance, str) else str(instance)
+    shown = value if len(value) <= 60 else value[:59] + "…"
+    return f"{_pointer(path)}: {shown!r} is not a valid {name} ({expected})"
+
+
 def describe_errors(validator: jsonschema_rs.Validator, instance: Any) -> list[str]:
     """Every problem as ``/json/pointer: what was expected`` (at most 20)."""
     problems: list[str] = []
@@ -46,6 +79,8 @@ def describe_errors(validator: jsonschema_rs.Validator, instance: Any) -> list[s
         elif isinstance(error.kind, jsonschema_rs.ValidationErrorKind.AdditionalProperties):
             for name in error.kind.unexpected:
                 problems.append(f"{_pointer([*path, name])}: unexpected field (not in the schema)")
+        elif isinstance(error.kind, jsonschema_rs.ValidationErrorKind.Format):
+            problems.append(_format_problem(path, error.instance, error.kind.format))
         else:
             problems.append(f"{_pointer(path)}: {_shorten(error.message)}")
         if len(problems) >= _MAX_REPORTED:
@@ -59,8 +94,10 @@ class SchemaValidator:
 
     __slots__ = ("_validator",)
 
-    def __init__(self, schema: Mapping[str, Any], where: str) -> None:
-        self._validator = compile_schema(schema, where)
+    def __init__(
+        self, schema: Mapping[str, Any], where: str, *, check_formats: bool = True
+    ) -> None:
+        self._validator = compile_schema(schema, where, check_formats=check_formats)
 
     def problems(self, instance: Any) -> list[str]:
         """``[]`` when ``instance`` is valid, otherwise one line per problem."""
@@ -112,9 +149,11 @@ class ValidateArgumentsStage:
                 f"Arguments for tool {state.tool.id} must be a JSON object, "
                 f"not {type(arguments).__name__}. Call it again with an object.",
             )
-        problems = self.validator_for(state.tool).problems(
-            arguments if isinstance(arguments, dict) else dict(arguments)
-        )
+        plain = arguments if isinstance(arguments, dict) else dict(arguments)
+        # Whatever parsed them (the SDK over MCP stdio, the Python API), arguments obey the
+        # rules of the gateway's own parser: finite numbers, at most MAX_DEPTH levels.
+        shape = json_value_problem(plain)
+        problems = [shape] if shape is not None else self.validator_for(state.tool).problems(plain)
         if problems:
             return error_outcome(
                 state, ErrorCode.INVALID_ARGUMENTS, invalid_arguments_message(state.tool, problems)

@@ -56,7 +56,7 @@ from starlette.types import Message, Receive, Scope, Send
 from ..model import ApprovalStatus, CallOutcome, CallStatus
 from .mcp_server import PRECOMPUTED_OUTCOME_KEY, McpSurface
 
-__all__ = ["FastToolCalls"]
+__all__ = ["FastToolCalls", "read_body"]
 
 logger = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ class FastToolCalls:
         has_json, has_sse = check_accept_headers(request)
         if not (has_json and has_sse):
             return receive
-        body, receive = await _read_body(receive, self._max_body)
+        body, receive = await read_body(receive, self._max_body)
         if body is None:
             return receive
         call = self._parse(body, request, version)
@@ -256,7 +256,7 @@ def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:
     return None
 
 
-async def _read_body(receive: Receive, limit: int) -> tuple[bytes | None, Receive]:
+async def read_body(receive: Receive, limit: int) -> tuple[bytes | None, Receive]:
     """The whole body (``None`` when over ``limit`` or cut short), and a ``receive`` that
     replays what was read to whoever handles the request next."""
     chunks: list[Message] = []

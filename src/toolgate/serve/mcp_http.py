@@ -20,6 +20,8 @@ horizontal scaling of handshake-era clients (then they learn of approvals from t
 result, and re-list tools on their own).
 
 Limits: request bodies over ``max_body`` bytes (default 1 MiB) get 413 before they are parsed;
+a body the gateway's strict JSON parser refuses (a duplicate key, ``NaN``/``Infinity``, nesting
+deeper than 64 levels) gets 400 with a JSON-RPC parse error naming why, before the SDK reads it;
 at most ``max_sessions`` handshake-era sessions are open at once (503 past that), each closed
 after ``session_idle_timeout`` seconds without a request. Bound to a loopback ``host``, the
 ``Host`` and ``Origin`` headers must name a loopback address too (DNS-rebinding protection, as
@@ -40,16 +42,17 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_REQUEST
+from mcp_types import INVALID_REQUEST, PARSE_ERROR
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from .._json import StrictJsonError, loads_strict
 from ..gateway import Gateway
 from .identity import Principal
-from .mcp_fast import FastToolCalls
+from .mcp_fast import FastToolCalls, read_body
 from .mcp_server import McpSurface, build_mcp_server
 
 __all__ = ["AGENT_SCOPE_KEY", "DEFAULT_MAX_BODY", "NAMESPACES_SCOPE_KEY", "Authenticate", "McpHttp"]
@@ -114,6 +117,7 @@ class McpHttp:
                 (:mod:`toolgate.serve.mcp_fast`); off, the SDK answers every request.
         """
         self._authenticate = authenticate
+        self._max_body = max_body
         self._principals: dict[str | None, AuthenticatedUser] = {}
         self.surface: McpSurface = build_mcp_server(
             gateway,
@@ -201,6 +205,14 @@ class McpHttp:
         # The SDK binds a stateful session to the principal that opened it (its owner check):
         # present the agent as that principal, so no other key can use the session.
         scope["user"] = self._principal(identity)
+        if scope["method"] == "POST":
+            # The SDK parses JSON-RPC leniently (the last duplicate key wins, NaN is a number):
+            # the gateway's strict parser reads every message first and refuses those.
+            body, receive = await read_body(receive, self._max_body)
+            problem = _refused_json(body)
+            if problem is not None:
+                await _error(400, f"Parse error: {problem}", code=PARSE_ERROR)(scope, receive, send)
+                return
         if self._fast is not None:
             handed_on = await self._fast(scope, receive, send, identity, namespaces=namespaces)
             if handed_on is None:
@@ -244,9 +256,24 @@ def _security(
     return None
 
 
-def _error(status: int, message: str, headers: Any = None) -> Response:
+def _refused_json(body: bytes | None) -> str | None:
+    """Why a request body that is JSON is refused by the gateway's strict parser (a duplicate
+    key, ``NaN``/``Infinity``, nesting too deep); ``None`` otherwise (the SDK answers malformed
+    JSON, and a body over the limit, itself)."""
+    if not body:
+        return None
+    try:
+        loads_strict(body)
+    except StrictJsonError as exc:
+        return None if exc.malformed else str(exc)
+    return None
+
+
+def _error(
+    status: int, message: str, headers: Any = None, *, code: int = INVALID_REQUEST
+) -> Response:
     """A JSON-RPC error body with no id (the request was not read), with an HTTP status."""
-    body = {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": message}}
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
     return Response(
         json.dumps(body), status_code=status, headers=headers, media_type="application/json"
     )

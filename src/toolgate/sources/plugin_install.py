@@ -19,7 +19,7 @@ import subprocess
 import tarfile
 import tempfile
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PureWindowsPath
 
 from ..backends.js_install import JsRuntimeError
 from ..errors import ToolError
@@ -103,6 +103,21 @@ def _folder_name(plugin_id: str) -> str:
     return name or "plugin"
 
 
+def _filter_reason(exc: tarfile.FilterError) -> str:
+    """What is wrong with the entry ``tarfile``'s data filter refused."""
+    if isinstance(exc, tarfile.AbsolutePathError):
+        return "has an absolute path"
+    if isinstance(exc, tarfile.OutsideDestinationError):
+        return "would be written outside the package (its path climbs out with '..')"
+    if isinstance(exc, tarfile.AbsoluteLinkError):
+        return "is a link to an absolute path"
+    if isinstance(exc, tarfile.LinkOutsideDestinationError):
+        return "is a link that points outside the package"
+    if isinstance(exc, tarfile.SpecialFileError):
+        return "is a device, pipe or other special file"
+    return f"is not allowed in a package ({exc})"
+
+
 def _unpack(tarball: Path, into: Path) -> Path:
     """Extract an npm tarball (its files under ``package/``) safely; the package folder."""
     if not hasattr(tarfile, "data_filter"):
@@ -110,8 +125,28 @@ def _unpack(tarball: Path, into: Path) -> Path:
             "this Python cannot unpack archives safely (tarfile filters need Python 3.11.4 or "
             "later); install the plugin from a folder with 'sources:' instead"
         )
-    with tarfile.open(tarball) as archive:
-        archive.extractall(into, filter="data")  # no links out, no devices, no absolute paths
+    try:
+        with tarfile.open(tarball) as archive:
+            # Every entry is checked before any is written: a package with one bad entry is
+            # refused whole, naming it (the filter raises on the first; extracting with it
+            # again below keeps the check where the files are written).
+            for member in archive.getmembers():
+                if member.name.startswith(("/", "\\")) or PureWindowsPath(member.name).drive:
+                    # The data filter would strip the slash and unpack it inside: contained,
+                    # but no packer writes one, so the package is refused as hostile.
+                    raise tarfile.AbsolutePathError(member)
+                tarfile.data_filter(member, str(into))
+            archive.extractall(into, filter="data")  # no links out, no devices, no absolute paths
+    except tarfile.FilterError as exc:
+        entry = exc.tarinfo.name if exc.tarinfo is not None else "?"
+        raise PluginInstallError(
+            f"{tarball.name}: the entry {entry!r} {_filter_reason(exc)}, so the package was "
+            "refused and nothing was installed"
+        ) from None
+    except (tarfile.TarError, OSError) as exc:
+        raise PluginInstallError(
+            f"{tarball.name} cannot be unpacked ({exc}); nothing was installed"
+        ) from None
     package = into / "package"
     if not package.is_dir():
         raise PluginInstallError(f"{tarball.name} is not an npm package (no package/ folder)")

@@ -21,12 +21,19 @@ from starlette.datastructures import Address
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..._json import StrictJsonError, loads_strict
 from ...model import CallStatus
 from ..identity import AuthenticationError
 from .deps import ApiContext
 from .limits import BODY_SCOPE_KEY
 from .models import CallRequest
-from .problems import ApiJSONResponse, authentication_problem, render_json
+from .problems import (
+    ApiJSONResponse,
+    ApiProblem,
+    HttpErrorCode,
+    authentication_problem,
+    render_json,
+)
 from .views import outcome_view
 
 __all__ = [
@@ -34,7 +41,9 @@ __all__ = [
     "CALL_SUFFIX",
     "FastCallMiddleware",
     "answer_call",
+    "is_json",
     "run_call",
+    "strict_call_body",
     "workspace_exists",
 ]
 
@@ -129,7 +138,8 @@ async def _send_json(send: Send, status: int, data: Any, extra: dict[str, str]) 
     await send({"type": "http.response.body", "body": body})
 
 
-def _is_json(scope: Scope) -> bool:
+def is_json(scope: Scope) -> bool:
+    """Whether the request says its body is JSON (``application/json`` or ``…+json``)."""
     for name, value in scope.get("headers", ()):
         if name == b"content-type":
             if value == b"application/json":  # what nearly every client sends: no parsing
@@ -155,20 +165,33 @@ class FastCallMiddleware:
         self.context = context
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] == "POST" and not scope["query_string"]:
+        if scope["type"] == "http" and scope["method"] == "POST":
             path: str = scope["path"]
             if path.startswith(CALL_PREFIX) and path.endswith(CALL_SUFFIX):
+                # Every call body is parsed strictly here, before FastAPI's lenient parser
+                # (json.loads: last duplicate wins, NaN accepted, deep nesting a 400 that
+                # names nothing) sees it; the route checks again for an app mounted without
+                # this middleware.
+                try:
+                    document = strict_call_body(scope.get(BODY_SCOPE_KEY), is_json(scope))
+                except ApiProblem as problem:
+                    await problem.response()(scope, receive, send)
+                    return
                 tool_id = path[len(CALL_PREFIX) : -len(CALL_SUFFIX)]
-                if tool_id and await self._answered(scope, send, tool_id):
+                if (
+                    tool_id
+                    and not scope["query_string"]
+                    and await self._answered(scope, send, tool_id, document)
+                ):
                     return
         await self.app(scope, receive, send)
 
-    async def _answered(self, scope: Scope, send: Send, tool_id: str) -> bool:
+    async def _answered(self, scope: Scope, send: Send, tool_id: str, document: Any) -> bool:
         """Answer the call; ``False`` (nothing sent) leaves it to the FastAPI route.
 
         A failure here (a bug) propagates to :class:`~.limits.RequestLimitsMiddleware`, which
         answers the same ``500`` problem as the framework."""
-        request = _call_request(scope)
+        request = _call_request(scope, document)
         if request is None:
             return False
         identify = self.context.identify
@@ -199,16 +222,38 @@ async def _no_body() -> Message:
     return {"type": "http.disconnect"}
 
 
-def _call_request(scope: Scope) -> CallRequest | None:
+_UNPARSED: Final = object()
+
+
+def strict_call_body(body: Any, json_body: bool) -> Any:
+    """The call body parsed by the gateway's strict JSON parser; :data:`_UNPARSED` when there
+    is none to parse (no body, not JSON, or malformed: FastAPI answers those).
+
+    Raises :class:`ApiProblem` (``400 invalid_request``) for JSON the gateway refuses: a
+    duplicate key (named), ``NaN``/``Infinity``, or nesting deeper than
+    :data:`~toolgate._json.MAX_DEPTH` levels."""
+    if not isinstance(body, bytes) or not body or not json_body:
+        return _UNPARSED
+    try:
+        return loads_strict(body)
+    except StrictJsonError as exc:
+        if exc.malformed:
+            return _UNPARSED
+        raise ApiProblem(
+            400, HttpErrorCode.INVALID_REQUEST, f"the request body is not accepted as JSON: {exc}"
+        ) from None
+
+
+def _call_request(scope: Scope, document: Any) -> CallRequest | None:
     """The call's body as a :class:`CallRequest`, or ``None`` when it is not one."""
     body = scope.get(BODY_SCOPE_KEY)
     if not isinstance(body, bytes):
         return None
     if not body:
         return CallRequest()
-    if not _is_json(scope):
+    if document is _UNPARSED:
         return None
     try:
-        return CallRequest.model_validate_json(body)
+        return CallRequest.model_validate(document)
     except ValidationError:
         return None

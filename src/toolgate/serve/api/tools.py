@@ -9,6 +9,7 @@ when a call by that agent would not be refused as ``forbidden``.
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Query
+from starlette.requests import Request
 from starlette.responses import Response
 
 from ...errors import ErrorCode, SearchQueryError
@@ -16,7 +17,7 @@ from ...exporters import EXPORT_FORMATS, export_tools
 from ...model.names import to_provider_name
 from ...registry import RegisteredTool
 from ...search.query import DEFAULT_LIMIT, clean_query
-from .calls import run_call, workspace_exists
+from .calls import is_json, run_call, strict_call_body, workspace_exists
 from .deps import ERRORS, ApiContext, Caller, caller_dependencies
 from .models import (
     AgentInfo,
@@ -157,12 +158,15 @@ def tools_router(context: ApiContext) -> APIRouter:
     async def call_tool(
         tool_id: str,
         who: Agent,
+        raw: Request,
         body: Annotated[CallRequest | None, Body()] = None,
     ) -> Response:
         """Call a tool through the whole pipeline (validation, access, rate limits, approval,
         execution, shaping, audit). The call's own errors are not HTTP errors: the body's
         `status` is `error` with a stable `code` and a `message` written for the model (and
         the HTTP status 200)."""
+        # FastAPI parsed the body leniently; the gateway's own parser has the last word.
+        strict_call_body(await raw.body(), is_json(raw.scope))
         request = body or CallRequest()
         if not workspace_exists(request):
             raise ApiProblem(

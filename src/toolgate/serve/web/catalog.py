@@ -11,6 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from ..._json import StrictJsonError, loads_strict
 from ...audit.log_base import AuditStoreError
 from ...errors import SearchQueryError, ToolNotFoundError
 from ...health import Phase, ToolStatus
@@ -235,8 +236,8 @@ async def try_call(request: Request) -> Response:
             status_code=400,
         )
     try:
-        arguments = json.loads(text)
-    except ValueError as exc:
+        arguments = loads_strict(text)
+    except StrictJsonError as exc:
         return await _tool_page(
             request,
             tool_id,
