@@ -16,9 +16,10 @@ from pathlib import Path
 from dotenv import dotenv_values
 
 from ..model import Tool
+from ..redaction import is_credential_name, url_credentials
 from ..secrets import SecretResolver
 
-__all__ = ["SAFE_SYSTEM_VARIABLES", "ScriptEnvironment", "received_values"]
+__all__ = ["SAFE_SYSTEM_VARIABLES", "ScriptEnvironment", "credential_values", "received_values"]
 
 #: Passed through from the gateway's environment to every script, when set.
 SAFE_SYSTEM_VARIABLES = (
@@ -103,4 +104,27 @@ def received_values(
     if tool.env:
         received = environment.build(tool.env)
         values.extend(received[name] for name in tool.env if name in received)
+    return tuple(values)
+
+
+def credential_values(
+    tool: Tool, secrets: SecretResolver, environment: ScriptEnvironment
+) -> tuple[str, ...]:
+    """The credentials among what a tool receives, masked in what its caller gets back: every
+    declared secret, each environment variable whose name says it holds one
+    (:func:`~toolgate.redaction.is_credential_name`: ``GITHUB_TOKEN``, ``OPENAI_API_KEY``…), and
+    the credentials inside any other variable that is a URL (``DATABASE_URL``'s password). Other
+    environment values (a cache folder, a region) a tool may return; they are still masked in
+    everything recorded (:func:`received_values`)."""
+    values = list(secrets.for_tool(tool).values())
+    if tool.env:
+        received = environment.build(tool.env)
+        for name in tool.env:
+            value = received.get(name)
+            if value is None:
+                continue
+            if is_credential_name(name):
+                values.append(value)
+            else:
+                values.extend(url_credentials(value))
     return tuple(values)

@@ -153,7 +153,9 @@ class Pipeline:
                         call_id=call_id,
                         tool_id=tool_id,
                         tool=None,
-                        arguments=arguments if isinstance(arguments, Mapping) else {},
+                        # No tool: nothing says which values are secret (its redacted paths,
+                        # log_args), so none are recorded — not even the keys.
+                        arguments={},
                         agent=agent,
                         session_id=session_id,
                         workspace=None if workspace is None else str(workspace),
