@@ -29,8 +29,11 @@ import yaml
 
 from conftest import RunCli
 from folder_tools import write_tool
+from js_support import js_runtime, plugin_copy
 from otlp_support import OtlpReceiver, otlp_receiver
 from toolgate.serve.identity import key_sha256
+
+__all__ = ["js_runtime"]  # the fixture, used by name
 
 OPS_KEY = "tg_ops-key-for-the-record-attacks"
 BOT_KEY = "tg_bot-key-for-the-record-attacks"
@@ -402,3 +405,38 @@ def test_pieces_of_a_secret_are_masked_at_any_offset_and_short_ones_are_not() ->
     assert masker.sub(f"<{short}>") == f"<{short}>"
     quoted = urllib.parse.quote(SERVICE_TOKEN + "/+", safe="")
     assert record_masker([SERVICE_TOKEN + "/+"]).sub(quoted) == "[REDACTED]"
+
+
+# -- host paths in a tool's error text --------------------------------------------------------
+
+
+def test_a_js_plugin_that_throws_does_not_tell_the_model_where_it_lives(
+    js_runtime: Path, tmp_path: Path
+) -> None:
+    from toolgate import Gateway
+
+    folder = plugin_copy(tmp_path, "probe")
+    with Gateway(environ={}, audit_path=tmp_path / "audit.db") as gateway:
+        assert gateway.add_source(folder).diagnostics == []
+        outcome = gateway.call_sync("@toolgate-test/probe:throw", {})
+        assert outcome.is_error and outcome.message is not None
+        assert "Error: the probe failed on purpose (index.ts, line " in outcome.message
+        assert str(tmp_path) not in outcome.message
+        assert str(tmp_path) not in json.dumps(outcome.to_dict())
+        assert gateway.call_sync("@toolgate-test/probe:echo", {}).ok  # still serving
+
+
+def test_a_failing_script_tool_does_not_tell_the_model_where_it_lives(
+    run_cli: RunCli, toolgate_home: Path
+) -> None:
+    crash = "import json, sys\njson.load(sys.stdin)\nopen('missing.txt')\n"
+    folder = write_tool(toolgate_home / "tools", "crash", crash, runtime="python")
+    result = run_cli("call", "local:crash", "--json")
+    outcome = json.loads(result.stdout)
+    assert outcome["status"] == "error" and outcome["code"] == "tool_error"
+    # Python's traceback named the script by its absolute path; the caller sees it relative.
+    assert 'File "script.py", line 3' in outcome["message"], outcome["message"]
+    assert str(folder) not in result.stdout + result.stderr
+    assert str(toolgate_home) not in result.stdout + result.stderr
+    write_tool(toolgate_home / "tools", "fine", "cat >/dev/null; echo '{}'")
+    assert run_cli("call", "local:fine").returncode == 0

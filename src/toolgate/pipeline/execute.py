@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import functools
 import logging
+import re
 import time
 import traceback
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from ..backends.base import (
@@ -23,7 +27,7 @@ from .shaping import ResultShaper
 from .state import CallState, error_outcome
 from .timeouts import CallTimedOut, run_with_timeout
 
-__all__ = ["Executor"]
+__all__ = ["Executor", "relative_paths"]
 
 log = logging.getLogger("toolgate.pipeline")
 
@@ -71,9 +75,14 @@ class Executor:
     async def __call__(self, state: CallState) -> CallOutcome:
         masker = self.caller_masker(state)
         outcome = await self._execute(state, masker)
-        if masker is None or outcome.message is None:
+        if outcome.message is None:
             return outcome
-        message = redact_edges(masker.sub(outcome.message), masker.values)
+        # What reaches the caller names files relative to the tool's folder: the host's layout
+        # (the gateway's home, its user's name) is none of the model's business. The operator's
+        # detail keeps the full paths.
+        message = relative_paths(outcome.message, state.tool)
+        if masker is not None:
+            message = redact_edges(masker.sub(message), masker.values)
         return (
             outcome if message == outcome.message else dataclasses.replace(outcome, message=message)
         )
@@ -164,3 +173,29 @@ def _strings(value: Any) -> list[str]:
         elif isinstance(item, (int, float)) and not isinstance(item, bool):
             found.append(str(item))
     return found
+
+
+@functools.lru_cache(maxsize=1024)
+def _folder_pattern(location: str | None) -> re.Pattern[str] | None:
+    """The absolute folder a tool was declared in (and its resolved form) as a pattern;
+    ``None`` for a tool with no folder (a Python function) or one declared at the top."""
+    if not location or not location.startswith("/"):
+        return None
+    declared = Path(location)
+    folder = declared if declared.is_dir() else declared.parent
+    found = {str(folder)}
+    with contextlib.suppress(OSError, RuntimeError):
+        found.add(str(folder.resolve()))
+    usable = sorted((f for f in found if len(Path(f).parts) > 2), key=len, reverse=True)
+    if not usable:
+        return None
+    return re.compile("(?:" + "|".join(re.escape(f) for f in usable) + r")(/|(?![\w.\-]))")
+
+
+def relative_paths(text: str, tool: Tool) -> str:
+    """``text`` with every absolute path inside ``tool``'s folder shown relative to it
+    (``/home/ada/.toolgate/tools/x/index.ts`` → ``index.ts``; the folder itself → ``.``)."""
+    pattern = _folder_pattern(tool.source.location)
+    if pattern is None:
+        return text
+    return pattern.sub(lambda m: "" if m.group(1) else ".", text)
