@@ -66,6 +66,12 @@ def broken(endpoint: str) -> str:
     raise ConnectionError("could not reach " + endpoint)
 
 
+@tool(namespace="py", effect="external_write", approval=True)
+def deploy(url: str) -> dict:
+    """Deploy from a URL (a person approves it first)."""
+    return {"with_credentials": ":" in url.split("@")[0].split("//")[-1]}
+
+
 @tool(namespace="py", effect="read_only", idempotency_key="{{ args.url | hash }}")
 def remember(url: str) -> dict:
     """Idempotent: its outcome is kept for replays."""
@@ -277,6 +283,38 @@ def test_an_idempotent_replay_keeps_no_url_credentials(served: Served) -> None:
     assert again["content"]["kept"].startswith("https://[REDACTED]@api.example.test/")
     _audited(served, "py:remember", 2)
     _nowhere(_stored(served), *URL_SECRETS)
+
+
+def test_an_approval_request_shows_people_no_url_credentials_and_runs_with_them(
+    served: Served,
+) -> None:
+    password, key = "Apw-4c3b2a1f0e9d", "akey-8e7d6c5b4a39"
+    url = f"https://ops:{password}@deploy.example.test/v1?token={key}"
+    answer = _post(served, "py:deploy", {"url": url})
+    assert answer.status_code == 202, answer.text
+    pending = answer.json()
+    assert pending["status"] == "pending_approval"
+    assert password not in answer.text and key not in answer.text
+    approval_id = pending["approval"]["id"]
+    ops = {"Authorization": f"Bearer {OPS_KEY}"}
+    listed = httpx2.get(f"{served.url}/v1/approvals", headers=ops, timeout=30).json()
+    [request] = [r for r in listed["approvals"] if r["id"] == approval_id]
+    assert request["arguments"] == {
+        "url": "https://[REDACTED]@deploy.example.test/v1?token=[REDACTED]"
+    }
+    shown = json.dumps(request)
+    assert password not in shown and key not in shown
+    decided = httpx2.post(
+        f"{served.url}/v1/approvals/{approval_id}/decision",
+        json={"decision": "approve"},
+        headers=ops,
+        timeout=60,
+    ).json()
+    # The call ran with the exact arguments the agent sent.
+    assert decided["outcome"]["content"] == {"with_credentials": True}
+    assert password not in json.dumps(decided) and key not in json.dumps(decided)
+    records = _audited(served, "py:deploy", 2)
+    assert password not in json.dumps(records) and key not in json.dumps(records)
 
 
 # -- pieces and encodings of a secret ---------------------------------------------------------

@@ -268,6 +268,17 @@ class Masker:
             masked = redact_url_credentials(masked)
         return text if masked == text else masked
 
+    def number(self, value: float) -> Any:
+        """``value``, or :data:`MARKER` when its decimal text holds a masked value (a number
+        holds no URL). A number too long to write out is masked whenever values are."""
+        if self._whole is None and self._runs is None:
+            return value
+        try:
+            text = str(value)
+        except ValueError:  # more digits than Python writes out
+            return MARKER
+        return MARKER if self.touches(text) else value
+
     def touches(self, text: str) -> bool:
         """True when :meth:`sub` would mask something in ``text``."""
         return self.sub(text) is not text
@@ -410,7 +421,7 @@ def _scrub(value: Any, masker: Masker) -> Any:
     if value is None or kind is bool:
         return value
     if kind is int or kind is float:
-        return MARKER if masker.touches(str(value)) else value
+        return masker.number(value)
     if isinstance(value, Mapping):
         out: dict[str, Any] = {}
         changed = kind is not dict
@@ -435,7 +446,7 @@ def _scrub(value: Any, masker: Masker) -> Any:
     if isinstance(value, str):  # a str subclass
         return masker.sub(str(value))
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return MARKER if masker.touches(str(value)) else value
+        return masker.number(value)
     return value
 
 
