@@ -478,3 +478,51 @@ def test_a_failing_script_tool_does_not_tell_the_model_where_it_lives(
     assert str(toolgate_home) not in result.stdout + result.stderr
     write_tool(toolgate_home / "tools", "fine", "cat >/dev/null; echo '{}'")
     assert run_cli("call", "local:fine").returncode == 0
+
+
+# -- the same records in PostgreSQL -----------------------------------------------------------
+
+
+def test_url_credentials_and_secret_pieces_reach_no_postgresql_table(tmp_path: Path) -> None:
+    pytest.importorskip("psycopg", reason="toolgate[postgres] is not installed")
+    from postgres_support import upgraded_database
+    from toolgate import Gateway, tool
+    from toolgate.stores.postgres_db import PostgresDatabase
+
+    @tool(namespace="pg", effect="read_only", idempotency_key="{{ args.url | hash }}")
+    def fetch(url: str) -> dict[str, str]:
+        """Echo the URL; fail naming it when asked."""
+        if "fail" in url:
+            raise ConnectionError("could not reach " + url)
+        return {"fetched": url}
+
+    with upgraded_database() as url:
+        with Gateway(
+            environ={}, state_database=PostgresDatabase(url), audit_path=tmp_path / "audit.db"
+        ) as gateway:
+            gateway.add(fetch)
+            assert gateway.call_sync("pg:fetch", {"url": CRED_URL}).ok
+            assert gateway.call_sync("pg:fetch", {"url": CRED_URL + "&fail=1"}).is_error
+            assert gateway.call_sync("pg:nothing", {"url": CRED_URL}).is_error
+            assert gateway.audit is not None and gateway.audit.flush(10)
+            assert gateway.call_sync("pg:fetch", {"url": "https://example.test/"}).ok
+        db = PostgresDatabase(url, max_size=1)
+        try:
+            with db.read() as conn:
+                tables = [
+                    row["table_name"]
+                    for row in conn.execute(
+                        "SELECT table_name FROM information_schema.tables"
+                        " WHERE table_schema = 'public'"
+                    ).fetchall()
+                ]
+                dumped = "\n".join(
+                    str(row["t"])
+                    for table in tables
+                    for row in conn.execute(f'SELECT t::text AS t FROM "{table}" t').fetchall()
+                )
+        finally:
+            db.close()
+    assert "audit_records" in tables and "api.example.test" in dumped  # the records are there
+    for secret in URL_SECRETS:
+        assert secret not in dumped, secret
