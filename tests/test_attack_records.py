@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
 import re
 import signal
@@ -31,9 +32,10 @@ from conftest import RunCli
 from folder_tools import write_tool
 from js_support import js_runtime, plugin_copy
 from otlp_support import OtlpReceiver, otlp_receiver
+from test_plugins import weather, weather_api
 from toolgate.serve.identity import key_sha256
 
-__all__ = ["js_runtime"]  # the fixture, used by name
+__all__ = ["js_runtime", "weather", "weather_api"]  # fixtures, used by name
 
 OPS_KEY = "tg_ops-key-for-the-record-attacks"
 BOT_KEY = "tg_bot-key-for-the-record-attacks"
@@ -526,3 +528,28 @@ def test_url_credentials_and_secret_pieces_reach_no_postgresql_table(tmp_path: P
     assert "audit_records" in tables and "api.example.test" in dumped  # the records are there
     for secret in URL_SECRETS:
         assert secret not in dumped, secret
+
+
+# -- the operator's log of a plugin -----------------------------------------------------------
+
+
+def test_a_plugin_logging_its_key_or_url_credentials_leaves_them_out_of_the_log(
+    weather: Path, weather_api: tuple[str, list[dict[str, Any]]], caplog: pytest.LogCaptureFixture
+) -> None:
+    from test_plugins import API_KEY, WEATHER_ID
+    from toolgate import Gateway
+
+    base, _ = weather_api
+    environ = {"OPENWEATHER_API_KEY": API_KEY, "OPENWEATHER_API_BASE": base, "HOME": "/root"}
+    # The tool logs the city it is given: here a piece of its own key and a URL credential.
+    city = f"{API_KEY[:11]} https://u:{URL_PASSWORD}@x.test/?token={URL_KEY}"
+    with Gateway(environ=environ) as gateway:
+        gateway.add_source(weather, options={"host_mode": True})
+        with caplog.at_level(logging.INFO, logger=f"toolgate.tool.{WEATHER_ID}"):
+            assert gateway.call_sync(WEATHER_ID, {"city": city}).ok
+            assert gateway.call_sync(WEATHER_ID, {"city": "Lisbon"}).ok
+    logged = [r.getMessage() for r in caplog.records if r.name == f"toolgate.tool.{WEATHER_ID}"]
+    assert logged == [
+        "Fetching weather for [REDACTED] https://[REDACTED]@x.test/?token=[REDACTED]",
+        "Fetching weather for Lisbon",
+    ]
