@@ -485,7 +485,9 @@ def test_a_failing_script_tool_does_not_tell_the_model_where_it_lives(
 # -- the same records in PostgreSQL -----------------------------------------------------------
 
 
-def test_url_credentials_and_secret_pieces_reach_no_postgresql_table(tmp_path: Path) -> None:
+def test_url_credentials_in_arguments_results_and_errors_reach_no_postgresql_table(
+    tmp_path: Path,
+) -> None:
     pytest.importorskip("psycopg", reason="toolgate[postgres] is not installed")
     from postgres_support import upgraded_database
     from toolgate import Gateway, tool
