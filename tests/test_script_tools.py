@@ -423,7 +423,8 @@ def test_the_operator_may_allow_declared_names_from_the_process_environment(
     environ = clean_environ(GITHUB_TOKEN="ghp_x", OTHER="o")
     with gateway_for(tools_root, environ=environ, env_from_process=["GITHUB_TOKEN"]) as gateway:
         seen = gateway.call_sync("local:gh").content
-    assert seen["GITHUB_TOKEN"] == "ghp_x" and "OTHER" not in seen
+    # The tool got the token; its caller sees it masked (a credential never reaches the model).
+    assert seen["GITHUB_TOKEN"] == "[REDACTED]" and "OTHER" not in seen
 
 
 def test_the_env_file_is_reread_when_it_changes(tools_root: Path, tmp_path: Path) -> None:

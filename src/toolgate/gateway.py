@@ -13,7 +13,7 @@ from ._loop_thread import LoopThread
 from .approvals import ApprovalService, Approver
 from .audit.acknowledge import acknowledged, acknowledged_sync
 from .backends import Backend, PythonBackend
-from .backends.environment import ScriptEnvironment, received_values
+from .backends.environment import ScriptEnvironment, credential_values, received_values
 from .backends.prestart import PrestartSettings
 from .backends.processes import DEFAULT_MAX_OUTPUT
 from .backends.script import ScriptBackend
@@ -41,7 +41,7 @@ from .pipeline.security import SecurityCheckStage
 from .pipeline.shaping import ResultShaper
 from .pipeline.state import Stage
 from .pipeline.state_stages import approval_store, idempotency_stage, rate_limit_stage
-from .redaction import redact_values, text_pattern
+from .redaction import record_masker, redact_values
 from .registry import Registry
 from .sandbox.runner import Sandbox
 from .search import ToolIndex
@@ -248,7 +248,11 @@ class Gateway(GatewayCatalog):
         )
         self.pipeline = Pipeline(
             self.registry,
-            Executor(self._backends, ResultShaper(spiller)),
+            Executor(
+                self._backends,
+                ResultShaper(spiller),
+                secret_values=lambda tool: credential_values(tool, self.secrets, environment),
+            ),
             observers=[
                 observer
                 for observer in (
@@ -435,13 +439,19 @@ class Gateway(GatewayCatalog):
         )
 
     def _scrub(self, tool: Tool, value: dict[str, Any]) -> dict[str, Any]:
-        """``value`` with the secrets ``tool`` received masked (before it is stored)."""
-        pattern = text_pattern(received_values(tool, self.secrets, self._env))
-        return value if pattern is None else redact_values(value, pattern)
+        """``value`` as a recorded store keeps it (an outcome kept for an idempotent replay or an
+        approved call): the secrets ``tool`` received masked, in pieces and encoded too, and the
+        credentials of every URL."""
+        secrets = received_values(tool, self.secrets, self._env) if tool.secrets or tool.env else ()
+        scrubbed: dict[str, Any] = redact_values(value, record_masker(secrets))
+        return scrubbed
 
     def _scrub_by_id(self, tool_id: str, value: dict[str, Any]) -> dict[str, Any]:
         entry = self.registry.get(tool_id)
-        return value if entry is None else self._scrub(entry.tool, value)
+        if entry is None:
+            scrubbed: dict[str, Any] = redact_values(value, record_masker())
+            return scrubbed
+        return self._scrub(entry.tool, value)
 
     def _record_denial(self, request: ApprovalRequest, outcome: CallOutcome) -> None:
         """Audit a pending call a person denied: its last record must say how it ended."""

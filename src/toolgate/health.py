@@ -27,7 +27,7 @@ from typing import Protocol
 from .model import CallStatus
 from .model.stats import ToolStats, counts_as_failure
 from .pipeline.observers import FinishedCall
-from .redaction import redact, redact_text, text_pattern
+from .redaction import record_masker, redact, redact_text
 
 __all__ = [
     "InMemoryStats",
@@ -143,9 +143,7 @@ def _redacted_error(call: FinishedCall) -> str:
     paths = call.tool.observability.redact_fields if call.tool is not None else ()
     if paths:
         redact(call.arguments, paths, prefix="args", removed=removed)
-    return redact_text(
-        f"[{outcome.code}] {outcome.message}", text_pattern((*call.secrets, *removed))
-    )
+    return redact_text(f"[{outcome.code}] {outcome.message}", record_masker(call.secrets, removed))
 
 
 def tool_status(

@@ -13,25 +13,49 @@ Two mechanisms, applied together to everything the audit log records:
   :data:`MIN_VALUE_LENGTH` characters are used, so that short, common strings (``"a"``, ``"ok"``,
   ``"yes"``) do not blank out unrelated text.
 
-Every function returns a new value and never mutates its input.
+* **Pieces of secrets**: a secret is also masked when only part of it is echoed — every run of
+  at least :data:`MIN_FRAGMENT_LENGTH` characters that is a piece of a secret — and when it is
+  echoed encoded (hex, URL-encoded, base64 at any alignment, so ``Basic`` credentials too). A
+  secret that is a URL gives pieces only from its credentials (user info, query values), not from
+  its scheme or host, which are no secret.
+* **Credentials in URLs** (:func:`redact_url_credentials`): the user info of ``scheme://user:pass@``
+  and the values of credential parameters (``?api_key=``, ``&token=``, ``#access_token=``,
+  ``sig``, ``password``, … — see :data:`CREDENTIAL_PARAMETERS`) inside any string, whatever the
+  field is called. What is *recorded* (audit, telemetry, logs, kept outcomes) always gets this.
+
+:func:`record_masker` builds what every recorded store applies; :func:`caller_masker` what a
+caller receives (the gateway's secrets, but not the strings the caller itself sent).
+
+Every function returns a new value and never mutates its input (or, when nothing is masked,
+returns its input itself).
 """
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Collection, Iterable, Mapping
 from functools import lru_cache
 from typing import Any, Final
+from urllib.parse import quote, quote_plus
 
 __all__ = [
+    "CREDENTIAL_PARAMETERS",
     "MARKER",
     "MIN_EDGE_LENGTH",
+    "MIN_FRAGMENT_LENGTH",
     "MIN_VALUE_LENGTH",
+    "Masker",
+    "caller_masker",
+    "is_credential_name",
+    "record_masker",
     "redact",
     "redact_edges",
     "redact_text",
+    "redact_url_credentials",
     "redact_values",
     "text_pattern",
+    "url_credentials",
 ]
 
 #: What a redacted value is replaced with.
@@ -40,45 +64,343 @@ MARKER: Final = "[REDACTED]"
 #: Shorter values are never searched for inside text.
 MIN_VALUE_LENGTH: Final = 4
 
+#: The shortest piece of a secret that is masked wherever it appears (a longer secret echoed in
+#: part: its first 12 characters, say). Shorter pieces are too common to mask.
+MIN_FRAGMENT_LENGTH: Final = 10
+
+# Pieces are found by probing every _STRIDE-th position of a run of the secrets' characters for a
+# _PROBE-character piece, then checking the neighbourhood exactly: a piece of MIN_FRAGMENT_LENGTH
+# characters always holds a probe at a probed position, and only a quarter of the positions of a
+# text are looked at.
+_STRIDE: Final = 4
+_PROBE: Final = MIN_FRAGMENT_LENGTH - _STRIDE + 1
+
+#: Query (or fragment) parameters whose value is a credential, wherever the URL appears. A name
+#: that ends with one of :data:`_CREDENTIAL_SUFFIXES` (``x-amz-signature``, ``private_token``,
+#: ``apiKey``) is one too.
+CREDENTIAL_PARAMETERS: Final = frozenset(
+    {
+        "password",
+        "passwd",
+        "pwd",
+        "pass",
+        "secret",
+        "token",
+        "auth",
+        "authorization",
+        "key",
+        "sig",
+        "signature",
+        "credential",
+        "credentials",
+        "code",
+        "jwt",
+        "session",
+        "sessionid",
+        "x-amz-credential",
+        "x-amz-security-token",
+    }
+)
+_CREDENTIAL_SUFFIXES: Final = (
+    "password",
+    "passwd",
+    "secret",
+    "token",
+    "key",
+    "sig",
+    "signature",
+    "credential",
+)
+
+_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://)[^\s/?#\"'<>\\]+@")
+_PARAMETER = re.compile(r"([?&#;]([^=&#;?\s\"'<>]+)=)([^&#;\s\"'<>]*)")
+_URL_SHAPED = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
+
+
+def _is_credential_parameter(name: str) -> bool:
+    lowered = name.lower()
+    return lowered in CREDENTIAL_PARAMETERS or lowered.endswith(_CREDENTIAL_SUFFIXES)
+
+
+def _userinfo(match: re.Match[str]) -> str:
+    return f"{match.group(1)}{MARKER}@"
+
+
+def _parameter(match: re.Match[str]) -> str:
+    if not match.group(3) or not _is_credential_parameter(match.group(2)):
+        return match.group(0)
+    return match.group(1) + MARKER
+
+
+def redact_url_credentials(text: str) -> str:
+    """``text`` with the credentials of every URL in it masked: the user info
+    (``https://[REDACTED]@host``) and the value of each credential parameter
+    (``?api_key=[REDACTED]``). Returns ``text`` itself when there is none."""
+    masked = _USERINFO.sub(_userinfo, text) if "@" in text else text
+    if "=" in masked:
+        masked = _PARAMETER.sub(_parameter, masked)
+    return text if masked == text else masked
+
+
+#: Parts of an environment variable's name that say it holds a credential.
+_CREDENTIAL_NAME_PARTS: Final = frozenset(
+    {
+        "KEY",
+        "KEYS",
+        "APIKEY",
+        "TOKEN",
+        "TOKENS",
+        "SECRET",
+        "SECRETS",
+        "PASSWORD",
+        "PASSWD",
+        "PASSPHRASE",
+        "PASS",
+        "CREDENTIAL",
+        "CREDENTIALS",
+        "CREDS",
+        "AUTH",
+        "PRIVATE",
+        "SIG",
+        "SIGNATURE",
+        "COOKIE",
+        "SESSION",
+        "JWT",
+        "DSN",
+    }
+)
+
+
+def is_credential_name(name: str) -> bool:
+    """True when an environment variable's name says it holds a credential: one of its parts
+    (split at ``_``, ``-`` and ``.``) is ``KEY``, ``TOKEN``, ``SECRET``, ``PASSWORD``, ``AUTH``,
+    ``PRIVATE``, ``COOKIE``, ``SESSION``, ``DSN``… or it ends with ``KEY``, ``TOKEN``,
+    ``SECRET`` or ``PASSWORD`` (``GITHUBTOKEN``)."""
+    upper = name.upper()
+    if upper.endswith(("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD")):
+        return True
+    return not _CREDENTIAL_NAME_PARTS.isdisjoint(re.split(r"[_\-.]+", upper))
+
+
+def url_credentials(text: str) -> list[str]:
+    """The credentials inside ``text`` when it is a URL: the user info's parts and the values of
+    credential parameters (``[]`` for anything else)."""
+    return _url_credentials(text) if _URL_SHAPED.match(text) else []
+
+
+def _url_credentials(url: str) -> list[str]:
+    """The credential parts of a URL-shaped secret (what its pieces are taken from)."""
+    parts: list[str] = []
+    head = _USERINFO.match(url)
+    if head is not None:
+        parts.extend(p for p in url[len(head.group(1)) : head.end() - 1].split(":") if p)
+    for match in _PARAMETER.finditer(url):
+        if match.group(3) and _is_credential_parameter(match.group(2)):
+            parts.append(match.group(3))
+    return parts
+
+
+def _encoded(secret: str) -> set[str]:
+    """How a tool may echo ``secret`` encoded: hex, URL-encoded, and base64 — at each of the three
+    alignments, so also inside ``base64("user:" + secret)`` (the middle that does not depend on
+    the bytes around it)."""
+    raw = secret.encode("utf-8", "surrogatepass")
+    forms = {raw.hex(), raw.hex().upper(), quote(secret, safe=""), quote_plus(secret)}
+    for shift in range(3):
+        encoded = base64.b64encode(b"\0" * shift + raw).decode("ascii")
+        start = 4 if shift else 0
+        end = len(encoded) if (shift + len(raw)) % 3 == 0 else len(encoded) - 4
+        middle = encoded[start:end]
+        forms.add(middle)
+        forms.add(middle.replace("+", "-").replace("/", "_"))
+    forms.add(base64.b64encode(raw).decode("ascii").rstrip("="))
+    forms.add(base64.urlsafe_b64encode(raw).decode("ascii").rstrip("="))
+    forms.discard(secret)
+    return {f for f in forms if len(f) >= MIN_FRAGMENT_LENGTH}
+
+
+class Masker:
+    """Masks a set of values, pieces of secrets and (for records) URL credentials in text.
+
+    Built by :func:`text_pattern`, :func:`record_masker` or :func:`caller_masker`; immutable and
+    cached, so one is shared by every call of a tool.
+    """
+
+    __slots__ = ("_probes", "_runs", "_urls", "_whole", "_windows", "values")
+
+    def __init__(self, whole: Collection[str], pieces: Collection[str], *, urls: bool) -> None:
+        self.values: tuple[str, ...] = tuple(sorted(whole, key=lambda v: (-len(v), v)))
+        """The values masked whole (longest first)."""
+        self._whole = (
+            re.compile("|".join(re.escape(v) for v in self.values)) if self.values else None
+        )
+        windows: set[str] = set()
+        probes: set[str] = set()
+        characters: set[str] = set()
+        n = MIN_FRAGMENT_LENGTH
+        for piece in pieces:
+            characters.update(piece)
+            for i in range(len(piece) - n + 1):
+                window = piece[i : i + n]
+                windows.add(window)
+                for j in range(n - _PROBE + 1):
+                    probes.add(window[j : j + _PROBE])
+        self._windows = frozenset(windows)
+        self._probes = frozenset(probes)
+        self._runs = (
+            re.compile("[" + "".join(re.escape(c) for c in sorted(characters)) + f"]{{{n},}}")
+            if windows
+            else None
+        )
+        self._urls = urls
+
+    def __bool__(self) -> bool:
+        return self._whole is not None or self._runs is not None or self._urls
+
+    def sub(self, text: str) -> str:
+        """``text`` masked; ``text`` itself when nothing in it is."""
+        masked = text
+        if self._whole is not None:
+            masked = self._whole.sub(MARKER, masked)
+        if self._runs is not None:
+            masked = self._runs.sub(self._pieces, masked)
+        if self._urls:
+            masked = redact_url_credentials(masked)
+        return text if masked == text else masked
+
+    def number(self, value: float) -> Any:
+        """``value``, or :data:`MARKER` when its decimal text holds a masked value (a number
+        holds no URL). A number too long to write out is masked whenever values are."""
+        if self._whole is None and self._runs is None:
+            return value
+        try:
+            text = str(value)
+        except ValueError:  # more digits than Python writes out
+            return MARKER
+        return MARKER if self.touches(text) else value
+
+    def touches(self, text: str) -> bool:
+        """True when :meth:`sub` would mask something in ``text``."""
+        return self.sub(text) is not text
+
+    def _pieces(self, match: re.Match[str]) -> str:
+        run = match.group(0)
+        n = MIN_FRAGMENT_LENGTH
+        windows, probes = self._windows, self._probes
+        spans: list[tuple[int, int]] = []
+        last = len(run) - n
+        for i in range(0, len(run) - _PROBE + 1, _STRIDE):
+            if run[i : i + _PROBE] not in probes:
+                continue
+            for j in range(max(0, i - (n - _PROBE)), min(i, last) + 1):
+                if run[j : j + n] in windows:
+                    spans.append((j, j + n))
+        if not spans:
+            return run
+        spans.sort()
+        merged: list[list[int]] = []
+        for start, stop in spans:
+            if merged and start <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], stop)
+            else:
+                merged.append([start, stop])
+        out: list[str] = []
+        position = 0
+        for start, stop in merged:
+            out.append(run[position:start])
+            out.append(MARKER)
+            position = stop
+        out.append(run[position:])
+        return "".join(out)
+
+    def without(self, known: Iterable[str]) -> Masker:
+        """This masker less the values and pieces that occur in ``known`` (text a caller sent:
+        masking what it already has protects nothing, and would tell it which of its guesses is
+        a secret)."""
+        texts = [t for t in known if t]
+        if not texts:
+            return self
+        joined = "\0".join(texts)
+        whole = [v for v in self.values if v not in joined]
+        windows = set(self._windows)
+        if self._runs is not None:
+            n = MIN_FRAGMENT_LENGTH
+            for match in self._runs.finditer(joined):
+                run = match.group(0)
+                windows.difference_update(run[i : i + n] for i in range(len(run) - n + 1))
+        if len(whole) == len(self.values) and len(windows) == len(self._windows):
+            return self
+        return Masker(whole, windows, urls=self._urls)
+
 
 @lru_cache(maxsize=512)
-def _compile(values: tuple[str, ...]) -> re.Pattern[str] | None:
-    if not values:
-        return None
-    # Longest first: a value that contains another one is masked as a whole.
-    ordered = sorted(values, key=lambda v: (-len(v), v))
-    return re.compile("|".join(re.escape(v) for v in ordered))
+def _masker(whole: tuple[str, ...], secrets: tuple[str, ...], urls: bool) -> Masker:
+    values = set(whole)
+    pieces: set[str] = set()
+    for secret in secrets:
+        values.add(secret)
+        encoded = _encoded(secret)
+        values.update(encoded)
+        if _URL_SHAPED.match(secret):
+            # Its scheme and host are no secret: only pieces of its credentials are.
+            pieces.update(p for p in _url_credentials(secret) if len(p) >= MIN_FRAGMENT_LENGTH)
+        elif len(secret) > MIN_FRAGMENT_LENGTH:
+            pieces.add(secret)
+            pieces.update(encoded)
+    return Masker(values, pieces, urls=urls)
 
 
-def text_pattern(values: Iterable[str]) -> re.Pattern[str] | None:
-    """A compiled pattern matching any of ``values`` (those of at least
-    :data:`MIN_VALUE_LENGTH` characters), or ``None`` when there is none. Cached."""
+def _usable(values: Iterable[str]) -> tuple[str, ...]:
+    return tuple(sorted({v for v in values if isinstance(v, str) and len(v) >= MIN_VALUE_LENGTH}))
+
+
+def text_pattern(values: Iterable[str]) -> Masker | None:
+    """A masker of ``values`` (those of at least :data:`MIN_VALUE_LENGTH` characters) whole,
+    or ``None`` when there is none. Cached."""
     if not values:  # the common case: nothing to mask
         return None
-    usable = tuple(sorted({v for v in values if isinstance(v, str) and len(v) >= MIN_VALUE_LENGTH}))
-    return _compile(usable)
+    usable = _usable(values)
+    return _masker(usable, (), False) if usable else None
 
 
-def redact_text(text: str, values: Iterable[str] | re.Pattern[str] | None) -> str:
+def record_masker(secrets: Iterable[str] = (), values: Iterable[str] = ()) -> Masker:
+    """What every recorded store applies: ``secrets`` masked whole, encoded and in pieces,
+    ``values`` (strings masked by path) whole, and the credentials of every URL. Cached."""
+    return _masker(_usable(values), _usable(secrets), True)
+
+
+def caller_masker(secrets: Iterable[str], known: Iterable[str]) -> Masker | None:
+    """What a caller receives masked: the secrets the gateway gave the tool (whole, encoded and
+    in pieces) — less those in ``known``, the strings the caller sent. ``None`` when nothing is
+    left to mask."""
+    usable = _usable(secrets)
+    if not usable:
+        return None
+    masker = _masker((), usable, False).without(known)
+    return masker if masker else None
+
+
+def redact_text(text: str, values: Iterable[str] | Masker | None) -> str:
     """``text`` with every occurrence of any of ``values`` replaced by :data:`MARKER`.
 
-    ``values`` may be a pattern from :func:`text_pattern`; values shorter than
-    :data:`MIN_VALUE_LENGTH` are ignored.
+    ``values`` may be a :class:`Masker`; plain values shorter than :data:`MIN_VALUE_LENGTH` are
+    ignored.
     """
-    pattern = values if isinstance(values, re.Pattern) or values is None else text_pattern(values)
-    if pattern is None or not text:
+    masker = values if isinstance(values, Masker) or values is None else text_pattern(values)
+    if masker is None or not text:
         return text
-    return pattern.sub(MARKER, text)
+    return masker.sub(text)
 
 
-def redact_values(value: Any, values: Iterable[str] | re.Pattern[str] | None) -> Any:
-    """A copy of the JSON-shaped ``value`` with every occurrence of ``values`` masked inside
-    every string (object keys included). A number whose decimal text contains a value is
-    replaced by :data:`MARKER` as a whole."""
-    pattern = values if isinstance(values, re.Pattern) or values is None else text_pattern(values)
-    if pattern is None:
+def redact_values(value: Any, values: Iterable[str] | Masker | None) -> Any:
+    """The JSON-shaped ``value`` with every occurrence of ``values`` masked inside every string
+    (object keys included). A number whose decimal text contains a value is replaced by
+    :data:`MARKER` as a whole. ``value`` itself when nothing is masked (treat both as read-only);
+    a masked value is a new copy."""
+    masker = values if isinstance(values, Masker) or values is None else text_pattern(values)
+    if masker is None:
         return _copy(value)
-    return _scrub(value, pattern)
+    return _scrub(value, masker)
 
 
 def _copy(value: Any) -> Any:
@@ -92,24 +414,39 @@ def _copy(value: Any) -> Any:
     return value
 
 
-def _scrub(value: Any, pattern: re.Pattern[str]) -> Any:
-    if isinstance(value, str):
-        return pattern.sub(MARKER, value)
+def _scrub(value: Any, masker: Masker) -> Any:
+    kind = type(value)
+    if kind is str:
+        return masker.sub(value)
+    if value is None or kind is bool:
+        return value
+    if kind is int or kind is float:
+        return masker.number(value)
     if isinstance(value, Mapping):
         out: dict[str, Any] = {}
+        changed = kind is not dict
         for key, item in value.items():
-            new_key = pattern.sub(MARKER, str(key))
+            text_key = key if type(key) is str else str(key)
+            new_key = masker.sub(text_key)
             if new_key in out:  # two keys masked to the same text: keep both
                 n = 2
                 while f"{new_key} ({n})" in out:
                     n += 1
                 new_key = f"{new_key} ({n})"
-            out[new_key] = _scrub(item, pattern)
-        return out
+            new_item = _scrub(item, masker)
+            if new_key is not key or new_item is not item:
+                changed = True
+            out[new_key] = new_item
+        return out if changed else value
     if isinstance(value, (list, tuple)):
-        return [_scrub(v, pattern) for v in value]
+        items = [_scrub(v, masker) for v in value]
+        if kind is list and all(a is b for a, b in zip(items, value, strict=True)):
+            return value
+        return items
+    if isinstance(value, str):  # a str subclass
+        return masker.sub(str(value))
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return MARKER if pattern.search(str(value)) else value
+        return masker.number(value)
     return value
 
 
@@ -188,8 +525,9 @@ def redact(
     relative = _split(paths if isinstance(paths, tuple) else tuple(paths), prefix)
     sink: set[str] = set() if removed is None else removed
     masked = _mask(value, relative, sink) if relative else _copy(value)
-    pattern = text_pattern(secrets)
-    return masked if pattern is None else _scrub(masked, pattern)
+    if not secrets:
+        return masked
+    return _scrub(masked, _masker((), _usable(secrets), False))
 
 
 #: The shortest piece of a secret masked at the cut edge of a text (see :func:`redact_edges`).

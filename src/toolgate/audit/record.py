@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..model import CallStatus, Tool
 from ..pipeline.observers import FinishedCall
-from ..redaction import redact, redact_edges, redact_text, redact_values, text_pattern
+from ..redaction import Masker, record_masker, redact, redact_edges, redact_text, redact_values
 
 __all__ = ["AuditRecord", "approval_decision", "record_from"]
 
@@ -139,32 +138,42 @@ def record_from(call: FinishedCall) -> AuditRecord:
     from every other text of the record (message, detail, metadata, idempotency key, …), as are
     the secrets — so an error message or a stderr tail echoing them records only the marker.
     Arguments and results are redacted even when they are not kept, so that their values are
-    still scrubbed from the rest.
+    still scrubbed from the rest. Pieces and encoded forms of the secrets, and the credentials of
+    every URL in any string (user info, ``?api_key=``…), are masked too
+    (:func:`~toolgate.redaction.record_masker`). A call to a tool that does not exist keeps no
+    arguments at all.
     """
     outcome = call.outcome
     tool = call.tool
     spec = tool.observability if tool is not None else None
     paths = spec.redact_fields if spec is not None else ()
-    log_args = spec.log_args if spec is not None else True
+    # No tool (``tool_not_found``): nothing says which of its values are secret, so none is kept.
+    log_args = spec.log_args if spec is not None else False
     log_result = spec.log_result if spec is not None else True
     secrets = call.secrets
 
     ok = outcome.status is CallStatus.OK
     if not paths and not secrets:
-        # Nothing to mask (most calls): the values are serialized as they are, on this thread,
-        # before anyone else could see the record, so no redacted copy is needed.
+        # Nothing masked by path or secret (most calls): only the credentials of URLs, in place —
+        # the values are serialized on this thread before anyone else could see the record, so
+        # an unchanged value needs no copy.
+        urls = record_masker()
         return _record(
             call,
-            args=call.arguments if log_args else None,
-            result=outcome.content if (ok and log_result) else None,
-            visualization=outcome.visualization if (ok and log_result) else None,
-            metadata=outcome.metadata,
-            pattern=None,
+            args=redact_values(call.arguments, urls) if log_args else None,
+            result=redact_values(outcome.content, urls) if (ok and log_result) else None,
+            visualization=(
+                redact_values(outcome.visualization, urls) if (ok and log_result) else None
+            ),
+            metadata=redact_values(outcome.metadata, urls),
+            pattern=urls,
             cut=(),
         )
 
+    # By path first (learning the masked strings), then one pass of the secrets, those strings
+    # and the URL credentials over everything.
     removed: set[str] = set()
-    args = redact(call.arguments, paths, prefix="args", secrets=secrets, removed=removed)
+    args = redact(call.arguments, paths, prefix="args", removed=removed)
     result: Any = None
     visualization: Any = None
     if ok or paths:
@@ -172,22 +181,20 @@ def record_from(call: FinishedCall) -> AuditRecord:
             # Spilled: the outcome holds a preview string, so mask by path in the whole result
             # only to learn the values, which are then scrubbed from the preview below.
             redact(call.full_content, paths, prefix="result", secrets=(), removed=removed)
-        result = redact(outcome.content, paths, prefix="result", secrets=secrets, removed=removed)
+        result = redact(outcome.content, paths, prefix="result", removed=removed)
     if outcome.visualization is not None:
         vis = redact(
             outcome.visualization,
             paths,
             prefix="result._visualization",
-            secrets=secrets,
             removed=removed,
         )
         visualization = redact(vis, paths, prefix="visualization", secrets=(), removed=removed)
 
-    pattern = text_pattern((*secrets, *removed))
-    if removed:
-        args = redact_values(args, pattern)
-        result = redact_values(result, pattern)
-        visualization = redact_values(visualization, pattern)
+    pattern = record_masker(secrets, removed)
+    args = redact_values(args, pattern)
+    result = redact_values(result, pattern)
+    visualization = redact_values(visualization, pattern)
     return _record(
         call,
         args=args if log_args else None,
@@ -206,7 +213,7 @@ def _record(
     result: Any,
     visualization: Any,
     metadata: Mapping[str, Any],
-    pattern: re.Pattern[str] | None,
+    pattern: Masker,
     cut: tuple[str, ...],
 ) -> AuditRecord:
     """The record of ``call`` with these (already redacted) values; its texts are scrubbed with
@@ -237,13 +244,11 @@ def _record(
     )
 
 
-def _text(value: str | None, pattern: re.Pattern[str] | None) -> str | None:
+def _text(value: str | None, pattern: Masker) -> str | None:
     return None if value is None else redact_text(value, pattern)
 
 
-def _cut_text(
-    value: str | None, pattern: re.Pattern[str] | None, values: tuple[str, ...]
-) -> str | None:
+def _cut_text(value: str | None, pattern: Masker, values: tuple[str, ...]) -> str | None:
     # The detail holds bounded tails (a script's stderr): a value may be cut by its first edge.
     text = _text(value, pattern)
     return text if text is None or not values else redact_edges(text, values)

@@ -24,6 +24,7 @@ from dotenv import dotenv_values
 
 from ..model import Tool
 from ..model.permission_rules import env_name_refusal, env_refusal
+from ..redaction import is_credential_name, url_credentials
 from ..secrets import SecretResolver
 from .base import BackendUnavailableError
 
@@ -31,6 +32,7 @@ __all__ = [
     "SAFE_SYSTEM_VARIABLES",
     "DeniedEnvironmentError",
     "ScriptEnvironment",
+    "credential_values",
     "received_values",
 ]
 
@@ -130,4 +132,28 @@ def received_values(
     if names:
         received = environment.build(names, tool_id=tool.id)
         values.extend(received[name] for name in names if name in received)
+    return tuple(values)
+
+
+def credential_values(
+    tool: Tool, secrets: SecretResolver, environment: ScriptEnvironment
+) -> tuple[str, ...]:
+    """The credentials among what a tool receives, masked in what its caller gets back: every
+    declared secret, each environment variable whose name says it holds one
+    (:func:`~toolgate.redaction.is_credential_name`: ``GITHUB_TOKEN``, ``OPENAI_API_KEY``…), and
+    the credentials inside any other variable that is a URL (``DATABASE_URL``'s password). Other
+    environment values (a cache folder, a region) a tool may return; they are still masked in
+    everything recorded (:func:`received_values`)."""
+    values = list(secrets.for_tool(tool).values())
+    names = [name for name in tool.env if env_name_refusal(name) is None]
+    if names:
+        received = environment.build(names, tool_id=tool.id)
+        for name in names:
+            value = received.get(name)
+            if value is None:
+                continue
+            if is_credential_name(name):
+                values.append(value)
+            else:
+                values.extend(url_credentials(value))
     return tuple(values)

@@ -30,7 +30,6 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .._json import thaw
 from ..model import ApprovalRequest, ApprovalStatus, Decision
 
 __all__ = [
@@ -128,9 +127,10 @@ def _json_escape(char: str) -> str:
 
 
 def arguments_json(request: ApprovalRequest) -> str:
-    """The exact arguments of the request as indented JSON, every control and format character
-    written as a JSON escape (still valid JSON, and nothing the terminal would act on)."""
-    text = json.dumps(thaw(request.arguments), indent=2, ensure_ascii=False, default=str)
+    """The arguments of the request as indented JSON (URL credentials masked), every control and
+    format character written as a JSON escape (still valid JSON, and nothing the terminal would
+    act on)."""
+    text = json.dumps(request.shown_arguments(), indent=2, ensure_ascii=False, default=str)
     # json.dumps escapes U+0000-U+001F inside strings already; a raw new line is the layout.
     return "".join(
         _json_escape(char) if char != "\n" and unicodedata.category(char) in _ESCAPED else char
@@ -169,7 +169,7 @@ def print_confirmation(
     grid.add_row("Tool", Text(clean(request.tool_id)))
     if display:
         grid.add_row("Call", Text(clean(display), style="bold"))
-    for label, value in request.facts:
+    for label, value in request.shown_facts():
         grid.add_row(Text(clean(label)), Text(clean(value)))
     if request.security_message:
         grid.add_row("Security check", Text(clean(request.security_message), style="yellow"))

@@ -8,6 +8,7 @@ from enum import StrEnum
 from typing import Any
 
 from .._json import freeze, thaw
+from ..redaction import record_masker, redact_url_credentials, redact_values
 
 __all__ = [
     "TOOL_WIDE_KEY",
@@ -99,17 +100,28 @@ class ApprovalRequest:
     def __post_init__(self) -> None:
         object.__setattr__(self, "arguments", freeze(self.arguments))
 
+    def shown_arguments(self) -> Any:
+        """The arguments as people are shown them (API, CLI, web UI, MCP elicitation): the
+        credentials of any URL in them masked. The call itself runs with the exact ones."""
+        return redact_values(thaw(self.arguments), record_masker())
+
+    def shown_facts(self) -> list[tuple[str, str]]:
+        """The facts as people are shown them (URL credentials masked)."""
+        return [(str(label), redact_url_credentials(str(value))) for label, value in self.facts]
+
     def to_dict(self, display: str | None = None) -> dict[str, Any]:
         """JSON-ready (times are Unix seconds), with the call's one-line ``display`` (else the
-        request's own): what the CLI's ``--json`` and the HTTP API print."""
+        request's own): what the CLI's ``--json`` and the HTTP API print. URL credentials in
+        the arguments, the title, the display and the facts are masked."""
+        shown = display or self.display or None
         return {
             "id": self.id,
             "tool": self.tool_id,
-            "title": self.title,
-            "display": display or self.display or None,
+            "title": redact_url_credentials(self.title),
+            "display": None if shown is None else redact_url_credentials(shown),
             "risk": self.risk,
-            "facts": [[str(label), str(value)] for label, value in self.facts],
-            "arguments": thaw(self.arguments),
+            "facts": [list(fact) for fact in self.shown_facts()],
+            "arguments": self.shown_arguments(),
             "workspace": self.workspace,
             "agent": self.agent,
             "session_id": self.session_id,

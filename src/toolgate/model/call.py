@@ -120,7 +120,7 @@ class CallOutcome:
                 "id": self.approval.id,
                 "title": self.approval.title,
                 "risk": self.approval.risk,
-                "facts": [list(f) for f in self.approval.facts],
+                "facts": [list(f) for f in self.approval.shown_facts()],
                 "expires_at": self.approval.expires_at,
             }
         data["duration"] = self.duration

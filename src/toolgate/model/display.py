@@ -39,9 +39,13 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from .._json import thaw
+from ..redaction import record_masker, redact_values
 from .tool import TileDisplay, Tool
 
 __all__ = ["MAX_DISPLAY_CHARS", "MAX_VALUE_CHARS", "render_display", "safe_text"]
+
+#: Masks the credentials of URLs in what a display shows.
+_URLS = record_masker()
 
 #: The longest display line, in characters (after escaping), unless the caller asks otherwise.
 MAX_DISPLAY_CHARS = 200
@@ -164,8 +168,9 @@ def render_display(
     print in a terminal and at most ``max_length`` characters long. Never raises for any
     argument values.
     """
-    # Keys as text: the Python API may be handed anything, and a display never raises.
-    given = {str(key): value for key, value in (arguments or {}).items()}
+    # Keys as text: the Python API may be handed anything, and a display never raises. People
+    # read it (approvals, the call log of the web UI): the credentials of URLs are masked.
+    given = {str(key): redact_values(value, _URLS) for key, value in (arguments or {}).items()}
     ui = tool.display.ui
     parts = _tile_parts(ui, given) if ui is not None else []
     if not parts:

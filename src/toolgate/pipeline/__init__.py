@@ -23,7 +23,7 @@ from ..errors import ErrorCode, StateUnavailableError
 from ..invocation import new_call_id
 from ..model import CallOutcome, Tool
 from ..registry import RegisteredTool, Registry
-from .execute import Executor
+from .execute import Executor, relative_paths
 from .observers import CallObserver, FinishedCall
 from .state import CallState, Handler, Stage, error_outcome
 from .tracing import CallTracer, StageCall
@@ -153,7 +153,9 @@ class Pipeline:
                         call_id=call_id,
                         tool_id=tool_id,
                         tool=None,
-                        arguments=arguments if isinstance(arguments, Mapping) else {},
+                        # No tool: nothing says which values are secret (its redacted paths,
+                        # log_args), so none are recorded — not even the keys.
+                        arguments={},
                         agent=agent,
                         session_id=session_id,
                         workspace=None if workspace is None else str(workspace),
@@ -181,7 +183,9 @@ class Pipeline:
                 error_outcome(
                     state,
                     ErrorCode.UNAVAILABLE,
-                    f"Tool {entry.tool.id} is unavailable: {entry.unavailable_reason}",
+                    # Relative paths: the caller learns nothing of the host's layout.
+                    f"Tool {entry.tool.id} is unavailable: "
+                    f"{relative_paths(entry.unavailable_reason, entry.tool)}",
                 ),
             )
         return plan, state

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
+import functools
 import logging
+import re
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
 
 from ..backends.base import (
     ArgumentConversionError,
@@ -15,12 +21,13 @@ from ..backends.base import (
     ToolTimeoutError,
 )
 from ..errors import ErrorCode, ToolError
-from ..model import CallOutcome, ImplementationKind
+from ..model import CallOutcome, ImplementationKind, Tool
+from ..redaction import Masker, caller_masker, redact_edges
 from .shaping import ResultShaper
 from .state import CallState, error_outcome
 from .timeouts import CallTimedOut, run_with_timeout
 
-__all__ = ["Executor"]
+__all__ = ["Executor", "relative_paths"]
 
 log = logging.getLogger("toolgate.pipeline")
 
@@ -35,15 +42,52 @@ def _timeout_message(state: CallState) -> str:
 class Executor:
     """The last step of every plan: run, contain, shape."""
 
-    def __init__(self, backends: Mapping[ImplementationKind, Backend], shaper: ResultShaper):
+    def __init__(
+        self,
+        backends: Mapping[ImplementationKind, Backend],
+        shaper: ResultShaper,
+        *,
+        secret_values: Callable[[Tool], tuple[str, ...]] | None = None,
+    ):
         self.backends = backends
         self.shaper = shaper
+        self.secret_values = secret_values
+        """The secrets and environment values the gateway gives a tool: masked in what the
+        caller receives (see :meth:`caller_masker`)."""
+
+    def caller_masker(self, state: CallState) -> Masker | None:
+        """What is masked in the outcome the caller receives: the secrets the gateway gave the
+        tool (whole, in pieces, encoded) — except what the caller itself sent in the arguments.
+        The model never sees the gateway's credentials, and masking a string it sent would tell
+        it that its guess is a secret."""
+        tool = state.tool
+        if self.secret_values is None or not (tool.secrets or tool.env):
+            return None
+        secrets = self.secret_values(tool)
+        if not secrets:
+            return None
+        return caller_masker(secrets, _strings(state.arguments))
 
     def backend_for(self, kind: ImplementationKind) -> Backend | None:
         """The backend that runs tools of this kind, if one is configured."""
         return self.backends.get(kind)
 
     async def __call__(self, state: CallState) -> CallOutcome:
+        masker = self.caller_masker(state)
+        outcome = await self._execute(state, masker)
+        if outcome.message is None:
+            return outcome
+        # What reaches the caller names files relative to the tool's folder: the host's layout
+        # (the gateway's home, its user's name) is none of the model's business. The operator's
+        # detail keeps the full paths.
+        message = relative_paths(outcome.message, state.tool)
+        if masker is not None:
+            message = redact_edges(masker.sub(message), masker.values)
+        return (
+            outcome if message == outcome.message else dataclasses.replace(outcome, message=message)
+        )
+
+    async def _execute(self, state: CallState, masker: Masker | None) -> CallOutcome:
         backend = self.backends.get(state.tool.kind)
         if backend is None:
             return error_outcome(
@@ -108,4 +152,50 @@ class Executor:
                 duration=time.perf_counter() - started,
                 detail=detail,
             )
-        return self.shaper.shape(state, result, duration)
+        if masker is None:
+            return self.shaper.shape(state, result, duration)
+        return self.shaper.shape(state, result, duration, masker=masker)
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string (keys included) and number's text in the JSON-shaped ``value``."""
+    found: list[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            found.append(item)
+        elif isinstance(item, Mapping):
+            found.extend(str(k) for k in item)
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif isinstance(item, (int, float)) and not isinstance(item, bool):
+            found.append(str(item))
+    return found
+
+
+@functools.lru_cache(maxsize=1024)
+def _folder_pattern(location: str | None) -> re.Pattern[str] | None:
+    """The absolute folder a tool was declared in (and its resolved form) as a pattern;
+    ``None`` for a tool with no folder (a Python function) or one declared at the top."""
+    if not location or not location.startswith("/"):
+        return None
+    declared = Path(location)
+    folder = declared if declared.is_dir() else declared.parent
+    found = {str(folder)}
+    with contextlib.suppress(OSError, RuntimeError):
+        found.add(str(folder.resolve()))
+    usable = sorted((f for f in found if len(Path(f).parts) > 2), key=len, reverse=True)
+    if not usable:
+        return None
+    return re.compile("(?:" + "|".join(re.escape(f) for f in usable) + r")(/|(?![\w.\-]))")
+
+
+def relative_paths(text: str, tool: Tool) -> str:
+    """``text`` with every absolute path inside ``tool``'s folder shown relative to it
+    (``/home/ada/.toolgate/tools/x/index.ts`` → ``index.ts``; the folder itself → ``.``)."""
+    pattern = _folder_pattern(tool.source.location)
+    if pattern is None:
+        return text
+    return pattern.sub(lambda m: "" if m.group(1) else ".", text)

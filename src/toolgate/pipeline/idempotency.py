@@ -440,8 +440,9 @@ class IdempotencyStage:
                 self.store.release(mine.tool_id, mine.key, call_id=mine.call_id)
 
     def _kept(self, tool: Tool, record: dict[str, Any]) -> dict[str, Any]:
-        if self.scrub is None or not (tool.secrets or tool.env):
+        if self.scrub is None:
             return record
+        # Always: besides the tool's secrets, the credentials of any URL are masked.
         return self.scrub(tool, record)
 
     @staticmethod

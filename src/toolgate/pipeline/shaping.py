@@ -23,6 +23,7 @@ from pydantic import BaseModel
 from .._json import to_text
 from ..errors import ErrorCode
 from ..model import CallOutcome, CallStatus, InvalidVisualization, validate_visualization
+from ..redaction import Masker, redact_values
 from .overflow import OverflowSpiller
 from .state import CallState, error_outcome
 from .validation import SchemaValidator
@@ -75,8 +76,12 @@ class ResultShaper:
         self._output_validators[tool.id] = (tool, validator)
         return validator
 
-    def shape(self, state: CallState, result: Any, duration: float) -> CallOutcome:
-        """Shape an ``ok`` result, or return ``invalid_output``."""
+    def shape(
+        self, state: CallState, result: Any, duration: float, *, masker: Masker | None = None
+    ) -> CallOutcome:
+        """Shape an ``ok`` result, or return ``invalid_output``. ``masker`` masks what the
+        caller must not receive (the gateway's secrets) in the content and the visualization —
+        before an overflow is spilled, so the file holds no more than the preview."""
         content = _jsonable(result)
         visualization: Mapping[str, Any] | None = None
         detail: str | None = None
@@ -102,6 +107,11 @@ class ResultShaper:
                     "not of your arguments.",
                     duration=duration,
                 )
+
+        if masker is not None:
+            content = redact_values(content, masker)
+            if visualization is not None:
+                visualization = redact_values(visualization, masker)
 
         overflow = None
         if isinstance(content, str):

@@ -95,13 +95,15 @@ def approval_form(request: ApprovalRequest) -> tuple[str, dict[str, Any]]:
     field whose values are the decisions.
     """
     lines = [request.title, f"Risk: {request.risk}"]
-    lines.extend(f"{label}: {value}" for label, value in request.facts)
+    lines.extend(f"{label}: {value}" for label, value in request.shown_facts())
     if request.security_message:
         lines.append(f"Security check: {request.security_message}")
     lines.append(
         f"Tool: {request.tool_id}" + (f" (agent {request.agent})" if request.agent else "")
     )
-    arguments = json.dumps(_plain(request.arguments), ensure_ascii=False, indent=2, default=str)
+    arguments = json.dumps(
+        _plain(request.shown_arguments()), ensure_ascii=False, indent=2, default=str
+    )
     if len(arguments) > _ARGUMENTS_SHOWN:
         arguments = arguments[:_ARGUMENTS_SHOWN] + "\n… (cut; the web UI shows them whole)"
     lines.append(f"Arguments:\n{arguments}")

@@ -36,7 +36,7 @@ import logging
 import sys
 import threading
 import types
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -50,6 +50,7 @@ from ..loaders.plugin_tool import PluginTool, listed_tools
 from ..loaders.tool_folder_fields import Report
 from ..model import ImplementationKind, SandboxMode, SandboxSpec, SourceFormat, Tool, ToolSource
 from ..python.binding import PythonBinding
+from ..redaction import record_masker
 from ..sandbox.compartment import WorkerRequest, run_worker
 from ..sandbox.runner import Sandbox, SandboxUnavailableError
 
@@ -87,16 +88,20 @@ class PluginLogger:
     """The seed's ``logger``: ``log``/``info``/``warn``/``error``/``debug`` like a console, each
     joining its arguments with spaces. Records go to the logging system (the operator's log)."""
 
-    __slots__ = ("logger",)
+    __slots__ = ("logger", "masker")
 
-    def __init__(self, logger: logging.Logger) -> None:
+    def __init__(self, logger: logging.Logger, secrets: Iterable[str] = ()) -> None:
         self.logger = logger
         """The underlying :class:`logging.Logger` (``toolgate.tool.<tool id>``)."""
+        self.masker = record_masker(secrets)
+        """The log is a record: the values of the tool's environment (whole, encoded, in
+        pieces) and the credentials of URLs are masked in it."""
 
     def _emit(self, level: int, parts: tuple[object, ...]) -> None:
         if self.logger.isEnabledFor(level):
             # No %-formatting of plugin text: the message is passed as a finished string.
-            self.logger.log(level, "%s", " ".join(str(part) for part in parts), stacklevel=3)
+            text = self.masker.sub(" ".join(str(part) for part in parts))
+            self.logger.log(level, "%s", text, stacklevel=3)
 
     def log(self, *parts: object) -> None:
         """``console.log``: an info record."""

@@ -412,10 +412,11 @@ class _PluginLoader:
                 f"not {type(resolve).__name__}",
             )
             return []
+        env = self._snapshot(entry.permissions.env)
         context = ResolveToolsContext(
             plugin_config=thaw(self.options.config),
-            env=self._snapshot(entry.permissions.env),
-            logger=PluginLogger(logging.getLogger(f"toolgate.plugin.{manifest.id}")),
+            env=env,
+            logger=PluginLogger(logging.getLogger(f"toolgate.plugin.{manifest.id}"), env.values()),
         )
         try:
             result = call_resolve_tools(resolve, context, self.options.resolve_timeout)
@@ -553,9 +554,10 @@ class _PluginLoader:
                     f"by adding 'options: {{host_mode: [{item.local_id}]}}' (or 'host_mode: "
                     f"true') to plugin {manifest.id} under 'sources:' in toolgate.yaml."
                 )
+            env = self._snapshot(tool.env)
             context = PluginToolContext(
-                env=self._snapshot(tool.env),
-                logger=PluginLogger(logging.getLogger(f"toolgate.tool.{tool.id}")),
+                env=env,
+                logger=PluginLogger(logging.getLogger(f"toolgate.tool.{tool.id}"), env.values()),
                 tool_id=tool.id,
             )
             binding = (

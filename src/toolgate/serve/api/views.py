@@ -95,7 +95,7 @@ def tool_detail(
 
 
 def _facts(request: ApprovalRequest) -> list[list[str]]:
-    return [[str(label), str(value)] for label, value in request.facts]
+    return [list(fact) for fact in request.shown_facts()]
 
 
 def outcome_view(outcome: CallOutcome, *, approve_link: str | None = None) -> dict[str, Any]:
