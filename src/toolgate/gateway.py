@@ -260,6 +260,7 @@ class Gateway(GatewayCatalog):
                 if observer is not None
             ],
             tracer=None if telemetry is None else telemetry.tracer,
+            access=self.access,
             secret_values=lambda tool: received_values(tool, self.secrets, environment),
             stages=[
                 *guards,
@@ -366,7 +367,8 @@ class Gateway(GatewayCatalog):
         ``wait_for_approval`` gives seconds to wait for a decision from the configured approver
         (or, with the queue, from whoever decides it); then the outcome is the call's own.
         ``namespaces`` restricts the call to tools of these namespaces (what the caller's OAuth
-        scopes allow; ``None``: no restriction): another tool is ``forbidden``.
+        scopes allow; ``None``: no restriction): another tool does not exist for this call
+        (``tool_not_found``, as for a tool the access rules hide from ``agent``).
         """
         if namespaces is not None and not self.access.scoped:
             # From now on the Authorize stage checks every tool (it skips tools without rules).

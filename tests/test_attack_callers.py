@@ -1,0 +1,326 @@
+"""Attacks by callers on what they may see and use (issue 22): namespace and tool disclosure.
+
+Each attack goes through the surface an attacker uses — the HTTP API with an API key or a real
+signed token (tests/oauth_support.py signs with joserfc), the official MCP SDK client against the
+served MCP endpoint, the CLI — and each test checks that the attack fails, that the tool did not
+run, and that the gateway keeps serving.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from joserfc import jwt
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from http_api_support import GITHUB, live_server
+from oauth_support import AuthorizationServer, authorization_server
+from toolgate import Gateway, tool
+from toolgate.config.schema import AuthConfig
+from toolgate.secrets import MemorySecretStore
+from toolgate.serve.app import SubApp, build_app, mcp_authenticator
+from toolgate.serve.identity import AgentIdentity, key_sha256
+from toolgate.serve.mcp_http import McpHttp
+from toolgate.serve.oauth_setup import build_oauth
+
+#: Every run of a tool, by id (a refused call must leave no trace here).
+RUNS: list[str] = []
+
+ALICE_KEY = "tg_alice-attack-key-0123456789abcdefghijklmnopqrstuv"
+BOB_KEY = "tg_bob-attack-key-0123456789abcdefghijklmnopqrstuvwx"
+OPS_KEY = "tg_ops-attack-key-0123456789abcdefghijklmnopqrstuvwx"
+#: A key from toolgate.yaml with two dots in it (keys there may be any string).
+CAROL_KEY = "carol.key-with.two-dots-0123456789"
+KEYS = {"alice": ALICE_KEY, "bob": BOB_KEY, "ops": OPS_KEY, "carol": CAROL_KEY}
+
+#: What the tokens' ``aud`` names (checked against ``auth.resource``).
+RESOURCE = "http://127.0.0.1:8470"
+SCOPES = {"tools.alpha": ["alpha"], "tools.beta": ["beta"], "tools.all": ["*"]}
+
+
+@tool(namespace="alpha", effect="read_only")
+def lookup(item: str) -> str:
+    """Look an item up."""
+    RUNS.append("alpha:lookup")
+    return f"found {item}"
+
+
+@tool(namespace="alpha", effect="read_only", allowed_agents=["alice", "ops"])
+def payroll() -> dict[str, int]:
+    """Only alice and ops may see this."""
+    RUNS.append("alpha:payroll")
+    return {"total": 42}
+
+
+@tool(namespace="beta", effect="read_only")
+def bsecret() -> str:
+    """Only tokens granted the beta namespace may see this."""
+    RUNS.append("beta:bsecret")
+    return "the beta secret"
+
+
+def _auth(**settings: Any) -> AuthConfig:
+    return AuthConfig.model_validate(
+        {"resource": RESOURCE, "scopes": SCOPES, "operator_scope": "tools.admin", **settings}
+    )
+
+
+class Served:
+    """The gateway behind ``toolgate serve``'s app (HTTP API + MCP), with OAuth and API keys."""
+
+    def __init__(self, url: str, gateway: Gateway) -> None:
+        self.url = url
+        self.gateway = gateway
+
+    def post(self, path: str, credential: str, body: Any = None) -> httpx2.Response:
+        return httpx2.post(
+            self.url + path,
+            json={} if body is None else body,
+            headers={"Authorization": f"Bearer {credential}"},
+            timeout=60,
+        )
+
+    def get(self, path: str, credential: str) -> httpx2.Response:
+        return httpx2.get(
+            self.url + path, headers={"Authorization": f"Bearer {credential}"}, timeout=60
+        )
+
+    def call(self, credential: str, tool_id: str, **arguments: Any) -> httpx2.Response:
+        return self.post(f"/v1/tools/{tool_id}/call", credential, {"arguments": arguments})
+
+    def mcp(self, credential: str) -> Client:
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {credential}"}, timeout=60)
+        return Client(streamable_http_client(self.url + "/mcp", http_client=http))
+
+
+@contextmanager
+def serving(folder: Path, issuer: AuthorizationServer, **auth: Any) -> Iterator[Served]:
+    """The tools, the GitHub capability (its guide is in the agents' instructions), API keys
+    for alice, bob, carol and ops (an operator), and ``auth:`` trusting ``issuer``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    gateway = Gateway(
+        state_path=folder / "state.db",
+        audit_path=folder / "audit.db",
+        approver="queue",
+        secret_store=MemorySecretStore(),
+        environ={},
+    )
+    gateway.add([lookup, payroll, bsecret])
+    gateway.add_source(GITHUB)
+    identity = AgentIdentity(
+        labels={"ops": {"role": "operator"}},
+        config_keys={name: key_sha256(key) for name, key in KEYS.items()},
+    )
+    oauth = build_oauth(_auth(issuer=issuer.url, **auth), identity)
+    mcp = McpHttp(gateway, authenticate=mcp_authenticator(oauth.callers.identify, oauth.metadata))
+    app = build_app(
+        gateway,
+        authenticate=identity.authenticate,
+        is_operator=identity.is_operator,
+        mcp=SubApp(mcp.app, mcp.lifespan),
+        identify=oauth.callers.identify,
+        resource_metadata=oauth.metadata,
+    )
+    try:
+        with live_server(app) as server:
+            yield Served(server.url, gateway)
+    finally:
+        gateway.close()
+
+
+@pytest.fixture(scope="module")
+def issuer() -> Iterator[AuthorizationServer]:
+    with authorization_server() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def served(
+    issuer: AuthorizationServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Served]:
+    with serving(tmp_path_factory.mktemp("attack-callers"), issuer) as running:
+        yield running
+
+
+def token(
+    issuer: AuthorizationServer,
+    scope: str = "tools.alpha",
+    *,
+    header_typ: str | None = "at+jwt",
+    **claims: Any,
+) -> str:
+    """A token the issuer really signed, for ``RESOURCE``, with this header ``typ`` (``None``:
+    none) and claims (``sub`` names the agent; alice by default)."""
+    key = issuer.signing_key
+    header: dict[str, Any] = {"alg": "RS256", "kid": key.kid}
+    if header_typ is not None:
+        header["typ"] = header_typ
+    return jwt.encode(header, issuer.claims(RESOURCE, scope, **claims), key)
+
+
+def _keeps_serving(served: Served, credential: str) -> None:
+    """The gateway still answers this caller's ordinary call."""
+    RUNS.clear()
+    ok = served.call(credential, "alpha:lookup", item="x")
+    assert ok.status_code == 200 and ok.json()["status"] == "ok", ok.text
+    assert RUNS == ["alpha:lookup"]
+
+
+def _same_answer(hidden: dict[str, Any], missing: dict[str, Any], names: tuple[str, str]) -> None:
+    """Two answers that differ only by the tool name asked for (and the call's id)."""
+
+    def shape(body: dict[str, Any], name: str) -> str:
+        body = {k: v for k, v in body.items() if k not in ("call_id", "duration", "instance")}
+        return json.dumps(body, sort_keys=True).replace(name, "NAME")
+
+    assert shape(hidden, names[0]) == shape(missing, names[1])
+
+
+# -- a tool the caller may not see does not exist for it ---------------------------------------
+
+
+def test_calling_a_tool_of_a_namespace_the_token_lacks_answers_as_for_no_tool(
+    served: Served, issuer: AuthorizationServer
+) -> None:
+    alpha = token(issuer, "tools.alpha")
+    RUNS.clear()
+    hidden = served.call(alpha, "beta:bsecret")
+    missing = served.call(alpha, "beta:bsecrex")
+    assert hidden.status_code == missing.status_code == 200
+    assert hidden.json()["code"] == "tool_not_found", hidden.text
+    assert "namespace" not in hidden.text and "beta'" not in hidden.text
+    _same_answer(hidden.json(), missing.json(), ("beta:bsecret", "beta:bsecrex"))
+    assert RUNS == []
+    _keeps_serving(served, alpha)
+
+
+def test_a_misspelt_tool_suggests_no_tool_the_caller_may_not_see(
+    served: Served, issuer: AuthorizationServer
+) -> None:
+    alpha = token(issuer, "tools.alpha")
+    misspelt = served.call(alpha, "alpha:bsecre")
+    assert misspelt.json()["code"] == "tool_not_found"
+    assert "bsecret" not in misspelt.text, misspelt.text
+    # The same misspelling by a token that may see beta is told of it (the control).
+    everything = served.call(token(issuer, "tools.all"), "alpha:bsecre")
+    assert "beta:bsecret" in everything.json()["message"]
+    # GET /v1/tools/{id}: the same 404 for a hidden tool and a missing one, no hidden suggestion.
+    shown = served.get("/v1/tools/beta:bsecret", alpha)
+    absent = served.get("/v1/tools/beta:bsecrex", alpha)
+    assert shown.status_code == absent.status_code == 404
+    _same_answer(shown.json(), absent.json(), ("beta:bsecret", "beta:bsecrex"))
+    near = served.get("/v1/tools/alpha:bsecre", alpha)
+    assert near.status_code == 404 and "bsecret" not in near.text
+    # Search and exports list nothing of beta either.
+    found = served.get("/v1/tools/search?q=beta+secret", alpha)
+    exported = served.get("/v1/export/openai", alpha)
+    assert found.status_code == exported.status_code == 200
+    assert "bsecret" not in found.text and "bsecret" not in exported.text
+    _keeps_serving(served, alpha)
+
+
+def test_a_tool_the_access_rules_hide_from_an_api_key_answers_as_for_no_tool(
+    served: Served,
+) -> None:
+    RUNS.clear()
+    hidden = served.call(BOB_KEY, "alpha:payroll")
+    missing = served.call(BOB_KEY, "alpha:payrolx")
+    assert hidden.json()["code"] == "tool_not_found", hidden.text
+    assert "bob" not in hidden.text and "listed agents" not in hidden.text
+    _same_answer(hidden.json(), missing.json(), ("alpha:payroll", "alpha:payrolx"))
+    assert "payroll" not in served.call(BOB_KEY, "alpha:payrol").text
+    assert served.get("/v1/tools/alpha:payroll", BOB_KEY).status_code == 404
+    assert RUNS == []
+    # alice may see it, and runs it.
+    assert served.call(ALICE_KEY, "alpha:payroll").json()["status"] == "ok"
+    _keeps_serving(served, BOB_KEY)
+
+
+async def test_over_mcp_a_hidden_tool_is_an_unknown_tool_with_no_hidden_suggestion(
+    served: Served, issuer: AuthorizationServer
+) -> None:
+    alpha = token(issuer, "tools.alpha")
+    RUNS.clear()
+    async with served.mcp(alpha) as client:
+        listed = {item.name for item in (await client.list_tools()).tools}
+        refused: list[str] = []
+        for name in ("beta__bsecret", "beta__bsecrex", "alpha__bsecre"):
+            with pytest.raises(MCPError) as raised:
+                await client.call_tool(name, {})
+            refused.append(raised.value.message)
+        called = await client.call_tool("alpha__lookup", {"item": "y"})
+    assert "beta__bsecret" not in listed and "alpha__lookup" in listed
+    hidden, missing, misspelt = refused
+    assert hidden.replace("beta__bsecret", "N") == missing.replace("beta__bsecrex", "N")
+    assert "bsecret" not in misspelt.replace("alpha__bsecre", "")
+    assert not called.is_error and RUNS == ["alpha:lookup"]
+
+
+async def test_over_mcp_a_tool_the_access_rules_hide_is_unknown_to_an_api_key(
+    served: Served,
+) -> None:
+    RUNS.clear()
+    async with served.mcp(BOB_KEY) as client:
+        with pytest.raises(MCPError) as hidden:
+            await client.call_tool("alpha__payroll", {})
+        with pytest.raises(MCPError) as missing:
+            await client.call_tool("alpha__payrolx", {})
+        assert not (await client.call_tool("alpha__lookup", {"item": "z"})).is_error
+    assert hidden.value.message.replace("payroll", "N") == missing.value.message.replace(
+        "payrolx", "N"
+    )
+    assert RUNS == ["alpha:lookup"]
+
+
+HIDDEN_TOOLS = """\
+from toolgate import tool
+
+
+@tool(namespace="alpha", effect="read_only", allowed_agents=["alice"])
+def payroll() -> str:
+    \"\"\"Only alice.\"\"\"
+    return "forty-two"
+"""
+
+
+def test_the_cli_calling_a_hidden_tool_as_an_agent_shows_nothing_of_it(
+    run_cli: Any, project: Path
+) -> None:
+    (project / "hidden_tools.py").write_text(HIDDEN_TOOLS, encoding="utf-8")
+    (project / "toolgate.yaml").write_text("python:\n  - ./hidden_tools.py\n", encoding="utf-8")
+    hidden = run_cli("call", "alpha:payroll", "--agent", "bob", "--args", "{}")
+    missing = run_cli("call", "alpha:payrolx", "--agent", "bob", "--args", "{}")
+    assert hidden.returncode == missing.returncode == 1
+    assert hidden.stdout == missing.stdout == ""
+    assert hidden.stderr.replace("payroll", "N") == missing.stderr.replace("payrolx", "N")
+    assert "alice" not in hidden.stderr
+    allowed = run_cli("call", "alpha:payroll", "--agent", "alice", "--args", "{}")
+    assert "forty-two" in allowed.stdout
+
+
+def test_me_lists_no_capability_guide_of_a_namespace_the_token_lacks(
+    served: Served, issuer: AuthorizationServer
+) -> None:
+    alpha = served.get("/v1/me", token(issuer, "tools.alpha"))
+    everything = served.get("/v1/me", token(issuer, "tools.all"))
+    assert alpha.status_code == everything.status_code == 200
+    assert "github" in everything.json()["instructions"].lower()  # the control
+    assert alpha.json()["instructions"] == "", alpha.text
+
+
+async def test_mcp_instructions_hold_no_guide_of_a_namespace_the_token_lacks(
+    served: Served, issuer: AuthorizationServer
+) -> None:
+    async with served.mcp(token(issuer, "tools.all")) as client:
+        assert "github" in (client.instructions or "").lower()  # the control
+    async with served.mcp(token(issuer, "tools.alpha")) as client:
+        assert "github" not in (client.instructions or "").lower()
+        assert not (await client.call_tool("alpha__lookup", {"item": "i"})).is_error
