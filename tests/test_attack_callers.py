@@ -1,4 +1,6 @@
-"""Attacks by callers on what they may see and use (issue 22): namespace and tool disclosure.
+"""Attacks by callers on what they may see and use (issue 22): namespace and tool disclosure,
+OAuth tokens that are not access tokens, API keys taken for tokens, approved calls run without
+the caller's grants, idempotency keys shared across agents.
 
 Each attack goes through the surface an attacker uses — the HTTP API with an API key or a real
 signed token (tests/oauth_support.py signs with joserfc), the official MCP SDK client against the
@@ -324,3 +326,67 @@ async def test_mcp_instructions_hold_no_guide_of_a_namespace_the_token_lacks(
     async with served.mcp(token(issuer, "tools.alpha")) as client:
         assert "github" not in (client.instructions or "").lower()
         assert not (await client.call_tool("alpha__lookup", {"item": "i"})).is_error
+
+
+# -- OAuth: only access tokens, API keys as API keys ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("typ", "claims"),
+    [
+        ("JWT", {"nonce": "n-0123", "at_hash": "x4Zk0sQ"}),  # an OpenID Connect ID token
+        (None, {"nonce": "n-0123"}),
+        (None, {"c_hash": "LDktKdoQak3Pk0cnXxCltA"}),
+        ("JWT", {"typ": "ID", "azp": "toolgate"}),  # Keycloak's ID token
+        ("logout+jwt", {"events": {"http://schemas.openid.net/event/backchannel-logout": {}}}),
+        ("secevent+jwt", {}),
+    ],
+)
+def test_an_id_token_or_another_jwt_with_the_right_audience_is_not_an_access_token(
+    served: Served, issuer: AuthorizationServer, typ: str | None, claims: dict[str, Any]
+) -> None:
+    RUNS.clear()
+    not_access = token(issuer, "tools.all", header_typ=typ, **claims)
+    api = served.call(not_access, "alpha:lookup", item="x")
+    assert api.status_code == 401, api.text
+    assert 'error="invalid_token"' in api.headers["www-authenticate"]
+    assert served.get("/v1/me", not_access).status_code == 401
+    mcp = served.post("/mcp", not_access, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    assert mcp.status_code == 401
+    assert RUNS == []
+    # The access token the issuer types (and an untyped one without ID-token claims) still work.
+    _keeps_serving(served, token(issuer, "tools.all"))
+    _keeps_serving(served, token(issuer, "tools.all", header_typ="JWT"))
+
+
+def test_with_require_at_jwt_only_a_token_typed_at_jwt_is_accepted(
+    issuer: AuthorizationServer, tmp_path: Path
+) -> None:
+    with serving(tmp_path, issuer, require_at_jwt=True) as strict:
+        RUNS.clear()
+        for typ in (None, "JWT", "jwt"):
+            refused = strict.call(
+                token(issuer, "tools.all", header_typ=typ), "alpha:lookup", item="x"
+            )
+            assert refused.status_code == 401, (typ, refused.text)
+            assert "at+jwt" in refused.headers["www-authenticate"]
+        assert RUNS == []
+        _keeps_serving(strict, token(issuer, "tools.all"))
+        _keeps_serving(strict, token(issuer, "tools.all", header_typ="application/at+jwt"))
+        _keeps_serving(strict, ALICE_KEY)
+
+
+async def test_an_api_key_with_two_dots_is_checked_as_an_api_key_not_a_token(
+    served: Served,
+) -> None:
+    assert CAROL_KEY.count(".") == 2
+    me = served.get("/v1/me", CAROL_KEY)
+    assert me.status_code == 200 and me.json()["agent"] == "carol", me.text
+    _keeps_serving(served, CAROL_KEY)
+    async with served.mcp(CAROL_KEY) as client:
+        assert not (await client.call_tool("alpha__lookup", {"item": "k"})).is_error
+    # A wrong key of the same shape is an unknown key, not a token to verify.
+    wrong = served.get("/v1/me", CAROL_KEY + "x")
+    assert wrong.status_code == 401, wrong.text
+    assert "invalid_token" not in wrong.headers.get("www-authenticate", "")
+    assert "API key" in wrong.json()["detail"]
