@@ -69,6 +69,13 @@ def bsecret() -> str:
     return "the beta secret"
 
 
+@tool(namespace="alpha", effect="local_write", idempotency_key="{{ args.ref }}")
+def charge(ref: str, amount: int) -> dict[str, Any]:
+    """Charge an amount once per reference (the key)."""
+    RUNS.append(f"alpha:charge {ref} {amount}")
+    return {"ref": ref, "charged": amount, "run": len(RUNS)}
+
+
 def _auth(**settings: Any) -> AuthConfig:
     return AuthConfig.model_validate(
         {"resource": RESOURCE, "scopes": SCOPES, "operator_scope": "tools.admin", **settings}
@@ -115,7 +122,7 @@ def serving(folder: Path, issuer: AuthorizationServer, **auth: Any) -> Iterator[
         secret_store=MemorySecretStore(),
         environ={},
     )
-    gateway.add([lookup, payroll, bsecret])
+    gateway.add([lookup, payroll, bsecret, charge])
     gateway.add_source(GITHUB)
     identity = AgentIdentity(
         labels={"ops": {"role": "operator"}},
@@ -390,3 +397,83 @@ async def test_an_api_key_with_two_dots_is_checked_as_an_api_key_not_a_token(
     assert wrong.status_code == 401, wrong.text
     assert "invalid_token" not in wrong.headers.get("www-authenticate", "")
     assert "API key" in wrong.json()["detail"]
+
+
+# -- idempotency keys belong to the agent that sent them ---------------------------------------
+
+
+def _charge(send: Any, credential: str, amount: int) -> dict[str, Any]:
+    """Charge ``amount`` under the key ``k2`` as the owner of ``credential``; the outcome."""
+    response = send(credential, "alpha:charge", ref="k2", amount=amount)
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def _agents_keep_their_own_keys(send: Any) -> None:
+    """Bob and Alice both use the key ``k2``: neither gets the other's outcome or conflict."""
+    RUNS.clear()
+    bob = _charge(send, BOB_KEY, 1)
+    assert bob["status"] == "ok", bob
+    assert bob["metadata"]["idempotency"]["replayed"] is False
+    # Alice, same key, Bob's very arguments: her own call runs; Bob's outcome is not hers.
+    alice = _charge(send, ALICE_KEY, 1)
+    assert alice["status"] == "ok", alice
+    assert alice["metadata"]["idempotency"] == {"key": "k2", "replayed": False}
+    assert RUNS == ["alpha:charge k2 1", "alpha:charge k2 1"]
+    assert alice["content"]["run"] == 2 and bob["content"]["run"] == 1
+    # Alice, same key, other arguments: a conflict with her own call, never naming Bob's.
+    RUNS.clear()
+    conflict = _charge(send, ALICE_KEY, 5)
+    assert conflict["code"] == "idempotency_conflict", conflict
+    assert alice["call_id"] in conflict["message"]
+    assert bob["call_id"] not in json.dumps(conflict)
+    # Each gets their own outcome back.
+    mine = _charge(send, ALICE_KEY, 1)
+    assert mine["content"] == alice["content"]
+    assert mine["metadata"]["idempotency"]["original_call_id"] == alice["call_id"]
+    his = _charge(send, BOB_KEY, 1)
+    assert his["content"] == bob["content"]
+    assert his["metadata"]["idempotency"]["original_call_id"] == bob["call_id"]
+    # Bob's other arguments conflict with his call only.
+    assert alice["call_id"] not in json.dumps(_charge(send, BOB_KEY, 7))
+    assert RUNS == []
+
+
+def test_an_idempotency_key_of_one_agent_neither_replays_nor_conflicts_for_another(
+    served: Served,
+) -> None:
+    # SQLite state (the gateway's state_path), through the HTTP API with two agents' keys.
+    _agents_keep_their_own_keys(served.call)
+    _keeps_serving(served, ALICE_KEY)
+
+
+def test_on_postgresql_an_idempotency_key_of_one_agent_is_not_another_agents() -> None:
+    from fastapi.testclient import TestClient
+
+    from http_api_support import ALICE_KEY as HTTP_ALICE_KEY
+    from http_api_support import BOB_KEY as HTTP_BOB_KEY
+    from http_api_support import LOCAL, make_app
+    from postgres_support import upgraded_database
+
+    pytest.importorskip("psycopg", reason="toolgate[postgres] is not installed")
+    from toolgate.stores.postgres_db import PostgresDatabase
+
+    keys = {ALICE_KEY: HTTP_ALICE_KEY, BOB_KEY: HTTP_BOB_KEY}
+    with upgraded_database() as url:
+        database = PostgresDatabase(url)
+        with Gateway(state_database=database) as gateway:
+            gateway.add([charge, lookup])
+            with TestClient(make_app(gateway), client=LOCAL) as client:
+
+                def send(credential: str, tool_id: str, **arguments: Any) -> Any:
+                    return client.post(
+                        f"/v1/tools/{tool_id}/call",
+                        json={"arguments": arguments},
+                        headers={"Authorization": f"Bearer {keys[credential]}"},
+                    )
+
+                _agents_keep_their_own_keys(send)
+                ok = send(ALICE_KEY, "alpha:lookup", item="x")
+                assert ok.json()["status"] == "ok"
+        database.close()
