@@ -10,7 +10,11 @@ run, and that the gateway keeps serving.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import json
+import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,7 +30,10 @@ from mcp.shared.exceptions import MCPError
 from http_api_support import GITHUB, live_server
 from oauth_support import AuthorizationServer, authorization_server
 from toolgate import Gateway, tool
+from toolgate._json import digest
 from toolgate.config.schema import AuthConfig
+from toolgate.model import ApprovalRequest
+from toolgate.model.policy import AccessPolicy, PolicyAction, PolicyRule
 from toolgate.secrets import MemorySecretStore
 from toolgate.serve.app import SubApp, build_app, mcp_authenticator
 from toolgate.serve.identity import AgentIdentity, key_sha256
@@ -76,6 +83,13 @@ def charge(ref: str, amount: int) -> dict[str, Any]:
     return {"ref": ref, "charged": amount, "run": len(RUNS)}
 
 
+@tool(namespace="beta", effect="external_write", approval=True)
+def transfer(amount: int) -> dict[str, int]:
+    """Move money (a person approves every call)."""
+    RUNS.append(f"beta:transfer {amount}")
+    return {"moved": amount}
+
+
 def _auth(**settings: Any) -> AuthConfig:
     return AuthConfig.model_validate(
         {"resource": RESOURCE, "scopes": SCOPES, "operator_scope": "tools.admin", **settings}
@@ -122,7 +136,7 @@ def serving(folder: Path, issuer: AuthorizationServer, **auth: Any) -> Iterator[
         secret_store=MemorySecretStore(),
         environ={},
     )
-    gateway.add([lookup, payroll, bsecret, charge])
+    gateway.add([lookup, payroll, bsecret, charge, transfer])
     gateway.add_source(GITHUB)
     identity = AgentIdentity(
         labels={"ops": {"role": "operator"}},
@@ -477,3 +491,193 @@ def test_on_postgresql_an_idempotency_key_of_one_agent_is_not_another_agents() -
                 ok = send(ALICE_KEY, "alpha:lookup", item="x")
                 assert ok.json()["status"] == "ok"
         database.close()
+
+
+# -- an approved call is handed only to a caller that may still see the tool -------------------
+
+
+def _request_transfer(served: Served, credential: str, amount: int) -> str:
+    """Call beta:transfer (it waits for a person); the approval request's id."""
+    pending = served.call(credential, "beta:transfer", amount=amount)
+    assert pending.status_code == 202, pending.text
+    approval_id: str = pending.json()["approval"]["id"]
+    return approval_id
+
+
+def _approve(served: Served, approval_id: str) -> dict[str, Any]:
+    decided = served.post(f"/v1/approvals/{approval_id}/decision", OPS_KEY, {"decision": "approve"})
+    assert decided.status_code == 200, decided.text
+    body: dict[str, Any] = decided.json()
+    return body
+
+
+def test_an_approved_call_is_not_handed_to_a_token_that_lost_the_scope(
+    served: Served, issuer: AuthorizationServer
+) -> None:
+    both = token(issuer, "tools.alpha tools.beta")
+    alpha_only = token(issuer, "tools.alpha")
+    RUNS.clear()
+    approval_id = _request_transfer(served, both, 11)
+    assert RUNS == []
+    # The request remembers the namespaces its credentials allowed; the run checks them.
+    request = served.gateway.approvals.get(approval_id)  # type: ignore[union-attr]
+    assert request.namespaces == frozenset({"alpha", "beta"})
+    decided = _approve(served, approval_id)
+    assert decided["outcome"]["status"] == "ok" and RUNS == ["beta:transfer 11"]
+    # The same agent, its token now without beta: neither the retry nor the lookup tells it
+    # anything of the approved call — as if the tool did not exist.
+    retry = served.call(alpha_only, "beta:transfer", amount=11)
+    assert retry.status_code == 200 and retry.json()["code"] == "tool_not_found", retry.text
+    assert "moved" not in retry.text
+    lookup_refused = served.get(f"/v1/approvals/{approval_id}", alpha_only)
+    assert lookup_refused.status_code == 404 and "moved" not in lookup_refused.text
+    assert RUNS == ["beta:transfer 11"]
+    # With the scope, the same agent follows and collects it (the control), and nothing re-runs.
+    followed = served.get(f"/v1/approvals/{approval_id}", both)
+    assert followed.status_code == 200 and followed.json()["outcome"]["content"] == {"moved": 11}
+    collected = served.call(both, "beta:transfer", amount=11)
+    assert collected.json()["content"] == {"moved": 11}, collected.text
+    assert RUNS == ["beta:transfer 11"]
+    _keeps_serving(served, alpha_only)
+
+
+def test_another_caller_retrying_an_approved_call_does_not_get_it(
+    served: Served, issuer: AuthorizationServer
+) -> None:
+    alice = token(issuer, "tools.alpha tools.beta")
+    RUNS.clear()
+    approval_id = _request_transfer(served, alice, 12)
+    _approve(served, approval_id)
+    assert RUNS == ["beta:transfer 12"]
+    # Bob (an API key) and carol (a token naming another agent) make the very same call: each
+    # asks for approval of its own, and neither receives alice's outcome nor sees her request.
+    for other in (BOB_KEY, token(issuer, "tools.all", sub="carol")):
+        again = served.call(other, "beta:transfer", amount=12)
+        assert again.status_code == 202, again.text
+        assert again.json()["approval"]["id"] != approval_id
+        assert served.get(f"/v1/approvals/{approval_id}", other).status_code == 404
+    assert RUNS == ["beta:transfer 12"]
+    _keeps_serving(served, BOB_KEY)
+
+
+def test_the_run_an_approval_starts_is_checked_again_as_the_caller_that_asked(
+    tmp_path: Path,
+) -> None:
+    RUNS.clear()
+    with Gateway(state_path=tmp_path / "state.db", approver="queue") as gateway:
+        gateway.add([transfer, lookup])
+        service = gateway.approvals
+        assert service is not None
+
+        def ask(amount: int, namespaces: frozenset[str] | None) -> ApprovalRequest:
+            pending = asyncio.run(
+                gateway.call(
+                    "beta:transfer", {"amount": amount}, agent="alice", namespaces=namespaces
+                )
+            )
+            assert pending.approval is not None, pending
+            return service.get(pending.approval.id)
+
+        scoped = ask(13, frozenset({"beta"}))
+        unscoped = ask(14, None)
+        # Kept with the request (in the state database), read back as asked.
+        assert scoped.namespaces == frozenset({"beta"}) and unscoped.namespaces is None
+        # A request whose credentials did not allow the tool's namespace (one written by an
+        # older gateway, or tampered with in the database) never runs.
+        narrowed = dataclasses.replace(
+            scoped,
+            id="apr_" + "0" * 32,
+            arguments={"amount": 15},
+            arguments_digest=digest({"amount": 15}),
+            namespaces=frozenset({"alpha"}),
+        )
+        service.store.create(narrowed)
+        refused = asyncio.run(service.decide(narrowed.id, "approve", by="ops"))
+        assert refused.code is not None and refused.code.value == "tool_not_found"
+        assert RUNS == []
+        # The tool is hidden from alice now (a policy added after she asked): nothing runs.
+        gateway.access.policies = [
+            AccessPolicy(
+                name="no-transfers",
+                agents=("alice",),
+                rules=(PolicyRule(when={"tool.id": ("beta:transfer",)}, action=PolicyAction.DENY),),
+            )
+        ]
+        gateway.pipeline.invalidate()
+        for request in (scoped, unscoped):
+            outcome = asyncio.run(service.decide(request.id, "approve", by="ops"))
+            assert outcome.code is not None and outcome.code.value == "tool_not_found"
+        assert RUNS == []
+        assert gateway.call_sync("alpha:lookup", {"item": "still"}, agent="alice").ok
+
+
+def _stored_request(approval_id: str, namespaces: frozenset[str] | None) -> ApprovalRequest:
+    now = time.time()
+    return ApprovalRequest(
+        id=approval_id,
+        tool_id="beta:transfer",
+        title="Transfer",
+        risk="high",
+        facts=(),
+        arguments={"amount": 1},
+        arguments_digest=digest({"request": approval_id}),
+        definition_hash=transfer.tool.definition_hash,
+        created_at=now,
+        expires_at=now + 300,
+        agent="alice",
+        namespaces=namespaces,
+    )
+
+
+def test_an_approval_database_from_before_namespaces_upgrades(tmp_path: Path) -> None:
+    from toolgate.stores.sqlite import SQLiteApprovalStore
+    from toolgate.stores.sqlite_schema import SCHEMA_VERSION
+
+    path = tmp_path / "state.db"
+    with SQLiteApprovalStore(path) as store:
+        store.create(_stored_request("apr_old", None))
+    # Back to the schema before this change: no namespaces column, version one lower.
+    conn = sqlite3.connect(path)
+    conn.execute("ALTER TABLE approvals DROP COLUMN namespaces")
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION - 1}")
+    conn.commit()
+    conn.close()
+    with SQLiteApprovalStore(path) as store:
+        old = store.get("apr_old")
+        store.create(_stored_request("apr_new", frozenset({"beta", "alpha"})))
+        new = store.get("apr_new")
+    assert old is not None and old.namespaces is None  # made unrestricted, read so
+    assert new is not None and new.namespaces == frozenset({"alpha", "beta"})
+
+
+def test_on_postgresql_approval_namespaces_persist_and_an_older_schema_upgrades() -> None:
+    pytest.importorskip("psycopg", reason="toolgate[postgres] is not installed")
+    from postgres_support import upgraded_database
+    from toolgate.stores.postgres_db import PostgresDatabase
+    from toolgate.stores.postgres_schema import SCHEMA_VERSION, upgrade
+    from toolgate.stores.sql_approvals import SqlApprovalStore
+
+    assert SCHEMA_VERSION >= 4
+    with upgraded_database() as url:
+        db = PostgresDatabase(url)
+        try:
+            store = SqlApprovalStore(db)
+            store.create(_stored_request("apr_scoped", frozenset({"beta"})))
+            scoped = store.get("apr_scoped")
+            assert scoped is not None and scoped.namespaces == frozenset({"beta"})
+            # A database at revision 0003 (before the column) with a request in it upgrades.
+            with db.write() as conn:
+                conn.execute("DELETE FROM approvals")
+                conn.execute("ALTER TABLE approvals DROP COLUMN namespaces")
+                conn.execute("UPDATE alembic_version SET version_num = '0003'")
+                conn.execute(
+                    "INSERT INTO approvals (id, tool_id, title, risk, facts, arguments, "
+                    "arguments_digest, definition_hash, created_at, expires_at, agent, "
+                    "permission_type, permission_key, status) VALUES ('apr_old', 'beta:transfer', "
+                    "'t', 'high', '[]', '{}', 'd', 'h', 1, 2, 'alice', 'tool', '*', 'pending')"
+                )
+            assert upgrade(db) == (3, SCHEMA_VERSION)
+            old = store.get("apr_old")
+            assert old is not None and old.namespaces is None
+        finally:
+            db.close()

@@ -423,13 +423,17 @@ class Gateway(GatewayCatalog):
         return await acknowledged(self.audit, await self.pipeline.run(*prepared))
 
     async def _run_approved(self, request: ApprovalRequest) -> CallOutcome:
-        """Run the call a person just approved (the Approval stage takes the approval)."""
+        """Run the call a person just approved (the Approval stage takes the approval), as the
+        agent that asked, within the namespaces its credentials allowed: the access rules and
+        those namespaces are checked again, so an approval never widens what the caller may
+        call."""
         return await self._call(
             request.tool_id,
             dict(request.arguments),
             agent=request.agent,
             session_id=request.session_id,
             workspace=request.workspace,
+            namespaces=request.namespaces,
             metadata={
                 APPROVAL_TAKEN: request.id,
                 APPROVAL_DECISION: str(request.decision or "approve"),
