@@ -121,20 +121,31 @@ def test_listing_is_what_the_agent_may_call(run_cli: RunCli, configured: Path) -
     assert any(line.startswith("crm:lookup") and "Ready" in line for line in table.splitlines())
 
 
-def test_a_denied_call_is_forbidden_and_names_the_policy(run_cli: RunCli, configured: Path) -> None:
+def test_a_denied_call_finds_no_tool_and_the_audit_names_the_policy(
+    run_cli: RunCli, configured: Path
+) -> None:
+    # To the agent a tool it may not call does not exist: not even its display line is shown.
     inline = _call(run_cli, "crm:send", {"to": "a@example.com", "body": "hi"}, "intern")
     assert inline.returncode == 1, inline.stderr
-    assert "forbidden" in inline.stderr
-    assert "interns-no-external-writes" in inline.stderr
+    assert inline.stderr == (
+        "error [tool_not_found]: There is no tool named 'crm:send'. List the available tools "
+        "and use one of their names.\n"
+    )
     assert inline.stdout == ""
 
     from_file = _call(run_cli, "crm:archive", {"name": "x"}, "intern")
     assert from_file.returncode == 1, from_file.stderr
-    assert "forbidden" in from_file.stderr and "no-archive-for-interns" in from_file.stderr
+    assert "tool_not_found" in from_file.stderr and "no-archive" not in from_file.stderr
 
     second_document = _call(run_cli, "crm:archive", {"name": "x"}, "contractor")
     assert second_document.returncode == 1
-    assert "contractors-read-only" in second_document.stderr
+    assert "tool_not_found" in second_document.stderr
+
+    # The operator's audit log names the rule of each refusal.
+    records = json.loads(_ok(run_cli("audit", "list", "--json", "--status", "forbidden")))
+    messages = " ".join(record["message"] for record in records)
+    for policy in ("interns-no-external-writes", "no-archive-for-interns", "contractors-read-only"):
+        assert policy in messages
 
     # Other agents are not affected.
     assert "archived x" in _ok(_call(run_cli, "crm:archive", {"name": "x"}, "boss"))
@@ -151,7 +162,7 @@ def test_every_call_is_audited_with_redaction(
     invalid = _call(run_cli, "crm:lookup", {"secret_note": SECRET}, "boss")
     assert invalid.returncode == 1 and "invalid_arguments" in invalid.stderr
     forbidden = _call(run_cli, "crm:send", {"to": "x", "body": "y"}, "intern")
-    assert forbidden.returncode == 1 and "forbidden" in forbidden.stderr
+    assert forbidden.returncode == 1 and "tool_not_found" in forbidden.stderr
 
     listed = _ok(run_cli("audit", "list", "--json"))
     assert SECRET not in listed

@@ -70,7 +70,9 @@ class FakeSource(DeclarationSource):
             raise self.fail
         return self.next
 
-    def agent_context(self, agent: str | None) -> str | None:
+    def agent_context(
+        self, agent: str | None, visible: Callable[[str], bool] = lambda tool_id: True
+    ) -> str | None:
         return f"Guide for {agent or 'anyone'}."
 
 
@@ -124,8 +126,8 @@ def test_policies_declared_by_a_source_apply_and_go_away_with_it() -> None:
         source.next = SourceLoad(policies=[DENY_FAKE])
         gateway.add_source(source)
         denied = gateway.call_sync("fake:echo", {"text": "x"}, agent="a")
-        assert denied.code is ErrorCode.FORBIDDEN
-        assert "no-fake" in (denied.message or "") and "fake is off" in (denied.message or "")
+        assert denied.code is ErrorCode.TOOL_NOT_FOUND  # hidden: it does not exist for "a"
+        assert "no-fake" not in (denied.message or "")
         assert gateway.list_tools(agent="a") == []
         source.next = SourceLoad()
         gateway.declarations.reload(source)

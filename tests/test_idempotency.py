@@ -16,7 +16,12 @@ import pytest
 from toolgate import CallStatus, ErrorCode, Gateway, ToolError, tool
 from toolgate._json import digest
 from toolgate.pipeline import Pipeline, Stage
-from toolgate.pipeline.idempotency import IdempotencyStage, KeyTemplateError, render_key
+from toolgate.pipeline.idempotency import (
+    IdempotencyStage,
+    KeyTemplateError,
+    render_key,
+    stored_key,
+)
 from toolgate.stores.idempotency import IdempotencyRecord, IdempotencyStatus
 from toolgate.stores.idempotency_sqlite import SQLiteIdempotencyStore
 
@@ -294,7 +299,7 @@ def test_a_key_held_past_its_lease_can_be_taken_again(tmp_path: Path) -> None:
     store.claim(
         IdempotencyRecord(
             tool_id="pay:charge",
-            key="o-1",
+            key=stored_key(None, "o-1"),  # what the stage stores for a call without agent
             arguments_digest=digest(arguments),
             call_id="call_dead",
             status=IdempotencyStatus.RUNNING,
@@ -318,7 +323,7 @@ def test_a_caller_waits_at_most_the_lease_for_a_running_duplicate(tmp_path: Path
     store.claim(
         IdempotencyRecord(
             tool_id="pay:charge",
-            key="o-1",
+            key=stored_key(None, "o-1"),  # what the stage stores for a call without agent
             arguments_digest=digest(arguments),
             call_id="call_elsewhere",
             status=IdempotencyStatus.RUNNING,

@@ -518,7 +518,7 @@ def test_a_scope_that_does_not_allow_the_namespace_hides_and_refuses_the_tool(
     shown = httpx2.get(toolgate.url + "/v1/tools/t:record", headers=headers, timeout=30)
     assert shown.status_code == 404
     api = _api_call(toolgate, token, "out-of-scope")
-    assert api.status_code == 200 and api.json()["code"] == "forbidden", api.text
+    assert api.status_code == 200 and api.json()["code"] == "tool_not_found", api.text
     mcp_list = _mcp_post(toolgate, token, "tools/list", {})
     assert "t__record" not in mcp_list.text and "ops__status" in mcp_list.text
     mcp = _mcp_call(toolgate, token, "out-of-scope")

@@ -296,7 +296,7 @@ def _decode(segment: str) -> str:
 # -- the namespaces a token allows, in the gateway ------------------------------------------------
 
 
-async def test_a_call_outside_the_allowed_namespaces_is_forbidden_and_never_runs() -> None:
+async def test_a_call_outside_the_allowed_namespaces_finds_no_tool_and_never_runs() -> None:
     from toolgate import Gateway, tool
 
     ran: list[str] = []
@@ -321,8 +321,9 @@ async def test_a_call_outside_the_allowed_namespaces_is_forbidden_and_never_runs
     ]
     assert len(gateway.list_tools(agent="alice")) == 2
     refused = await gateway.call("ops:outside", agent="alice", namespaces=allowed)
-    assert refused.code is not None and refused.code.value == "forbidden"
-    assert "does not grant the namespace 'ops'" in (refused.message or "")
+    # To this caller the tool does not exist: nothing says a namespace holds it.
+    assert refused.code is not None and refused.code.value == "tool_not_found"
+    assert refused.message == "There is no tool named 'ops:outside'. Did you mean: t:inside?"
     called = await gateway.call("t:inside", agent="alice", namespaces=allowed)
     assert called.status.value == "ok"
     # The same agent without a restriction (an API key) still reaches both.

@@ -413,9 +413,9 @@ def test_a_policy_deny_beats_the_tool_allow() -> None:
         )
         denied = gateway.call_sync("orders:lookup_order", {"order_id": "A1"}, agent="intern-bot")
         assert allowed.status == "ok", allowed.message
-        assert denied.code == "forbidden"
-        assert "interns-see-no-orders" in (denied.message or "")
-        assert "interns do not see customer orders" in (denied.message or "")
+        # Denied, the tool does not exist for intern-bot; the rule is for the operator only.
+        assert denied.code == "tool_not_found"
+        assert "interns" not in (denied.message or "")
         assert [t.id for t in gateway.list_tools(agent="intern-bot")] == []
         assert [t.id for t in gateway.list_tools(agent="support-triage")] == ["orders:lookup_order"]
 

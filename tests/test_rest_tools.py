@@ -240,7 +240,7 @@ def test_the_seed_zendesk_example_runs_through_the_pipeline(
         assert len(server.requests) == 1
         # safety.allowedAgents
         denied = gateway.call_sync(SEED_TOOL, {**arguments, "subject": "x"}, agent="intruder")
-        assert denied.code == "forbidden"
+        assert denied.code == "tool_not_found"  # hidden from this agent
         assert len(server.requests) == 1
     raw = _audit_bytes(tmp_path)
     assert SEED_TOOL.encode() in raw  # the records are there…

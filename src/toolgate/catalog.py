@@ -185,10 +185,18 @@ class GatewayCatalog:
         """Alerts the declaration sources raised on their last load (plugin alerts)."""
         return self.declarations.alerts()
 
-    def agent_context(self, *, agent: str | None = None) -> str:
-        """Text to give ``agent`` about the tools: the guide of each connected capability and a
-        "connect it in Settings" hint for each unconnected one (MCP server instructions)."""
-        return self.declarations.agent_context(agent)
+    def agent_context(
+        self, *, agent: str | None = None, namespaces: frozenset[str] | None = None
+    ) -> str:
+        """Text to give ``agent`` (with credentials allowing ``namespaces``) about the tools it
+        may see: the guide of each connected capability and a "connect it in Settings" hint for
+        each unconnected one (MCP server instructions, ``GET /v1/me``)."""
+
+        def visible(tool_id: str) -> bool:
+            entry = self.registry.get(tool_id)
+            return entry is not None and self.access.visible(entry.tool, agent, namespaces)
+
+        return self.declarations.agent_context(agent, visible)
 
     def add_source(
         self,

@@ -51,10 +51,14 @@ class ErrorCode(StrEnum):
 
 #: One line per code: what it means. Rendered into the README's error table.
 ERROR_DESCRIPTIONS: dict[ErrorCode, str] = {
-    ErrorCode.TOOL_NOT_FOUND: "No tool has this id (the message suggests the closest ids).",
+    ErrorCode.TOOL_NOT_FOUND: "No tool has this id for this caller: none exists, or the access "
+    "rules or its token's scopes hide it — the two are answered alike (the message suggests the "
+    "closest ids among the tools the caller may see).",
     ErrorCode.UNAVAILABLE: "The tool exists but cannot run now (missing runtime, connection or "
     "secret); the message says how to fix it.",
-    ErrorCode.FORBIDDEN: "An access rule denies this agent the tool; the message names the rule.",
+    ErrorCode.FORBIDDEN: "The caller may not do this (an operator endpoint, its own approval); in "
+    "the audit log, a call an access rule refused, naming the rule (the caller was told "
+    "tool_not_found).",
     ErrorCode.INVALID_ARGUMENTS: "The arguments do not match the input schema; the message names "
     "every failing field by JSON pointer. The tool did not run.",
     ErrorCode.RATE_LIMITED: "A rate limit is exhausted; the message says when to retry.",

@@ -264,6 +264,7 @@ class Gateway(GatewayCatalog):
                 if observer is not None
             ],
             tracer=None if telemetry is None else telemetry.tracer,
+            access=self.access,
             secret_values=lambda tool: received_values(tool, self.secrets, environment),
             stages=[
                 *guards,
@@ -370,7 +371,8 @@ class Gateway(GatewayCatalog):
         ``wait_for_approval`` gives seconds to wait for a decision from the configured approver
         (or, with the queue, from whoever decides it); then the outcome is the call's own.
         ``namespaces`` restricts the call to tools of these namespaces (what the caller's OAuth
-        scopes allow; ``None``: no restriction): another tool is ``forbidden``.
+        scopes allow; ``None``: no restriction): another tool does not exist for this call
+        (``tool_not_found``, as for a tool the access rules hide from ``agent``).
         """
         if namespaces is not None and not self.access.scoped:
             # From now on the Authorize stage checks every tool (it skips tools without rules).
@@ -425,13 +427,17 @@ class Gateway(GatewayCatalog):
         return await acknowledged(self.audit, await self.pipeline.run(*prepared))
 
     async def _run_approved(self, request: ApprovalRequest) -> CallOutcome:
-        """Run the call a person just approved (the Approval stage takes the approval)."""
+        """Run the call a person just approved (the Approval stage takes the approval), as the
+        agent that asked, within the namespaces its credentials allowed: the access rules and
+        those namespaces are checked again, so an approval never widens what the caller may
+        call."""
         return await self._call(
             request.tool_id,
             dict(request.arguments),
             agent=request.agent,
             session_id=request.session_id,
             workspace=request.workspace,
+            namespaces=request.namespaces,
             metadata={
                 APPROVAL_TAKEN: request.id,
                 APPROVAL_DECISION: str(request.decision or "approve"),

@@ -108,9 +108,14 @@ class Registry:
         tool_id = self._by_provider_name.get(name) or from_provider_name(name)
         return None if tool_id is None else self._tools.get(tool_id)
 
-    def suggestions(self, name: str, *, limit: int = 3) -> tuple[str, ...]:
-        """The closest known ids, for "did you mean" messages."""
-        ids = list(self._tools)
+    def suggestions(
+        self, name: str, *, limit: int = 3, among: Callable[[Tool], bool] | None = None
+    ) -> tuple[str, ...]:
+        """The closest known ids, for "did you mean" messages; with ``among``, only ids of tools
+        it accepts (what the caller may see: a suggestion must never reveal a hidden tool)."""
+        ids = [
+            tool_id for tool_id, entry in self._tools.items() if among is None or among(entry.tool)
+        ]
         candidates = difflib.get_close_matches(name, ids, n=limit, cutoff=0.5)
         if len(candidates) < limit:
             # "add" should find "demo:add": also match on the part after the namespace.

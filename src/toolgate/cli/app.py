@@ -487,7 +487,7 @@ def call(
     arguments = parse_arguments(args)
     interactive = not no_prompt and args != "-" and sys.stdin.isatty() and sys.stdout.isatty()
     with state.open_gateway() as gateway:
-        display = call_display(gateway, tool_id, arguments)
+        display = call_display(gateway, tool_id, arguments, agent=agent)
         if display is not None and not as_json:
             # On stderr, like every note: stdout stays exactly what the model reads.
             print_display(display, state.err)

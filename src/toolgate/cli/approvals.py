@@ -84,14 +84,22 @@ def _command_prefix(state: CliState) -> str:
 
 
 def call_display(
-    gateway: Gateway, tool_id: str, arguments: Mapping[str, Any], stored: str | None = None
+    gateway: Gateway,
+    tool_id: str,
+    arguments: Mapping[str, Any],
+    stored: str | None = None,
+    *,
+    agent: str | None = None,
 ) -> str | None:
     """The one-line display of a call (``Show Map Of "Cairo" At Zoom Level 12``): ``stored``
-    (the request's own) when given, else rendered from the tool; ``None`` for an unknown tool."""
+    (the request's own) when given, else rendered from the tool; ``None`` for an unknown tool,
+    and for one ``agent`` may not see (the display would tell it the tool exists)."""
     if stored:
         return stored
     entry = gateway.registry.get(tool_id)
-    return None if entry is None else render_display(entry.tool, arguments)
+    if entry is None or not gateway.access.visible(entry.tool, agent):
+        return None
+    return render_display(entry.tool, arguments)
 
 
 def _request_display(gateway: Gateway, request: ApprovalRequest) -> str | None:

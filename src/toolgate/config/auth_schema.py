@@ -108,6 +108,15 @@ class AuthConfig(Section):
     scopes: dict[str, tuple[str, ...]] = Field(default_factory=dict)
     """Scope → the tool namespaces a token with that scope may list and call (``"*"``: all).
     A token may use the union over its scopes; empty (the default): scopes do not restrict."""
+    require_at_jwt: bool = False
+    """Accept only RFC 9068 JWT access tokens: the header's ``typ`` must be ``at+jwt`` (or
+    ``application/at+jwt``). Turn it on when the issuer types its access tokens so (Auth0's
+    RFC 9068 profile, Curity, node-oidc-provider, Ory…): then no other token it signs — an ID
+    token, a logout token — is taken for an access token, whatever its ``aud``. Off (the
+    default, for issuers that do not type them, such as Keycloak and Entra ID), a token is
+    still refused when its ``typ`` names another kind of JWT (``logout+jwt``, ``dpop+jwt``…) or
+    it carries what only an OpenID Connect ID token carries (``nonce``, ``at_hash``, ``c_hash``,
+    ``s_hash``, or Keycloak's ``typ: ID`` claim)."""
     algorithms: tuple[str, ...] = ("RS256", "ES256")
     """The signature algorithms accepted (asymmetric ones only; ``none`` and HMAC never)."""
     leeway: float = Field(default=30, ge=0, le=300)

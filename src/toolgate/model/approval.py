@@ -91,6 +91,9 @@ class ApprovalRequest:
     """The security script's message, when the request comes from its verdict."""
     display: str | None = None
     """The one-line display of the call (tile ``ui``)."""
+    namespaces: frozenset[str] | None = None
+    """The tool namespaces the credentials the call was requested with allow (an OAuth token's
+    scopes; ``None``: any). The run a decision starts is checked against them again."""
     status: ApprovalStatus = ApprovalStatus.PENDING
     decision: Decision | None = None
     decided_by: str | None = None

@@ -23,6 +23,7 @@ from ..errors import ErrorCode, StateUnavailableError
 from ..invocation import new_call_id
 from ..model import CallOutcome, Tool
 from ..registry import RegisteredTool, Registry
+from .authorize import AccessRules, unknown_tool_message
 from .execute import Executor, relative_paths
 from .observers import CallObserver, FinishedCall
 from .state import CallState, Handler, Stage, error_outcome
@@ -69,8 +70,12 @@ class Pipeline:
         observers: Sequence[CallObserver] = (),
         secret_values: Callable[[Tool], tuple[str, ...]] = lambda tool: (),
         tracer: CallTracer | None = None,
+        access: AccessRules | None = None,
     ) -> None:
         self.registry = registry
+        self.access = access
+        """Who may see which tool: a call to a tool its caller may not see resolves like a call
+        to a tool that does not exist (``None``: every caller sees every tool)."""
         self.executor = executor
         self.observers: tuple[CallObserver, ...] = tuple(observers)
         """Told about every finished call (audit, statistics)."""
@@ -133,34 +138,47 @@ class Pipeline:
         """Resolve the tool. Returns its plan and the call state, or the outcome that ends it."""
         call_id = new_call_id()
         entry = self.registry.get(tool_id)
-        if entry is None:
-            suggestions = self.registry.suggestions(tool_id)
-            hint = (
-                f" Did you mean: {', '.join(suggestions)}?"
-                if suggestions
-                else " List the available tools and use one of their names."
-            )
+        hidden_by = (
+            None
+            if entry is None or self.access is None
+            else self.access.hidden_by(entry.tool, agent, namespaces)
+        )
+        if entry is None or hidden_by is not None:
+            # A tool this caller may not see does not exist for it: the same code, message and
+            # suggestions (among the tools it may see) as a tool that does not exist at all.
             outcome = error_outcome(
                 None,
                 ErrorCode.TOOL_NOT_FOUND,
-                f"There is no tool named {tool_id!r}.{hint}",
+                unknown_tool_message(tool_id, self.suggestions(tool_id, agent, namespaces)),
                 tool_id=tool_id,
                 call_id=call_id,
             )
             if self.observers:
+                # The operator's record says what happened: the rule that refused the call.
+                recorded = outcome
+                if entry is not None:
+                    recorded = error_outcome(
+                        None,
+                        ErrorCode.FORBIDDEN,
+                        f"You may not call tool {entry.tool.id}: {hidden_by}.",
+                        tool_id=entry.tool.id,
+                        call_id=call_id,
+                    )
                 self.notify(
                     FinishedCall(
                         call_id=call_id,
-                        tool_id=tool_id,
-                        tool=None,
+                        tool_id=recorded.tool_id,
+                        tool=None if entry is None else entry.tool,
                         # No tool: nothing says which values are secret (its redacted paths,
                         # log_args), so none are recorded — not even the keys.
-                        arguments={},
+                        arguments=(
+                            arguments if entry is not None and isinstance(arguments, Mapping) else {}
+                        ),
                         agent=agent,
                         session_id=session_id,
                         workspace=None if workspace is None else str(workspace),
                         started_at=time.time(),
-                        outcome=outcome,
+                        outcome=recorded,
                     )
                 )
             return outcome
@@ -189,6 +207,17 @@ class Pipeline:
                 ),
             )
         return plan, state
+
+    def suggestions(
+        self, name: str, agent: str | None, namespaces: frozenset[str] | None
+    ) -> tuple[str, ...]:
+        """The closest tool ids to ``name`` among the tools this caller may see."""
+        access = self.access
+        if access is None:
+            return self.registry.suggestions(name)
+        return self.registry.suggestions(
+            name, among=lambda tool: access.visible(tool, agent, namespaces)
+        )
 
     def finish(self, state: CallState, outcome: CallOutcome) -> CallOutcome:
         """Tell the observers how the call ended; return the outcome."""

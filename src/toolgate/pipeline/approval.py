@@ -227,6 +227,7 @@ class ApprovalStage:
             permission=permission,
             security_message=str(verdict["message"]) if verdict.get("message") else None,
             display=render_display(tool, state.arguments),
+            namespaces=state.namespaces,
         )
         try:
             store.create(request)

@@ -10,8 +10,11 @@ Tool-level rules are minimum guarantees; policies add to them:
 4. the caller's credentials: an OAuth token's scopes allow some namespaces only (``namespaces``
    of the call), and a tool outside them is denied like any other.
 
-The same decision filters listings, so an agent never sees a tool it cannot call. The denial
-message names the rule that denied, and nothing about other tools.
+The same decision filters listings, so an agent never sees a tool it cannot call — and a tool it
+cannot see does not exist for it: the pipeline resolves such a call exactly like a call to a
+tool that does not exist (``tool_not_found``, the same message, suggestions only among the tools
+it may see). The audit log records the call as ``forbidden`` with the rule that refused it, for the
+operator; the caller is never told.
 """
 
 from __future__ import annotations
@@ -25,7 +28,13 @@ from ..model.policy import AccessPolicy, PolicyAction, PolicyRule, agent_namespa
 from ..registry import RegisteredTool
 from .state import CallState, Handler, error_outcome
 
-__all__ = ["POLICY_APPROVAL", "AccessDecision", "AccessRules", "AuthorizeStage"]
+__all__ = [
+    "POLICY_APPROVAL",
+    "AccessDecision",
+    "AccessRules",
+    "AuthorizeStage",
+    "unknown_tool_message",
+]
 
 #: Metadata key: the policy rule that requires a person's approval for this call.
 POLICY_APPROVAL = "policy_requires_approval"
@@ -39,6 +48,17 @@ class AccessDecision:
     reason: str | None = None
     """For a denial: which rule denied. For approval: which rule requires it."""
     requires_approval: bool = False
+
+
+def unknown_tool_message(name: str, suggestions: tuple[str, ...]) -> str:
+    """What a caller is told about a tool that does not exist for it — one that does not exist,
+    and one it may not see, alike (``suggestions``: only tools it may see)."""
+    hint = (
+        f" Did you mean: {', '.join(suggestions)}?"
+        if suggestions
+        else " List the available tools and use one of their names."
+    )
+    return f"There is no tool named {name!r}.{hint}"
 
 
 #: Cached (tool, agent) decisions before the cache starts over (agents are few; this bounds it
@@ -104,6 +124,33 @@ class AccessRules:
             return all(labels.get(k) == v for k, v in policy.agent_labels.items())
         return True
 
+    def guards(self, tool: Tool) -> bool:
+        """Whether any rule may deny or mark calls of ``tool`` (else every caller may call it,
+        and nothing needs deciding)."""
+        safety = tool.safety
+        return bool(
+            self.policies
+            or self.scoped
+            or safety.allowed_agents is not None
+            or safety.denied_namespaces
+        )
+
+    def hidden_by(
+        self, tool: Tool, agent: str | None, namespaces: frozenset[str] | None = None
+    ) -> str | None:
+        """Why ``agent`` (with credentials allowing ``namespaces``) may not see ``tool`` — list
+        it, be told about it, call it — or ``None`` when it may."""
+        if namespaces is None and not self.guards(tool):
+            return None
+        decision = self.decide(tool, agent, namespaces)
+        return None if decision.allowed else decision.reason or "access rules"
+
+    def visible(
+        self, tool: Tool, agent: str | None, namespaces: frozenset[str] | None = None
+    ) -> bool:
+        """Whether ``agent`` (with credentials allowing ``namespaces``) may see ``tool``."""
+        return self.hidden_by(tool, agent, namespaces) is None
+
     def decide(
         self, tool: Tool, agent: str | None, namespaces: frozenset[str] | None = None
     ) -> AccessDecision:
@@ -160,7 +207,9 @@ class AccessRules:
 
 
 class AuthorizeStage:
-    """Denies calls an agent may not make (``forbidden``), before anything else is checked."""
+    """Marks calls a policy requires approval for. Calls the agent may not make never get here
+    (the pipeline resolves them as unknown tools); should one, it ends as ``tool_not_found``
+    all the same."""
 
     name = "authorize"
     suspends = False
@@ -169,22 +218,19 @@ class AuthorizeStage:
         self.rules = rules
 
     def applies_to(self, entry: RegisteredTool) -> bool:
-        safety = entry.tool.safety
-        return bool(
-            self.rules.policies
-            or self.rules.scoped
-            or safety.allowed_agents is not None
-            or safety.denied_namespaces
-        )
+        return self.rules.guards(entry.tool)
 
     async def __call__(self, state: CallState, proceed: Handler) -> CallOutcome:
         decision = self.rules.decide(state.tool, state.agent, state.namespaces)
         if not decision.allowed:
+            # Fail closed if the rules changed since the call was resolved; still no word of
+            # the tool or the rule to the caller.
+            state.metadata.clear()
             return error_outcome(
                 state,
-                ErrorCode.FORBIDDEN,
-                f"You may not call tool {state.tool.id}: {decision.reason}. Do not retry; use "
-                "another tool or ask the user.",
+                ErrorCode.TOOL_NOT_FOUND,
+                unknown_tool_message(state.tool.id, ()),
+                detail=f"refused: {decision.reason}",
             )
         if decision.requires_approval:
             state.metadata[POLICY_APPROVAL] = decision.reason

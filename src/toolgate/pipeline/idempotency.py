@@ -5,8 +5,10 @@ Jinja2's immutable sandbox over ``args`` (the call's arguments), ``agent``, ``se
 ``tool`` (the tool id), with ``StrictUndefined`` and the filters ``hash`` (SHA-256 hex of the
 value's canonical JSON), ``lower`` and ``default`` (and Jinja's other builtins). ``agent`` and
 ``session`` are undefined for a call without them, like a missing argument: write
-``{{ agent | default('anonymous') }}``. Keys are scoped per tool. Within the tool's window
-(default 24 h, counted from the first call):
+``{{ agent | default('anonymous') }}``. Keys are scoped per tool and per agent: the same key
+sent by two agents names two calls — one agent's outcome is never replayed to another, nor does
+one agent's key conflict with another's (a template need not name ``{{ agent }}`` for that).
+Within the tool's window (default 24 h, counted from the first call), for one agent:
 
 * the first call with a key takes it and runs; its final outcome — ``ok`` or ``error``, errors
   included — is stored (``pending_approval`` is not final: the key is given up so the retry after
@@ -42,7 +44,7 @@ from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from .._json import digest, thaw
+from .._json import canonical_json, digest, thaw
 from ..errors import ErrorCode
 from ..model import CallOutcome, CallStatus, Overflow, Tool
 from ..registry import RegisteredTool
@@ -231,6 +233,13 @@ def _render_error(exc: Exception) -> KeyTemplateError:
     )
 
 
+def stored_key(agent: str | None, key: str) -> str:
+    """The key as stored: the rendered ``key`` scoped to the calling ``agent``, so that no
+    agent ever takes, replays or conflicts with another's (one unambiguous string, for every
+    store's ``(tool_id, key)``)."""
+    return canonical_json(["agent", agent, key])
+
+
 def outcome_to_record(outcome: CallOutcome) -> dict[str, Any]:
     """The JSON-ready part of a final outcome that a replay hands over again."""
     record: dict[str, Any] = {
@@ -348,6 +357,7 @@ class IdempotencyStage:
                 detail=f"idempotencyKeyTemplate: {template}",
             )
         arguments_digest = digest(state.arguments)
+        scoped = stored_key(state.agent, key)
         lease = tool.timeout + self.lease_grace
         deadline = time.monotonic() + lease
         pause = _POLL_FIRST
@@ -355,7 +365,7 @@ class IdempotencyStage:
             now = self.clock()
             mine = IdempotencyRecord(
                 tool_id=tool.id,
-                key=key,
+                key=scoped,
                 arguments_digest=arguments_digest,
                 call_id=state.call_id,
                 status=IdempotencyStatus.RUNNING,
@@ -364,7 +374,7 @@ class IdempotencyStage:
             )
             held = self.store.claim(mine, now=now)
             if held is None:
-                return await self._run(state, proceed, mine)
+                return await self._run(state, proceed, mine, key)
             if held.arguments_digest != arguments_digest:
                 return self._conflict(state, key, held)
             if held.status is IdempotencyStatus.DONE and held.outcome is not None:
@@ -380,7 +390,7 @@ class IdempotencyStage:
                     "arguments to receive its result.",
                 )
             with self._signals_lock:
-                slot = (tool.id, key)
+                slot = (tool.id, scoped)
                 signal = None
                 if slot in self._signals:
                     signal = self._signals[slot]
@@ -393,13 +403,13 @@ class IdempotencyStage:
             await _wait(signal, wait, inline=state.inline)
 
     async def _run(
-        self, state: CallState, proceed: Handler, mine: IdempotencyRecord
+        self, state: CallState, proceed: Handler, mine: IdempotencyRecord, key: str
     ) -> CallOutcome:
         """Run the call that took the key; store its final outcome; wake the waiters."""
         slot = (mine.tool_id, mine.key)
         with self._signals_lock:
             self._signals[slot] = None
-        state.metadata["idempotency"] = {"key": mine.key, "replayed": False}
+        state.metadata["idempotency"] = {"key": key, "replayed": False}
         try:
             try:
                 outcome = await proceed(state)

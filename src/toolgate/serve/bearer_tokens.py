@@ -7,6 +7,10 @@ A token is accepted only when all of these hold (OAuth 2.1 resource server, MCP 
   issuer's public key as an HMAC secret (key confusion) never verifies;
 * it is signed by a key the issuer publishes (:class:`~toolgate.serve.jwks.IssuerKeys`), of the
   algorithm the token names (PyJWT binds a JWK to one algorithm);
+* it is an access token: with ``auth.require_at_jwt`` its header's ``typ`` is ``at+jwt``
+  (RFC 9068); without, its ``typ`` names no other kind of JWT and it carries no claim only an
+  OpenID Connect ID token carries (``nonce``, ``at_hash``, ``c_hash``, ``s_hash``, Keycloak's
+  ``typ: ID``) — so an ID token with a matching ``aud`` is never taken for an access token;
 * ``iss`` is the configured issuer, ``aud`` one of the accepted audiences (this resource),
   ``exp`` is in the future and ``nbf`` (when present) in the past, within ``auth.leeway``;
 * the agent claim (``auth.agent_claim``) is a non-empty string.
@@ -18,6 +22,9 @@ The principal's namespaces are the union of what ``auth.scopes`` maps the token'
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 import logging
 from collections.abc import Mapping
 from typing import Any, Final
@@ -43,10 +50,24 @@ MAX_AGENT_CHARS: Final = 256
 ALL_NAMESPACES: Final = "*"
 
 
+#: ``typ`` values (lower case, RFC 7515 §4.1.9 allows leaving out ``application/``) of an RFC
+#: 9068 access token.
+AT_JWT_TYPES: Final = frozenset({"at+jwt", "application/at+jwt"})
+#: Claims only an OpenID Connect ID token carries (OIDC Core §2, §3.3.2.11; FAPI ``s_hash``).
+ID_TOKEN_CLAIMS: Final = ("nonce", "at_hash", "c_hash", "s_hash")
+
+
 def looks_like_jwt(token: str) -> bool:
-    """Whether a bearer token has the shape of a JWS compact JWT (three dot-separated parts);
-    API keys never do."""
-    return token.count(".") == 2
+    """Whether a bearer token is a JWS compact JWT: three dot-separated parts whose first
+    decodes to a JSON object (the JOSE header). An API key with dots in it is not one."""
+    if token.count(".") != 2 or len(token) > MAX_TOKEN_CHARS or not token.isascii():
+        return False
+    head = token.partition(".")[0]
+    try:
+        header = json.loads(base64.urlsafe_b64decode(head + "=" * (-len(head) % 4)))
+    except (binascii.Error, ValueError):
+        return False
+    return isinstance(header, dict)
 
 
 def _invalid(message: str) -> AuthenticationError:
@@ -84,6 +105,7 @@ class TokenVerifier:
                 f"tokens signed with {str(algorithm)[:20]!r} are not accepted (accepted: "
                 f"{', '.join(self.config.algorithms)})"
             )
+        self._check_type(header.get("typ"))
         kid = header.get("kid")
         if kid is not None and not isinstance(kid, str):
             raise _invalid("the token's key id (kid) is not a string")
@@ -101,6 +123,7 @@ class TokenVerifier:
         if key is None:
             raise _invalid("the token is not signed by a key the issuer publishes")
         claims = self._claims(token, key, algorithm)
+        self._not_an_id_token(header.get("typ"), claims)
         operator_scope = self.config.operator_scope
         return Principal(
             self._agent(claims),
@@ -138,6 +161,27 @@ class TokenVerifier:
         except jwt.PyJWTError:
             raise _invalid("the bearer token is not a valid JWT") from None
         return claims
+
+    def _check_type(self, typ: Any) -> None:
+        """Refuse, before any key is looked at, a token typed as something other than an
+        access token (and, with ``require_at_jwt``, one not typed ``at+jwt``)."""
+        kind = typ.lower() if isinstance(typ, str) else None
+        if kind in AT_JWT_TYPES:
+            return
+        if self.config.require_at_jwt:
+            raise _invalid(
+                "the token is not an access token: its header's typ must be 'at+jwt' (RFC 9068)"
+            )
+        if typ is not None and (kind is None or kind.endswith("+jwt")):
+            # logout+jwt, secevent+jwt, dpop+jwt…: another kind of token the issuer signs.
+            raise _invalid("the token is not an access token (its typ names another kind)")
+
+    def _not_an_id_token(self, typ: Any, claims: Mapping[str, Any]) -> None:
+        """Refuse an untyped token that carries what only an OpenID Connect ID token does."""
+        if isinstance(typ, str) and typ.lower() in AT_JWT_TYPES:
+            return
+        if any(name in claims for name in ID_TOKEN_CLAIMS) or claims.get("typ") == "ID":
+            raise _invalid("the token is an ID token, not an access token; send an access token")
 
     def _agent(self, claims: Mapping[str, Any]) -> str:
         claim = self.config.agent_claim

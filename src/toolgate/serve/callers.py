@@ -1,17 +1,20 @@
 """Who makes a request: an agent's API key, or — with ``auth:`` — a bearer JWT.
 
-:class:`Callers` tells the two apart by shape (a JWT has three dot-separated parts, an API key
-none) and answers a :class:`~toolgate.serve.identity.Principal`. API keys keep working exactly as
-before (:class:`~toolgate.serve.identity.AgentIdentity`), and cost no more: the only extra work is
-counting the dots of the key. With ``auth:`` configured, credentials are always required (no
-anonymous ``default`` agent), so an OAuth client without a token gets the ``401`` that starts
-its authorization flow.
+:class:`Callers` tells the two apart and answers a :class:`~toolgate.serve.identity.Principal`.
+An API key is always checked as an API key: a key minted by toolgate (``tg_…``) is never read as
+a token, nor is any key an agent has (one from ``toolgate.yaml`` may have dots in it); only a
+credential shaped like a JWT (three dot-separated parts, the first a JSON object) that is no
+agent's key is checked as a token. API keys keep working exactly as before
+(:class:`~toolgate.serve.identity.AgentIdentity`), at the same cost: their prefix is looked at.
+
+With ``auth:`` configured, credentials are always required (no anonymous ``default`` agent), so an
+OAuth client without a token gets the ``401`` that starts its authorization flow.
 """
 
 from __future__ import annotations
 
 from .bearer_tokens import TokenVerifier, looks_like_jwt
-from .identity import AgentIdentity, Connection, Principal
+from .identity import KEY_PREFIX, AgentIdentity, Connection, Principal
 
 __all__ = ["Callers"]
 
@@ -35,7 +38,12 @@ class Callers:
             if header is not None:
                 scheme, _, token = header.strip().partition(" ")
                 token = token.strip()
-                if scheme.lower() == "bearer" and looks_like_jwt(token):
+                if (
+                    scheme.lower() == "bearer"
+                    and not token.startswith(KEY_PREFIX)
+                    and looks_like_jwt(token)
+                    and not self.keys.knows(token)
+                ):
                     return await tokens.verify(token)
         agent = self.keys.authenticate(connection)
         principal = self._principals.get(agent)

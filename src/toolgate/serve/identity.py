@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_AGENT",
+    "KEY_PREFIX",
     "AgentIdentity",
     "AuthenticationError",
     "Connection",
@@ -264,6 +265,16 @@ class AgentIdentity:
             _refuse_other_sites(connection.headers)
             return DEFAULT_AGENT
         return _match(_bearer_token(header), keys)
+
+    def knows(self, key: str) -> bool:
+        """Whether ``key`` is some agent's API key."""
+        if len(key) > MAX_KEY_CHARS or not key.isascii():
+            return False
+        try:
+            _match(key, self._keys())
+        except AuthenticationError:
+            return False
+        return True
 
     def is_operator(self, agent: str) -> bool:
         """Whether ``agent`` may decide approvals, revoke grants, read the audit log and

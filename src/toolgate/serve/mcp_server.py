@@ -276,9 +276,9 @@ class McpSurface:
             raise MCPError(INVALID_PARAMS, self._unknown_tool(params.name, agent, namespaces, ctx))
         ask = True
         if params.request_state is not None:
-            if namespaces is not None and not self._visible(params.name, agent, namespaces):
+            if not self._visible(params.name, agent, namespaces):
                 # An approval sealed for a token with broader scopes is not resumed by one
-                # whose scopes no longer allow the tool.
+                # whose scopes (or the access rules) no longer let it see the tool.
                 raise MCPError(
                     INVALID_PARAMS, self._unknown_tool(params.name, agent, namespaces, ctx)
                 )
@@ -399,14 +399,14 @@ class McpSurface:
             raise MCPError(INVALID_REQUEST, "unknown caller") from None
         result = await call_next(ctx)
         if isinstance(result, dict):
-            text = self._agent_context(agent)
+            text = self._agent_context(agent, self.namespaces(ctx))
             if text:
                 result = {**result, "instructions": text}
         return result
 
-    def _agent_context(self, agent: str | None) -> str:
+    def _agent_context(self, agent: str | None, namespaces: frozenset[str] | None) -> str:
         try:
-            return self.gateway.agent_context(agent=agent)
+            return self.gateway.agent_context(agent=agent, namespaces=namespaces)
         except Exception:
             logger.exception("could not build the server instructions")
             return ""

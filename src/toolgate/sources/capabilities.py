@@ -254,15 +254,19 @@ class CapabilitySource(DeclarationSource):
         self._capabilities = tuple(loaded)
         return result
 
-    def agent_context(self, agent: str | None) -> str | None:
+    def agent_context(
+        self, agent: str | None, visible: Callable[[str], bool] = lambda tool_id: True
+    ) -> str | None:
         """The guide of each connected capability, and a one-line "connect it in Settings"
-        hint for each unconnected one (capabilities without a loaded tool are left out)."""
+        hint for each unconnected one — only capabilities with a loaded tool the caller may
+        see (``visible``), naming only those tools."""
         parts: list[str] = []
         for capability in self._capabilities:
-            if not capability.tool_ids:
+            shown = [tool_id for tool_id in capability.tool_ids if visible(tool_id)]
+            if not shown:
                 continue
             manifest = capability.manifest
-            tools = ", ".join(capability.tool_ids)
+            tools = ", ".join(shown)
             if capability.connection.connected:
                 if manifest.guide:
                     parts.append(f"{manifest.title} (tools {tools}): {manifest.guide}")

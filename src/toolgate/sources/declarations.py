@@ -115,8 +115,11 @@ class DeclarationSource(ABC):
         """Backends this source's tools need beyond the built-in Python and script ones."""
         return {}
 
-    def agent_context(self, agent: str | None) -> str | None:
-        """Text agents should be given about this source's tools (capability guides)."""
+    def agent_context(
+        self, agent: str | None, visible: Callable[[str], bool] = lambda tool_id: True
+    ) -> str | None:
+        """Text agents should be given about this source's tools (capability guides): only
+        about the tools ``visible`` accepts (by id) — the ones this caller may see."""
         return None
 
     async def start(self, changed: Callable[[], None]) -> None:  # noqa: B027 - optional hook
@@ -243,9 +246,12 @@ class SourceSet:
         """Alerts of the last load of every source."""
         return [a for s in self.sources for a in self._loads.get(id(s), SourceLoad()).alerts]
 
-    def agent_context(self, agent: str | None) -> str:
-        """Every source's agent context, one paragraph each."""
-        parts = [text for s in self.sources if (text := s.agent_context(agent))]
+    def agent_context(
+        self, agent: str | None, visible: Callable[[str], bool] = lambda tool_id: True
+    ) -> str:
+        """Every source's agent context, one paragraph each, about the tools ``visible``
+        accepts."""
+        parts = [text for s in self.sources if (text := s.agent_context(agent, visible))]
         return "\n\n".join(part.strip() for part in parts)
 
     async def start(self) -> None:

@@ -25,7 +25,8 @@ _OPEN: Final = (
 _REQUEST_COLUMNS: Final = (
     "id, tool_id, title, risk, facts, arguments, arguments_digest, definition_hash, "
     "created_at, expires_at, workspace, agent, session_id, permission_type, permission_key, "
-    "security_message, display, status, decision, decided_by, decided_at, decision_message"
+    "security_message, display, status, decision, decided_by, decided_at, decision_message, "
+    "namespaces"
 )
 
 _GRANT_COLUMNS: Final = (
@@ -59,7 +60,22 @@ def _request_from_row(row: sqlite3.Row) -> ApprovalRequest:
         decided_by=row["decided_by"],
         decided_at=row["decided_at"],
         decision_message=row["decision_message"],
+        namespaces=_namespaces(row["namespaces"]),
     )
+
+
+def _namespaces(text: str | None) -> frozenset[str] | None:
+    """The stored namespaces of a request: ``NULL`` is any; anything unreadable allows none
+    (fail closed)."""
+    if text is None:
+        return None
+    try:
+        found = json.loads(text)
+    except ValueError:
+        return frozenset()
+    if not isinstance(found, list):
+        return frozenset()
+    return frozenset(item for item in found if isinstance(item, str))
 
 
 def _request_to_row(request: ApprovalRequest) -> tuple[Any, ...]:
@@ -87,6 +103,7 @@ def _request_to_row(request: ApprovalRequest) -> tuple[Any, ...]:
         request.decided_by,
         request.decided_at,
         request.decision_message,
+        None if request.namespaces is None else canonical_json(sorted(request.namespaces)),
     )
 
 

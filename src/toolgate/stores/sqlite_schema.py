@@ -103,6 +103,11 @@ _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         ) WHERE status = 'pending'
         """,
     ),
+    (
+        # The namespaces the requesting credentials allowed (JSON list; NULL: any): the run a
+        # decision starts is checked against them.
+        "ALTER TABLE approvals ADD COLUMN namespaces TEXT",
+    ),
 )
 
 #: The schema version this code writes (SQLite's ``PRAGMA user_version``).

@@ -2,7 +2,10 @@
 
 Who may decide: operators (agents labelled ``role: operator``; without keys, the local
 ``default`` caller) — and never for a request their own agent name made, so an agent cannot
-approve itself. An agent may follow its own request (``GET /v1/approvals/{id}``).
+approve itself. An agent may follow its own request (``GET /v1/approvals/{id}``) while its
+credentials let it see the tool. The run an approval starts is checked again as the agent that
+asked, within the namespaces its credentials allowed then; a retry is checked with the retrying
+caller's own credentials.
 """
 
 # No ``from __future__ import annotations``: FastAPI reads the route annotations at runtime.
@@ -48,6 +51,14 @@ def approvals_router(context: ApiContext) -> APIRouter:
                 404, HttpErrorCode.NOT_FOUND, f"no approval request {request_id!r}"
             ) from None
 
+    def _follows(who: Caller, request: ApprovalRequest) -> bool:
+        """Whether an agent may follow ``request``: its own agent's, of a tool its credentials
+        still let it see now (a token that lost the scope learns nothing of the call)."""
+        if request.agent != who.agent:
+            return False
+        entry = gateway.registry.get(request.tool_id)
+        return entry is not None and gateway.access.visible(entry.tool, who.agent, who.namespaces)
+
     def view(request: ApprovalRequest) -> dict[str, object]:
         entry = gateway.registry.get(request.tool_id)
         return approval_view(request, None if entry is None else entry.tool)
@@ -63,7 +74,7 @@ def approvals_router(context: ApiContext) -> APIRouter:
         """A request in any state, with the call's outcome once decided. Operators see any
         request and its log; an agent sees only the requests its own calls made."""
         request = find(approval_id)
-        if not who.operator and request.agent != who.agent:
+        if not who.operator and not _follows(who, request):
             raise ApiProblem(404, HttpErrorCode.NOT_FOUND, f"no approval request {approval_id!r}")
         result = service().result(approval_id)
         return ApiJSONResponse(

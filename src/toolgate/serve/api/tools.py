@@ -51,19 +51,11 @@ def tools_router(context: ApiContext) -> APIRouter:
 
     def visible(who: Caller, tool_id: str) -> RegisteredTool:
         entry = gateway.registry.get(tool_id)
-        if (
-            entry is not None
-            and gateway.access.decide(entry.tool, who.agent, who.namespaces).allowed
-        ):
+        if entry is not None and gateway.access.visible(entry.tool, who.agent, who.namespaces):
             return entry
-        # Not "forbidden", and no suggestion of a tool it may not call: an agent does not learn
-        # which tools it cannot call.
-        allowed = {
-            tool.id for tool in gateway.list_tools(agent=who.agent, namespaces=who.namespaces)
-        }
-        suggestions = [
-            tool for tool in gateway.registry.suggestions(tool_id, limit=10) if tool in allowed
-        ][:3]
+        # Not "forbidden", and no suggestion of a tool it may not see: to this caller a hidden
+        # tool does not exist.
+        suggestions = list(gateway.pipeline.suggestions(tool_id, who.agent, who.namespaces))
         hint = f"; did you mean {', '.join(suggestions)}?" if suggestions else ""
         raise ApiProblem(
             404,
@@ -192,12 +184,13 @@ def tools_router(context: ApiContext) -> APIRouter:
     @router.get("/me", response_model=AgentInfo, summary="Who is calling")
     def whoami(who: Agent) -> Response:
         """The agent this request was authenticated as, whether it is an operator, and the
-        capability guides it should be given (MCP server instructions)."""
+        capability guides it should be given (MCP server instructions): only of the tools it
+        may see."""
         return ApiJSONResponse(
             {
                 "agent": who.agent,
                 "operator": who.operator,
-                "instructions": gateway.agent_context(agent=who.agent),
+                "instructions": gateway.agent_context(agent=who.agent, namespaces=who.namespaces),
             }
         )
 
