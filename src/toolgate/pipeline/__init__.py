@@ -172,7 +172,9 @@ class Pipeline:
                         # No tool: nothing says which values are secret (its redacted paths,
                         # log_args), so none are recorded — not even the keys.
                         arguments=(
-                            arguments if entry is not None and isinstance(arguments, Mapping) else {}
+                            arguments
+                            if entry is not None and isinstance(arguments, Mapping)
+                            else {}
                         ),
                         agent=agent,
                         session_id=session_id,
