@@ -24,12 +24,14 @@ from ..model import ImplementationKind, SourceFormat, Tool
 from ..model.policy import AccessPolicy
 from ..registry import RegisteredTool, Registry
 from ..secrets import SecretResolver
+from ..stores.tool_pins import ToolPins
 
 if TYPE_CHECKING:
     from typing import Self
 
     from ..backends import Backend
     from ..sandbox.runner import Sandbox
+    from .mcp_servers import McpServers
 
 __all__ = ["DeclarationSource", "SourceAlert", "SourceContext", "SourceLoad", "SourceSet"]
 
@@ -71,6 +73,9 @@ class SourceContext:
     """``$TOOLGATE_HOME``, when the gateway was built from a configuration."""
     sandbox: Sandbox | None = None
     """The process sandbox for compartment-mode tools (``None``: the gateway has none)."""
+    tool_pins: ToolPins = field(default_factory=ToolPins)
+    """The accepted definitions of upstream tools (MCP servers), opened on first use
+    (default: in memory, for this gateway's lifetime)."""
 
 
 class DeclarationSource(ABC):
@@ -117,6 +122,11 @@ class DeclarationSource(ABC):
 
     def agent_context(self, agent: str | None) -> str | None:
         """Text agents should be given about this source's tools (capability guides)."""
+        return None
+
+    def mcp_servers(self) -> McpServers | None:
+        """The MCP servers this source connects to (``None``: none), for reviewing and
+        accepting their tools."""
         return None
 
     async def start(self, changed: Callable[[], None]) -> None:  # noqa: B027 - optional hook
