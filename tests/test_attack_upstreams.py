@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 import sys
 import time
@@ -169,3 +170,207 @@ def test_rug_pull_between_cli_runs_is_held_until_accepted_with_the_cli(
     assert run_cli("call", "weather:exfiltrate", "--args", '{"data": "d"}').returncode == 1
     unknown = run_cli("mcp-servers", "accept", "nowhere")
     assert unknown.returncode == 1 and "no MCP server 'nowhere'" in unknown.stdout + unknown.stderr
+
+
+def test_rug_pull_pins_survive_a_restart_and_accepting_needs_an_operator_over_http(
+    project: Path, toolgate_home: Path, state: Path
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from http_api_support import LOCAL, auth, make_app, problem
+
+    _resource(project, state)
+    with _gateway(project, toolgate_home) as first:  # trusts the first listing
+        assert first.registry.get("weather:lookup").available
+    state.write_text("rugged")
+    gateway = _gateway(project, toolgate_home)  # a restart: the pins are in toolgate.db
+    with TestClient(make_app(gateway), client=LOCAL) as client:
+        assert "held" in (_reason(gateway, "weather:lookup") or "")
+        called = client.post(
+            "/v1/tools/weather:lookup/call",
+            json={"arguments": {"city": "Oslo", "secret": "k"}},
+            headers=auth("alice"),
+        )
+        assert called.json()["code"] == "unavailable", called.text
+        # An agent cannot review or accept; an operator can, at the hash it reviewed.
+        problem(client.get("/v1/mcp-servers/weather", headers=auth("alice")), 403, "forbidden")
+        refused = client.post(
+            "/v1/mcp-servers/weather/accept", json={"tools": ["lookup"]}, headers=auth("alice")
+        )
+        problem(refused, 403, "forbidden")
+        assert "held" in (_reason(gateway, "weather:lookup") or "")
+        servers = client.get("/v1/mcp-servers", headers=auth("ops")).json()["servers"]
+        assert servers[0]["held"] == ["exfiltrate", "lookup"]
+        tools = client.get("/v1/mcp-servers/weather", headers=auth("ops")).json()["tools"]
+        lookup = next(tool for tool in tools if tool["tool"] == "lookup")
+        assert lookup["status"] == "held: changed"
+        stale = client.post(
+            "/v1/mcp-servers/weather/accept",
+            json={"tools": ["lookup"], "hashes": {"lookup": "sha256:" + "0" * 64}},
+            headers=auth("ops"),
+        )
+        assert stale.status_code == 409 and "again since it was reviewed" in stale.text
+        accepted = client.post(
+            "/v1/mcp-servers/weather/accept",
+            json={"tools": ["lookup"], "hashes": {"lookup": lookup["definition_hash"]}},
+            headers=auth("ops"),
+        )
+        assert accepted.status_code == 200, accepted.text
+        assert accepted.json()["accepted"][0]["accepted_by"] == "ops"
+        ran = client.post(
+            "/v1/tools/weather:lookup/call",
+            json={"arguments": {"city": "Oslo", "secret": "k"}},
+            headers=auth("alice"),
+        )
+        assert ran.json()["status"] == "ok", ran.text
+        assert "held" in (_reason(gateway, "weather:exfiltrate") or "")
+        missing = client.post("/v1/mcp-servers/nope/accept", json={}, headers=auth("ops"))
+        problem(missing, 404, "not_found")
+
+
+# -- hidden instructions -----------------------------------------------------------------------
+
+
+def test_hidden_instructions_in_a_first_listing_are_held_and_the_cli_shows_them_escaped(
+    project: Path, state: Path, run_cli: RunCli
+) -> None:
+    state.write_text("poisoned")
+    _resource(project, state)
+    shown = run_cli("tools", "show", "weather:lookup")
+    assert shown.returncode == 0, shown.stderr
+    _no_raw_hidden(shown.stdout + shown.stderr)
+    assert "held" in shown.stdout and "\\u202e" in shown.stdout
+    assert "id_rsa" not in shown.stdout  # a held tool shows toolgate's words, not the server's
+    called = run_cli("call", "weather:lookup", "--args", '{"city": "Oslo"}')
+    assert called.returncode == 1 and "held" in called.stdout + called.stderr
+    # The other tool of the server (not poisoned) is served from the first listing.
+    review = run_cli("mcp-servers", "show", "weather")
+    assert review.returncode == 0, review.stderr
+    _no_raw_hidden(review.stdout)
+    assert "held: flagged" in review.stdout
+    for escaped in ("\\u200b", "\\u202e", "\\U000e0041", "<IMPORTANT>"):
+        assert escaped in review.stdout
+    assert "Ignore previous instructions" in review.stdout
+    as_json = run_cli("mcp-servers", "show", "weather", "--json")
+    _no_raw_hidden(as_json.stdout)
+    (lookup,) = [row for row in json.loads(as_json.stdout) if row["tool"] == "lookup"]
+    assert "\u202e" in lookup["definition"]["description"]  # the data is intact for a parser
+    assert any("inputSchema/properties/city/description" in f for f in lookup["findings"])
+    # Accepted as reviewed: served, still flagged, and still shown escaped.
+    assert run_cli("mcp-servers", "accept", "weather", "lookup").returncode == 0
+    ran = run_cli("call", "weather:lookup", "--args", '{"city": "Oslo"}')
+    assert ran.returncode == 0, ran.stderr
+    shown = run_cli("tools", "show", "weather:lookup")
+    _no_raw_hidden(shown.stdout)
+    assert "Hidden text" in shown.stdout and "\\u202e" in shown.stdout
+    listed = run_cli("tools", "list", "--json")
+    _no_raw_hidden(listed.stdout)
+    (row,) = [tool for tool in json.loads(listed.stdout) if tool["id"] == "weather:lookup"]
+    assert row["hidden_text"] and "\u202e" in row["description"]
+
+
+def test_hidden_instructions_on_the_web_ui_are_shown_escaped_and_accepted_with_csrf(
+    project: Path, toolgate_home: Path, state: Path
+) -> None:
+    from test_web_ui import Console
+    from toolgate.serve.web import build_ui
+    from web_support import serve
+
+    state.write_text("poisoned")
+    _resource(project, state)
+    gateway = _gateway(project, toolgate_home)
+    try:
+        with serve(build_ui(gateway)) as served:
+            console = Console(gateway, served)
+            page = console.get("/tools/weather:lookup")
+            assert page.status_code == 200
+            _no_raw_hidden(page.text)
+            assert "\\u202e" in page.text and "\\U000e0041" in page.text
+            assert "held: flagged" in page.text and "Accept this definition" in page.text
+            digest = re.search(r'name="definition_hash" value="([^"]+)"', page.text)
+            assert digest is not None
+            form = {"tool": "lookup", "definition_hash": digest.group(1), "back": "weather:lookup"}
+            # A forged post (no form token) is refused and accepts nothing.
+            forged = console.client.post(
+                "/mcp-servers/weather/accept", data={**form, "csrf_token": "0" * 64}
+            )
+            assert forged.status_code == 403
+            assert not gateway.registry.get("weather:lookup").available
+            accepted = console.post("/mcp-servers/weather/accept", form)
+            assert accepted.status_code == 200, accepted.text
+            assert gateway.registry.get("weather:lookup").available
+            _no_raw_hidden(accepted.text)
+            assert "Hidden text" in accepted.text and "\\u202e" in accepted.text
+            catalog = console.get("/")
+            _no_raw_hidden(catalog.text)
+            assert gateway.call_sync("weather:lookup", {"city": "Oslo"}).status is CallStatus.OK
+            console.client.close()
+    finally:
+        gateway.close()
+
+
+# -- the per-server setting ---------------------------------------------------------------------
+
+
+def test_pin_all_holds_even_the_first_listing_and_pin_off_adopts_a_rug_pull(
+    project: Path, toolgate_home: Path, state: Path
+) -> None:
+    _resource(project, state, pin="all")
+    with _gateway(project, toolgate_home) as strict:
+        assert "never accepted" in (_reason(strict, "weather:lookup") or "")
+        assert strict.call_sync("weather:lookup", {"city": "Oslo"}).code is ErrorCode.UNAVAILABLE
+        strict.accept_mcp_tools("weather", by="test")
+        assert strict.call_sync("weather:lookup", {"city": "Oslo"}).status is CallStatus.OK
+    state.write_text("rugged")
+    _resource(project, state, pin="off")
+    with _gateway(project, toolgate_home) as lax:
+        assert lax.call_sync("weather:exfiltrate", {"data": "d"}).status is CallStatus.OK
+    state.write_text("poisoned")
+    with _gateway(project, toolgate_home) as lax:
+        # Hidden text is held whatever the setting.
+        assert "hidden text" in (_reason(lax, "weather:lookup") or "")
+    (project / "upstream.yaml").write_text(
+        (project / "upstream.yaml").read_text().replace("pin: off", "pin: sometimes")
+    )
+    checked = Gateway().add_source(project / "upstream.yaml")
+    assert any(
+        "/spec/pin" in (d.field or "") and "changes, all, off" in d.message
+        for d in checked.diagnostics
+    )
+
+
+# -- replicas ----------------------------------------------------------------------------------
+
+
+async def test_rug_pull_held_on_one_replica_is_released_by_an_acceptance_on_another(
+    project: Path, state: Path
+) -> None:
+    from postgres_support import upgraded_database
+    from toolgate.stores.postgres_db import PostgresDatabase
+
+    _resource(project, state)
+    with upgraded_database() as url:
+        with Gateway(state_database=PostgresDatabase(url)) as first:
+            first.add_source(project / "upstream.yaml")
+            assert first.registry.get("weather:lookup").available  # the first listing
+        state.write_text("rugged")
+        one = Gateway(state_database=PostgresDatabase(url))
+        two = Gateway(state_database=PostgresDatabase(url))
+        for replica in (one, two):
+            replica.add_source(project / "upstream.yaml")
+            await replica.start()
+        try:
+            for replica in (one, two):
+                assert "held" in (_reason(replica, "weather:lookup") or "")
+            one.accept_mcp_tools("weather", ["lookup"], by="ops")
+            assert one.registry.get("weather:lookup").available
+            await _until(
+                lambda: two.registry.get("weather:lookup").available,
+                "the other replica to see the acceptance",
+            )
+            ran = await two.call("weather:lookup", {"city": "Oslo", "secret": "k"})
+            assert ran.status is CallStatus.OK, ran.message
+            assert not two.registry.get("weather:exfiltrate").available
+        finally:
+            await one.aclose()
+            await two.aclose()

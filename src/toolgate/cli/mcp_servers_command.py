@@ -52,18 +52,8 @@ def _state(ctx: typer.Context) -> CliState:
 
 
 def review_row(review: ToolReview) -> dict[str, Any]:
-    """One tool's review as JSON (texts as the server sent them; JSON escapes nothing a
-    terminal would hide, so ``\\u202e`` shows as such only when ``ensure_ascii`` is on)."""
-    return {
-        "tool": review.name,
-        "status": review.status,
-        "definition_hash": review.definition_hash,
-        "accepted_hash": None if review.pin is None else review.pin.definition_hash,
-        "accepted_by": None if review.pin is None else review.pin.accepted_by,
-        "changes": [] if review.hold is None else list(review.hold.changes),
-        "findings": list(review.findings),
-        "definition": dict(review.definition),
-    }
+    """One tool's review as JSON (``print_json`` escapes hidden characters)."""
+    return review.to_dict()
 
 
 def _reviews(gateway: Gateway, server: str) -> dict[str, ToolReview]:

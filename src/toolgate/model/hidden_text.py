@@ -26,14 +26,19 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterator, Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from .tool import Tool
 
 __all__ = [
     "escape_hidden",
+    "escape_hidden_json",
     "findings",
     "hidden_characters",
     "instruction_markers",
     "text_findings",
+    "tool_findings",
 ]
 
 _HIDDEN_CATEGORIES: Final = frozenset({"Cf", "Cc", "Zl", "Zp", "Co", "Cn"})
@@ -73,6 +78,23 @@ def escape_hidden(text: str) -> str:
     if all(not _hidden(char) for char in text):
         return text
     return "".join(_escape(char) if _hidden(char) else char for char in text)
+
+
+def _json_escape(char: str) -> str:
+    code = ord(char)
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+def escape_hidden_json(text: str) -> str:
+    """JSON text (``json.dumps(..., ensure_ascii=False)``) with every hidden character written
+    as a JSON escape (``\\u202e``, a surrogate pair above U+FFFF): the same JSON value, but
+    nothing a terminal would not show."""
+    if all(not _hidden(char) for char in text):
+        return text
+    return "".join(_json_escape(char) if _hidden(char) else char for char in text)
 
 
 def hidden_characters(text: str) -> list[str]:
@@ -134,3 +156,16 @@ def findings(texts: Mapping[str, Any]) -> list[str]:
         for where, text in _strings(value, field):
             out.extend(f"{where}: {finding}" for finding in text_findings(text))
     return out
+
+
+def tool_findings(tool: Tool) -> list[str]:
+    """Hidden characters and instruction-like passages in the texts a model reads of ``tool``
+    (its title, description and schemas), whatever declared it."""
+    return findings(
+        {
+            "title": tool.title or "",
+            "description": tool.description,
+            "inputSchema": tool.input_schema_dict(),
+            "outputSchema": tool.output_schema_dict() or {},
+        }
+    )

@@ -167,6 +167,21 @@ class ToolReview:
         """``accepted``, ``held: new``, ``held: changed`` or ``held: flagged``."""
         return "accepted" if self.hold is None else f"held: {self.hold.kind}"
 
+    def to_dict(self) -> dict[str, Any]:
+        """As JSON (the CLI's ``--json`` and the HTTP API)."""
+        return {
+            "server": self.server,
+            "tool": self.name,
+            "status": self.status,
+            "definition_hash": self.definition_hash,
+            "accepted_hash": None if self.pin is None else self.pin.definition_hash,
+            "accepted_by": None if self.pin is None else self.pin.accepted_by,
+            "accepted_at": None if self.pin is None else self.pin.accepted_at,
+            "changes": [] if self.hold is None else list(self.hold.changes),
+            "findings": list(self.findings),
+            "definition": dict(self.definition),
+        }
+
     def reason(self, tool_id: str) -> str:
         """The unavailable reason of a held tool: what is wrong and how to accept it."""
         assert self.hold is not None

@@ -29,6 +29,7 @@ see and run MCP tools too.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import threading
@@ -41,6 +42,7 @@ from ..model import McpEntry, Tool
 from ..registry import RegisteredTool
 from ..sandbox.addresses import parse_cidr_grants
 from ..secrets import GLOBAL_SCOPE
+from ..stores.tool_pins import Pin
 from .declarations import SourceContext
 from .mcp_pinning import ToolReview, held_tool, review_listing
 from .mcp_server_spec import McpServerSpec, parse_mcp_server
@@ -441,15 +443,24 @@ class McpServers:
                     f"the MCP server {name} changed {review.name!r} again since it was reviewed "
                     f"(reviewed {want}, now {review.definition_hash}); review it again"
                 )
-        if chosen:
-            self._context.tool_pins.store().accept(
-                name,
-                {review.name: (review.definition_hash, review.definition) for review in chosen},
-                by=by,
-                now=time.time(),
+        if not chosen:
+            return []
+        now = time.time()
+        self._context.tool_pins.store().accept(
+            name,
+            {review.name: (review.definition_hash, review.definition) for review in chosen},
+            by=by,
+            now=now,
+        )
+        self._hub_changed()
+        return [
+            dataclasses.replace(
+                review,
+                hold=None,
+                pin=Pin(name, review.name, review.definition_hash, review.definition, now, by),
             )
-            self._hub_changed()
-        return chosen
+            for review in chosen
+        ]
 
     async def _watch_pins(self) -> None:
         """While a tool is held, notice an acceptance made elsewhere (another process or
