@@ -316,7 +316,9 @@ class Gateway(GatewayCatalog):
             tool_pins=self.tool_pins,
         )
         self._configured_policies = tuple(policies)
-        self.declarations = SourceSet(self.registry, self._check, on_reload=self._sources_reloaded)
+        self.declarations = SourceSet(
+            self.registry, self._check, on_reload=self._sources_reloaded, pins=self.tool_pins
+        )
         """The declaration sources (capabilities, plugins, extension info, resources)."""
         self.telemetry = telemetry
         """Traces and metrics of every call (``None``: none)."""
@@ -406,6 +408,29 @@ class Gateway(GatewayCatalog):
         if accepted:
             self.declarations.reload(source)
         return accepted
+
+    def accept_tool(self, tool_id: str, *, by: str | None, expected: str | None = None) -> str:
+        """Accept a held tool at the definition its source declares now: a tool of an MCP
+        server (new, changed or with hidden text; see :meth:`accept_mcp_tools`) or a plugin's
+        or capability's tool held for hidden text. ``expected``: the definition hash the
+        operator reviewed. Returns the accepted hash; raises
+        :class:`~toolgate.sources.mcp_servers.AcceptError` naming what is wrong."""
+        from .model import McpEntry
+        from .sources.mcp_servers import AcceptError
+
+        entry = self.registry.get(tool_id)
+        if entry is None:
+            raise AcceptError(f"no tool {tool_id!r} is registered")
+        if isinstance(entry.tool.entry, McpEntry):
+            server, remote = entry.tool.entry.server, entry.tool.entry.remote_name
+            accepted = self.accept_mcp_tools(
+                server, [remote], by=by, expected=None if expected is None else {remote: expected}
+            )
+            return accepted[0].definition_hash
+        try:
+            return self.declarations.accept(entry.tool.id, by=by, expected=expected).definition_hash
+        except LookupError as exc:
+            raise AcceptError(str(exc)) from None
 
     # -- calls ----------------------------------------------------------------------------------
 
