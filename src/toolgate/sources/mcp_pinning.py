@@ -187,7 +187,7 @@ class ToolReview:
         assert self.hold is not None
         accept = f"toolgate mcp-servers accept {self.server} {self.name}"
         how = (
-            f"an operator must review it ('toolgate mcp-servers show {self.server}') and accept "
+            f"an operator reviews it ('toolgate mcp-servers show {self.server}') and accepts "
             f"it: '{accept}', POST /v1/mcp-servers/{self.server}/accept, or the Accept button "
             f"on the tool's page in the web UI"
         )
