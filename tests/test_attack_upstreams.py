@@ -478,3 +478,20 @@ def test_the_hidden_text_heuristic_flags_each_documented_case(
     else:
         assert any(expected in finding for finding in found), found
         _no_raw_hidden(" ".join(found) + escape_hidden(text))
+
+
+def test_pins_that_cannot_be_read_hold_every_tool_of_the_server(
+    project: Path, toolgate_home: Path, state: Path, run_cli: RunCli
+) -> None:
+    _resource(project, state)
+    # Not a database: a tampered or broken state file must not let the tools through.
+    (toolgate_home / "toolgate.db").write_bytes(b"this is not a SQLite database" * 100)
+    listed = run_cli("tools", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    rows = {row["id"]: row for row in json.loads(listed.stdout)}
+    for tool_id in ("weather:lookup", "weather:crash"):
+        assert not rows[tool_id]["available"]
+        assert (
+            "accepted tool definitions of the MCP server weather cannot be read"
+            in (rows[tool_id]["unavailable_reason"])
+        )

@@ -246,19 +246,24 @@ def review_listing(
     return reviews, seeded
 
 
-def held_tool(tool: Tool, review: ToolReview) -> Tool:
-    """``tool`` as a held tool is registered: no unreviewed text or schema reaches a model."""
-    assert review.hold is not None
+def held_tool(tool: Tool, server: str, review: ToolReview | None) -> Tool:
+    """``tool`` as a held tool is registered: no unreviewed text or schema reaches a model
+    (``review`` is ``None`` when the pins could not be read)."""
+    what = {
+        "new": "added this tool",
+        "changed": "changed this tool",
+        "flagged": "describes this tool with hidden text",
+    }
+    why = (
+        "lists this tool, but its accepted definition cannot be checked now"
+        if review is None or review.hold is None
+        else what[review.hold.kind]
+    )
     return dataclasses.replace(
         tool,
         description=(
-            f"Held by toolgate: the MCP server {review.server} "
-            + {
-                "new": "added this tool",
-                "changed": "changed this tool",
-                "flagged": "describes this tool with hidden text",
-            }[review.hold.kind]
-            + "; an operator must review and accept it before it can be used."
+            f"Held by toolgate: the MCP server {server} {why}; an operator must review and "
+            "accept it before it can be used."
         ),
         title=None,
         input_schema={"type": "object"},

@@ -300,7 +300,9 @@ class McpServers:
                 held = self._held(spec, tool, tool.id, reviews, problems)
                 entries.append(
                     RegisteredTool(
-                        tool if held is None else held_tool(tool, reviews[_remote(tool)]),
+                        tool
+                        if held is None
+                        else held_tool(tool, spec.name, reviews.get(_remote(tool))),
                         _binding(hub, spec.name, tool, spec.url),
                         held or reason,
                     )
