@@ -93,9 +93,10 @@ def mcp_servers_router(context: ApiContext) -> APIRouter:
         )
 
     @router.post("/mcp-servers/{server}/accept", summary="Accept an MCP server's tools")
-    def accept_tools(server: str, body: AcceptRequest, who: Operator) -> Response:
+    async def accept_tools(server: str, body: AcceptRequest, who: Operator) -> Response:
         """Accept the definitions the server lists now (the named tools, or every held one);
         they are served from now on, until the server changes them (operators only)."""
+        # On the event loop, where every other reload of the registry happens.
         if server not in gateway.mcp_servers():
             known = ", ".join(sorted(gateway.mcp_servers())) or "none"
             raise ApiProblem(
