@@ -495,3 +495,37 @@ def test_pins_that_cannot_be_read_hold_every_tool_of_the_server(
             "accepted tool definitions of the MCP server weather cannot be read"
             in (rows[tool_id]["unavailable_reason"])
         )
+
+
+def test_hidden_instructions_render_escaped_in_a_browser_and_the_accept_button_works(
+    project: Path, toolgate_home: Path, state: Path
+) -> None:
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    from toolgate.serve.web import build_ui
+    from web_support import CHROMIUM, serve
+
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is not installed (apt-get install chromium)")
+    state.write_text("poisoned")
+    _resource(project, state)
+    gateway = _gateway(project, toolgate_home)
+    try:
+        with serve(build_ui(gateway)) as served, playwright_api.sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True)
+            try:
+                page = browser.new_page()
+                page.goto(served.url + "/tools/weather:lookup")
+                shown = page.inner_text("body")
+                _no_raw_hidden(shown)
+                assert "\\u202e" in shown and "\\U000e0041" in shown and "held: flagged" in shown
+                page.click("text=Accept this definition")
+                page.wait_for_selector("#hidden-text")
+                shown = page.inner_text("body")
+                _no_raw_hidden(shown)
+                assert "Hidden text" in shown and "\\u202e" in shown
+                assert "Unavailable:" not in shown
+            finally:
+                browser.close()
+        assert gateway.call_sync("weather:lookup", {"city": "Oslo"}).status is CallStatus.OK
+    finally:
+        gateway.close()
