@@ -529,3 +529,37 @@ def test_hidden_instructions_render_escaped_in_a_browser_and_the_accept_button_w
         assert gateway.call_sync("weather:lookup", {"city": "Oslo"}).status is CallStatus.OK
     finally:
         gateway.close()
+
+
+async def test_an_agent_over_mcp_never_reads_a_held_tools_hidden_instructions(
+    project: Path, toolgate_home: Path, state: Path
+) -> None:
+    import os
+
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    from conftest import TOOLGATE
+
+    state.write_text("poisoned")
+    _resource(project, state)
+    params = StdioServerParameters(
+        command=str(TOOLGATE),
+        args=["--config", str(project / "toolgate.yaml"), "mcp"],
+        env={**os.environ, "TOOLGATE_HOME": str(toolgate_home)},
+        cwd=str(project),
+    )
+    with (project / "stderr.log").open("a", encoding="utf-8") as errlog:
+        async with Client(stdio_client(params, errlog=errlog)) as agent:
+            tools = {tool.name: tool for tool in (await agent.list_tools()).tools}
+            listed = json.dumps(
+                [tool.model_dump(mode="json", by_alias=True) for tool in tools.values()],
+                ensure_ascii=False,
+            )
+            for leaked in ("id_rsa", "IMPORTANT", "\u202e", "\u200b", "\U000e0041", "Ignore"):
+                assert leaked not in listed
+            refused = await agent.call_tool("weather__lookup", {"city": "Oslo"})
+            assert refused.is_error
+            # The gateway keeps serving the session: the next request is answered.
+            again = {tool.name for tool in (await agent.list_tools()).tools}
+            assert {"weather__lookup", "weather__crash"} <= again
