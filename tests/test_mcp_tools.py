@@ -669,6 +669,7 @@ async def test_a_changed_tool_list_updates_the_registry(era: tuple[str, ...]) ->
                 args=(str(CHANGING_SERVER), *era),
                 level=SideEffect.LOCAL_WRITE,
                 probe_period=0,  # only the server's announcement can make the change visible
+                pin="off",  # adopt changes as listed (by default a new tool is held)
             )
         ]
     )

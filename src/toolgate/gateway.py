@@ -49,14 +49,18 @@ from .search.disclosure import ProgressiveDisclosure
 from .secrets import SecretResolver, SecretStore
 from .sources import FolderRoot, ToolFolderSource
 from .sources.declarations import (
+    DeclarationSource,
     SourceContext,
     SourceSet,
 )
 from .sources.tool_folders import DEFAULT_RESCAN_INTERVAL
+from .stores.tool_pins import ToolPins
 from .telemetry import Gauges, Telemetry
 
 if TYPE_CHECKING:
     from .audit.log_base import AuditLog
+    from .sources.mcp_pinning import ToolReview
+    from .sources.mcp_servers import McpServers
     from .stores.sql import SqlDatabase
 
 __all__ = ["Addable", "Gateway"]
@@ -107,6 +111,7 @@ class Gateway(GatewayCatalog):
         workers: WorkerSettings | None = None,
         state_database: SqlDatabase | None = None,
         redis_url: str | None = None,
+        pin_path: Path | str | None = None,
     ) -> None:
         """
         Args:
@@ -169,6 +174,10 @@ class Gateway(GatewayCatalog):
                 approvals, grants, idempotency records and, without ``redis_url``, rate-limit
                 counters live there instead of ``state_path``. Closed with the gateway.
             redis_url: Keep rate-limit counters in this Redis, shared by the replicas.
+            pin_path: The SQLite file holding the accepted definitions of MCP servers' tools
+                (default: ``state_path``; in ``state_database`` when given; else in memory,
+                so every server's first listing is trusted again on the next start). Opened
+                only when an MCP server lists its tools.
         """
         self.registry = Registry()
         self.search_index = ToolIndex(self.registry, semantic=semantic_search)
@@ -300,15 +309,21 @@ class Gateway(GatewayCatalog):
         )
         if self.tool_folders.roots:
             self.tool_folders.scan()
+        pins_file = state_file if pin_path is None else Path(pin_path).expanduser()
+        self.tool_pins = ToolPins(pins_file, state_database)
+        """The accepted definitions of upstream MCP tools (opened on first use)."""
         self.source_context = SourceContext(
             secrets=self.secrets,
             environ=process_env,
             script_availability=scripts.unavailable_reason,
             home=None if home is None else Path(home).expanduser(),
             sandbox=sandbox,
+            tool_pins=self.tool_pins,
         )
         self._configured_policies = tuple(policies)
-        self.declarations = SourceSet(self.registry, self._check, on_reload=self._sources_reloaded)
+        self.declarations = SourceSet(
+            self.registry, self._check, on_reload=self._sources_reloaded, pins=self.tool_pins
+        )
         """The declaration sources (capabilities, plugins, extension info, resources)."""
         self.telemetry = telemetry
         """Traces and metrics of every call (``None``: none)."""
@@ -351,6 +366,76 @@ class Gateway(GatewayCatalog):
             self.access.policies = policies
             self._approval_stage.every_tool = any_requires_approval(policies)
             self.pipeline.invalidate()
+
+    # -- upstream MCP servers -------------------------------------------------------------------
+
+    def mcp_servers(self) -> dict[str, tuple[DeclarationSource, McpServers]]:
+        """Every declared MCP server by name, with its source (the first declaration of a name
+        wins, as when its tools are registered)."""
+        found: dict[str, tuple[DeclarationSource, McpServers]] = {}
+        for source in self.declarations.sources:
+            servers = source.mcp_servers()
+            if servers is None:
+                continue
+            for name in servers.server_names():
+                found.setdefault(name, (source, servers))
+        return found
+
+    def _mcp_server(self, server: str) -> tuple[DeclarationSource, McpServers]:
+        from .sources.mcp_servers import AcceptError
+
+        found = self.mcp_servers()
+        if server not in found:
+            known = ", ".join(sorted(found)) or "none"
+            raise AcceptError(f"no MCP server {server!r} is declared (declared: {known})")
+        return found[server]
+
+    def review_mcp_server(self, server: str) -> dict[str, ToolReview]:
+        """Each tool the MCP server lists now: accepted or held, why, and what it says.
+        Raises :class:`~toolgate.sources.mcp_servers.AcceptError` (an unknown server, one that
+        has not listed its tools yet)."""
+        return self._mcp_server(server)[1].review(server)
+
+    def accept_mcp_tools(
+        self,
+        server: str,
+        tools: Iterable[str] = (),
+        *,
+        by: str | None,
+        expected: Mapping[str, str] | None = None,
+    ) -> list[ToolReview]:
+        """Accept the definitions an MCP server lists now for ``tools`` (names on the server;
+        none: every held tool) and apply it at once; returns what was accepted. ``expected``:
+        tool → the definition hash the operator reviewed (refused if it changed since).
+        Raises :class:`~toolgate.sources.mcp_servers.AcceptError` naming what is wrong."""
+        source, servers = self._mcp_server(server)
+        accepted = servers.accept(server, list(tools), by=by, expected=expected)
+        if accepted:
+            self.declarations.reload(source)
+        return accepted
+
+    def accept_tool(self, tool_id: str, *, by: str | None, expected: str | None = None) -> str:
+        """Accept a held tool at the definition its source declares now: a tool of an MCP
+        server (new, changed or with hidden text; see :meth:`accept_mcp_tools`) or a plugin's
+        or capability's tool held for hidden text. ``expected``: the definition hash the
+        operator reviewed. Returns the accepted hash; raises
+        :class:`~toolgate.sources.mcp_servers.AcceptError` naming what is wrong."""
+        from .model import McpEntry
+        from .sources.mcp_servers import AcceptError
+
+        entry = self.registry.get(tool_id)
+        if entry is None:
+            raise AcceptError(f"no tool {tool_id!r} is registered")
+        if isinstance(entry.tool.entry, McpEntry):
+            server, remote = entry.tool.entry.server, entry.tool.entry.remote_name
+            accepted = self.accept_mcp_tools(
+                server, [remote], by=by, expected=None if expected is None else {remote: expected}
+            )
+            return accepted[0].definition_hash
+        try:
+            return self.declarations.accept(entry.tool.id, by=by, expected=expected).definition_hash
+        except LookupError as exc:
+            raise AcceptError(str(exc)) from None
 
     # -- calls ----------------------------------------------------------------------------------
 
@@ -550,6 +635,7 @@ class Gateway(GatewayCatalog):
             self.audit.close()  # flushes what is queued
         if self._store is not None:
             self._store.close()
+        self.tool_pins.close()
         if self.state_database is not None:
             self.state_database.close()
         if self.telemetry is not None:

@@ -58,6 +58,7 @@ from . import (
     declarations,
     js_command,
     mcp_command,
+    mcp_servers_command,
     plugins,
     resources,
     sandbox,
@@ -131,6 +132,7 @@ for _module in (
     resources,
     serve_command,
     mcp_command,
+    mcp_servers_command,
     agents,
     db_command,
     sandbox,
@@ -186,6 +188,33 @@ def _exit(code: int) -> NoReturn:
 
 
 # -- tools -------------------------------------------------------------------------------------
+
+
+@tools_app.command("accept", epilog=EXIT_CODES_HELP)
+def accept_tool(
+    ctx: typer.Context,
+    tool_id: Annotated[str, typer.Argument(metavar="ID", help="The held tool's id.")],
+    expected: Annotated[
+        str | None,
+        typer.Option(
+            "--hash",
+            metavar="HASH",
+            help="The definition hash you reviewed: refused if the tool changed since.",
+        ),
+    ] = None,
+) -> None:
+    """Accept a held tool at the definition its source gives now: an MCP server's new or
+    changed tool, or a plugin's or capability's tool whose texts hide something (see
+    'toolgate tools show ID'). It is served from then on, until its definition changes."""
+    from ..sources.mcp_servers import AcceptError
+
+    state = _state(ctx)
+    with state.open_gateway(approver=None, audit="off") as gateway:
+        try:
+            digest = gateway.accept_tool(tool_id, by=current_user(), expected=expected)
+        except AcceptError as exc:
+            raise CliFailure(str(exc)) from None
+    state.out.print(Text(f"accepted {tool_id} {digest}"), soft_wrap=True)
 
 
 @tools_app.command("list", epilog=EXIT_CODES_HELP)

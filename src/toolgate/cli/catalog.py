@@ -16,6 +16,7 @@ from ..backends.prestart import PrestartSettings
 from ..health import Phase, ToolStatus
 from ..model import ImplementationKind, SandboxMode, ScriptEntry, SourceFormat, TileDisplay, Tool
 from ..model.display import safe_text
+from ..model.hidden_text import escape_hidden, tool_findings
 from ..model.names import to_provider_name
 from ..pipeline.approval_policy import ApprovalPolicy
 from ..registry import RegisteredTool
@@ -76,6 +77,7 @@ def summarize_tool(entry: RegisteredTool, policy: ApprovalPolicy | None = None) 
         "source": tool.source.location,
         "available": entry.available,
         "unavailable_reason": entry.unavailable_reason,
+        "hidden_text": tool_findings(tool),
     }
 
 
@@ -228,7 +230,7 @@ def print_tool_table(
         approval = needs_approval(tool, policy)
         cells = [
             Text(tool.id, style="bold"),
-            Text(tool.display_title),
+            Text(escape_hidden(tool.display_title)),
             Text(str(tool.side_effect)),
             Text(_yes_no(approval), style="yellow" if approval else ""),
             Text(str(tool.kind)),
@@ -262,7 +264,8 @@ def _schema(schema: dict[str, Any] | None) -> RenderableType:
     from rich.syntax import Syntax
 
     return Syntax(
-        json.dumps(schema, indent=2, ensure_ascii=False),
+        # Invisible and bidirectional characters inside texts shown as escapes (\u202e).
+        escape_hidden(json.dumps(schema, indent=2, ensure_ascii=False)),
         "json",
         word_wrap=True,
         background_color="default",
@@ -309,8 +312,13 @@ def print_tool(
     ]
     if processes is not None:
         rows.append(("Processes", processes["note"]))
+    hidden = tool_findings(tool)
+    if hidden:
+        rows.append(("Hidden text", "; ".join(hidden)))
     for label, value in rows:
-        facts.add_row(label, Text(value))
+        facts.add_row(
+            label, Text(escape_hidden(value), style="yellow" if label == "Hidden text" else "")
+        )
     for label, text in [] if status is None else _status_rows(status):
         facts.add_row(label, text)
     for aspect, value in (enforced or {}).items():
@@ -321,7 +329,7 @@ def print_tool(
     console.print(Text(tool.id, style="bold underline"))
     console.print(facts)
     console.print()
-    console.print(Text(tool.description))
+    console.print(Text(escape_hidden(tool.description)))
     console.print()
     if tool.display.examples:
         console.print(Text("Examples", style="bold"))

@@ -47,9 +47,10 @@ def _sqlite_upgrade() -> str:
     from ..stores.idempotency_sqlite import SQLiteIdempotencyStore
     from ..stores.limits_sqlite import SQLiteRateLimitStorage
     from ..stores.sqlite import SQLiteApprovalStore
+    from ..stores.tool_pins import ToolPinStore
 
     path = toolgate_home() / STATE_FILE_NAME
-    for store in (SQLiteApprovalStore, SQLiteIdempotencyStore, AgentKeyStore):
+    for store in (SQLiteApprovalStore, SQLiteIdempotencyStore, AgentKeyStore, ToolPinStore):
         store(path).close()
     SQLiteRateLimitStorage(path).close()
     audit = toolgate_home() / AUDIT_FILE_NAME

@@ -17,6 +17,7 @@ from .._json import StrictJsonError, loads_strict
 from ..approvals import Approver
 from ..config import AuditMode, LoadedConfig, build_gateway, load_config, toolgate_home
 from ..gateway import Gateway
+from ..model.hidden_text import escape_hidden_json
 from ..pipeline.approval_policy import ApprovalPolicy
 from ..telemetry import Telemetry
 from .errors import CliUsageError
@@ -174,7 +175,10 @@ def parse_arguments(spec: str, stdin: IO[str] | None = None) -> dict[str, Any]:
 def print_json(value: Any, stream: IO[str] | None = None) -> None:
     """Print ``value`` as indented JSON, unwrapped and uncoloured (safe to pipe into ``jq``)."""
     target = sys.stdout if stream is None else stream
-    target.write(json.dumps(value, indent=2, ensure_ascii=False, default=str) + "\n")
+    # Readable text as it is; invisible and bidirectional characters as JSON escapes (the same
+    # value for a parser, but nothing hidden from a person reading it).
+    text = json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    target.write(escape_hidden_json(text) + "\n")
     target.flush()
 
 

@@ -79,7 +79,8 @@ an error; a folder named twice is loaded once. Nothing is created when the gatew
 except the state database ``$TOOLGATE_HOME/toolgate.db`` (approval requests and "always allow"
 grants, so they survive a restart) when approvals are on, and the audit log
 ``$TOOLGATE_HOME/audit.db`` when auditing is on (``audit.enabled``, the default) — with
-``approver=None`` and ``audit="off"`` (or ``"read"`` and no log yet) nothing at all.
+``approver=None`` and ``audit="off"`` (or ``"read"`` and no log yet) nothing at all, unless an
+MCP server lists its tools: their accepted definitions (pins) are kept in ``toolgate.db`` then.
 
 Policies: each entry of ``policies:`` is either one inline Joch ``Policy`` resource or the path of
 a YAML file holding one or more of them, separated by ``---`` lines (see

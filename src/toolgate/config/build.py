@@ -146,6 +146,9 @@ def build_gateway(
         approval_ttl=config.approval.expires_after,
         approval_rules=config.approval.approval_rules(),
         state_path=None if approver is None else home / STATE_FILE_NAME,
+        # Accepted MCP tool definitions: read by every command, created only when an MCP
+        # server lists its tools.
+        pin_path=home / STATE_FILE_NAME,
         policies=policies,
         agent_labels=config.agent_labels(),
         audit_path=audit_path,

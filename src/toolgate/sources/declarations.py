@@ -10,7 +10,9 @@ holds becomes a diagnostic instead of a takeover.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -19,21 +21,42 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from ..errors import DuplicateToolError, ToolgateError
-from ..loaders import Diagnostic
+from ..loaders import Diagnostic, Severity
 from ..model import ImplementationKind, SourceFormat, Tool
+from ..model.effects import ToolHints
+from ..model.hidden_text import tool_findings
 from ..model.policy import AccessPolicy
 from ..registry import RegisteredTool, Registry
 from ..secrets import SecretResolver
+from ..stores.tool_pins import ToolPins
 
 if TYPE_CHECKING:
     from typing import Self
 
     from ..backends import Backend
     from ..sandbox.runner import Sandbox
+    from .mcp_servers import McpServers
 
-__all__ = ["DeclarationSource", "SourceAlert", "SourceContext", "SourceLoad", "SourceSet"]
+__all__ = [
+    "THIRD_PARTY_FORMATS",
+    "DeclarationSource",
+    "SourceAlert",
+    "SourceContext",
+    "SourceLoad",
+    "SourceSet",
+]
 
 log = logging.getLogger("toolgate.sources")
+
+#: Declaration formats whose texts someone other than the operator wrote (a plugin's or a
+#: capability's author): a tool whose texts hide something is held until accepted. Tool
+#: folders, Python functions and resources are the operator's own (flagged, not held); MCP
+#: servers are checked by :mod:`.mcp_pinning`.
+THIRD_PARTY_FORMATS = frozenset(
+    {SourceFormat.PLUGIN, SourceFormat.CAPABILITY, SourceFormat.EXTENSION_INFO}
+)
+#: The pin-store key under which accepted third-party definitions are kept.
+_PIN_KEY = "declared-tools"
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +94,9 @@ class SourceContext:
     """``$TOOLGATE_HOME``, when the gateway was built from a configuration."""
     sandbox: Sandbox | None = None
     """The process sandbox for compartment-mode tools (``None``: the gateway has none)."""
+    tool_pins: ToolPins = field(default_factory=ToolPins)
+    """The accepted definitions of upstream tools (MCP servers), opened on first use
+    (default: in memory, for this gateway's lifetime)."""
 
 
 class DeclarationSource(ABC):
@@ -122,6 +148,11 @@ class DeclarationSource(ABC):
         about the tools ``visible`` accepts (by id) — the ones this caller may see."""
         return None
 
+    def mcp_servers(self) -> McpServers | None:
+        """The MCP servers this source connects to (``None``: none), for reviewing and
+        accepting their tools."""
+        return None
+
     async def start(self, changed: Callable[[], None]) -> None:  # noqa: B027 - optional hook
         """Begin background work (connections, watching). ``changed()`` asks for a reload."""
 
@@ -142,8 +173,12 @@ class SourceSet:
         check: Callable[[Tool], None],
         *,
         on_reload: Callable[[], None] = lambda: None,
+        pins: ToolPins | None = None,
     ) -> None:
         self.registry = registry
+        self._pins = pins if pins is not None else ToolPins()
+        self._held: dict[str, tuple[DeclarationSource, Tool]] = {}
+        """Third-party tools held for hidden text: id → (source, the tool as declared)."""
         self._check = check
         self._on_reload = on_reload
         self.sources: list[DeclarationSource] = []
@@ -195,7 +230,10 @@ class SourceSet:
         owned_before = self._owned.get(id(source), set())
         owned_now: set[str] = set()
         problems = list(loaded.diagnostics)
-        for entry in loaded.entries:
+        for held in [k for k, (s, _) in self._held.items() if s is source]:
+            del self._held[held]
+        for declared in loaded.entries:
+            entry = self._screen(source, declared, problems)
             problem = self._apply(entry, owned_before | owned_now)
             if problem is None:
                 owned_now.add(entry.tool.id)
@@ -208,6 +246,74 @@ class SourceSet:
         self._loads[id(source)] = result
         self._on_reload()
         return result
+
+    def _screen(
+        self, source: DeclarationSource, entry: RegisteredTool, problems: list[Diagnostic]
+    ) -> RegisteredTool:
+        """``entry``, or — for a third-party tool whose texts hide something and whose
+        definition was not accepted as it is — the tool held: unavailable, with toolgate's own
+        description and no schema, and a reason saying what was found and how to accept it."""
+        tool = entry.tool
+        if tool.source.format not in THIRD_PARTY_FORMATS or tool.kind is ImplementationKind.MCP:
+            return entry
+        found = tool_findings(tool)
+        if not found:
+            return entry
+        try:
+            pin = self._pins.store().pins(_PIN_KEY).get(tool.id)
+        except Exception as exc:  # noqa: BLE001 - fail closed: held, with the reason
+            pin, unreadable = None, f" (the accepted definitions cannot be read: {exc})"
+        else:
+            unreadable = ""
+        if pin is not None and pin.definition_hash == tool.definition_hash:
+            return entry
+        where = f"its {tool.source.format} declaration at {tool.source.location or source.location}"
+        reason = (
+            f"{tool.id} is held: {where} describes it with hidden text: {'; '.join(found)}"
+            f"{unreadable}. It cannot be called until an operator reviews that declaration and "
+            f"accepts it: 'toolgate tools accept {tool.id} --hash {tool.definition_hash}'"
+        )
+        problems.append(Diagnostic(source.location, tool.id, reason, Severity.WARNING))
+        self._held[tool.id] = (source, tool)
+        held = dataclasses.replace(
+            tool,
+            description=(
+                f"Held by toolgate: the {tool.source.format} that declares this tool describes "
+                "it with hidden text; an operator must review and accept it before it can be used."
+            ),
+            title=None,
+            input_schema={"type": "object"},
+            output_schema=None,
+            hints=ToolHints(),
+        )
+        return RegisteredTool(held, entry.binding, reason)
+
+    def held(self, tool_id: str) -> Tool | None:
+        """The tool as declared, when it is held for hidden text (``None``: it is not)."""
+        found = self._held.get(tool_id)
+        return None if found is None else found[1]
+
+    def accept(self, tool_id: str, *, by: str | None, expected: str | None = None) -> Tool:
+        """Accept a held third-party tool at its declared definition (``expected``: the hash
+        the operator reviewed; ``LookupError`` when it is not held or differs) and reload its
+        source; returns the tool."""
+        found = self._held.get(tool_id)
+        if found is None:
+            raise LookupError(f"{tool_id} is not held for hidden text: nothing to accept")
+        source, tool = found
+        if expected is not None and expected != tool.definition_hash:
+            raise LookupError(
+                f"{tool_id} changed since it was reviewed (reviewed {expected}, now "
+                f"{tool.definition_hash}); review it again"
+            )
+        self._pins.store().accept(
+            _PIN_KEY,
+            {tool_id: (tool.definition_hash, {"id": tool.id, "description": tool.description})},
+            by=by,
+            now=time.time(),
+        )
+        self.reload(source)
+        return tool
 
     def _apply(self, entry: RegisteredTool, owned: set[str]) -> str | None:
         tool = entry.tool

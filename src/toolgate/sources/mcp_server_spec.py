@@ -26,6 +26,7 @@ conventions (``metadata.name/namespace``, ``env`` as ``{name, value | valueFrom}
       connectTimeoutSeconds: 30        # start + handshake + first tools/list
       healthCheck: {periodSeconds: 30, timeoutSeconds: 10}
       reconnect: {initialDelaySeconds: 1, maxDelaySeconds: 60}
+      pin: changes                     # changes | all | off: which tools wait for the operator
 
 Nothing here connects or runs anything: :func:`parse_mcp_server` only checks the document.
 """
@@ -76,7 +77,10 @@ MCP_SERVER_SPEC_FIELDS: tuple[str, ...] = (
     "connectTimeoutSeconds",
     "healthCheck",
     "reconnect",
+    "pin",
 )
+#: ``spec.pin`` values (see :mod:`toolgate.sources.mcp_pinning`).
+PIN_MODES: tuple[str, ...] = ("changes", "all", "off")
 _TOP_FIELDS = ("apiVersion", "kind", "metadata", "spec", "status")
 _METADATA_FIELDS = ("name", "namespace", "labels", "annotations")
 _TRANSPORTS = ("stdio", "streamable-http")
@@ -131,6 +135,10 @@ class McpServerSpec:
     """``spec.reconnect.initialDelaySeconds``: the first wait before reconnecting."""
     reconnect_max: float = 60.0
     """``spec.reconnect.maxDelaySeconds``: the wait doubles up to this."""
+    pin: str = "changes"
+    """``spec.pin``: ``changes`` (default: the first listing is trusted, later new or changed
+    tools wait for the operator), ``all`` (every tool waits, the first listing too) or ``off``
+    (changes are adopted); tools with hidden text wait in every mode."""
 
     @property
     def transport(self) -> str:
@@ -500,6 +508,14 @@ def parse_mcp_server(
     connect = _seconds(spec, "connectTimeoutSeconds", "/spec", 30.0, report, zero=False)
     probe_period, probe_timeout = _probe(spec, report)
     initial, most = _reconnect(spec, report)
+    pin = spec.get("pin", "changes")
+    if pin not in PIN_MODES:
+        report.error(
+            "/spec/pin",
+            f"expected one of {', '.join(PIN_MODES)} (default changes: new or changed tools "
+            f"wait for an operator to accept them), {_got(pin)}",
+        )
+        pin = "changes"
     if report.failed or name is None:
         return None, report.items
     return (
@@ -522,6 +538,7 @@ def parse_mcp_server(
             probe_timeout=probe_timeout,
             reconnect_initial=initial,
             reconnect_max=most,
+            pin=pin,
         ),
         report.items,
     )

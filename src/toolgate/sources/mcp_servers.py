@@ -17,7 +17,9 @@ servers and the ``Tool`` resources that name them to :class:`McpServers`, which
   operator's level wins over the server's annotations, which stay hints);
 * keeps the last known tools of a server that went down, unavailable with the reason, reconnects
   with a capped backoff, and asks for a reload (``changed()``) whenever a server's tool list or
-  availability changes.
+  availability changes;
+* pins each tool's definition when it is accepted and holds a new or changed tool, or one whose
+  texts hide something, until an operator accepts it (:mod:`.mcp_pinning`, ``spec.pin``).
 
 The CLI builds its gateway without ``start()``: the first :meth:`McpServers.entries` then connects
 (waiting at most the servers' connect timeouts), so ``toolgate tools list`` and ``toolgate call``
@@ -27,10 +29,12 @@ see and run MCP tools too.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ..loaders import Diagnostic, Severity
@@ -38,7 +42,9 @@ from ..model import McpEntry, Tool
 from ..registry import RegisteredTool
 from ..sandbox.addresses import parse_cidr_grants
 from ..secrets import GLOBAL_SCOPE
+from ..stores.tool_pins import Pin
 from .declarations import SourceContext
+from .mcp_pinning import ToolReview, held_tool, review_listing
 from .mcp_server_spec import McpServerSpec, parse_mcp_server
 from .mcp_tools import merge_ref, tool_from_listing
 
@@ -46,7 +52,7 @@ if TYPE_CHECKING:
     from ..backends.base import Backend
     from ..backends.mcp_client import Launch, McpHub, Snapshot
 
-__all__ = ["McpServerSpec", "McpServers", "parse_mcp_server"]
+__all__ = ["AcceptError", "McpServerSpec", "McpServers", "parse_mcp_server"]
 
 log = logging.getLogger("toolgate.mcp")
 
@@ -54,6 +60,16 @@ _Mapped = tuple[dict[str, Tool], dict[str, Diagnostic]]
 
 #: Added to the longest connect timeout when the first ``entries()`` waits for the servers.
 _WAIT_MARGIN = 5.0
+#: Seconds between two looks at the pins while a tool is held (another process or replica may
+#: accept it).
+PIN_RECHECK = 2.0
+
+_Reviews = dict[str, ToolReview]
+
+
+class AcceptError(LookupError):
+    """What an operator asked to accept cannot be accepted (the message says why and what to
+    do)."""
 
 
 class McpServers:
@@ -73,6 +89,12 @@ class McpServers:
         self._lock = threading.Lock()
         self._mapped: dict[str, tuple[McpServerSpec, Snapshot, _Mapped]] = {}
         """The last mapping of each server's listing: reloads that change nothing reuse it."""
+        self._reviews: dict[str, _Reviews] = {}
+        """The last review of each server's listing against the pins."""
+        self._pin_problems: dict[str, str] = {}
+        """Servers whose pins could not be read (their tools are all held), and why."""
+        self._pin_generation: int | None = None
+        self._pin_task: asyncio.Task[None] | None = None
 
     # -- configuration --------------------------------------------------------------------------
 
@@ -263,6 +285,7 @@ class McpServers:
                 snapshot.reason or f"toolgate is still connecting to the MCP server {spec.name}"
             )
         listed, refused = self._map_listing(spec, snapshot)
+        reviews = self._review(spec, snapshot)
         if refs is None and snapshot.tools is None:
             # Still connecting is not (yet) a failure of the declaration.
             severity = Severity.ERROR if snapshot.reason is not None else Severity.WARNING
@@ -273,10 +296,17 @@ class McpServers:
             return
         if refs is None:
             problems.extend(refused.values())
-            entries.extend(
-                RegisteredTool(tool, _binding(hub, spec.name, tool, spec.url), reason)
-                for tool in listed.values()
-            )
+            for tool in listed.values():
+                held = self._held(spec, tool, tool.id, reviews, problems)
+                entries.append(
+                    RegisteredTool(
+                        tool
+                        if held is None
+                        else held_tool(tool, spec.name, reviews.get(_remote(tool))),
+                        _binding(hub, spec.name, tool, spec.url),
+                        held or reason,
+                    )
+                )
             return
         for ref in refs:
             assert isinstance(ref.entry, McpEntry)
@@ -293,9 +323,166 @@ class McpServers:
                 problems.append(
                     Diagnostic(ref.source.location or spec.location, ref.id, why, Severity.WARNING)
                 )
+            held = None if remote is None else self._held(spec, remote, ref.id, reviews, problems)
+            if held is not None:
+                # Only the operator's own words: nothing the server has not had accepted.
+                entries.append(RegisteredTool(ref, _binding(hub, spec.name, ref, spec.url), held))
+                continue
             entries.append(
                 RegisteredTool(merge_ref(ref, remote), _binding(hub, spec.name, ref, spec.url), why)
             )
+
+    # -- pins -----------------------------------------------------------------------------------
+
+    def _review(self, spec: McpServerSpec, snapshot: Snapshot) -> _Reviews:
+        """The server's listing against its pins; the first listing of a server new to the
+        pins is recorded here (``spec.pin: changes``). A store that cannot be read holds
+        every tool (:attr:`_pin_problems`)."""
+        self._pin_problems.pop(spec.name, None)
+        if snapshot.tools is None:
+            return self._reviews.get(spec.name, {})
+        try:
+            store = self._context.tool_pins.store()
+            pins = store.pins(spec.name)
+            reviews, seeded = review_listing(spec.name, snapshot.tools, pins, spec.pin)
+            if seeded and not store.first_listing(spec.name, seeded, now=time.time()):
+                # Another process recorded this server's first listing meanwhile: use its pins.
+                reviews, _ = review_listing(
+                    spec.name, snapshot.tools, store.pins(spec.name), spec.pin
+                )
+            if any(review.hold is not None for review in reviews.values()):
+                self._pin_generation = store.generation()
+        except Exception as exc:  # noqa: BLE001 - fail closed: every tool held, with the reason
+            log.warning("the pins of the MCP server %s cannot be read: %s", spec.name, exc)
+            self._pin_problems[spec.name] = (
+                f"the accepted tool definitions of the MCP server {spec.name} cannot be read "
+                f"({exc}); its tools are held until they can (check the state database)"
+            )
+            reviews = {}
+        self._reviews[spec.name] = reviews
+        return reviews
+
+    def _held(
+        self,
+        spec: McpServerSpec,
+        tool: Tool,
+        tool_id: str,
+        reviews: _Reviews,
+        problems: list[Diagnostic],
+    ) -> str | None:
+        """Why ``tool`` (as the server lists it; registered as ``tool_id``) is held, or
+        ``None``; a held tool is also a warning for the operator."""
+        unreadable = self._pin_problems.get(spec.name)
+        if unreadable is not None:
+            problems.append(Diagnostic(spec.location, tool_id, unreadable, Severity.WARNING))
+            return unreadable
+        review = reviews.get(_remote(tool))
+        if review is None or review.hold is None:
+            return None
+        reason = review.reason(tool_id)
+        problems.append(Diagnostic(spec.location, tool_id, reason, Severity.WARNING))
+        return reason
+
+    def server_names(self) -> list[str]:
+        """The declared servers' names."""
+        return list(self._servers)
+
+    def server(self, name: str) -> tuple[McpServerSpec, Snapshot | None]:
+        """A declared server and what is known about it (``AcceptError`` when undeclared)."""
+        spec = self._servers.get(name)
+        if spec is None:
+            known = ", ".join(sorted(self._servers)) or "none"
+            raise AcceptError(f"no MCP server {name!r} is declared here (declared: {known})")
+        hub = self._hub
+        return spec, None if hub is None else hub.snapshot(name)
+
+    def review(self, name: str) -> dict[str, ToolReview]:
+        """Each tool the server ``name`` lists now, accepted or held and why (``AcceptError``
+        when the server is not declared or has not listed its tools yet)."""
+        spec, snapshot = self.server(name)
+        if snapshot is None or snapshot.tools is None:
+            why = (snapshot.detail or snapshot.reason) if snapshot is not None else None
+            raise AcceptError(
+                f"the MCP server {name} has not listed its tools yet"
+                + (f" ({why})" if why else "")
+                + "; try again once it is connected"
+            )
+        reviews = self._review(spec, snapshot)
+        problem = self._pin_problems.get(name)
+        if problem is not None:
+            raise AcceptError(problem)
+        return reviews
+
+    def accept(
+        self,
+        name: str,
+        tools: Sequence[str] = (),
+        *,
+        by: str | None,
+        expected: Mapping[str, str] | None = None,
+    ) -> list[ToolReview]:
+        """Accept the definitions the server ``name`` lists now for ``tools`` (its tools'
+        names on the server; none: every held tool), so they are served; returns what was
+        accepted. ``expected`` (tool → definition hash): refuse a tool whose definition
+        changed again since the operator reviewed it. Raises :class:`AcceptError` naming what
+        is wrong."""
+        reviews = self.review(name)
+        if tools:
+            unknown = [tool for tool in tools if tool not in reviews]
+            if unknown:
+                listed = ", ".join(sorted(reviews)) or "none"
+                raise AcceptError(
+                    f"the MCP server {name} lists no tool named "
+                    f"{', '.join(repr(t) for t in unknown)} (it lists: {listed})"
+                )
+            chosen = [reviews[tool] for tool in dict.fromkeys(tools)]
+        else:
+            chosen = [review for review in reviews.values() if review.hold is not None]
+        for review in chosen:
+            want = None if expected is None else expected.get(review.name)
+            if want is not None and want != review.definition_hash:
+                raise AcceptError(
+                    f"the MCP server {name} changed {review.name!r} again since it was reviewed "
+                    f"(reviewed {want}, now {review.definition_hash}); review it again"
+                )
+        if not chosen:
+            return []
+        now = time.time()
+        self._context.tool_pins.store().accept(
+            name,
+            {review.name: (review.definition_hash, review.definition) for review in chosen},
+            by=by,
+            now=now,
+        )
+        self._hub_changed()
+        return [
+            dataclasses.replace(
+                review,
+                hold=None,
+                pin=Pin(name, review.name, review.definition_hash, review.definition, now, by),
+            )
+            for review in chosen
+        ]
+
+    async def _watch_pins(self) -> None:
+        """While a tool is held, notice an acceptance made elsewhere (another process or
+        replica) and reload."""
+        while True:
+            await asyncio.sleep(PIN_RECHECK)
+            if self._pin_generation is None or not any(
+                review.hold is not None
+                for reviews in self._reviews.values()
+                for review in reviews.values()
+            ):
+                continue
+            try:
+                now = await asyncio.to_thread(self._context.tool_pins.store().generation)
+            except Exception as exc:  # noqa: BLE001 - try again later; the tools stay held
+                log.info("cannot read the MCP tool pins: %s", exc)
+                continue
+            if now != self._pin_generation:
+                self._pin_generation = now
+                self._hub_changed()
 
     def _map_listing(self, spec: McpServerSpec, snapshot: Snapshot) -> _Mapped:
         """The server's listed tools as toolgate tools, and why any were refused (by name)."""
@@ -366,14 +553,22 @@ class McpServers:
         (it is called on the loop that called ``start``)."""
         self._changed = changed
         self._loop = asyncio.get_running_loop()
+        if self._pin_task is None and self._servers:
+            self._pin_task = self._loop.create_task(self._watch_pins())
         if self._servers and not self._closed:
             hub = self._ensure_hub()
             self._sync(hub)
             if hub.changes != self._seen_changes:
                 self._hub_changed()  # something changed since the last entries()
 
+    def _stop_pin_task(self) -> None:
+        task, self._pin_task = self._pin_task, None
+        if task is not None and not task.done():
+            task.cancel()  # aclose runs on the loop that started it
+
     async def aclose(self) -> None:
         """Disconnect from every server; their processes end."""
+        self._stop_pin_task()
         self._changed, self._loop = None, None
         self._closed = True
         if self._hub is not None:
@@ -381,10 +576,18 @@ class McpServers:
 
     def close(self) -> None:
         """:meth:`aclose` for synchronous code."""
+        loop, task = self._loop, self._pin_task
+        self._pin_task = None
+        if task is not None and loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(task.cancel)
         self._changed, self._loop = None, None
         self._closed = True
         if self._hub is not None:
             self._hub.close()
+
+
+def _remote(tool: Tool) -> str:
+    return tool.entry.remote_name if isinstance(tool.entry, McpEntry) else tool.name
 
 
 def _binding(hub: McpHub, server: str, tool: Tool, url: str | None) -> object:

@@ -32,6 +32,7 @@ from ..loaders import Diagnostic, Severity
 from ..loaders.safe_yaml import shape_problem
 from ..model import ImplementationKind, McpEntry, SourceFormat, Tool, ToolSource
 from ..model.effects import SideEffect, ToolHints, level_from_annotations
+from ..model.hidden_text import hidden_characters
 from ..schema_check import compile_schema
 from .mcp_server_spec import McpServerSpec
 
@@ -125,13 +126,14 @@ def tool_from_listing(
     """One tool of the server's ``tools/list`` (a JSON object) as a toolgate tool, or a warning
     saying why it is skipped."""
     name = listed.get("name")
-    if not isinstance(name, str) or not _NAME.match(name):
+    if not isinstance(name, str) or not _NAME.match(name) or hidden_characters(name):
         shown = repr(name)[:80]
         return None, _warning(
             spec,
             spec.where,
             f"MCP server {spec.name} lists a tool named {shown}, which cannot be a toolgate tool "
-            "name (1 to 128 characters, no white space or ':'); it is skipped",
+            "name (1 to 128 characters, no white space, ':' or invisible characters); it is "
+            "skipped",
         )
     tool_id = f"{spec.namespace}:{name}"
     input_schema, problem = _schema(

@@ -363,6 +363,10 @@ class ResourceSource(DeclarationSource):
         )
         return RegisteredTool(tool, binding, reason)
 
+    def mcp_servers(self) -> Any:
+        """The MCP servers of this source's ``MCPServer`` resources (``None``: none yet)."""
+        return self._mcp
+
     def _mcp_servers(self) -> Any:
         if not self._mcp_tried:
             self._mcp_tried = True

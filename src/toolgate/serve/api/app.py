@@ -10,7 +10,9 @@ Routes (all JSON; errors are RFC 9457 problems, see :mod:`.problems`):
 * approvals — ``GET /v1/approvals``, ``GET /v1/approvals/{id}``,
   ``POST /v1/approvals/{id}/decision``, ``GET /v1/grants``, ``DELETE /v1/grants/{id}``;
 * operators — ``GET /v1/audit``, ``GET /v1/alerts``, ``GET /v1/diagnostics``,
-  ``GET /v1/connections``, ``POST|DELETE /v1/connections/{capability}``, ``GET /metrics``
+  ``GET /v1/connections``, ``POST|DELETE /v1/connections/{capability}``,
+  ``GET /v1/mcp-servers``, ``GET /v1/mcp-servers/{server}``,
+  ``POST /v1/mcp-servers/{server}/accept``, ``GET /metrics``
   (Prometheus);
 * ``GET /healthz`` (no key needed) and ``GET /openapi.json``.
 """
@@ -38,6 +40,7 @@ from .calls import CALL_PREFIX, CALL_SUFFIX, FastCallMiddleware
 from .connections import connections_router
 from .deps import ERRORS, ApiContext, reject_unknown_query
 from .limits import CALL_MARGIN, ApiLimits, RequestLimitsMiddleware
+from .mcp_servers import mcp_servers_router
 from .metrics import metrics_router
 from .models import Health
 from .problems import PROBLEM_JSON, ApiJSONResponse, install_problem_handlers
@@ -202,6 +205,7 @@ def build_api(
     app.include_router(approvals_router(context), tags=["approvals"])
     app.include_router(audit_router(context), tags=["operators"])
     app.include_router(connections_router(context), tags=["connections"])
+    app.include_router(mcp_servers_router(context), tags=["mcp-servers"])
     app.include_router(metrics_router(context, metrics), tags=["operators"])
 
     @app.get(

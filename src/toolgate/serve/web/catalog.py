@@ -8,20 +8,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from ..._json import StrictJsonError, loads_strict
 from ...audit.log_base import AuditStoreError
 from ...errors import SearchQueryError, ToolNotFoundError
 from ...health import Phase, ToolStatus
-from ...model import CallOutcome, Tool
+from ...model import CallOutcome, McpEntry, Tool
 from ...model.display import render_display
+from ...model.hidden_text import tool_findings
 from ...registry import RegisteredTool
 from ...search import MAX_LIMIT, MAX_QUERY_CHARS, SearchHit
 from ...sources.capabilities import CapabilitySource, Connection
-from .security import form_of
-from .state import WebUi, ui_of
+from ...sources.mcp_pinning import ToolReview
+from ...sources.mcp_servers import AcceptError
+from .security import form_of, operator_of
+from .state import WebUi, path_to, ui_of
 
 __all__ = ["routes"]
 
@@ -188,10 +191,14 @@ async def _tool_page(
     status, health_error = await ui.blocking(_status, ui, tool.id)
     recent = await ui.blocking(_recent, ui, tool.id)
     connection = None if tool.capability is None else _connections(ui).get(tool.capability)
+    upstream, upstream_error = await ui.blocking(_upstream, ui, tool)
     return ui.page(
         request,
         "tool.html",
         {
+            "hidden_text": tool_findings(tool),
+            "upstream": upstream,
+            "upstream_error": upstream_error,
             "nav": "catalog",
             "tool": tool,
             "status": status,
@@ -208,6 +215,42 @@ async def _tool_page(
         },
         status_code=status_code,
     )
+
+
+def _upstream(ui: WebUi, tool: Tool) -> tuple[ToolReview | None, str | None]:
+    """How the MCP server behind ``tool`` lists it now, against its accepted definition (for a
+    tool of an MCP server), or why that cannot be told."""
+    entry = tool.entry
+    if not isinstance(entry, McpEntry):
+        return None, None
+    try:
+        reviews = ui.gateway.review_mcp_server(entry.server)
+    except AcceptError as exc:
+        return None, str(exc)
+    return reviews.get(entry.remote_name), None
+
+
+async def accept_upstream(request: Request) -> Response:
+    """Accept the definition of one tool of an MCP server, as the operator reviewed it on the
+    tool's page (refused if the server changed it since: the form carries its hash)."""
+    ui = ui_of(request)
+    server = request.path_params["server"]
+    form = form_of(request)
+    name, digest, back = form.get("tool", ""), form.get("definition_hash", ""), form.get("back", "")
+    try:
+        ui.gateway.accept_mcp_tools(
+            server, [name], by=operator_of(request), expected={name: digest}
+        )
+    except AcceptError as exc:
+        return ui.page(
+            request,
+            "error.html",
+            {"title": "Not accepted", "message": str(exc)},
+            status_code=409,
+        )
+    if back and ui.gateway.registry.get(back) is not None:
+        return RedirectResponse(path_to(request, "tools", back), status_code=303)
+    return RedirectResponse(path_to(request), status_code=303)
 
 
 def _call_display(tool: Tool, arguments_text: str | None) -> str | None:
@@ -272,6 +315,12 @@ def routes() -> list[Route]:
     """The catalog's routes."""
     return [
         Route("/", catalog, name="catalog"),
+        Route(
+            "/mcp-servers/{server}/accept",
+            accept_upstream,
+            methods=["POST"],
+            name="accept_upstream",
+        ),
         Route("/tools/{tool_id:path}", tool_page, methods=["GET"], name="tool"),
         Route("/tools/{tool_id:path}", try_call, methods=["POST"], name="try_call"),
     ]

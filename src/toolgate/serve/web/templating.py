@@ -9,8 +9,10 @@ from typing import Any
 from urllib.parse import quote
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
 
 from ..._json import thaw
+from ...model.hidden_text import escape_hidden
 from .visualize import cell_text, checked_visualization, highlight, markdown, safe_url
 
 __all__ = ["make_environment"]
@@ -66,6 +68,18 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else _pretty_json(value)
 
 
+def _shown(value: Any) -> Any:
+    """Every value a template prints, with invisible and bidirectional characters (zero-width,
+    right-to-left overrides, Unicode tags…) shown as escapes such as ``\\u202e``: a tool's text
+    cannot hide anything from the person reading the page."""
+    if isinstance(value, Markup):
+        # Already escaped markup: the escapes add only backslashes and hex digits.
+        return Markup(escape_hidden(str(value)))
+    if isinstance(value, str):
+        return escape_hidden(value)
+    return value
+
+
 def make_environment() -> Environment:
     """The environment for the templates shipped in ``toolgate/serve/web/templates``.
 
@@ -78,6 +92,7 @@ def make_environment() -> Environment:
         undefined=StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=_shown,
     )
     env.filters.update(
         when=_when,

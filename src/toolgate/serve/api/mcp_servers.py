@@ -1,0 +1,117 @@
+"""Routes for operators: review and accept the tools of upstream MCP servers.
+
+An upstream server may change a tool after it was accepted, add one, or describe one with hidden
+text; such a tool is held (unavailable) until an operator accepts it (see
+:mod:`toolgate.sources.mcp_pinning`). Accepting pins the definition the server lists now and
+releases the tool at once, on every replica sharing the state.
+
+* ``GET /v1/mcp-servers`` — every declared server, with its held and flagged tools;
+* ``GET /v1/mcp-servers/{server}`` — each of its tools: accepted or held, why, what changed,
+  what hides in its texts, and the definition as listed;
+* ``POST /v1/mcp-servers/{server}/accept`` — accept ``tools`` (names on the server; none: every
+  held tool), optionally only at the ``hashes`` the operator reviewed.
+"""
+
+# No ``from __future__ import annotations``: FastAPI reads the route annotations at runtime.
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.responses import Response
+
+from ...errors import ErrorCode
+from ...sources.mcp_servers import AcceptError
+from .deps import ERRORS, ApiContext, Caller, caller_dependencies
+from .problems import ApiJSONResponse, ApiProblem, HttpErrorCode
+
+__all__ = ["AcceptRequest", "mcp_servers_router"]
+
+
+class AcceptRequest(BaseModel):
+    """The body of ``POST /v1/mcp-servers/{server}/accept``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tools: list[str] = Field(
+        default_factory=list,
+        description="Tool names on the server to accept (default: every held tool).",
+        max_length=1000,
+    )
+    hashes: dict[str, str] = Field(
+        default_factory=dict,
+        description="Tool name → the definition hash the operator reviewed; a tool whose "
+        "definition changed since is refused (409).",
+    )
+
+
+def mcp_servers_router(context: ApiContext) -> APIRouter:
+    """The MCP server review routes (operators only)."""
+    gateway = context.gateway
+    _, operator = caller_dependencies(context)
+    Operator = Annotated[Caller, Depends(operator)]
+    router = APIRouter(prefix="/v1", responses=ERRORS)
+
+    def not_found(exc: AcceptError) -> ApiProblem:
+        return ApiProblem(404, HttpErrorCode.NOT_FOUND, str(exc))
+
+    @router.get("/mcp-servers", summary="Upstream MCP servers")
+    def list_servers(who: Operator) -> Response:
+        """Every declared MCP server: connected or not, its pin mode, and which of its tools are
+        held or flagged (operators only)."""
+        rows: list[dict[str, Any]] = []
+        for name, (_source, servers) in sorted(gateway.mcp_servers().items()):
+            spec, snapshot = servers.server(name)
+            try:
+                reviews, problem = servers.review(name), None
+            except AcceptError as exc:
+                reviews, problem = {}, str(exc)
+            rows.append(
+                {
+                    "server": name,
+                    "namespace": spec.namespace,
+                    "pin": spec.pin,
+                    "connected": bool(snapshot is not None and snapshot.connected),
+                    "tools": len(reviews),
+                    "held": sorted(r.name for r in reviews.values() if r.hold is not None),
+                    "flagged": sorted(r.name for r in reviews.values() if r.findings),
+                    "problem": problem,
+                }
+            )
+        return ApiJSONResponse({"servers": rows})
+
+    @router.get("/mcp-servers/{server}", summary="An upstream MCP server's tools")
+    def show_server(server: str, who: Operator) -> Response:
+        """Each tool the server lists now: accepted or held and why, what changed since it was
+        accepted, what hides in its texts, and its definition as listed (operators only)."""
+        try:
+            reviews = gateway.review_mcp_server(server)
+        except AcceptError as exc:
+            raise not_found(exc) from None
+        return ApiJSONResponse(
+            {"server": server, "tools": [review.to_dict() for review in reviews.values()]}
+        )
+
+    @router.post("/mcp-servers/{server}/accept", summary="Accept an MCP server's tools")
+    async def accept_tools(server: str, body: AcceptRequest, who: Operator) -> Response:
+        """Accept the definitions the server lists now (the named tools, or every held one);
+        they are served from now on, until the server changes them (operators only)."""
+        # On the event loop, where every other reload of the registry happens.
+        if server not in gateway.mcp_servers():
+            known = ", ".join(sorted(gateway.mcp_servers())) or "none"
+            raise ApiProblem(
+                404,
+                HttpErrorCode.NOT_FOUND,
+                f"no MCP server {server!r} is declared (declared: {known})",
+            )
+        try:
+            accepted = gateway.accept_mcp_tools(
+                server, body.tools, by=who.agent, expected=body.hashes or None
+            )
+        except AcceptError as exc:
+            raise ApiProblem(409, ErrorCode.UNAVAILABLE, str(exc)) from None
+        return ApiJSONResponse(
+            {"server": server, "accepted": [review.to_dict() for review in accepted]}
+        )
+
+    return router
