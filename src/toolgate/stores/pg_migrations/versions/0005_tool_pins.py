@@ -1,17 +1,14 @@
 """0005: accepted definitions of upstream MCP tools (tool pins) and their generation counter.
 
-Chained after 0003: no 0004 existed when this was written (another change may add one; then this
-revision's down_revision becomes "0004").
-
 Revision ID: 0005
-Revises: 0003
+Revises: 0004
 """
 
 from alembic import op
 from alembic.util import CommandError
 
 revision = "0005"
-down_revision = "0003"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 
