@@ -69,8 +69,13 @@ class Pipeline:
         observers: Sequence[CallObserver] = (),
         secret_values: Callable[[Tool], tuple[str, ...]] = lambda tool: (),
         tracer: CallTracer | None = None,
+        workspace_check: Callable[[Tool, Path], str | None] | None = None,
     ) -> None:
         self.registry = registry
+        self.workspace_check = workspace_check
+        """Why a tool may not have a call's workspace (``None``: it may), asked before any
+        stage runs (the sandbox's rule, :meth:`~toolgate.sandbox.runner.Sandbox.workspace_refusal`):
+        a refused workspace is ``forbidden`` on every surface, before approval is asked."""
         self.executor = executor
         self.observers: tuple[CallObserver, ...] = tuple(observers)
         """Told about every finished call (audit, statistics)."""
@@ -184,6 +189,10 @@ class Pipeline:
                     f"Tool {entry.tool.id} is unavailable: {entry.unavailable_reason}",
                 ),
             )
+        if workspace is not None and self.workspace_check is not None:
+            refused = self.workspace_check(entry.tool, workspace)
+            if refused is not None:
+                return self.finish(state, error_outcome(state, ErrorCode.FORBIDDEN, refused))
         return plan, state
 
     def finish(self, state: CallState, outcome: CallOutcome) -> CallOutcome:
