@@ -299,6 +299,7 @@ class Gateway(GatewayCatalog):
             roots,
             availability=scripts.unavailable_reason,
             rescan_interval=rescan_interval,
+            confine_new=None if sandbox is None else sandbox.confine_new_folder,
         )
         if self.tool_folders.roots:
             self.tool_folders.scan()

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ToolError
-from ..model import SandboxMode, Tool
+from ..model import SandboxMode, SandboxSpec, Tool
 from ..path_policy import PathPolicy, prefix_problem
 from .addresses import tool_grant
 from .bwrap import BwrapSpec, bwrap_argv, install_root
@@ -196,6 +196,27 @@ class Sandbox:
         policy = self.paths()
         problem = workspace_problem(workspace, policy, writable=tool.side_effect.writes)
         return None if problem is None else _workspace_message(tool, problem)
+
+    def confine_new_folder(self, tool: Tool) -> tuple[Tool, str | None]:
+        """``tool``, of a tool folder that appeared while the gateway runs, in the mode its
+        location grants: one that would run on the host runs in a compartment instead, unless
+        the operator's ``sandbox.namespaces`` grants its namespace host mode. With the warning
+        that says so (``None`` when nothing changed)."""
+        if self.mode_for(tool) is not SandboxMode.HOST:
+            return tool, None
+        namespace = tool.id.partition(":")[0]
+        if self.config.namespaces.get(namespace) is SandboxMode.HOST:
+            return tool, None
+        confined = dataclasses.replace(
+            tool, sandbox=SandboxSpec(SandboxMode.COMPARTMENT, tool.sandbox.permissions)
+        )
+        return confined, (
+            f"this tool folder appeared while the gateway was running, so {tool.id} runs in "
+            "sandbox mode 'compartment', not on the host: a folder written at run time gets no "
+            "more rights than its location grants. To run it on the host, restart the gateway "
+            f"(the folders present at start are the installed ones) or grant its namespace "
+            f"host mode ('sandbox: {{namespaces: {{{namespace}: host}}}}' in toolgate.yaml)."
+        )
 
     def fs_refusal(self, tool: Tool, code: Sequence[Path] = ()) -> str | None:
         """Why a declared ``fs`` prefix of ``tool`` cannot be bound (``None``: all can)."""
