@@ -31,6 +31,7 @@ from hypothesis import strategies as st
 from conftest import RunCli
 from folder_tools import require_program, write_tool
 from http_api_support import LOCAL, auth, make_app
+from js_support import js_runtime
 from toolgate import Gateway
 from toolgate.config.build import build_gateway
 from toolgate.config.files import load_config
@@ -48,6 +49,8 @@ from toolgate.path_policy import (
 from toolgate.sandbox.host import HostCapabilities, probe_host
 from toolgate.sandbox.runner import Sandbox, SandboxUnavailableError, SandboxWorkspaceError
 from toolgate.sandbox.settings import SandboxConfig
+
+__all__ = ["js_runtime"]  # the fixture, used by name
 
 #: Writes a tool folder (a host-mode tool: no ``sandbox`` field) into its workspace's ``tools``.
 DROPPER = """\
@@ -339,13 +342,15 @@ def _declaring(project: Path, *prefixes: str) -> Path:
     return folder
 
 
-def _refused_everywhere(run_cli: RunCli, project: Path, says: str) -> None:
-    """``validate`` and loading refuse the declaration, naming the file and the field; the
-    gateway keeps serving its other tools."""
+def _refused_everywhere(run_cli: RunCli, project: Path, *says: str) -> None:
+    """``validate`` and loading refuse the declaration, naming the file and the field of each
+    prefix (``says[i]`` for ``fs[i]``); the gateway keeps serving its other tools."""
     checked = run_cli("validate", "tools/reader")
     assert checked.returncode == 1, checked.stdout
-    assert "tools/reader/tool.md: permissions/fs/0: " in checked.stdout, checked.stdout
-    assert says in checked.stdout, checked.stdout
+    for index, what in enumerate(says):
+        line = f"tools/reader/tool.md: permissions/fs/{index}: "
+        found = [text for text in checked.stdout.splitlines() if line in text]
+        assert found and what in found[0], (index, what, checked.stdout)
     write_tool(project / "tools", "other", "cat >/dev/null; echo '{\"ok\": 1}'")
     listed = run_cli("tools", "list", "--json")
     assert listed.returncode == 0, listed.stderr
@@ -354,28 +359,38 @@ def _refused_everywhere(run_cli: RunCli, project: Path, says: str) -> None:
     assert json.loads(run_cli("call", "t:other", "--json").stdout)["content"] == {"ok": 1}
 
 
-@pytest.mark.parametrize("prefix", KERNEL_PREFIXES)
-def test_a_tool_folder_cannot_declare_a_kernel_filesystem(
-    run_cli: RunCli, project: Path, prefix: str
-) -> None:
-    _declaring(project, prefix)
-    _refused_everywhere(run_cli, project, "is a kernel filesystem")
+def test_a_tool_folder_cannot_declare_a_kernel_filesystem(run_cli: RunCli, project: Path) -> None:
+    _declaring(project, *KERNEL_PREFIXES)
+    _refused_everywhere(run_cli, project, *["is a kernel filesystem"] * len(KERNEL_PREFIXES))
 
 
-@pytest.mark.parametrize(("prefix", "says"), WIDE_PREFIXES)
 def test_a_tool_folder_cannot_declare_a_prefix_that_is_too_wide(
-    run_cli: RunCli, project: Path, prefix: str, says: str
+    run_cli: RunCli, project: Path
 ) -> None:
-    _declaring(project, prefix)
-    _refused_everywhere(run_cli, project, says)
+    _declaring(project, *(prefix for prefix, _ in WIDE_PREFIXES))
+    _refused_everywhere(run_cli, project, *(says for _, says in WIDE_PREFIXES))
+
+
+@pytest.mark.parametrize(
+    ("prefix", "says"),
+    [*((prefix, "is a kernel filesystem") for prefix in KERNEL_PREFIXES), *WIDE_PREFIXES],
+)
+def test_the_loader_refuses_the_prefix(project: Path, prefix: str, says: str) -> None:
+    loaded = load_tool_folder(_declaring(project, prefix))
+    assert loaded.tool is None
+    (error,) = [d for d in loaded.errors if d.field == "permissions/fs/0"]
+    assert says in error.message, error.message
+    assert error.path.endswith("tools/reader/tool.md")
 
 
 def test_a_tool_folder_cannot_declare_the_gateway_users_home(
     run_cli: RunCli, project: Path
 ) -> None:
     home = Path.home()
-    _declaring(project, str(home))
-    _refused_everywhere(run_cli, project, "home folder")
+    # The home spelled out, and a folder holding it (for /root: "/" holds a system folder too).
+    above = home.parent if home.parent != Path("/") else None
+    _declaring(project, str(home), *([str(above)] if above else []))
+    _refused_everywhere(run_cli, project, "is the home folder", *(["home folder"] if above else []))
 
 
 def test_a_symlink_to_etc_is_refused_as_a_prefix(run_cli: RunCli, project: Path) -> None:
@@ -449,6 +464,45 @@ def test_a_python_plugin_declaring_etc_does_not_load(tmp_path: Path) -> None:
         assert any("permissions/fs/0" in m and "is a system folder" in m for m in messages)
         assert any("permissions/fs/1" in m and "is a kernel filesystem" in m for m in messages)
         assert not [t for t in gateway.list_tools() if t.id.startswith("@x/snoop")]
+
+
+@pytest.mark.usefixtures("js_runtime")
+def test_a_js_plugin_granted_the_gateway_home_is_unavailable(tmp_path: Path) -> None:
+    # ctx.fs and the host's bubblewrap would show the prefix: refused once the gateway's
+    # folders are known, with the manifest and the field; the other plugins keep serving.
+    from js_support import plugin_copy
+
+    plugin = "@toolgate-test/probe"
+
+    home = tmp_path / "gateway-home"
+    home.mkdir()
+    (home / ".env").write_text("SECRET=x\n")
+    folder = plugin_copy(tmp_path, "probe", permissions={"fs": [str(home)]})
+    with Gateway(environ={}, sandbox=Sandbox(SandboxConfig()), home=home) as gateway:
+        gateway.add_source(folder)
+        outcome = gateway.call_sync(f"{plugin}:read", {"path": str(home / ".env")})
+        assert outcome.code == "unavailable", outcome.message
+        assert "pandora.json: permissions.fs[0]: " in (outcome.message or "")
+        assert "one of the gateway's own folders" in (outcome.message or "")
+
+
+def test_the_home_folder_and_credential_folders_are_refused_as_workspaces(
+    project: Path, toolgate_home: Path, tmp_path: Path
+) -> None:
+    # One rule with the fs prefixes: the same folders are refused when an agent names them.
+    _sandbox_works()
+    _project(project)
+    keys = tmp_path / "keys" / ".ssh"
+    keys.mkdir(parents=True)
+    with _gateway(project, toolgate_home) as gateway:
+        home = gateway.call_sync("t:dropper", {}, workspace=Path.home())
+        assert home.code == "forbidden", home.message
+        assert "is the home folder of the gateway's user" in (home.message or "")
+        ssh = gateway.call_sync("t:dropper", {}, workspace=keys)
+        assert ssh.code == "forbidden" and "credential folder" in (ssh.message or "")
+        proc = gateway.call_sync("t:dropper", {}, workspace="/proc/self")
+        assert proc.code == "forbidden" and "kernel filesystem" in (proc.message or "")
+        assert not (keys / "tools").exists()
 
 
 # -- one rule for workspaces and prefixes: a property ------------------------------------------
