@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from conftest import RunCli
@@ -39,13 +39,7 @@ from toolgate.loaders.plugin_permissions import parse_permissions
 from toolgate.loaders.tool_folder import load_tool_folder
 from toolgate.loaders.tool_folder_fields import Report
 from toolgate.model import SandboxMode, SandboxSpec, SideEffect, Tool
-from toolgate.path_policy import (
-    CONFIG_FOLDERS,
-    CREDENTIAL_NAMES,
-    KERNEL_FOLDERS,
-    PathPolicy,
-    workspace_problem,
-)
+from toolgate.path_policy import CONFIG_FOLDERS, CREDENTIAL_NAMES, KERNEL_FOLDERS, prefix_problem
 from toolgate.sandbox.host import HostCapabilities, probe_host
 from toolgate.sandbox.runner import Sandbox, SandboxUnavailableError, SandboxWorkspaceError
 from toolgate.sandbox.settings import SandboxConfig
@@ -621,6 +615,7 @@ def test_whatever_fs_is_declared_the_sandbox_shows_a_subset_of_it_and_nothing_de
     report = Report(str(scene.folder / "tool.md"))
     permissions = parse_permissions({"fs": values}, "permissions", scene.folder, report)
     if permissions is None:
+        event("refused at load")
         assert report.items, "refused without an error"
         assert all(item.field and item.field.startswith("permissions/fs/") for item in report.items)
         return
@@ -631,8 +626,10 @@ def test_whatever_fs_is_declared_the_sandbox_shows_a_subset_of_it_and_nothing_de
     try:
         argv = _argv(scene, tool, None)
     except SandboxUnavailableError as exc:  # refused when the sandbox is prepared
+        event("refused when the sandbox is prepared")
         assert "permissions.fs[" in str(exc), exc
         return
+    event("bound")
     declared = {str(Path(p)) for p in permissions.fs}
     for kind, source, target in _binds(argv) - baseline:
         if source == "/dev/null":  # the cover of a protected file
@@ -652,23 +649,31 @@ def test_whatever_fs_is_declared_the_sandbox_shows_a_subset_of_it_and_nothing_de
 def test_whatever_workspace_is_named_a_writable_sandbox_binds_nothing_denied(
     scene: Scene, data: st.DataObject
 ) -> None:
-    text = data.draw(_paths(scene), label="workspace")
+    existing = [
+        scene.root, scene.home, scene.tools, scene.folder, scene.folder / "own",
+        *(scene.root / name for name in ("data", "data/sub", "data/.ssh", "other")),
+        *(scene.root / name for name in ("etc-link", "proc-link", "home-link", "user-home-link")),
+        Path("/"), Path("/etc"), Path("/proc/self"), Path("/tmp"), Path("/usr/share"),
+        Path("/var"), Path.home(),
+    ]  # fmt: skip
+    folders = st.sampled_from([str(p) for p in existing])
+    text = data.draw(st.one_of(folders, folders, folders, _paths(scene)), label="workspace")
     workspace = Path(os.path.abspath(os.path.expanduser(text)))
     if not workspace.is_dir():
+        event("not a folder (the API answers 422)")
         return
     refusal = scene.sandbox.workspace_refusal(scene.tool, workspace)
     try:
         argv = _argv(scene, scene.tool, workspace)
     except SandboxWorkspaceError as exc:
+        event("workspace refused")
         assert refusal is not None and str(exc) == refusal
         return
+    event("workspace bound")
     assert refusal is None
     writable = [source for kind, source, _ in _binds(argv) if kind == "--bind"]
     assert writable == [os.path.realpath(workspace)]
     problem = _denied(Path(writable[0]), scene, own=False)
     assert problem is None, (text, writable[0], problem)
-    # One rule: the same folder is refused as an fs prefix exactly when as a workspace, for
-    # everything but the system's programs (read-only in every sandbox already).
-    assert (
-        workspace_problem(workspace, PathPolicy(gateway_folders=(scene.home, scene.tools))) is None
-    )
+    # One rule: a folder the sandbox takes as a writable workspace passes as an fs prefix too.
+    assert prefix_problem(workspace, scene.sandbox.paths()) is None
