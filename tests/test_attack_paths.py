@@ -480,6 +480,27 @@ def test_a_js_plugin_granted_the_gateway_home_is_unavailable(tmp_path: Path) -> 
         assert "one of the gateway's own folders" in (outcome.message or "")
 
 
+@pytest.mark.usefixtures("js_runtime")
+def test_a_js_capability_granted_the_gateway_home_does_not_load(tmp_path: Path) -> None:
+    from test_js_capabilities import PROBE
+
+    home = tmp_path / "gateway-home"
+    home.mkdir()
+    with Gateway(environ={}, sandbox=Sandbox(), home=home) as gateway:
+        loaded = gateway.add_source(PROBE, options={"permissions": {"fs": [str(home)]}})
+        messages = [d.message for d in loaded.diagnostics]
+        assert any(
+            "options.permissions.fs[0]: " in m and "one of the gateway's own folders" in m
+            for m in messages
+        ), messages
+        assert not [t for t in gateway.list_tools() if t.id.startswith("probe:")]
+        # The gateway keeps serving: the same source with a folder of its own data loads.
+        data = tmp_path / "data"
+        data.mkdir()
+        again = gateway.add_source(PROBE, options={"permissions": {"fs": [str(data)]}})
+        assert again.diagnostics == [], again.diagnostics
+
+
 def test_the_home_folder_and_credential_folders_are_refused_as_workspaces(
     project: Path, toolgate_home: Path, tmp_path: Path
 ) -> None:

@@ -220,15 +220,24 @@ class Sandbox:
 
     def fs_refusal(self, tool: Tool, code: Sequence[Path] = ()) -> str | None:
         """Why a declared ``fs`` prefix of ``tool`` cannot be bound (``None``: all can)."""
+        return self.prefix_refusal(
+            tool.sandbox.permissions.fs,
+            own=[*code, *_own_folder(tool)],
+            where=f"{tool.source.location or tool.id}: permissions.fs",
+        )
+
+    def prefix_refusal(
+        self, prefixes: Sequence[str], *, own: Sequence[Path], where: str
+    ) -> str | None:
+        """Why one of ``prefixes`` (granted at ``where``, e.g. ``file: permissions.fs``)
+        cannot be bound (``None``: all can); a prefix inside ``own`` is the tool's own code."""
         policy = self.paths()
-        own = [*code, *_own_folder(tool)]
-        for index, prefix in enumerate(tool.sandbox.permissions.fs):
+        for index, prefix in enumerate(prefixes):
             problem = prefix_problem(prefix, policy, own=own)
             if problem is not None:
-                where = tool.source.location or tool.id
                 return (
-                    f"{where}: permissions.fs[{index}]: {problem}: a sandbox never shows it to "
-                    "a tool. Grant only the folder of the data the tool reads"
+                    f"{where}[{index}]: {problem}: a sandbox never shows it to a tool. Grant "
+                    "only the folder of the data the tool reads"
                 )
         return None
 
