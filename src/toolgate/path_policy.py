@@ -176,12 +176,18 @@ class PathPolicy:
 
 def code_folders() -> tuple[Path, ...]:
     """Where the gateway's Python code is imported from: the installed ``toolgate`` package and
-    every ``sys.path`` entry that is a folder outside the system folders (a virtual environment,
+    every ``sys.path`` entry outside the system folders, existing or not (a virtual environment,
     a source checkout, the folder of ``toolgate.yaml`` when it has ``python:`` sources)."""
+    return _code_folders(tuple(sys.path), os.getcwd())
+
+
+@functools.lru_cache(maxsize=8)
+def _code_folders(entries: tuple[str, ...], cwd: str) -> tuple[Path, ...]:
+    """:func:`code_folders` for one ``sys.path`` (and current folder, for its ``''`` entry)."""
     found = [Path(__file__).resolve().parent]
-    for entry in sys.path:
-        path = Path(os.path.realpath(entry or os.getcwd()))
-        if path.is_dir() and not _within(path, (*map(Path, PROGRAM_FOLDERS),)):
+    for entry in entries:
+        path = Path(os.path.realpath(entry or cwd))
+        if not _within(path, map(Path, PROGRAM_FOLDERS)):  # missing ones too: made later
             found.append(path)
     return tuple(dict.fromkeys(found))
 
