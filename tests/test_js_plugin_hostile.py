@@ -208,7 +208,7 @@ def test_a_tool_cannot_grant_itself_more_than_its_manifest(tmp_path: Path) -> No
         "export async function resolveTools(ctx) {\n"
         "  return { tools: [\n"
         "    { ...base, id: 'greedy', name: 'greedy',\n"
-        "      permissions: { env: ['SECRET_TOKEN'], fs: ['/etc'], time: true } },\n"
+        "      permissions: { env: ['SECRET_TOKEN'], fs: ['/opt'], time: true } },\n"
         "    { ...base, id: 'modest', name: 'modest', permissions: { fs: ['/srv/data'] } },\n"
         "  ] }\n"
         "}\n"
@@ -218,7 +218,7 @@ def test_a_tool_cannot_grant_itself_more_than_its_manifest(tmp_path: Path) -> No
         assert gateway.registry.get("@toolgate-test/widen:greedy") is None
         modest = gateway.call_sync("@toolgate-test/widen:modest", {})
     [problem] = [d for d in loaded.diagnostics if "greedy" in d.message]
-    assert "asks for more than its entry grants (time; env: SECRET_TOKEN; fs: /etc)" in (
+    assert "asks for more than its entry grants (time; env: SECRET_TOKEN; fs: /opt)" in (
         problem.message
     )
     assert modest.ok and modest.content == []  # no env key asked, none given

@@ -486,5 +486,5 @@ def test_a_tool_cannot_leave_its_pids_cgroup_through_the_workspace(tmp_path: Pat
             workspace=hierarchy.parent,
         )
         assert outcome.code == ErrorCode.TOOL_ERROR, outcome
-        assert "is a system folder, or inside one" in (outcome.message or "")
+        assert "filesystem, or inside one" in (outcome.message or "")
         world.still_serves(tool)

@@ -60,9 +60,17 @@ def _config(project: Path, extra: str = "") -> None:
     )
 
 
-def _call(run_cli: RunCli, tool: str, path: Path, project: Path) -> dict[str, Any]:
+def _call(
+    run_cli: RunCli, tool: str, path: Path, project: Path, workspace: Path | None = None
+) -> dict[str, Any]:
+    """Call ``tool`` from ``project`` with a workspace next to it: these tools may write (the
+    default of a tool folder), and a writable workspace holding the gateway's toolgate.yaml or
+    tool folders is refused (see test_attack_paths.py)."""
+    if workspace is None:
+        workspace = project.parent / "workspace"
+        workspace.mkdir(exist_ok=True)
     done = run_cli(
-        "call", tool, "--json", "-a", json.dumps({"path": str(path)}), "--workspace", str(project)
+        "call", tool, "--json", "-a", json.dumps({"path": str(path)}), "--workspace", str(workspace)
     )
     assert done.stdout, done.stderr
     outcome: dict[str, Any] = json.loads(done.stdout)
@@ -94,9 +102,13 @@ def test_a_folder_tool_declaring_compartment_runs_under_bwrap(
     assert denied["metadata"]["sandbox"]["enforced"] is True
     assert denied["metadata"]["sandbox"]["mode"] == "compartment"
 
-    # The gateway's own configuration is inside the workspace, and still hidden.
+    # The gateway's own configuration is not visible.
     config = _call(run_cli, "t:peek", project / "toolgate.yaml", project)
     assert config["content"]["read"] is False or config["content"]["text"] == ""
+    # Nor may the tool (which may write) have the project holding it and the tools as workspace.
+    refused = _call(run_cli, "t:peek", outside, project, workspace=project)
+    assert refused["code"] == "forbidden", refused
+    assert "one of the gateway's own folders" in refused["message"]
 
     # The next call works normally: its own folder is readable.
     allowed = _call(run_cli, "t:peek", folder / "inside.txt", project)

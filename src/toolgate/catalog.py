@@ -20,6 +20,7 @@ from .model import ImplementationKind, Tool
 from .pipeline.authorize import AccessRules
 from .python import FunctionTool
 from .registry import RegisteredTool, Registry
+from .sandbox.runner import Sandbox
 from .schema_check import compile_schema
 from .search import SearchHit, ToolIndex
 from .search.disclosure import ProgressiveDisclosure
@@ -53,6 +54,7 @@ class GatewayCatalog:
     tool_folders: ToolFolderSource
     declarations: SourceSet
     source_context: SourceContext
+    sandbox: Sandbox | None
     _backends: dict[ImplementationKind, Backend]
 
     # -- registration ---------------------------------------------------------------------------
@@ -209,6 +211,8 @@ class GatewayCatalog:
         it; ``options``: the format's settings) and register their tools. Problems are in the
         returned diagnostics and in :meth:`diagnostics`; the other tools keep loading."""
         if not isinstance(source, DeclarationSource):
+            if self.sandbox is not None:  # what the gateway loads is never a sandbox's to show
+                self.sandbox.guard([Path(source).expanduser()])
             source = open_source(
                 Path(source).expanduser(), self.source_context, format_name=format, options=options
             )
@@ -218,6 +222,8 @@ class GatewayCatalog:
 
     def add_tool_folder(self, path: Path | str, *, namespace: str = "local") -> ScanReport:
         """Load every tool folder inside ``path`` (tools ``namespace:<name>``) and keep them."""
+        if self.sandbox is not None:
+            self.sandbox.guard([Path(path).expanduser()])
         return self.tool_folders.add_root(FolderRoot(Path(path), namespace))
 
     def rescan(self) -> ScanReport:

@@ -274,6 +274,7 @@ class Gateway(GatewayCatalog):
             ],
             tracer=None if telemetry is None else telemetry.tracer,
             access=self.access,
+            workspace_check=None if sandbox is None else sandbox.workspace_refusal,
             secret_values=lambda tool: received_values(tool, self.secrets, environment),
             stages=[
                 *guards,
@@ -298,14 +299,21 @@ class Gateway(GatewayCatalog):
         )
         """The approval queue and grants (``None`` when no approver is configured)."""
         self._loop_thread = LoopThread()
+        roots = [
+            root if isinstance(root, FolderRoot) else FolderRoot(Path(root))
+            for root in tool_folders
+        ]
+        if sandbox is not None:
+            # Where the gateway loads tools and keeps its state: never a workspace, never an
+            # ``fs`` prefix (a tool that could write there would add a tool run on the host).
+            homes = [] if home is None else [Path(home).expanduser()]
+            sandbox.guard([*homes, *(root.path for root in roots)])
         self.tool_folders = ToolFolderSource(
             self.registry,
-            [
-                root if isinstance(root, FolderRoot) else FolderRoot(Path(root))
-                for root in tool_folders
-            ],
+            roots,
             availability=scripts.unavailable_reason,
             rescan_interval=rescan_interval,
+            confine_new=None if sandbox is None else sandbox.confine_new_folder,
         )
         if self.tool_folders.roots:
             self.tool_folders.scan()

@@ -199,9 +199,12 @@ def build_gateway(
 def config_sandbox(loaded: LoadedConfig, home: Path, serve_ports: Collection[int] = ()) -> Sandbox:
     """The process sandbox of a configured gateway (the ``sandbox:`` section).
 
-    The gateway's own state is protected: hidden in every sandbox even when a declared ``fs``
-    prefix or the workspace contains it (``.env``, the approval and audit databases with their
-    SQLite side files, the secrets folder, the loaded toolgate.yaml, the audit JSON-lines file).
+    The gateway's own folders (``home``, the tool folders, the folder of toolgate.yaml; the
+    sources as they are opened) are never a workspace nor an ``fs`` prefix, inside or around
+    (:mod:`toolgate.path_policy`). Its state is also protected: hidden in every sandbox even
+    when a declared ``fs`` prefix or the workspace contains it (``.env``, the approval and audit
+    databases with their SQLite side files, the secrets folder, the loaded toolgate.yaml, the
+    audit JSON-lines file).
     The serve port is refused by the egress proxy and by REST tools, so a tool cannot call the
     gateway's HTTP API; ``sandbox.network_grants`` are the private networks a tool may reach.
     """
@@ -214,9 +217,16 @@ def config_sandbox(loaded: LoadedConfig, home: Path, serve_ports: Collection[int
         protected.append(loaded.folder / Path(loaded.config.audit.jsonl).expanduser())
     ports = {port for port in (loaded.config.serve.port, *serve_ports) if port}
     hosts = loaded.config.sandbox.hosts
+    # Where the gateway loads code and configuration from: never a workspace nor inside an
+    # ``fs`` prefix (the gateway adds its tool folders and sources as it opens them, and the
+    # Python code folders are found when a call is prepared).
+    own = [home, *(root.path for root in tool_folder_roots(loaded, home=home))]
+    if loaded.path is not None:
+        own.append(loaded.folder)
     return Sandbox(
         loaded.config.sandbox,
         protected=protected,
+        gateway_folders=own,
         deny_ports=sorted(ports),
         cidr_grants=loaded.config.sandbox.network_grants,
         resolver=pinned_resolver(hosts) if hosts else None,

@@ -16,7 +16,6 @@ plugin folder). Nothing here enforces anything: it only records what a tool is g
 from __future__ import annotations
 
 import difflib
-import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 
 from ..model import Permissions, SandboxMode
 from ..model.permission_rules import env_name_refusal, network_entry
+from ..path_policy import normalise_prefix, prefix_problem
 from .diagnostics import Severity
 from .tool_folder_fields import Report, got
 
@@ -202,13 +202,20 @@ def _env_names(names: tuple[str, ...], pointer: str, report: Report) -> tuple[st
 
 
 def _prefix(text: str, pointer: str, folder: Path, report: Report) -> str | None:
-    if "\0" in text:
-        report.error(pointer, "a path prefix must not contain a NUL character")
+    """One ``fs`` prefix, normalised and checked by the rule of :mod:`toolgate.path_policy`
+    (what is known at load: kernel, system, credential and home folders); ``None`` after an
+    error. The gateway's own folders are checked again when the sandbox is prepared."""
+    absolute, problem = normalise_prefix(text, folder)
+    if absolute is not None:
+        problem = prefix_problem(absolute, own=(folder,))
+        if problem is not None:
+            problem = (
+                f"{problem}: a sandbox never shows it to a tool. Grant only the folder of the "
+                "data the tool reads (see 'fs' in the sandboxing guide)"
+            )
+    if problem is not None or absolute is None:
+        report.error(pointer, problem or f"{text!r} is not a path prefix")
         return None
-    path = Path(text).expanduser()
-    absolute = os.path.normpath(path if path.is_absolute() else folder / path)
-    if absolute == os.sep:
-        report.warning(pointer, "'/' grants read access to the whole file system")
     return absolute
 
 

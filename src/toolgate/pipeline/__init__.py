@@ -71,11 +71,16 @@ class Pipeline:
         secret_values: Callable[[Tool], tuple[str, ...]] = lambda tool: (),
         tracer: CallTracer | None = None,
         access: AccessRules | None = None,
+        workspace_check: Callable[[Tool, Path], str | None] | None = None,
     ) -> None:
         self.registry = registry
         self.access = access
         """Who may see which tool: a call to a tool its caller may not see resolves like a call
         to a tool that does not exist (``None``: every caller sees every tool)."""
+        self.workspace_check = workspace_check
+        """Why a tool may not have a call's workspace (``None``: it may), asked before any
+        stage runs (the sandbox's rule, :meth:`~toolgate.sandbox.runner.Sandbox.workspace_refusal`):
+        a refused workspace is ``forbidden`` on every surface, before approval is asked."""
         self.executor = executor
         self.observers: tuple[CallObserver, ...] = tuple(observers)
         """Told about every finished call (audit, statistics)."""
@@ -208,6 +213,10 @@ class Pipeline:
                     f"{relative_paths(entry.unavailable_reason, entry.tool)}",
                 ),
             )
+        if workspace is not None and self.workspace_check is not None:
+            refused = self.workspace_check(entry.tool, workspace)
+            if refused is not None:
+                return self.finish(state, error_outcome(state, ErrorCode.FORBIDDEN, refused))
         return plan, state
 
     def suggestions(

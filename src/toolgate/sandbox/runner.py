@@ -14,8 +14,11 @@ the command is returned unchanged. For ``compartment``:
   ``LANG=C.UTF-8`` (sandbox values, never the gateway's). When the host has a usable pids
   cgroup, ``bwrap`` starts inside a fresh cgroup of the call (:mod:`toolgate.sandbox.cgroups`)
   whose ``pids.max`` is the process limit; it is emptied and removed when the context exits,
-  however the call ended. A workspace that is, holds or lies in a system folder is refused
-  (:class:`SandboxWorkspaceError`, see :mod:`toolgate.sandbox.workspaces`);
+  however the call ended. A workspace, or a declared ``fs`` prefix, that is, holds or lies in a
+  system folder, a home or credential folder, or one of the gateway's own folders is refused
+  (:class:`SandboxWorkspaceError`, :class:`SandboxUnavailableError`; the rule is
+  :mod:`toolgate.path_policy`, checked again here because the gateway's folders are known only
+  to the running gateway);
 * the host works but cannot enforce the process count (the gateway runs as root without a
   pids cgroup): :class:`~toolgate.sandbox.errors.SandboxUnavailableError`, unless the operator
   set ``allow_unlimited_processes: true``; then the command runs sandboxed and its outcome says
@@ -46,8 +49,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ToolError
-from ..model import SandboxMode, Tool
+from ..model import SandboxMode, SandboxSpec, Tool
 from ..model.permission_rules import env_refusal
+from ..path_policy import PathPolicy, prefix_problem
 from .addresses import tool_grant
 from .bwrap import BwrapSpec, bwrap_argv, install_root
 from .cgroups import BRIDGE_TASKS, BWRAP_TASKS, CallCgroup
@@ -158,6 +162,7 @@ class Sandbox:
         config: SandboxConfig | None = None,
         *,
         protected: Sequence[Path] = (),
+        gateway_folders: Sequence[Path] = (),
         deny_ports: Sequence[int] = (),
         cidr_grants: Mapping[str, Sequence[str]] | None = None,
         resolver: Any = None,
@@ -165,6 +170,11 @@ class Sandbox:
         self.config = config or SandboxConfig()
         self.protected = tuple(protected)
         """The gateway's state (database, ``.env``, secrets): never visible in a sandbox."""
+        self.gateway_folders: tuple[Path, ...] = tuple(gateway_folders)
+        """The folders the gateway loads code or configuration from (``$TOOLGATE_HOME``, tool
+        folders, sources, the folder of toolgate.yaml): never a workspace, never inside an
+        ``fs`` prefix. The gateway adds its tool folders and sources (:meth:`guard`); the Python
+        code folders are added by :meth:`paths`."""
         self.deny_ports = tuple(deny_ports)
         """The gateway's own listening ports: the egress proxy refuses them."""
         self.cidr_grants = dict(cidr_grants or {})
@@ -180,6 +190,71 @@ class Sandbox:
             processes=lim.processes,
             tmp_size_mb=lim.tmp_size_mb,
         )
+
+    def guard(self, folders: Sequence[Path]) -> None:
+        """Count ``folders`` among the gateway's own (see :attr:`gateway_folders`)."""
+        added = (Path(os.path.abspath(folder)) for folder in folders)
+        self.gateway_folders = tuple(dict.fromkeys((*self.gateway_folders, *added)))
+
+    def paths(self) -> PathPolicy:
+        """The rule for workspaces and ``fs`` prefixes now (:mod:`toolgate.path_policy`)."""
+        return PathPolicy(gateway_folders=self.gateway_folders).with_code()
+
+    def workspace_refusal(self, tool: Tool, workspace: Path) -> str | None:
+        """Why a call of ``tool`` cannot have ``workspace`` (``None``: it can): for the pipeline,
+        before anything runs, and again when the sandbox is prepared. Host-mode tools run with
+        the gateway user's rights, workspace or not, so only tools in a compartment (sandboxed
+        or, by the operator's choice, run unsandboxed) are checked; a tool whose side-effect
+        level writes gets it writable, so it must not hold the gateway's own folders either."""
+        if self.mode_for(tool) is SandboxMode.HOST:
+            return None
+        policy = self.paths()
+        problem = workspace_problem(workspace, policy, writable=tool.side_effect.writes)
+        return None if problem is None else _workspace_message(tool, problem)
+
+    def confine_new_folder(self, tool: Tool) -> tuple[Tool, str | None]:
+        """``tool``, of a tool folder that appeared while the gateway runs, in the mode its
+        location grants: one that would run on the host runs in a compartment instead, unless
+        the operator's ``sandbox.namespaces`` grants its namespace host mode. With the warning
+        that says so (``None`` when nothing changed)."""
+        if self.mode_for(tool) is not SandboxMode.HOST:
+            return tool, None
+        namespace = tool.id.partition(":")[0]
+        if self.config.namespaces.get(namespace) is SandboxMode.HOST:
+            return tool, None
+        confined = dataclasses.replace(
+            tool, sandbox=SandboxSpec(SandboxMode.COMPARTMENT, tool.sandbox.permissions)
+        )
+        return confined, (
+            f"this tool folder appeared while the gateway was running, so {tool.id} runs in "
+            "sandbox mode 'compartment', not on the host: a folder written at run time gets no "
+            "more rights than its location grants. To run it on the host, restart the gateway "
+            f"(the folders present at start are the installed ones) or grant its namespace "
+            f"host mode ('sandbox: {{namespaces: {{{namespace}: host}}}}' in toolgate.yaml)."
+        )
+
+    def fs_refusal(self, tool: Tool, code: Sequence[Path] = ()) -> str | None:
+        """Why a declared ``fs`` prefix of ``tool`` cannot be bound (``None``: all can)."""
+        return self.prefix_refusal(
+            tool.sandbox.permissions.fs,
+            own=[*code, *_own_folder(tool)],
+            where=f"{tool.source.location or tool.id}: permissions.fs",
+        )
+
+    def prefix_refusal(
+        self, prefixes: Sequence[str], *, own: Sequence[Path], where: str
+    ) -> str | None:
+        """Why one of ``prefixes`` (granted at ``where``, e.g. ``file: permissions.fs``)
+        cannot be bound (``None``: all can); a prefix inside ``own`` is the tool's own code."""
+        policy = self.paths()
+        for index, prefix in enumerate(prefixes):
+            problem = prefix_problem(prefix, policy, own=own)
+            if problem is not None:
+                return (
+                    f"{where}[{index}]: {problem}: a sandbox never shows it to a tool. Grant "
+                    "only the folder of the data the tool reads"
+                )
+        return None
 
     def host(self) -> HostCapabilities:
         """This host's capabilities (probed once per bwrap path and cgroup setting)."""
@@ -206,6 +281,9 @@ class Sandbox:
             return refusal
         if self.mode_for(tool) is SandboxMode.HOST:
             return None
+        refused = self.fs_refusal(tool)
+        if refused is not None:
+            return refused
         host = self.host()
         if not host.works:
             if self.config.unsandboxed_host:
@@ -324,7 +402,10 @@ class Sandbox:
             return
         assert host.bwrap is not None and host.prlimit is not None
         if workspace is not None:
-            workspace = _checked_workspace(tool, workspace)
+            workspace = self._checked_workspace(tool, workspace)
+        refused = self.fs_refusal(tool, code)
+        if refused is not None:
+            raise SandboxUnavailableError(f"Tool {tool.id} did not run: {refused}")
         perms = tool.sandbox.permissions
         declared = tuple(dict.fromkeys((*tool.env, *perms.env)))
         sandbox_env = sandbox_environment(declared, env)
@@ -395,6 +476,15 @@ class Sandbox:
                 bind_call=bind_call,
             )
 
+    def _checked_workspace(self, tool: Tool, workspace: Path) -> Path:
+        """The real path of ``workspace`` (what is bound, so no link can be swapped in after
+        the check), or :class:`SandboxWorkspaceError` when :meth:`workspace_refusal` refuses
+        it."""
+        refused = self.workspace_refusal(tool, workspace)
+        if refused is not None:
+            raise SandboxWorkspaceError(refused)
+        return Path(os.path.realpath(workspace))
+
     def _call_cgroup(self, host: HostCapabilities, *, network: bool) -> CallCgroup | None:
         """A fresh pids cgroup for one call, or ``None`` when the host has no usable one.
 
@@ -424,18 +514,21 @@ class SandboxWorkspaceError(ToolError):
     """The call's workspace cannot be bound into a sandbox (see :mod:`.workspaces`)."""
 
 
-def _checked_workspace(tool: Tool, workspace: Path) -> Path:
-    """The real path of ``workspace`` (what is bound, so no link can be swapped in after the
-    check), or :class:`SandboxWorkspaceError` when it is a system folder or holds one."""
-    problem = workspace_problem(workspace)
-    if problem is not None:
-        raise SandboxWorkspaceError(
-            f"Tool {tool.id} runs in a sandbox and did not run: the workspace {problem}, "
-            "which a sandbox never binds. Call it with a project folder as the workspace (or "
-            "start the gateway in one: a call without a workspace uses the gateway's working "
-            "folder)."
-        )
-    return Path(os.path.realpath(workspace))
+def _workspace_message(tool: Tool, problem: str) -> str:
+    return (
+        f"Tool {tool.id} runs in a sandbox and did not run: the workspace {problem}, which a "
+        "sandbox never binds. Call it with a project folder as the workspace that holds none "
+        "of the gateway's own folders (its home, tool folders, sources, toolgate.yaml)."
+    )
+
+
+def _own_folder(tool: Tool) -> list[Path]:
+    """The folder ``tool`` was declared in (its own files: an ``fs`` prefix there is its code)."""
+    location = tool.source.location
+    if not location or not location.startswith("/"):
+        return []
+    path = Path(location)
+    return [path if path.is_dir() else path.parent]
 
 
 def _egress() -> Any:

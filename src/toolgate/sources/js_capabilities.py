@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..backends.js_host import JsHosts, JsHostSpec, confirm_once, describe_entry
-from ..errors import ConfigError
+from ..errors import ConfigError, ToolError
 from ..loaders.capability import CapabilityManifest
 from ..loaders.diagnostics import Severity
 from ..loaders.plugin_permissions import PERMISSION_FIELDS, parse_permissions, suggest
@@ -174,6 +174,12 @@ def js_capability_tools(
     or the module fails to load (the message names the file and line)."""
     permissions = permissions or Permissions()
     environ = environ or {}
+    if sandbox is not None:  # the gateway's own folders are known only now
+        refused = sandbox.prefix_refusal(
+            permissions.fs, own=[manifest.main.parent], where="options.permissions.fs"
+        )
+        if refused is not None:
+            raise ToolError(refused)
     # The egress socket folder belongs to one host process: keyed by the grant too.
     key = (str(manifest.main), json.dumps(str(permissions)))
     spec = JsHostSpec(

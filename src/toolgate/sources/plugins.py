@@ -528,7 +528,12 @@ class _PluginLoader:
                     tool.id, entry.entry, declared, opted_in, resolved, javascript=spec.mode
                 )
             )
-            return RegisteredTool(tool, binding, None)
+            # Its fs prefixes are bound into the host's bubblewrap and read by ctx.fs: the
+            # gateway's own folders (known only now) never are.
+            refused = None
+            if self.sandbox is not None and spec.mode == SandboxMode.COMPARTMENT.value:
+                refused = self.sandbox.fs_refusal(tool)
+            return RegisteredTool(tool, binding, refused)
         in_worker = item.local_id in self.in_worker or (
             not opted_in and declared is SandboxMode.COMPARTMENT and worker_runs(self.sandbox, tool)
         )

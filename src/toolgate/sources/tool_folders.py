@@ -5,12 +5,21 @@ Every immediate sub-folder of a root (``$TOOLGATE_HOME/tools/<name>/`` and the f
 seconds (Jean2 seed: "scans every 60 seconds"), so adding, changing or deleting a folder adds,
 updates or removes its tool. A folder that fails to load keeps its diagnostics visible, and every
 other tool keeps loading.
+
+A folder that *appears* in a root after the root's first scan (written while the gateway runs)
+never gets more rights than its location grants: ``confine_new`` (given by the gateway when it
+has a sandbox) decides the mode of its tool — a tool that would run on the host is put in a
+compartment unless the operator granted host mode for its namespace (``sandbox.namespaces``), and
+a warning says so. Whoever could write a folder there (a tool given the folder as its workspace,
+say) must not thereby get a tool that runs on the host. The folders present at the first scan are
+what the operator installed; a restart takes the new ones as installed too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -61,10 +70,17 @@ class ToolFolderSource:
         *,
         availability: Callable[[Tool], str | None],
         rescan_interval: float = DEFAULT_RESCAN_INTERVAL,
+        confine_new: Callable[[Tool], tuple[Tool, str | None]] | None = None,
     ) -> None:
         self.registry = registry
         self.roots = tuple(roots)
         self.availability = availability
+        self.confine_new = confine_new
+        """The tool of a folder that appeared after its root's first scan, in the mode its
+        location grants, and the warning to show (``None``: nothing changed); ``None``: no
+        limit (a gateway without a sandbox runs every tool on the host anyway)."""
+        self._installed: dict[Path, frozenset[Path]] = {}
+        """Per root: the folders its first scan found (what the operator installed)."""
         self.rescan_interval = rescan_interval
         self._owned: dict[Path, str] = {}
         self._diagnostics: dict[Path, tuple[Diagnostic, ...]] = {}
@@ -93,24 +109,47 @@ class ToolFolderSource:
             except OSError as exc:
                 log.warning("cannot list tool folder root %s: %s", root.path, exc)
                 continue
+            listed: list[Path] = []
             for child in children:
                 try:
                     if child.is_dir() and not child.name.startswith("."):
-                        found.append((child, root))
+                        listed.append(child)
                 except OSError:
-                    found.append((child, root))  # the loader reports why it cannot be read
+                    listed.append(child)  # the loader reports why it cannot be read
+            found += [(child, root) for child in listed]
+            # The first scan of a root is what the operator installed (setdefault: a dict
+            # operation, atomic for the watcher's thread).
+            self._installed.setdefault(root.path, frozenset(listed))
         return found
 
     def load(self) -> list[FolderLoad]:
-        """Read and parse every folder. Touches no shared state: safe to run in a thread."""
+        """Read and parse every folder. Touches no shared state but the record of each root's
+        first scan: safe to run in a thread."""
         loads: list[FolderLoad] = []
         for folder, root in self._folders():
             try:
-                loads.append(load_tool_folder(folder, namespace=root.namespace))
+                loaded = load_tool_folder(folder, namespace=root.namespace)
             except Exception as exc:  # noqa: BLE001 - one folder must never stop the others
                 problem = Diagnostic(str(folder), None, f"cannot be loaded: {exc}")
                 loads.append(FolderLoad(folder, None, (problem,), None))
+                continue
+            loads.append(self._confined(loaded, root))
         return loads
+
+    def _confined(self, loaded: FolderLoad, root: FolderRoot) -> FolderLoad:
+        """``loaded`` in the mode its location grants, when its folder appeared after the
+        root's first scan (see the module documentation)."""
+        if (
+            self.confine_new is None
+            or loaded.tool is None
+            or loaded.folder in self._installed.get(root.path, frozenset({loaded.folder}))
+        ):
+            return loaded
+        tool, warning = self.confine_new(loaded.tool)
+        if warning is None:
+            return loaded
+        note = Diagnostic(str(loaded.folder), "sandbox", warning, Severity.WARNING)
+        return dataclasses.replace(loaded, tool=tool, diagnostics=(*loaded.diagnostics, note))
 
     def scan(self) -> ScanReport:
         """Load every folder now and bring the registry in step. Never raises for bad folders."""
