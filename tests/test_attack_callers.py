@@ -669,6 +669,8 @@ def test_on_postgresql_approval_namespaces_persist_and_an_older_schema_upgrades(
             with db.write() as conn:
                 conn.execute("DELETE FROM approvals")
                 conn.execute("ALTER TABLE approvals DROP COLUMN namespaces")
+                # What later revisions made goes too, so the database is as 0003 left it.
+                conn.execute("DROP TABLE IF EXISTS tool_pins, tool_pins_generation")
                 conn.execute("UPDATE alembic_version SET version_num = '0003'")
                 conn.execute(
                     "INSERT INTO approvals (id, tool_id, title, risk, facts, arguments, "
