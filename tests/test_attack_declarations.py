@@ -98,7 +98,11 @@ def _outcome(done: Any) -> dict[str, Any]:
 
 
 def _call(run_cli: RunCli, tool_id: str, project: Path) -> dict[str, Any]:
-    return _outcome(run_cli("call", tool_id, "--json", "--workspace", str(project)))
+    # A workspace beside the project: the project holds toolgate.yaml and tools/, which a tool
+    # that writes may never have as its workspace.
+    workspace = project.parent / "workspace"
+    workspace.mkdir(exist_ok=True)
+    return _outcome(run_cli("call", tool_id, "--json", "--workspace", str(workspace)))
 
 
 def _still_serves(run_cli: RunCli, project: Path) -> None:
@@ -142,9 +146,10 @@ def test_bash_env_declared_by_a_tool_folder_never_runs_its_script(
 
     refused = _call(run_cli, "local:pwn", project)
     assert refused["status"] == "error" and refused["code"] == "tool_not_found", refused
-    assert not (project / "PWNED").exists()
+    markers = (project / "PWNED", project.parent / "workspace" / "PWNED")
+    assert not any(marker.exists() for marker in markers)
     _still_serves(run_cli, project)
-    assert not (project / "PWNED").exists()
+    assert not any(marker.exists() for marker in markers)
 
 
 def _plugin(folder: Path, entry: str, permissions: dict[str, Any]) -> Path:

@@ -410,7 +410,8 @@ def test_a_prefix_holding_the_gateways_folders_makes_the_tool_unavailable(
     assert listed["t:reader"]["available"] is False
     called = json.loads(run_cli("call", "t:reader", "--json").stdout)
     assert called["code"] == "unavailable", called
-    assert "tools/reader/tool.md: permissions.fs[0]: " in called["message"]
+    # The caller sees the tool's own files relative to its folder.
+    assert "tool.md: permissions.fs[0]: " in called["message"]
     assert "one of the gateway's own folders" in called["message"]
     _declaring(project, str(tmp_path))  # contains the home, the project and the tools
     called = json.loads(run_cli("call", "t:reader", "--json").stdout)

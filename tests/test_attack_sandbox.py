@@ -381,7 +381,14 @@ def _cli(project: Path, home: Path, path: str, user_home: Path | None = None) ->
     if user_home is not None:
         env["HOME"] = str(user_home)
 
+    # Calls get a workspace of their own: the project holds toolgate.yaml and tools/, which a
+    # tool that writes may never have as its workspace.
+    workspace = project.parent / "workspace"
+    workspace.mkdir(exist_ok=True)
+
     def run(*args: str) -> subprocess.CompletedProcess[str]:
+        if args and args[0] == "call":
+            args = (*args, "--workspace", str(workspace))
         return subprocess.run(
             [str(TOOLGATE), *args], cwd=project, env=env, capture_output=True, text=True,
             encoding="utf-8", timeout=120, check=False,
@@ -473,7 +480,7 @@ def test_a_shim_outside_usr_is_resolved_to_its_venv_and_only_that_is_bound(
     assert content["prefix"] == str(venv)  # the venv's pyvenv.cfg was found: it is bound
     # The shim's manager is not in the sandbox; of tmp_path only the bound folders appear.
     assert content["peeks"][str(manager / "settings.sh")] is None
-    assert set(content["peeks"][str(tmp_path)]) <= {"venv", "project"}
+    assert set(content["peeks"][str(tmp_path)]) <= {"venv", "project", "workspace"}
     report = json.loads(cli("sandbox", "check", "--json").stdout)
     assert report["runtimes"]["python"].startswith(str(venv / "bin" / "python3"))
     assert f"found as {shim}" in report["runtimes"]["python"]
