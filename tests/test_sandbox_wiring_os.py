@@ -119,7 +119,9 @@ def test_os_tool_permissions_grant_fs_prefixes_and_env_keys(
     outcome = _call(run_cli, outside, project)
     assert outcome["content"]["read"] is True, outcome
     assert outcome["content"]["text"] == "host only\n"
-    assert outcome["content"]["env"] == {"API_TOKEN": "granted", "OTHER_TOKEN": None}
+    # The granted key reached the tool; its value, a credential by its name, is masked in what
+    # the caller gets back (the gateway's credentials never reach the model).
+    assert outcome["content"]["env"] == {"API_TOKEN": "[REDACTED]", "OTHER_TOKEN": None}
     assert outcome["metadata"]["sandbox"]["enforced"] is True
 
     shown = json.loads(run_cli("tools", "show", "ops:peek", "--json").stdout)
