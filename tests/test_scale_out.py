@@ -698,11 +698,13 @@ def test_rate_limited_calls_are_unavailable_while_redis_is_down_and_recover(
     pings = [answer for tool, _, answer in answers if tool == "ping"]
     unavailable = [answer for answer in pings if answer.get("code") == "unavailable"]
     assert unavailable and all("Redis" in answer["message"] for answer in unavailable)
-    # Never unlimited: while Redis was down no ping ran; before and after, at most the ten.
+    # Never unlimited: while Redis was down no ping ran. The restarted Redis keeps nothing (no
+    # persistence here), so the minute's count starts again after it: at most ten before the
+    # outage and ten after it (and a minute boundary inside the run starts a new window too).
     assert all(
         answer["code"] in ("unavailable", "rate_limited") for answer in pings if answer.get("code")
     )
-    assert sum(answer["status"] == "ok" for answer in pings) <= 10
+    assert sum(answer["status"] == "ok" for answer in pings) <= 30
     # Tools without rate limits do not need Redis: every echo ran.
     assert all(answer["status"] == "ok" for tool, _, answer in answers if tool == "echo")
     for replica in range(3):
