@@ -49,6 +49,8 @@ OPS_KEY = "tg_ops-attack-key-0123456789abcdefghijklmnopqrstuvwx"
 #: A key from toolgate.yaml with two dots in it (keys there may be any string).
 CAROL_KEY = "carol.key-with.two-dots-0123456789"
 KEYS = {"alice": ALICE_KEY, "bob": BOB_KEY, "ops": OPS_KEY, "carol": CAROL_KEY}
+#: The agent the tokens name by default (no API key has it: a token naming one is refused).
+TOKEN_AGENT = "tess"
 
 #: What the tokens' ``aud`` names (checked against ``auth.resource``).
 RESOURCE = "http://127.0.0.1:8470"
@@ -181,7 +183,9 @@ def token(
     **claims: Any,
 ) -> str:
     """A token the issuer really signed, for ``RESOURCE``, with this header ``typ`` (``None``:
-    none) and claims (``sub`` names the agent; alice by default)."""
+    none) and claims (``sub`` names the agent; ``TOKEN_AGENT`` by default: a token may not name
+    an API key's agent)."""
+    claims.setdefault("sub", TOKEN_AGENT)
     key = issuer.signing_key
     header: dict[str, Any] = {"alg": "RS256", "kid": key.kid}
     if header_typ is not None:
@@ -549,9 +553,9 @@ def test_another_caller_retrying_an_approved_call_does_not_get_it(
     approval_id = _request_transfer(served, alice, 12)
     _approve(served, approval_id)
     assert RUNS == ["beta:transfer 12"]
-    # Bob (an API key) and carol (a token naming another agent) make the very same call: each
-    # asks for approval of its own, and neither receives alice's outcome nor sees her request.
-    for other in (BOB_KEY, token(issuer, "tools.all", sub="carol")):
+    # Bob (an API key) and dora (a token naming another agent) make the very same call: each
+    # asks for approval of its own, and neither receives tess's outcome nor sees her request.
+    for other in (BOB_KEY, token(issuer, "tools.all", sub="dora")):
         again = served.call(other, "beta:transfer", amount=12)
         assert again.status_code == 202, again.text
         assert again.json()["approval"]["id"] != approval_id

@@ -116,7 +116,8 @@ class AuthConfig(Section):
     default, for issuers that do not type them, such as Keycloak and Entra ID), a token is
     still refused when its ``typ`` names another kind of JWT (``logout+jwt``, ``dpop+jwt``…) or
     it carries what only an OpenID Connect ID token carries (``nonce``, ``at_hash``, ``c_hash``,
-    ``s_hash``, or Keycloak's ``typ: ID`` claim)."""
+    ``s_hash``, or Keycloak's ``typ: ID`` claim) — heuristics only: an ID token without those
+    claims and with an accepted ``aud`` is then accepted. On is the real protection."""
     algorithms: tuple[str, ...] = ("RS256", "ES256")
     """The signature algorithms accepted (asymmetric ones only; ``none`` and HMAC never)."""
     leeway: float = Field(default=30, ge=0, le=300)

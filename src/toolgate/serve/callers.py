@@ -7,14 +7,21 @@ credential shaped like a JWT (three dot-separated parts, the first a JSON object
 agent's key is checked as a token. API keys keep working exactly as before
 (:class:`~toolgate.serve.identity.AgentIdentity`), at the same cost: their prefix is looked at.
 
+The two kinds of credentials never share an agent: a token whose agent claim names an agent that
+has (or had) an API key is refused (``invalid_token``). An agent's name is what its idempotent
+outcomes, its approvals and its MCP sessions belong to; were a token ``sub: alice`` the agent
+``alice`` of an API key, it would replay that key's stored outcomes, follow and retry its
+approvals, and the key those of the token. An agent of ``agents:`` without a key is still a
+token's (its labels and policies apply to the token, as documented).
+
 With ``auth:`` configured, credentials are always required (no anonymous ``default`` agent), so an
 OAuth client without a token gets the ``401`` that starts its authorization flow.
 """
 
 from __future__ import annotations
 
-from .bearer_tokens import TokenVerifier, looks_like_jwt
-from .identity import KEY_PREFIX, AgentIdentity, Connection, Principal
+from .bearer_tokens import INVALID_TOKEN, TokenVerifier, looks_like_jwt
+from .identity import KEY_PREFIX, AgentIdentity, AuthenticationError, Connection, Principal
 
 __all__ = ["Callers"]
 
@@ -44,7 +51,15 @@ class Callers:
                     and looks_like_jwt(token)
                     and not self.keys.knows(token)
                 ):
-                    return await tokens.verify(token)
+                    verified = await tokens.verify(token)
+                    if self.keys.has_key(verified.agent):
+                        raise AuthenticationError(
+                            "the token's agent claim names an agent that uses an API key; a "
+                            "token cannot act as it (the identity provider must name another "
+                            "agent)",
+                            error=INVALID_TOKEN,
+                        )
+                    return verified
         agent = self.keys.authenticate(connection)
         principal = self._principals.get(agent)
         if principal is None:

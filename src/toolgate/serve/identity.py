@@ -191,6 +191,8 @@ class AgentIdentity:
         self._lock = threading.Lock()
         self._generation: int | None = None
         self._stored: tuple[tuple[str, bytes], ...] = ()
+        self._config_names = frozenset(name for name, _ in self._config_keys)
+        self._key_names: frozenset[str] = self._config_names
 
     @classmethod
     def from_config(
@@ -218,11 +220,23 @@ class AgentIdentity:
         with self._lock:
             generation = store.generation()
             if generation != self._generation:
+                every = store.list_keys(include_revoked=True)
                 self._stored = tuple(
-                    (key.agent, bytes.fromhex(key.key_sha256)) for key in store.list_keys()
+                    (key.agent, bytes.fromhex(key.key_sha256))
+                    for key in every
+                    if key.revoked_at is None
                 )
+                self._key_names = self._config_names | {key.agent for key in every}
                 self._generation = generation
             return self._config_keys + self._stored
+
+    def has_key(self, agent: str) -> bool:
+        """Whether ``agent`` is an API-key agent: it has, or had (revoked since), a key in
+        ``toolgate.yaml`` or the store. Such a name is never a bearer token's agent
+        (:class:`~toolgate.serve.callers.Callers`), so what the key's calls left behind — their
+        idempotent outcomes, their approvals — is never a token's, nor the other way round."""
+        self._keys()
+        return agent in self._key_names
 
     @property
     def keys_configured(self) -> bool:

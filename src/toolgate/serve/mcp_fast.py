@@ -112,7 +112,10 @@ class FastToolCalls:
         if call is None:
             return receive
         request_id, name, arguments, can_elicit = call
-        if self._has_header_parameters(name) or self.surface.gateway.disclosure is not None:
+        if (
+            self._has_header_parameters(name, agent, namespaces)
+            or self.surface.gateway.disclosure is not None
+        ):
             # Progressive disclosure decides per session which tools may be called: the SDK path.
             return receive
         surface = self.surface
@@ -189,9 +192,14 @@ class FastToolCalls:
         )
         return request_id, name, arguments or {}, can_elicit
 
-    def _has_header_parameters(self, name: str) -> bool:
+    def _has_header_parameters(
+        self, name: str, agent: str | None, namespaces: frozenset[str] | None
+    ) -> bool:
         """Whether the tool mirrors arguments into ``Mcp-Param-*`` headers (the SDK checks
-        those)."""
+        those). A tool hidden from the caller has none, as for the SDK's check
+        (``McpSurface._input_schema``): it is answered here, as a missing tool is."""
+        if not self.surface.callable_by(name, agent, namespaces):
+            return False
         registry = self.surface.gateway.registry
         cached = self._header_tools.get(name)
         if cached is not None and cached[0] == registry.version:

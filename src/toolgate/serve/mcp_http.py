@@ -218,7 +218,10 @@ class McpHttp:
             if handed_on is None:
                 return
             receive = handed_on
-        await self.manager.handle_request(scope, receive, send)
+        # What the SDK asks by tool name alone (the Mcp-Param-* header check) is answered for
+        # this request's caller: a tool hidden from it has no schema to check headers against.
+        with self.surface.answering(request):
+            await self.manager.handle_request(scope, receive, send)
 
 
 def _agent_of(request: Any) -> str | None:

@@ -28,7 +28,9 @@ from __future__ import annotations
 import difflib
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Final
 
 from mcp.server import NotificationOptions, Server
@@ -83,6 +85,13 @@ NamespacesFor = Callable[[Any], "frozenset[str] | None"]
 
 def _unrestricted(_request: Any) -> frozenset[str] | None:
     return None
+
+
+#: The transport's request being answered, for what the SDK asks without handing it over (the
+#: ``Mcp-Param-*`` header check asks for a tool's input schema by name alone). Set by the HTTP
+#: transport where the request is authenticated (:meth:`McpSurface.answering`).
+_REQUEST: ContextVar[Any] = ContextVar("toolgate_mcp_request")
+_NO_REQUEST: Final = object()
 
 
 class _ToolgateServer(Server[Any]):
@@ -203,13 +212,7 @@ class McpSurface:
         return None if agent is None else f"agent:{agent}"
 
     def _call_session(self, ctx: ServerRequestContext[Any, Any]) -> str | None:
-        request = ctx.request
-        headers = getattr(request, "headers", None)
-        if isinstance(headers, Mapping):
-            session = headers.get("mcp-session-id")
-            if isinstance(session, str) and session:
-                return session
-        return self._session_id
+        return _session_of(ctx.request, self._session_id)
 
     # -- tools/list -----------------------------------------------------------------------------
 
@@ -257,11 +260,35 @@ class McpSurface:
             "resultType": "complete",
         }
 
+    @contextmanager
+    def answering(self, request: Any) -> Iterator[None]:
+        """While the transport hands ``request`` (authenticated) to the SDK: what the SDK asks
+        by tool name alone is answered for this request's caller."""
+        token = _REQUEST.set(request)
+        try:
+            yield
+        finally:
+            _REQUEST.reset(token)
+
     def _input_schema(self, name: str) -> Mapping[str, Any] | None:
         # For the 2026-07-28 HTTP check of ``Mcp-Param-*`` headers: without it the SDK would run
-        # the whole tools/list handler on every call to find one schema.
+        # the whole tools/list handler on every call to find one schema. Only a tool the caller
+        # may call has one: a header check of a hidden tool would tell that it exists, and name
+        # its parameters. No request being answered: no schema (no check, nothing told).
+        request = _REQUEST.get(_NO_REQUEST)
+        if request is _NO_REQUEST:
+            return None
         entry = self.gateway.registry.get(name)
-        return None if entry is None else entry.tool.input_schema_dict()
+        if entry is None or not self.callable_by(
+            entry.tool.id, self._agent_for(request), self._namespaces_for(request)
+        ):
+            return None
+        disclosure = self.gateway.disclosure
+        if disclosure is not None and not disclosure.shown(
+            (self._agent_for(request), _session_of(request, self._session_id)), entry.tool.id
+        ):
+            return None
+        return entry.tool.input_schema_dict()
 
     # -- tools/call -----------------------------------------------------------------------------
 
@@ -270,21 +297,22 @@ class McpSurface:
     ) -> dict[str, Any] | InputRequiredResult:
         agent = self.agent(ctx)
         namespaces = self.namespaces(ctx)
+        conversation = self.conversation(ctx)
         arguments = params.arguments or {}
         disclosure = self.gateway.disclosure
-        if disclosure is not None and not self._shown(ctx, params.name):
-            raise MCPError(INVALID_PARAMS, self._unknown_tool(params.name, agent, namespaces, ctx))
+        if disclosure is not None and not self._shown(conversation, params.name, agent, namespaces):
+            # A tool hidden from the caller and one not shown to this session are answered by
+            # the one path a missing tool takes (suggestions from this session's list).
+            raise self.unknown_tool(params.name, agent, namespaces, conversation)
         ask = True
         if params.request_state is not None:
-            if not self._visible(params.name, agent, namespaces):
+            if not self.callable_by(params.name, agent, namespaces):
                 # An approval sealed for a token with broader scopes is not resumed by one
                 # whose scopes (or the access rules) no longer let it see the tool.
-                raise MCPError(
-                    INVALID_PARAMS, self._unknown_tool(params.name, agent, namespaces, ctx)
-                )
+                raise self.unknown_tool(params.name, agent, namespaces, conversation)
             answered = await self.approvals.resume(ctx, params, agent)
             if isinstance(answered, CallOutcome):
-                return self.result(answered, agent, params.name, namespaces)
+                return self.result(answered, agent, params.name, namespaces, conversation)
             ask = answered is not NO_PROMPT
 
         async def call() -> CallOutcome:
@@ -304,14 +332,24 @@ class McpSurface:
             outcome = step
         if disclosure is not None and outcome.tool_id == SEARCH_TOOL_ID:
             self._disclose(ctx, outcome)
-        return self.result(outcome, agent, params.name, namespaces)
+        return self.result(outcome, agent, params.name, namespaces, conversation)
 
-    def _shown(self, ctx: ServerRequestContext[Any, Any], name: str) -> bool:
+    def _shown(
+        self,
+        conversation: object,
+        name: str,
+        agent: str | None,
+        namespaces: frozenset[str] | None,
+    ) -> bool:
+        """Whether ``name`` may be called in this conversation: a tool the caller may call and
+        that was shown to it (a missing name is left to the gateway's own answer)."""
         disclosure = self.gateway.disclosure
         entry = self.gateway.registry.get(name)
         if disclosure is None or entry is None:
-            return True  # an unknown tool gets the gateway's own answer
-        return disclosure.shown(self.conversation(ctx), entry.tool.id)
+            return True
+        if not self.callable_by(entry.tool.id, agent, namespaces):
+            return False  # checked first: whether it was "shown" is not for a hidden tool
+        return disclosure.shown(conversation, entry.tool.id)
 
     def _disclose(self, ctx: ServerRequestContext[Any, Any], outcome: CallOutcome) -> None:
         """The tools a search found join the session's list; its clients are told."""
@@ -330,19 +368,20 @@ class McpSurface:
         agent: str | None,
         name: str,
         namespaces: frozenset[str] | None = None,
+        conversation: object = None,
     ) -> dict[str, Any]:
         """The ``CallToolResult`` for the outcome of calling ``name`` (raises ``MCPError`` for an
-        unknown tool)."""
+        unknown tool, suggesting from what ``conversation`` was shown)."""
         if outcome.status is CallStatus.PENDING_APPROVAL:
             result = pending_result(outcome, self.approvals_url)
         elif outcome.code is ErrorCode.TOOL_NOT_FOUND or (
             outcome.code is ErrorCode.FORBIDDEN
-            and not self._visible(outcome.tool_id, agent, namespaces)
+            and not self.callable_by(outcome.tool_id, agent, namespaces)
         ):
             # Unknown tools are protocol errors (MCP tools spec). A tool this agent may not call
             # is not in its tools/list either, so it is unknown to it too: saying "forbidden"
             # would reveal that it exists.
-            raise MCPError(INVALID_PARAMS, self._unknown_tool(name, agent, namespaces))
+            raise self.unknown_tool(name, agent, namespaces, conversation)
         else:
             result = mcp_call_tool_result(outcome)
             if "structuredContent" in result and not self._has_output_schema(outcome.tool_id):
@@ -357,26 +396,32 @@ class McpSurface:
         schema = None if entry is None else entry.tool.output_schema
         return schema is not None and schema.get("type") == "object"
 
-    def _visible(self, tool_id: str, agent: str | None, namespaces: frozenset[str] | None) -> bool:
+    def callable_by(
+        self, tool_id: str, agent: str | None, namespaces: frozenset[str] | None
+    ) -> bool:
+        """Whether ``agent``, with credentials allowing ``namespaces``, may see and call the
+        tool (else it does not exist for it)."""
         entry = self.gateway.registry.get(tool_id)
         return (
             entry is not None and self.gateway.access.decide(entry.tool, agent, namespaces).allowed
         )
 
-    def _unknown_tool(
+    def unknown_tool(
         self,
         name: str,
         agent: str | None,
         namespaces: frozenset[str] | None = None,
-        ctx: ServerRequestContext[Any, Any] | None = None,
-    ) -> str:
+        conversation: object = None,
+    ) -> MCPError:
+        """The one answer to a tool that does not exist for this caller — missing, hidden from
+        it, or (progressive disclosure) not shown to ``conversation``: suggestions come only from
+        the list ``conversation`` sees, so nothing tells these cases apart."""
         # The gateway's own message suggests ids from every tool; name only the ones this agent
         # sees, so a tool hidden from it is not revealed.
-        conversation = None if ctx is None else self.conversation(ctx)
         visible = [tool["name"] for tool in self.tools_for(agent, namespaces, conversation)]
         close = difflib.get_close_matches(name, visible, n=3, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else "; call tools/list for the tools"
-        return f"Unknown tool: {name}{hint}"
+        return MCPError(INVALID_PARAMS, f"Unknown tool: {name}{hint}")
 
     # -- handshake and instructions -------------------------------------------------------------
 
@@ -426,6 +471,17 @@ def _precomputed(
     if found_name != name or found_arguments != arguments or not isinstance(outcome, CallOutcome):
         return None
     return outcome
+
+
+def _session_of(request: Any, default: str | None) -> str | None:
+    """The session a transport's request belongs to (its ``Mcp-Session-Id``), else
+    ``default``."""
+    headers = getattr(request, "headers", None)
+    if isinstance(headers, Mapping):
+        session = headers.get("mcp-session-id")
+        if isinstance(session, str) and session:
+            return session
+    return default
 
 
 def _fixed_agent(name: str | None) -> AgentFor:
