@@ -2,9 +2,9 @@
 hashing.
 
 :func:`loads_strict` is the one parser of JSON that reaches a tool or comes back from one
-(``toolgate call --args``, HTTP call bodies, MCP over HTTP, a script tool's output): a duplicate
-key, ``NaN``/``Infinity`` or nesting deeper than :data:`MAX_DEPTH` levels is an error naming
-what is wrong, never a silent last-wins, a ``null`` or a ``RecursionError``.
+(``toolgate call --args``, HTTP call bodies, MCP over HTTP and stdio, a script tool's output): a
+duplicate key, ``NaN``/``Infinity`` or nesting deeper than :data:`MAX_DEPTH` levels is an error
+naming what is wrong, never a silent last-wins, a ``null`` or a ``RecursionError``.
 :func:`json_value_problem` applies the same rules to a value already parsed by someone else (the
 MCP SDK, the Python API).
 
@@ -66,11 +66,16 @@ def _constant(name: str) -> Any:
     raise _Refused(f"{name} is not a JSON value (JSON has no NaN or Infinity)")
 
 
-def loads_strict(text: str | bytes, *, max_depth: int = MAX_DEPTH) -> Any:
+def loads_strict(text: str | bytes, *, max_depth: int = MAX_DEPTH, allow_nan: bool = False) -> Any:
     """Parse one JSON document; raise :class:`StrictJsonError` for malformed JSON, a duplicate
-    key, ``NaN``/``Infinity``/``-Infinity`` or nesting deeper than ``max_depth`` levels."""
+    key, ``NaN``/``Infinity``/``-Infinity`` or nesting deeper than ``max_depth`` levels.
+
+    ``allow_nan=True`` lets ``NaN``/``Infinity`` through as floats, for a caller that leaves them
+    to :func:`json_value_problem` further on (which names where they are)."""
     try:
-        value = json.loads(text, object_pairs_hook=_pairs, parse_constant=_constant)
+        value = json.loads(
+            text, object_pairs_hook=_pairs, parse_constant=None if allow_nan else _constant
+        )
     except json.JSONDecodeError as exc:
         raise StrictJsonError(
             f"{exc.msg} (line {exc.lineno}, column {exc.colno})", malformed=True

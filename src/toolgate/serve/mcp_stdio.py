@@ -4,18 +4,173 @@ Nothing but protocol reaches stdout: the SDK's stdio transport serves the wire f
 duplicate of the original stdout and points file descriptor 1 at stderr while it runs, so a
 Python tool that prints, or a child process that writes to its inherited stdout, lands on stderr
 instead of corrupting the stream. Logging goes to stderr.
+
+Each line is read here rather than by the SDK, so that :func:`~toolgate._json.loads_strict` sees
+it before the SDK's parser does (which keeps the last of duplicate keys): a line with a duplicate
+key anywhere, that is not JSON, or that nests deeper than :data:`LINE_MAX_DEPTH` levels gets a
+JSON-RPC parse error (``-32700``) naming what is wrong, and goes no further. Other lines reach
+the SDK unchanged. Reading stdin here means taking it away from child processes here too, the
+way the SDK does: file descriptor 0 points at the null device while serving, and the wire is
+read from a private duplicate.
 """
 
 from __future__ import annotations
 
+import io
+import json
+import os
+import sys
 import uuid
+from collections.abc import AsyncIterable, AsyncIterator, Iterator
+from contextlib import contextmanager, suppress
+from typing import Any, BinaryIO, cast
 
+import anyio
+import mcp_types as types
 from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
 
+from .._json import StrictJsonError, loads_strict
 from ..gateway import Gateway
 from .mcp_server import build_mcp_server
 
-__all__ = ["serve_stdio"]
+__all__ = ["LINE_MAX_DEPTH", "serve_stdio"]
+
+#: How deeply one line may nest, the JSON-RPC envelope included. Below what the SDK's parser
+#: takes (about 200), above what arguments may (``MAX_DEPTH``, held by the validation stage, which
+#: names the field): a line deeper than this gets ``-32700`` rather than no answer at all.
+LINE_MAX_DEPTH = 128
+
+
+class _UnownedTextWrapper(io.TextIOWrapper):
+    """Text layer whose close leaves the binary buffer open (it may be ``sys.stdin``'s)."""
+
+    def close(self) -> None:
+        with suppress(ValueError):
+            self.detach()
+
+
+def _dup_above_std(fd: int) -> int:
+    if sys.platform == "win32":  # pragma: no cover
+        duplicate = os.dup(fd)
+        if duplicate <= 2:
+            os.close(duplicate)
+            raise OSError(f"duplicate of fd {fd} landed in the standard range")
+        return duplicate
+    import fcntl
+
+    return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+
+
+def _rebind_fd0() -> None:
+    if sys.platform == "win32":  # pragma: no cover
+        from mcp.os.win32.utilities import rebind_std_handle_to_fd
+
+        with suppress(OSError):
+            rebind_std_handle_to_fd(0)
+
+
+@contextmanager
+def _take_stdin() -> Iterator[BinaryIO]:
+    """The wire, read from a private duplicate of fd 0 while fd 0 points at the null device.
+
+    What the SDK's ``stdio_server()`` does for stdin when it reads it itself: tools and their
+    child processes read end-of-file, never the protocol. Best effort, like the SDK: when
+    descriptors cannot be duplicated or diverted, stdin is read in place.
+    """
+    try:
+        in_place = sys.stdin.buffer.fileno() != 0
+    except (AttributeError, OSError, ValueError):
+        in_place = True
+    if in_place:
+        yield sys.stdin.buffer
+        return
+    try:
+        private_fd = _dup_above_std(0)
+    except OSError:
+        yield sys.stdin.buffer
+        return
+    try:
+        null_fd = os.open(os.devnull, os.O_RDONLY)
+        try:
+            os.dup2(null_fd, 0)
+        finally:
+            os.close(null_fd)
+    except OSError:
+        # fd 0 still carries the wire (or failed mid-way: point it back); read it in place.
+        with suppress(OSError):
+            os.dup2(private_fd, 0)
+        _rebind_fd0()
+        yield sys.stdin.buffer
+        return
+    _rebind_fd0()
+    try:
+        # closefd=False: a worker thread may still block reading it after the transport exits.
+        yield os.fdopen(private_fd, "rb", closefd=False)
+    finally:
+        with suppress(OSError):
+            os.dup2(private_fd, 0)
+            _rebind_fd0()
+
+
+def _request_id(line: str) -> types.RequestId | None:
+    """The id of a refused line when it names one unambiguously, else ``None`` (``"id": null``)."""
+    try:
+        pairs = json.loads(line, object_pairs_hook=lambda items: items)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(pairs, list) or not all(isinstance(p, tuple) for p in pairs):
+        return None
+    ids = [value for key, value in pairs if key == "id"]
+    if len(ids) != 1:
+        return None
+    (found,) = ids
+    if isinstance(found, str) or (isinstance(found, int) and not isinstance(found, bool)):
+        return found
+    return None
+
+
+def _refusal(line: str) -> types.JSONRPCError | None:
+    """The parse error answering ``line``, or ``None`` when the SDK may parse it."""
+    if not line.strip():
+        return None  # not a message: the SDK skips it, as it always has
+    try:
+        # NaN and Infinity pass: the validation stage refuses them in arguments, naming where.
+        loads_strict(line, max_depth=LINE_MAX_DEPTH, allow_nan=True)
+    except StrictJsonError as exc:
+        return types.JSONRPCError(
+            jsonrpc="2.0",
+            id=_request_id(line),
+            error=types.ErrorData(code=types.PARSE_ERROR, message=f"Parse error: {exc}"),
+        )
+    return None
+
+
+class _Replies:
+    """Where a refused line's error goes: the SDK's write stream, once there is one."""
+
+    def __init__(self) -> None:
+        self._ready = anyio.Event()
+        self._stream: Any = None
+
+    def attach(self, write_stream: Any) -> None:
+        self._stream = write_stream
+        self._ready.set()
+
+    async def send(self, error: types.JSONRPCError) -> None:
+        await self._ready.wait()
+        with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            await self._stream.send(SessionMessage(error))
+
+
+async def _strict_lines(stdin: AsyncIterable[str], replies: _Replies) -> AsyncIterator[str]:
+    """The lines of ``stdin`` the SDK may parse; each refused one is answered and dropped."""
+    async for line in stdin:
+        refusal = _refusal(line)
+        if refusal is None:
+            yield line
+        else:
+            await replies.send(refusal)
 
 
 async def serve_stdio(
@@ -42,7 +197,15 @@ async def serve_stdio(
     await gateway.start()
     surface.start()
     try:
-        async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+        with _take_stdin() as wire:
+            # As the SDK reads stdin: UTF-8, undecodable bytes replaced.
+            text = _UnownedTextWrapper(wire, encoding="utf-8", errors="replace")
+            replies = _Replies()
+            lines = _strict_lines(anyio.wrap_file(text), replies)
+            # Given stdin, the SDK claims only stdout (fd 1 to stderr) and parses what it reads.
+            stdin = cast("anyio.AsyncFile[str]", lines)
+            async with stdio_server(stdin=stdin) as (read_stream, write_stream):
+                replies.attach(write_stream)
+                await server.run(read_stream, write_stream, server.create_initialization_options())
     finally:
         surface.stop()
