@@ -1,7 +1,8 @@
 """More attacks on what the gateway records and returns (issue 22, after review): a hostile string
 that made URL masking quadratic (the whole gateway froze while it ran), a redacted field with many
 values that made every string slow, URL credentials written in forms the masker missed, a caller
-(the guess test follows with its fix), and the short password of a URL-shaped secret echoed alone.
+confirming guessed pieces of a secret by the change in what comes back, and the short password of
+a URL-shaped secret echoed alone.
 
 Through :meth:`Gateway.call` with an audit log, then the records (and the audit files byte for
 byte). A hang is caught by a test timeout and a CPU budget far above what masking takes now and
@@ -186,6 +187,34 @@ async def test_url_credentials_in_every_form_are_recorded_nowhere(
     assert MARKER in record.args["text"] and MARKER in record.result["echo"]
     assert record.args["text"].endswith(" now")
     _nowhere(_stored(tmp_path), secret)
+
+
+# -- a caller confirming guesses -------------------------------------------------------------
+
+
+async def test_a_caller_guessing_pieces_of_a_secret_gets_the_same_answer_right_or_wrong(
+    tmp_path: Path,
+) -> None:
+    guesses = {
+        "right": API_KEY[:10],
+        "wrong": "sk-proj-Zz",
+        "right-longer": API_KEY[:12],
+        "wrong-longer": "sk-proj-Q7xQ",
+    }
+    async with _gateway(tmp_path, secrets={"api_key": API_KEY}) as gateway:
+        answers = {}
+        for label, guess in guesses.items():
+            outcome = await gateway.call("m:truncated", {"guess": guess})
+            assert outcome.ok, outcome.message
+            content = dict(outcome.content)
+            assert content.pop("guess") == guess  # its own string comes back as sent
+            answers[label] = content
+        _records(gateway, "m:truncated")
+    assert (
+        answers["right"] == answers["wrong"] == answers["right-longer"] == answers["wrong-longer"]
+    )
+    assert answers["right"] == {"prefix": MARKER, "middle": MARKER}
+    _nowhere(_stored(tmp_path), API_KEY, API_KEY[:16], API_KEY[6:20])
 
 
 # -- the short password of a URL-shaped secret ------------------------------------------------

@@ -24,7 +24,7 @@ Two mechanisms, applied together to everything the audit log records:
   field is called. What is *recorded* (audit, telemetry, logs, kept outcomes) always gets this.
 
 :func:`record_masker` builds what every recorded store applies; :func:`caller_masker` what a
-caller receives (the gateway's secrets, but not the strings the caller itself sent).
+caller receives (the gateway's secrets, but not a string equal to one the caller itself sent).
 
 Every rule is linear in the length of the text: a hostile string (a megabyte of letters before an
 ``@``) or a great many values to mask (a redacted list) cannot make masking stall the gateway.
@@ -312,7 +312,7 @@ class Masker:
     cached, so one is shared by every call of a tool.
     """
 
-    __slots__ = ("_long", "_probes", "_runs", "_urls", "_whole", "_windows", "values")
+    __slots__ = ("_kept", "_long", "_probes", "_runs", "_urls", "_whole", "_windows", "values")
 
     def __init__(
         self,
@@ -320,12 +320,14 @@ class Masker:
         pieces: Collection[str],
         *,
         urls: bool,
+        kept: Collection[str] = (),
     ) -> None:
         self.values: tuple[str, ...] = tuple(sorted(whole, key=lambda v: (-len(v), v)))
         """The values masked whole (longest first)."""
         short = [v for v in self.values if len(v) <= _TREE_LENGTH]
         self._whole = re.compile(_tree(short)) if short else None
         self._long = tuple(v for v in self.values if len(v) > _TREE_LENGTH)
+        self._kept = frozenset(kept)
         windows: set[str] = set()
         probes: set[str] = set()
         characters: set[str] = set()
@@ -351,6 +353,8 @@ class Masker:
 
     def sub(self, text: str) -> str:
         """``text`` masked; ``text`` itself when nothing in it is."""
+        if text in self._kept:
+            return text
         masked = text
         if self._long:
             masked = self._find_long(masked)
@@ -419,23 +423,16 @@ class Masker:
         return "".join(out)
 
     def without(self, known: Iterable[str]) -> Masker:
-        """This masker less the values and pieces that occur in ``known`` (text a caller sent:
-        masking what it already has protects nothing, and would tell it which of its guesses is
-        a secret)."""
-        texts = [t for t in known if t]
-        if not texts:
+        """This masker less what a caller sent, taken whole: a value equal to one of the
+        ``known`` strings is no longer masked, and a string equal to one of them is left as it
+        is (a tool echoing an argument back). Pieces of secrets stay masked whatever the caller
+        sent: dropping those found in its text would let it confirm a guessed piece by the
+        change in what comes back."""
+        kept = {t for t in known if t}
+        if not kept:
             return self
-        joined = "\0".join(texts)
-        whole = [v for v in self.values if v not in joined]
-        windows = set(self._windows)
-        if self._runs is not None:
-            n = MIN_FRAGMENT_LENGTH
-            for match in self._runs.finditer(joined):
-                run = match.group(0)
-                windows.difference_update(run[i : i + n] for i in range(len(run) - n + 1))
-        if len(whole) == len(self.values) and len(windows) == len(self._windows):
-            return self
-        return Masker(whole, windows, urls=self._urls)
+        whole = [v for v in self.values if v not in kept]
+        return Masker(whole, self._windows, urls=self._urls, kept=kept | self._kept)
 
 
 def _tree(values: Iterable[str]) -> str:
