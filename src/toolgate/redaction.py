@@ -24,7 +24,10 @@ Two mechanisms, applied together to everything the audit log records:
   field is called. What is *recorded* (audit, telemetry, logs, kept outcomes) always gets this.
 
 :func:`record_masker` builds what every recorded store applies; :func:`caller_masker` what a
-caller receives (the gateway's secrets, but not the strings the caller itself sent).
+caller receives (the gateway's secrets, but not a string equal to one the caller itself sent).
+
+Every rule is linear in the length of the text: a hostile string (a megabyte of letters before an
+``@``) or a great many values to mask (a redacted list) cannot make masking stall the gateway.
 
 Every function returns a new value and never mutates its input (or, when nothing is masked,
 returns its input itself).
@@ -42,8 +45,10 @@ from urllib.parse import quote, quote_plus
 __all__ = [
     "CREDENTIAL_PARAMETERS",
     "MARKER",
+    "MAX_USERINFO_LENGTH",
     "MIN_EDGE_LENGTH",
     "MIN_FRAGMENT_LENGTH",
+    "MIN_URL_PART_LENGTH",
     "MIN_VALUE_LENGTH",
     "Masker",
     "caller_masker",
@@ -75,12 +80,27 @@ MIN_FRAGMENT_LENGTH: Final = 10
 _STRIDE: Final = 4
 _PROBE: Final = MIN_FRAGMENT_LENGTH - _STRIDE + 1
 
+#: The credential parts of a URL-shaped secret (``postgres://app:Pa55word@db``: ``app`` and
+#: ``Pa55word``) of at least this many characters are masked whole wherever they appear, as the
+#: secret itself is: shorter than :data:`MIN_FRAGMENT_LENGTH`, they would not be masked as pieces.
+MIN_URL_PART_LENGTH: Final = 6
+
+#: The longest user info (``user:password``) looked for after ``//``. Past it a URL's user info is
+#: left as it is: the bound keeps the scan linear.
+MAX_USERINFO_LENGTH: Final = 4096
+
+#: Whole values longer than this are found with ``str.find`` one by one; shorter ones with one
+#: pattern built as a tree of their characters (each position of a text costs at most their
+#: length, however many values there are).
+_TREE_LENGTH: Final = 64
+
 #: Query (or fragment) parameters whose value is a credential, wherever the URL appears. A name
 #: that ends with one of :data:`_CREDENTIAL_SUFFIXES` (``x-amz-signature``, ``private_token``,
 #: ``apiKey``) is one too.
 CREDENTIAL_PARAMETERS: Final = frozenset(
     {
         "password",
+        "passphrase",
         "passwd",
         "pwd",
         "pass",
@@ -103,6 +123,7 @@ CREDENTIAL_PARAMETERS: Final = frozenset(
 )
 _CREDENTIAL_SUFFIXES: Final = (
     "password",
+    "passphrase",
     "passwd",
     "secret",
     "token",
@@ -112,34 +133,101 @@ _CREDENTIAL_SUFFIXES: Final = (
     "credential",
 )
 
-_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://)[^\s/?#\"'<>\\]+@")
-_PARAMETER = re.compile(r"([?&#;]([^=&#;?\s\"'<>]+)=)([^&#;\s\"'<>]*)")
-_URL_SHAPED = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
+# Every pattern below is linear in the text: a scan starts only at a delimiter (``//``, ``?``,
+# ``&``…) and stops at the next one, so no character is scanned from two starts.
+#
+# User info follows ``//`` (``scheme://``, a scheme-relative ``//host``), its JSON escape ``\/\/``
+# or its percent-encoding ``%2F%2F`` (a URL nested in a parameter), and ends at the last ``@``
+# (``%40``) before the host.
+_AUTHORITY = re.compile(r"//|\\/\\/|%2[Ff]%2[Ff]")
+_USERINFO_PLAIN = re.compile(rf"[^\s/?#\"'<>\\]{{1,{MAX_USERINFO_LENGTH}}}")
+_USERINFO_ENCODED = re.compile(
+    rf"(?:[^\s/?#\"'<>\\%@]|%(?!2[Ff]|3[Ff]|23|40)[0-9A-Fa-f]{{2}}){{1,{MAX_USERINFO_LENGTH}}}"
+    r"(?=%40|@)"
+)
+# A parameter's name follows ``?``, ``&``, ``#``, ``;``, the JSON escape ``\u0026`` of ``&``, or a
+# percent-encoded ``?``, ``&`` or ``#`` (a URL nested in a parameter's value); it ends at ``=`` or
+# ``%3D``. Only the delimiter and the name are consumed: a parameter inside another's value is
+# looked at too.
+_PARAMETER_NAME = re.compile(
+    r"(?:[?&#;]|\\u0026|%3[Ff]|%26|%23)((?:[^=&#;?\s\"'<>\\%]|%5[BbDd])+)(=|%3[Dd])"
+)
+# A value runs to ``&``, ``#``, whitespace, a quote or ``<``/``>`` (a ``;`` or ``?`` inside it is
+# part of it), or ``\u0026``; an encoded one also to ``%26`` and ``%23``.
+_VALUE_PLAIN = re.compile(r"(?:[^&#\s\"'<>\\]|\\(?![uU]0026|\"))*")
+_VALUE_ENCODED = re.compile(r"(?:[^&#\s\"'<>\\%]|%(?!26|23)|\\(?![uU]0026|\"))*")
+_URL_SHAPED = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]{0,31}://")
 
 
 def _is_credential_parameter(name: str) -> bool:
-    lowered = name.lower()
+    # ``api_key[]``, ``api_key[0]``, ``api_key%5B%5D``: the name before the brackets.
+    lowered = name.lower().replace("%5b", "[").split("[", 1)[0]
     return lowered in CREDENTIAL_PARAMETERS or lowered.endswith(_CREDENTIAL_SUFFIXES)
 
 
-def _userinfo(match: re.Match[str]) -> str:
-    return f"{match.group(1)}{MARKER}@"
+def _userinfo_spans(text: str) -> list[tuple[int, int]]:
+    spans: list[tuple[int, int]] = []
+    for anchor in _AUTHORITY.finditer(text):
+        start = anchor.end()
+        if anchor.group(0)[0] == "%":
+            found = _USERINFO_ENCODED.match(text, start)
+            if found is not None:
+                spans.append((start, found.end()))
+            continue
+        run = _USERINFO_PLAIN.match(text, start)
+        if run is None:
+            continue
+        at = text.rfind("@", start, run.end())
+        if at > start:
+            spans.append((start, at))
+    return spans
 
 
-def _parameter(match: re.Match[str]) -> str:
-    if not match.group(3) or not _is_credential_parameter(match.group(2)):
-        return match.group(0)
-    return match.group(1) + MARKER
+def _parameter_spans(text: str) -> list[tuple[int, int]]:
+    spans: list[tuple[int, int]] = []
+    covered = 0
+    for name in _PARAMETER_NAME.finditer(text):
+        if name.start(1) < covered or not _is_credential_parameter(name.group(1)):
+            continue  # inside a value already masked, or no credential
+        value = (_VALUE_PLAIN if name.group(2) == "=" else _VALUE_ENCODED).match(text, name.end())
+        if value is not None and value.end() > name.end():
+            spans.append((name.end(), value.end()))
+            covered = value.end()
+    return spans
+
+
+def _url_spans(text: str) -> list[tuple[int, int]]:
+    spans = _userinfo_spans(text) if "@" in text or "%40" in text else []
+    if "=" in text or "%3D" in text or "%3d" in text:
+        spans.extend(_parameter_spans(text))
+    return spans
+
+
+def _replace(text: str, spans: list[tuple[int, int]]) -> str:
+    """``text`` with each span (merged where they overlap) replaced by :data:`MARKER`."""
+    spans.sort()
+    out: list[str] = []
+    position = 0
+    for start, stop in spans:
+        if start < position:  # overlaps the span just masked
+            if stop > position:
+                position = stop
+            continue
+        out.append(text[position:start])
+        out.append(MARKER)
+        position = stop
+    out.append(text[position:])
+    return "".join(out)
 
 
 def redact_url_credentials(text: str) -> str:
     """``text`` with the credentials of every URL in it masked: the user info
-    (``https://[REDACTED]@host``) and the value of each credential parameter
-    (``?api_key=[REDACTED]``). Returns ``text`` itself when there is none."""
-    masked = _USERINFO.sub(_userinfo, text) if "@" in text else text
-    if "=" in masked:
-        masked = _PARAMETER.sub(_parameter, masked)
-    return text if masked == text else masked
+    (``https://[REDACTED]@host``, also ``//[REDACTED]@host``, JSON-escaped ``https:\\/\\/`` and
+    percent-encoded ``https%3A%2F%2F``) and the value of each credential parameter
+    (``?api_key=[REDACTED]``, also after ``\\u0026`` and inside a percent-encoded URL). Returns
+    ``text`` itself when there is none. Linear in the length of ``text``."""
+    spans = _url_spans(text)
+    return _replace(text, spans) if spans else text
 
 
 #: Parts of an environment variable's name that say it holds a credential.
@@ -191,12 +279,10 @@ def url_credentials(text: str) -> list[str]:
 def _url_credentials(url: str) -> list[str]:
     """The credential parts of a URL-shaped secret (what its pieces are taken from)."""
     parts: list[str] = []
-    head = _USERINFO.match(url)
-    if head is not None:
-        parts.extend(p for p in url[len(head.group(1)) : head.end() - 1].split(":") if p)
-    for match in _PARAMETER.finditer(url):
-        if match.group(3) and _is_credential_parameter(match.group(2)):
-            parts.append(match.group(3))
+    for start, stop in _userinfo_spans(url):
+        parts.extend(p for p in url[start:stop].split(":") if p)
+    if "=" in url or "%3D" in url or "%3d" in url:
+        parts.extend(url[start:stop] for start, stop in _parameter_spans(url))
     return parts
 
 
@@ -226,14 +312,22 @@ class Masker:
     cached, so one is shared by every call of a tool.
     """
 
-    __slots__ = ("_probes", "_runs", "_urls", "_whole", "_windows", "values")
+    __slots__ = ("_kept", "_long", "_probes", "_runs", "_urls", "_whole", "_windows", "values")
 
-    def __init__(self, whole: Collection[str], pieces: Collection[str], *, urls: bool) -> None:
+    def __init__(
+        self,
+        whole: Collection[str],
+        pieces: Collection[str],
+        *,
+        urls: bool,
+        kept: Collection[str] = (),
+    ) -> None:
         self.values: tuple[str, ...] = tuple(sorted(whole, key=lambda v: (-len(v), v)))
         """The values masked whole (longest first)."""
-        self._whole = (
-            re.compile("|".join(re.escape(v) for v in self.values)) if self.values else None
-        )
+        short = [v for v in self.values if len(v) <= _TREE_LENGTH]
+        self._whole = re.compile(_tree(short)) if short else None
+        self._long = tuple(v for v in self.values if len(v) > _TREE_LENGTH)
+        self._kept = frozenset(kept)
         windows: set[str] = set()
         probes: set[str] = set()
         characters: set[str] = set()
@@ -255,11 +349,15 @@ class Masker:
         self._urls = urls
 
     def __bool__(self) -> bool:
-        return self._whole is not None or self._runs is not None or self._urls
+        return bool(self.values) or self._runs is not None or self._urls
 
     def sub(self, text: str) -> str:
         """``text`` masked; ``text`` itself when nothing in it is."""
+        if text in self._kept:
+            return text
         masked = text
+        if self._long:
+            masked = self._find_long(masked)
         if self._whole is not None:
             masked = self._whole.sub(MARKER, masked)
         if self._runs is not None:
@@ -271,7 +369,7 @@ class Masker:
     def number(self, value: float) -> Any:
         """``value``, or :data:`MARKER` when its decimal text holds a masked value (a number
         holds no URL). A number too long to write out is masked whenever values are."""
-        if self._whole is None and self._runs is None:
+        if not self.values and self._runs is None:
             return value
         try:
             text = str(value)
@@ -282,6 +380,17 @@ class Masker:
     def touches(self, text: str) -> bool:
         """True when :meth:`sub` would mask something in ``text``."""
         return self.sub(text) is not text
+
+    def _find_long(self, text: str) -> str:
+        """``text`` with the long values masked: one ``str.find`` pass per value (linear in
+        ``text`` whatever the value holds)."""
+        spans: list[tuple[int, int]] = []
+        for value in self._long:
+            position = text.find(value)
+            while position >= 0:
+                spans.append((position, position + len(value)))
+                position = text.find(value, position + len(value))
+        return _replace(text, spans) if spans else text
 
     def _pieces(self, match: re.Match[str]) -> str:
         run = match.group(0)
@@ -314,23 +423,49 @@ class Masker:
         return "".join(out)
 
     def without(self, known: Iterable[str]) -> Masker:
-        """This masker less the values and pieces that occur in ``known`` (text a caller sent:
-        masking what it already has protects nothing, and would tell it which of its guesses is
-        a secret)."""
-        texts = [t for t in known if t]
-        if not texts:
+        """This masker less what a caller sent, taken whole: a value equal to one of the
+        ``known`` strings is no longer masked, and a string equal to one of them is left as it
+        is (a tool echoing an argument back). Pieces of secrets stay masked whatever the caller
+        sent: dropping those found in its text would let it confirm a guessed piece by the
+        change in what comes back."""
+        kept = {t for t in known if t}
+        if not kept:
             return self
-        joined = "\0".join(texts)
-        whole = [v for v in self.values if v not in joined]
-        windows = set(self._windows)
-        if self._runs is not None:
-            n = MIN_FRAGMENT_LENGTH
-            for match in self._runs.finditer(joined):
-                run = match.group(0)
-                windows.difference_update(run[i : i + n] for i in range(len(run) - n + 1))
-        if len(whole) == len(self.values) and len(windows) == len(self._windows):
-            return self
-        return Masker(whole, windows, urls=self._urls)
+        whole = [v for v in self.values if v not in kept]
+        return Masker(whole, self._windows, urls=self._urls, kept=kept | self._kept)
+
+
+def _tree(values: Iterable[str]) -> str:
+    """One pattern matching any of ``values`` (the longest one at a position), written as a tree
+    of their characters: at each character a position costs one branch, not one per value."""
+    root: dict[str, Any] = {}
+    for value in values:
+        node = root
+        for character in value:
+            node = node.setdefault(character, {})
+        node[""] = {}
+    return _branches(root)
+
+
+def _branches(node: dict[str, Any]) -> str:
+    singles: list[str] = []
+    branches: list[str] = []
+    for character, child in sorted(node.items()):
+        if not character:
+            continue
+        below = _branches(child)
+        if below:
+            branches.append(re.escape(character) + below)
+        else:
+            singles.append(re.escape(character))
+    if len(singles) == 1:
+        branches.append(singles[0])
+    elif singles:
+        branches.append("[" + "".join(singles) + "]")
+    if not branches:
+        return ""
+    body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+    return f"(?:{body})?" if "" in node else body
 
 
 @lru_cache(maxsize=512)
@@ -342,8 +477,11 @@ def _masker(whole: tuple[str, ...], secrets: tuple[str, ...], urls: bool) -> Mas
         encoded = _encoded(secret)
         values.update(encoded)
         if _URL_SHAPED.match(secret):
-            # Its scheme and host are no secret: only pieces of its credentials are.
-            pieces.update(p for p in _url_credentials(secret) if len(p) >= MIN_FRAGMENT_LENGTH)
+            # Its scheme and host are no secret: only its credentials are, whole (a short
+            # password echoed alone) and in pieces.
+            parts = _url_credentials(secret)
+            values.update(p for p in parts if len(p) >= MIN_URL_PART_LENGTH)
+            pieces.update(p for p in parts if len(p) >= MIN_FRAGMENT_LENGTH)
         elif len(secret) > MIN_FRAGMENT_LENGTH:
             pieces.add(secret)
             pieces.update(encoded)
