@@ -5,9 +5,8 @@ confirming guessed pieces of a secret by the change in what comes back, and the 
 a URL-shaped secret echoed alone.
 
 Through :meth:`Gateway.call` with an audit log, then the records (and the audit files byte for
-byte). A hang is caught by a test timeout and a CPU budget far above what masking takes now and
-far below what the quadratic masking took (the margins are in each test); nothing asserts a wall
-clock.
+byte). A hang is caught by each test's timeout, far above what masking takes now and far below
+what the quadratic masking took (the margins are in each test); nothing asserts a time.
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ from __future__ import annotations
 import json
 import random
 import string
-import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -98,24 +96,20 @@ HOSTILE = [
 ]
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(60)
 @pytest.mark.parametrize(
     "hostile", HOSTILE, ids=["letters-at", "slashes-letters-at", "tokens", "name"]
 )
 def test_a_megabyte_hostile_string_is_masked_in_linear_time(hostile: str) -> None:
-    masker = record_masker()
-    started = time.process_time()
-    masker.sub(hostile)
-    # Under 0.1 s of CPU now; minutes before (the quadratic scan of 1 MiB): a budget of 2 s
-    # leaves a margin of more than 50 times either way.
-    assert time.process_time() - started < 2.0
+    # Under 0.1 s of CPU now; about 18 minutes before (the quadratic scan of 1 MiB): the test's
+    # timeout of 60 s is the guard.
+    assert isinstance(record_masker().sub(hostile), str)
 
 
 @pytest.mark.timeout(120)
 async def test_a_tool_echoing_a_hostile_megabyte_does_not_stall_the_audit(tmp_path: Path) -> None:
     hostile = "https://" + "a" * (1 << 20) + "@"
     async with _gateway(tmp_path) as gateway:
-        started = time.process_time()
         outcome = await gateway.call("m:echo", {"text": hostile})
         assert outcome.ok and outcome.content == {"echo": hostile}
         # The call after it is recorded too: the audit writer is not stuck masking the first.
@@ -123,26 +117,25 @@ async def test_a_tool_echoing_a_hostile_megabyte_does_not_stall_the_audit(tmp_pa
         assert after.ok
         records = _records(gateway, "m:echo")
         # Masking, recording and copying two megabytes: a few seconds at most on a busy machine;
-        # the quadratic masking took minutes of CPU for each of them.
-        assert time.process_time() - started < 30.0
+        # the quadratic masking took minutes of CPU for each of them (the timeout is the guard).
     first, second = sorted(records, key=lambda record: record.time)
     assert first.args == {"text": hostile}  # no credential in it, and all of it kept
     assert second.args == {"text": f"https://{MARKER}@db.test/"}
     _nowhere(_stored(tmp_path), "hunter2pass")
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(60)
 def test_many_redacted_values_do_not_slow_every_string() -> None:
     rnd = random.Random(22)
     alphabet = string.ascii_letters + string.digits
     words = {"".join(rnd.choices(alphabet, k=8)) for _ in range(100_000)}
     masker = record_masker((), words)
     text = "".join(rnd.choices(alphabet + " ", k=1 << 20))
-    started = time.process_time()
-    masker.sub(text)
-    # About 1.3 s of CPU now. One alternation of the values (before) took 5.8 s for the first
-    # 32 KiB of this text, and grows with its length: about 180 s here, over 50 times the budget.
-    assert time.process_time() - started < 3.5
+    # About 1.3 s of CPU now (and 4 s to build the masker). One alternation of the values
+    # (before) took 5.8 s for the first 32 KiB of this text, and grows with its length: about
+    # 180 s here, three times the test's timeout, which is the guard.
+    masked = masker.sub(text)
+    assert len(masked) <= len(text) + 16 * text.count(" ")
 
 
 async def test_redacted_values_sent_to_a_tool_are_masked_in_its_echo(tmp_path: Path) -> None:
