@@ -257,7 +257,7 @@ def test_hidden_instructions_in_a_first_listing_are_held_and_the_cli_shows_them_
     assert "\u202e" in lookup["definition"]["description"]  # the data is intact for a parser
     assert any("inputSchema/properties/city/description" in f for f in lookup["findings"])
     # Accepted as reviewed: served, still flagged, and still shown escaped.
-    assert run_cli("mcp-servers", "accept", "weather", "lookup").returncode == 0
+    assert run_cli("mcp-servers", "accept", "weather", "lookup", "--yes").returncode == 0
     ran = run_cli("call", "weather:lookup", "--args", '{"city": "Oslo"}')
     assert ran.returncode == 0, ran.stderr
     shown = run_cli("tools", "show", "weather:lookup")
