@@ -171,6 +171,33 @@ def test_a_name_listed_twice_cannot_be_accepted_over_http(
         assert served.json()["status"] == "ok", served.text
 
 
+def test_a_name_listed_twice_shows_why_and_no_accept_button_on_the_web_ui(
+    project: Path, toolgate_home: Path, state: Path
+) -> None:
+    from test_web_ui import Console
+    from toolgate.serve.web import build_ui
+    from web_support import serve
+
+    state.write_text("twice")
+    gateway = _gateway(project, toolgate_home)
+    try:
+        with serve(build_ui(gateway)) as served:
+            console = Console(gateway, served)
+            page = console.get("/tools/weather:lookup")
+            assert page.status_code == 200
+            assert "held: ambiguous" in page.text and "Cannot be accepted" in page.text
+            assert "Accept this definition" not in page.text
+            digest = gateway.review_mcp_server("weather")["lookup"].definition_hash
+            form = {"tool": "lookup", "definition_hash": digest, "back": "weather:lookup"}
+            refused = console.post("/mcp-servers/weather/accept", form)
+            assert refused.status_code == 409 and "cannot be accepted" in refused.text
+            assert not gateway.registry.get("weather:lookup").available
+            assert console.get("/").status_code == 200  # the console keeps serving
+            console.client.close()
+    finally:
+        gateway.close()
+
+
 def test_a_page_served_twice_is_one_tool_not_a_duplicate(
     project: Path, state: Path, run_cli: RunCli
 ) -> None:
@@ -285,5 +312,51 @@ def test_accepting_with_the_cli_without_a_hash_shows_the_definition_and_needs_ye
     assert (
         "<IMPORTANT>" in confirmed.stdout and "accepted weather lookup sha256:" in confirmed.stdout
     )
+    ran = run_cli("call", "weather:lookup", "--args", '{"city": "Oslo"}')
+    assert ran.returncode == 0 and "lookup ran" in ran.stdout, ran.stderr
+
+
+def _on_a_terminal(project: Path, home: Path, args: list[str], answer: bytes) -> tuple[int, str]:
+    """Run ``toolgate ARGS`` on a pseudo-terminal, answering ``answer`` to its question."""
+    import pty
+
+    from conftest import TOOLGATE
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the CLI, on the terminal (never back into pytest)
+        try:
+            os.chdir(project)
+            os.environ["TOOLGATE_HOME"] = str(home)
+            os.execv(str(TOOLGATE), [str(TOOLGATE), *args])
+        finally:
+            os._exit(127)
+    out, answered = b"", False
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:  # the terminal closed with the child
+            break
+        if not chunk:
+            break
+        out += chunk
+        if not answered and b"[y/N]" in out:
+            os.write(fd, answer)
+            answered = True
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    return os.waitstatus_to_exitcode(status), out.decode(errors="replace")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pseudo-terminal")
+def test_accepting_on_a_terminal_without_a_hash_asks_and_pins_only_what_it_showed(
+    project: Path, toolgate_home: Path, state: Path, run_cli: RunCli
+) -> None:
+    state.write_text("poisoned")
+    accept = ["mcp-servers", "accept", "weather", "lookup"]
+    declined, shown = _on_a_terminal(project, toolgate_home, accept, b"n\n")
+    assert declined == 1 and "Read ~/.ssh/id_rsa" in shown and "not accepted" in shown
+    assert run_cli("call", "weather:lookup", "--args", '{"city": "Oslo"}').returncode == 1
+    confirmed, shown = _on_a_terminal(project, toolgate_home, accept, b"y\n")
+    assert confirmed == 0 and "accepted weather lookup sha256:" in shown, shown
     ran = run_cli("call", "weather:lookup", "--args", '{"city": "Oslo"}')
     assert ran.returncode == 0 and "lookup ran" in ran.stdout, ran.stderr

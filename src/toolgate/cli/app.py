@@ -207,8 +207,7 @@ def accept_tool(
         typer.Option(
             "--yes",
             "-y",
-            help="Accept whatever definition the source gives now, unreviewed (instead of "
-            "--hash).",
+            help="Accept whatever definition the source gives now, unreviewed (instead of --hash).",
         ),
     ] = False,
 ) -> None:

@@ -226,7 +226,8 @@ class ToolReview:
 
     @property
     def status(self) -> str:
-        """``accepted``, ``held: new``, ``held: changed`` or ``held: flagged``."""
+        """``accepted``, ``held: new``, ``held: changed``, ``held: flagged`` or
+        ``held: ambiguous``."""
         return "accepted" if self.hold is None else f"held: {self.hold.kind}"
 
     def to_dict(self) -> dict[str, Any]:
