@@ -494,14 +494,20 @@ class Connection:
 
 
 async def _list_tools(client: Client) -> tuple[Mapping[str, Any], ...]:
+    """Every page of the server's ``tools/list``, as listed: a name listed twice (on one page
+    or across pages) is kept twice, for :func:`toolgate.sources.mcp_pinning.listing_entries`
+    to decide on (exact repeats count once; different definitions hold the name). A cursor
+    seen before ends the listing (a server paging in a loop)."""
     tools: list[Mapping[str, Any]] = []
     cursor: str | None = None
+    seen: set[str] = set()
     for _page in range(MAX_PAGES):
         page = await client.list_tools(cursor=cursor)
         tools.extend(
             tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in page.tools
         )
         cursor = page.next_cursor
-        if not cursor or len(tools) >= MAX_TOOLS:
+        if not cursor or cursor in seen or len(tools) >= MAX_TOOLS:
             break
+        seen.add(cursor)
     return tuple(tools[:MAX_TOOLS])

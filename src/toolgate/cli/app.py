@@ -202,13 +202,27 @@ def accept_tool(
             help="The definition hash you reviewed: refused if the tool changed since.",
         ),
     ] = None,
+    yes: Annotated[
+        bool,
+        typer.Option(
+            "--yes",
+            "-y",
+            help="Accept whatever definition the source gives now, unreviewed (instead of --hash).",
+        ),
+    ] = False,
 ) -> None:
-    """Accept a held tool at the definition its source gives now: an MCP server's new or
-    changed tool, or a plugin's or capability's tool whose texts hide something (see
-    'toolgate tools show ID'). It is served from then on, until its definition changes."""
+    """Accept a held tool at the definition you reviewed ('toolgate tools show ID' shows it
+    and its hash; give it with --hash): an MCP server's new or changed tool, or a plugin's or
+    capability's tool whose texts hide something. It is served from then on, until its
+    definition changes. Without --hash, --yes is needed."""
     from ..sources.mcp_servers import AcceptError
 
     state = _state(ctx)
+    if expected is None and not yes:
+        raise CliFailure(
+            f"not accepted: give the definition hash you reviewed with --hash (see 'toolgate "
+            f"tools show {tool_id}'), or --yes to accept whatever its source gives now"
+        )
     with state.open_gateway(approver=None, audit="off") as gateway:
         try:
             digest = gateway.accept_tool(tool_id, by=current_user(), expected=expected)

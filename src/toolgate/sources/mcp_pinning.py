@@ -29,14 +29,28 @@ Which listing is trusted without a person (``spec.pin`` of the ``MCPServer``):
     Changes are adopted as the server lists them (the old behaviour); flagged tools are still
     held until accepted.
 
-Accepting (``toolgate mcp-servers accept SERVER [TOOL…]``, ``POST /v1/mcp-servers/{server}/
-accept``, the button on the tool page of the web UI) pins the definitions the server lists *now*.
+A server that lists one name twice with different definitions (on one page or across pages), or
+two names that toolgate cannot tell apart — the same but for case or Unicode form, or the same
+provider-safe name (:func:`~toolgate.model.names.to_provider_name`) — could have one definition
+reviewed and another served. :func:`listing_entries` alone decides which entry of a listing
+counts for each name, for the review and for the registered tools alike, and every tool of such
+a name is held as **ambiguous** ("listed twice by the server"); it cannot be accepted until the
+server lists it once. Exact repeats of one definition (a page served twice) count once.
+
+The first listing of a server is recorded (the "first listing" mark) once it has been reviewed,
+even when it is empty or all its tools are held: trust on first use ends with that listing.
+
+Accepting (``toolgate mcp-servers accept SERVER [TOOL…] --hash …``, ``POST
+/v1/mcp-servers/{server}/accept`` with the reviewed ``hashes``, the button on the tool page of the
+web UI) pins the definitions the server lists *now*, refused when one is not the definition the
+operator reviewed.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -45,6 +59,7 @@ from .._json import canonical_json
 from ..model import Tool
 from ..model.effects import ToolHints
 from ..model.hidden_text import findings
+from ..model.names import to_provider_name
 from ..stores.tool_pins import SERVER_MARK, Pin
 from .mcp_server_spec import PIN_MODES
 
@@ -56,6 +71,8 @@ __all__ = [
     "definition_hash",
     "definition_of",
     "held_tool",
+    "is_first_listing",
+    "listing_entries",
     "review_listing",
     "text_findings_of",
 ]
@@ -137,13 +154,58 @@ def changes_between(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]
     return out
 
 
+def _same_name_key(name: str) -> str:
+    return unicodedata.normalize("NFKC", name).casefold()
+
+
+def listing_entries(
+    namespace: str, listing: tuple[Mapping[str, Any], ...]
+) -> tuple[dict[str, Mapping[str, Any]], dict[str, str]]:
+    """The one entry of ``listing`` that counts for each tool name (the first), and the names
+    that are ambiguous, with why: listed twice with different definitions, or not told apart
+    from another listed name (the same but for case or Unicode form, or the same provider-safe
+    name in ``namespace``). Entries without a string name are left out (they are refused)."""
+    entries: dict[str, Mapping[str, Any]] = {}
+    twice: set[str] = set()
+    for listed in listing:
+        name = listed.get("name")
+        if not isinstance(name, str):
+            continue
+        first = entries.get(name)
+        if first is None:
+            entries[name] = listed
+        elif definition_of(first) != definition_of(listed):
+            twice.add(name)
+    ambiguous = {
+        name: "lists it twice, with different definitions (listed twice by the server)"
+        for name in twice
+    }
+    for key in (_same_name_key, lambda name: to_provider_name(f"{namespace}:{name}")):
+        groups: dict[str, list[str]] = {}
+        for name in entries:
+            groups.setdefault(key(name), []).append(name)
+        for names in groups.values():
+            if len(names) < 2:
+                continue
+            for name in names:
+                others = ", ".join(repr(other) for other in names if other != name)
+                ambiguous.setdefault(
+                    name,
+                    f"also lists {others}, which toolgate cannot tell apart from it (listed "
+                    "twice by the server, under names differing only in case, Unicode form or "
+                    "characters the provider-safe name drops)",
+                )
+    return entries, ambiguous
+
+
 @dataclass(frozen=True, slots=True)
 class Hold:
     """Why a listed tool is held."""
 
-    kind: Literal["new", "changed", "flagged"]
+    kind: Literal["new", "changed", "flagged", "ambiguous"]
     changes: tuple[str, ...] = ()
-    """What changed since the accepted definition (``changed``)."""
+    """What changed since the accepted definition (``changed``), or why the name is ambiguous
+    (``ambiguous``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +226,8 @@ class ToolReview:
 
     @property
     def status(self) -> str:
-        """``accepted``, ``held: new``, ``held: changed`` or ``held: flagged``."""
+        """``accepted``, ``held: new``, ``held: changed``, ``held: flagged`` or
+        ``held: ambiguous``."""
         return "accepted" if self.hold is None else f"held: {self.hold.kind}"
 
     def to_dict(self) -> dict[str, Any]:
@@ -185,11 +248,20 @@ class ToolReview:
     def reason(self, tool_id: str) -> str:
         """The unavailable reason of a held tool: what is wrong and how to accept it."""
         assert self.hold is not None
-        accept = f"toolgate mcp-servers accept {self.server} {self.name}"
+        if self.hold.kind == "ambiguous":
+            return (
+                f"{tool_id} is held: the MCP server {self.server} {self.hold.changes[0]}; "
+                "which definition it would run cannot be known, so it cannot be called or "
+                "accepted until the server lists the name once"
+            )
+        accept = (
+            f"toolgate mcp-servers accept {self.server} {self.name} --hash {self.definition_hash}"
+        )
         how = (
             f"an operator reviews it ('toolgate mcp-servers show {self.server}') and accepts "
-            f"it: '{accept}', POST /v1/mcp-servers/{self.server}/accept, or the Accept button "
-            f"on the tool's page in the web UI"
+            f"this definition: '{accept}', POST /v1/mcp-servers/{self.server}/accept with "
+            f"hashes {{{self.name!r}: {self.definition_hash!r}}}, or the Accept button on the "
+            "tool's page in the web UI"
         )
         flagged = "; its texts carry " + "; ".join(self.findings) if self.findings else ""
         if self.hold.kind == "changed":
@@ -213,22 +285,34 @@ def review_listing(
     listing: tuple[Mapping[str, Any], ...],
     pins: Mapping[str, Pin],
     mode: str,
+    namespace: str | None = None,
 ) -> tuple[dict[str, ToolReview], dict[str, tuple[str, Mapping[str, Any]]]]:
     """Each listed tool's review, and — for a server never listed before under ``changes`` —
-    the definitions its first listing accepts (to be recorded; empty otherwise)."""
-    first = mode == "changes" and SERVER_MARK not in pins
+    the definitions its first listing accepts (to be recorded; empty otherwise: see
+    :func:`is_first_listing` for whether to record the mark). ``namespace``: the server's
+    (default: its name), for the names it cannot tell apart (:func:`listing_entries`)."""
+    first = is_first_listing(pins, mode)
     reviews: dict[str, ToolReview] = {}
     seeded: dict[str, tuple[str, Mapping[str, Any]]] = {}
-    for listed in listing:
-        name = listed.get("name")
-        if not isinstance(name, str) or name in reviews:
-            continue
+    entries, ambiguous = listing_entries(server if namespace is None else namespace, listing)
+    for name, listed in entries.items():
         definition = definition_of(listed)
         digest = definition_hash(definition)
         found = tuple(text_findings_of(definition))
         pin = pins.get(name)
         hold: Hold | None = None
-        if pin is not None and pin.definition_hash == digest:
+        if name in ambiguous:
+            # Every copy's texts are checked: a person looks at what the model might read.
+            copies = [
+                definition_of(other)
+                for other in listing
+                if other.get("name") == name and other is not listed
+            ]
+            found = tuple(
+                dict.fromkeys([*found, *(f for copy in copies for f in text_findings_of(copy))])
+            )
+            hold = Hold("ambiguous", (ambiguous[name],))
+        elif pin is not None and pin.definition_hash == digest:
             hold = None
         elif found:
             hold = Hold("flagged")
@@ -246,6 +330,13 @@ def review_listing(
     return reviews, seeded
 
 
+def is_first_listing(pins: Mapping[str, Pin], mode: str) -> bool:
+    """Whether a listing reviewed against ``pins`` is the server's first under ``mode``
+    (``changes`` and no first-listing mark yet): its review must record the mark, whatever it
+    seeds — an empty or all-held first listing included."""
+    return mode == "changes" and SERVER_MARK not in pins
+
+
 def held_tool(tool: Tool, server: str, review: ToolReview | None) -> Tool:
     """``tool`` as a held tool is registered: no unreviewed text or schema reaches a model
     (``review`` is ``None`` when the pins could not be read)."""
@@ -253,6 +344,7 @@ def held_tool(tool: Tool, server: str, review: ToolReview | None) -> Tool:
         "new": "added this tool",
         "changed": "changed this tool",
         "flagged": "describes this tool with hidden text",
+        "ambiguous": "lists this tool's name twice",
     }
     why = (
         "lists this tool, but its accepted definition cannot be checked now"

@@ -44,7 +44,13 @@ from ..sandbox.addresses import parse_cidr_grants
 from ..secrets import GLOBAL_SCOPE
 from ..stores.tool_pins import Pin
 from .declarations import SourceContext
-from .mcp_pinning import ToolReview, held_tool, review_listing
+from .mcp_pinning import (
+    ToolReview,
+    held_tool,
+    is_first_listing,
+    listing_entries,
+    review_listing,
+)
 from .mcp_server_spec import McpServerSpec, parse_mcp_server
 from .mcp_tools import merge_ref, tool_from_listing
 
@@ -344,11 +350,17 @@ class McpServers:
         try:
             store = self._context.tool_pins.store()
             pins = store.pins(spec.name)
-            reviews, seeded = review_listing(spec.name, snapshot.tools, pins, spec.pin)
-            if seeded and not store.first_listing(spec.name, seeded, now=time.time()):
+            reviews, seeded = review_listing(
+                spec.name, snapshot.tools, pins, spec.pin, spec.namespace
+            )
+            # The first listing is recorded once reviewed, even an empty or all-held one:
+            # trust on first use ends here, and every later new tool is held.
+            if is_first_listing(pins, spec.pin) and not store.first_listing(
+                spec.name, seeded, now=time.time()
+            ):
                 # Another process recorded this server's first listing meanwhile: use its pins.
                 reviews, _ = review_listing(
-                    spec.name, snapshot.tools, store.pins(spec.name), spec.pin
+                    spec.name, snapshot.tools, store.pins(spec.name), spec.pin, spec.namespace
                 )
             if any(review.hold is not None for review in reviews.values()):
                 self._pin_generation = store.generation()
@@ -437,8 +449,18 @@ class McpServers:
                 )
             chosen = [reviews[tool] for tool in dict.fromkeys(tools)]
         else:
-            chosen = [review for review in reviews.values() if review.hold is not None]
+            chosen = [
+                review
+                for review in reviews.values()
+                if review.hold is not None and review.hold.kind != "ambiguous"
+            ]
         for review in chosen:
+            if review.hold is not None and review.hold.kind == "ambiguous":
+                raise AcceptError(
+                    f"{review.name!r} cannot be accepted: the MCP server {name} "
+                    f"{review.hold.changes[0]}, so which definition it would run cannot be "
+                    "known; it stays held until the server lists the name once"
+                )
             want = None if expected is None else expected.get(review.name)
             if want is not None and want != review.definition_hash:
                 raise AcceptError(
@@ -491,7 +513,11 @@ class McpServers:
             return cached[2]
         listed: dict[str, Tool] = {}
         refused: dict[str, Diagnostic] = {}
-        for raw in snapshot.tools or ():
+        # The same entry per name as the review (mcp_pinning.listing_entries): what is
+        # registered is what was reviewed; an ambiguous name is held by the review.
+        entries, _ambiguous = listing_entries(spec.namespace, snapshot.tools or ())
+        unnamed = [raw for raw in snapshot.tools or () if not isinstance(raw.get("name"), str)]
+        for raw in [*entries.values(), *unnamed]:
             tool, problem = tool_from_listing(spec, raw)
             if tool is not None:
                 listed[tool.name] = tool

@@ -8,8 +8,10 @@ releases the tool at once, on every replica sharing the state.
 * ``GET /v1/mcp-servers`` — every declared server, with its held and flagged tools;
 * ``GET /v1/mcp-servers/{server}`` — each of its tools: accepted or held, why, what changed,
   what hides in its texts, and the definition as listed;
-* ``POST /v1/mcp-servers/{server}/accept`` — accept ``tools`` (names on the server; none: every
-  held tool), optionally only at the ``hashes`` the operator reviewed.
+* ``POST /v1/mcp-servers/{server}/accept`` — accept ``tools`` (names on the server; none: the
+  tools ``hashes`` names) at the ``hashes`` the operator reviewed. ``hashes`` is required and
+  must name every tool accepted (400 otherwise): what is pinned is what the operator saw, never
+  whatever the server happens to list at that moment.
 """
 
 # No ``from __future__ import annotations``: FastAPI reads the route annotations at runtime.
@@ -35,13 +37,14 @@ class AcceptRequest(BaseModel):
 
     tools: list[str] = Field(
         default_factory=list,
-        description="Tool names on the server to accept (default: every held tool).",
+        description="Tool names on the server to accept (default: the tools 'hashes' names).",
         max_length=1000,
     )
     hashes: dict[str, str] = Field(
         default_factory=dict,
-        description="Tool name → the definition hash the operator reviewed; a tool whose "
-        "definition changed since is refused (409).",
+        description="Required: tool name → the definition hash the operator reviewed "
+        "(GET /v1/mcp-servers/{server}), for every tool accepted; a tool whose definition "
+        "changed since is refused (409).",
     )
 
 
@@ -94,8 +97,9 @@ def mcp_servers_router(context: ApiContext) -> APIRouter:
 
     @router.post("/mcp-servers/{server}/accept", summary="Accept an MCP server's tools")
     async def accept_tools(server: str, body: AcceptRequest, who: Operator) -> Response:
-        """Accept the definitions the server lists now (the named tools, or every held one);
-        they are served from now on, until the server changes them (operators only)."""
+        """Accept the definitions the server lists now for the named tools, each at the hash
+        the operator reviewed (``hashes``, required); they are served from now on, until the
+        server changes them (operators only)."""
         # On the event loop, where every other reload of the registry happens.
         if server not in gateway.mcp_servers():
             known = ", ".join(sorted(gateway.mcp_servers())) or "none"
@@ -104,10 +108,19 @@ def mcp_servers_router(context: ApiContext) -> APIRouter:
                 HttpErrorCode.NOT_FOUND,
                 f"no MCP server {server!r} is declared (declared: {known})",
             )
-        try:
-            accepted = gateway.accept_mcp_tools(
-                server, body.tools, by=who.agent, expected=body.hashes or None
+        # Checked here, after the operator check and the server's: an agent learns nothing.
+        tools = body.tools or list(body.hashes)
+        unhashed = [tool for tool in tools if tool not in body.hashes]
+        if not tools or unhashed:
+            missing = ", ".join(repr(tool) for tool in unhashed) or "every tool to accept"
+            raise ApiProblem(
+                400,
+                HttpErrorCode.INVALID_REQUEST,
+                f"the field 'hashes' must give the definition hash you reviewed (GET "
+                f"/v1/mcp-servers/{server}) for {missing}; nothing was accepted",
             )
+        try:
+            accepted = gateway.accept_mcp_tools(server, tools, by=who.agent, expected=body.hashes)
         except AcceptError as exc:
             raise ApiProblem(409, ErrorCode.UNAVAILABLE, str(exc)) from None
         return ApiJSONResponse(
