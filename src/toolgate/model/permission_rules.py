@@ -61,14 +61,16 @@ bounds a tool that finds another one.
 
 **Network entries** are parsed by :func:`toolgate.model.hosts.parse_pattern`, the parser the
 egress proxy uses, so an entry loads only if the proxy will enforce it as written
-(:func:`network_entry`).
+(:func:`network_entry`). The loaders also refuse what the proxy refuses whatever an operator
+grants — a cloud metadata service, the unspecified address, multicast — since such an entry could
+never work (:func:`toolgate.model.hosts.never_granted_refusal`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .hosts import parse_pattern
+from .hosts import never_granted_refusal, parse_pattern
 
 __all__ = [
     "ALLOWED_GIT_NAMES",
@@ -363,5 +365,12 @@ def network_entry(text: str) -> str:
 
     Raises :class:`ValueError` saying what is wrong and what to write, for anything the proxy
     would refuse: a URL or path, a bare ``*``, ``*.`` or ``*:*``, a wildcard over a top-level
-    domain or over an IP address (``*.127.0.0.1``), an empty host, a port out of range."""
-    return str(parse_pattern(text))
+    domain or over an IP address (``*.127.0.0.1``), an empty host, a port out of range, a host
+    that is not the one it shows (an invisible character, a spelling IDNA maps to another name);
+    and for what the proxy refuses whatever is granted, so the entry could never work: a cloud
+    metadata service, the unspecified address, multicast."""
+    pattern = parse_pattern(text)
+    refusal = never_granted_refusal(pattern)
+    if refusal is not None:
+        raise ValueError(refusal)
+    return str(pattern)
