@@ -21,6 +21,7 @@ import pytest
 from conftest import RunCli
 from folder_tools import clean_environ, require_program, write_tool
 from toolgate import Gateway
+from toolgate.backends.environment import ScriptEnvironment
 from toolgate.sandbox.host import probe_host
 
 #: Plants bun's configuration in its working directory (the workspace): a ``bunfig.toml`` whose
@@ -244,3 +245,6 @@ def test_a_path_entry_that_names_the_working_directory_does_not_find_planted_com
         outcome = gateway.call_sync("local:sh", {}, workspace=workspace)
     assert outcome.ok and outcome.content == {"ok": True}, outcome.message
     assert not (workspace / "PWNED").exists()
+    # Dropped where every environment is built: scripts, security checks and os tools alike.
+    built = ScriptEnvironment(process_env=environ).build([])
+    assert built["PATH"] == clean_environ()["PATH"]

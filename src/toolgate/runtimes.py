@@ -33,7 +33,7 @@ for a host-mode tool, on the host. So each runtime is started so that it does no
   ``node SCRIPT`` resolves modules from the script's folder; bash and a binary read nothing at
   start (``BASH_ENV`` may not be declared); ``pwsh`` skips the profiles.
 * ``PATH`` never holds an empty or relative entry (one that would find commands in the working
-  directory): :class:`~toolgate.backends.script.ScriptCommand` drops them.
+  directory): :class:`~toolgate.backends.environment.ScriptEnvironment` drops them.
 """
 
 from __future__ import annotations

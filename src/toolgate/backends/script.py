@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -120,8 +119,6 @@ class ScriptCommand:
     ) -> ScriptCommand:
         """Resolve the runtime on the script's own ``PATH``; raise if it cannot run here."""
         env = environment.build(tool.env, tool_id=tool.id)
-        if "PATH" in env:
-            env["PATH"] = absolute_path_entries(env["PATH"])
         settings = dict(runtime.settings)
         env.update(settings)
         program = runtime.locate(env.get("PATH"))
@@ -129,12 +126,6 @@ class ScriptCommand:
             reason = runtime.unavailable_reason(script, env.get("PATH"))
             raise BackendUnavailableError(reason or f"runtime '{runtime.name}' is missing")
         return cls(runtime.argv(script, resolved=program or None), env, cwd, settings)
-
-
-def absolute_path_entries(path: str) -> str:
-    """``path`` (a ``PATH`` value) without its empty and relative entries: those name the
-    working directory, the workspace, and would run a command planted there."""
-    return os.pathsep.join(entry for entry in path.split(os.pathsep) if os.path.isabs(entry))
 
 
 def _entry(tool: Tool) -> tuple[ScriptEntry, Runtime]:
