@@ -1,16 +1,39 @@
 """The script runtimes of tool folders (Jean2 seed, "Supported Runtimes").
 
-=========== ====================== ==============================
-runtime     command                typical script
-=========== ====================== ==============================
-bun         ``bun run SCRIPT``     TypeScript with Bun APIs
-node        ``node SCRIPT``        JavaScript
-python      ``python3 SCRIPT``     Python 3
-bash        ``bash SCRIPT``        shell
-go          ``go run SCRIPT``      Go source
-binary      ``SCRIPT``             a compiled executable
-powershell  ``pwsh -File SCRIPT``  PowerShell
-=========== ====================== ==============================
+=========== ============================================== ==============================
+runtime     command                                        typical script
+=========== ============================================== ==============================
+bun         ``bun run --config=/dev/null --no-env-file      TypeScript with Bun APIs
+            --no-install SCRIPT``
+node        ``node SCRIPT``                                JavaScript
+python      ``python3 SCRIPT``                             Python 3
+bash        ``bash SCRIPT``                                shell
+go          ``go run SCRIPT`` with ``GO111MODULE=off``,    Go source
+            ``GOWORK=off``, ``GOTOOLCHAIN=local``
+binary      ``SCRIPT``                                     a compiled executable
+powershell  ``pwsh -NoProfile -File SCRIPT``               PowerShell
+=========== ============================================== ==============================
+
+**Nothing is read from the workspace.** A script's working directory is the call's workspace, a
+folder other tools (and the agent) may have written into. A runtime that read its configuration
+or code from its working directory would run what was planted there, with this tool's rights and,
+for a host-mode tool, on the host. So each runtime is started so that it does not:
+
+* bun reads ``bunfig.toml`` (whose ``preload`` runs code) and ``.env`` files from its working
+  directory, and resolves auto-installed packages against the ``package.json`` there: it is
+  started with an empty configuration (``--config=/dev/null``), no ``.env`` loading and no
+  auto-install. A tool's packages are in its own folder's ``node_modules``.
+* ``go run`` compiles the script inside the module (``go.mod``, ``go.work``, ``vendor/``) found
+  from its working directory, whose ``replace`` directives swap in other code, whose ``toolchain``
+  line (Go 1.21+) picks another compiler and whose ``godebug`` lines change the program's
+  defaults: it runs in GOPATH mode (``GO111MODULE=off``), never reading a ``go.mod`` or
+  ``go.work``, and never switches toolchains (``GOTOOLCHAIN=local``). A go tool imports the
+  standard library (or packages the operator installed in ``GOPATH``).
+* ``python3 SCRIPT`` puts the script's folder, not the working directory, on ``sys.path``;
+  ``node SCRIPT`` resolves modules from the script's folder; bash and a binary read nothing at
+  start (``BASH_ENV`` may not be declared); ``pwsh`` skips the profiles.
+* ``PATH`` never holds an empty or relative entry (one that would find commands in the working
+  directory): :class:`~toolgate.backends.environment.ScriptEnvironment` drops them.
 """
 
 from __future__ import annotations
@@ -39,6 +62,9 @@ class Runtime:
     print(sys.executable)'``); ``()``: it cannot say. See :mod:`toolgate.sandbox.programs`."""
     where_program: str = "{}"
     """How the printed line becomes the program's path (``go env GOROOT`` prints a folder)."""
+    settings: tuple[tuple[str, str], ...] = ()
+    """Environment variables the program always runs with, over any other value: they stop it
+    reading configuration from its working directory (``GO111MODULE=off`` for go)."""
 
     def argv(self, script: Path, *, resolved: str | None = None) -> list[str]:
         """The command line that runs ``script`` (``resolved`` is the program's full path)."""
@@ -69,15 +95,20 @@ class Runtime:
         return None
 
 
+#: bun's options that stop it reading ``bunfig.toml`` and ``.env`` from its working directory.
+_BUN_NO_WORKSPACE = ("--config=/dev/null", "--no-env-file")
+
 RUNTIMES: dict[str, Runtime] = {
     runtime.name: runtime
     for runtime in (
         Runtime(
             "bun",
             "bun",
-            ("run",),
+            # bunfig.toml (its preload runs code), .env files and package.json are otherwise
+            # read from the working directory: the workspace.
+            ("run", *_BUN_NO_WORKSPACE, "--no-install"),
             "Install Bun (for example `npm install -g bun`).",
-            ("-e", "console.log(process.execPath)"),
+            (*_BUN_NO_WORKSPACE, "-e", "console.log(process.execPath)"),
         ),
         Runtime(
             "node",
@@ -101,12 +132,14 @@ RUNTIMES: dict[str, Runtime] = {
             "Install Go (for example `apt-get install golang-go`).",
             ("env", "GOROOT"),
             "{}/bin/go",
+            # go.mod / go.work / vendor/ are otherwise found from the working directory.
+            (("GO111MODULE", "off"), ("GOWORK", "off"), ("GOTOOLCHAIN", "local")),
         ),
         Runtime("binary", None, (), "Make the script executable."),
         Runtime(
             "powershell",
             "pwsh",
-            ("-File",),
+            ("-NoProfile", "-File"),
             "Install PowerShell 7 (`pwsh`).",
             ("-NoLogo", "-NoProfile", "-NonInteractive", "-Command", "[Environment]::ProcessPath"),
         ),

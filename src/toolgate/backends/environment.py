@@ -11,6 +11,10 @@ one reaches :meth:`ScriptEnvironment.build` anyway, the environment is not built
 refused (:class:`DeniedEnvironmentError`, an ``unavailable`` outcome naming the variables) rather
 than run with the name silently dropped: the tool's author learns their declaration is wrong, and
 nothing runs half-configured.
+
+``PATH`` loses its empty and relative entries (``:/usr/bin``, ``.``, ``bin``): they name the
+working directory — the workspace, which other tools and the agent write into — so a script or an
+``os`` tool running ``cat`` or ``git`` would run one planted there.
 """
 
 from __future__ import annotations
@@ -110,6 +114,8 @@ class ScriptEnvironment:
             for name in SAFE_SYSTEM_VARIABLES
             if name in self.process_env and _safe_value(self.process_env[name])
         }
+        if "PATH" in result:
+            result["PATH"] = absolute_path_entries(result["PATH"])
         if not declared:
             return result
         from_file = self._from_file()
@@ -120,6 +126,12 @@ class ScriptEnvironment:
             if value is not None and _safe_value(value):
                 result[name] = value
         return result
+
+
+def absolute_path_entries(path: str) -> str:
+    """``path`` (a ``PATH`` value) without its empty and relative entries: those name the
+    working directory, the workspace, and would run a command planted there."""
+    return os.pathsep.join(entry for entry in path.split(os.pathsep) if os.path.isabs(entry))
 
 
 def received_values(

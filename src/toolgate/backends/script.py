@@ -4,7 +4,9 @@
    ``sessionId``.
 2. It writes one JSON object to stdout and exits 0. An ``error`` field, or a non-zero exit, is a
    ``tool_error`` (with the ``error`` value, or the tail of stderr).
-3. Its working directory is the workspace when one is given, otherwise the gateway's.
+3. Its working directory is the workspace when one is given, otherwise the gateway's. The
+   runtime is started so that it reads no configuration or code from there (a workspace is
+   written by other tools and by the agent): see :mod:`toolgate.runtimes`.
 4. Its environment is built by :class:`~toolgate.backends.environment.ScriptEnvironment`: never the
    gateway's own.
 
@@ -19,7 +21,7 @@ import contextlib
 import json
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +99,13 @@ class ScriptCommand:
     argv: list[str]
     env: dict[str, str]
     cwd: Path
+    settings: Mapping[str, str] = field(default_factory=dict)
+    """The runtime's own variables (:attr:`~toolgate.runtimes.Runtime.settings`), already in
+    ``env``; a sandbox builds its environment anew, so they are added to it again."""
+
+    def sandboxed_env(self, env: Mapping[str, str]) -> dict[str, str]:
+        """A sandbox's environment ``env`` for this command, with the runtime's settings."""
+        return {**env, **self.settings}
 
     @classmethod
     def prepare(
@@ -110,11 +119,13 @@ class ScriptCommand:
     ) -> ScriptCommand:
         """Resolve the runtime on the script's own ``PATH``; raise if it cannot run here."""
         env = environment.build(tool.env, tool_id=tool.id)
+        settings = dict(runtime.settings)
+        env.update(settings)
         program = runtime.locate(env.get("PATH"))
         if program is None:
             reason = runtime.unavailable_reason(script, env.get("PATH"))
             raise BackendUnavailableError(reason or f"runtime '{runtime.name}' is missing")
-        return cls(runtime.argv(script, resolved=program or None), env, cwd)
+        return cls(runtime.argv(script, resolved=program or None), env, cwd, settings)
 
 
 def _entry(tool: Tool) -> tuple[ScriptEntry, Runtime]:
@@ -367,6 +378,7 @@ class ScriptBackend:
                 workspace=invocation.workspace or self.cwd,
                 code=[Path(entry.path).parent],
                 max_output=self.max_output,
+                settings=command.settings,
             )
         return interpret_result(tool.id, result, self.max_output)
 
@@ -393,7 +405,9 @@ class ScriptBackend:
                         programs=command.argv[:1],
                     )
                 )
-                process = await spawn_process(sandboxed.argv, env=sandboxed.env, cwd=sandboxed.cwd)
+                process = await spawn_process(
+                    sandboxed.argv, env=command.sandboxed_env(sandboxed.env), cwd=sandboxed.cwd
+                )
             except BaseException:
                 await stack.aclose()
                 raise
@@ -422,6 +436,7 @@ class ScriptBackend:
                     workspace=workspace,
                     code=[Path(entry.path).parent],
                     max_output=self.max_output,
+                    settings=command.settings,
                 )
             sandboxed: SandboxedCommand = process.setup
             sandboxed.bind_call(invocation.call_id)
@@ -476,11 +491,13 @@ async def run_sandboxed(
     workspace: Path | None,
     code: Sequence[Path] = (),
     max_output: int,
+    settings: Mapping[str, str] | None = None,
 ) -> ProcessResult:
     """Run a tool's process through ``sandbox`` (wrapped, or unchanged for a host-mode tool),
     with the Jean2 input on stdin, recording what the sandbox enforced (and the egress records
     of the call) in the outcome's ``metadata["sandbox"]``. A sandbox that cannot run the tool
-    makes it unavailable."""
+    makes it unavailable. ``settings``: the runtime's own variables, put into the sandbox's
+    environment too (:attr:`ScriptCommand.settings`)."""
     tool = invocation.tool
     try:
         async with sandbox.prepare(
@@ -500,7 +517,7 @@ async def run_sandboxed(
                     tool,
                     sandboxed.argv,
                     payload.encode("utf-8"),
-                    sandboxed.env,
+                    {**sandboxed.env, **(settings or {})},
                     sandboxed.cwd,
                     max_output,
                 )

@@ -124,7 +124,7 @@ class ScriptSecurityCheck:
                 ) as sandboxed:
                     result = await self._run(
                         sandboxed.argv,
-                        sandboxed.env,
+                        command.sandboxed_env(sandboxed.env),
                         sandboxed.cwd,
                         invocation,
                         sandboxed.workspace or cwd,

@@ -15,20 +15,36 @@ words. Pure functions, no I/O; re-exported by :mod:`toolgate.sandbox.addresses`.
 * **Allowlists**: ``api.example.com`` matches that name only, ``*.example.org`` matches any name
   *below* ``example.org`` (not ``example.org`` itself). Without a port a pattern allows ports 443
   and 80; ``host:port`` allows that port only.
+* **What a pattern may not name.** A pattern shows the host it grants: one whose text changes
+  under IDNA mapping (``exa\u200bmple.com`` — an invisible character — would grant
+  ``example.com``; full-width letters, ``ß``, a decomposed accent) or that holds an invisible,
+  control or space character is refused, saying what it would have become. A declaration may not
+  list an address the egress proxy refuses whatever an operator grants
+  (:func:`never_granted_refusal`, checked by the loaders): a cloud metadata
+  service (``169.254.169.254``, ``[fd00:ec2::254]``, ``metadata.google.internal``…), the
+  unspecified address (``0.0.0.0``, ``[::]``: this host) and multicast — in any spelling, also
+  embedded in an IPv6 address. Loopback and private addresses load: an operator's CIDR grant
+  (which the loader does not know) may open them.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import re
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 __all__ = [
     "DEFAULT_PORTS",
+    "METADATA_NAMES",
+    "METADATA_NETWORKS",
     "HostPattern",
     "IPAddress",
+    "embedded_ipv4",
     "host_allowed",
+    "never_granted",
+    "never_granted_refusal",
     "normalize_host",
     "parse_allowlist",
     "parse_ip_host",
@@ -39,6 +55,70 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 #: Ports a pattern without ``:port`` allows.
 DEFAULT_PORTS: frozenset[int] = frozenset({80, 443})
+
+
+#: Cloud metadata endpoints: AWS/GCP/Azure/OpenStack 169.254.169.254, AWS DNS and ECS task
+#: metadata, Alibaba, Azure's wire server (a public address!), AWS IPv6 IMDS and DNS. They hand out
+#: cloud credentials: the egress proxy refuses them whatever is granted.
+METADATA_NETWORKS: tuple[str, ...] = (
+    "169.254.169.254/32",
+    "169.254.169.253/32",
+    "169.254.170.2/32",
+    "169.254.170.23/32",
+    "100.100.100.200/32",
+    "168.63.129.16/32",
+    "fd00:ec2::254/128",
+    "fd00:ec2::23/128",
+)
+#: Names that stand for a metadata endpoint (they resolve to one of :data:`METADATA_NETWORKS`).
+METADATA_NAMES: frozenset[str] = frozenset(
+    {"metadata.google.internal", "metadata.goog", "instance-data.ec2.internal"}
+)
+
+_METADATA = tuple(ipaddress.ip_network(net) for net in METADATA_NETWORKS)
+_MAPPED = ipaddress.ip_network("::ffff:0:0/96")
+_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")
+_COMPATIBLE = ipaddress.ip_network("::/96")
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")
+_SIX_TO_FOUR = ipaddress.ip_network("2002::/16")
+_TEREDO = ipaddress.ip_network("2001::/32")
+
+
+def embedded_ipv4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address carries (empty for an ordinary IPv6 address)."""
+    value = int(address)
+    low = ipaddress.IPv4Address(value & 0xFFFFFFFF)
+    if address in _MAPPED or address in _TRANSLATED or address in _NAT64:
+        return [low]
+    if address in _NAT64_LOCAL:
+        return [low]  # RFC 8215 local-use: the operator picks the layout; the /96 one is usual
+    if address in _COMPATIBLE and value > 1:  # "::a.b.c.d" (deprecated), not :: or ::1
+        return [low]
+    if address in _SIX_TO_FOUR:
+        return [ipaddress.IPv4Address((value >> 80) & 0xFFFFFFFF)]
+    if address in _TEREDO:
+        server = ipaddress.IPv4Address((value >> 64) & 0xFFFFFFFF)
+        client = ipaddress.IPv4Address(~value & 0xFFFFFFFF)  # stored inverted (RFC 4380)
+        return [server, client]
+    return []
+
+
+def never_granted(address: IPAddress) -> str | None:
+    """Why the egress proxy refuses ``address`` (or an address it embeds) whatever an operator
+    grants — a cloud metadata service, the unspecified address, multicast — or ``None``."""
+    candidates: list[IPAddress] = [address]
+    if isinstance(address, ipaddress.IPv6Address):
+        candidates.extend(embedded_ipv4(address))
+    for candidate in candidates:
+        same = (network for network in _METADATA if network.version == candidate.version)
+        if any(candidate in network for network in same):
+            return "a cloud metadata service, which hands out the host's cloud credentials"
+        if candidate.is_unspecified:
+            return "the unspecified address, which reaches this host"
+        if candidate.is_multicast:
+            return "a multicast address, not a destination"
+    return None
 
 
 # -- host names --------------------------------------------------------------------------------
@@ -169,6 +249,41 @@ def _split_port(text: str) -> tuple[str, int | None]:
     return host, int(port_text)
 
 
+#: Unicode categories a host name never holds: format characters (zero-width space and joiners,
+#: soft hyphen, direction marks), controls, private use, unassigned, spaces and separators.
+_INVISIBLE = frozenset({"Cf", "Cc", "Co", "Cs", "Cn", "Zs", "Zl", "Zp"})
+
+
+def _invisible_refusal(host: str) -> str | None:
+    """Why ``host`` (as written) does not show the host it names, or ``None``: it holds an
+    invisible, control or space character."""
+    for char in host:
+        if unicodedata.category(char) in _INVISIBLE:
+            return (
+                f"it holds the invisible or control character U+{ord(char):04X} "
+                f"({unicodedata.name(char, 'unnamed')}), so it does not show the host it grants"
+            )
+    return None
+
+
+def _mapping_refusal(host: str, name: str) -> str | None:
+    """Why ``host`` (as written) may not stand for ``name`` (its normalized form), or ``None``:
+    it is not the name it grants, letter for letter, but for case and the ``xn--`` spelling."""
+    if host.isascii() or parse_ip_host(name) is not None:
+        return None
+    try:
+        shown = name.encode("ascii").decode("idna")
+    except UnicodeError:  # pragma: no cover - name came out of the idna codec
+        shown = ""
+    if shown != host.lower():
+        became = repr(shown) if shown and shown != name else ""
+        return (
+            f"IDNA mapping turns it into {became + ' = ' if became else ''}{name!r}, not the "
+            "host it shows; write the host exactly as it is registered"
+        )
+    return None
+
+
 def parse_pattern(text: str) -> HostPattern:
     """Parse one ``network`` entry; :class:`ValueError` says what is wrong and what to write."""
     shape = "write a host such as 'api.example.com' or '*.example.org', optionally ':port'"
@@ -186,10 +301,17 @@ def parse_pattern(text: str) -> HostPattern:
             f"(a bare '*' would allow every host); {shape}"
         )
     wildcard = host.startswith("*.")
+    written = host[2:] if wildcard else host
+    refusal = _invisible_refusal(written)
+    if refusal is not None:
+        raise ValueError(f"network pattern {text!r}: {refusal}")
     try:
-        name = normalize_host(host[2:] if wildcard else host)
+        name = normalize_host(written)
     except ValueError as exc:
         raise ValueError(f"network pattern {text!r}: {exc}; {shape}") from None
+    refusal = _mapping_refusal(written.removesuffix("."), name)
+    if refusal is not None:
+        raise ValueError(f"network pattern {text!r}: {refusal}")
     if wildcard:
         if parse_ip_host(name) is not None:
             raise ValueError(
@@ -204,6 +326,25 @@ def parse_pattern(text: str) -> HostPattern:
                 "domain, e.g. '*.example.org'"
             )
     return HostPattern(host=name, wildcard=wildcard, port=port)
+
+
+def never_granted_refusal(pattern: HostPattern) -> str | None:
+    """Why a declaration may not list ``pattern`` although it parses: it names a destination the
+    egress proxy refuses whatever an operator grants (:func:`never_granted`, or a metadata
+    service's name), so the entry could never work. ``None`` when it may.
+
+    The loaders check this (:func:`toolgate.model.permission_rules.network_entry`); the proxy
+    does not need to: it refuses such a destination when it is asked for it."""
+    address = parse_ip_host(pattern.host)
+    why = never_granted(address) if address is not None else None
+    if why is None and not pattern.wildcard and pattern.host in METADATA_NAMES:
+        why = "the name of a cloud metadata service, which hands out the host's cloud credentials"
+    if why is None:
+        return None
+    return (
+        f"network pattern {str(pattern)!r}: {pattern.host} is {why}; the egress proxy refuses it "
+        "whatever is granted, so this entry could never work. Remove it"
+    )
 
 
 def parse_allowlist(patterns: Iterable[str]) -> tuple[HostPattern, ...]:

@@ -21,19 +21,36 @@ it is refused as an error, whatever its value. The list (:data:`DENIED_ENV_NAMES
   ``NODE_OPTIONS``, ``NODE_PATH``, ``NPM_CONFIG_*``, ``BUN_*``, ``DENO_*``, ``PERL*``,
   ``RUBY*``, ``GEM_*``, ``BUNDLE_*``, ``LUA_*``, ``PHPRC``, Java's ``JAVA_*``, ``_JAVA_OPTIONS``,
   ``JDK_JAVA_OPTIONS``, ``CLASSPATH``, ``MAVEN_OPTS``, ``GRADLE_OPTS``, .NET's startup hooks and
-  profilers, Go's ``GOFLAGS``, ``GOROOT``, ``GOTOOLCHAIN``…, ``CGO_*``, ``CC``, ``CXX``), git
-  (every ``GIT_*`` but the author and committer identity: ``GIT_SSH_COMMAND``, ``GIT_PAGER``,
-  ``GIT_CONFIG_*``, ``GIT_DIR`` — a repository's config runs programs — and the rest), programs
-  that other programs start (``SHELL``, ``EDITOR``, ``VISUAL``, ``PAGER``, ``BROWSER``,
-  ``LESSOPEN``, ``SSH_ASKPASS``…);
+  profilers, Go's ``GOFLAGS``, ``GOROOT``, ``GOTOOLCHAIN``…, ``CGO_*``, ``CC``, ``CXX``, Rust's
+  ``RUSTC*``, ``RUSTFLAGS``, ``RUSTUP_*`` and ``CARGO_*``, ``YARN_*``, ``UV_*``, ``COREPACK_*``,
+  ``DOTNET_*``, ``COMPLUS_*``, make's ``MAKEFILES``, ``MAKEFLAGS`` and ``MFLAGS``, awk's
+  ``AWKPATH`` and ``AWKLIBPATH``, vim's ``VIMINIT``, ``EXINIT`` and ``MYVIMRC``, PowerShell's
+  ``PSMODULEPATH``), git (every ``GIT_*`` but the author and committer identity:
+  ``GIT_SSH_COMMAND``, ``GIT_PAGER``, ``GIT_CONFIG_*``, ``GIT_DIR`` — a repository's config runs
+  programs — and the rest), programs that other programs start (``SHELL``, ``EDITOR``,
+  ``VISUAL``, ``PAGER``, ``BROWSER``, ``LESSOPEN``, ``SSH_ASKPASS``, ``SVN_EDITOR``…);
 * names that choose which program or which configuration runs: ``PATH``, ``HOME``,
   ``XDG_CONFIG_*`` (dotfiles such as ``.gitconfig`` and ``.npmrc`` run programs), ``TMPDIR`` and
-  the rest of glibc's list of variables it drops for set-user-ID programs;
+  the rest of glibc's list of variables it drops for set-user-ID programs, the configuration files
+  of other programs (``HGRCPATH``, ``PSQLRC``, ``MYSQL_HOME``, ``CURL_HOME``, ``WGETRC``,
+  ``INPUTRC``, ``LESS``, ``LESSKEY*``, ``TERMINFO*``), ``GO111MODULE``;
 * names that redirect trust or traffic: CA bundles (``SSL_CERT_FILE``, ``SSL_CERT_DIR``,
-  ``REQUESTS_CA_BUNDLE``, ``CURL_CA_BUNDLE``, ``NODE_EXTRA_CA_CERTS``,
+  ``REQUESTS_CA_BUNDLE``, ``CURL_CA_BUNDLE``, ``NODE_EXTRA_CA_CERTS``, ``AWS_CA_BUNDLE``,
   ``NODE_TLS_REJECT_UNAUTHORIZED``), ``OPENSSL_CONF`` (which loads engines, i.e. code), proxies
-  (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``, ``NO_PROXY``: the sandbox sets its own to reach
-  the egress proxy), the SSH agent (``SSH_AUTH_SOCK``: the gateway user's keys);
+  (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``, ``NO_PROXY``, ``SOCKS*_PROXY``, ``WS_PROXY``,
+  ``WSS_PROXY``: the sandbox sets its own to reach the egress proxy), the SSH agent
+  (``SSH_AUTH_SOCK``: the gateway user's keys), ``NETRC``, Kerberos (``KRB5*``: the gateway
+  user's tickets, and a configuration that loads plugins), ``SSLKEYLOGFILE`` (writes the keys of
+  every TLS session);
+* names that choose which daemon, cluster or account a client acts on, with whose credentials —
+  and whose configuration runs credential helpers: ``DOCKER_*`` (but ``DOCKER_USERNAME`` and
+  ``DOCKER_PASSWORD``, which docker itself does not read), ``CONTAINER_HOST``, ``KUBECONFIG``
+  (``exec`` plugins), ``AWS_CONFIG_FILE`` and ``AWS_SHARED_CREDENTIALS_FILE``
+  (``credential_process``), ``GOOGLE_EXTERNAL_ACCOUNT_ALLOW_EXECUTABLES``.
+  ``GOOGLE_APPLICATION_CREDENTIALS`` is allowed: it names a key file the operator gives a tool,
+  as a token is given (a credential configuration that runs a program needs
+  ``GOOGLE_EXTERNAL_ACCOUNT_ALLOW_EXECUTABLES`` too, which is refused), and a compartment tool
+  reads the file only if it is also in its ``fs``;
 * the gateway's own settings (``TOOLGATE_*``: ``TOOLGATE_SECRETS_KEY`` decrypts every secret).
 
 Names are compared case-insensitively (npm reads ``npm_config_*``, curl reads ``https_proxy``).
@@ -44,17 +61,20 @@ bounds a tool that finds another one.
 
 **Network entries** are parsed by :func:`toolgate.model.hosts.parse_pattern`, the parser the
 egress proxy uses, so an entry loads only if the proxy will enforce it as written
-(:func:`network_entry`).
+(:func:`network_entry`). The loaders also refuse what the proxy refuses whatever an operator
+grants — a cloud metadata service, the unspecified address, multicast — since such an entry could
+never work (:func:`toolgate.model.hosts.never_granted_refusal`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .hosts import parse_pattern
+from .hosts import never_granted_refusal, parse_pattern
 
 __all__ = [
     "ALLOWED_GIT_NAMES",
+    "ALLOWED_NAMES",
     "DENIED_ENV_NAMES",
     "DENIED_ENV_PREFIXES",
     "env_name_refusal",
@@ -68,6 +88,10 @@ _SHELL = "it makes the shell run code or change what a script's commands do"
 _PROGRAM = "it chooses which program or configuration runs"
 _TRUST = "it redirects which certificates are trusted or where traffic goes"
 _GATEWAY = "it is the gateway's own setting (TOOLGATE_*), never a tool's"
+_CONTROL = (
+    "it chooses which daemon, cluster or account a client acts on, and with it a configuration "
+    "that runs credential helpers"
+)
 
 #: Exact names (upper case) a declaration may not list, with the reason an error gives.
 _NAMES: dict[str, str] = {
@@ -126,6 +150,18 @@ _NAMES: dict[str, str] = {
             "CC",
             "CXX",
             "CPP",
+            "CARGO",
+            "MAKEFILES",
+            "MAKEFLAGS",
+            "MFLAGS",
+            "AWKPATH",
+            "AWKLIBPATH",
+            "VIMINIT",
+            "GVIMINIT",
+            "EXINIT",
+            "MYVIMRC",
+            "PSMODULEPATH",
+            "GOOGLE_EXTERNAL_ACCOUNT_ALLOW_EXECUTABLES",
             "LUA_INIT",
             "OPENSSL_CONF",
             "OPENSSL_ENGINES",
@@ -151,6 +187,7 @@ _NAMES: dict[str, str] = {
             "BASH_XTRACEFD",
             "BASH_LOADABLES_PATH",
             "ZDOTDIR",
+            "FPATH",
         ),
         _SHELL,
     ),
@@ -170,6 +207,16 @@ _NAMES: dict[str, str] = {
             "SSH_ASKPASS",
             "SSH_ASKPASS_REQUIRE",
             "SUDO_ASKPASS",
+            "SVN_EDITOR",
+            "HGEDITOR",
+            "HGRCPATH",
+            "PSQLRC",
+            "MYSQL_HOME",
+            "CURL_HOME",
+            "WGETRC",
+            "INPUTRC",
+            "LESS",
+            "GO111MODULE",
         ),
         _PROGRAM,
     ),
@@ -186,9 +233,26 @@ _NAMES: dict[str, str] = {
             "ALL_PROXY",
             "FTP_PROXY",
             "NO_PROXY",
+            "SOCKS_PROXY",
+            "SOCKS4_PROXY",
+            "SOCKS5_PROXY",
+            "WS_PROXY",
+            "WSS_PROXY",
             "SSH_AUTH_SOCK",
+            "AWS_CA_BUNDLE",
+            "NETRC",
+            "SSLKEYLOGFILE",
         ),
         _TRUST,
+    ),
+    **dict.fromkeys(
+        (
+            "CONTAINER_HOST",
+            "KUBECONFIG",
+            "AWS_CONFIG_FILE",
+            "AWS_SHARED_CREDENTIALS_FILE",
+        ),
+        _CONTROL,
     ),
 }
 
@@ -213,11 +277,25 @@ _PREFIXES: dict[str, str] = {
             "CORECLR_",
             "CGO_",
             "GIT_",
+            "RUSTC",
+            "RUSTDOC",
+            "RUSTFLAGS",
+            "RUSTUP_",
+            "CARGO_",
+            "YARN_",
+            "UV_",
+            "COREPACK_",
+            "DOTNET_",
+            "COMPLUS_",
         ),
         _CODE,
     ),
     "BASH_FUNC_": _SHELL,
     "XDG_CONFIG_": _PROGRAM,
+    "LESSKEY": _PROGRAM,
+    "TERMINFO": _PROGRAM,
+    "KRB5": _TRUST,
+    "DOCKER_": _CONTROL,
     "TOOLGATE_": _GATEWAY,
 }
 
@@ -233,6 +311,15 @@ ALLOWED_GIT_NAMES: frozenset[str] = frozenset(
     }
 )
 
+#: Names under a refused prefix that only carry data: an identity, or a credential the program
+#: that reads it uses as one (docker itself does not read ``DOCKER_USERNAME``/``_PASSWORD``;
+#: ``CARGO_REGISTRY_TOKEN`` is the token ``cargo publish`` sends).
+ALLOWED_NAMES: frozenset[str] = ALLOWED_GIT_NAMES | {
+    "DOCKER_USERNAME",
+    "DOCKER_PASSWORD",
+    "CARGO_REGISTRY_TOKEN",
+}
+
 #: Exact environment variable names no declaration may list (compared in upper case).
 DENIED_ENV_NAMES: frozenset[str] = frozenset(_NAMES)
 #: Prefixes of environment variable names no declaration may list (compared in upper case).
@@ -243,7 +330,7 @@ def env_name_refusal(name: str) -> str | None:
     """Why a declaration may not list the environment variable ``name``; ``None`` when it may."""
     upper = name.upper()
     reason = _NAMES.get(upper)
-    if reason is None and upper not in ALLOWED_GIT_NAMES:
+    if reason is None and upper not in ALLOWED_NAMES:
         reason = next((why for prefix, why in _PREFIXES.items() if upper.startswith(prefix)), None)
     if reason is None:
         return None
@@ -278,5 +365,12 @@ def network_entry(text: str) -> str:
 
     Raises :class:`ValueError` saying what is wrong and what to write, for anything the proxy
     would refuse: a URL or path, a bare ``*``, ``*.`` or ``*:*``, a wildcard over a top-level
-    domain or over an IP address (``*.127.0.0.1``), an empty host, a port out of range."""
-    return str(parse_pattern(text))
+    domain or over an IP address (``*.127.0.0.1``), an empty host, a port out of range, a host
+    that is not the one it shows (an invisible character, a spelling IDNA maps to another name);
+    and for what the proxy refuses whatever is granted, so the entry could never work: a cloud
+    metadata service, the unspecified address, multicast."""
+    pattern = parse_pattern(text)
+    refusal = never_granted_refusal(pattern)
+    if refusal is not None:
+        raise ValueError(refusal)
+    return str(pattern)

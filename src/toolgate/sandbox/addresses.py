@@ -31,8 +31,10 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from ..model.hosts import (
     DEFAULT_PORTS,
+    METADATA_NETWORKS,
     HostPattern,
     IPAddress,
+    embedded_ipv4,
     host_allowed,
     normalize_host,
     parse_allowlist,
@@ -90,18 +92,9 @@ def _table(*rows: tuple[str, AddressClass]) -> tuple[tuple[IPNetwork, AddressCla
     return tuple((ipaddress.ip_network(net), cls) for net, cls in rows)
 
 
-# Cloud metadata endpoints: AWS/GCP/Azure/OpenStack 169.254.169.254, AWS DNS and ECS task
-# metadata, AWS IPv6 IMDS and DNS, Alibaba, Azure's wire server (a public address!). Checked first.
-_METADATA = _table(
-    ("169.254.169.254/32", AddressClass.METADATA),
-    ("169.254.169.253/32", AddressClass.METADATA),
-    ("169.254.170.2/32", AddressClass.METADATA),
-    ("169.254.170.23/32", AddressClass.METADATA),
-    ("100.100.100.200/32", AddressClass.METADATA),
-    ("168.63.129.16/32", AddressClass.METADATA),
-    ("fd00:ec2::254/128", AddressClass.METADATA),
-    ("fd00:ec2::23/128", AddressClass.METADATA),
-)
+# Cloud metadata endpoints (toolgate.model.hosts.METADATA_NETWORKS: the loaders refuse them too).
+# Checked first.
+_METADATA = _table(*((net, AddressClass.METADATA) for net in METADATA_NETWORKS))
 
 # IPv4 special-purpose registry (RFC 6890 and successors), the ranges that matter for egress.
 _IPV4 = _table(
@@ -146,10 +139,7 @@ _GLOBAL_UNICAST_V6 = ipaddress.ip_network("2000::/3")
 _MAPPED = ipaddress.ip_network("::ffff:0:0/96")
 _TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")
 _COMPATIBLE = ipaddress.ip_network("::/96")
-_NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")
-_SIX_TO_FOUR = ipaddress.ip_network("2002::/16")
-_TEREDO = ipaddress.ip_network("2001::/32")
 
 # How bad a class is, for picking the worst of an address and what it embeds.
 _SEVERITY = {
@@ -179,21 +169,7 @@ def _lookup(
 
 def _embedded_v4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
     """The IPv4 addresses an IPv6 address carries (empty for an ordinary IPv6 address)."""
-    value = int(address)
-    low = ipaddress.IPv4Address(value & 0xFFFFFFFF)
-    if address in _MAPPED or address in _TRANSLATED or address in _NAT64:
-        return [low]
-    if address in _NAT64_LOCAL:
-        return [low]  # RFC 8215 local-use: the operator picks the layout; the /96 one is usual
-    if address in _COMPATIBLE and value > 1:  # "::a.b.c.d" (deprecated), not :: or ::1
-        return [low]
-    if address in _SIX_TO_FOUR:
-        return [ipaddress.IPv4Address((value >> 80) & 0xFFFFFFFF)]
-    if address in _TEREDO:
-        server = ipaddress.IPv4Address((value >> 64) & 0xFFFFFFFF)
-        client = ipaddress.IPv4Address(~value & 0xFFFFFFFF)  # stored inverted (RFC 4380)
-        return [server, client]
-    return []
+    return embedded_ipv4(address)
 
 
 def classify(address: IPAddress) -> AddressClass:
