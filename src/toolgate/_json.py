@@ -116,11 +116,19 @@ def _pointer(parts: tuple[Any, ...]) -> str:
     return "/" + "/".join(str(p).replace("~", "~0").replace("/", "~1") for p in parts)
 
 
+#: Types whose values need no further look (``float`` does: it may be NaN).
+_FLAT: frozenset[type] = frozenset({str, int, bool, type(None)})
+
+
 def json_value_problem(value: Any, *, max_depth: int = MAX_DEPTH) -> str | None:
     """Why an already parsed value is not one :func:`loads_strict` would return (a non-finite
     number, named by its JSON pointer, or nesting deeper than ``max_depth``), else ``None``.
 
     Iterative: neither a deep nor a self-referencing value can exhaust the stack."""
+    # The usual arguments, a flat object of strings, integers and booleans, need no walk: this
+    # runs on every call.
+    if type(value) is dict and all(type(item) in _FLAT for item in value.values()):
+        return None
     stack: list[tuple[Any, int, tuple[Any, ...]]] = [(value, 1, ())]
     while stack:
         item, depth, path = stack.pop()
