@@ -509,18 +509,19 @@ class Sandbox:
         """The real path of the folder ``workspace`` opened as in ``held`` (what is bound), or
         :class:`SandboxWorkspaceError` when :meth:`workspace_refusal` refuses it: as given (the
         caller's spelling in the message) and as what was opened. A link swapped in between the
-        two, or after them, changes nothing: the descriptor is bound, not the path."""
-        refused = self.workspace_refusal(tool, workspace)
-        if refused is not None:
-            raise SandboxWorkspaceError(refused)
+        two, or after them, changes nothing: the descriptor is bound, not the path. A workspace
+        that changes while it is looked at (``os.path.realpath`` meets a link that is a folder
+        when it reads it) is refused too."""
         try:
-            real = held.hold(workspace, directory=True)
+            refused = self.workspace_refusal(tool, workspace)
+            if refused is None:
+                real = held.hold(workspace, directory=True)
+                refused = self.workspace_refusal(tool, real)
         except OSError as exc:
             raise SandboxWorkspaceError(
                 f"Tool {tool.id} runs in a sandbox and did not run: the workspace {workspace} "
                 f"cannot be opened: {exc.strerror or exc}"
             ) from None
-        refused = self.workspace_refusal(tool, real)
         if refused is not None:
             raise SandboxWorkspaceError(refused)
         return real
