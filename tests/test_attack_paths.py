@@ -596,9 +596,22 @@ def _argv(scene: Scene, tool: Tool, workspace: Path | None) -> list[str]:
         async with scene.sandbox.prepare(
             tool, ["true"], env={}, workspace=workspace, code=[scene.folder]
         ) as command:
-            return list(command.argv)
+            return _by_source(command.argv, command.pass_fds)
 
     return asyncio.run(run())
+
+
+def _by_source(argv: list[str], pass_fds: tuple[int, ...]) -> list[str]:
+    """``argv`` with each descriptor bind (``--bind-fd FD DEST``) written as the bind of what
+    the descriptor points to (``--bind SOURCE DEST``): what the sandbox really shows."""
+    named = {"--bind-fd": "--bind", "--ro-bind-fd": "--ro-bind"}
+    found = list(argv)
+    for index, item in enumerate(argv):
+        if item in named:
+            fd = int(argv[index + 1])
+            assert fd in pass_fds, (fd, pass_fds)
+            found[index : index + 2] = [named[item], os.readlink(f"/proc/self/fd/{fd}")]
+    return found
 
 
 def _denied(path: Path, scene: Scene, *, own: bool) -> str | None:

@@ -150,7 +150,9 @@ def test_the_cgroup_is_gone_after_a_cancelled_call(
             _sleeper(), ["/bin/sleep", "30"], env={}, workspace=tmp_path
         ) as cmd:
             started.set()
-            await run_process(cmd.argv, stdin=b"", env=cmd.env, cwd=cmd.cwd, timeout=60)
+            await run_process(
+                cmd.argv, stdin=b"", env=cmd.env, cwd=cmd.cwd, timeout=60, pass_fds=cmd.pass_fds
+            )
 
     async def main() -> None:
         task = asyncio.create_task(call())

@@ -141,11 +141,13 @@ async def run_process(
     cwd: Path | None,
     timeout: float,
     max_output: int = DEFAULT_MAX_OUTPUT,
+    pass_fds: Sequence[int] = (),
 ) -> ProcessResult:
     """Run ``argv`` with ``stdin`` as its input and return what it wrote and how it ended.
 
     ``env`` is the complete environment of the program; ``cwd`` its working directory (``None``:
-    the current one). After ``timeout`` seconds, or as soon as stdout or stderr goes past
+    the current one); ``pass_fds`` descriptors it inherits besides its pipes (a sandbox's
+    ``--bind-fd`` folders). After ``timeout`` seconds, or as soon as stdout or stderr goes past
     ``max_output`` bytes, the program and everything it started is killed. When the call ends
     for any reason, including cancellation of the awaiting task, no process the program started
     is left running (see the module documentation for how, and for the limits).
@@ -154,12 +156,16 @@ async def run_process(
     """
     if max_output < 0:
         raise ValueError(f"max_output must be >= 0, not {max_output}")
-    started = await spawn_process(argv, env=env, cwd=cwd)
+    started = await spawn_process(argv, env=env, cwd=cwd, pass_fds=pass_fds)
     return await started.run(stdin, timeout=timeout, max_output=max_output)
 
 
 async def spawn_process(
-    argv: Sequence[str], *, env: Mapping[str, str], cwd: Path | None
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    cwd: Path | None,
+    pass_fds: Sequence[int] = (),
 ) -> StartedProcess:
     """Start ``argv`` with its three pipes, but give it no input yet.
 
@@ -184,6 +190,7 @@ async def spawn_process(
                 env=dict(env),
                 cwd=cwd,
                 start_new_session=True,
+                pass_fds=tuple(pass_fds),
             )
         finally:
             for fd in (stdin_read, stdout_write, stderr_write):

@@ -406,7 +406,10 @@ class ScriptBackend:
                     )
                 )
                 process = await spawn_process(
-                    sandboxed.argv, env=command.sandboxed_env(sandboxed.env), cwd=sandboxed.cwd
+                    sandboxed.argv,
+                    env=command.sandboxed_env(sandboxed.env),
+                    cwd=sandboxed.cwd,
+                    pass_fds=sandboxed.pass_fds,
                 )
             except BaseException:
                 await stack.aclose()
@@ -457,7 +460,13 @@ class ScriptBackend:
 
 
 async def start_process(
-    tool: Tool, argv: list[str], stdin: bytes, env: dict[str, str], cwd: Path, max_output: int
+    tool: Tool,
+    argv: list[str],
+    stdin: bytes,
+    env: dict[str, str],
+    cwd: Path,
+    max_output: int,
+    pass_fds: Sequence[int] = (),
 ) -> ProcessResult:
     """Run a tool's process (script or ``os`` command) under its timeout, plus a backstop; a
     process that cannot start is a :class:`ToolError` naming the tool."""
@@ -469,6 +478,7 @@ async def start_process(
             cwd=cwd,
             timeout=tool.timeout + _BACKSTOP_MARGIN,
             max_output=max_output,
+            pass_fds=pass_fds,
         )
     except ProcessStartError as exc:
         raise ToolError(f"Tool {tool.id} could not be started: {exc}") from None
@@ -520,6 +530,7 @@ async def run_sandboxed(
                     {**sandboxed.env, **(settings or {})},
                     sandboxed.cwd,
                     max_output,
+                    sandboxed.pass_fds,
                 )
             finally:
                 # Now with the egress records of the call — also when it timed out or was

@@ -128,6 +128,7 @@ class ScriptSecurityCheck:
                         sandboxed.cwd,
                         invocation,
                         sandboxed.workspace or cwd,
+                        sandboxed.pass_fds,
                     )
         except SandboxUnavailableError as exc:
             raise SecurityCheckFailedError(
@@ -162,6 +163,7 @@ class ScriptSecurityCheck:
         cwd: Path | None,
         invocation: Invocation,
         workspace: Path,
+        pass_fds: Sequence[int] = (),
     ) -> ProcessResult:
         spec = invocation.tool.security_check
         assert spec is not None
@@ -172,6 +174,7 @@ class ScriptSecurityCheck:
             cwd=cwd,
             timeout=spec.timeout,
             max_output=_MAX_VERDICT_OUTPUT,
+            pass_fds=pass_fds,
         )
 
 

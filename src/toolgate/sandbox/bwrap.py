@@ -14,8 +14,8 @@ path                       what
                            Never ``passwd``, ``shadow``, ``hosts`` or ``resolv.conf``.
 runtime / code folders     the interpreter when it lives outside ``/usr`` (its installation root),
                            the tool's own folder, configured ``system_paths``: read-only
-``fs`` prefixes            the tool's declared ``permissions.fs``: read-only, at the same path
-workspace                  at the same path; writable only when the side-effect level writes
+``fs`` prefixes            the tool's declared ``permissions.fs``: read-only, at their real path
+workspace                  at its real path; writable only when the side-effect level writes
                            (``read_only`` tools get a read-only bind)
 protected paths            the gateway's state (database, ``.env``, secrets) found under any bind
                            is covered again: an empty tmpfs over a folder, ``/dev/null`` over a
@@ -29,6 +29,20 @@ protected paths            the gateway's state (database, ``.env``, secrets) fou
                            declaration names, the tool sees only its own processes and devices,
                            and never the host's ``/sys``
 =========================  ======================================================================
+
+What is bound is what was checked: the runner opens each workspace, ``fs`` prefix and code
+folder once (:class:`HeldPaths`: ``O_PATH``), checks the real path of what the descriptor points
+to, and bubblewrap binds the descriptor itself (``--bind-fd`` / ``--ro-bind-fd``), never the path
+again. A path bound by name is resolved a second time when bubblewrap mounts it, and a symbolic
+link swapped in between (``renameat2(RENAME_EXCHANGE)`` of a folder and a link to the gateway's
+home, in a loop) would give the tool a folder that was never checked. bubblewrap itself turns
+the descriptor into a path once more (it cannot mount a descriptor of another user namespace),
+mounts it, then compares the mount with the descriptor (``fstat``) and exits with "Race
+condition binding dirfd" when they differ: a swap there makes the call fail, never binds
+another folder. Every bubblewrap with ``--bind-fd`` has that check (they came in the same
+change); :func:`~toolgate.sandbox.host.probe_host` makes compartments unavailable without it.
+bubblewrap closes the descriptors before it starts the command, so the tool never holds one (an
+``O_PATH`` descriptor of a host folder would lead out of the sandbox with ``openat(fd, "..")``).
 
 The kernel enforces the mounts: a symlink inside an allowed prefix that points to ``/etc/shadow``
 resolves inside the sandbox's mount namespace, where ``/etc/shadow`` does not exist.
@@ -48,16 +62,19 @@ whoever starts the sandbox; :func:`~toolgate.sandbox.host.probe_host` checks it 
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = [
     "KERNEL_ROOTS",
     "SYSTEM_ROOTS",
     "BwrapSpec",
+    "HeldPaths",
     "bwrap_argv",
+    "held_path",
     "install_root",
     "kernel_bind_problem",
 ]
@@ -125,6 +142,76 @@ def _under(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
+def held_path(fd: int) -> Path:
+    """The real path of what the descriptor ``fd`` points to now.
+
+    Raises :class:`OSError` when it has no path any more (deleted, or moved out of this mount
+    namespace's reach): such a folder cannot be checked, so it is not bound.
+    """
+    text = os.readlink(f"/proc/self/fd/{fd}")
+    path = Path(text)
+    if not path.is_absolute():  # "anon_inode:…", a path outside our root
+        raise OSError(f"the descriptor points to {text!r}, not to a path")
+    try:
+        found, opened = os.stat(path), os.fstat(fd)
+    except OSError as exc:  # "… (deleted)"
+        raise OSError(f"{text} is gone: {exc.strerror or exc}") from None
+    if (found.st_dev, found.st_ino) != (opened.st_dev, opened.st_ino):
+        raise OSError(f"{text} was replaced while it was opened")
+    return path
+
+
+class HeldPaths:
+    """Host paths opened once for one sandboxed call: what its binds show.
+
+    :meth:`hold` opens a path (``O_PATH | O_CLOEXEC``, following links) and returns the real path
+    of what it opened; check *that* path, then bind the descriptor (:attr:`BwrapSpec.held`), so a
+    link swapped in after the check changes nothing. The descriptors stay open until
+    :meth:`close` (the end of the call) and are passed to bubblewrap (:attr:`fds`). A few
+    syscalls per path.
+    """
+
+    def __init__(self) -> None:
+        self._fds: dict[Path, int] = {}
+
+    def hold(self, path: Path, *, directory: bool = False) -> Path:
+        """Open ``path`` and return the real path it now stands for (raises :class:`OSError`)."""
+        flags = os.O_PATH | os.O_CLOEXEC | (os.O_DIRECTORY if directory else 0)
+        fd = os.open(path, flags)
+        try:
+            real = held_path(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        if real in self._fds:  # the same folder twice (a prefix and a code folder): one bind
+            os.close(fd)
+        else:
+            self._fds[real] = fd
+        return real
+
+    @property
+    def held(self) -> dict[Path, int]:
+        """Real path → descriptor, for :attr:`BwrapSpec.held`."""
+        return dict(self._fds)
+
+    @property
+    def fds(self) -> tuple[int, ...]:
+        """The descriptors the process that starts ``bwrap`` must inherit (``pass_fds``)."""
+        return tuple(self._fds.values())
+
+    def close(self) -> None:
+        fds, self._fds = list(self._fds.values()), {}
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def __enter__(self) -> HeldPaths:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 @dataclass(frozen=True, slots=True)
 class BwrapSpec:
     """Everything that decides the bubblewrap command line of one call."""
@@ -144,6 +231,18 @@ class BwrapSpec:
     """``(host, sandbox)`` read-write binds (the egress socket's folder)."""
     tmp_size: int = 256 * 1024 * 1024
     hostname: str = "toolgate"
+    held: Mapping[Path, int] = field(default_factory=dict)
+    """Real path → ``O_PATH`` descriptor (:class:`HeldPaths`). The workspace and a read-only
+    path found here are bound from the descriptor (``--bind-fd`` / ``--ro-bind-fd``), at that
+    path; the starter of ``bwrap`` must pass these descriptors (:attr:`pass_fds`)."""
+    require_held: bool = False
+    """Refuse (:class:`ValueError`) a workspace or read-only path not in :attr:`held`: a call's
+    sandbox binds nothing by name that a caller or a declaration chose."""
+
+    @property
+    def pass_fds(self) -> tuple[int, ...]:
+        """The descriptors ``bwrap`` inherits (``subprocess``'s ``pass_fds``)."""
+        return tuple(self.held.values())
 
 
 def bwrap_argv(bwrap: str, spec: BwrapSpec) -> list[str]:
@@ -185,11 +284,10 @@ def bwrap_argv(bwrap: str, spec: BwrapSpec) -> list[str]:
             argv += ["--ro-bind", name, name]
     bound: list[Path] = []
     for path in _dedupe(p for p in spec.ro_paths if kernel_bind_problem(p) is None):
-        argv += ["--ro-bind", str(path), str(path)]
+        argv += _bind(spec, path, writable=False)
         bound.append(path)
     if spec.workspace is not None:
-        mode = "--bind" if spec.workspace_writable else "--ro-bind"
-        argv += [mode, str(spec.workspace), str(spec.workspace)]
+        argv += _bind(spec, spec.workspace, writable=spec.workspace_writable)
         bound.append(spec.workspace)
     for host, inside in spec.extra_binds:
         if kernel_bind_problem(host) is None and kernel_bind_problem(inside) is None:
@@ -209,6 +307,17 @@ def bwrap_argv(bwrap: str, spec: BwrapSpec) -> list[str]:
     argv += ["--chdir", str(spec.workspace) if spec.workspace is not None else "/tmp"]
     argv += ["--", *spec.command]
     return argv
+
+
+def _bind(spec: BwrapSpec, path: Path, *, writable: bool) -> list[str]:
+    """The bind of ``path`` at the same path: from its descriptor when :attr:`BwrapSpec.held`
+    has one (what was opened and checked), else by name."""
+    fd = spec.held.get(path)
+    if fd is not None:
+        return ["--bind-fd" if writable else "--ro-bind-fd", str(fd), str(path)]
+    if spec.require_held:
+        raise ValueError(f"{path} was not opened and checked before the sandbox was prepared")
+    return ["--bind" if writable else "--ro-bind", str(path), str(path)]
 
 
 def _dedupe(paths: Iterable[Path]) -> list[Path]:

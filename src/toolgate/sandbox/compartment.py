@@ -138,6 +138,7 @@ class ProcessRunner(Protocol):
         cwd: Path | None,
         timeout: float,
         max_output: int = ...,
+        pass_fds: Sequence[int] = ...,
     ) -> Awaitable[_Finished]: ...
 
 
@@ -183,6 +184,7 @@ async def run_worker(
                 cwd=command.cwd,
                 timeout=tool.timeout,
                 max_output=max_output,
+                pass_fds=command.pass_fds,
             )
         finally:
             # Now with the egress records of the call — also when it timed out or was

@@ -5,10 +5,14 @@ with the tool limits and ``cat /proc/self/status``), so "works" means a tool wou
 merely that a ``bwrap`` binary exists, and that it starts *without capabilities*: a sandbox
 whose process has a non-zero ``CapEff`` (a ``bwrap`` that ignores ``--cap-drop ALL``, a wrapper
 in its place) could undo its own mounts, so it counts as not working and compartment tools are
-unavailable. When it works, the probe also looks for a pids cgroup the gateway can
-use for every call (:func:`~toolgate.sandbox.cgroups.probe_pids_cgroup`), which is how the
-process count is enforced when the gateway runs as root. The result is cached per (bwrap path,
-prlimit path, configured cgroup): a host does not gain or lose user namespaces while the
+unavailable. It also needs bubblewrap's ``--bind-fd`` / ``--ro-bind-fd`` (a call's workspace and
+``fs`` prefixes are bound from descriptors opened and checked by the gateway, never by name again:
+see :mod:`toolgate.sandbox.bwrap`); a ``bwrap`` without them counts as not working, with that
+reason, and the probe itself binds a folder that way. When it works, the probe also looks for a
+pids cgroup the gateway can use for every call
+(:func:`~toolgate.sandbox.cgroups.probe_pids_cgroup`), which is how the process count is enforced
+when the gateway runs as root. The result is cached per (bwrap path, prlimit path, configured
+cgroup): a host does not gain or lose user namespaces while the
 gateway runs, and a failing probe costs one process.
 
 How the process count is enforced (:attr:`HostCapabilities.process_limit`), best first:
@@ -29,8 +33,9 @@ import shutil
 import subprocess
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 
-from .bwrap import BwrapSpec, bwrap_argv
+from .bwrap import BwrapSpec, HeldPaths, bwrap_argv
 from .cgroups import BWRAP_TASKS, PidsHierarchy, forget_cgroup_probes, probe_pids_cgroup
 from .limits import ResourceLimits, prlimit_argv
 from .programs import forget_programs
@@ -185,19 +190,38 @@ def _probe(bwrap_path: str, prlimit: str | None) -> HostCapabilities:
             nproc,
         )
     version = _version(bwrap)
-    spec = BwrapSpec(
-        command=[*prlimit_argv(prlimit, ResourceLimits()), "cat", "/proc/self/status"],
-        workspace=None,
-        workspace_writable=False,
-    )
-    try:
-        done = subprocess.run(
-            bwrap_argv(bwrap, spec),
-            capture_output=True,
-            timeout=PROBE_TIMEOUT,
-            env={"PATH": "/usr/bin:/bin"},
-            check=False,
+    if not _binds_descriptors(bwrap):
+        return HostCapabilities(
+            bwrap,
+            prlimit,
+            False,
+            f"{bwrap} ({version or 'unknown version'}) has no '--bind-fd' / '--ro-bind-fd', "
+            "which a sandbox needs to bind exactly the workspace and folders the gateway "
+            "checked (a path bound by name can be swapped for a link after the check). "
+            "Install a newer bubblewrap, or point sandbox.bwrap_path in toolgate.yaml at one",
+            nproc,
+            version,
         )
+    try:
+        with HeldPaths() as held:
+            # The probe binds a folder from a descriptor, as every call does.
+            probed = held.hold(Path(prlimit).parent, directory=True)
+            spec = BwrapSpec(
+                command=[*prlimit_argv(prlimit, ResourceLimits()), "cat", "/proc/self/status"],
+                workspace=None,
+                workspace_writable=False,
+                ro_paths=[probed],
+                held=held.held,
+                require_held=True,
+            )
+            done = subprocess.run(
+                bwrap_argv(bwrap, spec),
+                capture_output=True,
+                timeout=PROBE_TIMEOUT,
+                env={"PATH": "/usr/bin:/bin"},
+                check=False,
+                pass_fds=spec.pass_fds,
+            )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return HostCapabilities(bwrap, prlimit, False, f"bubblewrap did not run: {exc}", nproc)
     if done.returncode != 0:
@@ -247,6 +271,18 @@ def _effective_capabilities(status: str) -> str | None:
                 return None
             return value
     return None
+
+
+def _binds_descriptors(bwrap: str) -> bool:
+    """Whether ``bwrap --help`` lists ``--bind-fd`` and ``--ro-bind-fd``."""
+    try:
+        done = subprocess.run(
+            [bwrap, "--help"], capture_output=True, timeout=PROBE_TIMEOUT, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    text = (done.stdout + done.stderr).decode("utf-8", "replace")
+    return "--bind-fd" in text and "--ro-bind-fd" in text
 
 
 def _version(bwrap: str) -> str | None:

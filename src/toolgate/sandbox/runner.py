@@ -53,7 +53,7 @@ from ..model import SandboxMode, SandboxSpec, Tool
 from ..model.permission_rules import env_refusal
 from ..path_policy import PathPolicy, prefix_problem
 from .addresses import tool_grant
-from .bwrap import BwrapSpec, bwrap_argv, install_root
+from .bwrap import BwrapSpec, HeldPaths, bwrap_argv, install_root
 from .cgroups import BRIDGE_TASKS, BWRAP_TASKS, CallCgroup
 from .host import HostCapabilities, probe_host
 from .limits import ResourceLimits, prlimit_argv
@@ -115,6 +115,9 @@ class SandboxedCommand:
     )
     """Name the call the sandbox serves, when it was prepared before the call (warm): the
     egress proxy records its connections under that call id."""
+    pass_fds: tuple[int, ...] = ()
+    """Descriptors the process that runs :attr:`argv` must inherit (``pass_fds``): what the
+    sandbox binds (``--bind-fd``), open until the ``prepare`` context exits."""
 
     def describe(self) -> dict[str, Any] | None:
         """What the outcome's ``metadata["sandbox"]`` says (``None`` for host-mode tools)."""
@@ -401,16 +404,39 @@ class Sandbox:
             )
             return
         assert host.bwrap is not None and host.prlimit is not None
+        # Every host path a bind shows is opened once here, checked as what the descriptor
+        # points to, and bound from the descriptor: nothing is resolved by name again.
+        with HeldPaths() as held:
+            async with self._prepared(
+                tool, argv, env, host, held, workspace, code, programs, call_id
+            ) as command:
+                yield command
+
+    @contextlib.asynccontextmanager
+    async def _prepared(
+        self,
+        tool: Tool,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        host: HostCapabilities,
+        held: HeldPaths,
+        workspace: Path | None,
+        code: Sequence[Path],
+        programs: Sequence[str],
+        call_id: str | None,
+    ) -> AsyncIterator[SandboxedCommand]:
+        """:meth:`prepare` of a compartment tool on a host that sandboxes."""
+        assert host.bwrap is not None and host.prlimit is not None
         if workspace is not None:
-            workspace = self._checked_workspace(tool, workspace)
+            workspace = self._checked_workspace(tool, workspace, held)
         refused = self.fs_refusal(tool, code)
         if refused is not None:
             raise SandboxUnavailableError(f"Tool {tool.id} did not run: {refused}")
         perms = tool.sandbox.permissions
         declared = tuple(dict.fromkeys((*tool.env, *perms.env)))
         sandbox_env = sandbox_environment(declared, env)
-        ro: list[Path] = [Path(p) for p in (*self.config.system_paths, *perms.fs)]
-        ro.extend(code)
+        ro = self._held_fs(tool, code, held)
+        ro += _hold(tool, held, [*map(Path, self.config.system_paths), *code])
         argv = list(argv)
         for program in programs:
             # A shim (pyenv, asdf…) becomes the interpreter it runs, with its root bound; found
@@ -426,7 +452,7 @@ class Sandbox:
                     f"Tool {tool.id} is unavailable: it runs in sandbox mode 'compartment', "
                     f"but {contained.problem}"
                 )
-            ro.extend(contained.read_only)
+            ro += _hold(tool, held, contained.read_only)
             if argv and argv[0] == program:
                 argv[0] = contained.program
         command = [*prlimit_argv(host.prlimit, self.limits), *argv]
@@ -451,18 +477,20 @@ class Sandbox:
                 )
                 python = os.path.realpath(sys.executable)
                 command, extra = _behind_bridge(python, Path(proxy.socket_path), command)
-                ro.extend(install_root(python))
+                ro += _hold(tool, held, install_root(python))
                 events = proxy.events
                 bind_call = functools.partial(setattr, proxy, "call_id")
             spec = BwrapSpec(
                 command=command,
                 workspace=workspace,
                 workspace_writable=tool.side_effect.writes,
-                ro_paths=[p for p in ro if p.exists()],
+                ro_paths=ro,
                 protected=self.protected,
                 network=bool(perms.network),
                 extra_binds=extra,
                 tmp_size=self.limits.tmp_size_bytes,
+                held=held.held,
+                require_held=True,
             )
             sandboxed = bwrap_argv(host.bwrap, spec)
             yield SandboxedCommand(
@@ -474,16 +502,50 @@ class Sandbox:
                 egress_events=events,
                 not_enforced=() if host.process_limit is not None else ("processes",),
                 bind_call=bind_call,
+                pass_fds=spec.pass_fds,
             )
 
-    def _checked_workspace(self, tool: Tool, workspace: Path) -> Path:
-        """The real path of ``workspace`` (what is bound, so no link can be swapped in after
-        the check), or :class:`SandboxWorkspaceError` when :meth:`workspace_refusal` refuses
-        it."""
-        refused = self.workspace_refusal(tool, workspace)
+    def _checked_workspace(self, tool: Tool, workspace: Path, held: HeldPaths) -> Path:
+        """The real path of the folder ``workspace`` opened as in ``held`` (what is bound), or
+        :class:`SandboxWorkspaceError` when :meth:`workspace_refusal` refuses it: as given (the
+        caller's spelling in the message) and as what was opened. A link swapped in between the
+        two, or after them, changes nothing: the descriptor is bound, not the path. A workspace
+        that changes while it is looked at (``os.path.realpath`` meets a link that is a folder
+        when it reads it) is refused too."""
+        try:
+            refused = self.workspace_refusal(tool, workspace)
+            if refused is None:
+                real = held.hold(workspace, directory=True)
+                refused = self.workspace_refusal(tool, real)
+        except OSError as exc:
+            raise SandboxWorkspaceError(
+                f"Tool {tool.id} runs in a sandbox and did not run: the workspace {workspace} "
+                f"cannot be opened: {exc.strerror or exc}"
+            ) from None
         if refused is not None:
             raise SandboxWorkspaceError(refused)
-        return Path(os.path.realpath(workspace))
+        return real
+
+    def _held_fs(self, tool: Tool, code: Sequence[Path], held: HeldPaths) -> list[Path]:
+        """The declared ``fs`` prefixes that exist, opened in ``held``: their real paths, each
+        checked (:func:`~toolgate.path_policy.prefix_problem`) as what was opened."""
+        policy = self.paths()
+        own = [*code, *_own_folder(tool)]
+        own += [Path(os.path.realpath(folder)) for folder in own]
+        where = f"{tool.source.location or tool.id}: permissions.fs"
+        found: list[Path] = []
+        for index, prefix in enumerate(tool.sandbox.permissions.fs):
+            real = _hold_one(tool, held, Path(prefix))
+            if real is None:
+                continue
+            problem = prefix_problem(real, policy, own=own)
+            if problem is not None:
+                raise SandboxUnavailableError(
+                    f"Tool {tool.id} did not run: {where}[{index}] ({prefix}): {problem}: a "
+                    "sandbox never shows it to a tool"
+                )
+            found.append(real)
+        return found
 
     def _call_cgroup(self, host: HostCapabilities, *, network: bool) -> CallCgroup | None:
         """A fresh pids cgroup for one call, or ``None`` when the host has no usable one.
@@ -504,6 +566,23 @@ class Sandbox:
                 f"cannot create the call's pids cgroup in {host.pids_cgroup.parent}: "
                 f"{exc.strerror or exc}"
             ) from None
+
+
+def _hold(tool: Tool, held: HeldPaths, paths: Sequence[Path]) -> list[Path]:
+    """``paths`` that exist, opened in ``held``: their real paths (bound read-only)."""
+    return [real for path in paths if (real := _hold_one(tool, held, path)) is not None]
+
+
+def _hold_one(tool: Tool, held: HeldPaths, path: Path) -> Path | None:
+    try:
+        return held.hold(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None  # as before: a path that does not exist is not bound
+    except OSError as exc:
+        raise SandboxUnavailableError(
+            f"Tool {tool.id} did not run: {path} cannot be opened to be bound into its "
+            f"sandbox: {exc.strerror or exc}"
+        ) from None
 
 
 def _no_call(call_id: str) -> None:
