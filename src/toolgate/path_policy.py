@@ -430,26 +430,35 @@ def prefix_problem(
 
 def _problem(path: Path, policy: PathPolicy, use: Use, own: Sequence[Path]) -> str | None:
     real = Path(os.path.realpath(path))
+    # The gateway's folders, resolved once per check (their links, as they are now).
+    state, gateway = _real(policy.state_folders), _real(policy.gateway_folders)
     for candidate in dict.fromkeys((Path(os.path.normpath(path)), real)):
         where = "" if candidate == path else f" (the real path of {path})"
-        problem = _folder_problem(candidate, policy, use, own)
+        problem = _folder_problem(candidate, policy, use, own, state, gateway)
         if problem is not None:
             return f"{candidate}{where} {problem}"
     return None
 
 
-def _folder_problem(path: Path, policy: PathPolicy, use: Use, own: Sequence[Path]) -> str | None:
+def _folder_problem(
+    path: Path,
+    policy: PathPolicy,
+    use: Use,
+    own: Sequence[Path],
+    state: Sequence[Path],
+    gateway: Sequence[Path],
+) -> str | None:
     """What ``path`` is (``"is a system folder..."``), or ``None`` when it passes."""
     kernel = (*map(Path, KERNEL_FOLDERS), *_pseudo_mounts())
     system = (*map(Path, CONFIG_FOLDERS), *kernel)
     if use == "workspace":
         system = (*map(Path, PROGRAM_FOLDERS), *system)
     for folder in system:
-        if _within(path, (folder,)):
+        if _inside(path, folder):
             what = "a kernel filesystem" if folder in kernel else "a system folder"
             return f"is {what}, or inside one ({folder})"
     for folder in (*system, *map(Path, PROGRAM_FOLDERS)):
-        if path in folder.parents:  # a bind is recursive: the folder would come with it
+        if _above(path, folder):  # a bind is recursive: the folder would come with it
             return f"contains a system folder ({folder})"
     credential = next((part for part in path.parts if part in CREDENTIAL_NAMES), None)
     if credential is not None:
@@ -460,27 +469,36 @@ def _folder_problem(path: Path, policy: PathPolicy, use: Use, own: Sequence[Path
         what = "the home folder of the gateway's user" if folder == user_home else "a home folder"
         if path == folder:
             return f"is {what}"
-        if path in folder.parents:
+        if _above(path, folder):
             return f"contains {what} ({folder})"
-    for folder in _real(policy.state_folders):
-        if use == "fs" and _within(path, own):
-            break
-        if _within(path, (folder,)):
+    if use == "fs" and _within(path, own):
+        return None  # the tool's own code (bound read-only anyway)
+    for folder in state:
+        if _inside(path, folder):
             return f"is one of the gateway's own folders, or inside one ({folder}, its state)"
-        if path in folder.parents:
+        if _above(path, folder):
             return f"contains one of the gateway's own folders ({folder}, its state)"
-    for folder in _real(policy.gateway_folders):
-        if use == "fs" and _within(path, own):
-            break
-        if _within(path, (folder,)):
+    for folder in gateway:
+        if _inside(path, folder):
             return f"is one of the gateway's own folders, or inside one ({folder})"
-        if path in folder.parents:
+        if _above(path, folder):
             return f"contains one of the gateway's own folders ({folder})"
     return None
 
 
+def _inside(path: Path, folder: Path) -> bool:
+    """``path`` is ``folder`` or lies inside it (both normalised: compared as text, quickly)."""
+    text, outer = str(path), str(folder)
+    return text == outer or text.startswith(outer if outer.endswith("/") else outer + "/")
+
+
+def _above(path: Path, folder: Path) -> bool:
+    """``folder`` lies inside ``path`` (and is not ``path``)."""
+    return path != folder and _inside(folder, path)
+
+
 def _within(path: Path, folders: Iterable[Path]) -> bool:
-    return any(path == folder or folder in path.parents for folder in folders)
+    return any(_inside(path, folder) for folder in folders)
 
 
 def _real(folders: Iterable[Path]) -> tuple[Path, ...]:
