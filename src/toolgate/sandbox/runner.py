@@ -172,10 +172,11 @@ class Sandbox:
         self.protected = tuple(protected)
         """The gateway's state (database, ``.env``, secrets): never visible in a sandbox."""
         self.gateway_folders: tuple[Path, ...] = tuple(gateway_folders)
-        """The folders the gateway loads code or configuration from (``$TOOLGATE_HOME``, tool
-        folders, sources, the folder of toolgate.yaml): never a workspace, never inside an
-        ``fs`` prefix. The gateway adds its tool folders and sources (:meth:`guard`); the Python
-        code folders are added by :meth:`paths`."""
+        """The folders the gateway loads code or configuration from (tool folders, sources,
+        the folder of toolgate.yaml): never a writable workspace, never inside an ``fs``
+        prefix. The gateway adds its tool folders and sources (:meth:`guard`); the Python code
+        and program folders (and those of the runtimes resolved so far) are added by
+        :meth:`paths`."""
         self.state_folders: tuple[Path, ...] = tuple(state_folders)
         """The folders of the gateway's state (``$TOOLGATE_HOME``, the spill folder): never a
         workspace, read-only or not, never inside an ``fs`` prefix. :meth:`paths` adds the run
