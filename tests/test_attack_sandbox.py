@@ -469,8 +469,10 @@ def test_a_shim_outside_usr_is_resolved_to_its_venv_and_only_that_is_bound(
 ) -> None:
     _sandbox_works()
     venv = _venv(tmp_path)
-    manager = tmp_path / "manager"
-    shim = _shim(tmp_path / "shims", manager, str(venv / "bin" / "python3"))
+    # Laid out like pyenv: the shims' folder and their manager in one root, which the gateway
+    # guards as a whole (the shims run it on the host), beside the project and workspace.
+    manager = tmp_path / "pyenv" / "manager"
+    shim = _shim(tmp_path / "pyenv" / "shims", manager, str(venv / "bin" / "python3"))
     _where_project(project)
     cli = _cli(project, toolgate_home, f"{shim.parent}:/usr/bin:/bin")
     outcome = _outcome(cli, peek=[str(manager / "settings.sh"), str(tmp_path)])

@@ -23,6 +23,7 @@ from .catalog import Addable, GatewayCatalog
 from .health import InMemoryStats, StatsSource
 from .model import ApprovalRequest, CallOutcome, CallStatus, ImplementationKind, Tool
 from .model.policy import AccessPolicy, any_requires_approval
+from .path_policy import program_folders
 from .pipeline import Pipeline
 from .pipeline.approval import (
     DEFAULT_APPROVAL_TTL,
@@ -306,8 +307,14 @@ class Gateway(GatewayCatalog):
         if sandbox is not None:
             # Where the gateway loads tools and keeps its state: never a workspace, never an
             # ``fs`` prefix (a tool that could write there would add a tool run on the host).
+            # Its home and spill folder are state, not even a read-only workspace.
             homes = [] if home is None else [Path(home).expanduser()]
-            sandbox.guard([*homes, *(root.path for root in roots)])
+            sandbox.guard([*homes, spiller.root], state=True)
+            sandbox.guard([root.path for root in roots])
+            # The programs of the tools' own PATH, when it is not the gateway process's.
+            tool_path = process_env.get("PATH")
+            if tool_path is not None and tool_path != os.environ.get("PATH"):
+                sandbox.guard(program_folders(tool_path))
         self.tool_folders = ToolFolderSource(
             self.registry,
             roots,

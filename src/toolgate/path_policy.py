@@ -28,7 +28,22 @@ links resolved:
   the project folder that holds ``toolgate.yaml`` and ``tools/``): the tool can only read that
   code, and the gateway's state (``.env``, databases, secrets, ``toolgate.yaml``) is hidden in
   every sandbox. An ``fs`` prefix inside the tool's *own* folder is its own code (bound
-  read-only anyway) and stays allowed.
+  read-only anyway) and stays allowed. The gateway's own folders also hold every program it
+  runs on the host (:func:`program_folders`: each ``PATH`` entry of the gateway process, the
+  install roots of those entries and of the runtimes found on it, the Python interpreter's
+  prefixes) and the folder of every Python file it has imported (:func:`module_folders`,
+  however the file was loaded: ``python:`` sources, ``function:`` handlers, extensions,
+  capabilities);
+* **is, lies inside or contains one of the gateway's state folders**: ``$TOOLGATE_HOME``, the
+  gateway's run folder (:func:`run_folder`: the egress proxies' sockets, MCP server logs) and the
+  spill folder of long outputs. This holds for *every* use, read-only workspaces included: the
+  state there changes while a call runs (a file replaced during the call is not hidden by the
+  covers made when the sandbox was prepared), and other calls' sockets and outputs live there.
+  The run folder and the default spill folder lie in the temporary folder, so the temporary
+  folder itself (``/tmp``) is refused, while its other subfolders stay allowed.
+
+So there are two tiers of the gateway's folders: *code* folders (refused for writing and for
+``fs`` prefixes, readable as a read-only workspace) and *state* folders (refused for every use).
 
 The system's program folders (:data:`PROGRAM_FOLDERS`: ``/usr``, ``/bin``, ``/lib``...) are
 visible read-only in every sandbox: an ``fs`` prefix inside them is allowed (it adds nothing),
@@ -49,7 +64,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import shutil
+import stat
 import sys
+import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,11 +79,19 @@ __all__ = [
     "KERNEL_FOLDERS",
     "PROGRAM_FOLDERS",
     "PSEUDO_FILESYSTEMS",
+    "RUNTIME_PROGRAMS",
     "SYSTEM_FOLDERS",
     "PathPolicy",
     "code_folders",
+    "module_folders",
     "normalise_prefix",
+    "outside_system",
     "prefix_problem",
+    "private_folder_check",
+    "program_folders",
+    "run_folder",
+    "run_folder_path",
+    "spill_root",
     "workspace_problem",
 ]
 
@@ -147,6 +173,10 @@ PSEUDO_FILESYSTEMS: Final = frozenset(
     }
 )
 
+#: The runtimes the gateway starts on the host (found on ``PATH``, see
+#: :mod:`toolgate.sandbox.programs`): their install roots are the gateway's own folders.
+RUNTIME_PROGRAMS: Final = ("python3", "python", "node", "bun", "deno", "go")
+
 Use = Literal["workspace", "fs"]
 
 
@@ -156,15 +186,27 @@ class PathPolicy:
 
     ``home`` ``None``: :meth:`Path.home` (none when it cannot be found). ``gateway_folders``:
     the folders the gateway loads code or configuration from; :meth:`with_code` adds the
-    Python ones (the ``toolgate`` package and the ``sys.path`` entries outside the system).
+    Python ones and the program folders (:func:`code_folders`). ``state_folders``: the folders
+    of the gateway's state, refused for every use (read-only workspaces too); :meth:`with_code`
+    adds the run folder and the default spill folder.
     """
 
     home: Path | None = None
     gateway_folders: tuple[Path, ...] = ()
+    state_folders: tuple[Path, ...] = ()
 
     def with_code(self) -> PathPolicy:
-        """This policy with the gateway's Python code folders among its own folders."""
-        return PathPolicy(self.home, (*self.gateway_folders, *code_folders()))
+        """This policy with the gateway's code and program folders among its own folders, and
+        its run and default spill folders among its state folders."""
+        return PathPolicy(
+            self.home,
+            (*self.gateway_folders, *code_folders()),
+            (*self.state_folders, run_folder_path(), spill_root()),
+        )
+
+    def read_only(self) -> PathPolicy:
+        """The policy of a read-only workspace: the state folders only (code may be read)."""
+        return PathPolicy(self.home, (), self.state_folders)
 
     def user_home(self) -> Path | None:
         """The gateway user's home folder, real path (``None``: there is none)."""
@@ -174,11 +216,52 @@ class PathPolicy:
             return None
 
 
+def run_folder_path() -> Path:
+    """Where the gateway keeps its run-time files (egress sockets, MCP server logs):
+    ``<temporary folder>/toolgate-run-<uid>``, one per user (see :func:`run_folder`)."""
+    return Path(tempfile.gettempdir()) / f"toolgate-run-{os.getuid()}"
+
+
+def run_folder() -> Path:
+    """:func:`run_folder_path`, made now if missing (mode 0700) and checked: a real folder (not
+    a symbolic link) owned by this user, closed to the others. Raises :class:`OSError` when
+    another user (or a link) holds its place: nothing of the gateway is put there."""
+    path = run_folder_path()
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
+    private_folder_check(path)
+    return path
+
+
+def private_folder_check(path: Path) -> None:
+    """Raise :class:`OSError` unless ``path`` is a folder (not a link) of this user; closes it
+    to the others (mode 0700) when it is."""
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        raise OSError(
+            f"{path} is not a folder of this user (a symbolic link, a file or another user's "
+            "folder is in its place): toolgate puts nothing there. Remove it, or set TMPDIR"
+        )
+    if stat.S_IMODE(info.st_mode) & 0o077:
+        os.chmod(path, 0o700)
+
+
+def spill_root() -> Path:
+    """The default folder of spilled long outputs (``overflow.dir`` unset)."""
+    return Path(tempfile.gettempdir()) / "toolgate"
+
+
 def code_folders() -> tuple[Path, ...]:
-    """Where the gateway's Python code is imported from: the installed ``toolgate`` package and
-    every ``sys.path`` entry outside the system folders, existing or not (a virtual environment,
-    a source checkout, the folder of ``toolgate.yaml`` when it has ``python:`` sources)."""
-    return _code_folders(tuple(sys.path), os.getcwd())
+    """Where the gateway's code comes from: the installed ``toolgate`` package, every
+    ``sys.path`` entry outside the system folders, existing or not (a virtual environment, a
+    source checkout, the folder of ``toolgate.yaml`` when it has ``python:`` sources), the
+    program folders (:func:`program_folders`) and the folders of the imported Python files
+    (:func:`module_folders`) outside those."""
+    base = (
+        *_code_folders(tuple(sys.path), os.getcwd()),
+        *program_folders(),
+    )
+    return (*base, *_outside(module_folders(), base))
 
 
 @functools.lru_cache(maxsize=8)
@@ -190,6 +273,104 @@ def _code_folders(entries: tuple[str, ...], cwd: str) -> tuple[Path, ...]:
         if not _within(path, map(Path, PROGRAM_FOLDERS)):  # missing ones too: made later
             found.append(path)
     return tuple(dict.fromkeys(found))
+
+
+def program_folders(search_path: str | None = None) -> tuple[Path, ...]:
+    """Where the programs the gateway runs on the host come from: every entry of
+    ``search_path`` (default: the gateway process's ``PATH``; a ``python3`` written in one
+    would run when a runtime is looked up), the install root of each entry and of each
+    runtime found on it (:data:`RUNTIME_PROGRAMS`: ``~/.pyenv`` for ``~/.pyenv/shims``,
+    ``~/.cargo`` for ``~/.cargo/bin``...) and the Python interpreter's prefixes; outside the
+    system's program folders (read-only everywhere)."""
+    if search_path is None:
+        search_path = os.environ.get("PATH", os.defpath)
+    return _program_folders(search_path, os.getcwd())
+
+
+@functools.lru_cache(maxsize=8)
+def _program_folders(search_path: str, cwd: str) -> tuple[Path, ...]:
+    found: list[Path] = []
+    folders = [Path(os.path.join(cwd, entry)) for entry in search_path.split(os.pathsep)]
+    for name in RUNTIME_PROGRAMS:
+        located = shutil.which(name, path=search_path)
+        if located is not None:
+            located = os.path.join(cwd, located)
+            folders += [Path(located).parent, Path(os.path.realpath(located)).parent]
+    for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}:
+        folders.append(Path(prefix))
+    folders.append(Path(sys.executable).parent)
+    for folder in folders:
+        for spelling in (Path(os.path.normpath(folder)), Path(os.path.realpath(folder))):
+            found.append(spelling)
+            root = _install_root(spelling)
+            if root is not None:
+                found.append(root)
+    programs = tuple(map(Path, PROGRAM_FOLDERS))
+    return tuple(f for f in dict.fromkeys(found) if not _within(f, programs))
+
+
+def outside_system(folders: Iterable[Path]) -> list[Path]:
+    """``folders`` (real paths) outside the system's program folders (read-only everywhere)."""
+    programs = tuple(map(Path, PROGRAM_FOLDERS))
+    found = (Path(os.path.realpath(folder)) for folder in folders)
+    return [folder for folder in found if not _within(folder, programs)]
+
+
+def _install_root(folder: Path) -> Path | None:
+    """The folder a ``bin`` (``sbin``, ``shims``) folder belongs to, unless it is too wide to
+    guard as a whole (``/``, a home folder, the temporary folder)."""
+    if folder.name not in {"bin", "sbin", "shims"}:
+        return None
+    root = folder.parent
+    wide = {Path("/"), Path(os.path.realpath(tempfile.gettempdir())), *_homes()}
+    with contextlib.suppress(RuntimeError):
+        wide.add(Path(os.path.realpath(Path.home())))
+    return None if root in wide or len(root.parts) < 2 else root
+
+
+def module_folders() -> tuple[Path, ...]:
+    """The folder of every Python file the gateway has imported (``sys.modules``: a module's
+    file, a package's search folders), outside the system's program folders; found again
+    whenever a module is added or removed."""
+    last = next(reversed(sys.modules), None) if sys.modules else None
+    return _module_folders(len(sys.modules), last)
+
+
+@functools.lru_cache(maxsize=1)
+def _module_folders(count: int, last: str | None) -> tuple[Path, ...]:
+    del count, last  # the cache key: which modules are loaded
+    names: set[str] = set()
+    for module in list(sys.modules.values()):
+        attributes = getattr(module, "__dict__", None)
+        if not isinstance(attributes, dict):
+            continue
+        file = attributes.get("__file__")
+        if isinstance(file, str) and os.path.isabs(file):
+            names.add(os.path.dirname(file))
+        search = attributes.get("__path__")
+        if isinstance(search, list):
+            names.update(entry for entry in search if isinstance(entry, str) and entry)
+    programs = tuple(map(Path, PROGRAM_FOLDERS))
+    found: list[Path] = []
+    for name in sorted(names):
+        path = Path(os.path.realpath(name))
+        if not _within(path, programs):
+            found.append(path)
+    return _outside(found, ())
+
+
+def _outside(folders: Iterable[Path], guarded: Sequence[Path]) -> tuple[Path, ...]:
+    """``folders`` without those inside another of them or inside ``guarded`` (a folder inside
+    a guarded one adds nothing: what contains it lies inside or contains the outer one)."""
+    ordered = sorted(dict.fromkeys(folders), key=lambda p: len(p.parts))
+    kept: list[Path] = []
+    outer = set(guarded)
+    for folder in ordered:
+        if folder in outer or any(parent in outer for parent in folder.parents):
+            continue
+        kept.append(folder)
+        outer.add(folder)
+    return tuple(kept)
 
 
 def normalise_prefix(text: str, folder: Path) -> tuple[str | None, str | None]:
@@ -227,10 +408,10 @@ def workspace_problem(
 
     ``home`` (when no ``policy`` is given) is the gateway user's home folder. ``writable``:
     the tool may write there (its side-effect level writes); a read-only workspace may hold the
-    gateway's folders (their code is only read, and its state is hidden in every sandbox)."""
+    gateway's code folders (their code is only read), never its state folders."""
     policy = policy or PathPolicy(home=home)
     if not writable:
-        policy = PathPolicy(policy.home)
+        policy = policy.read_only()
     return _problem(Path(workspace), policy, "workspace", ())
 
 
@@ -249,26 +430,35 @@ def prefix_problem(
 
 def _problem(path: Path, policy: PathPolicy, use: Use, own: Sequence[Path]) -> str | None:
     real = Path(os.path.realpath(path))
+    # The gateway's folders, resolved once per check (their links, as they are now).
+    state, gateway = _real(policy.state_folders), _real(policy.gateway_folders)
     for candidate in dict.fromkeys((Path(os.path.normpath(path)), real)):
         where = "" if candidate == path else f" (the real path of {path})"
-        problem = _folder_problem(candidate, policy, use, own)
+        problem = _folder_problem(candidate, policy, use, own, state, gateway)
         if problem is not None:
             return f"{candidate}{where} {problem}"
     return None
 
 
-def _folder_problem(path: Path, policy: PathPolicy, use: Use, own: Sequence[Path]) -> str | None:
+def _folder_problem(
+    path: Path,
+    policy: PathPolicy,
+    use: Use,
+    own: Sequence[Path],
+    state: Sequence[Path],
+    gateway: Sequence[Path],
+) -> str | None:
     """What ``path`` is (``"is a system folder..."``), or ``None`` when it passes."""
     kernel = (*map(Path, KERNEL_FOLDERS), *_pseudo_mounts())
     system = (*map(Path, CONFIG_FOLDERS), *kernel)
     if use == "workspace":
         system = (*map(Path, PROGRAM_FOLDERS), *system)
     for folder in system:
-        if _within(path, (folder,)):
+        if _inside(path, folder):
             what = "a kernel filesystem" if folder in kernel else "a system folder"
             return f"is {what}, or inside one ({folder})"
     for folder in (*system, *map(Path, PROGRAM_FOLDERS)):
-        if path in folder.parents:  # a bind is recursive: the folder would come with it
+        if _above(path, folder):  # a bind is recursive: the folder would come with it
             return f"contains a system folder ({folder})"
     credential = next((part for part in path.parts if part in CREDENTIAL_NAMES), None)
     if credential is not None:
@@ -279,20 +469,36 @@ def _folder_problem(path: Path, policy: PathPolicy, use: Use, own: Sequence[Path
         what = "the home folder of the gateway's user" if folder == user_home else "a home folder"
         if path == folder:
             return f"is {what}"
-        if path in folder.parents:
+        if _above(path, folder):
             return f"contains {what} ({folder})"
-    for folder in _real(policy.gateway_folders):
-        if use == "fs" and _within(path, own):
-            break
-        if _within(path, (folder,)):
+    if use == "fs" and _within(path, own):
+        return None  # the tool's own code (bound read-only anyway)
+    for folder in state:
+        if _inside(path, folder):
+            return f"is one of the gateway's own folders, or inside one ({folder}, its state)"
+        if _above(path, folder):
+            return f"contains one of the gateway's own folders ({folder}, its state)"
+    for folder in gateway:
+        if _inside(path, folder):
             return f"is one of the gateway's own folders, or inside one ({folder})"
-        if path in folder.parents:
+        if _above(path, folder):
             return f"contains one of the gateway's own folders ({folder})"
     return None
 
 
+def _inside(path: Path, folder: Path) -> bool:
+    """``path`` is ``folder`` or lies inside it (both normalised: compared as text, quickly)."""
+    text, outer = str(path), str(folder)
+    return text == outer or text.startswith(outer if outer.endswith("/") else outer + "/")
+
+
+def _above(path: Path, folder: Path) -> bool:
+    """``folder`` lies inside ``path`` (and is not ``path``)."""
+    return path != folder and _inside(folder, path)
+
+
 def _within(path: Path, folders: Iterable[Path]) -> bool:
-    return any(path == folder or folder in path.parents for folder in folders)
+    return any(_inside(path, folder) for folder in folders)
 
 
 def _real(folders: Iterable[Path]) -> tuple[Path, ...]:

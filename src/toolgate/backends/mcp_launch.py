@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import IO
 from urllib.parse import urlsplit
 
+from ..path_policy import run_folder
 from ..sandbox.addresses import SERVER_GRANT_NAMESPACE, EgressRefusedError
 
 __all__ = [
@@ -184,7 +185,8 @@ def stderr_file() -> IO[bytes]:
     """A new file for a stdio server's stderr."""
     # Opened for appending, so the log can be truncated under a server that keeps writing, and
     # unlinked at once, so nothing is left behind on disk.
-    fd, path = tempfile.mkstemp(prefix="toolgate-mcp-", suffix=".log")
+    # In the gateway's run folder, which no sandbox is shown (path_policy).
+    fd, path = tempfile.mkstemp(prefix="toolgate-mcp-", suffix=".log", dir=run_folder())
     os.close(fd)
     file = open(path, "ab+")  # noqa: SIM115 - closed by the hold task
     with contextlib.suppress(OSError):

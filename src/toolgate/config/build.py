@@ -220,13 +220,18 @@ def config_sandbox(loaded: LoadedConfig, home: Path, serve_ports: Collection[int
     # Where the gateway loads code and configuration from: never a workspace nor inside an
     # ``fs`` prefix (the gateway adds its tool folders and sources as it opens them, and the
     # Python code folders are found when a call is prepared).
-    own = [home, *(root.path for root in tool_folder_roots(loaded, home=home))]
+    # $TOOLGATE_HOME and the spill folder are state: not even a read-only workspace.
+    own = [*(root.path for root in tool_folder_roots(loaded, home=home))]
     if loaded.path is not None:
         own.append(loaded.folder)
+    state = [home]
+    if loaded.config.overflow.dir is not None:
+        state.append(loaded.folder / Path(loaded.config.overflow.dir).expanduser())
     return Sandbox(
         loaded.config.sandbox,
         protected=protected,
         gateway_folders=own,
+        state_folders=state,
         deny_ports=sorted(ports),
         cidr_grants=loaded.config.sandbox.network_grants,
         resolver=pinned_resolver(hosts) if hosts else None,

@@ -2,18 +2,23 @@
 
 Content over the limit (50,000 characters by default) is written in full to a file in a
 per-session temp folder; the model gets the first 10,000 characters and a note with the path.
+
+The spill folder (default ``<tmp>/toolgate``, or ``overflow.dir``) is one of the gateway's state
+folders: no sandbox is shown it (:mod:`toolgate.path_policy`). It and the session folders are
+made without following a link planted in their place, and must be this user's (mode 0700).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..model import Overflow
+from ..path_policy import private_folder_check, spill_root
 
 __all__ = ["DEFAULT_OVERFLOW_LIMIT", "DEFAULT_PREVIEW_CHARS", "OverflowSpiller"]
 
@@ -56,7 +61,7 @@ class OverflowSpiller:
             )
         self.limit = limit
         self.preview_chars = preview_chars
-        self.root = root if root is not None else Path(tempfile.gettempdir()) / "toolgate"
+        self.root = Path(os.path.abspath(root if root is not None else spill_root()))
 
     def exceeds(self, text: str) -> bool:
         """True when ``text`` is over the limit (exactly ``limit`` characters still fits)."""
@@ -64,8 +69,13 @@ class OverflowSpiller:
 
     def spill(self, text: str, *, session_id: str | None, call_id: str) -> Spilled:
         """Write ``text`` to ``<root>/<session>/<call_id>.txt`` and return the preview."""
+        self.root.parent.mkdir(parents=True, exist_ok=True)
         folder = self.root / _session_folder_name(session_id)
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        for private in (self.root, folder):
+            # Never through a link or into another user's folder planted in its place.
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(private, 0o700)
+            private_folder_check(private)
         path = folder / f"{call_id}.txt"
         # O_EXCL: never follow a planted symlink or overwrite another call's output.
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

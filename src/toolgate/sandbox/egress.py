@@ -40,6 +40,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from ..model import Permissions
+from ..path_policy import run_folder
 from .addresses import (
     HostPattern,
     IPNetwork,
@@ -255,7 +256,12 @@ class EgressProxy:
         socket_dir: Path | None = None,
     ) -> AsyncIterator[EgressProxy]:
         owned = socket_dir is None
-        folder = Path(tempfile.mkdtemp(prefix="toolgate-egress-")) if owned else socket_dir
+        # In the gateway's run folder: a state folder no sandbox is shown (path_policy).
+        folder = (
+            Path(tempfile.mkdtemp(prefix="toolgate-egress-", dir=run_folder()))
+            if owned
+            else socket_dir
+        )
         assert folder is not None
         name = "egress.sock" if owned else f"egress-{secrets.token_hex(8)}.sock"
         try:

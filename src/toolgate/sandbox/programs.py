@@ -51,7 +51,13 @@ from pathlib import Path
 from ..runtimes import Runtime, runtime_of_program
 from .bwrap import SYSTEM_ROOTS, BwrapSpec, bwrap_argv, install_root, kernel_bind_problem
 
-__all__ = ["ContainedProgram", "contain_program", "contained_before", "forget_programs"]
+__all__ = [
+    "ContainedProgram",
+    "contain_program",
+    "contained_before",
+    "forget_programs",
+    "resolved_folders",
+]
 
 #: Seconds a runtime may take to say which program it is (a cold shim manager is slow).
 WHERE_TIMEOUT = 30.0
@@ -139,6 +145,20 @@ def _key(
 ) -> tuple[str, str, str, str, str, tuple[Path, ...]]:
     path, home = env.get("PATH") or "", env.get("HOME") or ""
     return (bwrap, program, path, home, os.path.realpath(program), tuple(system_paths))
+
+
+def resolved_folders() -> tuple[Path, ...]:
+    """The folders of every runtime resolved so far (the real interpreter's folder and its
+    installation root): the gateway runs them on the host, so they are among its own folders
+    (:mod:`toolgate.path_policy`)."""
+    with _LOCK:
+        contained = list(_CACHE.values())
+    found: list[Path] = []
+    for item in contained:
+        if os.path.isabs(item.program):
+            found.append(Path(item.program).parent)
+        found += item.read_only
+    return tuple(dict.fromkeys(found))
 
 
 def forget_programs() -> None:

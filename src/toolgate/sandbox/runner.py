@@ -51,13 +51,13 @@ from typing import Any
 from ..errors import ToolError
 from ..model import SandboxMode, SandboxSpec, Tool
 from ..model.permission_rules import env_refusal
-from ..path_policy import PathPolicy, prefix_problem
+from ..path_policy import PathPolicy, outside_system, prefix_problem
 from .addresses import tool_grant
 from .bwrap import BwrapSpec, HeldPaths, bwrap_argv, install_root
 from .cgroups import BRIDGE_TASKS, BWRAP_TASKS, CallCgroup
 from .host import HostCapabilities, probe_host
 from .limits import ResourceLimits, prlimit_argv
-from .programs import ContainedProgram, contain_program, contained_before
+from .programs import ContainedProgram, contain_program, contained_before, resolved_folders
 from .settings import SandboxConfig
 from .workspaces import workspace_problem
 
@@ -166,6 +166,7 @@ class Sandbox:
         *,
         protected: Sequence[Path] = (),
         gateway_folders: Sequence[Path] = (),
+        state_folders: Sequence[Path] = (),
         deny_ports: Sequence[int] = (),
         cidr_grants: Mapping[str, Sequence[str]] | None = None,
         resolver: Any = None,
@@ -174,10 +175,15 @@ class Sandbox:
         self.protected = tuple(protected)
         """The gateway's state (database, ``.env``, secrets): never visible in a sandbox."""
         self.gateway_folders: tuple[Path, ...] = tuple(gateway_folders)
-        """The folders the gateway loads code or configuration from (``$TOOLGATE_HOME``, tool
-        folders, sources, the folder of toolgate.yaml): never a workspace, never inside an
-        ``fs`` prefix. The gateway adds its tool folders and sources (:meth:`guard`); the Python
-        code folders are added by :meth:`paths`."""
+        """The folders the gateway loads code or configuration from (tool folders, sources,
+        the folder of toolgate.yaml): never a writable workspace, never inside an ``fs``
+        prefix. The gateway adds its tool folders and sources (:meth:`guard`); the Python code
+        and program folders (and those of the runtimes resolved so far) are added by
+        :meth:`paths`."""
+        self.state_folders: tuple[Path, ...] = tuple(state_folders)
+        """The folders of the gateway's state (``$TOOLGATE_HOME``, the spill folder): never a
+        workspace, read-only or not, never inside an ``fs`` prefix. :meth:`paths` adds the run
+        folder (egress sockets) and the default spill folder."""
         self.deny_ports = tuple(deny_ports)
         """The gateway's own listening ports: the egress proxy refuses them."""
         self.cidr_grants = dict(cidr_grants or {})
@@ -194,14 +200,22 @@ class Sandbox:
             tmp_size_mb=lim.tmp_size_mb,
         )
 
-    def guard(self, folders: Sequence[Path]) -> None:
-        """Count ``folders`` among the gateway's own (see :attr:`gateway_folders`)."""
+    def guard(self, folders: Sequence[Path], *, state: bool = False) -> None:
+        """Count ``folders`` among the gateway's own (see :attr:`gateway_folders`), or with
+        ``state`` among its state folders (:attr:`state_folders`)."""
         added = (Path(os.path.abspath(folder)) for folder in folders)
-        self.gateway_folders = tuple(dict.fromkeys((*self.gateway_folders, *added)))
+        if state:
+            self.state_folders = tuple(dict.fromkeys((*self.state_folders, *added)))
+        else:
+            self.gateway_folders = tuple(dict.fromkeys((*self.gateway_folders, *added)))
 
     def paths(self) -> PathPolicy:
         """The rule for workspaces and ``fs`` prefixes now (:mod:`toolgate.path_policy`)."""
-        return PathPolicy(gateway_folders=self.gateway_folders).with_code()
+        # The runtimes resolved so far run on the host: their folders are the gateway's too.
+        programs = tuple(outside_system(resolved_folders()))
+        return PathPolicy(
+            gateway_folders=(*self.gateway_folders, *programs), state_folders=self.state_folders
+        ).with_code()
 
     def workspace_refusal(self, tool: Tool, workspace: Path) -> str | None:
         """Why a call of ``tool`` cannot have ``workspace`` (``None``: it can): for the pipeline,
@@ -597,7 +611,8 @@ def _workspace_message(tool: Tool, problem: str) -> str:
     return (
         f"Tool {tool.id} runs in a sandbox and did not run: the workspace {problem}, which a "
         "sandbox never binds. Call it with a project folder as the workspace that holds none "
-        "of the gateway's own folders (its home, tool folders, sources, toolgate.yaml)."
+        "of the gateway's own folders (its home, tool folders, sources, toolgate.yaml, the "
+        "folders its programs and Python code come from, its run and spill folders)."
     )
 
 

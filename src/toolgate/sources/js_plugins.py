@@ -35,6 +35,7 @@ from ..loaders.plugin import PluginManifest, ToolsEntry
 from ..loaders.plugin_tool import PluginTool, listed_tools
 from ..loaders.tool_folder_fields import Report
 from ..model import SandboxMode, Tool
+from ..path_policy import run_folder
 from ..python.binding import PythonBinding
 from ..sandbox.addresses import tool_grant
 from ..sandbox.egress import EgressProxy
@@ -73,7 +74,9 @@ def confinement(
     if network:
         egress = _EGRESS_DIRS.get(key)
         if egress is None or not egress.is_dir():
-            egress = _EGRESS_DIRS[key] = Path(tempfile.mkdtemp(prefix="toolgate-js-egress-"))
+            # In the gateway's run folder: a state folder no sandbox is shown (path_policy).
+            made = tempfile.mkdtemp(prefix="toolgate-js-egress-", dir=run_folder())
+            egress = _EGRESS_DIRS[key] = Path(made)
     return JsConfinement(host.bwrap, tuple(sandbox.protected), egress)
 
 
