@@ -683,4 +683,13 @@ class Gateway(GatewayCatalog):
 def _workspace(workspace: Path | str | None) -> Path | None:
     # Absolute and resolved: approvals and grants are keyed by it, so "." must not mean
     # whatever folder the next caller happens to be in.
-    return None if workspace is None else Path(workspace).expanduser().resolve()
+    if workspace is None:
+        return None
+    path = Path(workspace).expanduser()
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):
+        # A name that changes while it is resolved (a link swapped in a loop) or a link loop:
+        # absolute is enough here; the workspace check and the sandbox resolve it again, from
+        # what they open, and refuse it if it is not a folder a tool may have.
+        return Path(os.path.abspath(path))
