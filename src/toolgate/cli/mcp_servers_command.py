@@ -74,24 +74,7 @@ def list_servers(ctx: typer.Context, as_json: _JSON = False) -> None:
     rows: list[dict[str, Any]] = []
     with state.open_gateway(approver=None, audit="off") as gateway:
         for name, (_source, servers) in sorted(gateway.mcp_servers().items()):
-            spec, snapshot = servers.server(name)
-            try:
-                reviews = servers.review(name)
-                problem = None
-            except AcceptError as exc:
-                reviews, problem = {}, str(exc)
-            rows.append(
-                {
-                    "server": name,
-                    "namespace": spec.namespace,
-                    "pin": spec.pin,
-                    "connected": bool(snapshot is not None and snapshot.connected),
-                    "tools": len(reviews),
-                    "held": sorted(r.name for r in reviews.values() if r.hold is not None),
-                    "flagged": sorted(r.name for r in reviews.values() if r.findings),
-                    "problem": problem,
-                }
-            )
+            rows.append(servers.summary(name))
     if as_json:
         print_json(rows)
         return

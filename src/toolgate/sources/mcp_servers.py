@@ -35,7 +35,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..loaders import Diagnostic, Severity
 from ..model import McpEntry, Tool
@@ -424,6 +424,26 @@ class McpServers:
         if problem is not None:
             raise AcceptError(problem)
         return reviews
+
+    def summary(self, name: str) -> dict[str, Any]:
+        """One row of the server listings (CLI and HTTP): connected or not, its pin mode, and
+        which of its tools are held or flagged; ``problem`` says why its tools cannot be
+        reviewed now (not listed yet, pins unreadable)."""
+        spec, snapshot = self.server(name)
+        try:
+            reviews, problem = self.review(name), None
+        except AcceptError as exc:
+            reviews, problem = {}, str(exc)
+        return {
+            "server": name,
+            "namespace": spec.namespace,
+            "pin": spec.pin,
+            "connected": bool(snapshot is not None and snapshot.connected),
+            "tools": len(reviews),
+            "held": sorted(r.name for r in reviews.values() if r.hold is not None),
+            "flagged": sorted(r.name for r in reviews.values() if r.findings),
+            "problem": problem,
+        }
 
     def accept(
         self,

@@ -64,23 +64,7 @@ def mcp_servers_router(context: ApiContext) -> APIRouter:
         held or flagged (operators only)."""
         rows: list[dict[str, Any]] = []
         for name, (_source, servers) in sorted(gateway.mcp_servers().items()):
-            spec, snapshot = servers.server(name)
-            try:
-                reviews, problem = servers.review(name), None
-            except AcceptError as exc:
-                reviews, problem = {}, str(exc)
-            rows.append(
-                {
-                    "server": name,
-                    "namespace": spec.namespace,
-                    "pin": spec.pin,
-                    "connected": bool(snapshot is not None and snapshot.connected),
-                    "tools": len(reviews),
-                    "held": sorted(r.name for r in reviews.values() if r.hold is not None),
-                    "flagged": sorted(r.name for r in reviews.values() if r.findings),
-                    "problem": problem,
-                }
-            )
+            rows.append(servers.summary(name))
         return ApiJSONResponse({"servers": rows})
 
     @router.get("/mcp-servers/{server}", summary="An upstream MCP server's tools")
