@@ -243,7 +243,9 @@ def test_the_seed_weather_tool_through_the_cli_the_http_api_and_mcp(
     )
     env = {
         **os.environ,
-        "TOOLGATE_HOME": str(tmp_path / "home"),
+        # Beside the folder the commands run in: a folder holding the gateway's state is never
+        # a call's workspace, and the CLI's default workspace is its current folder.
+        "TOOLGATE_HOME": str(tmp_path.parent / f"{tmp_path.name}-home"),
         "OPENWEATHER_API_KEY": "k-123",
         "NODE_EXTRA_CA_CERTS": str(cert),
     }
