@@ -136,13 +136,17 @@ _CREDENTIAL_SUFFIXES: Final = (
 # Every pattern below is linear in the text: a scan starts only at a delimiter (``//``, ``?``,
 # ``&``…) and stops at the next one, so no character is scanned from two starts.
 #
-# User info follows ``//`` (``scheme://``, a scheme-relative ``//host``), its JSON escape ``\/\/``
-# or its percent-encoding ``%2F%2F`` (a URL nested in a parameter), and ends at the last ``@``
-# (``%40``) before the host.
-_AUTHORITY = re.compile(r"//|\\/\\/|%2[Ff]%2[Ff]")
+# User info follows a run of two or more slashes or backslashes: ``//`` (``scheme://``, a
+# scheme-relative ``//host``), its JSON escape ``\/\/``, and the backslash forms a browser reads
+# as ``//`` for http(s), ws(s) and ftp (``https:/\``, ``https:\\``, ``https:\/``, and their JSON
+# escapes); or its percent-encoding ``%2F%2F`` (``%5C`` for a backslash: a URL nested in a
+# parameter). It ends at the last ``@`` (``%40``) before the host. The user info holds no slash
+# or backslash (``%2F``, ``%5C``), so no character is scanned from two anchors.
+_AUTHORITY = re.compile(r"[/\\]{2,}|(?:%2[Ff]|%5[Cc]){2,}")
 _USERINFO_PLAIN = re.compile(rf"[^\s/?#\"'<>\\]{{1,{MAX_USERINFO_LENGTH}}}")
 _USERINFO_ENCODED = re.compile(
-    rf"(?:[^\s/?#\"'<>\\%@]|%(?!2[Ff]|3[Ff]|23|40)[0-9A-Fa-f]{{2}}){{1,{MAX_USERINFO_LENGTH}}}"
+    rf"(?:[^\s/?#\"'<>\\%@]|%(?!2[Ff]|3[Ff]|23|40|5[Cc])[0-9A-Fa-f]{{2}})"
+    rf"{{1,{MAX_USERINFO_LENGTH}}}"
     r"(?=%40|@)"
 )
 # A parameter's name follows ``?``, ``&``, ``#``, ``;``, the JSON escape ``\u0026`` of ``&``, or a
@@ -222,10 +226,11 @@ def _replace(text: str, spans: list[tuple[int, int]]) -> str:
 
 def redact_url_credentials(text: str) -> str:
     """``text`` with the credentials of every URL in it masked: the user info
-    (``https://[REDACTED]@host``, also ``//[REDACTED]@host``, JSON-escaped ``https:\\/\\/`` and
-    percent-encoded ``https%3A%2F%2F``) and the value of each credential parameter
-    (``?api_key=[REDACTED]``, also after ``\\u0026`` and inside a percent-encoded URL). Returns
-    ``text`` itself when there is none. Linear in the length of ``text``."""
+    (``https://[REDACTED]@host``, also ``//[REDACTED]@host``, JSON-escaped ``https:\\/\\/``,
+    backslashes a browser reads as slashes ``https:/\\`` and percent-encoded ``https%3A%2F%2F``)
+    and the value of each credential parameter (``?api_key=[REDACTED]``, also after ``\\u0026``
+    and inside a percent-encoded URL). Returns ``text`` itself when there is none. Linear in the
+    length of ``text``."""
     spans = _url_spans(text)
     return _replace(text, spans) if spans else text
 

@@ -8,22 +8,27 @@ instead of corrupting the stream. Logging goes to stderr.
 Each line is read here rather than by the SDK, so that :func:`~toolgate._json.loads_strict` sees
 it before the SDK's parser does (which keeps the last of duplicate keys): a line with a duplicate
 key anywhere, that is not JSON, or that nests deeper than :data:`LINE_MAX_DEPTH` levels gets a
-JSON-RPC parse error (``-32700``) naming what is wrong, and goes no further. Other lines reach
-the SDK unchanged. Reading stdin here means taking it away from child processes here too, the
-way the SDK does: file descriptor 0 points at the null device while serving, and the wire is
-read from a private duplicate.
+JSON-RPC parse error (``-32700``) naming what is wrong, and goes no further. So does a line that
+is not UTF-8 (the SDK would replace the bad bytes with U+FFFD and run the call) and a line longer
+than :data:`MAX_LINE_BYTES`, which is read in chunks and dropped as it comes, never held whole. A
+batch (a JSON array: the SDK takes one message a line and would not answer it) gets an invalid
+request error (``-32600``). Other lines reach the SDK unchanged. Lines end at ``\n`` (a ``\r``
+before it is JSON whitespace).
+
+Reading stdin here means taking it away from child processes here too, the way the SDK does:
+file descriptor 0 points at the null device while serving, and the wire is read from a private
+duplicate.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import sys
 import uuid
-from collections.abc import AsyncIterable, AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager, suppress
-from typing import Any, BinaryIO, cast
+from typing import Any, BinaryIO, Final, cast
 
 import anyio
 import mcp_types as types
@@ -34,20 +39,86 @@ from .._json import StrictJsonError, loads_strict
 from ..gateway import Gateway
 from .mcp_server import build_mcp_server
 
-__all__ = ["LINE_MAX_DEPTH", "serve_stdio"]
+__all__ = ["LINE_MAX_DEPTH", "MAX_LINE_BYTES", "serve_stdio"]
 
 #: How deeply one line may nest, the JSON-RPC envelope included. Below what the SDK's parser
 #: takes (about 200), above what arguments may (``MAX_DEPTH``, held by the validation stage, which
 #: names the field): a line deeper than this gets ``-32700`` rather than no answer at all.
 LINE_MAX_DEPTH = 128
 
+#: The longest line (one JSON-RPC message, its ``\n`` not counted) read from stdin: 16 MiB. A
+#: longer one gets ``-32700`` naming this limit; no more than this and one chunk of it is held.
+MAX_LINE_BYTES: Final = 16 << 20
 
-class _UnownedTextWrapper(io.TextIOWrapper):
-    """Text layer whose close leaves the binary buffer open (it may be ``sys.stdin``'s)."""
+#: How much of stdin is read at a time.
+_CHUNK: Final = 64 << 10
 
-    def close(self) -> None:
-        with suppress(ValueError):
-            self.detach()
+
+class _TooLong:
+    """A line longer than :data:`MAX_LINE_BYTES` (dropped as it was read)."""
+
+
+_TOO_LONG: Final = _TooLong()
+
+
+class _LineReader:
+    """The lines of the wire as bytes, each at most ``limit`` long: a longer one is read to its
+    end in chunks and dropped as it comes (:data:`_TOO_LONG` stands for it). Each byte is looked
+    at once. Blocking: called in a worker thread."""
+
+    def __init__(self, wire: BinaryIO, limit: int = MAX_LINE_BYTES) -> None:
+        self._wire = wire
+        self._limit = limit
+        self._buffer = bytearray()
+        self._scanned = 0  # no newline in the buffer before this
+        self._eof = False
+
+    def _fill(self) -> bool:
+        if self._eof:
+            return False
+        read1 = getattr(self._wire, "read1", None)
+        chunk = read1(_CHUNK) if read1 is not None else self._wire.read(_CHUNK)
+        if not chunk:
+            self._eof = True
+            return False
+        self._buffer += chunk
+        return True
+
+    def read_line(self) -> bytes | _TooLong | None:
+        """The next line (its ``\n`` included), :data:`_TOO_LONG`, or ``None`` at end of file."""
+        while True:
+            end = self._buffer.find(b"\n", self._scanned)
+            if end >= 0:
+                if end > self._limit:
+                    return self._drop(end)
+                line = bytes(self._buffer[: end + 1])
+                del self._buffer[: end + 1]
+                self._scanned = 0
+                return line
+            self._scanned = len(self._buffer)
+            if self._scanned > self._limit:
+                return self._drop(-1)
+            if not self._fill():
+                if not self._buffer:
+                    return None
+                line = bytes(self._buffer)  # the last line, with no newline after it
+                self._buffer.clear()
+                self._scanned = 0
+                return line
+
+    def _drop(self, end: int) -> _TooLong:
+        """Drop the line too long up to and including its newline (read to it when ``end < 0``)."""
+        while end < 0:
+            self._buffer.clear()
+            if not self._fill():
+                break
+            end = self._buffer.find(b"\n")
+        if end >= 0:
+            del self._buffer[: end + 1]
+        else:
+            self._buffer.clear()
+        self._scanned = 0
+        return _TOO_LONG
 
 
 def _dup_above_std(fd: int) -> int:
@@ -130,20 +201,38 @@ def _request_id(line: str) -> types.RequestId | None:
     return None
 
 
+def _error(code: int, message: str, request_id: types.RequestId | None) -> types.JSONRPCError:
+    return types.JSONRPCError(
+        jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message)
+    )
+
+
 def _refusal(line: str) -> types.JSONRPCError | None:
-    """The parse error answering ``line``, or ``None`` when the SDK may parse it."""
+    """The error answering ``line``, or ``None`` when the SDK may parse it."""
     if not line.strip():
         return None  # not a message: the SDK skips it, as it always has
     try:
         # NaN and Infinity pass: the validation stage refuses them in arguments, naming where.
-        loads_strict(line, max_depth=LINE_MAX_DEPTH, allow_nan=True)
+        value = loads_strict(line, max_depth=LINE_MAX_DEPTH, allow_nan=True)
     except StrictJsonError as exc:
-        return types.JSONRPCError(
-            jsonrpc="2.0",
-            id=_request_id(line),
-            error=types.ErrorData(code=types.PARSE_ERROR, message=f"Parse error: {exc}"),
-        )
+        return _error(types.PARSE_ERROR, f"Parse error: {exc}", _request_id(line))
+    if isinstance(value, list):
+        return _error(types.INVALID_REQUEST, "Invalid request: batches are not supported", None)
     return None
+
+
+def _checked(raw: bytes | _TooLong) -> tuple[str | None, types.JSONRPCError | None]:
+    """A line read from the wire: its text for the SDK, or the error answering it."""
+    if isinstance(raw, _TooLong):
+        limit = f"{MAX_LINE_BYTES} bytes ({MAX_LINE_BYTES >> 20} MiB)"
+        return None, _error(types.PARSE_ERROR, f"Parse error: line longer than {limit}", None)
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        message = f"Parse error: not UTF-8 (byte {exc.start} of the line: {exc.reason})"
+        return None, _error(types.PARSE_ERROR, message, _request_id(raw.decode("utf-8", "replace")))
+    refusal = _refusal(line)
+    return (line, None) if refusal is None else (None, refusal)
 
 
 class _Replies:
@@ -163,13 +252,16 @@ class _Replies:
             await self._stream.send(SessionMessage(error))
 
 
-async def _strict_lines(stdin: AsyncIterable[str], replies: _Replies) -> AsyncIterator[str]:
-    """The lines of ``stdin`` the SDK may parse; each refused one is answered and dropped."""
-    async for line in stdin:
-        refusal = _refusal(line)
-        if refusal is None:
+async def _strict_lines(reader: _LineReader, replies: _Replies) -> AsyncIterator[str]:
+    """The lines of the wire the SDK may parse; each refused one is answered and dropped."""
+    while True:
+        raw = await anyio.to_thread.run_sync(reader.read_line)
+        if raw is None:
+            return
+        line, refusal = _checked(raw)
+        if line is not None:
             yield line
-        else:
+        elif refusal is not None:
             await replies.send(refusal)
 
 
@@ -198,10 +290,8 @@ async def serve_stdio(
     surface.start()
     try:
         with _take_stdin() as wire:
-            # As the SDK reads stdin: UTF-8, undecodable bytes replaced.
-            text = _UnownedTextWrapper(wire, encoding="utf-8", errors="replace")
             replies = _Replies()
-            lines = _strict_lines(anyio.wrap_file(text), replies)
+            lines = _strict_lines(_LineReader(wire), replies)
             # Given stdin, the SDK claims only stdout (fd 1 to stderr) and parses what it reads.
             stdin = cast("anyio.AsyncFile[str]", lines)
             async with stdio_server(stdin=stdin) as (read_stream, write_stream):
