@@ -275,7 +275,7 @@ def bwrap_argv(bwrap: str, spec: BwrapSpec) -> list[str]:
         # The sandbox's HOME (runner.SANDBOX_HOME): its own tmpfs under /run, where no
         # workspace or fs prefix is ever bound (none is $HOME/.local, $HOME/.node_modules...).
         "--size",
-        str(min(spec.tmp_size, 64 * 1024 * 1024)),
+        str(spec.tmp_size),
         "--tmpfs",
         "/run/toolgate-home",
     ]
