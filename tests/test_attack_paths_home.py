@@ -243,7 +243,9 @@ def test_a_workspace_whose_links_cannot_be_followed_is_refused_cleanly(
 ) -> None:
     _sandbox_works()
     _project(project)
-    for workspace in (Path("/proc/1/root/tmp"), Path("/proc/self/root/tmp")):
+    link = tmp_path / "elsewhere"
+    link.symlink_to("/proc/1/root/tmp")  # only its real path leads into /proc
+    for workspace in (Path("/proc/1/root/tmp"), Path("/proc/self/root/tmp"), link):
         outcome = _call(run_cli, "t:planter", workspace)
         assert outcome["status"] == "error", outcome
         assert outcome["code"] == "forbidden", outcome
