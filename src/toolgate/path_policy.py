@@ -18,6 +18,15 @@ links resolved:
   directly in ``/home``. A folder *inside* a home (``~/projects/x``) is allowed, unless...
 * **one of its parts is a credential folder** (:data:`CREDENTIAL_NAMES`: ``.ssh``, ``.aws``,
   ``.config``, ``.gnupg``, ``.kube``...), wherever it is;
+* **is or lies inside a dot-folder of a home** (a folder directly in a home whose name starts
+  with ``.``: ``~/.local``, ``~/.node_modules``, ``~/.bun``, ``~/.npm``, ``~/.cache``...): a
+  home's dot-folders hold the configuration and code its user's programs load (a ``.pth`` file
+  in Python's user site folder runs at every start of Python on the host). Likewise **a
+  runtime's user folder** (:func:`runtime_user_folders`: this interpreter's user base and user
+  site folder, every ``GOPATH`` entry and ``~/go``), which the path is, lies inside or contains;
+  and, for a workspace, **any part named** ``node_modules`` (``require()`` looks for packages in
+  the ``node_modules`` of every folder above a script). These hold for every ``fs`` prefix and
+  every writable workspace (:attr:`PathPolicy.guards_code`), not for a read-only workspace;
 * **is, lies inside or contains one of the gateway's own folders**: ``$TOOLGATE_HOME`` (with its
   ``tools``, ``plugins``, ``.env`` and databases), every tool-folder root, every ``sources:``
   path, the folder of ``toolgate.yaml``, the installed ``toolgate`` package and every
@@ -41,6 +50,9 @@ links resolved:
   covers made when the sandbox was prepared), and other calls' sockets and outputs live there.
   The run folder and the default spill folder lie in the temporary folder, so the temporary
   folder itself (``/tmp``) is refused, while its other subfolders stay allowed.
+
+A path whose links cannot be followed (``/proc/<pid>/root/...`` of another user's process) is
+refused ("cannot be resolved"), never an exception.
 
 So there are two tiers of the gateway's folders: *code* folders (refused for writing and for
 ``fs`` prefixes, readable as a read-only workspace) and *state* folders (refused for every use).
@@ -91,6 +103,7 @@ __all__ = [
     "program_folders",
     "run_folder",
     "run_folder_path",
+    "runtime_user_folders",
     "spill_root",
     "workspace_problem",
 ]
@@ -194,6 +207,9 @@ class PathPolicy:
     home: Path | None = None
     gateway_folders: tuple[Path, ...] = ()
     state_folders: tuple[Path, ...] = ()
+    guards_code: bool = True
+    """The code folders of the user's programs are refused (a home's dot-folders, the
+    runtimes' user folders, ``node_modules``): ``False`` for a read-only workspace only."""
 
     def with_code(self) -> PathPolicy:
         """This policy with the gateway's code and program folders among its own folders, and
@@ -202,17 +218,18 @@ class PathPolicy:
             self.home,
             (*self.gateway_folders, *code_folders()),
             (*self.state_folders, run_folder_path(), spill_root()),
+            self.guards_code,
         )
 
     def read_only(self) -> PathPolicy:
         """The policy of a read-only workspace: the state folders only (code may be read)."""
-        return PathPolicy(self.home, (), self.state_folders)
+        return PathPolicy(self.home, (), self.state_folders, guards_code=False)
 
     def user_home(self) -> Path | None:
         """The gateway user's home folder, real path (``None``: there is none)."""
         try:
             return Path(os.path.realpath(self.home or Path.home()))
-        except RuntimeError:  # no home folder can be found for this user
+        except (RuntimeError, OSError):  # no home folder can be found for this user
             return None
 
 
@@ -429,14 +446,23 @@ def prefix_problem(
 
 
 def _problem(path: Path, policy: PathPolicy, use: Use, own: Sequence[Path]) -> str | None:
-    real = Path(os.path.realpath(path))
-    # The gateway's folders, resolved once per check (their links, as they are now).
-    state, gateway = _real(policy.state_folders), _real(policy.gateway_folders)
-    for candidate in dict.fromkeys((Path(os.path.normpath(path)), real)):
-        where = "" if candidate == path else f" (the real path of {path})"
-        problem = _folder_problem(candidate, policy, use, own, state, gateway)
+    try:
+        # The gateway's folders, resolved once per check (their links, as they are now).
+        state, gateway = _real(policy.state_folders), _real(policy.gateway_folders)
+        normal = Path(os.path.normpath(path))
+        # The path as written first: it needs no resolving (``/proc/1/root/...`` is refused as
+        # a kernel filesystem before its links are followed).
+        problem = _folder_problem(normal, policy, use, own, state, gateway)
         if problem is not None:
-            return f"{candidate}{where} {problem}"
+            return f"{normal} {problem}"
+        real = Path(os.path.realpath(path))
+        if real == normal:
+            return None
+        problem = _folder_problem(real, policy, use, own, state, gateway)
+        if problem is not None:
+            return f"{real} (the real path of {path}) {problem}"
+    except OSError as exc:  # a link that cannot be followed (EACCES, ELOOP...)
+        return f"{path} cannot be resolved: {exc.strerror or exc}"
     return None
 
 
@@ -473,6 +499,10 @@ def _folder_problem(
             return f"contains {what} ({folder})"
     if use == "fs" and _within(path, own):
         return None  # the tool's own code (bound read-only anyway)
+    if policy.guards_code:
+        problem = _user_code_problem(path, homes, use)
+        if problem is not None:
+            return problem
     for folder in state:
         if _inside(path, folder):
             return f"is one of the gateway's own folders, or inside one ({folder}, its state)"
@@ -484,6 +514,60 @@ def _folder_problem(
         if _above(path, folder):
             return f"contains one of the gateway's own folders ({folder})"
     return None
+
+
+def _user_code_problem(path: Path, homes: Sequence[Path], use: Use) -> str | None:
+    """Why ``path`` holds code the user's programs load (see the module documentation)."""
+    for home in dict.fromkeys(homes):
+        if path != home and _inside(path, home):
+            first = path.relative_to(home).parts[0]
+            if first.startswith("."):
+                return (
+                    f"is a dot-folder of a home, or inside one ({home / first}: the "
+                    "configuration and code its user's programs load)"
+                )
+    if use == "workspace" and "node_modules" in path.parts:
+        return (
+            "is, or lies inside, a node_modules folder (a package written there is what a "
+            "require() from below it loads)"
+        )
+    for folder in runtime_user_folders():
+        if _inside(path, folder):
+            return f"is a runtime's user code folder, or inside one ({folder})"
+        if _above(path, folder):
+            return f"contains a runtime's user code folder ({folder})"
+    return None
+
+
+def runtime_user_folders() -> tuple[Path, ...]:
+    """Where the runtimes look for the user's own packages, as this process sees them (its
+    ``HOME``, ``PYTHONUSERBASE``, ``GOPATH``): Python's user base and user site folder (of this
+    interpreter), every ``GOPATH`` entry and Go's default ``~/go``. Found once per value of
+    those variables."""
+    return _runtime_user_folders(
+        os.environ.get("HOME", ""),
+        os.environ.get("PYTHONUSERBASE", ""),
+        os.environ.get("GOPATH", ""),
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def _runtime_user_folders(home: str, user_base: str, gopath: str) -> tuple[Path, ...]:
+    del user_base  # the cache key: site reads it
+    import site
+
+    names: list[str] = []
+    with contextlib.suppress(Exception):  # site's answers need a home; none: nothing to add
+        names += [site.getuserbase(), site.getusersitepackages()]
+    names += [entry for entry in gopath.split(os.pathsep) if entry]
+    with contextlib.suppress(RuntimeError, KeyError):
+        names.append(os.path.join(home or str(Path.home()), "go"))
+    found: list[Path] = []
+    for name in names:
+        if os.path.isabs(name):
+            with contextlib.suppress(OSError):
+                found += [Path(os.path.normpath(name)), Path(os.path.realpath(name))]
+    return tuple(f for f in dict.fromkeys(found) if f != Path("/"))
 
 
 def _inside(path: Path, folder: Path) -> bool:

@@ -6,7 +6,7 @@ runtime     command                                        typical script
 bun         ``bun run --config=/dev/null --no-env-file      TypeScript with Bun APIs
             --no-install SCRIPT``
 node        ``node SCRIPT``                                JavaScript
-python      ``python3 SCRIPT``                             Python 3
+python      ``python3 SCRIPT`` with ``PYTHONNOUSERSITE=1``  Python 3
 bash        ``bash SCRIPT``                                shell
 go          ``go run SCRIPT`` with ``GO111MODULE=off``,    Go source
             ``GOWORK=off``, ``GOTOOLCHAIN=local``
@@ -29,7 +29,9 @@ for a host-mode tool, on the host. So each runtime is started so that it does no
   defaults: it runs in GOPATH mode (``GO111MODULE=off``), never reading a ``go.mod`` or
   ``go.work``, and never switches toolchains (``GOTOOLCHAIN=local``). A go tool imports the
   standard library (or packages the operator installed in ``GOPATH``).
-* ``python3 SCRIPT`` puts the script's folder, not the working directory, on ``sys.path``;
+* ``python3 SCRIPT`` puts the script's folder, not the working directory, on ``sys.path``,
+  and never the user's site folder (``PYTHONNOUSERSITE=1``: a ``.pth`` file there runs at
+  every start);
   ``node SCRIPT`` resolves modules from the script's folder; bash and a binary read nothing at
   start (``BASH_ENV`` may not be declared); ``pwsh`` skips the profiles.
 * ``PATH`` never holds an empty or relative entry (one that would find commands in the working
@@ -123,6 +125,10 @@ RUNTIMES: dict[str, Runtime] = {
             (),
             "Install Python 3.",
             ("-I", "-c", "import sys; print(sys.executable)"),
+            "{}",
+            # The user site folder (~/.local/lib/pythonX.Y/site-packages) runs the .pth files
+            # found there at start: no tool loads the user's own packages.
+            (("PYTHONNOUSERSITE", "1"),),
         ),
         Runtime("bash", "bash", (), "Install bash.", ("-c", 'echo "$BASH"')),
         Runtime(

@@ -272,6 +272,12 @@ def bwrap_argv(bwrap: str, spec: BwrapSpec) -> list[str]:
         str(spec.tmp_size),
         "--tmpfs",
         "/tmp",
+        # The sandbox's HOME (runner.SANDBOX_HOME): its own tmpfs under /run, where no
+        # workspace or fs prefix is ever bound (none is $HOME/.local, $HOME/.node_modules...).
+        "--size",
+        str(spec.tmp_size),
+        "--tmpfs",
+        "/run/toolgate-home",
     ]
     for root in SYSTEM_ROOTS:
         if os.path.islink(root):

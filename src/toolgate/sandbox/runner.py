@@ -10,8 +10,9 @@ the command is returned unchanged. For ``compartment``:
 
 * the host works (:func:`~toolgate.sandbox.host.probe_host`): the command runs under
   ``bwrap`` + ``prlimit`` (see :mod:`toolgate.sandbox.bwrap`), with an environment of the
-  declared ``env`` keys only, plus a fixed ``PATH``, ``HOME=/tmp``, ``TMPDIR=/tmp`` and
-  ``LANG=C.UTF-8`` (sandbox values, never the gateway's). When the host has a usable pids
+  declared ``env`` keys only, plus a fixed ``PATH``, ``HOME=/run/toolgate-home`` (an empty
+  tmpfs of its own, where no workspace can be), ``TMPDIR=/tmp`` and ``LANG=C.UTF-8`` (sandbox
+  values, never the gateway's). When the host has a usable pids
   cgroup, ``bwrap`` starts inside a fresh cgroup of the call (:mod:`toolgate.sandbox.cgroups`)
   whose ``pids.max`` is the process limit; it is emptied and removed when the context exits,
   however the call ended. A workspace, or a declared ``fs`` prefix, that is, holds or lies in a
@@ -63,6 +64,7 @@ from .workspaces import workspace_problem
 
 __all__ = [
     "SANDBOX_ENV",
+    "SANDBOX_HOME",
     "UNSANDBOXED_LABEL",
     "Sandbox",
     "SandboxUnavailableError",
@@ -74,10 +76,16 @@ __all__ = [
 #: The label every outcome of a compartment tool run on an unsandboxed host carries.
 UNSANDBOXED_LABEL = "unsandboxed-host"
 
+#: The sandbox's home folder: an empty tmpfs of its own that ``bwrap_argv`` mounts. It lies
+#: under ``/run``, a system folder no workspace or ``fs`` prefix may be, is or contain.
+SANDBOX_HOME = "/run/toolgate-home"
+
 #: The fixed variables of every sandbox (sandbox values, not the gateway's).
 SANDBOX_ENV: dict[str, str] = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
-    "HOME": "/tmp",
+    # Its own small tmpfs (see toolgate.sandbox.bwrap): under /run, where no workspace or fs
+    # prefix is ever bound, so no folder a caller chose is ever $HOME/.local or the like.
+    "HOME": SANDBOX_HOME,
     "TMPDIR": "/tmp",
     "LANG": "C.UTF-8",
 }
