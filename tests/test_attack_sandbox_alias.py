@@ -27,7 +27,13 @@ import pytest
 import yaml
 
 from folder_tools import require_program, write_tool
+from js_support import js_runtime, plugin_copy
+from toolgate import Gateway
 from toolgate.sandbox.host import probe_host
+from toolgate.sandbox.runner import Sandbox
+from toolgate.sandbox.settings import SandboxConfig
+
+__all__ = ["js_runtime"]  # the fixture, used by name
 
 SECRET = "SECRET=alias-attack-0d9f"
 
@@ -205,3 +211,58 @@ def test_a_normal_call_still_works_next_to_the_alias(
     assert outcome["status"] == "ok", outcome
     assert outcome["content"] == {"env": None, "wrote": True}
     assert (tmp_path / "work" / "tools" / "pwn" / "tool.md").is_file()
+
+
+PLUGIN = "@toolgate-test/probe"
+
+
+def _bwrap_works() -> None:
+    require_program("bwrap")
+    host = probe_host()
+    if not host.works:
+        pytest.skip(f"bubblewrap cannot sandbox here: {host.problem}")
+
+
+@pytest.mark.usefixtures("js_runtime")
+def test_a_js_host_whose_fs_prefix_became_the_gateway_home_does_not_start(
+    tmp_path: Path,
+) -> None:
+    # At load the granted folder is a plain folder (the load-time rule passes it); before the
+    # first call its name leads to the gateway's home. The JavaScript host's bubblewrap would
+    # bind the prefix: it is opened and checked against the running gateway's folders when
+    # the host process's command line is made, and the host does not start.
+    _bwrap_works()
+    home = tmp_path / "gateway-home"
+    home.mkdir()
+    (home / ".env").write_text(SECRET + "\n")
+    data = tmp_path / "data"
+    data.mkdir()
+    folder = plugin_copy(tmp_path, "probe", permissions={"fs": [str(data)]})
+    with Gateway(environ={}, sandbox=Sandbox(SandboxConfig()), home=home) as gateway:
+        loaded = gateway.add_source(folder)
+        assert loaded.diagnostics == [], loaded.diagnostics
+        data.rmdir()
+        data.symlink_to(home)
+        outcome = gateway.call_sync(f"{PLUGIN}:read", {"path": str(data / ".env")})
+        assert outcome.status == "error", (outcome.status, outcome.content)
+        message = outcome.message or ""
+        assert "pandora.json: permissions.fs[0]" in message, message
+        assert "one of the gateway's own folders" in message, message
+        assert SECRET not in json.dumps(outcome.content, default=str) + message
+
+
+@pytest.mark.usefixtures("js_runtime")
+def test_a_js_host_with_a_clean_fs_prefix_still_starts(tmp_path: Path) -> None:
+    _bwrap_works()
+    home = tmp_path / "gateway-home"
+    home.mkdir()
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "note.txt").write_text("hello from data\n")
+    folder = plugin_copy(tmp_path, "probe", permissions={"fs": [str(data)]})
+    with Gateway(environ={}, sandbox=Sandbox(SandboxConfig()), home=home) as gateway:
+        loaded = gateway.add_source(folder)
+        assert loaded.diagnostics == [], loaded.diagnostics
+        outcome = gateway.call_sync(f"{PLUGIN}:read", {"path": str(data / "note.txt")})
+        assert outcome.status == "ok", (outcome.code, outcome.message)
+        assert "hello from data" in json.dumps(outcome.content)

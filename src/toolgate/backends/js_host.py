@@ -24,16 +24,19 @@ import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ToolError
 from ..model import Permissions
-from ..sandbox.bwrap import BwrapSpec, bwrap_argv
+from ..sandbox.bwrap import BwrapSpec, HeldPaths, bwrap_argv
 from ..sandbox.programs import contain_program
-from ..sandbox.runner import SANDBOX_ENV
+from ..sandbox.runner import SANDBOX_ENV, SandboxUnavailableError
 from .js_install import JsRuntimeError, ensure_installed, host_script, node_program
 from .prestart import PoolKey
 from .workers import WorkerPool, WorkerSettings
+
+if TYPE_CHECKING:
+    from ..sandbox.runner import Sandbox
 
 __all__ = [
     "JsConfinement",
@@ -65,6 +68,12 @@ class JsConfinement:
     """The gateway's state, hidden again wherever a bind would expose it."""
     egress_dir: Path | None = None
     """The private folder the calls' egress sockets are made in, bound into the sandbox."""
+    sandbox: Sandbox | None = field(default=None, compare=False, repr=False)
+    """The running gateway's sandbox: each ``fs`` prefix is checked against its folders
+    (:meth:`~toolgate.sandbox.runner.Sandbox.held_prefixes`) whenever a host process's
+    command line is made; one refused makes the host refuse to start."""
+    where: str = "permissions.fs"
+    """Where the ``fs`` prefixes were granted (``…/pandora.json: permissions.fs``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,8 +129,13 @@ class JsHostSpec:
         """How messages name the host process (``@acme/hello entry index.ts``)."""
         return f"{self.plugin_id} entry {self.entry.name}"
 
-    def key(self, tool_id: str) -> PoolKey:
-        """The worker-pool key of this spec's process (``tool_id`` names it in messages)."""
+    def key(self, tool_id: str, *, leave_out_refused: bool = False) -> PoolKey:
+        """The worker-pool key of this spec's process (``tool_id`` names it in messages).
+
+        An ``fs`` prefix the running gateway refuses makes it raise
+        :class:`~toolgate.sandbox.runner.SandboxUnavailableError`; with ``leave_out_refused``
+        (a process that only lists the entry's tools) such a prefix is not bound instead, and
+        the registry makes the tools that declare it unavailable with the reason."""
         node, folder = _runtime()
         # Host mode: a plain Node.js process with the gateway's environment (full access).
         env = dict(os.environ) if self.mode != "compartment" else {}
@@ -134,7 +148,8 @@ class JsHostSpec:
             env["NODE_EXTRA_CA_CERTS"] = os.environ["NODE_EXTRA_CA_CERTS"]
         argv: tuple[str, ...] = (node, f"--max-old-space-size={self.heap_mb}", str(host_script()))
         if self.confinement is not None and self.mode == "compartment":
-            argv = tuple(_confined_argv(self, argv, folder, env.get("NODE_EXTRA_CA_CERTS")))
+            ca_file = env.get("NODE_EXTRA_CA_CERTS")
+            argv = tuple(_confined_argv(self, argv, folder, ca_file, leave_out_refused))
         return PoolKey(
             tool_id=tool_id,
             argv=argv,
@@ -148,7 +163,11 @@ _RUNTIME: tuple[str, Path] | None = None
 
 
 def _confined_argv(
-    spec: JsHostSpec, command: tuple[str, ...], modules: Path, ca_file: str | None
+    spec: JsHostSpec,
+    command: tuple[str, ...],
+    modules: Path,
+    ca_file: str | None,
+    leave_out_refused: bool = False,
 ) -> list[str]:
     confinement = spec.confinement
     assert confinement is not None
@@ -162,7 +181,7 @@ def _confined_argv(
         raise JsRuntimeError(f"the JavaScript host cannot run in a sandbox: {node.problem}")
     command = (node.program, *command[1:])
     read_only = [spec.root, package, modules, *node.read_only]
-    read_only += [Path(prefix) for prefix in spec.permissions.fs]
+    read_only += _checked_prefixes(spec, leave_out_refused)
     if ca_file:
         read_only.append(Path(ca_file))
     egress = confinement.egress_dir
@@ -178,6 +197,30 @@ def _confined_argv(
             extra_binds=[(egress, egress)] if egress is not None else [],
         ),
     )
+
+
+def _checked_prefixes(spec: JsHostSpec, leave_out_refused: bool = False) -> list[Path]:
+    """The ``fs`` prefixes of ``spec`` that exist, as the real paths of what was opened and
+    checked against the running gateway's folders, by the path rule and by identity (the same
+    check as a script tool's prefixes). Raises
+    :class:`~toolgate.sandbox.runner.SandboxUnavailableError` naming the manifest field, or
+    with ``leave_out_refused`` leaves a refused prefix out."""
+    confinement = spec.confinement
+    assert confinement is not None
+    sandbox = confinement.sandbox
+    if sandbox is None:
+        return [Path(prefix) for prefix in spec.permissions.fs]
+    own, where = [spec.root], confinement.where
+    if not leave_out_refused:
+        with HeldPaths() as held:
+            return sandbox.held_prefixes(
+                spec.label, spec.permissions.fs, held, own=own, where=where
+            )
+    found: list[Path] = []
+    for prefix in spec.permissions.fs:
+        with HeldPaths() as held, contextlib.suppress(SandboxUnavailableError):
+            found += sandbox.held_prefixes(spec.label, [prefix], held, own=own, where=where)
+    return found
 
 
 def _runtime() -> tuple[str, Path]:
@@ -218,7 +261,7 @@ def confirm_once(
 def _one_shot(
     spec: JsHostSpec, request: Mapping[str, Any], timeout: float, what: str
 ) -> Mapping[str, Any]:
-    key = spec.key(spec.label)
+    key = spec.key(spec.label, leave_out_refused=True)
     line = json.dumps({**request, "_call": "once"}) + "\n"
     try:
         done = subprocess.run(
