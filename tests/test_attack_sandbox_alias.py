@@ -32,6 +32,7 @@ from toolgate import Gateway
 from toolgate.sandbox.host import probe_host
 from toolgate.sandbox.runner import Sandbox
 from toolgate.sandbox.settings import SandboxConfig
+from toolgate.sources.plugins import PluginSource
 
 __all__ = ["js_runtime"]  # the fixture, used by name
 
@@ -266,3 +267,9 @@ def test_a_js_host_with_a_clean_fs_prefix_still_starts(tmp_path: Path) -> None:
         outcome = gateway.call_sync(f"{PLUGIN}:read", {"path": str(data / "note.txt")})
         assert outcome.status == "ok", (outcome.code, outcome.message)
         assert "hello from data" in json.dumps(outcome.content)
+        # The prefix is bound from the descriptor that was checked, not by name again.
+        [source] = [s for s in gateway.declarations.sources if isinstance(s, PluginSource)]
+        [pid] = source.js_hosts.pids()
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    at = argv.index(str(data.resolve()).encode())
+    assert argv[at - 2] == b"--ro-bind-fd", argv
