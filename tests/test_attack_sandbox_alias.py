@@ -83,11 +83,15 @@ from toolgate.config.files import load_config
 
 project, home, alias = map(Path, sys.argv[1:4])
 subprocess.run(["mount", "--bind", str(home), str(alias)], check=True)
+# The folder above the home under another name: it contains the home.
+above = alias.parent.parent / "y" / "up"
+subprocess.run(["mount", "--bind", str(home.parent), str(above)], check=True)
 calls = {
     "read_only": ("ops:catenv", {}, alias),
     "writing": ("t:dropper", {}, alias),
     "writing_tools": ("t:dropper", {}, alias / "tools"),
     "fs_prefix": ("t:reader", {"path": str(alias / ".env")}, None),
+    "containing": ("t:dropper", {}, above),
     "normal": ("t:dropper", {}, alias.parent.parent / "work"),
 }
 found = {}
@@ -170,6 +174,7 @@ def attacked(project: Path, toolgate_home: Path, tmp_path: Path) -> dict[str, An
     (home / ".env").write_text(SECRET + "\n")
     alias = tmp_path / "x" / "bm"
     alias.mkdir(parents=True)
+    (tmp_path / "y" / "up").mkdir(parents=True)
     (tmp_path / "work").mkdir()
     _project(project, alias)
     found = _attack(project, home, alias)
@@ -194,6 +199,15 @@ def test_the_home_under_another_name_is_refused_as_a_writable_workspace(
         outcome = attacked[name]
         assert outcome["status"] == "error", (name, outcome)
         assert "under another name" in outcome["message"], (name, outcome)
+
+
+def test_a_folder_holding_the_home_under_another_name_is_refused_as_a_workspace(
+    attacked: dict[str, Any],
+) -> None:
+    outcome = attacked["containing"]
+    assert outcome["status"] == "error", outcome
+    # Refused as the folder above the home under another name (it holds the home's .env).
+    assert "under another name" in outcome["message"], outcome
 
 
 def test_the_home_under_another_name_is_refused_as_an_fs_prefix(
