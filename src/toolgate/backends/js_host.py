@@ -24,16 +24,19 @@ import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ToolError
 from ..model import Permissions
-from ..sandbox.bwrap import BwrapSpec, bwrap_argv
+from ..sandbox.bwrap import BwrapSpec, HeldPaths, bwrap_argv
 from ..sandbox.programs import contain_program
-from ..sandbox.runner import SANDBOX_ENV
+from ..sandbox.runner import SANDBOX_ENV, SandboxUnavailableError
 from .js_install import JsRuntimeError, ensure_installed, host_script, node_program
 from .prestart import PoolKey
 from .workers import WorkerPool, WorkerSettings
+
+if TYPE_CHECKING:
+    from ..sandbox.runner import Sandbox
 
 __all__ = [
     "JsConfinement",
@@ -65,6 +68,12 @@ class JsConfinement:
     """The gateway's state, hidden again wherever a bind would expose it."""
     egress_dir: Path | None = None
     """The private folder the calls' egress sockets are made in, bound into the sandbox."""
+    sandbox: Sandbox | None = field(default=None, compare=False, repr=False)
+    """The running gateway's sandbox: each ``fs`` prefix is checked against its folders
+    (:meth:`~toolgate.sandbox.runner.Sandbox.held_prefixes`) whenever a host process's
+    command line is made; one refused makes the host refuse to start."""
+    where: str = "permissions.fs"
+    """Where the ``fs`` prefixes were granted (``…/pandora.json: permissions.fs``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,8 +129,18 @@ class JsHostSpec:
         """How messages name the host process (``@acme/hello entry index.ts``)."""
         return f"{self.plugin_id} entry {self.entry.name}"
 
-    def key(self, tool_id: str) -> PoolKey:
-        """The worker-pool key of this spec's process (``tool_id`` names it in messages)."""
+    def key(
+        self, tool_id: str, *, leave_out_refused: bool = False, held: HeldPaths | None = None
+    ) -> PoolKey:
+        """The worker-pool key of this spec's process (``tool_id`` names it in messages).
+
+        An ``fs`` prefix the running gateway refuses makes it raise
+        :class:`~toolgate.sandbox.runner.SandboxUnavailableError`; with ``leave_out_refused``
+        (a process that only lists the entry's tools) such a prefix is not bound instead, and
+        the registry makes the tools that declare it unavailable with the reason. With
+        ``held``, the checked prefixes stay open there and are bound from their descriptors
+        (the key's :attr:`~PoolKey.pass_fds`): the caller keeps ``held`` open as long as a
+        process may be started from the key."""
         node, folder = _runtime()
         # Host mode: a plain Node.js process with the gateway's environment (full access).
         env = dict(os.environ) if self.mode != "compartment" else {}
@@ -134,13 +153,15 @@ class JsHostSpec:
             env["NODE_EXTRA_CA_CERTS"] = os.environ["NODE_EXTRA_CA_CERTS"]
         argv: tuple[str, ...] = (node, f"--max-old-space-size={self.heap_mb}", str(host_script()))
         if self.confinement is not None and self.mode == "compartment":
-            argv = tuple(_confined_argv(self, argv, folder, env.get("NODE_EXTRA_CA_CERTS")))
+            ca_file = env.get("NODE_EXTRA_CA_CERTS")
+            argv = tuple(_confined_argv(self, argv, folder, ca_file, leave_out_refused, held))
         return PoolKey(
             tool_id=tool_id,
             argv=argv,
             env=tuple(sorted(env.items())),
             cwd=str(self.root),
             definition=self.generation,
+            pass_fds=held.fds if held is not None else (),
         )
 
 
@@ -148,7 +169,12 @@ _RUNTIME: tuple[str, Path] | None = None
 
 
 def _confined_argv(
-    spec: JsHostSpec, command: tuple[str, ...], modules: Path, ca_file: str | None
+    spec: JsHostSpec,
+    command: tuple[str, ...],
+    modules: Path,
+    ca_file: str | None,
+    leave_out_refused: bool = False,
+    held: HeldPaths | None = None,
 ) -> list[str]:
     confinement = spec.confinement
     assert confinement is not None
@@ -162,7 +188,7 @@ def _confined_argv(
         raise JsRuntimeError(f"the JavaScript host cannot run in a sandbox: {node.problem}")
     command = (node.program, *command[1:])
     read_only = [spec.root, package, modules, *node.read_only]
-    read_only += [Path(prefix) for prefix in spec.permissions.fs]
+    read_only += _checked_prefixes(spec, leave_out_refused, held)
     if ca_file:
         read_only.append(Path(ca_file))
     egress = confinement.egress_dir
@@ -176,8 +202,37 @@ def _confined_argv(
             protected=confinement.protected,
             network=bool(spec.permissions.network),
             extra_binds=[(egress, egress)] if egress is not None else [],
+            held=held.held if held is not None else {},
         ),
     )
+
+
+def _checked_prefixes(
+    spec: JsHostSpec, leave_out_refused: bool = False, held: HeldPaths | None = None
+) -> list[Path]:
+    """The ``fs`` prefixes of ``spec`` that exist, as the real paths of what was opened and
+    checked against the running gateway's folders, by the path rule and by identity (the same
+    check as a script tool's prefixes). Raises
+    :class:`~toolgate.sandbox.runner.SandboxUnavailableError` naming the manifest field, or
+    with ``leave_out_refused`` leaves a refused prefix out. The descriptors stay open in
+    ``held`` when given (closed at once otherwise)."""
+    confinement = spec.confinement
+    assert confinement is not None
+    sandbox = confinement.sandbox
+    if sandbox is None:
+        return [Path(prefix) for prefix in spec.permissions.fs]
+    own, where = [spec.root], confinement.where
+    with HeldPaths() as mine:
+        target = held if held is not None else mine
+        if not leave_out_refused:
+            return sandbox.held_prefixes(
+                spec.label, spec.permissions.fs, target, own=own, where=where
+            )
+        found: list[Path] = []
+        for prefix in spec.permissions.fs:
+            with contextlib.suppress(SandboxUnavailableError):
+                found += sandbox.held_prefixes(spec.label, [prefix], target, own=own, where=where)
+        return found
 
 
 def _runtime() -> tuple[str, Path]:
@@ -218,22 +273,24 @@ def confirm_once(
 def _one_shot(
     spec: JsHostSpec, request: Mapping[str, Any], timeout: float, what: str
 ) -> Mapping[str, Any]:
-    key = spec.key(spec.label)
     line = json.dumps({**request, "_call": "once"}) + "\n"
-    try:
-        done = subprocess.run(
-            key.argv,
-            input=line,
-            capture_output=True,
-            text=True,
-            env=dict(key.env),
-            cwd=key.cwd,
-            timeout=timeout,
-        )
-    except subprocess.TimeoutExpired:
-        raise JsHostError(f"{what} did not finish within {timeout:g} s") from None
-    except OSError as exc:
-        raise JsRuntimeError(f"the JavaScript host could not be started: {exc}") from None
+    with HeldPaths() as held:
+        key = spec.key(spec.label, leave_out_refused=True, held=held)
+        try:
+            done = subprocess.run(
+                key.argv,
+                input=line,
+                capture_output=True,
+                text=True,
+                env=dict(key.env),
+                cwd=key.cwd,
+                timeout=timeout,
+                pass_fds=key.pass_fds,
+            )
+        except subprocess.TimeoutExpired:
+            raise JsHostError(f"{what} did not finish within {timeout:g} s") from None
+        except OSError as exc:
+            raise JsRuntimeError(f"the JavaScript host could not be started: {exc}") from None
     first = done.stdout.strip().splitlines()[:1]
     try:
         answer = json.loads(first[0]) if first else None
@@ -259,8 +316,15 @@ class JsHosts:
             weakref.WeakKeyDictionary()
         )
         # A warm call must not rebuild its key (the spec's JSON, bubblewrap's command line):
-        # kept per spec object (held, so its id is not reused).
+        # kept per spec object (held, so its id is not reused), with the descriptors its
+        # bubblewrap binds (open while a process may be started from the key).
         self._keys: dict[int, tuple[JsHostSpec, PoolKey]] = {}
+        # Specs whose processes are interchangeable (one per entry and permission set) share
+        # one key and its descriptors: the key without descriptors → (key, descriptors).
+        self._shared: dict[PoolKey, tuple[PoolKey, HeldPaths]] = {}
+        # The descriptors of the keys dropped at the last clear-out: closed at the next one
+        # (a call that began before it may still start a process from its key) or at close.
+        self._retired: list[HeldPaths] = []
 
     def pool(self) -> WorkerPool:
         """The pool of the running event loop."""
@@ -287,9 +351,19 @@ class JsHosts:
         cached = self._keys.get(id(spec))
         if cached is None:
             if len(self._keys) > 1024:  # specs of many reloads ago
-                self._keys.clear()
+                self._retire()
             # One process per entry (and permission set), whichever of its tools is called.
-            cached = self._keys[id(spec)] = (spec, spec.key(spec.label))
+            plain = spec.key(spec.label)  # checks the prefixes (and closes them)
+            shared = self._shared.get(plain)
+            if shared is None:
+                held = HeldPaths()
+                try:
+                    shared = (spec.key(spec.label, held=held), held)
+                except BaseException:
+                    held.close()
+                    raise
+                self._shared[plain] = shared
+            cached = self._keys[id(spec)] = (spec, shared[0])
         key = cached[1]
         payload: dict[str, Any] = {
             "op": "execute",
@@ -301,6 +375,18 @@ class JsHosts:
             payload["ctx"] = dict(ctx)
         answer = await self.pool().call(key, payload, timeout=timeout, max_output=MAX_ANSWER)
         return _answer(answer, f"Tool {tool_id}").get("result")
+
+    def _retire(self) -> None:
+        """Drop the cached keys; close the descriptors of those dropped the time before."""
+        for held in self._retired:
+            held.close()
+        self._retired = [held for _, held in self._shared.values()]
+        self._shared.clear()
+        self._keys.clear()
+
+    def _close_held(self) -> None:
+        self._retire()
+        self._retire()
 
     def pids(self) -> list[int]:
         """The process ids of the idle host processes, in every loop."""
@@ -315,6 +401,8 @@ class JsHosts:
         pool = self._pools.pop(asyncio.get_running_loop(), None)
         if pool is not None:
             await pool.aclose()
+        if not self._pools:
+            self._close_held()
 
     def close(self) -> None:
         """Stop every idle host process; those of a loop running in another thread are reaped
@@ -327,6 +415,7 @@ class JsHosts:
             else:
                 pool.close()
         self._pools.clear()
+        self._close_held()
 
 
 def _in_loop(loop: asyncio.AbstractEventLoop) -> bool:

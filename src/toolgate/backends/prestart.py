@@ -85,6 +85,9 @@ class PoolKey:
     process started for its old definition."""
     where: str = "host"
     """``host``, or ``sandbox`` for a warm sandbox: the two are never interchanged."""
+    pass_fds: tuple[int, ...] = ()
+    """Descriptors the process inherits (what its bubblewrap binds with ``--ro-bind-fd``); the
+    key's owner keeps them open as long as a process may be started from the key."""
 
     @classmethod
     def of(

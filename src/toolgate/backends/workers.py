@@ -95,6 +95,7 @@ class _Worker:
                 stderr=asyncio.subprocess.PIPE,
                 env=dict(key.env),
                 cwd=key.cwd,
+                pass_fds=key.pass_fds,
                 start_new_session=True,
                 limit=max(max_output, 1024),
             )

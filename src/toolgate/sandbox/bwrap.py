@@ -189,6 +189,10 @@ class HeldPaths:
             self._fds[real] = fd
         return real
 
+    def fd(self, real: Path) -> int:
+        """The descriptor held for ``real`` (a path :meth:`hold` returned)."""
+        return self._fds[real]
+
     @property
     def held(self) -> dict[Path, int]:
         """Real path → descriptor, for :attr:`BwrapSpec.held`."""

@@ -57,6 +57,7 @@ from .addresses import tool_grant
 from .bwrap import BwrapSpec, HeldPaths, bwrap_argv, install_root
 from .cgroups import BRIDGE_TASKS, BWRAP_TASKS, CallCgroup
 from .host import HostCapabilities, probe_host
+from .identity import IdentityGuard
 from .limits import ResourceLimits, prlimit_argv
 from .programs import ContainedProgram, contain_program, contained_before, resolved_folders
 from .settings import SandboxConfig
@@ -539,6 +540,14 @@ class Sandbox:
             if refused is None:
                 real = held.hold(workspace, directory=True)
                 refused = self.workspace_refusal(tool, real)
+            if refused is None:
+                # The same folder under another name (a bind mount) passes the text rule.
+                policy = self.paths()
+                if not tool.side_effect.writes:
+                    policy = policy.read_only()
+                problem = self.identity_guard(policy).problem(held.fd(real), real)
+                if problem is not None:
+                    refused = _workspace_message(tool, f"{real} {problem}")
         except OSError as exc:
             raise SandboxWorkspaceError(
                 f"Tool {tool.id} runs in a sandbox and did not run: the workspace {workspace} "
@@ -553,21 +562,54 @@ class Sandbox:
         checked (:func:`~toolgate.path_policy.prefix_problem`) as what was opened."""
         policy = self.paths()
         own = [*code, *_own_folder(tool)]
-        own += [Path(os.path.realpath(folder)) for folder in own]
         where = f"{tool.source.location or tool.id}: permissions.fs"
+        return self.held_prefixes(
+            tool.id, tool.sandbox.permissions.fs, held, own=own, where=where, policy=policy
+        )
+
+    def held_prefixes(
+        self,
+        tool_id: str,
+        prefixes: Sequence[str],
+        held: HeldPaths,
+        *,
+        own: Sequence[Path],
+        where: str,
+        policy: PathPolicy | None = None,
+    ) -> list[Path]:
+        """The ``prefixes`` (granted at ``where``) that exist, opened in ``held``: their real
+        paths, each checked as what was opened, by the path rule
+        (:func:`~toolgate.path_policy.prefix_problem`) and by identity
+        (:mod:`toolgate.sandbox.identity`). Raises :class:`SandboxUnavailableError`."""
+        policy = policy or self.paths()
+        own = [*own, *(Path(os.path.realpath(folder)) for folder in own)]
+        guard: IdentityGuard | None = None
         found: list[Path] = []
-        for index, prefix in enumerate(tool.sandbox.permissions.fs):
-            real = _hold_one(tool, held, Path(prefix))
+        for index, prefix in enumerate(prefixes):
+            real = _hold_one(tool_id, held, Path(prefix))
             if real is None:
                 continue
             problem = prefix_problem(real, policy, own=own)
+            if problem is None:
+                guard = guard or self.identity_guard(policy)
+                try:
+                    problem = guard.problem(held.fd(real), real, own=own)
+                except OSError as exc:
+                    problem = f"cannot be checked: {exc.strerror or exc}"
+                if problem is not None:
+                    problem = f"{real} {problem}"
             if problem is not None:
                 raise SandboxUnavailableError(
-                    f"Tool {tool.id} did not run: {where}[{index}] ({prefix}): {problem}: a "
+                    f"Tool {tool_id} did not run: {where}[{index}] ({prefix}): {problem}: a "
                     "sandbox never shows it to a tool"
                 )
             found.append(real)
         return found
+
+    def identity_guard(self, policy: PathPolicy) -> IdentityGuard:
+        """The identities of ``policy``'s folders and of the protected paths (see
+        :mod:`toolgate.sandbox.identity`), found now."""
+        return IdentityGuard((*policy.state_folders, *policy.gateway_folders), self.protected)
 
     def _call_cgroup(self, host: HostCapabilities, *, network: bool) -> CallCgroup | None:
         """A fresh pids cgroup for one call, or ``None`` when the host has no usable one.
@@ -592,17 +634,17 @@ class Sandbox:
 
 def _hold(tool: Tool, held: HeldPaths, paths: Sequence[Path]) -> list[Path]:
     """``paths`` that exist, opened in ``held``: their real paths (bound read-only)."""
-    return [real for path in paths if (real := _hold_one(tool, held, path)) is not None]
+    return [real for path in paths if (real := _hold_one(tool.id, held, path)) is not None]
 
 
-def _hold_one(tool: Tool, held: HeldPaths, path: Path) -> Path | None:
+def _hold_one(tool_id: str, held: HeldPaths, path: Path) -> Path | None:
     try:
         return held.hold(path)
     except (FileNotFoundError, NotADirectoryError):
         return None  # as before: a path that does not exist is not bound
     except OSError as exc:
         raise SandboxUnavailableError(
-            f"Tool {tool.id} did not run: {path} cannot be opened to be bound into its "
+            f"Tool {tool_id} did not run: {path} cannot be opened to be bound into its "
             f"sandbox: {exc.strerror or exc}"
         ) from None
 

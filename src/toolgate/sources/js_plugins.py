@@ -60,7 +60,12 @@ _EGRESS_DIRS: dict[tuple[str, ...], Path] = {}
 
 
 def confinement(
-    sandbox: Sandbox | None, tool: Tool | None, *, network: bool, key: tuple[str, ...]
+    sandbox: Sandbox | None,
+    tool: Tool | None,
+    *,
+    network: bool,
+    key: tuple[str, ...],
+    where: str = "permissions.fs",
 ) -> JsConfinement | None:
     """Bubblewrap around a compartment host, where it works and the operator's namespaces put
     the tool in a compartment (``None`` otherwise: the SES compartment alone). ``key`` names
@@ -77,7 +82,7 @@ def confinement(
             # In the gateway's run folder: a state folder no sandbox is shown (path_policy).
             made = tempfile.mkdtemp(prefix="toolgate-js-egress-", dir=run_folder())
             egress = _EGRESS_DIRS[key] = Path(made)
-    return JsConfinement(host.bwrap, tuple(sandbox.protected), egress)
+    return JsConfinement(host.bwrap, tuple(sandbox.protected), egress, sandbox, where)
 
 
 def egress_options(spec: JsHostSpec, sandbox: Sandbox | None, tool_id: str) -> dict[str, Any]:
@@ -114,7 +119,10 @@ def js_spec(
     confined = None
     if mode is SandboxMode.COMPARTMENT:
         key = (str(entry.module_file), json.dumps(str(permissions)))
-        confined = confinement(sandbox, tool, network=bool(permissions.network), key=key)
+        where = f"{(tool.source.location if tool else None) or manifest.path}: permissions.fs"
+        confined = confinement(
+            sandbox, tool, network=bool(permissions.network), key=key, where=where
+        )
     return JsHostSpec(
         plugin_id=manifest.id,
         root=manifest.folder,
