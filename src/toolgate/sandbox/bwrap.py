@@ -21,6 +21,8 @@ protected paths            the gateway's state (database, ``.env``, secrets) fou
                            is covered again: an empty tmpfs over a folder, ``/dev/null`` over a
                            file
 ``/tmp``                   a private tmpfs of a fixed size
+``/run/toolgate-home``     the tool's ``HOME``: a private tmpfs of the same size, new for every
+                           call, under ``/run``, where no workspace or prefix is ever bound
 ``/proc``, ``/dev``        a fresh procfs of the sandbox's own PID namespace; a minimal ``/dev``:
                            null, zero, full, random, urandom and the ``fd``/``std*`` symlinks
                            (no terminal, no ``/dev/shm``). Mounted after every bind, and no
