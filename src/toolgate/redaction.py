@@ -317,7 +317,17 @@ class Masker:
     cached, so one is shared by every call of a tool.
     """
 
-    __slots__ = ("_kept", "_long", "_probes", "_runs", "_urls", "_whole", "_windows", "values")
+    __slots__ = (
+        "_kept",
+        "_long",
+        "_probes",
+        "_runs",
+        "_urls",
+        "_urls_only",
+        "_whole",
+        "_windows",
+        "values",
+    )
 
     def __init__(
         self,
@@ -352,12 +362,15 @@ class Masker:
             else None
         )
         self._urls = urls
+        self._urls_only = urls and not self._long and self._whole is None and self._runs is None
 
     def __bool__(self) -> bool:
         return bool(self.values) or self._runs is not None or self._urls
 
     def sub(self, text: str) -> str:
         """``text`` masked; ``text`` itself when nothing in it is."""
+        if self._urls_only and "@" not in text and "=" not in text and "%" not in text:
+            return text  # the usual record string: no value to look for, no URL credential
         if text in self._kept:
             return text
         masked = text
