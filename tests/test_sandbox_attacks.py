@@ -237,7 +237,8 @@ def test_the_environment_holds_only_declared_keys(world: World) -> None:
     tool = world.add("env", env=("DECLARED",))
     env = world.probe(tool, op="env")["value"]
     # PWD is bubblewrap's (the working directory inside the sandbox).
-    assert set(env) <= set(SANDBOX_ENV) | {"DECLARED", "PWD"}
+    # PYTHONNOUSERSITE is toolgate's own setting for Python tools (no user site-packages).
+    assert set(env) <= set(SANDBOX_ENV) | {"DECLARED", "PWD", "PYTHONNOUSERSITE"}
     assert env["DECLARED"] == "declared-value"
     assert SECRET not in repr(env)
 

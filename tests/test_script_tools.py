@@ -413,7 +413,18 @@ def test_scripts_never_inherit_the_gateway_environment(tools_root: Path, tmp_pat
         assert seen["PATH"] == environ["PATH"]
     assert declared["MY_TOOL_CACHE_DIR"] == "/data/cache"
     assert "MY_TOOL_CACHE_DIR" not in undeclared and "MY_TOOL_CACHE_DIR" not in empty
-    assert set(empty) <= {"PATH", "HOME", "LANG", "TMPDIR", "LC_CTYPE", "PWD", "SHLVL", "_"}
+    # PYTHONNOUSERSITE is toolgate's own setting for Python tools (no user site-packages).
+    assert set(empty) <= {
+        "PATH",
+        "HOME",
+        "LANG",
+        "TMPDIR",
+        "LC_CTYPE",
+        "PWD",
+        "SHLVL",
+        "_",
+        "PYTHONNOUSERSITE",
+    }
 
 
 def test_the_operator_may_allow_declared_names_from_the_process_environment(
