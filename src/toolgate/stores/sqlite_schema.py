@@ -128,8 +128,13 @@ def ensure_private_file(path: Path) -> None:
     for folder in reversed(missing):
         with suppress(FileExistsError):  # another process made it first
             folder.mkdir(mode=0o700)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    os.close(fd)
+    # Never open an existing database here: closing any descriptor of a file drops every POSIX
+    # lock this process holds on it, so another SQLite connection in this process (the server's
+    # stores share one file) would silently lose its shared lock — and the next process to close
+    # the database would think it the last, checkpoint it and delete the WAL under the server,
+    # which then reads a stale snapshot forever. O_EXCL opens only a file this call creates.
+    with suppress(FileExistsError):
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
 
 
 @contextmanager
