@@ -83,12 +83,12 @@ def test_approve_once_runs_once_and_the_retry_collects_the_result(gateway: Gatew
     approvals = gateway.approvals
     assert approvals is not None
     request = pending(gateway)
-    outcome = asyncio.run(approvals.decide(request.id, "approve", by="alice"))
+    outcome = approvals.decide(request.id, "approve", by="alice")
     assert outcome.ok and len(RUNS) == 1
     assert approvals.result(request.id).content == outcome.content  # type: ignore[union-attr]
     # Replaying the decision does not run it again.
     with pytest.raises(ApprovalClosedError, match="already decided"):
-        asyncio.run(approvals.decide(request.id, "approve", by="alice"))
+        approvals.decide(request.id, "approve", by="alice")
     # The agent's retry gets the stored outcome, once, without running the tool.
     retry = gateway.call_sync("gh:create_issue", ARGS)
     assert retry.ok and retry.content == outcome.content and len(RUNS) == 1
@@ -106,7 +106,7 @@ def test_an_approval_for_arguments_a_cannot_run_arguments_b(gateway: Gateway) ->
     request = pending(gateway)
     other = pending(gateway, {**ARGS, "title": "Something else"})
     assert other.id != request.id
-    asyncio.run(approvals.decide(request.id, "approve"))
+    approvals.decide(request.id, "approve")
     assert RUNS == [ARGS]
     assert gateway.call_sync("gh:create_issue", {**ARGS, "title": "Third"}).status is (
         CallStatus.PENDING_APPROVAL
@@ -128,7 +128,7 @@ def test_an_expired_request_cannot_be_approved_and_never_runs(tmp_path: Path) ->
         request = pending(gateway)
         time.sleep(0.3)
         with pytest.raises(ApprovalClosedError, match="expired"):
-            asyncio.run(gateway.approvals.decide(request.id, "approve"))  # type: ignore[union-attr]
+            gateway.approvals.decide(request.id, "approve")  # type: ignore[union-attr]
         assert gateway.approvals.pending() == []  # type: ignore[union-attr]
         assert pending(gateway).id != request.id  # a new call asks again
     assert RUNS == []
@@ -138,7 +138,7 @@ def test_deny_ends_in_user_rejection_for_the_retry(gateway: Gateway) -> None:
     approvals = gateway.approvals
     assert approvals is not None
     request = pending(gateway)
-    denied = asyncio.run(approvals.decide(request.id, "deny", by="bob", message="wrong repo"))
+    denied = approvals.decide(request.id, "deny", by="bob", message="wrong repo")
     assert denied.code is ErrorCode.USER_REJECTION and "wrong repo" in (denied.message or "")
     retry = gateway.call_sync("gh:create_issue", ARGS)
     assert retry.code is ErrorCode.USER_REJECTION
@@ -148,7 +148,7 @@ def test_deny_ends_in_user_rejection_for_the_retry(gateway: Gateway) -> None:
 
 def test_unknown_request_ids_are_a_lookup_error(gateway: Gateway) -> None:
     with pytest.raises(ApprovalClosedError) as info:
-        asyncio.run(gateway.approvals.decide("apr_nope", "approve"))  # type: ignore[union-attr]
+        gateway.approvals.decide("apr_nope", "approve")  # type: ignore[union-attr]
     assert isinstance(info.value, LookupError)
 
 
@@ -166,7 +166,7 @@ def test_always_allow_covers_the_same_workspace_and_key_only(gateway: Gateway) -
     approvals = gateway.approvals
     assert approvals is not None
     request = pending(gateway, workspace="/ws/a")
-    asyncio.run(approvals.decide(request.id, "always", by="alice"))
+    approvals.decide(request.id, "always", by="alice")
     [grant] = approvals.grants()
     assert (grant.workspace, grant.tool_id, grant.granted_by) == (
         "/ws/a",
@@ -187,7 +187,7 @@ def test_a_changed_tool_definition_voids_grants_and_requests(gateway: Gateway) -
     approvals = gateway.approvals
     assert approvals is not None
     request = pending(gateway)
-    asyncio.run(approvals.decide(request.id, "always"))
+    approvals.decide(request.id, "always")
     waiting = pending(gateway, {**ARGS, "title": "waiting"}, workspace="/elsewhere")
     entry = gateway.registry.get("gh:create_issue")
     assert entry is not None
@@ -198,7 +198,7 @@ def test_a_changed_tool_definition_voids_grants_and_requests(gateway: Gateway) -
         CallStatus.PENDING_APPROVAL
     )
     with pytest.raises(ApprovalClosedError, match="changed"):
-        asyncio.run(approvals.decide(waiting.id, "approve"))
+        approvals.decide(waiting.id, "approve")
     assert len(RUNS) == 1
 
 
@@ -207,7 +207,7 @@ def test_grants_survive_a_restart_and_can_be_revoked(tmp_path: Path) -> None:
     with Gateway(approver="queue", state_path=state) as gateway:
         gateway.add(create_issue)
         request = pending(gateway)
-        asyncio.run(gateway.approvals.decide(request.id, "always"))  # type: ignore[union-attr]
+        gateway.approvals.decide(request.id, "always")  # type: ignore[union-attr]
     with Gateway(approver="queue", state_path=state) as restarted:
         restarted.add(create_issue)
         approvals = restarted.approvals
@@ -295,7 +295,7 @@ def test_waiting_on_the_queue_sees_a_decision_made_elsewhere(gateway: Gateway) -
         while not approvals.pending():
             await asyncio.sleep(0.02)
         [request] = approvals.pending()
-        await approvals.decide(request.id, "approve", by="web")
+        approvals.decide(request.id, "approve", by="web")
         return await waiter
 
     outcome = asyncio.run(scenario())
@@ -446,7 +446,7 @@ def test_always_allow_for_a_security_key_covers_that_key_only() -> None:
         assert approvals is not None
         request = gateway.call_sync("fs:write", {"path": "a.txt"}).approval
         assert request is not None
-        asyncio.run(approvals.decide(request.id, "always"))
+        approvals.decide(request.id, "always")
         collected = gateway.call_sync("fs:write", {"path": "a.txt"})  # the retry collects
         assert collected.metadata["approval"]["replayed"] is True
         granted = gateway.call_sync("fs:write", {"path": "a.txt"})  # same key: no prompt, runs
@@ -534,7 +534,7 @@ async def test_two_racing_retries_collect_a_completed_outcome_once(gateway: Gate
     assert approvals is not None
     request = (await gateway.call("gh:create_issue", ARGS)).approval
     assert request is not None
-    await approvals.decide(request.id, "approve")
+    approvals.decide(request.id, "approve")
     first, second = await asyncio.gather(
         gateway.call("gh:create_issue", ARGS), gateway.call("gh:create_issue", ARGS)
     )
@@ -565,7 +565,7 @@ async def test_a_decision_made_elsewhere_while_the_approver_is_asked_wins() -> N
         waiter = asyncio.create_task(gateway.call("gh:create_issue", ARGS, wait_for_approval=5))
         await asyncio.to_thread(asked.wait, 5)
         [request] = approvals.pending()
-        await approvals.decide(request.id, "approve", by="dave")
+        approvals.decide(request.id, "approve", by="dave")
         release.set()
         outcome = await waiter
         assert approvals.get(request.id).decided_by == "dave"
@@ -602,7 +602,7 @@ def test_a_relative_workspace_is_resolved_so_a_grant_stays_in_its_folder(
         monkeypatch.chdir(folder_a)
         request = pending(gateway, workspace=".")
         assert request.workspace == str(folder_a)
-        asyncio.run(approvals.decide(request.id, "always"))
+        approvals.decide(request.id, "always")
         monkeypatch.chdir(folder_b)
         elsewhere = gateway.call_sync("gh:create_issue", ARGS, workspace=".")
         assert elsewhere.status is CallStatus.PENDING_APPROVAL  # neither the grant nor the result
@@ -647,7 +647,7 @@ def test_changing_a_python_tools_code_ends_its_grants() -> None:
     with Gateway(approver="queue") as gateway:
         gateway.add(one)
         request = pending_for(gateway, "gh:create")
-        asyncio.run(gateway.approvals.decide(request.id, "always"))  # type: ignore[union-attr]
+        gateway.approvals.decide(request.id, "always")  # type: ignore[union-attr]
         gateway.remove("gh:create")
         gateway.add(two)
         changed = gateway.call_sync("gh:create", {**ARGS, "title": "again"})

@@ -194,7 +194,7 @@ def test_every_outcome_is_audited_and_redacted_everywhere(tmp_path: Path) -> Non
         missing = gateway.call_sync("mail:nope", {})
         pending = gateway.call_sync("mail:send", {"to": "x"})
         assert pending.approval is not None
-        approved = asyncio.run(gateway.approvals.decide(pending.approval.id, "approve", by="bob"))  # type: ignore[union-attr]
+        approved = gateway.approvals.decide(pending.approval.id, "approve", by="bob")  # type: ignore[union-attr]
         assert gateway.audit is not None and gateway.audit.flush(10)
         records = gateway.audit.query(limit=None)
     assert ok.ok and failed.code is ErrorCode.TOOL_ERROR and approved.ok

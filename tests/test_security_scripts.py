@@ -229,7 +229,7 @@ def test_a_verdict_that_asks_a_person_becomes_a_request_keyed_by_its_permission(
         assert request.security_message == "This tool wants to write to notes.txt"
         approvals = gateway.approvals
         assert approvals is not None
-        ran = asyncio.run(approvals.decide(request.id, "always", by="alice"))
+        ran = approvals.decide(request.id, "always", by="alice")
         assert ran.ok and (workspace / "ran").read_text() == "x"
         gateway.call_sync("local:guarded", {}, workspace=workspace)  # collects the outcome
         again = gateway.call_sync("local:guarded", {}, workspace=workspace)  # the grant covers it

@@ -1,10 +1,12 @@
 """The approval queue, decisions and approvers: what surfaces use to let people decide.
 
-``gateway.approvals`` lists pending requests, records decisions (``approve`` runs the approved
-call once and keeps its outcome under the request's id; ``always`` also stores a grant; ``deny``
-ends it with ``user_rejection``), lists and revokes grants, and — for callers that asked to wait —
-consults the configured approver. An approver that raises, returns something that is not a
-decision, or does not answer in time denies.
+``gateway.approvals`` lists pending requests, records decisions (``approve``; ``always`` also
+stores a grant; ``deny`` ends the call with ``user_rejection``), lists and revokes grants, and —
+for callers that asked to wait — consults the configured approver. A decision is all a person's
+surface writes (CLI, web UI, HTTP API): the call belongs to the agent that asked, and its retry
+runs the approved call, once (``run`` does it in the deciding process, when a person asks for
+that explicitly). An approver that raises, returns something that is not a decision, or does not
+answer in time denies.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ Approver = Callable[
 ]
 RunCall = Callable[[ApprovalRequest], Awaitable[CallOutcome]]
 
-_POLL_INTERVAL = 0.1
+#: Seconds between two looks at the store while a caller waits for a decision made elsewhere.
+POLL_INTERVAL = 0.1
 
 
 def parse_decision(value: Any) -> tuple[Decision, str | None]:
@@ -87,7 +90,7 @@ class ApprovalService:
         """Who asked, who decided, what ran — the request's log, oldest first."""
         return self.store.events(request_id)
 
-    async def decide(
+    def decide(
         self,
         request_id: str,
         decision: Decision | str,
@@ -95,24 +98,31 @@ class ApprovalService:
         by: str | None = None,
         message: str | None = None,
         grant_ttl: float | None = None,
-    ) -> CallOutcome:
-        """Decide a pending request and return the call's outcome.
+    ) -> ApprovalRequest:
+        """Record a person's decision on a pending request, and return the decided request.
 
-        ``approve`` runs the call once, now, and keeps the outcome for :meth:`result` and for
-        the agent's retry; ``always`` also stores a grant (expiring after ``grant_ttl`` seconds,
-        if given); ``deny`` ends it with ``user_rejection``. Raises
-        :class:`ApprovalClosedError` when the request is unknown, already decided, expired, or
-        its tool's definition changed since it was shown (then the request is voided).
+        Only the decision is written; nothing runs here. The call belongs to the agent that
+        asked: its retry with the same arguments runs an approved call, once, as that agent
+        (or a caller waiting with :meth:`wait` runs it). ``always`` also stores a grant
+        (expiring after ``grant_ttl`` seconds, if given); ``deny`` ends the call in
+        ``user_rejection`` (:meth:`result` gives that outcome at once). Every process sharing
+        the state sees the decision at its next look: the request lives in the store, never
+        in a copy. Raises :class:`ApprovalClosedError` when the request is unknown, already
+        decided or expired, or when this gateway knows the tool with another definition than
+        the one the request was made for (the request is then voided).
         """
         decision = Decision(decision)
         request = self.get(request_id)
         now = self.clock()
         entry = self.registry.get(request.tool_id)
-        if entry is None or entry.tool.definition_hash != request.definition_hash:
+        # A deciding process that does not declare the tool (the CLI in another folder) still
+        # records the decision: the retry only matches a request made for the definition it
+        # runs, so a changed tool never runs on an old approval.
+        if entry is not None and entry.tool.definition_hash != request.definition_hash:
             self._void(request, now)
             raise ApprovalClosedError(
-                f"the tool {request.tool_id} changed (or was removed) since request "
-                f"{request_id} was made; it was voided — call the tool again to ask anew"
+                f"the tool {request.tool_id} changed since request {request_id} was made; it "
+                "was voided — call the tool again to ask anew"
             )
         try:
             decided = self.store.decide(
@@ -124,11 +134,11 @@ class ApprovalService:
             request_id, "decided", actor=by, at=now, detail={"decision": str(decision)}
         )
         if decision is Decision.DENY:
-            # A person's denial means "not this"; the gateway's own (a failed approver) does not.
-            denied = denied_outcome(decided, retry_hint=by != "toolgate")
             if self._on_denied is not None:
-                self._on_denied(decided, denied)
-            return denied
+                # A person's denial means "not this"; the gateway's own (a failed approver)
+                # does not.
+                self._on_denied(decided, denied_outcome(decided, retry_hint=by != "toolgate"))
+            return decided
         if decision is Decision.ALWAYS:
             self.store.add_grant(
                 Grant(
@@ -144,7 +154,35 @@ class ApprovalService:
                 )
             )
             self.store.record_event(request_id, "granted", actor=by, at=now)
-        return await self._run_once(decided)
+        return decided
+
+    async def run(self, request_id: str) -> CallOutcome:
+        """Run an approved call now, in this process, and keep its outcome for the agent.
+
+        Only for a person who asked for it explicitly (``toolgate approvals approve --run``) or
+        for the caller that waited for the decision: the agent's retry then collects the stored
+        outcome instead of running the tool again. When the call already runs (the agent's retry
+        took the approval first) its outcome is awaited. Raises :class:`ApprovalClosedError`
+        when the request is not approved, or this gateway does not have the tool's definition
+        the request was made for.
+        """
+        request = self.get(request_id)
+        if request.status is ApprovalStatus.DENIED:
+            return denied_outcome(request)
+        if request.status not in (
+            ApprovalStatus.APPROVED,
+            ApprovalStatus.RUNNING,
+            ApprovalStatus.COMPLETED,
+        ):
+            raise ApprovalClosedError(f"request {request_id} is {request.status}, not approved")
+        entry = self.registry.get(request.tool_id)
+        if entry is None or entry.tool.definition_hash != request.definition_hash:
+            raise ApprovalClosedError(
+                f"the tool {request.tool_id} of request {request_id} is not declared here with "
+                "the definition the request was made for, so it cannot run here; the agent's "
+                "retry runs it where it is served"
+            )
+        return await self._run_once(request)
 
     async def _run_once(self, request: ApprovalRequest) -> CallOutcome:
         """Run the approved call now — unless a retry took the approval first; then its outcome."""
@@ -177,7 +215,7 @@ class ApprovalService:
                 return replayed_outcome(self.get(request.id), stored)
             if self.get(request.id).status is not ApprovalStatus.RUNNING:
                 break
-            await asyncio.sleep(_POLL_INTERVAL)
+            await asyncio.sleep(POLL_INTERVAL)
         return denied_outcome(
             self.get(request.id),
             retry_hint=False,
@@ -226,20 +264,34 @@ class ApprovalService:
     async def wait(self, request: ApprovalRequest, timeout: float) -> CallOutcome | None:
         """Wait up to ``timeout`` seconds for a decision on ``request`` and return the outcome.
 
-        With an approver configured it is asked; without one, the queue is watched for a
-        decision made elsewhere (CLI, HTTP, web UI). ``None`` when nothing was decided in time.
+        The caller is the agent's call that made the request: once approved, it runs the call
+        itself, here. With an approver configured it is asked; without one, the queue is
+        watched (a short poll of the store, :data:`POLL_INTERVAL`) for a decision made elsewhere
+        — the CLI, the HTTP API, the web UI, another replica. ``None`` when nothing was decided
+        in time, or another caller (the agent's own retry) took the approval first.
         """
         if self.approver is not None:
             return await self._ask_approver(request, timeout)
         deadline = self.clock() + timeout
         while self.clock() < deadline:
             current = self.get(request.id)
+            if current.status is ApprovalStatus.APPROVED:
+                return await self._run_and_deliver(current)
             if current.status in (ApprovalStatus.COMPLETED, ApprovalStatus.DENIED):
                 return self.collect(current)
             if current.status in (ApprovalStatus.EXPIRED, ApprovalStatus.DELIVERED):
                 return None
-            await asyncio.sleep(_POLL_INTERVAL)
+            await asyncio.sleep(POLL_INTERVAL)
         return None
+
+    async def _run_and_deliver(self, request: ApprovalRequest) -> CallOutcome:
+        """Run an approved call for the caller that waited for it, and close the request: this
+        caller has the outcome, nothing is left for a retry to collect."""
+        outcome = await self._run_once(request)
+        self.store.transition(
+            request.id, from_status=ApprovalStatus.COMPLETED, to_status=ApprovalStatus.DELIVERED
+        )
+        return outcome
 
     async def _ask_approver(self, request: ApprovalRequest, timeout: float) -> CallOutcome:
         approver = self.approver
@@ -259,23 +311,24 @@ class ApprovalService:
             reason = "did not answer in time" if isinstance(exc, TimeoutError) else f"failed: {exc}"
             decision, message, by = Decision.DENY, f"the approver {reason}", "toolgate"
         try:
-            outcome = await self.decide(request.id, decision, by=by, message=message)
+            decided = self.decide(request.id, decision, by=by, message=message)
         except ApprovalClosedError as exc:
             # Decided elsewhere (CLI, web UI) while the approver was asked, or expired: hand
             # over whatever that decision produced.
-            decided = self.collect(self.get(request.id))
-            if decided is not None:
-                return decided
+            current = self.get(request.id)
+            if current.status is ApprovalStatus.APPROVED:
+                return await self._run_and_deliver(current)
+            collected = self.collect(current)
+            if collected is not None:
+                return collected
             return denied_outcome(
                 dataclasses.replace(request, decided_by="toolgate", decision_message=str(exc)),
                 retry_hint=False,
             )
-        # The waiting caller receives the outcome now: nothing is left for a retry to collect.
-        self.store.transition(
-            request.id,
-            from_status=ApprovalStatus.DENIED
-            if decision is Decision.DENY
-            else ApprovalStatus.COMPLETED,
-            to_status=ApprovalStatus.DELIVERED,
-        )
-        return outcome
+        if decision is Decision.DENY:
+            # The waiting caller receives the refusal now: nothing is left for a retry.
+            self.store.transition(
+                request.id, from_status=ApprovalStatus.DENIED, to_status=ApprovalStatus.DELIVERED
+            )
+            return denied_outcome(decided, retry_hint=by != "toolgate")
+        return await self._run_and_deliver(decided)

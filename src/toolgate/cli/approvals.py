@@ -1,10 +1,11 @@
 """``toolgate approvals`` and ``toolgate grants``: the pending queue and the "always allow" grants.
 
-Requests and grants live in ``$TOOLGATE_HOME/toolgate.db``, so a call left pending by one
-command (``toolgate call`` exits 4) is decided by another (``toolgate approvals approve ID``),
-and grants survive restarts. Deciding needs the tool itself — the gateway checks it is still the
-tool the request was made for — so run these commands where the same ``toolgate.yaml`` is found
-(or pass the same ``--config``).
+Requests and grants live in ``$TOOLGATE_HOME/toolgate.db`` (or the shared PostgreSQL state), so
+a call left pending by one process (``toolgate serve``, or ``toolgate call`` exiting 4) is
+decided by another (``toolgate approvals approve ID``), and grants survive restarts. A decision
+is all these commands write: the agent's next call with the same arguments runs an approved
+call, once. ``approve --run`` runs it here instead, which needs the tool itself (the same
+``toolgate.yaml``, or the same ``--config``).
 """
 
 # No ``from __future__ import annotations``: Typer reads the annotations at runtime.
@@ -46,6 +47,7 @@ __all__ = [
     "decide_at_terminal",
     "grants_app",
     "print_pending",
+    "run_approved",
 ]
 
 approvals_app = typer.Typer(
@@ -117,25 +119,33 @@ def decide(
     by: str | None,
     message: str | None = None,
     grant_ttl: float | None = None,
-    deliver: bool = False,
-) -> CallOutcome:
-    """Decide a request and return the call's outcome (approving runs it now).
+) -> ApprovalRequest:
+    """Record a decision and return the decided request; nothing runs here.
 
-    Without ``deliver`` the outcome also stays stored for the agent's retried call to collect;
-    with it (the caller is the one waiting for the call) the request is closed. Raises
+    The agent's next call with the same arguments runs an approved call (see
+    :func:`run_approved` for running it here, when the person asks). Raises
     :class:`~toolgate.errors.ApprovalClosedError` for an unknown, decided or expired request.
+    """
+    return _service(gateway).decide(
+        request_id, decision, by=by, message=message, grant_ttl=grant_ttl
+    )
+
+
+def run_approved(gateway: Gateway, request_id: str, *, deliver: bool = False) -> CallOutcome:
+    """Run an approved (or denied: its refusal) request in this process and return the outcome.
+
+    Without ``deliver`` the outcome stays stored for the agent's retried call to collect; with
+    it (the caller is the one waiting for the call) the request is closed.
     """
     service = _service(gateway)
     request = service.get(request_id)
     if gateway.registry.get(request.tool_id) is None:
-        # Deciding would void the request as "the tool changed": say where to run this instead.
         raise CliFailure(
-            f"the tool {request.tool_id} of request {request_id} is not configured here; run "
-            "this command where the toolgate.yaml that declares it is found, or pass --config"
+            f"the tool {request.tool_id} of request {request_id} is not declared here, so it "
+            "cannot run here; run this where the toolgate.yaml that declares it is found (or "
+            "pass --config), or leave out --run: the agent's next call runs it"
         )
-    outcome = asyncio.run(
-        service.decide(request_id, decision, by=by, message=message, grant_ttl=grant_ttl)
-    )
+    outcome = asyncio.run(service.run(request_id))
     if deliver:
         service.collect(service.get(request_id))
     return outcome
@@ -144,11 +154,13 @@ def decide(
 def decide_at_terminal(
     gateway: Gateway, request: ApprovalRequest, console: Console, *, by: str | None
 ) -> CallOutcome:
-    """Ask the person at the terminal (:class:`TerminalApprover`) and return the outcome."""
+    """Ask the person at the terminal (:class:`TerminalApprover`) and return the outcome: the
+    person is the caller here, so an approved call runs now, in this process."""
     decision, message = TerminalApprover(console)(
         request, display=_request_display(gateway, request)
     )
-    return decide(gateway, request.id, decision, by=by, message=message, deliver=True)
+    decide(gateway, request.id, decision, by=by, message=message)
+    return run_approved(gateway, request.id, deliver=True)
 
 
 # -- printing ------------------------------------------------------------------------------------
@@ -177,7 +189,9 @@ def print_pending(
     for command, what in rows:
         grid.add_row(f"  {command}", what)
     console.print(grid)
-    console.print("Then repeat this 'toolgate call' to get the result.", soft_wrap=True)
+    console.print(
+        "Then repeat this 'toolgate call': an approved call runs then, once.", soft_wrap=True
+    )
 
 
 def _key(grant: Grant) -> str:
@@ -308,12 +322,21 @@ def approve_request(
             help="With --always: the grant expires after this many seconds (default: never).",
         ),
     ] = None,
+    run: Annotated[
+        bool,
+        typer.Option(
+            "--run",
+            help="Also run the call now, in this command, and print its outcome (the tool must "
+            "be declared here: same toolgate.yaml); the agent's retry then gets that outcome "
+            "without running it again.",
+        ),
+    ] = False,
 ) -> None:
-    """Approve a pending request: the call runs now, once, and its outcome is printed.
+    """Approve a pending request. Only the decision is recorded: the agent's next call with
+    the same arguments runs it, once, as that agent — on a running 'toolgate serve' too.
 
-    The outcome also stays stored for the agent: its next call with the same arguments gets it
-    without running the tool again. Exits 1 when the request is unknown, already decided or
-    expired, or when the call ended in an error.
+    With --run the call runs here instead and its outcome is printed. Exits 1 when the request
+    is unknown, already decided or expired, or (with --run) when the call ended in an error.
     """
     if expires_after is not None and (not always or expires_after <= 0):
         raise CliUsageError("--expires-after needs --always and a positive number of seconds")
@@ -321,15 +344,21 @@ def approve_request(
     who = by or current_user()
     decision = Decision.ALWAYS if always else Decision.APPROVE
     with state.open_gateway() as gateway:
-        outcome = decide(
+        decided = decide(
             gateway, request_id, decision, by=who, message=message, grant_ttl=expires_after
         )
+        outcome = run_approved(gateway, request_id) if run else None
         grant = next((g for g in _service(gateway).grants() if g.approval_id == request_id), None)
     what = "Approved" if not always else "Always allowed"
+    after = (
+        "it ran now; the agent's retry gets this outcome."
+        if outcome is not None
+        else f"Nothing ran here: the next call of {clean(decided.tool_id)} with the same "
+        f"arguments by {clean(decided.agent or 'the agent')} runs it, once."
+    )
     state.err.print(
         Text.assemble(
-            (f"{what} ", "bold green"),
-            f"{request_id} ({outcome.tool_id}) by {who}; it ran now.",
+            (f"{what} ", "bold green"), f"{request_id} ({clean(decided.tool_id)}) by {who}; {after}"
         ),
         soft_wrap=True,
     )
@@ -339,6 +368,8 @@ def approve_request(
             f"no longer ask ({_command_prefix(state)} grants revoke {grant.id} undoes it).",
             soft_wrap=True,
         )
+    if outcome is None:
+        return
     if outcome.ok:
         print_outcome(outcome, state.out)
     raise typer.Exit(report(outcome, state.err))
@@ -365,11 +396,12 @@ def deny_request(
     state = _state(ctx)
     who = by or current_user()
     with state.open_gateway() as gateway:
-        outcome = decide(gateway, request_id, Decision.DENY, by=who, message=message)
+        decided = decide(gateway, request_id, Decision.DENY, by=who, message=message)
     state.out.print(
         Text.assemble(
             ("Denied ", "bold red"),
-            f"{request_id} ({outcome.tool_id}) by {who}. The agent's retry gets user_rejection.",
+            f"{request_id} ({clean(decided.tool_id)}) by {who}. The agent's retry gets "
+            "user_rejection.",
         ),
         soft_wrap=True,
     )

@@ -46,7 +46,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from ..approvals import ApprovalService
 from ..errors import ApprovalClosedError
 from ..gateway import Gateway
-from ..model import ApprovalRequest, ApprovalStatus, CallOutcome, CallStatus, Decision
+from ..model import ApprovalRequest, ApprovalStatus, CallOutcome, Decision
 
 __all__ = [
     "APPROVAL_INPUT_KEY",
@@ -217,12 +217,13 @@ class McpApprovals:
         ctx: ServerRequestContext[Any, Any],
         params: CallToolRequestParams,
         agent: str | None,
-    ) -> CallOutcome | _NoPrompt | None:
+    ) -> _NoPrompt | None:
         """Apply the user's answer carried by a 2026-07-28 retry.
 
-        Returns the call's outcome once decided, :data:`NO_PROMPT` when the user dismissed the
-        form (answer "pending" without asking again), or ``None`` when the retry carries no
-        usable answer for a pending request of this call (then the call proceeds as new).
+        Returns :data:`NO_PROMPT` when the user dismissed the form (answer "pending" without
+        asking again), else ``None``: the call proceeds through the pipeline, where it attaches
+        to the request — just decided by the user's answer, or pending still when the retry
+        carried no usable answer for a pending request of this call.
         """
         service = self._service
         state = params.request_state
@@ -246,7 +247,8 @@ class McpApprovals:
         decision = read_decision(answer)
         if decision is None:
             return NO_PROMPT
-        return await self._decide(service, request, decision, agent)
+        self._decide(service, request, decision, agent)
+        return None  # the call proceeds, attaches to the decided request and runs (or is refused)
 
     async def _ask_now(
         self,
@@ -294,31 +296,23 @@ class McpApprovals:
         decision = read_decision(answer[0]) if answer else None
         if decision is None:
             return outcome
-        decided = await self._decide(service, request, decision, agent)
-        return await recall() if decided is None else decided
+        self._decide(service, request, decision, agent)
+        return await recall()
 
-    async def _decide(
+    def _decide(
         self,
         service: ApprovalService,
         request: ApprovalRequest,
         decision: Decision,
         agent: str | None,
-    ) -> CallOutcome | None:
-        """Record the user's decision and hand over the call's outcome (``None``: decided
-        elsewhere first — then the caller's own call collects that decision's outcome)."""
-        try:
-            # Recorded as the decider (request events, grants, the denial message).
-            by = f"the user of the MCP client of agent {agent or 'default'}"
-            outcome = await service.decide(request.id, decision, by=by)
-        except ApprovalClosedError:
-            return None
-        # This caller holds the outcome now: close the request so a later identical call asks
-        # anew instead of collecting it again.
+    ) -> None:
+        """Record the user's decision; the caller's own call then runs the approved call (or
+        collects the refusal) by attaching to the request. A request decided elsewhere first
+        keeps that decision."""
+        # Recorded as the decider (request events, grants, the denial message).
+        by = f"the user of the MCP client of agent {agent or 'default'}"
         with contextlib.suppress(ApprovalClosedError):
-            service.collect(service.get(request.id))
-        if outcome.status is CallStatus.PENDING_APPROVAL:
-            return None
-        return outcome
+            service.decide(request.id, decision, by=by)
 
 
 def _can_elicit_form(ctx: ServerRequestContext[Any, Any]) -> bool:

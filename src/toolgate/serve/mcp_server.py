@@ -310,10 +310,9 @@ class McpSurface:
                 # An approval sealed for a token with broader scopes is not resumed by one
                 # whose scopes (or the access rules) no longer let it see the tool.
                 raise self.unknown_tool(params.name, agent, namespaces, conversation)
-            answered = await self.approvals.resume(ctx, params, agent)
-            if isinstance(answered, CallOutcome):
-                return self.result(answered, agent, params.name, namespaces, conversation)
-            ask = answered is not NO_PROMPT
+            # The user's answer is recorded as the decision; the call below then attaches to
+            # the request and runs the approved call (or gets the refusal).
+            ask = await self.approvals.resume(ctx, params, agent) is not NO_PROMPT
 
         async def call() -> CallOutcome:
             return await self.gateway.call(

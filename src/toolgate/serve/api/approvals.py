@@ -90,10 +90,12 @@ def approvals_router(context: ApiContext) -> APIRouter:
         response_model=DecisionResult,
         summary="Decide a request",
     )
-    async def decide_approval(approval_id: str, body: DecisionRequest, who: Operator) -> Response:
-        """Approve once (the call runs now), always allow (it runs, and a grant stops asking
-        for this tool in this workspace), or deny. The outcome is also kept for the agent's
-        retry of the same call. Operators only, and never for a request of their own agent."""
+    def decide_approval(approval_id: str, body: DecisionRequest, who: Operator) -> Response:
+        """Record a decision: approve once, always allow (a grant stops asking for this tool in
+        this workspace), or deny. Nothing runs here: the agent's next call of the tool with the
+        same arguments runs an approved call, once, as that agent (or gets the refusal);
+        ``GET /v1/approvals/{id}`` shows the outcome once it has run. Operators only, and never
+        for a request of their own agent."""
         request = find(approval_id)
         if request.agent == who.agent:
             hint = (
@@ -114,15 +116,22 @@ def approvals_router(context: ApiContext) -> APIRouter:
                 ErrorCode.APPROVAL_CLOSED,
                 f"approval request {approval_id} is {request.status}, not pending",
             )
-        outcome = await service().decide(
-            approval_id,
-            body.decision,
-            by=who.agent,
-            message=body.message,
-            grant_ttl=body.grant_ttl,
-        )
+        try:
+            decided = service().decide(
+                approval_id,
+                body.decision,
+                by=who.agent,
+                message=body.message,
+                grant_ttl=body.grant_ttl,
+            )
+        except ApprovalClosedError as exc:
+            raise ApiProblem(409, ErrorCode.APPROVAL_CLOSED, str(exc)) from None
+        result = service().result(approval_id)
         return ApiJSONResponse(
-            {"approval": view(service().get(approval_id)), "outcome": outcome_view(outcome)}
+            {
+                "approval": view(decided),
+                "outcome": None if result is None else outcome_view(result),
+            }
         )
 
     @router.get("/grants", response_model=GrantList, summary="Always-allow grants")

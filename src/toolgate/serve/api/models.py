@@ -268,7 +268,10 @@ class ApprovalDetail(BaseModel):
 
 class DecisionResult(BaseModel):
     approval: ApprovalView
-    outcome: CallOutcomeView
+    outcome: CallOutcomeView | None = Field(
+        description="The refusal for a denial; null for an approval: the agent's next call "
+        "with the same arguments runs it (GET /v1/approvals/{id} shows the outcome then)."
+    )
 
 
 class GrantView(BaseModel):

@@ -135,7 +135,8 @@ async def approval_page(
 
 
 async def decide(request: Request) -> Response:
-    """Allow once, Always allow or Deny, then show the request with the call's outcome."""
+    """Allow once, Always allow or Deny, then show the request (with the call's outcome once
+    the agent's retry has run it)."""
     ui = ui_of(request)
     approvals = ui.gateway.approvals
     approval_id = request.path_params["approval_id"]
@@ -157,7 +158,8 @@ async def decide(request: Request) -> Response:
                 error=f"{operator!r} made this request and cannot decide it itself",
                 status_code=403,
             )
-        await approvals.decide(approval_id, decision, by=operator, message=message)
+        # Only the decision is written: the agent's retry runs the call, as that agent.
+        await ui.blocking(approvals.decide, approval_id, decision, by=operator, message=message)
     except ApprovalClosedError as exc:
         return await approval_page(request, error=str(exc), status_code=409)
     return RedirectResponse(path_to(request, "approvals", approval_id), status_code=303)
