@@ -256,6 +256,7 @@ class Gateway(GatewayCatalog):
             builders=confirmation_builder,
             every_tool=any_requires_approval(self.access.policies),
         )
+        self._rate_limits.already_counted = self._approval_stage.decided
         self.pipeline = Pipeline(
             self.registry,
             Executor(

@@ -14,8 +14,8 @@ twice:
 
 Otherwise a live "always allow" grant for (workspace, tool, permission key, tool definition) lets
 the call run; otherwise the pending request is returned again, or a new one is created with its
-confirmation — or, with no approver configured at all, the call is denied (Jean2: "denied by
-default for safety").
+confirmation — or, with no approver configured at all, the call is denied ("denied by default
+for safety").
 
 Nothing in the arguments can carry or forge an approval: requests are found by the call itself,
 and the run a decision starts is marked by the gateway, never by the caller.
@@ -91,6 +91,17 @@ class _CallKey:
     workspace: str | None
     agent: str | None
 
+    @classmethod
+    def of(cls, state: CallState) -> _CallKey:
+        """The key of the call ``state`` is making."""
+        return cls(
+            tool_id=state.tool.id,
+            definition_hash=state.tool.definition_hash,
+            arguments_digest=digest(dict(state.arguments)),
+            workspace=None if state.workspace is None else str(state.workspace),
+            agent=state.agent,
+        )
+
     def find(self, store: ApprovalStore, now: float) -> ApprovalRequest | None:
         return store.find_open(
             tool_id=self.tool_id,
@@ -142,6 +153,17 @@ class ApprovalStage:
             or tool.security_check is not None
         )
 
+    def decided(self, state: CallState) -> bool:
+        """Whether this call attaches to a request a person has decided (the agent's retry
+        after a decision): it was counted by the stages before this one when it asked, so the
+        rate limit does not count it again (see :class:`~toolgate.pipeline.rate_limit.
+        RateLimitStage`). One store lookup, only for calls of tools that may need approval."""
+        store = self.store
+        if store is None or not self.settings.enabled or not self.applies_to(state.entry):
+            return False
+        request = _CallKey.of(state).find(store, self.clock())
+        return request is not None and request.status is not ApprovalStatus.PENDING
+
     async def __call__(self, state: CallState, proceed: Handler) -> CallOutcome:
         tool = state.tool
         verdict = state.metadata.get("security") or {}
@@ -170,13 +192,7 @@ class ApprovalStage:
             )
 
         now = self.clock()
-        call = _CallKey(
-            tool_id=tool.id,
-            definition_hash=tool.definition_hash,
-            arguments_digest=digest(dict(state.arguments)),
-            workspace=None if state.workspace is None else str(state.workspace),
-            agent=state.agent,
-        )
+        call = _CallKey.of(state)
         request = call.find(store, now)
         if request is not None and request.status is not ApprovalStatus.PENDING:
             attached = await self._attached(state, request, proceed, now)
@@ -253,7 +269,8 @@ class ApprovalStage:
                 request.id, from_status=request.status, to_status=ApprovalStatus.EXPIRED
             )
             return None
-        state.metadata["approval"] = {"id": request.id}
+        # The decision rides along, so the audit record of the run says "always" or "approve".
+        state.metadata["approval"] = {"id": request.id, "decision": str(request.decision)}
         if request.status is ApprovalStatus.RUNNING:
             return self.pending(state, request)
         if request.status is ApprovalStatus.APPROVED:

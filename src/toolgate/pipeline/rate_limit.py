@@ -97,6 +97,9 @@ class RateLimitStage:
         found: Callable[[], float] = getattr(storage, "clock", time.time)
         self.clock: Callable[[], float] = found if clock is None else clock
         self._limiter = FixedWindowRateLimiter(storage)
+        self.already_counted: Callable[[CallState], bool] | None = None
+        """Tells calls counted before (a retry attaching to a decided approval request); set
+        by the gateway to :meth:`ApprovalStage.decided`."""
         self._limits: dict[RateLimit, tuple[_Limit, ...]] = {}
 
     @classmethod
@@ -198,6 +201,10 @@ class RateLimitStage:
         if rate is None or APPROVAL_TAKEN in state.metadata:
             # The run a person's approval starts was counted when the agent asked: counting it
             # again would refuse an approved call (and use the approval up) for the same call.
+            return await proceed(state)
+        if self.already_counted is not None and self.already_counted(state):
+            # The agent's retry after a person decided (it runs the approved call, or collects
+            # the refusal) is the call counted when it asked.
             return await proceed(state)
         try:
             refusal = self.acquire(rate, state.tool.id, state.agent)
