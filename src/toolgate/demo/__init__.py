@@ -1,8 +1,8 @@
 """The bundled demo tools (namespace ``demo``).
 
-Small, deterministic Python tools that exercise the pipeline and every ``_visualization`` type of
-the Jean2 seed, and a few tool folders (:data:`TOOL_FOLDERS`: ``word-count``, ``file-diff``,
-``system-info``; ``tool.md`` plus a script each) that show script tools. ``toolgate demo`` tours
+Small, deterministic Python tools that exercise the pipeline and every ``_visualization`` type,
+and a few tool folders (:data:`TOOL_FOLDERS`: ``word-count``, ``file-diff``, ``system-info``;
+``tool.md`` plus a script each) that show script tools. ``toolgate demo`` tours
 them without any configuration; a ``toolgate.yaml`` with ``demo: true`` adds them all to the
 configured gateway.
 

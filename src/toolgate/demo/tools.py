@@ -1,6 +1,6 @@
 """The demo tools themselves. Each one is small, deterministic and runs no external program.
 
-Together they show the argument validation of the pipeline, the nine Jean2 ``_visualization``
+Together they show the argument validation of the pipeline, the nine ``_visualization``
 types (diff, diffs, code, file-list, table, markdown, shell-output, todo-list, none), the
 50,000-character overflow rule and how a tool failure reaches the model.
 """
