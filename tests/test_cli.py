@@ -562,12 +562,12 @@ def test_demo_tour(run_cli: RunCli) -> None:
         "Planets",  # table
         "✓ Write the tools",  # to-do list
         "$ echo 'hello from a pretend shell'",  # shell output
-        "Counted 5 words.",  # none
+        "Counted 4 words in greeting-v2.txt.",  # none (the word_count tool folder)
         "Full output: ",  # overflow
         "Error [invalid_arguments]",  # what the model reads on a bad call
-        "demo:word-count ",  # the demo tool folders are in the catalog
-        '"words": 4, "lines": 2',  # a script tool (demo:word-count)
-        "│ + brave new world",  # a script tool's diff (demo:file-diff)
+        "demo:word_count ",  # the demo tool folders are in the catalog
+        '"words": 4, "lines": 2',  # a script tool (demo:word_count)
+        "│ + brave new world",  # a script tool's diff (demo:file_diff)
         '"name": "demo__add"',  # the OpenAI export
     ):
         assert expected in out, expected

@@ -372,18 +372,19 @@ def test_demo_tool_folders_run(run_cli: RunCli, project: Path) -> None:
     (project / "essay-v2.txt").write_text("one two three\nfour five six\n", encoding="utf-8")
 
     listed = _ok(run_cli("tools", "list"))
-    for tool_id in ("demo:word-count", "demo:file-diff", "demo:system-info", "demo:add"):
+    for tool_id in ("demo:word_count", "demo:file_diff", "demo:system_info", "demo:add"):
         assert re.search(rf"(?m)^{tool_id}\s.*available", listed), tool_id
     assert "problem" not in listed  # the demo folders load without any diagnostic
 
-    counted = _call_json(run_cli, "demo:word-count", {"path": "essay.txt"})
+    counted = _call_json(run_cli, "demo:word_count", {"path": "essay.txt"})
     assert counted["content"] == {"path": "essay.txt", "words": 5, "lines": 2, "characters": 24}
-    missing = run_cli("call", "demo:word-count", "--args", '{"path": "nope.txt"}')
+    assert counted["visualization"] == {"type": "none", "message": "Counted 5 words in essay.txt."}
+    missing = run_cli("call", "demo:word_count", "--args", '{"path": "nope.txt"}')
     assert missing.returncode == 1
     assert "error [tool_error]: no such file: nope.txt" in missing.stderr
 
     diffed = _call_json(
-        run_cli, "demo:file-diff", {"oldPath": "essay.txt", "newPath": "essay-v2.txt"}
+        run_cli, "demo:file_diff", {"oldPath": "essay.txt", "newPath": "essay-v2.txt"}
     )
     assert diffed["content"]["additions"] == 1 and diffed["content"]["deletions"] == 1
     hunk = diffed["visualization"]["hunks"][0]
@@ -391,18 +392,18 @@ def test_demo_tool_folders_run(run_cli: RunCli, project: Path) -> None:
     rendered = _ok(
         run_cli(
             "call",
-            "demo:file-diff",
+            "demo:file_diff",
             "--args",
             '{"oldPath": "essay.txt", "newPath": "essay-v2.txt"}',
         )
     )
     assert "│ + four five six" in rendered
     outside = run_cli(
-        "call", "demo:file-diff", "--args", '{"oldPath": "../x", "newPath": "essay.txt"}'
+        "call", "demo:file_diff", "--args", '{"oldPath": "../x", "newPath": "essay.txt"}'
     )
     assert outside.returncode == 1 and "outside the workspace" in outside.stderr
 
-    info = _call_json(run_cli, "demo:system-info", {})
+    info = _call_json(run_cli, "demo:system_info", {})
     assert info["content"]["exitCode"] == 0
     assert info["content"]["system"].split()[0] == os.uname().sysname
     assert info["visualization"]["type"] == "shell-output"

@@ -283,7 +283,7 @@ def test_tool_folder_roots_in_order_and_nothing_created(tmp_path: Path) -> None:
         )
         assert gateway.diagnostics() == []  # the demo folders load cleanly
         ids = {tool.id for tool in gateway.list_tools()}
-        assert {"demo:word-count", "demo:file-diff", "demo:system-info", "demo:add"} <= ids
+        assert {"demo:word_count", "demo:file_diff", "demo:system_info", "demo:add"} <= ids
     assert not home.exists()
 
 

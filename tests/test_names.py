@@ -127,3 +127,18 @@ def test_long_ids_get_the_hashed_form() -> None:
 )
 def test_names_that_are_not_ours_do_not_decode(name: str) -> None:
     assert from_provider_name(name) is None
+
+
+def test_the_demo_tools_need_no_escaping() -> None:
+    """What a newcomer sees first: every demo tool's provider name is its id with ``__``."""
+    from toolgate import Gateway
+    from toolgate.demo import TOOL_FOLDERS, tools
+    from toolgate.sources import FolderRoot
+
+    with Gateway(tool_folders=[FolderRoot(TOOL_FOLDERS, "demo")]) as gateway:
+        gateway.add(tools)
+        ids = sorted(entry.tool.id for entry in gateway.entries())
+    assert {"demo:word_count", "demo:file_diff", "demo:system_info", "demo:add"} <= set(ids)
+    assert [tool_id for tool_id in ids if "word" in tool_id] == ["demo:word_count"]
+    for tool_id in ids:
+        assert to_provider_name(tool_id) == tool_id.replace(":", "__"), tool_id

@@ -358,9 +358,9 @@ def test_the_demo_tool_folders_answer_the_same_pre_started(tmp_path: Path) -> No
     (tmp_path / "old.txt").write_text("alpha\nbeta\n", encoding="utf-8")
     (tmp_path / "new.txt").write_text("alpha\nBETA\ngamma\n", encoding="utf-8")
     calls = {
-        "word-count": {"path": "old.txt"},
-        "file-diff": {"oldPath": "old.txt", "newPath": "new.txt"},
-        "system-info": {},
+        "word_count": {"path": "old.txt"},
+        "file_diff": {"oldPath": "old.txt", "newPath": "new.txt"},
+        "system_info": {},
     }
     outcomes = {}
     for mode, settings in (
@@ -382,7 +382,7 @@ def test_the_demo_tool_folders_answer_the_same_pre_started(tmp_path: Path) -> No
         fresh, prestarted = outcomes["fresh"][name], outcomes["prestarted"][name]
         assert fresh.status is prestarted.status is CallStatus.OK, (name, prestarted.message)
         assert prestarted.metadata.get("process") == "prestarted", name
-        if name == "system-info":  # the disk's free space moves; the keys do not
+        if name == "system_info":  # the disk's free space moves; the keys do not
             assert fresh.content.keys() == prestarted.content.keys()
         else:
             assert fresh.content == prestarted.content, name

@@ -520,11 +520,11 @@ def test_every_replica_writes_and_reads_one_audit_log_and_one_set_of_health_figu
 
 
 def test_a_tool_folder_added_to_the_shared_path_reaches_every_replica(cluster: Cluster) -> None:
-    demo = Path(toolgate.__file__).parent / "demo" / "tool_folders" / "system-info"
+    demo = Path(toolgate.__file__).parent / "demo" / "tool_folders" / "system_info"
     target = cluster.folder / "shared_tools" / "host-info"
     shutil.copytree(demo, target / "staging")
     manifest = target / "staging" / "tool.md"
-    manifest.write_text(manifest.read_text().replace("name: system-info", "name: host-info"))
+    manifest.write_text(manifest.read_text().replace("name: system_info", "name: host-info"))
     for item in (target / "staging").iterdir():  # the folder appears whole, as a deploy does
         item.rename(target / item.name)
     (target / "staging").rmdir()

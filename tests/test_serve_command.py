@@ -108,7 +108,7 @@ def test_serve_on_a_fresh_machine_serves_the_demo_tools_and_stops_on_sigterm(
         with httpx.Client(base_url=served.url, timeout=30) as client:
             assert client.get("/healthz").json()["status"] == "ok"
             tools = {row["id"] for row in client.get("/v1/tools").json()["tools"]}
-            assert {"demo:add", "demo:diff_text", "demo:word-count"} <= tools
+            assert {"demo:add", "demo:diff_text", "demo:word_count"} <= tools
             outcome = client.post(
                 "/v1/tools/demo:add/call", json={"arguments": {"a": 2, "b": 40}}
             ).json()

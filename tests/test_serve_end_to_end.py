@@ -33,7 +33,7 @@ SCREENSHOTS = Path(
 def served(tmp_path: Path) -> Iterator[str]:
     """``toolgate serve --port 0`` as a user runs it; yields its base URL."""
     env = {**os.environ, "TOOLGATE_HOME": str(tmp_path / "home")}
-    (tmp_path / "README.md").write_text("one two three\n")  # for the word-count script tool
+    (tmp_path / "README.md").write_text("one two three\n")  # for the word_count script tool
     process = subprocess.Popen(
         [str(Path(sys.executable).parent / "toolgate"), "serve", "--port", "0"],
         cwd=tmp_path,
@@ -82,10 +82,10 @@ async def test_an_mcp_client_calls_the_demo_tools(served: str) -> None:
     async with _client(served) as mcp:
         listed = await mcp.list_tools()
         names = {tool.name for tool in listed.tools}
-        assert {"demo__add", "demo__send_message", "demo__word-2dcount"} <= names
+        assert {"demo__add", "demo__send_message", "demo__word_count"} <= names
         result = await mcp.call_tool("demo__add", {"a": 2, "b": 40})
         assert not result.is_error and _text(result) == "42"
-        script = await mcp.call_tool("demo__word-2dcount", {"path": "README.md"})
+        script = await mcp.call_tool("demo__word_count", {"path": "README.md"})
         assert not script.is_error, _text(script)
         assert "words" in _text(script)
 

@@ -91,7 +91,7 @@ def test_catalog_shows_every_tool_as_a_tile_with_its_badges(console: Console) ->
         '<p class="display" title="how a call is shown">Deploy &#34;‹service›&#34; at version'
         in deploy
     )
-    word_count = _tile(page.text, "demo:word-count")
+    word_count = _tile(page.text, "demo:word_count")
     assert "no approval" in word_count and "tool-folder" in word_count
 
 
@@ -106,7 +106,7 @@ def test_catalog_tile_shows_the_connection_state_and_why_a_tool_cannot_run(
 
 def test_catalog_search_filters_tiles(console: Console) -> None:
     page = console.get("/", params={"q": "diff"}).text
-    assert 'data-tool="demo:diff_text"' in page and 'data-tool="demo:file-diff"' in page
+    assert 'data-tool="demo:diff_text"' in page and 'data-tool="demo:file_diff"' in page
     assert 'data-tool="demo:add"' not in page
 
 
@@ -248,15 +248,15 @@ def test_audit_table_filters_by_tool_agent_and_status_and_pages(console: Console
     for n in range(7):
         gateway.call_sync("demo:add", {"a": n, "b": 1}, agent="alice")
     gateway.call_sync("demo:add", {"a": "bad", "b": 1}, agent="bob")
-    gateway.call_sync("demo:word_count", {"text": "a b"}, agent="bob")
+    gateway.call_sync("demo:diff_text", {"old": "a", "new": "b"}, agent="bob")
     assert gateway.audit is not None and gateway.audit.flush(10)
     page = console.get("/audit").text
     assert 'id="audit-total">9 calls · page 1 of 2' in page
     assert page.count("data-call=") == 5
     older = console.get("/audit", params={"page": "2"}).text
     assert older.count("data-call=") == 4
-    by_tool = console.get("/audit", params={"tool": "demo:word_count"}).text
-    assert "1 call<" in by_tool and "Count words" in by_tool
+    by_tool = console.get("/audit", params={"tool": "demo:diff_text"}).text
+    assert "1 call<" in by_tool and "Diff two texts" in by_tool
     by_agent = console.get("/audit", params={"agent": "bob"}).text
     assert "2 calls" in by_agent
     by_code = console.get("/audit", params={"status": "invalid_arguments"}).text
@@ -323,8 +323,8 @@ def test_each_visualization_type_is_rendered_as_people_expect(
     files = _call_page(console, "demo:list_files", {}, workspace)
     assert 'data-viz="file-list"' in files and "<code>README.md</code>" in files
     assert "<h4>Folders</h4>" in files
-    note = _call_page(console, "demo:word_count", {"text": "one two"})
-    assert 'data-viz="none"' in note and "Counted 2 words." in note
+    note = _call_page(console, "demo:word_count", {"path": "README.md"}, workspace)
+    assert 'data-viz="none"' in note and "Counted 1 word in README.md." in note
 
 
 # -- escaping -------------------------------------------------------------------------------------

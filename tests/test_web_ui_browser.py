@@ -123,7 +123,7 @@ def test_catalog_shows_the_demo_tools(session: Session) -> None:
     page = session.open("/")
     tiles = page.locator("article.tile")
     assert tiles.count() == len(session.gateway.entries())
-    tile = page.locator('article.tile[data-tool="demo:file-diff"]')
+    tile = page.locator('article.tile[data-tool="demo:file_diff"]')
     assert tile.locator(".badge.phase").inner_text() == "Ready"
     assert tile.locator(".badge.source").inner_text() == "tool-folder"
     session.shot("catalog")
@@ -190,9 +190,9 @@ def test_always_allow_lists_the_grant_in_settings(session: Session) -> None:
 
 
 def test_a_diff_visualization_is_rendered_in_colour(session: Session) -> None:
-    page = session.open("/tools/demo:file-diff")
+    page = session.open("/tools/demo:file_diff")
     page.locator("#arguments").fill('{"oldPath": "old.txt", "newPath": "new.txt"}')
-    page.get_by_role("button", name="Call file-diff").click()
+    page.get_by_role("button", name="Call file_diff").click()
     outcome = page.locator("#outcome")
     outcome.wait_for(state="visible")
     assert outcome.get_attribute("data-status") == "ok"

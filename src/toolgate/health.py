@@ -1,6 +1,6 @@
 """Health and status per tool: calls and failures over 7 days, latency, last error, and a phase.
 
-Phases (Joch ``status.phase``):
+Phases (``status.phase``, as Kubernetes-style resources name it):
 
 * ``Failed`` — its declaration does not load (a broken tool folder);
 * ``Unavailable`` — a runtime, secret or connection is missing (the registry's reason);
@@ -75,7 +75,7 @@ class ToolStatus:
     """Why the figures could not be read (the audit log is unreadable); they are zero then."""
 
     def to_dict(self) -> dict[str, object]:
-        """JSON-ready, with the Joch status field names."""
+        """JSON-ready, with the status field names of Kubernetes-style resources."""
         return {
             "tool": self.tool_id,
             "phase": str(self.phase),

@@ -1,4 +1,4 @@
-"""The script runtimes of tool folders (Jean2 seed, "Supported Runtimes").
+"""The script runtimes of tool folders.
 
 =========== ============================================== ==============================
 runtime     command                                        typical script

@@ -1,4 +1,4 @@
-"""The environment a script tool runs with: never the gateway's own (Jean2 seed, "Environment").
+"""The environment a script tool runs with: never the gateway's own.
 
 A script gets the safe system variables (``PATH``, ``HOME``, ``USER``, locale…) and exactly the
 variables its declaration lists in ``env``, read from ``$TOOLGATE_HOME/.env`` — and from the

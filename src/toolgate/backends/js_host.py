@@ -1,12 +1,12 @@
 """The JavaScript tool host: one warm Node.js process per plugin entry and permission set.
 
-The host (``toolgate/js/host.mjs``) loads a Pandora or Jingle entry written in JavaScript or
-TypeScript (types stripped by esbuild, no build step) and answers one JSON line per request
-(the worker protocol of :mod:`toolgate.backends.workers`, whose pool runs it: a process that
-crashes, breaks the protocol or misses its deadline is killed and the next call starts a fresh
-one). In ``compartment`` mode it runs ``lockdown()`` (SES) and evaluates the entry in one
-``Compartment`` whose globals are the seed's safe list plus what the permissions grant; in
-``host`` mode it imports the entry as a plain Node.js module (full access).
+The host (``toolgate/js/host.mjs``) loads a plugin entry or a capability's tools module written
+in JavaScript or TypeScript (types stripped by esbuild, no build step) and answers one JSON line
+per request (the worker protocol of :mod:`toolgate.backends.workers`, whose pool runs it: a
+process that crashes, breaks the protocol or misses its deadline is killed and the next call
+starts a fresh one). In ``compartment`` mode it runs ``lockdown()`` (SES) and evaluates the entry
+in one ``Compartment`` whose globals are the plugin format's safe list plus what the permissions
+grant; in ``host`` mode it imports the entry as a plain Node.js module (full access).
 
 :class:`JsHostSpec` says what one process runs; its environment carries only what the host
 needs (``PATH``, the spec, the dependencies' folder and the operator's ``NODE_EXTRA_CA_CERTS``),
@@ -94,8 +94,9 @@ class JsHostSpec:
     generation: str = ""
     """Changes with every load of the plugin, so edited code never reuses an old process."""
     kind: str = "pandora"
-    """``pandora`` (tools with ``execute``, ``resolveTools``) or ``jingle`` (a capability's
-    tools module: ``handler``, ``approval.buildConfirmation``)."""
+    """What the entry is (a value the host reads; the names are those of the formats' origin
+    projects): ``pandora``, a plugin entry (tools with ``execute``, ``resolveTools``), or
+    ``jingle``, a capability's tools module (``handler``, ``approval.buildConfirmation``)."""
     confinement: JsConfinement | None = None
     """Run the host inside bubblewrap too (``None``: the compartment alone)."""
     heap_mb: int = DEFAULT_HEAP_MB
@@ -263,7 +264,7 @@ def describe_entry(spec: JsHostSpec, timeout: float) -> Mapping[str, Any]:
 def confirm_once(
     spec: JsHostSpec, tool_name: str, arguments: Mapping[str, Any], timeout: float
 ) -> Any:
-    """What Jingle's ``approval.buildConfirmation(input)`` of ``tool_name`` returns, from a host
+    """What ``approval.buildConfirmation(input)`` of ``tool_name`` returns, from a host
     process of its own (the approval step asks synchronously, and rarely)."""
     request = {"op": "confirm", "tool": tool_name, "input": dict(arguments)}
     answer = _one_shot(spec, request, timeout, f"buildConfirmation of {tool_name}")

@@ -1,4 +1,4 @@
-"""Runs OS command tools (Joch ``type: os``): an argv, no shell, the Jean2 script contract.
+"""Runs OS command tools (``type: os``): an argv, no shell, the contract of tool-folder scripts.
 
 The command gets one JSON object on stdin (the arguments plus ``workspacePath`` and
 ``sessionId``) and writes one JSON object to stdout, exactly like a tool-folder script (see
@@ -7,9 +7,9 @@ a ``tool_error``). It runs through :func:`~toolgate.backends.processes.run_proce
 environment (the safe system variables only), the workspace as working directory, capped output,
 and nothing it starts outlives the call.
 
-Joch calls these "sandboxed" commands. With a :class:`~toolgate.sandbox.runner.Sandbox` in the
-binding, a compartment-mode command runs under bubblewrap (see :mod:`toolgate.sandbox`); without
-one, it runs on the host.
+The resource specification calls these "sandboxed" commands. With a
+:class:`~toolgate.sandbox.runner.Sandbox` in the binding, a compartment-mode command runs under
+bubblewrap (see :mod:`toolgate.sandbox`); without one, it runs on the host.
 """
 
 from __future__ import annotations

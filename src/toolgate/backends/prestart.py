@@ -1,6 +1,6 @@
 """Pre-started processes for script tools: the process start is paid before the call arrives.
 
-A Jean2 script reads one JSON object on stdin and exits. Starting its interpreter (and its
+A tool-folder script reads one JSON object on stdin and exits. Starting its interpreter (and its
 imports) is most of a call's cost — about 25 ms for python3 and 50 ms for node — so for a tool
 that asks for it (``prestart: true``, or the operator's ``processes.prestart``) the gateway keeps
 a few processes of it started with their stdin open. A call takes one, writes its input and runs
@@ -9,7 +9,7 @@ same timeout, output caps and process-tree kill). **A process serves one call**:
 given a second input, so nothing leaks from one call to the next.
 
 Processes are kept per :class:`PoolKey` — the tool, its command line, its environment and its
-working directory, which Jean2 fixes per call — so a call only ever gets a process started
+working directory, which the format fixes per call — so a call only ever gets a process started
 exactly as a fresh one would be. After each call the pool is refilled in the background, up to
 :attr:`PrestartSettings.per_tool` processes per key and :attr:`PrestartSettings.total` in all;
 a process unused for :attr:`PrestartSettings.idle_timeout` seconds is killed. A process found

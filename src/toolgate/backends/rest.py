@@ -1,6 +1,6 @@
-"""Runs REST tools (Joch ``type: rest``) with httpx2, imported only when a REST tool runs.
+"""Runs REST tools (``type: rest``) with httpx2, imported only when a REST tool runs.
 
-The request (seed 004, ``spec.endpoint``):
+The request (``spec.endpoint``):
 
 * ``{name}`` placeholders in the URL are filled from the arguments of that name, percent-encoded
   as one path segment (``/`` becomes ``%2F``; ``.`` and ``..`` are encoded too, so a value can

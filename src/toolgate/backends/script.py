@@ -1,4 +1,4 @@
-"""Runs script tools (tool folders) as child processes, per the Jean2 execution model.
+"""Runs script tools (tool folders) as child processes, per the format's execution model.
 
 1. The script gets one JSON object on stdin: the arguments plus ``workspacePath`` and
    ``sessionId``.
@@ -504,9 +504,9 @@ async def run_sandboxed(
     settings: Mapping[str, str] | None = None,
 ) -> ProcessResult:
     """Run a tool's process through ``sandbox`` (wrapped, or unchanged for a host-mode tool),
-    with the Jean2 input on stdin, recording what the sandbox enforced (and the egress records
-    of the call) in the outcome's ``metadata["sandbox"]``. A sandbox that cannot run the tool
-    makes it unavailable. ``settings``: the runtime's own variables, put into the sandbox's
+    with the script's JSON input on stdin, recording what the sandbox enforced (and the egress
+    records of the call) in the outcome's ``metadata["sandbox"]``. A sandbox that cannot run the
+    tool makes it unavailable. ``settings``: the runtime's own variables, put into the sandbox's
     environment too (:attr:`ScriptCommand.settings`)."""
     tool = invocation.tool
     try:
@@ -546,7 +546,7 @@ def _error_text(value: Any) -> str:
 
 
 def _reports_error(value: Any) -> bool:
-    # Jean2: "include an error field". null, false and "" mean there is none; anything else
+    # The format: "include an error field". null, false and "" mean there is none; anything else
     # (0 included) is an error the script reported.
     return value is not None and value is not False and value != ""
 

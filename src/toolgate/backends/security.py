@@ -1,4 +1,4 @@
-"""Runs Jean2 security scripts and reads their verdicts. Every failure is a denial.
+"""Runs the security scripts of tool folders and reads their verdicts. Every failure is a denial.
 
 The script receives "the exact same input as the tool itself" (the arguments plus
 ``workspacePath`` and ``sessionId``). Security scripts written for that system in the wild also

@@ -1,14 +1,15 @@
 """The worker protocol: a tool process that stays up and answers one JSON line per call.
 
-A tool folder that declares ``protocol: worker`` (toolgate's extension of Jean2) is started once
-and kept: the gateway writes each call's input — the same JSON object a Jean2 script reads on
-stdin — as one line on the worker's stdin, and the worker answers with one line on stdout, the
-same JSON object a Jean2 script prints (``error`` for a failure, ``_visualization`` for people).
+A tool folder that declares ``protocol: worker`` (toolgate's extension of the format) is started
+once and kept: the gateway writes each call's input — the same JSON object a one-shot script
+reads on stdin — as one line on the worker's stdin, and the worker answers with one line on
+stdout, the same JSON object a one-shot script prints (``error`` for a failure,
+``_visualization`` for people).
 Whatever it writes to stderr is kept as the tail shown when a call fails.
 
 A worker answers one call at a time; calls of the same tool that arrive together get more
 workers, up to the tool's concurrency. Workers are kept per working directory and environment
-(which Jean2 fixes per call), and an idle worker is stopped after
+(which the format fixes per call), and an idle worker is stopped after
 :attr:`WorkerSettings.idle_timeout` seconds.
 
 A worker that breaks the protocol is never trusted again: it is killed with everything it

@@ -174,9 +174,10 @@ def describe_tool(
     enforced: Mapping[str, str] | None = None,
     processes: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Everything ``tools show`` tells about one tool, as JSON (with its health ``status``,
-    Joch field names, when given), including its prompt ``examples`` and tile ``ui``, and
-    (``enforced``, from the gateway's process sandbox) what the sandbox enforces for it."""
+    """Everything ``tools show`` tells about one tool, as JSON (with its health ``status``, in
+    the status field names of Kubernetes-style resources, when given), including its prompt
+    ``examples`` and tile ``ui``, and (``enforced``, from the gateway's process sandbox) what the
+    sandbox enforces for it."""
     tool = entry.tool
     hints = tool.resolved_hints
     extra: dict[str, Any] = {} if status is None else {"status": status.to_dict()}

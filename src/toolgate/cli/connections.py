@@ -1,5 +1,5 @@
 """``toolgate connect``, ``toolgate disconnect`` and ``toolgate connections``: the connections of
-Jingle capabilities (their ``requiredPreferenceNames`` secrets and ``publicPreferenceNames``
+capabilities (their ``requiredPreferenceNames`` secrets and ``publicPreferenceNames``
 settings).
 
 ``connect ID`` asks for each secret with hidden input (never echoed; Enter keeps a value already

@@ -18,7 +18,7 @@ from .options import make_console
 __all__ = ["register"]
 
 js_app = typer.Typer(
-    help="The Node.js host of JavaScript and TypeScript plugins (Pandora, Jingle).",
+    help="The Node.js host of JavaScript and TypeScript plugins and capability tools modules.",
     epilog=EXIT_CODES_HELP,
     no_args_is_help=True,
 )

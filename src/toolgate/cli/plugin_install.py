@@ -27,7 +27,7 @@ def install(
         bool, typer.Option("--replace", help="Replace the plugin if it is installed.")
     ] = False,
 ) -> None:
-    """Install a Pandora plugin (and its npm dependencies) into $TOOLGATE_HOME/plugins, after
+    """Install a plugin (and its npm dependencies) into $TOOLGATE_HOME/plugins, after
     checking its manifest. Nothing from the package runs while it is installed."""
     try:
         plugin = install_plugin(spec, toolgate_home(), replace=replace)

@@ -1,4 +1,4 @@
-"""``toolgate plugins``: every Pandora plugin of ``sources:`` with its tools, alerts and problems.
+"""``toolgate plugins``: every plugin of ``sources:`` with its tools, alerts and problems.
 
 For each plugin: its id (name, version), where it was loaded from, the operator's host-mode
 opt-in, each ``provides.tools`` entry with its declared sandbox and whether it was imported (and
@@ -141,7 +141,7 @@ def plugins(
     ctx: typer.Context,
     as_json: Annotated[bool, typer.Option("--json", help="Print the plugins as JSON.")] = False,
 ) -> None:
-    """List the Pandora plugins (sources: entries in the plugin format): id, location, the
+    """List the plugins (sources: entries in the plugin format): id, location, the
     host-mode opt-in, each tools entry's sandbox and whether it was imported, the tools loaded
     and the mode they run in, the alerts of resolve_tools, and every problem found.
 

@@ -1,4 +1,4 @@
-"""Render a validated ``_visualization`` (the nine Jean2 types) for a person, with Rich.
+"""Render a validated ``_visualization`` (one of the nine types) for a person, with Rich.
 
 Every renderer also reads well as plain text: off a terminal Rich drops the colours, and the
 marks (``+``/``-`` diff lines, ✓ / … / ☐ to-do marks, ``$ command``) carry the meaning alone.

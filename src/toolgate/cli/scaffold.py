@@ -2,7 +2,7 @@
 
 Every scaffold is the same small tool: it reads ``{"name": ...}`` (plus ``workspacePath`` and
 ``sessionId``) as JSON on stdin and writes ``{"message": "Hello, <name>!"}`` to stdout, so it runs
-as soon as it is created and shows the whole Jean2 execution model in a few lines.
+as soon as it is created and shows the whole execution model of tool folders in a few lines.
 """
 
 from __future__ import annotations
@@ -213,7 +213,7 @@ WORKER_SCAFFOLDS: dict[str, Scaffold] = {
 }
 
 _TOOL_MD = """---
-# The declaration of the tool '{name}' (Jean2 tool folder). These comments are for you; the
+# The declaration of the tool '{name}' (a tool folder). These comments are for you; the
 # Markdown body below the closing '---' is the description the model reads.
 name: {name_yaml:<19} # the tool's id is local:{name} once installed
 script: {script:<17} # the file run for every call (inside this folder)

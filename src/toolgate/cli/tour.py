@@ -23,7 +23,8 @@ __all__ = ["run_tour"]
 #: Model-facing text longer than this is shortened in the tour (``toolgate call`` prints it all).
 _SHOWN_CHARS = 110
 
-# (tool, arguments) for each visualization type, in the seed's order.
+# (tool, arguments) for each visualization type, in the order the tool folder format lists them,
+# but the last, none: the word_count tool folder returns that one, in part 6.
 _VISUAL_CALLS: tuple[tuple[str, dict[str, Any]], ...] = (
     (
         "demo:diff_text",
@@ -72,13 +73,12 @@ _VISUAL_CALLS: tuple[tuple[str, dict[str, Any]], ...] = (
             ],
         },
     ),
-    ("demo:word_count", {"text": "one gateway for every tool"}),
 )
 
-# Script tools: the bundled demo tool folders, run as child processes (Jean2 seed).
+# Script tools: the bundled demo tool folders, run as child processes.
 _SCRIPT_CALLS: tuple[tuple[str, dict[str, Any]], ...] = (
-    ("demo:word-count", {"path": "greeting-v2.txt"}),
-    ("demo:file-diff", {"oldPath": "greeting-v1.txt", "newPath": "greeting-v2.txt"}),
+    ("demo:word_count", {"path": "greeting-v2.txt"}),
+    ("demo:file_diff", {"oldPath": "greeting-v1.txt", "newPath": "greeting-v2.txt"}),
 )
 
 _ERROR_CALLS: tuple[tuple[str, dict[str, Any]], ...] = (

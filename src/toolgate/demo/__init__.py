@@ -1,10 +1,11 @@
 """The bundled demo tools (namespace ``demo``).
 
-Small, deterministic Python tools that exercise the pipeline and every ``_visualization`` type of
-the Jean2 seed, and a few tool folders (:data:`TOOL_FOLDERS`: ``word-count``, ``file-diff``,
-``system-info``; ``tool.md`` plus a script each) that show script tools. ``toolgate demo`` tours
-them without any configuration; a ``toolgate.yaml`` with ``demo: true`` adds them all to the
-configured gateway.
+Small, deterministic Python tools that exercise the pipeline, and a few tool folders
+(:data:`TOOL_FOLDERS`: ``word_count``, ``file_diff``, ``system_info``; ``tool.md`` plus a script
+each) that show script tools; together they return every ``_visualization`` type. Every name is a
+valid function name as it is, so MCP and the exporters show ``demo__file_diff``, not an escaped
+form. ``toolgate demo`` tours them without any configuration; a ``toolgate.yaml`` with
+``demo: true`` adds them all to the configured gateway.
 
     from toolgate import Gateway
     from toolgate.demo import tools
@@ -32,7 +33,6 @@ from .tools import (
     show_code,
     table,
     todo,
-    word_count,
 )
 
 __all__ = [
@@ -50,13 +50,11 @@ __all__ = [
     "table",
     "todo",
     "tools",
-    "word_count",
 ]
 
 #: Every demo tool, in the order the tour shows them.
 tools: list[FunctionTool[Any, Any]] = [
     add,
-    word_count,
     diff_text,
     diff_texts,
     list_files,

@@ -1,4 +1,4 @@
-"""Build Jean2 ``diff`` visualizations from two texts with :mod:`difflib`."""
+"""Build ``diff`` visualizations from two texts with :mod:`difflib`."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ class TextDiff:
     additions: int
     deletions: int
     visualization: dict[str, Any]
-    """A Jean2 ``diff`` visualization (camelCase keys)."""
+    """A ``diff`` visualization (camelCase keys)."""
 
 
 def _hunk(group: list[tuple[str, int, int, int, int]], old: list[str], new: list[str]) -> Any:

@@ -1,8 +1,9 @@
 """The demo tools themselves. Each one is small, deterministic and runs no external program.
 
-Together they show the argument validation of the pipeline, the nine Jean2 ``_visualization``
-types (diff, diffs, code, file-list, table, markdown, shell-output, todo-list, none), the
-50,000-character overflow rule and how a tool failure reaches the model.
+Together they show the argument validation of the pipeline, eight of the nine ``_visualization``
+types (diff, diffs, code, file-list, table, markdown, shell-output, todo-list; the ninth, none, is
+the ``word_count`` tool folder's), the 50,000-character overflow rule and how a tool failure
+reaches the model.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ __all__ = [
     "show_code",
     "table",
     "todo",
-    "word_count",
 ]
 
 _NS = "demo"
@@ -48,22 +48,6 @@ def add(a: int, b: int) -> int:
         b: The second addend.
     """
     return a + b
-
-
-@tool(namespace=_NS, title="Count words", effect="read_only")
-def word_count(text: str) -> dict[str, Any]:
-    """Count the characters, words and lines of a text.
-
-    Args:
-        text: The text to measure.
-    """
-    words = len(text.split())
-    return {
-        "characters": len(text),
-        "words": words,
-        "lines": len(text.splitlines()),
-        "_visualization": {"type": "none", "message": f"Counted {words} words."},
-    }
 
 
 @tool(namespace=_NS, title="Diff two texts", effect="read_only")

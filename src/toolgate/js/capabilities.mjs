@@ -1,4 +1,5 @@
-// The globals of a compartment tool: the seed's safe list, plus what each permission grants.
+// The globals of a compartment tool: the plugin format's safe list, plus what each permission
+// grants.
 //
 // Safe for every tool: console, URL, URLSearchParams, TextEncoder, TextDecoder, setTimeout,
 // clearTimeout, setInterval, clearInterval, atob, btoa, queueMicrotask, AbortController,
@@ -10,7 +11,7 @@
 //   network → fetch (fetch.mjs), through toolgate's egress proxy; without it fetch is absent;
 //   fs      → ctx.fs, read-only under the declared prefixes (handed to execute, not a global);
 //   env     → ctx.env, the snapshot of the declared keys (taken by the gateway at load).
-// A Jingle capability (spec.kind "jingle") gets the same, from the operator's grant in the
+// A capability's tools module (spec.kind "jingle") gets the same, from the operator's grant in the
 // options of its sources: entry; ctx.env and ctx.fs only when granted.
 //
 // Host objects handed in are hardened first: a tool must not be able to change what the host
@@ -20,7 +21,7 @@ import { lstat, readFile, readdir, readlink, realpath, stat } from "node:fs/prom
 import path from "node:path";
 import { makeFetch } from "./fetch.mjs";
 
-/** Why `what` is missing. A Jingle capability's grant is the operator's (a manifest cannot
+/** Why `what` is missing. A capability tool's grant is the operator's (a manifest cannot
  * declare one): the message says where it is given. */
 export function deniedMessage(what, permission, spec) {
   const where = spec.kind === "jingle"

@@ -6,14 +6,16 @@
 // (TypeScript types stripped, an external source map kept to name .ts lines in errors), then:
 //
 // * mode "compartment": lockdown() (SES), and the bundle is evaluated in one Compartment whose
-//   globals are the seed's safe list plus what the permissions grant (capabilities.mjs);
+//   globals are the plugin format's safe list plus what the permissions grant (capabilities.mjs);
 // * mode "host": the bundle is imported as a plain ES module, with full access (labelled so by
 //   the gateway).
 //
 // Requests: {op: "describe"} → {tools: [...declarative fields, execute: true], alerts};
 // {op: "execute", tool, input, egress, ctx?} → {result} or {error}; {op: "confirm", tool,
-// input} → {result} (Jingle's approval.buildConfirmation). console.log goes to stderr.
-// spec.kind "jingle" loads a Jingle tools module: tools by name, handler(input, ctx).
+// input} → {result} (a capability tool's approval.buildConfirmation). console.log goes to
+// stderr. spec.kind "jingle" (the capability format's origin name, a wire value) loads a
+// capability manifest's tools module: tools by name, handler(input, ctx); any other kind
+// ("pandora") a plugin entry.
 
 import { createRequire, SourceMap } from "node:module";
 import path from "node:path";
@@ -287,7 +289,7 @@ async function load() {
     tools.push(...staticTools.map((tool) => ({ tool, resolved: false })));
   }
   if (spec.kind === "jingle") {
-    // A Jingle tools module: `tools`, each {name, description, access, handler, approval}.
+    // A capability tools module: `tools`, each {name, description, access, handler, approval}.
     if (!Array.isArray(staticTools)) throw new Error(`${spec.entry} must export 'tools', an array of tool definitions`);
     return { tools, alerts, fs: module.fs, clearTimers: module.clearTimers };
   }
@@ -383,8 +385,8 @@ async function handle(request) {
     return { error: `the entry ${spec.entry} has no tool ${JSON.stringify(request.tool)} to ${request.op}` };
   }
   currentCall = { egress: request.egress ?? null };
-  // Pandora: {env, logger, fs?}; Jingle: the connection's {secrets, config, capability}, sent
-  // with each call (secrets never sit in the process environment).
+  // A plugin tool: {env, logger, fs?}; a capability tool: the connection's {secrets, config,
+  // capability}, sent with each call (secrets never sit in the process environment).
   const ctx = hardened(
     spec.kind === "jingle"
       ? {

@@ -1,6 +1,7 @@
-"""Jingle capability manifests (seed 000): the ``aiCapability`` declaration of an extension.
+"""Capability manifests: the ``aiCapability`` declaration of an extension.
 
-An extension's manifest (JSON or YAML) declares its AI capability, exactly as the seed shows::
+An extension's manifest (JSON or YAML) declares its AI capability, as in the format's own
+example::
 
     aiCapability:
       id: notion
@@ -10,9 +11,9 @@ An extension's manifest (JSON or YAML) declares its AI capability, exactly as th
       publicPreferenceNames: [apiBaseUrl]        # plain settings
       toolNames: [searchPages, getPage, addToPage]
       guide: Use this capability for Notion work only after the user connects Notion.
-    main: tools.py                               # toolgate's extension of the seed
+    main: tools.py                               # toolgate's extension of the format
 
-``main`` (top level, next to ``aiCapability``; the seed's "main definition") names the module
+``main`` (top level, next to ``aiCapability``; the format's "main definition") names the module
 that defines the tools, relative to the manifest and inside its folder: a JavaScript or
 TypeScript file (``.js``, ``.mjs``, ``.ts``, ``.mts``; run by the JavaScript host in an SES
 compartment) or Python (a ``.py`` file or a package folder). Other top-level fields belong
@@ -55,9 +56,9 @@ __all__ = [
 ]
 
 MANIFEST_FIELD = "aiCapability"
-#: toolgate's extension of the seed: the Python module defining the tools.
+#: toolgate's extension of the format: the module defining the tools.
 MAIN_FIELD = "main"
-#: The seed's ``aiCapability`` fields, in its order.
+#: The format's ``aiCapability`` fields, in its order.
 CAPABILITY_FIELDS = (
     "id",
     "title",

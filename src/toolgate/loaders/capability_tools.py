@@ -1,7 +1,7 @@
-"""The Python tool definitions of a Jingle capability (seed 000, "Tool definition") → tools.
+"""The Python tool definitions of a capability manifest's ``main`` module → tools.
 
 The module a manifest's ``main`` names exports ``tools``, a list of definitions (dicts or simple
-objects) with the seed's fields: ``name``, ``description``, ``inputSchema``, ``access``
+objects) with the format's fields: ``name``, ``description``, ``inputSchema``, ``access``
 (``read`` / ``write`` / ``external``), optional ``approval`` (``required``,
 ``build_confirmation(input)`` returning ``title``, ``risk``/``riskLabel`` and ``facts``),
 ``handler(input, ctx)``, and optionally ``title``. Python spellings (``input_schema``,
@@ -48,7 +48,7 @@ from .examples import parse_examples
 
 __all__ = ["ACCESS_LEVELS", "TOOL_FIELDS", "CapabilityTool", "ToolsCheck", "build_capability_tools"]
 
-#: The seed's tool fields (plus ``title``, "Tool display title").
+#: The format's tool fields (plus ``title``, "Tool display title").
 TOOL_FIELDS = (
     "name",
     "title",

@@ -1,6 +1,6 @@
 """Prompt ``examples``: requests that should select a tool.
 
-The Extension Info seed (003) gives each tool ``examples``; toolgate lets every declaration
+The extension info format gives each tool ``examples``; toolgate lets every declaration
 format declare them (its extension): ``examples:`` in a tool folder's ``tool.md`` front matter or
 ``tool.json``, in a capability's or a plugin's tool definition, and in a ``Tool`` resource's
 ``spec``. Search indexes them, and ``toolgate examples check`` uses them as a regression set.

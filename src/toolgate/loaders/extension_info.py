@@ -1,4 +1,4 @@
-"""Extension Info manifests (seed 003): ``{ns, title, tools: {id: {title, examples, schema, ui}}}``.
+"""Extension info manifests: ``{ns, title, tools: {id: {title, examples, schema, ui}}}``.
 
 A manifest is one JSON or YAML file. It declares what people and models see of each tool — the
 title, prompt examples that should select it, the input fields and the tile display — but not the
@@ -14,7 +14,7 @@ Mapping, per tool ``<id>`` of ``tools``:
   key: no white space, ``:`` or ``/``).
 * ``title`` → ``Tool.title``; ``examples`` (strings) → ``display.examples``.
 * ``schema.fields`` → ``input_schema``: ``{"type": "object", "properties": {<field>: ...},
-  "additionalProperties": false}``. The seed's fields are a subset of JSON Schema:
+  "additionalProperties": false}``. The format's fields are a subset of JSON Schema:
   ``type`` (required: string, integer, number, boolean, array or object), ``description``,
   ``title``, ``enum``, ``default``, ``examples``; for numbers ``minimum``, ``maximum``,
   ``exclusiveMinimum``, ``exclusiveMaximum``; for strings ``minLength``, ``maxLength``,
@@ -22,7 +22,7 @@ Mapping, per tool ``<id>`` of ``tools``:
   objects ``properties`` (fields). Anything else is an error, not silently ignored.
 
   *Required.* A field is optional unless it says ``"required": true`` (JSON Schema draft 3's
-  spelling, the only one a map of fields has room for). The seed's own example needs that: "Show
+  spelling, the only one a map of fields has room for). The format's own example needs that: "Show
   map of london" gives no zoom, and the tile skips arguments that were not given.
   *additionalProperties: false.* The fields are everything the model may map from a prompt; an
   argument the manifest does not declare is refused as ``invalid_arguments`` instead of reaching
@@ -68,7 +68,7 @@ __all__ = [
 
 #: Manifests larger than this are refused unread.
 MAX_MANIFEST_BYTES = 1_048_576
-#: The ``type`` values of the seed's JSON Schema subset.
+#: The ``type`` values of the format's JSON Schema subset.
 FIELD_TYPES = ("string", "integer", "number", "boolean", "array", "object")
 #: Top-level keys of the other declaration formats (capability, plugin, resource manifests).
 OTHER_FORMAT_KEYS = ("aiCapability", "provides", "apiVersion")

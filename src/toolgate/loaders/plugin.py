@@ -1,6 +1,6 @@
-"""Pandora plugin manifests (seed 001): ``id`` plus ``provides.tools``, checked without importing.
+"""Plugin manifests: ``id`` plus ``provides.tools``, checked without importing.
 
-A plugin is a folder holding a manifest and its modules: JavaScript or TypeScript as Pandora
+A plugin is a folder holding a manifest and its modules: JavaScript or TypeScript as the format
 writes them (run by the JavaScript host, :mod:`toolgate.backends.js_host`), or Python
 (toolgate's extension). The manifest is the first of
 :data:`MANIFEST_NAMES` found in the folder (``pandora.json``, ``pandora.yaml``, ``pandora.yml``,
@@ -24,14 +24,14 @@ would be a guess)::
   no white space and no ``:``.
 * ``name``, ``version``, ``description``: optional strings, shown by ``toolgate plugins``.
 * ``provides.tools`` (required): one tools entry, or a list of them. Other ``provides`` keys
-  are warnings (toolgate loads tools only); other top-level keys are Pandora metadata, ignored.
+  are warnings (toolgate loads tools only); other top-level keys are plugin metadata, ignored.
 * ``entry`` (required): a ``.ts``, ``.mts``, ``.js`` or ``.mjs`` file, or a Python module (a
   ``.py`` file or a package folder with ``__init__.py``), relative to the plugin folder. It
   must stay inside the plugin folder (symlinks resolved). For Python, every part must be an
   identifier, so it can be imported as a submodule of the plugin (relative imports between the
   plugin's modules work).
-* ``sandbox``: ``compartment`` (the seed's default) or ``host``.
-* ``permissions`` (Pandora ``ToolPermissions``): ``time`` and ``random`` booleans, ``network``
+* ``sandbox``: ``compartment`` (the format's default) or ``host``.
+* ``permissions`` (the format's ``ToolPermissions``): ``time`` and ``random`` booleans, ``network``
   host names (``api.example.com``, ``*.example.org``, optionally ``:port``; no scheme, path, bare
   ``*`` or wildcard top-level domain), ``env`` variable names, ``fs`` path prefixes (absolute,
   ``~/…``, or relative to the plugin folder; stored absolute).
@@ -89,7 +89,7 @@ MANIFEST_NAMES: tuple[str, ...] = (
 )
 #: Entry file endings run by the JavaScript host (TypeScript types are stripped on load).
 JS_SUFFIXES: tuple[str, ...] = (".ts", ".mts", ".js", ".mjs")
-#: The fields of one ``provides.tools`` entry (seed: "Manifest Fields").
+#: The fields of one ``provides.tools`` entry (the format's "Manifest Fields").
 TOOLS_ENTRY_FIELDS: tuple[str, ...] = ("entry", "sandbox", "permissions", "requireApproval")
 
 MAX_MANIFEST_BYTES = 1_048_576
@@ -389,7 +389,7 @@ def _tools_entry(
 
 
 def _host_permissions_note(permissions: Permissions, pointer: str, report: Report) -> None:
-    # Seed: permissions are "capabilities to grant in compartment mode"; a host tool has full
+    # The format: permissions are "capabilities to grant in compartment mode"; a host tool has full
     # process access, so only ``env`` (what ctx.env holds) still means something.
     moot = [
         name

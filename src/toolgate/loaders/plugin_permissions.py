@@ -1,15 +1,15 @@
-"""Pandora ``sandbox`` and ``permissions`` (seed 001, "Sandbox & Permissions"), checked.
+"""The plugin format's ``sandbox`` and ``permissions``, checked.
 
 Shared by the manifest (:mod:`toolgate.loaders.plugin`, JSON values) and the per-tool overrides of
-tool objects (:mod:`toolgate.loaders.plugin_tool`, Python mappings or objects), and by tool
-folders, ``os`` tools and Jingle ``options.permissions`` through them. What no declaration may be
-granted is decided in :mod:`toolgate.model.permission_rules`: ``network`` entries are parsed by the
-egress proxy's own parser (:func:`toolgate.model.hosts.parse_pattern`) and stored in its canonical
-form, so an entry the proxy would refuse — a bare ``*``, a wildcard over a top-level domain or an IP
-address (``*.127.0.0.1``), a URL, a port out of range — does not load; ``env`` names that make a
-runtime load or run code (``BASH_ENV``, ``LD_PRELOAD``, ``PYTHONPATH``…) are errors; an unknown
-field of ``permissions`` is an error naming the closest known one (a misspelt ``netwrok`` would
-silently drop a restriction). ``fs`` prefixes are stored absolute (relative ones against the
+tool objects (:mod:`toolgate.loaders.plugin_tool`, Python mappings or objects), and by tool folders,
+``os`` tools and capability sources' ``options.permissions`` through them. What no declaration may
+be granted is decided in :mod:`toolgate.model.permission_rules`: ``network`` entries are parsed by
+the egress proxy's own parser (:func:`toolgate.model.hosts.parse_pattern`) and stored in its
+canonical form, so an entry the proxy would refuse — a bare ``*``, a wildcard over a top-level
+domain or an IP address (``*.127.0.0.1``), a URL, a port out of range — does not load; ``env`` names
+that make a runtime load or run code (``BASH_ENV``, ``LD_PRELOAD``, ``PYTHONPATH``…) are errors; an
+unknown field of ``permissions`` is an error naming the closest known one (a misspelt ``netwrok``
+would silently drop a restriction). ``fs`` prefixes are stored absolute (relative ones against the
 plugin folder). Nothing here enforces anything: it only records what a tool is granted.
 """
 
@@ -38,7 +38,7 @@ __all__ = [
     "unknown_permission",
 ]
 
-#: The fields of ``permissions`` (seed: "Sandbox & Permissions").
+#: The fields of ``permissions`` (the plugin format's "Sandbox & Permissions").
 PERMISSION_FIELDS: tuple[str, ...] = ("time", "network", "env", "fs", "random")
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

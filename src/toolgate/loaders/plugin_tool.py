@@ -1,7 +1,7 @@
-"""Pandora tool objects (seed 001, "Tool"): checked and mapped onto a :class:`Tool`.
+"""Plugin tool objects: checked and mapped onto a :class:`Tool`.
 
 A plugin's entry module exports ``tools``, a list of tool objects, and optionally
-``resolve_tools(ctx)`` returning more. A tool object is a ``dict`` (the seed's plain object) or
+``resolve_tools(ctx)`` returning more. A tool object is a ``dict`` (the format's plain object) or
 any object with these attributes:
 
 ==============  ========  ====================================================================
@@ -70,9 +70,9 @@ __all__ = [
     "tool_label",
 ]
 
-#: Pandora's default execution timeout, in milliseconds.
+#: The plugin format's default execution timeout, in milliseconds.
 DEFAULT_TIMEOUT_MS = 60_000
-#: Every field of a tool object, in the seed's order.
+#: Every field of a tool object, in the format's order.
 TOOL_FIELDS: tuple[str, ...] = (
     "id",
     "name",
@@ -87,7 +87,7 @@ TOOL_FIELDS: tuple[str, ...] = (
 )
 """``examples`` is toolgate's extension (:mod:`toolgate.loaders.examples`)."""
 
-#: The MCP-compatible annotations the seed lists, plus MCP's ``openWorldHint``.
+#: The MCP-compatible annotations the format lists, plus MCP's ``openWorldHint``.
 ANNOTATION_FIELDS: tuple[str, ...] = (
     "title",
     "readOnlyHint",

@@ -1,4 +1,4 @@
-"""Joch ``Policy`` resources → :class:`~toolgate.model.policy.AccessPolicy` values.
+"""``Policy`` resources → :class:`~toolgate.model.policy.AccessPolicy` values.
 
 ::
 

@@ -1,4 +1,4 @@
-"""A Joch ``kind: Tool`` resource → a :class:`~toolgate.model.Tool` (seed 004, "Tool").
+"""A ``kind: Tool`` resource → a :class:`~toolgate.model.Tool`.
 
 Internal to :mod:`toolgate.loaders.resources`, which documents the whole mapping. This module
 checks every field of ``spec`` and builds the tool; it never imports or runs the implementation
@@ -52,7 +52,7 @@ __all__ = [
     "url_placeholders",
 ]
 
-#: Joch ``spec.type`` values and the implementation kind each becomes.
+#: The ``spec.type`` values and the implementation kind each becomes.
 TOOL_TYPES: Mapping[str, ImplementationKind] = {
     "function": ImplementationKind.PYTHON,
     "rest": ImplementationKind.REST,
@@ -60,8 +60,9 @@ TOOL_TYPES: Mapping[str, ImplementationKind] = {
     "os": ImplementationKind.OS,
 }
 
-#: Every field ``spec`` may hold: the seed's, plus ``function``, ``command`` and ``timeout``
-#: (the seed names the types but not where their implementation is written).
+#: Every field ``spec`` may hold: the specification's, plus ``function``, ``command`` and
+#: ``timeout`` (the specification names the types but not where their implementation is
+#: written).
 SPEC_FIELDS = (
     "type",
     "description",
@@ -80,8 +81,9 @@ SPEC_FIELDS = (
     "examples",
 )
 """``examples`` (prompts that should select the tool, :mod:`toolgate.loaders.examples`), and
-``sandbox`` and ``permissions`` (type ``os`` only) are toolgate's extension of the Joch format,
-in Pandora's vocabulary: an ``os`` tool runs in a ``compartment`` unless it says ``host``."""
+``sandbox`` and ``permissions`` (type ``os`` only) are toolgate's extension of the resource
+format, in the plugin format's vocabulary: an ``os`` tool runs in a ``compartment`` unless it
+says ``host``."""
 _TYPE_FIELDS = {"rest": "endpoint", "mcp": "mcpServerRef", "function": "function", "os": "command"}
 _ENDPOINT_FIELDS = ("method", "url", "auth", "timeout")
 _AUTH_FIELDS = ("type", "secretRef")
@@ -197,8 +199,8 @@ def build_tool_resource(
             side_effect=level,
             hints=ToolHints(idempotent=idempotency.idempotent),
             approval=approval,
-            # Joch: an os tool is "a sandboxed command"; the source lowers this to host mode
-            # only when the operator opts in.
+            # The specification: an os tool is "a sandboxed command"; the source lowers this to
+            # host mode only when the operator opts in.
             sandbox=sandbox,
             # The keys ``permissions.env`` grants are the command's declared variables.
             env=sandbox.permissions.env,

@@ -1,4 +1,4 @@
-"""Kubernetes-style resources (Joch seed 004) → tools, access policies and MCP server documents.
+"""Kubernetes-style resources → tools, access policies and MCP server documents.
 
 A file holds one or more YAML documents separated by ``---`` (or one JSON document); a folder is
 every ``.yaml``, ``.yml`` and ``.json`` file directly inside it, loaded together. Each document
@@ -134,7 +134,8 @@ class ResourceSet:
 
 
 def is_resource(document: Any) -> bool:
-    """Whether a parsed document is a Joch resource (its ``apiVersion`` is ``joch.dev/…``)."""
+    """Whether a parsed document is a Kubernetes-style resource of this format (its
+    ``apiVersion`` is ``joch.dev/…``)."""
     return (
         isinstance(document, dict)
         and isinstance(document.get("apiVersion"), str)
@@ -341,13 +342,14 @@ def _joch_type(tool: Tool) -> str:
         return "os"
     if isinstance(entry, PythonEntry) or str(tool.kind) == "python":
         return "function"
-    return str(tool.kind)  # script: toolgate's own kind, not a Joch type
+    return str(tool.kind)  # script: toolgate's own kind, not a resource type
 
 
 def tool_document(tool: Tool, status: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """``tool`` as a ``kind: Tool`` resource (with ``status`` when given). Resources loaded from
     this format come back as they were declared, with every default filled in; other tools are
-    described in the same shape (``type: script`` for tool folders, which Joch has no type for).
+    described in the same shape (``type: script`` for tool folders, which the resource format has
+    no type for).
     """
     spec: dict[str, Any] = {"type": _joch_type(tool), "description": tool.description}
     entry = tool.entry

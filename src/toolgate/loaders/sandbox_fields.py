@@ -1,9 +1,9 @@
-"""``sandbox`` and ``permissions`` in tool folders and Joch ``os`` tools: toolgate's extension of
-those formats, in Pandora's vocabulary (see :mod:`toolgate.loaders.plugin_permissions`).
+"""``sandbox`` and ``permissions`` in tool folders and ``os`` tools: toolgate's extension of those
+formats, in the plugin format's vocabulary (see :mod:`toolgate.loaders.plugin_permissions`).
 
 The two formats differ only in the default: a tool folder without ``sandbox`` runs on the host,
-as the seed system ran it; an ``os`` tool runs in a ``compartment`` (Joch calls it "a sandboxed
-command"). Relative ``fs`` prefixes are taken against the declaring folder.
+as tool folders always ran; an ``os`` tool runs in a ``compartment`` (the resource specification
+calls it "a sandboxed command"). Relative ``fs`` prefixes are taken against the declaring folder.
 """
 
 from __future__ import annotations

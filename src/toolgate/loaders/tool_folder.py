@@ -1,4 +1,4 @@
-"""Jean2 tool folders (seed 002): ``tool.md`` or ``tool.json`` plus a script, into a :class:`Tool`.
+"""Tool folders: ``tool.md`` or ``tool.json`` plus a script, into a :class:`Tool`.
 
 A tool folder holds ``tool.md`` (YAML front matter between ``---`` lines, then a Markdown body
 that is the description the model reads) or ``tool.json`` (the same fields as one JSON object,
@@ -18,7 +18,7 @@ Mapping onto :class:`~toolgate.model.Tool`:
   folder, symlinks resolved); ``kind`` is ``script``.
 * ``runtime`` → ``ScriptEntry.runtime``: one of :data:`~toolgate.runtimes.RUNTIMES` (required).
 * ``inputSchema`` → ``input_schema`` (required; an ``object`` JSON Schema).
-* ``outputSchema`` → ``output_schema`` (the seed requires it; missing is a warning).
+* ``outputSchema`` → ``output_schema`` (the format requires it; missing is a warning).
 * ``timeout`` (milliseconds, default 30000) → ``timeout`` in seconds.
 * ``requireApproval`` → ``approval=ApprovalSpec(required=...)``.
 * ``dangerous`` → ``display.dangerous`` and ``side_effect=level_from_dangerous(...)``.

@@ -57,12 +57,12 @@ __all__ = [
 TOOL_MD = "tool.md"
 TOOL_JSON = "tool.json"
 
-#: Jean2 defaults, in milliseconds as written in the file.
+#: The format's defaults, in milliseconds as written in the file.
 DEFAULT_TIMEOUT_MS = 30_000
 DEFAULT_SECURITY_TIMEOUT_MS = 10_000
 DEFAULT_SECURITY_SCRIPT = "security.ts"
 
-#: Every field a tool folder declaration may hold, in the seed's order. ``description`` is the
+#: Every field a tool folder declaration may hold, in the format's order. ``description`` is the
 #: ``tool.json`` spelling of the ``tool.md`` body.
 TOOL_FOLDER_FIELDS: tuple[str, ...] = (
     "name",
@@ -89,7 +89,7 @@ TOOL_FOLDER_FIELDS: tuple[str, ...] = (
 :mod:`toolgate.loaders.examples`); ``prestart``/``protocol``: toolgate's extension (how the
 script's processes serve calls)."""
 
-#: The values of ``protocol``: a process per call (Jean2), or a long-lived worker.
+#: The values of ``protocol``: a process per call (the format's), or a long-lived worker.
 PROTOCOLS = ("oneshot", "worker")
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -479,8 +479,8 @@ def _schema(
         else:
             report.warning(
                 field,
-                f"'{field}' is missing; the seed requires it, so results cannot be checked "
-                "against a declared shape",
+                f"'{field}' is missing; the tool folder format requires it, so results cannot "
+                "be checked against a declared shape",
             )
         return None
     if not isinstance(value, dict):

@@ -21,7 +21,7 @@ __all__ = [
 
 
 class Decision(StrEnum):
-    """What a person decided (Jean2: "Allow once" / "Always allow" / deny)."""
+    """What a person decided: "Allow once", "Always allow" or deny."""
 
     APPROVE = "approve"
     """Run this exact call once."""
@@ -49,7 +49,7 @@ class ApprovalStatus(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class PermissionKey:
-    """What a grant covers (Jean2: keyed by tool name, permission type and permission key)."""
+    """What a grant covers: it is keyed by tool name, permission type and permission key."""
 
     type: str
     key: str
@@ -70,7 +70,7 @@ class ApprovalRequest:
     id: str
     tool_id: str
     title: str
-    """Confirmation title (Jingle ``buildConfirmation``), else the tool's title."""
+    """Confirmation title (``buildConfirmation``), else the tool's title."""
     risk: str
     """Risk label: the tool's own, else derived from its side-effect level."""
     facts: tuple[tuple[str, str], ...]

@@ -41,7 +41,7 @@ class ToolCall:
 
 @dataclass(frozen=True, slots=True)
 class Overflow:
-    """Set when the model-facing content was too large and was spilled to a file (Jean2)."""
+    """Set when the model-facing content was too large and was spilled to a file."""
 
     path: str
     """The file holding the full content."""
@@ -68,7 +68,7 @@ class CallOutcome:
     message: str | None = None
     """For errors: what went wrong and what to do next, written for the model."""
     visualization: Mapping[str, Any] | None = None
-    """A validated ``_visualization`` (one of the nine Jean2 types), for people only."""
+    """A validated ``_visualization`` (one of the nine types), for people only."""
     overflow: Overflow | None = None
     approval: ApprovalRequest | None = None
     duration: float = 0.0

@@ -1,8 +1,9 @@
 """The one-line display of a call: what a tile, a terminal or an approval prompt shows.
 
-Extension Info seed (003): ``ui.prefix``, then for each argument in ``ui.args`` order its
+The extension info format: ``ui.prefix``, then for each argument in ``ui.args`` order its
 ``prefix``, its value and its ``suffix``, then ``ui.suffix``, joined by single spaces. For
-``{"address": "Cairo", "zoom": 12}`` and the seed's ``showMapAtAddressAndZoom`` tile that is::
+``{"address": "Cairo", "zoom": 12}`` and the format's own example tile,
+``showMapAtAddressAndZoom``, that is::
 
     Show Map Of "Cairo" At Zoom Level 12
 

@@ -1,19 +1,19 @@
-"""Side-effect levels and the mapping from every seed's vocabulary onto them.
+"""Side-effect levels and the mapping from every format's vocabulary onto them.
 
-The seven levels are the Joch ``sideEffects.level`` values (seed 004). The other formats describe
-effects in their own words; each is mapped here, in one place, and the table is documented in
-``docs/side-effects.md``:
+The seven levels are the ``sideEffects.level`` values of ``Tool`` resources. The other formats
+describe effects in their own words; each is mapped here, in one place, and the table is
+documented in ``docs/concepts/side-effects.md``:
 
 =====================  =========================================================================
 source                 level
 =====================  =========================================================================
-Jingle ``access``      ``read`` → read_only, ``write`` → external_write, ``external`` →
-                       external_write (seed 000: "write: modify an external system",
+capability manifests'  ``read`` → read_only, ``write`` → external_write, ``external`` →
+``access``             external_write (the format's words: "write: modify an external system",
                        "external: open external apps, websites, or workflows")
 MCP annotations        ``readOnlyHint: true`` → read_only; otherwise ``openWorldHint: false`` →
-(Pandora, seed 001)    local_write; otherwise external_write (MCP's defaults: a tool that is not
+(plugins, MCP)         local_write; otherwise external_write (MCP's defaults: a tool that is not
                        read-only is assumed destructive and open-world)
-Jean2 (seed 002)       ``dangerous: true`` → code_execution; otherwise local_write (a script that
+tool folders           ``dangerous: true`` → code_execution; otherwise local_write (a script that
                        runs on the host and writes at most local state). ``requireApproval`` sets
                        the approval requirement explicitly, it does not change the level.
 =====================  =========================================================================
@@ -35,7 +35,8 @@ __all__ = [
 
 
 class SideEffect(StrEnum):
-    """How much a tool can change the world (Joch ``sideEffects.level``), mildest first."""
+    """How much a tool can change the world (``sideEffects.level`` of ``Tool`` resources), mildest
+    first."""
 
     READ_ONLY = "read_only"
     LOCAL_WRITE = "local_write"
@@ -57,8 +58,9 @@ _ACCESS_TO_LEVEL = {
     "external": SideEffect.EXTERNAL_WRITE,
 }
 
-# Joch: "Each level has default approval policies". Reading and writing agent-owned local state
-# run without a prompt; everything that reaches other people, money, code or infrastructure asks.
+# The resource format: "Each level has default approval policies". Reading and writing
+# agent-owned local state run without a prompt; everything that reaches other people, money,
+# code or infrastructure asks.
 _APPROVAL_BY_DEFAULT = {
     SideEffect.READ_ONLY: False,
     SideEffect.LOCAL_WRITE: False,
@@ -71,7 +73,8 @@ _APPROVAL_BY_DEFAULT = {
 
 
 def level_from_access(access: str) -> SideEffect:
-    """Map a Jingle ``access`` value (``read`` / ``write`` / ``external``) to a level."""
+    """Map a capability manifest's ``access`` value (``read`` / ``write`` / ``external``) to a
+    level."""
     try:
         return _ACCESS_TO_LEVEL[access]
     except KeyError:
@@ -89,7 +92,7 @@ def level_from_annotations(*, read_only: bool | None, open_world: bool | None = 
 
 
 def level_from_dangerous(dangerous: bool) -> SideEffect:
-    """Map a Jean2 ``dangerous`` flag to a level."""
+    """Map a tool folder's ``dangerous`` flag to a level."""
     return SideEffect.CODE_EXECUTION if dangerous else SideEffect.LOCAL_WRITE
 
 

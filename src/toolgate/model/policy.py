@@ -1,4 +1,4 @@
-"""Access policy: who may call what (Joch ``Tool.safety`` and ``Policy`` resources) — values only.
+"""Access policy: who may call what (``Tool.safety`` and ``Policy`` resources) — values only.
 
 Agents are named ``name`` or ``namespace/name`` (Kubernetes style); a plain name is in the
 namespace ``default``. A tool's ``safety.deniedNamespaces`` lists agent namespaces that may not call
@@ -52,7 +52,7 @@ class PolicyRule:
 
 @dataclass(frozen=True, slots=True)
 class AccessPolicy:
-    """A Joch ``Policy``: the agents it applies to, and its rules in declared order."""
+    """A ``Policy`` resource: the agents it applies to, and its rules in declared order."""
 
     name: str
     rules: tuple[PolicyRule, ...]

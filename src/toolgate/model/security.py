@@ -1,4 +1,4 @@
-"""The verdict of a security check (Jean2 seed, "Security Checks")."""
+"""The verdict of a security check (the security scripts of tool folders)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ __all__ = ["SecurityVerdict", "parse_verdict"]
 
 @dataclass(frozen=True, slots=True)
 class SecurityVerdict:
-    """What a security check decided. The four outcomes of the seed:
+    """What a security check decided. The four outcomes:
 
     ========= ================= =====================================
     allowed   requiresApproval  result

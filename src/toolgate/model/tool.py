@@ -4,7 +4,8 @@ A :class:`Tool` is plain, immutable data: what the tool is called, what it accep
 how risky it is, and the rules the gateway applies to every call. It never holds code; the callable
 (or script, endpoint, server) that implements it is bound separately when it is registered.
 
-Field names follow the seeds where a seed names them; each field's docstring says which.
+Field names follow the declaration formats where a format names them; each field's docstring says
+which format and field.
 """
 
 from __future__ import annotations
@@ -46,14 +47,14 @@ __all__ = [
     "split_tool_id",
 ]
 
-#: Joch leaves the window configurable; 24 hours is what mature payment APIs use.
+#: ``Tool`` resources leave the window configurable; 24 hours is what mature payment APIs use.
 DEFAULT_IDEMPOTENCY_WINDOW = 24 * 60 * 60.0
 
 _PART = re.compile(r"^[^\s:][^\s]*$")
 
 
 def split_tool_id(tool_id: str) -> tuple[str, str]:
-    """Split ``namespace:name`` at its **last** colon (Pandora ids such as ``@scope/x:y``).
+    """Split ``namespace:name`` at its **last** colon (plugin ids such as ``@scope/x:y``).
 
     Raises ``ValueError`` naming the problem when the id is not of that form.
     """
@@ -68,7 +69,8 @@ def split_tool_id(tool_id: str) -> tuple[str, str]:
 
 
 class ImplementationKind(StrEnum):
-    """What runs when the tool is called (Joch ``spec.type`` plus Jean2 scripts)."""
+    """What runs when the tool is called (``spec.type`` of ``Tool`` resources, plus the scripts
+    of tool folders)."""
 
     PYTHON = "python"
     SCRIPT = "script"
@@ -89,7 +91,8 @@ class SourceFormat(StrEnum):
 
 
 class SandboxMode(StrEnum):
-    """Pandora's sandbox modes: ``compartment`` (isolated, capabilities granted) or ``host``."""
+    """The sandbox modes (the plugin format's): ``compartment`` (isolated, capabilities granted)
+    or ``host``."""
 
     COMPARTMENT = "compartment"
     HOST = "host"
@@ -107,7 +110,7 @@ class ToolSource:
 
 @dataclass(frozen=True, slots=True)
 class PythonEntry:
-    """Implementation: a Python callable, named by import path (Joch ``type: function``)."""
+    """Implementation: a Python callable, named by import path (``type: function`` resources)."""
 
     ref: str
     """``module:qualname`` of the callable."""
@@ -122,12 +125,13 @@ ScriptProtocol = Literal["oneshot", "worker"]
 
 @dataclass(frozen=True, slots=True)
 class ScriptEntry:
-    """Implementation: a script run as a child process (Jean2 ``script`` + ``runtime``)."""
+    """Implementation: a script run as a child process (a tool folder's ``script`` and
+    ``runtime``)."""
 
     path: str
     """Absolute path of the script."""
     runtime: str
-    """One of the Jean2 runtimes: bun, node, python, bash, go, binary, powershell."""
+    """One of the tool folder runtimes: bun, node, python, bash, go, binary, powershell."""
     digest: str | None = None
     """SHA-256 of the script's (and security script's) contents when loaded, so the definition
     hash — and every approval and grant bound to it — changes when the code does."""
@@ -138,13 +142,14 @@ class ScriptEntry:
     """Keep processes of it started ahead of calls, each used for one call (toolgate's
     extension, ``prestart: true``)."""
     protocol: ScriptProtocol = field(default="oneshot", repr=False)
-    """``oneshot``: one process per call, its input on stdin (Jean2); ``worker``: a long-lived
-    process answering one JSON line per call (toolgate's extension, ``protocol: worker``)."""
+    """``oneshot``: one process per call, its input on stdin (the tool folder format);
+    ``worker``: a long-lived process answering one JSON line per call (toolgate's extension,
+    ``protocol: worker``)."""
 
 
 @dataclass(frozen=True, slots=True)
 class RestEndpoint:
-    """Implementation: an HTTP endpoint (Joch ``type: rest``, ``spec.endpoint``)."""
+    """Implementation: an HTTP endpoint (``type: rest`` resources, ``spec.endpoint``)."""
 
     method: str
     """HTTP method, upper case."""
@@ -158,7 +163,7 @@ class RestEndpoint:
 
 @dataclass(frozen=True, slots=True)
 class McpEntry:
-    """Implementation: a tool on a remote MCP server (Joch ``type: mcp``, ``mcpServerRef``)."""
+    """Implementation: a tool on a remote MCP server (``type: mcp`` resources, ``mcpServerRef``)."""
 
     server: str
     """Name of the ``MCPServer`` resource."""
@@ -168,7 +173,7 @@ class McpEntry:
 
 @dataclass(frozen=True, slots=True)
 class OsCommandEntry:
-    """Implementation: a sandboxed command (Joch ``type: os``)."""
+    """Implementation: a sandboxed command (``type: os`` resources)."""
 
     command: tuple[str, ...]
     """The argv to execute."""
@@ -179,7 +184,7 @@ Entry = PythonEntry | ScriptEntry | RestEndpoint | McpEntry | OsCommandEntry
 
 @dataclass(frozen=True, slots=True)
 class Fact:
-    """One label/value line of a confirmation (Jingle ``facts``)."""
+    """One label/value line of a confirmation (``facts``)."""
 
     label: str
     value: str
@@ -188,7 +193,7 @@ class Fact:
 
 @dataclass(frozen=True, slots=True)
 class ConfirmationSpec:
-    """What a person sees before approving (Jingle ``buildConfirmation``), as static templates.
+    """What a person sees before approving (``buildConfirmation``), as static templates.
 
     Python tools may instead compute it with a ``build_confirmation(args)`` function bound with
     the implementation.
@@ -202,8 +207,9 @@ class ConfirmationSpec:
 
 @dataclass(frozen=True, slots=True)
 class ApprovalSpec:
-    """Whether calls need a person's approval (Jingle ``approval``, Jean2 ``requireApproval``,
-    Pandora ``requireApproval``, Joch ``sideEffects.requiresApproval``)."""
+    """Whether calls need a person's approval (``approval`` of capability manifests,
+    ``requireApproval`` of tool folders and plugins, ``sideEffects.requiresApproval`` of ``Tool``
+    resources)."""
 
     required: bool | None = None
     """``None``: decided by the side-effect level's default."""
@@ -212,17 +218,18 @@ class ApprovalSpec:
 
 @dataclass(frozen=True, slots=True)
 class SecurityCheckSpec:
-    """A check that runs before the tool and may allow, block or ask (Jean2 security scripts)."""
+    """A check that runs before the tool and may allow, block or ask (a tool folder's security
+    script)."""
 
     script: str | None = None
     """Absolute path of the security script; ``None`` when a Python check function is bound."""
     timeout: float = 10.0
-    """Seconds (Jean2 ``securityTimeout``, default 10000 ms)."""
+    """Seconds (``securityTimeout`` of tool folders, default 10000 ms)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Permissions:
-    """Capabilities granted in ``compartment`` mode (Pandora ``permissions``)."""
+    """Capabilities granted in ``compartment`` mode (``permissions``)."""
 
     time: bool = False
     network: tuple[str, ...] = ()
@@ -236,7 +243,7 @@ class Permissions:
 
 @dataclass(frozen=True, slots=True)
 class SandboxSpec:
-    """How the tool is isolated (Pandora ``sandbox`` + ``permissions``)."""
+    """How the tool is isolated (``sandbox`` + ``permissions``)."""
 
     mode: SandboxMode = SandboxMode.HOST
     permissions: Permissions = field(default_factory=Permissions)
@@ -244,7 +251,7 @@ class SandboxSpec:
 
 @dataclass(frozen=True, slots=True)
 class RateLimit:
-    """Hard caps enforced at the gateway (Joch ``safety.rateLimit``)."""
+    """Hard caps enforced at the gateway (``safety.rateLimit`` of ``Tool`` resources)."""
 
     calls_per_minute: int | None = None
     calls_per_day: int | None = None
@@ -252,7 +259,7 @@ class RateLimit:
 
 @dataclass(frozen=True, slots=True)
 class SafetySpec:
-    """Who may call the tool and how often (Joch ``spec.safety``)."""
+    """Who may call the tool and how often (``spec.safety`` of ``Tool`` resources)."""
 
     allowed_agents: tuple[str, ...] | None = None
     """Only these agents may call; ``None`` means any agent."""
@@ -263,7 +270,8 @@ class SafetySpec:
 
 @dataclass(frozen=True, slots=True)
 class IdempotencySpec:
-    """De-duplication of repeated calls (Joch ``sideEffects.idempotent`` and key template)."""
+    """De-duplication of repeated calls (``sideEffects.idempotent`` and key template of ``Tool``
+    resources)."""
 
     idempotent: bool | None = None
     """The tool declares that repeating a call is harmless."""
@@ -275,7 +283,7 @@ class IdempotencySpec:
 
 @dataclass(frozen=True, slots=True)
 class ObservabilitySpec:
-    """What the audit log keeps (Joch ``spec.observability``)."""
+    """What the audit log keeps (``spec.observability`` of ``Tool`` resources)."""
 
     log_args: bool = True
     log_result: bool = True
@@ -303,13 +311,13 @@ class TileDisplay:
 
 @dataclass(frozen=True, slots=True)
 class DisplaySpec:
-    """How people see the tool: tile display and prompt examples (Extension Info seed)."""
+    """How people see the tool: tile display and prompt examples (as in extension info)."""
 
     ui: TileDisplay | None = None
     examples: tuple[str, ...] = ()
     """Prompts that should select this tool."""
     dangerous: bool = False
-    """Jean2 ``dangerous``: shown with a warning sign in listings."""
+    """``dangerous`` (tool folders): shown with a warning sign in listings."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -340,13 +348,15 @@ class Tool:
     security_check: SecurityCheckSpec | None = None
     sandbox: SandboxSpec = field(default_factory=SandboxSpec)
     env: tuple[str, ...] = ()
-    """Environment variables passed to the implementation (Jean2 ``env``); nothing else is."""
+    """Environment variables passed to the implementation (``env``); nothing else is."""
     secrets: tuple[str, ...] = ()
-    """Secrets the tool needs (Jingle ``requiredPreferenceNames``); unavailable without them."""
+    """Secrets the tool needs (``requiredPreferenceNames`` of capability manifests); unavailable
+    without them."""
     config: tuple[str, ...] = ()
-    """Public settings the tool reads (Jingle ``publicPreferenceNames``)."""
+    """Public settings the tool reads (``publicPreferenceNames`` of capability manifests)."""
     capability: str | None = None
-    """The capability/connection this tool belongs to (Jingle ``aiCapability.id``)."""
+    """The capability/connection this tool belongs to (a capability manifest's
+    ``aiCapability.id``)."""
     safety: SafetySpec = field(default_factory=SafetySpec)
     idempotency: IdempotencySpec = field(default_factory=IdempotencySpec)
     observability: ObservabilitySpec = field(default_factory=ObservabilitySpec)

@@ -1,4 +1,4 @@
-"""The nine ``_visualization`` types of the Jean2 seed, validated with pydantic.
+"""The nine ``_visualization`` types a tool may return for people, validated with pydantic.
 
 A tool may return ``_visualization`` next to its content. It is for people only: validated here,
 kept on the outcome, rendered by the CLI and web UI, and never sent to the model.
@@ -150,7 +150,7 @@ Visualization = Annotated[
     Field(discriminator="type"),
 ]
 
-#: The nine type names, in the seed's order.
+#: The nine type names, in the order the tool folder format lists them.
 VISUALIZATION_TYPES = (
     "diff",
     "diffs",

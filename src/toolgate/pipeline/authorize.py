@@ -1,4 +1,4 @@
-"""The Authorize stage: who may call a tool (Joch ``safety`` and ``Policy`` resources).
+"""The Authorize stage: who may call a tool (``safety`` and ``Policy`` resources).
 
 Tool-level rules are minimum guarantees; policies add to them:
 

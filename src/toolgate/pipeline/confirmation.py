@@ -1,4 +1,4 @@
-"""What a person sees before approving: title, risk label and facts (Jingle ``buildConfirmation``).
+"""What a person sees before approving: title, risk label and facts (``buildConfirmation``).
 
 Three sources, in order:
 
@@ -136,6 +136,6 @@ def build_confirmation(
 
 
 def confirmation_builder(entry: RegisteredTool) -> Callable[[Mapping[str, Any]], Any] | None:
-    """The tool's own confirmation builder (Jingle ``buildConfirmation``), when it has one."""
+    """The tool's own confirmation builder (``buildConfirmation``), when it has one."""
     binding = entry.binding
     return binding.build_confirmation if isinstance(binding, PythonBinding) else None

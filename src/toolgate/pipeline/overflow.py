@@ -1,4 +1,4 @@
-"""Context overflow protection (Jean2 seed, "Context Overflow Protection").
+"""Context overflow protection: the overflow rule (50,000/10,000 characters).
 
 Content over the limit (50,000 characters by default) is written in full to a file in a
 per-session temp folder; the model gets the first 10,000 characters and a note with the path.

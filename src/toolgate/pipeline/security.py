@@ -3,7 +3,7 @@
 Fail closed: a check that is missing, crashes, times out or prints something other than a verdict
 denies the call. The verdict that asks for a person (``allowed: false, requiresApproval: true``)
 is handed to the Approval stage with its permission type and key; with no approver configured it
-is denied there — as the Jean2 seed says for a host with no permission callback.
+is denied there: a host with no way to ask a person denies.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Result shaping: what the model sees, what people see, and what is checked.
 
-Order (Jean2 seed, "Visualization" and "Context Overflow Protection"):
+Order (the tool folder format's rules for visualizations and context overflow, for every tool):
 
 1. results that are models are dumped to JSON values;
 2. ``_visualization`` is removed from the model-facing content and validated for people

@@ -27,9 +27,9 @@ class PythonBinding:
     field_names: Mapping[str, str] | None = None
     result_adapter: TypeAdapter[Any] | None = None
     build_confirmation: Callable[[Mapping[str, Any]], Any] | None = None
-    """Jingle ``buildConfirmation``: arguments → title, risk label, facts (approvals issue)."""
+    """``buildConfirmation``: arguments → title, risk label, facts."""
     security_check: Callable[..., Any] | None = None
-    """Same contract as a Jean2 security script (approvals issue)."""
+    """Same contract as a tool folder's security script."""
     metadata_param: str | None = None
     """Internal: the keyword the backend passes the call's outcome metadata under (the mutable
     ``dict`` the outcome and its audit record carry). Only bindings toolgate builds itself set

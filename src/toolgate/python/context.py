@@ -31,13 +31,13 @@ class ToolContext:
     any), for tools that act on other tools, such as ``toolgate:search_tools``."""
     session_id: str | None = None
     workspace: Path | None = None
-    """The workspace the call acts on (Jean2 ``workspacePath``)."""
+    """The workspace the call acts on (a script's ``workspacePath``)."""
     config: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
-    """Public settings (Jingle ``publicPreferenceNames``)."""
+    """Public settings (``publicPreferenceNames`` of capability manifests)."""
     secrets: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
-    """The secrets the tool declared (Jingle ``requiredPreferenceNames``)."""
+    """The secrets the tool declared (``requiredPreferenceNames`` of capability manifests)."""
     env: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
-    """The environment variables the tool declared (Jean2 / Pandora ``env``)."""
+    """The environment variables the tool declared (``env``)."""
     logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = field(
         default_factory=lambda: logging.getLogger("toolgate.tool")
     )

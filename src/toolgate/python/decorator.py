@@ -44,7 +44,7 @@ __all__ = ["FunctionTool", "tool"]
 P = ParamSpec("P")
 R = TypeVar("R")
 
-#: Seed 001 (Pandora): "timeout … Defaults to 60000 (60 s)"; functions use the same default.
+#: The plugin format: "timeout … Defaults to 60000 (60 s)"; functions use the same default.
 DEFAULT_FUNCTION_TIMEOUT = 60.0
 
 _UNSAFE_NAMESPACE = re.compile(r"[\s:]+")
@@ -217,8 +217,8 @@ def tool(
 
     The id is ``namespace:name``: ``id=`` sets it whole; otherwise ``name`` defaults to the
     function's name and ``namespace`` to the last part of its module's name. The side-effect level
-    comes from ``effect=`` (a Joch level), ``access=`` (Jingle read/write/external) or MCP
-    ``annotations=``; with none of them it is ``local_write``.
+    comes from ``effect=`` (a level name), ``access=`` (``read``/``write``/``external``, as in
+    capability manifests) or MCP ``annotations=``; with none of them it is ``local_write``.
     """
 
     def decorate(fn: Callable[..., Any]) -> FunctionTool[Any, Any]:

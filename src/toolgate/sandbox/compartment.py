@@ -1,6 +1,6 @@
 """The gateway's side of the compartment worker (:mod:`toolgate.sandbox.worker`).
 
-Compartment-mode Python tools (Pandora plugin tools) never run in the gateway's process: each
+Compartment-mode Python tools (plugin tools) never run in the gateway's process: each
 call starts the worker under the sandbox, which imports the plugin's entry and calls
 ``execute``. This module builds the worker's command and request and reads its answer; the
 process is started by :func:`run_worker` with the process runner it is given (the backends'

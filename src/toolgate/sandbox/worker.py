@@ -1,4 +1,4 @@
-"""The sandboxed worker of compartment-mode Python tools (Pandora plugins): runs INSIDE bwrap.
+"""The sandboxed worker of compartment-mode Python tools (plugins): runs INSIDE bwrap.
 
 This file is a standalone program (standard library only; it never imports toolgate, which the
 sandbox need not contain). The gateway starts it under the sandbox with the interpreter it runs
@@ -53,7 +53,7 @@ _DECLARATIVE = (
 
 
 class Logger:
-    """The seed's console-style ``logger``; lines go to stderr (the gateway's log tail)."""
+    """The plugin format's console-style ``logger``; lines go to stderr (the gateway's log tail)."""
 
     def _emit(self, level: str, parts: tuple[object, ...]) -> None:
         sys.stderr.write(f"[{level}] " + " ".join(str(p) for p in parts) + "\n")

@@ -1,8 +1,8 @@
 """What of a tool is searched, and how text becomes search terms.
 
 A tool's searchable text is its id, title, description, parameter names and descriptions, and
-its prompt examples (the Extension Info seed's ``examples``: "prompts that should select this
-tool"). Fields that name the tool weigh more: BM25 counts a term repeated in a field as more
+its prompt examples (``examples``, as extension info defines them: "prompts that should select
+this tool"). Fields that name the tool weigh more: BM25 counts a term repeated in a field as more
 frequent, so weights are applied by repetition.
 """
 

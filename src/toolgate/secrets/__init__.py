@@ -1,6 +1,6 @@
 """Secret storage: where connection secrets live, outside every configuration file.
 
-Secrets are kept per *scope*: a Jingle capability's secrets under its capability id, secrets
+Secrets are kept per *scope*: a capability's secrets under its capability id, secrets
 that Kubernetes-style resources reference (``secretRef``) under :data:`GLOBAL_SCOPE`. A tool
 receives only the secrets it declares, from its own scope (see :class:`SecretResolver`).
 

@@ -1,4 +1,4 @@
-"""Jingle capabilities (seed 000) as a declaration source: tools bound, connections checked,
+"""Capability manifests as a declaration source: tools bound, connections checked,
 guides given to agents.
 
 A source is one manifest file, or a folder whose manifests (directly in it, or one level down:
@@ -570,7 +570,7 @@ def _is_async(function: Callable[..., Any]) -> bool:
 def _confirmation_builder(
     builder: Callable[[Mapping[str, Any]], Any] | None,
 ) -> Callable[[Mapping[str, Any]], Any] | None:
-    """Jingle ``buildConfirmation(input)``, accepting an object as well as a mapping back."""
+    """``buildConfirmation(input)``, accepting an object as well as a mapping back."""
     if builder is None:
         return None
 

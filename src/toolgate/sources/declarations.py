@@ -61,7 +61,7 @@ _PIN_KEY = "declared-tools"
 
 @dataclass(frozen=True, slots=True)
 class SourceAlert:
-    """Something a source wants the operator to see (Pandora ``resolveTools`` alerts)."""
+    """Something a source wants the operator to see (a plugin's ``resolveTools`` alerts)."""
 
     source: str
     """The source's id (plugin id, capability id…) or location."""
@@ -87,7 +87,7 @@ class SourceContext:
     secrets: SecretResolver = field(default_factory=lambda: SecretResolver(None, None))
     """Secret values by scope (connections, ``secretRef``); sources only check presence."""
     environ: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    """The gateway's environment (Pandora ``env`` snapshots are taken from it at load time)."""
+    """The gateway's environment (plugins' ``env`` snapshots are taken from it at load time)."""
     script_availability: Callable[[Tool], str | None] = lambda tool: None
     """Why a script tool cannot run here (missing runtime), for tools bound to tool folders."""
     home: Path | None = None

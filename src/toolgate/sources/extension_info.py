@@ -1,4 +1,4 @@
-"""Extension Info manifests (seed 003) bound to their implementations.
+"""Extension info manifests bound to their implementations.
 
 A manifest (:mod:`toolgate.loaders.extension_info`) says what each tool is called, what it takes,
 how its calls are displayed and which prompts should select it; it has no code. Each tool

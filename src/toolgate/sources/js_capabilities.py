@@ -1,22 +1,22 @@
-"""Jingle tools modules written in JavaScript or TypeScript, run by the JavaScript host.
+"""Capability tools modules written in JavaScript or TypeScript, run by the JavaScript host.
 
 A capability whose ``main`` is a ``.js``/``.ts`` file is loaded by the host
-(:mod:`toolgate.backends.js_host`, kind ``jingle``) in an SES compartment with the seed's safe
-globals and no further permission. :func:`js_capability_tools` lists its ``tools`` as plain
+(:mod:`toolgate.backends.js_host`, kind ``jingle``) in an SES compartment with the plugin format's
+safe globals and no further permission. :func:`js_capability_tools` lists its ``tools`` as plain
 definitions whose ``handler`` and ``approval.buildConfirmation`` call back into the host, so
-:mod:`toolgate.sources.capabilities` checks and binds them exactly like Python ones: the
-connection gating, the masking of secrets in results and errors, the confirmation card.
+:mod:`toolgate.sources.capabilities` checks and binds them exactly like Python ones: the connection
+gating, the masking of secrets in results and errors, the confirmation card.
 
 ``handler(input, ctx)`` runs on a warm host process; ``ctx`` holds the connection's
 ``secrets`` (this capability's only), its public ``config`` and ``capability``, sent with each
 call and never put in the process's environment. ``buildConfirmation(input)`` runs in a
 short-lived host process (the approval step asks synchronously).
 
-**Permissions.** A Jingle manifest cannot declare any, so the operator grants them, in the
+**Permissions.** A capability manifest cannot declare any, so the operator grants them, in the
 ``permissions`` option of the capability's ``sources:`` entry (checked by
-:func:`permissions_option`, the same fields and rules as a Pandora manifest's ``permissions``):
+:func:`permissions_option`, the same fields and rules as a plugin manifest's ``permissions``):
 ``time``, ``random``, ``network`` (a ``fetch`` through toolgate's egress proxy, opened for each
-call exactly as for a Pandora compartment tool: host allow-list, resolved-address check, metadata
+call exactly as for a plugin's compartment tool: host allow-list, resolved-address check, metadata
 never, redirects re-checked, ``sandbox.network_grants``; its records go to the outcome's
 ``metadata["sandbox"]`` and so to the audit), ``env`` (``ctx.env``, a snapshot taken at load) and
 ``fs`` (``ctx.fs``, read-only). Without the option a handler gets none of them.
@@ -74,7 +74,7 @@ def _plain(value: Any) -> Any:
 
 
 def permissions_option(value: Any, where: str, folder: Path) -> Permissions:
-    """The ``permissions`` option of a capability source, checked like a Pandora manifest's
+    """The ``permissions`` option of a capability source, checked like a plugin manifest's
     ``permissions`` (host names normalized, ``fs`` prefixes made absolute against ``folder``).
     Stricter than a manifest: an unknown field is an error, not a warning, since the operator
     who wrote it meant to grant something. Raises :class:`ConfigError` naming ``where`` (the

@@ -1,4 +1,4 @@
-"""Pandora entries written in JavaScript or TypeScript: listed and run by the JavaScript host.
+"""Plugin entries written in JavaScript or TypeScript: listed and run by the JavaScript host.
 
 :func:`js_entry_tools` asks a host process (:mod:`toolgate.backends.js_host`) for the tools of
 an entry (static ``tools`` and ``resolveTools``) and checks their declarative fields as any tool
@@ -6,7 +6,7 @@ object (:func:`~toolgate.loaders.plugin_tool.build_plugin_tool`: annotations →
 level, ``timeout`` in ms, default 60 s). :func:`js_binding` runs ``execute`` on a warm host.
 
 A ``compartment`` entry needs no process sandbox: the SES compartment is its sandbox (globals
-are the seed's safe list plus what the permissions grant). Its ``fetch`` goes through an egress
+are the format's safe list plus what the permissions grant). Its ``fetch`` goes through an egress
 proxy opened for the call (:class:`~toolgate.sandbox.egress.EgressProxy`: host allow-list,
 resolved-address check, metadata never, redirects re-checked), whose records the outcome's
 ``metadata["sandbox"]`` (and so the audit) carries. A ``host`` entry runs in a plain Node.js
@@ -88,8 +88,8 @@ def confinement(
 def egress_options(spec: JsHostSpec, sandbox: Sandbox | None, tool_id: str) -> dict[str, Any]:
     """The keyword arguments of :meth:`EgressProxy.start` for one call of ``tool_id`` on a host
     of ``spec``: the socket folder bound into its bubblewrap, and the operator's denied ports,
-    CIDR grant (``sandbox.network_grants``) and resolver (``sandbox.hosts``). Shared by Pandora
-    entries and Jingle capabilities, so both reach the network under the same rules."""
+    CIDR grant (``sandbox.network_grants``) and resolver (``sandbox.hosts``). Shared by plugin
+    entries and capability tools modules, so both reach the network under the same rules."""
     options: dict[str, Any] = {}
     if spec.confinement is not None and spec.confinement.egress_dir is not None:
         options["socket_dir"] = spec.confinement.egress_dir

@@ -1,9 +1,10 @@
-"""Joch ``kind: MCPServer`` resources → :class:`McpServerSpec` values, with precise diagnostics.
+"""``kind: MCPServer`` resources → :class:`McpServerSpec` values, with precise diagnostics.
 
-The Joch seed (004) names ``MCPServer`` ("mcp: a tool exposed by an MCPServer", ``mcpServerRef``)
-but does not print its spec, so its fields follow the seed's style — camelCase, Kubernetes
-conventions (``metadata.name/namespace``, ``env`` as ``{name, value | valueFrom}`` items,
-``*Seconds`` durations), and the ``auth`` and ``sideEffects`` blocks of the ``Tool`` resource::
+The resource specification names ``MCPServer`` ("mcp: a tool exposed by an MCPServer",
+``mcpServerRef``) but does not print its spec, so its fields follow the specification's style —
+camelCase, Kubernetes conventions (``metadata.name/namespace``, ``env`` as
+``{name, value | valueFrom}`` items, ``*Seconds`` durations), and the ``auth`` and
+``sideEffects`` blocks of the ``Tool`` resource::
 
     apiVersion: joch.dev/v1alpha1
     kind: MCPServer

@@ -10,7 +10,7 @@ schemas and annotations. None of it is the operator's word, so:
   annotations claim: the MCP specification says clients must treat annotations as untrusted
   unless the server is trusted, and a server must not be able to talk its way out of an approval
   with ``readOnlyHint: true``. ``spec.trustAnnotations: true`` is how an operator says the
-  server is trusted; then ``readOnlyHint`` / ``openWorldHint`` map to a level as for Pandora
+  server is trusted; then ``readOnlyHint`` / ``openWorldHint`` map to a level as for
   plugins (:func:`~toolgate.model.effects.level_from_annotations`).
 * **Hints.** The annotations are kept on the tool as :class:`~toolgate.model.ToolHints` (shown
   to agents and people); hints never relax a rule.

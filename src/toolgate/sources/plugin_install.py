@@ -1,4 +1,4 @@
-"""Installing Pandora plugins from the npm registry or a folder into ``$TOOLGATE_HOME/plugins``.
+"""Installing plugins from the npm registry or a folder into ``$TOOLGATE_HOME/plugins``.
 
 :func:`install_plugin` packs the plugin with npm (``npm pack SPEC``: a registry spec such as
 ``@acme/weather@1.2.0``, a tarball, or a local folder), unpacks it into a staging folder, checks
@@ -187,7 +187,7 @@ def install_plugin(spec: str, home: Path, *, replace: bool = False) -> Installed
         manifest_path, problem = find_manifest(package)
         if manifest_path is None:
             raise PluginInstallError(
-                f"{spec} is not a Pandora plugin: {problem.message if problem else 'no manifest'}"
+                f"{spec} is not a plugin: {problem.message if problem else 'no manifest'}"
             )
         loaded = load_plugin_manifest(package)
         if loaded.manifest is None:

@@ -1,4 +1,4 @@
-"""What one load of a Pandora plugin found, for ``toolgate plugins`` (and later the web UI).
+"""What one load of a plugin found, for ``toolgate plugins`` (and later the web UI).
 
 Plain values: the plugin's id and location, each ``provides.tools`` entry with its declared
 sandbox and whether it was imported (and why not), each tool with the mode it runs in, and the

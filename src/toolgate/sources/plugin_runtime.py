@@ -1,4 +1,4 @@
-"""Running a Pandora plugin's Python on the host: importing its entry, ``resolve_tools`` and the
+"""Running a plugin's Python on the host: importing its entry, ``resolve_tools`` and the
 adapter that turns ``execute(input, ctx)`` into a :class:`~toolgate.python.PythonBinding`.
 
 Everything here runs plugin code, so :mod:`toolgate.sources.plugins` calls it only for entries
@@ -10,7 +10,7 @@ the operator allowed to run on the host (``sandbox: host``, or the ``host_mode``
   putting the folder on ``sys.path``. Every load imports afresh: the package's modules are
   dropped from ``sys.modules`` first (once per load, so the entries of one plugin share its
   modules), and edited code is picked up by a reload.
-* **``resolve_tools(ctx)``** (or the seed's spelling ``resolveTools``), sync or ``async``, runs
+* **``resolve_tools(ctx)``** (or the JavaScript spelling ``resolveTools``), sync or ``async``, runs
   in its own thread with a deadline, so a hanging plugin cannot stall loading forever (Python
   cannot stop the thread; it is a daemon and is abandoned).
 * **``execute(input, ctx)``**: ``input`` is a plain ``dict`` of the validated arguments; ``ctx``
@@ -85,7 +85,7 @@ _IMPORT_LOCK = threading.Lock()
 
 
 class PluginLogger:
-    """The seed's ``logger``: ``log``/``info``/``warn``/``error``/``debug`` like a console, each
+    """The format's ``logger``: ``log``/``info``/``warn``/``error``/``debug`` like a console, each
     joining its arguments with spaces. Records go to the logging system (the operator's log)."""
 
     __slots__ = ("logger", "masker")
@@ -128,7 +128,7 @@ class PluginLogger:
 
 @dataclass(frozen=True, slots=True)
 class PluginToolContext:
-    """The seed's ``{ env, logger }`` handed to ``execute(input, ctx)``."""
+    """The plugin format's ``{ env, logger }`` handed to ``execute(input, ctx)``."""
 
     env: Mapping[str, str]
     """Only the environment variables the tool declared (``permissions.env``) that were set when
@@ -141,7 +141,7 @@ class PluginToolContext:
 
 @dataclass(frozen=True, slots=True)
 class ResolveToolsContext:
-    """The seed's ``ResolveToolsContext`` handed to ``resolve_tools(ctx)``."""
+    """The plugin format's ``ResolveToolsContext`` handed to ``resolve_tools(ctx)``."""
 
     plugin_config: Mapping[str, Any]
     """The operator's settings for the plugin (``options.config`` of its ``sources:`` entry)."""
@@ -152,7 +152,7 @@ class ResolveToolsContext:
 
     @property
     def pluginConfig(self) -> Mapping[str, Any]:
-        """``plugin_config`` under the seed's name."""
+        """``plugin_config`` under the plugin format's name."""
         return self.plugin_config
 
 
@@ -301,7 +301,7 @@ def execute_binding(execute: Callable[..., Any], context: PluginToolContext) -> 
     """A :class:`PythonBinding` calling ``execute(arguments, context)``.
 
     The backend passes the validated arguments as keywords; the adapter hands them to the plugin
-    as one ``dict``, as the seed's ``execute(input, ctx)`` expects, so no argument name can clash
+    as one ``dict``, as the format's ``execute(input, ctx)`` expects, so no argument name can clash
     with the context.
     """
     if is_async_callable(execute):

@@ -33,7 +33,7 @@ def reference_of(func: Callable[..., Any], package: str) -> str:
 
 
 def resolver_of(module: ModuleType) -> Callable[..., Any] | None:
-    """``resolve_tools``, or the seed's spelling ``resolveTools``."""
+    """``resolve_tools``, or the JavaScript spelling ``resolveTools``."""
     found: Callable[..., Any] | None = getattr(module, "resolve_tools", None)
     if found is None:
         found = getattr(module, "resolveTools", None)

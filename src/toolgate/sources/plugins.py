@@ -1,11 +1,11 @@
-"""Pandora plugins (seed 001) as a declaration source: a manifest plus Python tool objects.
+"""Plugins as a declaration source: a manifest plus Python tool objects.
 
 ``PluginSource.open(path)`` takes the manifest file or the plugin folder (see
 :mod:`toolgate.loaders.plugin` for the manifest, :mod:`toolgate.loaders.plugin_tool` for the
 tool objects, :mod:`toolgate.sources.plugin_runtime` for importing and calling plugin code).
 Tools are registered as ``pluginId:toolId`` (``@pandorakit/weather:weather``).
 
-**Sandbox.** The seed's default mode is ``compartment``. On a gateway with a working process
+**Sandbox.** The format's default mode is ``compartment``. On a gateway with a working process
 sandbox (bubblewrap; a gateway built from toolgate.yaml has one), a ``compartment`` entry is
 never imported on the host: the sandboxed worker (:mod:`toolgate.sandbox.compartment`) lists its
 tools (static and ``resolve_tools``) and runs each call of ``execute`` in a sandbox of its own,
@@ -112,7 +112,7 @@ _OPT_IN_HINT = (
 
 
 class PluginSource(DeclarationSource):
-    """One Pandora plugin: its manifest file or folder.
+    """One plugin: its manifest file or folder.
 
     After each :meth:`load`, :attr:`report` tells what was loaded and why anything was not
     (``toolgate plugins`` prints it).

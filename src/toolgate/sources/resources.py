@@ -1,4 +1,4 @@
-"""Kubernetes-style resources (Joch seed 004) as a declaration source: ``format: resource``.
+"""Kubernetes-style resources as a declaration source: ``format: resource``.
 
 A file or folder of ``apiVersion: joch.dev/v1alpha1`` documents (see
 :mod:`toolgate.loaders.resources` for the fields). :meth:`ResourceSource.load` binds each

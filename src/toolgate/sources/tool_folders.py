@@ -2,7 +2,7 @@
 
 Every immediate sub-folder of a root (``$TOOLGATE_HOME/tools/<name>/`` and the folders named in
 ``toolgate.yaml``) is one tool. The roots are watched with watchfiles and also rescanned every 60
-seconds (Jean2 seed: "scans every 60 seconds"), so adding, changing or deleting a folder adds,
+seconds (the format: "scans every 60 seconds"), so adding, changing or deleting a folder adds,
 updates or removes its tool. A folder that fails to load keeps its diagnostics visible, and every
 other tool keeps loading.
 
@@ -34,7 +34,7 @@ __all__ = ["DEFAULT_RESCAN_INTERVAL", "FolderRoot", "ScanReport", "ToolFolderSou
 
 log = logging.getLogger("toolgate.sources")
 
-#: Jean2: the server "scans every 60 seconds".
+#: The tool folder format: the server "scans every 60 seconds".
 DEFAULT_RESCAN_INTERVAL = 60.0
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# system-info: the OS and the workspace's disk space (a toolgate demo tool folder).
+# system_info: the OS and the workspace's disk space (a toolgate demo tool folder).
 #
 # Runs two fixed, read-only commands and prints one JSON object with their output and a
 # "shell-output" _visualization. The JSON is built in pure bash: command output is first cleaned
@@ -27,7 +27,7 @@ json_string() {
 	printf '"%s"' "$s"
 }
 
-errors=$(mktemp "${TMPDIR:-/tmp}/system-info.XXXXXX") || exit 1
+errors=$(mktemp "${TMPDIR:-/tmp}/system_info.XXXXXX") || exit 1
 trap 'rm -f "$errors"' EXIT
 
 system=$(uname -srm 2>>"$errors" | clean)

@@ -1,7 +1,8 @@
-"""word-count: count the words, lines and characters of a file (a toolgate demo tool folder).
+"""word_count: count the words, lines and characters of a file (a toolgate demo tool folder).
 
 Reads one JSON object on stdin (``path`` plus ``workspacePath`` and ``sessionId``) and writes one
-JSON object to stdout: ``{"path", "words", "lines", "characters"}``, or ``{"error": ...}``.
+JSON object to stdout: ``{"path", "words", "lines", "characters"}`` with a ``none``
+``_visualization`` (a one-line note for people), or ``{"error": ...}``.
 """
 
 import json
@@ -42,7 +43,12 @@ def main() -> None:
         workspace = request.get("workspacePath") or os.getcwd()
         full = path if os.path.isabs(path) else os.path.join(workspace, path)
         counted = count(full, path)
-        result = counted if "error" in counted else {"path": path, **counted}
+        if "error" in counted:
+            result = counted
+        else:
+            words = counted["words"]
+            note = f"Counted {words} word{'' if words == 1 else 's'} in {path}."
+            result = {"path": path, **counted, "_visualization": {"type": "none", "message": note}}
     json.dump(result, sys.stdout)
 
 

@@ -1,4 +1,4 @@
-"""file-diff: a unified diff of two files in the workspace (a toolgate demo tool folder).
+"""file_diff: a unified diff of two files in the workspace (a toolgate demo tool folder).
 
 Reads one JSON object on stdin (``oldPath``, ``newPath``, optional ``context``, plus
 ``workspacePath`` and ``sessionId``) and writes one JSON object to stdout with the statistics,
