@@ -117,8 +117,8 @@ class Gateway(GatewayCatalog):
         """
         Args:
             overflow_limit: Characters of model-facing content above which it is spilled to a
-                file (Jean2: 50,000).
-            preview_chars: Characters the model still sees of spilled content (Jean2: 10,000).
+                file (default 50,000).
+            preview_chars: Characters the model still sees of spilled content (default 10,000).
             spill_dir: Where spilled content goes (default: ``<tmp>/toolgate/<session>/``).
             max_threads: Worker threads for synchronous Python tools called through the async API.
             secrets: Secret values; a tool receives only those it declares in ``secrets``.
@@ -147,7 +147,7 @@ class Gateway(GatewayCatalog):
                 waive it) per tool, namespace or level.
             state_path: The SQLite file holding approvals and grants (default: in memory, so
                 grants last as long as the gateway; the CLI uses ``$TOOLGATE_HOME/toolgate.db``).
-            policies: Access policies (Joch ``Policy`` resources) layered on the tools' own
+            policies: Access policies (``Policy`` resources) layered on the tools' own
                 ``safety`` rules.
             agent_labels: Labels per agent name, for policies that select agents by label.
             observers: Told about every finished call, besides the audit log and statistics.

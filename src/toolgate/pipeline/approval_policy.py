@@ -3,8 +3,9 @@
 Precedence (documented in the README):
 
 1. the side-effect level's default (``read_only``, ``local_write``: no; every other level: yes);
-2. the tool's own declaration overrides it (``approval.required``, Jean2/Pandora
-   ``requireApproval``, Joch ``requiresApproval``);
+2. the tool's own declaration overrides it (``approval.required`` in a capability
+   manifest, ``requireApproval`` in a tool folder or plugin, ``requiresApproval`` in a ``Tool``
+   resource);
 3. operator rules from ``toolgate.yaml`` — by tool id, namespace or level — can only make it
    stricter (``require: true``), unless a rule explicitly says ``override: true``, which lets
    ``require: false`` waive the tool's own requirement. When several rules match, the most

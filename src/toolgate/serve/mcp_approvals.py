@@ -66,7 +66,7 @@ logger = logging.getLogger(__name__)
 APPROVAL_INPUT_KEY: Final = "approval"
 #: The form field holding the user's choice.
 DECISION_FIELD: Final = "decision"
-#: The choices, as (decision value, label the user sees) — Jean2's three answers.
+#: The choices, as (decision value, label the user sees) — the three answers a person has.
 CHOICES: Final = (
     (Decision.APPROVE, "Allow once"),
     (Decision.ALWAYS, "Always allow"),

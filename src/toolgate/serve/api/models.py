@@ -168,7 +168,7 @@ class SearchResults(BaseModel):
 
 
 class ToolStatusView(BaseModel):
-    """Health of one tool (Joch status field names)."""
+    """Health of one tool (the status field names of ``Tool`` resources)."""
 
     tool: str
     phase: str
