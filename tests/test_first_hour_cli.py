@@ -3,6 +3,7 @@ fresh machine, run through the real console script or Typer's test runner.
 
 * ``toolgate mcp`` without a toolgate.yaml serves the demo tools, as ``toolgate serve`` does, and
   says on stderr what it serves and from where (stdout stays the protocol's).
+* Ctrl+C on ``toolgate serve --workers 2`` says "toolgate stopped." once, not once per process.
 * ``toolgate --help`` reads as Click and Typer help always has: no type after a flag, arguments
   named as they are (``ID``), never ``{ID}``.
 * An unknown key in toolgate.yaml gets a "did you mean" suggestion, as a tool.md field does.
@@ -11,18 +12,32 @@ fresh machine, run through the real console script or Typer's test runner.
 from __future__ import annotations
 
 import os
+import re
+import signal
 import subprocess
+import time
 from pathlib import Path
 
+import httpx2
+import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from conftest import TOOLGATE
+from postgres_support import upgraded_database
 from test_mcp_server_helpers import text_of
 
 
 def _env(home: Path) -> dict[str, str]:
     return {"TOOLGATE_HOME": str(home), "PYTHONIOENCODING": "utf-8"}
+
+
+def _cli_env(home: Path) -> dict[str, str]:
+    """This environment with ``home`` as TOOLGATE_HOME and no shared state but the file's."""
+    env = {**os.environ, **_env(home)}
+    env.pop("TOOLGATE_DATABASE_URL", None)
+    env.pop("TOOLGATE_REDIS_URL", None)
+    return env
 
 
 async def test_mcp_without_a_config_serves_the_demo_tools_and_says_so_on_stderr(
@@ -69,3 +84,41 @@ def test_mcp_with_a_config_names_it_on_stderr_and_writes_nothing_else_to_stdout(
     assert result.stdout == ""
     assert result.stderr.startswith("toolgate mcp: serving ")
     assert " tools from toolgate.yaml over stdio, as agent 'bob'\n" in result.stderr
+
+
+def test_ctrl_c_on_serve_with_two_workers_says_stopped_once(tmp_path: Path) -> None:
+    pytest.importorskip("psycopg", reason="toolgate[postgres] is not installed")
+    with upgraded_database() as url:
+        (tmp_path / "toolgate.yaml").write_text(f"state: {url}\n", encoding="utf-8")
+        process = subprocess.Popen(
+            [str(TOOLGATE), "serve", "--port", "0", "--workers", "2"],
+            cwd=tmp_path,
+            env=_cli_env(tmp_path / "home"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,  # its own process group, as a shell gives a job
+        )
+        try:
+            assert process.stdout is not None
+            banner = process.stdout.readline()
+            match = re.search(r"on (http://127\.0\.0\.1:\d+) with 2 worker processes", banner)
+            assert match, banner
+            deadline = time.monotonic() + 60
+            while True:  # one worker at least is serving (the other may still be starting)
+                try:
+                    if httpx2.get(match.group(1) + "/healthz", timeout=5).status_code == 200:
+                        break
+                except httpx2.TransportError:
+                    pass
+                assert process.poll() is None and time.monotonic() < deadline, "no worker"
+                time.sleep(0.1)
+            os.killpg(process.pid, signal.SIGINT)  # Ctrl+C: the terminal signals the group
+            _, stderr = process.communicate(timeout=60)
+        finally:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+    assert process.returncode == 0, stderr
+    assert stderr.count("toolgate stopped.") == 1, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr

@@ -256,7 +256,8 @@ def serve(
             server.run(sockets=[sock])
         if not server.started:
             raise CliFailure("the server did not start (see the errors above)")
-    state.err.print("toolgate stopped.")
+    if listen_fd is None:  # a worker stops quietly: its supervisor says it once for all
+        state.err.print("toolgate stopped.")
 
 
 def _print_banner(state: CliState, url: str, app: Any, identity: AgentIdentity, tools: int) -> None:
