@@ -4,6 +4,9 @@ fresh machine, run through the real console script or Typer's test runner.
 * ``toolgate mcp`` without a toolgate.yaml serves the demo tools, as ``toolgate serve`` does, and
   says on stderr what it serves and from where (stdout stays the protocol's).
 * Ctrl+C on ``toolgate serve --workers 2`` says "toolgate stopped." once, not once per process.
+* A shared database that refuses the connection (a role never created) stops ``toolgate serve``
+  with one line that names the cause, without the password and without the connection pool's
+  own log lines.
 * ``toolgate --help`` reads as Click and Typer help always has: no type after a flag, arguments
   named as they are (``ID``), never ``{ID}``.
 * An unknown key in toolgate.yaml gets a "did you mean" suggestion, as a tool.md field does.
@@ -17,6 +20,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx2
 import pytest
@@ -24,7 +28,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from conftest import TOOLGATE
-from postgres_support import upgraded_database
+from postgres_support import ADMIN_URL, START_HINT, upgraded_database
 from test_mcp_server_helpers import text_of
 
 
@@ -122,3 +126,35 @@ def test_ctrl_c_on_serve_with_two_workers_says_stopped_once(tmp_path: Path) -> N
     assert process.returncode == 0, stderr
     assert stderr.count("toolgate stopped.") == 1, stderr
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+
+
+def test_serve_on_a_role_that_does_not_exist_exits_with_one_line_naming_the_cause(
+    tmp_path: Path,
+) -> None:
+    psycopg = pytest.importorskip("psycopg", reason="toolgate[postgres] is not installed")
+    try:
+        psycopg.connect(ADMIN_URL, connect_timeout=3).close()
+    except psycopg.OperationalError:
+        pytest.skip(START_HINT)
+    server = urlsplit(ADMIN_URL)
+    url = f"postgresql://nosuchrole:pw-not-shown@{server.hostname}:{server.port or 5432}/test"
+    (tmp_path / "toolgate.yaml").write_text(f"state: {url}\n", encoding="utf-8")
+    result = subprocess.run(
+        [str(TOOLGATE), "serve", "--port", "0"],
+        cwd=tmp_path,
+        env=_cli_env(tmp_path / "home"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 3
+    assert result.stdout == ""
+    where = url.replace(":pw-not-shown@", ":***@")
+    # Trust authentication says the role is missing; password authentication does not tell.
+    assert re.fullmatch(
+        f"configuration error: toolgate.yaml: state: cannot connect to PostgreSQL at "
+        f"{re.escape(where)}: "
+        '(role "nosuchrole" does not exist; create it: see "Create the role and the database" '
+        'in docs/guides/scale-out.md|password authentication failed for user "nosuchrole")\n',
+        result.stderr,
+    ), result.stderr
