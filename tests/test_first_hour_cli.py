@@ -24,12 +24,15 @@ from urllib.parse import urlsplit
 
 import httpx2
 import pytest
+import typer.main
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from typer.testing import CliRunner
 
 from conftest import TOOLGATE
 from postgres_support import ADMIN_URL, START_HINT, upgraded_database
 from test_mcp_server_helpers import text_of
+from toolgate.cli.app import app
 
 
 def _env(home: Path) -> dict[str, str]:
@@ -158,3 +161,46 @@ def test_serve_on_a_role_that_does_not_exist_exits_with_one_line_naming_the_caus
         'in docs/guides/scale-out.md|password authentication failed for user "nosuchrole")\n',
         result.stderr,
     ), result.stderr
+
+
+def _help(*command: str) -> str:
+    result = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "100"})
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def _usage(text: str) -> str:
+    return next(line.strip() for line in text.splitlines() if "Usage:" in line)
+
+
+def _command_paths(command: object, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    found = [path]
+    for name, sub in getattr(command, "commands", {}).items():
+        if not getattr(sub, "hidden", False):
+            found += _command_paths(sub, (*path, name))
+    return found
+
+
+def test_help_shows_no_type_after_a_flag_and_names_arguments_as_they_are() -> None:
+    root = _help()
+    assert re.search(r"--version +Print the version and exit\.", root), root
+    assert re.search(r"--help +-h +Show this message and exit\.", root), root
+    show = _help("tools", "show")
+    assert _usage(show) == "Usage: toolgate tools show [OPTIONS] ID", show
+    assert re.search(r"\* +ID +TEXT +The tool id", show), show
+    assert re.search(r"--json +Print the details as JSON\.", show), show
+    serve = _help("serve")
+    assert re.search(r"--port +-p +INTEGER RANGE", serve), serve
+    assert re.search(r"--log-format +\[text\|json\]", serve), serve
+    assert _usage(_help("get", "tools")) == "Usage: toolgate get tools [OPTIONS] [NAME]..."
+    accept = _usage(_help("mcp-servers", "accept"))
+    assert accept == "Usage: toolgate mcp-servers accept [OPTIONS] SERVER [TOOLS]..."
+
+
+def test_no_command_help_shows_typer_type_tags_or_braced_arguments() -> None:
+    paths = _command_paths(typer.main.get_command(app))
+    assert len(paths) > 40  # every command and group, not just the root
+    for path in paths:
+        text = _help(*path)
+        assert "{" not in _usage(text), (path, text)
+        assert not re.search(r"<(bool|str|int|float|path|file|list)\b", text), (path, text)
