@@ -204,3 +204,42 @@ def test_no_command_help_shows_typer_type_tags_or_braced_arguments() -> None:
         text = _help(*path)
         assert "{" not in _usage(text), (path, text)
         assert not re.search(r"<(bool|str|int|float|path|file|list)\b", text), (path, text)
+
+
+def test_unknown_keys_in_toolgate_yaml_get_a_did_you_mean_as_tool_md_fields_do(
+    tmp_path: Path,
+) -> None:
+    home, project = tmp_path / "home", tmp_path / "project"
+    tool = home / "tools" / "hello"
+    tool.mkdir(parents=True)
+    project.mkdir()
+    (tool / "tool.md").write_text(
+        "---\nname: hello\nscript: hello.py\ntimout: 5\n---\nSay hello.\n", encoding="utf-8"
+    )
+    (tool / "hello.py").write_text("print('{}')\n", encoding="utf-8")
+    cli = [str(TOOLGATE), "tools", "list"]
+    env = _cli_env(home)
+    listed = subprocess.run(cli, cwd=project, env=env, capture_output=True, text=True, timeout=60)
+    assert "unknown field 'timout' (ignored); did you mean 'timeout'?" in listed.stdout
+    (project / "toolgate.yaml").write_text(
+        "tool_folder: [./tools]\n"
+        "serve: {prot: 8000, zzz: 1}\n"
+        "python: [{modul: my_tools.py}]\n"
+        "agents: {bob: {lables: {team: a}}}\n"
+        "processes: {prestart: {enabeld: true}}\n",
+        encoding="utf-8",
+    )
+    failed = subprocess.run(cli, cwd=project, env=env, capture_output=True, text=True, timeout=60)
+    assert failed.returncode == 3
+    lines = failed.stderr.splitlines()
+    for expected in (
+        "toolgate.yaml: tool_folder: unknown key; did you mean 'tool_folders'?",
+        "toolgate.yaml: serve.prot: unknown key; did you mean 'port'?",
+        "toolgate.yaml: python[0].modul: unknown key; did you mean 'module'?",
+        "toolgate.yaml: agents.bob.lables: unknown key; did you mean 'labels'?",
+        "toolgate.yaml: processes.prestart.enabeld: unknown key; did you mean 'enabled'?",
+        # Nothing close: the keys that section takes.
+        "toolgate.yaml: serve.zzz: unknown key (check the spelling); the keys here are host, "
+        "port, max_body_bytes, request_timeout, mcp_sessions",
+    ):
+        assert any(line.endswith(expected) for line in lines), (expected, failed.stderr)
