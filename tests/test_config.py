@@ -181,7 +181,7 @@ def test_demo_and_overflow_settings(tmp_path: Path) -> None:
     [
         ("python: [unclosed\n", r"^toolgate\.yaml: invalid YAML at line 2, column 1: "),
         ("- a\n- b\n", r"^toolgate\.yaml: the file must be a mapping of sections"),
-        ("pyhton: []\n", r"^toolgate\.yaml: pyhton: unknown key \(check the spelling\)$"),
+        ("pyhton: []\n", r"^toolgate\.yaml: pyhton: unknown key; did you mean 'python'\?$"),
         ("python: [{namespace: x}]\n", r"^toolgate\.yaml: python\[0\]\.module: Field required"),
         (
             "python:\n  - a\n  - module: b\n    namspace: c\n",

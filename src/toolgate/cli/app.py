@@ -91,7 +91,7 @@ from .folders import (
     remove_folder,
     validate_folder,
 )
-from .options import CliState, make_console, parse_arguments, print_json
+from .options import ClickStyleHelp, CliState, make_console, parse_arguments, print_json
 from .outcome import print_display, print_outcome
 from .scaffold import SCAFFOLD_RUNTIMES
 
@@ -108,6 +108,7 @@ app = typer.Typer(
     epilog=EXIT_CODES_HELP,
     no_args_is_help=True,
     add_completion=False,
+    cls=ClickStyleHelp,  # help in Click's conventions: no type after a flag, ID not {ID}
     pretty_exceptions_enable=False,
     rich_markup_mode="markdown",
     context_settings={"help_option_names": ["-h", "--help"]},

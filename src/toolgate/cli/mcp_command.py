@@ -6,7 +6,9 @@ agent). Calls that need approval ask the user through the client when it support
 otherwise they wait in ``$TOOLGATE_HOME/toolgate.db`` for ``toolgate approvals approve ID`` or the
 web UI of ``toolgate serve`` (``--ui-url`` names it in the message the agent gets).
 
-Only protocol goes to stdout; configuration errors and logs go to stderr.
+Without a ``toolgate.yaml`` it serves the bundled demo tools, as ``toolgate serve`` does. Only
+protocol goes to stdout; configuration errors, logs and one line saying which tools are served
+(and from where) go to stderr.
 """
 
 # No ``from __future__ import annotations``: Typer reads the annotations at runtime.
@@ -17,10 +19,12 @@ import sys
 from typing import Annotated
 
 import typer
+from rich.text import Text
 
+from ..config import build_gateway, load_config
 from ..gateway import Gateway
 from ..telemetry import from_environment
-from ..telemetry.call_log import CallLog, use_json_logs
+from ..telemetry.call_log import FIELDS, CallLog, use_json_logs
 from .errors import CliUsageError
 from .options import CliState, ConfigOption, LogFormat, LogFormatOption
 
@@ -79,7 +83,9 @@ def mcp(
     """Serve the configured tools over MCP on stdin/stdout (for desktop and IDE agents).
 
     Tools come from toolgate.yaml (tool folders are watched: changes reach the client as
-    notifications/tools/list_changed). Logs go to stderr; stdout carries only the protocol.
+    notifications/tools/list_changed); without one, the bundled demo tools are served, as by
+    'toolgate serve'. Logs go to stderr, starting with one line saying how many tools are served
+    and from where; stdout carries only the protocol.
     OpenTelemetry traces and metrics are exported when the OTEL_* environment variables ask
     for them (pip install 'toolgate[otel]').
     """
@@ -96,25 +102,49 @@ def mcp(
     state = _state(ctx)
     if config is not None:
         state.config_path = config
-    gateway = state.open_gateway(
-        approver="queue", telemetry=from_environment(), keep_processes=True
+    loaded = state.loaded = load_config(state.config_path)
+    # Without a toolgate.yaml, the demo tools: the same first run as `toolgate serve`.
+    unconfigured = loaded.path is None
+    gateway = build_gateway(
+        loaded,
+        include_demo=unconfigured,
+        approver="queue",
+        telemetry=from_environment(),
+        keep_processes=True,
     )
     if log_format is LogFormat.JSON:
         gateway.observe_calls(CallLog())
-    loaded = state.loaded
-    agents = {} if loaded is None else loaded.config.agents
+    agents = loaded.config.agents
     if agent is not None and agents and agent not in agents:
         state.err.print(
             f"toolgate mcp: warning: agent {agent!r} is not listed under agents: in "
             "toolgate.yaml; its policies select it by name only.",
             soft_wrap=True,
         )
-    if ui_url is None and loaded is not None:
+    source = "the demo tools (no toolgate.yaml found)" if unconfigured else loaded.label
+    _announce(state, len(gateway.list_tools(agent=agent)), source, agent, log_format)
+    if ui_url is None:
         ui_url = _serve_url(loaded.config.serve.host, loaded.config.serve.port)
     try:
         asyncio.run(_serve(gateway, agent, ui_url, not no_elicitation))
     except KeyboardInterrupt:
         raise typer.Exit(130) from None  # Ctrl-C in a terminal: stop quietly
+
+
+def _announce(
+    state: CliState, tools: int, source: str, agent: str | None, log_format: LogFormat
+) -> None:
+    """Say on stderr what is served: the client's user sees it in the client's server log."""
+    noun = "tool" if tools == 1 else "tools"
+    who = "the default agent" if agent is None else f"agent {agent!r}"
+    message = f"serving {tools} {noun} from {source} over stdio, as {who}"
+    if log_format is LogFormat.JSON:
+        # One JSON object like every other line there (the root logger stops at warnings).
+        logger = logging.getLogger("toolgate.mcp")
+        logger.setLevel(logging.INFO)
+        logger.info(message, extra={FIELDS: {"tools": tools, "source": source, "agent": agent}})
+    else:
+        state.err.print(Text(f"toolgate mcp: {message}"), soft_wrap=True)
 
 
 def _serve_url(host: str, port: int) -> str | None:

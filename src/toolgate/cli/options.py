@@ -1,4 +1,5 @@
-"""Shared command-line state and option parsing: consoles, ``--args`` and the gateway to use."""
+"""Shared command-line state and option parsing: consoles, ``--args``, the gateway to use, and
+the conventions ``--help`` follows."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ import sys
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import IO, Annotated, Any, Literal
+from typing import IO, Annotated, Any, Final, Literal
 
 import typer
 from rich.console import Console
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from .._json import StrictJsonError, loads_strict
 from ..approvals import Approver
@@ -24,6 +26,7 @@ from .errors import CliUsageError
 
 __all__ = [
     "CliState",
+    "ClickStyleHelp",
     "ConfigOption",
     "LogFormat",
     "LogFormatOption",
@@ -200,3 +203,103 @@ LogFormatOption = Annotated[
         "secrets redacted as in the audit log).",
     ),
 ]
+
+
+# -- help --------------------------------------------------------------------------------------
+#
+# Typer 0.29 writes help its own new way: a type after every flag ("--json <bool>"), Python type
+# names ("<str>", "<int range>"), choices as "<text|json>" and a required argument as "{ID}" in
+# the usage line. toolgate's help keeps the conventions of Click (and of Typer before it), which
+# its users know and its own metavars (PATH, NAME, URL) follow: a flag shows no value, a value
+# shows TEXT, INTEGER, PATH or [a|b], and the usage line names an argument by its metavar as
+# written, else by its name in capitals ([NAME] when it is optional). Typer builds the commands;
+# the root group gives every command and parameter the classes below, which differ from Typer's
+# in these names only.
+
+#: Typer's type names, as Click writes them.
+_CLICK_TYPES: Final = {
+    "str": "TEXT",
+    "int": "INTEGER",
+    "float": "FLOAT",
+    "bool": "BOOLEAN",
+    "int range": "INTEGER RANGE",
+    "float range": "FLOAT RANGE",
+}
+
+
+def _click_type(param: TyperOption | TyperArgument, ctx: Any) -> str | None:
+    """The value of ``param`` as Click names it: TEXT, INTEGER, PATH, [text|json]…"""
+    shown = param.display_type(ctx)  # Typer's, e.g. "<str>", "<list[str]>", "<text|json>"
+    if not shown:
+        return None
+    name = shown.removeprefix("<").removesuffix(">")
+    if name.startswith("list[") and name.endswith("]"):
+        name = name[5:-1]  # a repeatable option or a variadic argument: each value's type
+    if param.type_descriptor.is_choice:
+        return f"[{name}]"
+    return _CLICK_TYPES.get(name, name.upper())
+
+
+class _Option(TyperOption):
+    def display_type_rich(self, ctx: Any) -> str | None:
+        if self.is_flag or self.count:
+            return None  # a flag takes no value
+        if self.metavar is not None:
+            return self.metavar
+        shown = _click_type(self, ctx)
+        return None if shown is None else shown + ("..." if self.nargs != 1 else "")
+
+
+class _Argument(TyperArgument):
+    @property
+    def display_name_raw(self) -> str:
+        return self.metavar if self.metavar is not None else (self.name or "").upper()
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        return _click_type(self, ctx)
+
+    def _usage_display_name(self) -> str:
+        if self.metavar is not None:
+            return self.metavar  # as written ("[NAME]..."), as Click shows it
+        name = self.display_name_raw if self.required else f"[{self.display_name_raw}]"
+        return name + ("..." if self.nargs != 1 else "")
+
+
+_PARAMETERS: Final[dict[type, type]] = {TyperOption: _Option, TyperArgument: _Argument}
+
+
+def _conventional(params: list[Any]) -> list[Any]:
+    # Typer's own classes only (a parameter of another class keeps its help as it is); the
+    # help option is made when first asked for, so every call checks.
+    for param in params:
+        conventional = _PARAMETERS.get(type(param))
+        if conventional is not None:
+            param.__class__ = conventional
+    return params
+
+
+class _Command(TyperCommand):
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _conventional(super().get_params(ctx))
+
+
+class ClickStyleHelp(TyperGroup):
+    """The root command group (``typer.Typer(cls=ClickStyleHelp)``): its help, and that of every
+    command under it, in Click's conventions (see above)."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        for command in self.commands.values():
+            _adopt(command)
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _conventional(super().get_params(ctx))
+
+
+def _adopt(command: Any) -> None:
+    if type(command) is TyperCommand:
+        command.__class__ = _Command
+    elif type(command) is TyperGroup:
+        command.__class__ = ClickStyleHelp
+    for sub in getattr(command, "commands", {}).values():
+        _adopt(sub)

@@ -132,13 +132,6 @@ def serve(
     SIGTERM. OpenTelemetry traces and metrics are exported when the OTEL_* environment
     variables ask for them (pip install 'toolgate[otel]').
     """
-    import uvicorn
-
-    from ..serve.api import ApiLimits
-    from ..serve.app import SubApp, build_app, http_authenticator, mcp_authenticator
-    from ..serve.mcp_http import McpHttp
-    from ..serve.oauth_setup import build_oauth
-    from ..serve.web import DEFAULT_ALLOWED_HOSTS, build_ui, identity_operator
     from ..telemetry import CallMetrics, from_environment
     from ..telemetry.call_log import CallLog, use_json_logs
 
@@ -162,7 +155,11 @@ def serve(
         identity = AgentIdentity.from_config(loaded.config, keys)
         auth = loaded.config.auth
         # OAuth: bearer tokens beside the API keys; credentials are then always required.
-        oauth = None if auth is None else build_oauth(auth, identity)  # ConfigError: exit 3
+        oauth = None
+        if auth is not None:
+            from ..serve.oauth_setup import build_oauth
+
+            oauth = build_oauth(auth, identity)  # ConfigError: exit 3
         # UnsafeBindError (a ConfigError): exit 3
         loopback = check_bind(host, identity, oauth=oauth is not None)
         if workers > 1 and listen_fd is None:
@@ -178,6 +175,15 @@ def serve(
             code = supervise(sock, workers, command, state.err, cwd=Path.cwd())
             state.err.print("toolgate stopped.")
             raise typer.Exit(code)
+        # The web stack, imported once the configuration and the shared state are known good
+        # (a mistake there is reported a second sooner) and only by the processes that serve.
+        import uvicorn
+
+        from ..serve.api import ApiLimits
+        from ..serve.app import SubApp, build_app, http_authenticator, mcp_authenticator
+        from ..serve.mcp_http import McpHttp
+        from ..serve.web import DEFAULT_ALLOWED_HOSTS, build_ui, identity_operator
+
         # A worker of `serve --workers N` serves the supervisor's socket.
         sock = _listen(host, port) if listen_fd is None else socket.socket(fileno=listen_fd)
         cleanup.callback(sock.close)
@@ -256,7 +262,8 @@ def serve(
             server.run(sockets=[sock])
         if not server.started:
             raise CliFailure("the server did not start (see the errors above)")
-    state.err.print("toolgate stopped.")
+    if listen_fd is None:  # a worker stops quietly: its supervisor says it once for all
+        state.err.print("toolgate stopped.")
 
 
 def _print_banner(state: CliState, url: str, app: Any, identity: AgentIdentity, tools: int) -> None:

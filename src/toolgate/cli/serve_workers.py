@@ -11,8 +11,12 @@ form keys and the audit writers would be per process; toolgate refuses that comb
 of serving with a guarantee quietly weakened.
 
 A worker that dies is started again (at most :data:`RESTARTS` times in :data:`RESTART_WINDOW`
-seconds, then the supervisor gives up and stops the others). SIGINT and SIGTERM are passed to
-every worker, which finish their requests in flight as a single server does.
+seconds, then the supervisor gives up and stops the others). On SIGINT or SIGTERM the supervisor
+sends SIGTERM to every worker, which finish their requests in flight as a single server does,
+and says "toolgate stopped." once for all of them. Ctrl+C in a terminal signals the whole process
+group: a worker still starting ignores that SIGINT (it is started with SIGINT ignored, until its
+server takes the signal over), so it never dies in the middle of an import with a traceback; the
+supervisor's SIGTERM stops it.
 """
 
 from __future__ import annotations
@@ -126,8 +130,15 @@ def supervise(
 
 
 def _spawn(command: list[str], fd: int, cwd: Path) -> subprocess.Popen[bytes]:
-    # Workers share the supervisor's stdout/stderr (their logs) and nothing else.
-    return subprocess.Popen(command, pass_fds=(fd,), cwd=cwd, stdin=subprocess.DEVNULL)
+    # Workers share the supervisor's stdout/stderr (their logs) and nothing else. An ignored
+    # signal stays ignored across exec (a handled one does not): the worker's interpreter starts
+    # with SIGINT ignored, until uvicorn installs its own handler. A SIGINT reaching the
+    # supervisor during these few milliseconds is lost; the next one stops it.
+    handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        return subprocess.Popen(command, pass_fds=(fd,), cwd=cwd, stdin=subprocess.DEVNULL)
+    finally:
+        signal.signal(signal.SIGINT, handler)
 
 
 def _stop_all(processes: list[subprocess.Popen[bytes]]) -> None:

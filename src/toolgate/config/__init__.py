@@ -30,7 +30,7 @@ The schema (every section optional; unknown keys are errors, so typos are report
       concurrency: 32            # processes of one tool that may run at once
     demo: true                   # also include the bundled demo tools (namespace ``demo``): the
                                  #   Python ones and the demo tool folders
-    overflow:                    # context overflow protection (Jean2)
+    overflow:                    # context overflow protection: big content goes to a file
       limit: 50000               # characters of content above which it is saved to a file
       preview: 10000             # characters the model still sees of it
       dir: ./spill               # where the files go (default: <tmp>/toolgate)
@@ -48,7 +48,7 @@ The schema (every section optional; unknown keys are errors, so typos are report
       enabled: true              # (default) records go to $TOOLGATE_HOME/audit.db
       jsonl: ./audit.jsonl       # also append every record to this JSON-lines file
       retention_days: 30         # records older than this are deleted (null: keep forever)
-    policies:                    # access policies (Joch ``Policy`` resources), in order
+    policies:                    # access policies (``Policy`` resources), in order
       - apiVersion: joch.dev/v1alpha1   # inline: one Policy resource
         kind: Policy
         metadata: {name: no-external-writes-for-interns}
@@ -71,8 +71,8 @@ they would with ``python -m``.
 
 Tool folders: ``$TOOLGATE_HOME/tools`` is always the first one (namespace ``local``; ``toolgate
 tools install`` and ``toolgate tools new`` put tools there), then the ``tool_folders`` entries in
-order. Every immediate sub-folder is one tool (Jean2 seed: ``tool.md`` or ``tool.json`` plus a
-script in any runtime). A folder that does not load does not stop the others: its problems are the
+order. Every immediate sub-folder is one tool (``tool.md`` or ``tool.json`` plus a script in
+any runtime). A folder that does not load does not stop the others: its problems are the
 gateway's diagnostics (``toolgate tools list`` prints them). Scripts read the variables they
 declare in ``env`` from ``$TOOLGATE_HOME/.env``. A ``tool_folders`` entry that does not exist is
 an error; a folder named twice is loaded once. Nothing is created when the gateway is built,
@@ -82,8 +82,8 @@ grants, so they survive a restart) when approvals are on, and the audit log
 ``approver=None`` and ``audit="off"`` (or ``"read"`` and no log yet) nothing at all, unless an
 MCP server lists its tools: their accepted definitions (pins) are kept in ``toolgate.db`` then.
 
-Policies: each entry of ``policies:`` is either one inline Joch ``Policy`` resource or the path of
-a YAML file holding one or more of them, separated by ``---`` lines (see
+Policies: each entry of ``policies:`` is either one inline ``Policy`` resource (Kubernetes-style)
+or the path of a YAML file holding one or more of them, separated by ``---`` lines (see
 :mod:`toolgate.loaders.policy` for the fields). They are read when the gateway is built and layered
 on the tools' own ``safety`` rules; a malformed one is a :class:`~toolgate.ConfigError` naming the
 file, the document and the field.

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import types
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated, Any, Union, get_args, get_origin
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
+from .._spelling import did_you_mean
 from ..errors import ConfigError
 from ..loaders import YamlError, load_yaml
 from .schema import GatewayConfig
@@ -77,12 +80,61 @@ def _field(loc: tuple[int | str, ...]) -> str:
     return text or "(top level)"
 
 
+def _members(annotation: Any) -> list[Any]:
+    """The types a field's annotation allows, without ``Annotated`` and ``None``."""
+    if get_origin(annotation) is Annotated:
+        return _members(get_args(annotation)[0])
+    if get_origin(annotation) in (Union, types.UnionType):
+        return [member for arg in get_args(annotation) for member in _members(arg)]
+    return [] if annotation is type(None) else [annotation]
+
+
+def _inside(annotation: Any, part: int | str) -> Any:
+    """The type of ``part`` (a key, an index) of a value of type ``annotation``, or ``None``."""
+    for member in _members(annotation):
+        origin, args = get_origin(member), get_args(member)
+        if isinstance(member, type) and issubclass(member, BaseModel):
+            field = member.model_fields.get(part) if isinstance(part, str) else None
+            if field is not None:
+                return field.annotation
+        elif isinstance(origin, type) and issubclass(origin, Mapping) and len(args) == 2:
+            return args[1]
+        elif isinstance(origin, type) and issubclass(origin, Sequence) and args:
+            return args[0] if isinstance(part, int) else None
+    return None
+
+
+def _known_keys(where: tuple[int | str, ...]) -> tuple[str, ...]:
+    """The keys the section at ``where`` (a pydantic error's location) accepts; empty when it
+    is not a section of toolgate.yaml's own."""
+    annotation: Any = GatewayConfig
+    for part in where:
+        annotation = _inside(annotation, part)
+    for member in _members(annotation):
+        if isinstance(member, type) and issubclass(member, BaseModel):
+            return tuple(member.model_fields)
+    return ()
+
+
+def _unknown_key(loc: tuple[int | str, ...]) -> str:
+    """What to say of the unknown key at ``loc``: the key it most likely misspells, else the
+    keys that section takes."""
+    known = _known_keys(loc[:-1])
+    key = loc[-1] if loc else ""
+    hint = did_you_mean(key, known) if isinstance(key, str) else ""
+    if hint:
+        return f"unknown key{hint}"
+    if known:
+        return f"unknown key (check the spelling); the keys here are {', '.join(known)}"
+    return "unknown key (check the spelling)"
+
+
 def _validation_message(label: str, exc: ValidationError) -> str:
     problems = []
     for error in exc.errors():
         message = error["msg"]
         if error["type"] == "extra_forbidden":
-            message = "unknown key (check the spelling)"
+            message = _unknown_key(tuple(error["loc"]))
         elif error["type"] == "value_error" and "error" in error.get("ctx", {}):
             message = str(error["ctx"]["error"])
         problems.append(f"{label}: {_field(error['loc'])}: {message}")

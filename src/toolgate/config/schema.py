@@ -91,7 +91,7 @@ class PythonSource(_ShortFormSection):
 
 
 class OverflowConfig(_Section):
-    """``overflow:``: when content is saved to a file instead of sent whole (as in Jean2)."""
+    """``overflow:``: when content is saved to a file instead of sent whole."""
 
     limit: int = Field(default=DEFAULT_OVERFLOW_LIMIT, ge=1)
     """Characters of model-facing content above which it is spilled to a file."""
@@ -419,7 +419,7 @@ def _policy_entry(value: Any) -> Any:
 _POLICY_ENTRY = {
     "anyOf": [
         {"type": "string", "minLength": 1, "description": "A YAML file of Policy documents."},
-        {"type": "object", "description": "A Joch Policy resource."},
+        {"type": "object", "description": "A Kubernetes-style Policy resource."},
     ]
 }
 
@@ -506,7 +506,8 @@ class GatewayConfig(_Section):
     policies: list[
         Annotated[Any, BeforeValidator(_policy_entry), WithJsonSchema(_POLICY_ENTRY)]
     ] = Field(default_factory=list)
-    """Inline Joch ``Policy`` resources (mappings) and paths of YAML files holding them."""
+    """Inline Kubernetes-style ``Policy`` resources (mappings) and paths of YAML files holding
+    them."""
     agents: dict[str, AgentConfig] = Field(default_factory=dict)
     """Agents by name, with their labels (for policies selecting agents by label) and
     optionally their API key's hash."""

@@ -9,7 +9,6 @@ here raises for what a declaration contains, and no file system error escapes ei
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import math
 import re
@@ -20,6 +19,7 @@ from typing import Any
 
 import jsonschema_rs
 
+from .._spelling import did_you_mean
 from ..errors import ToolDefinitionError
 from ..model import (
     ApprovalSpec,
@@ -397,14 +397,7 @@ def _valid_name(name: str) -> bool:
 def _unknown_field(key: Any, report: Report) -> None:
     known = ", ".join(TOOL_FOLDER_FIELDS)
     field = key if isinstance(key, str) else repr(key)
-    hint = ""
-    if isinstance(key, str):
-        close = difflib.get_close_matches(key, TOOL_FOLDER_FIELDS, n=1)
-        if not close:
-            lowered = {f.lower(): f for f in TOOL_FOLDER_FIELDS}
-            close = [lowered[key.lower()]] if key.lower() in lowered else []
-        if close:
-            hint = f"; did you mean '{close[0]}'?"
+    hint = did_you_mean(key, TOOL_FOLDER_FIELDS) if isinstance(key, str) else ""
     report.warning(field, f"unknown field {field!r} (ignored){hint}; known fields: {known}")
 
 

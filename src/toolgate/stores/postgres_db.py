@@ -90,9 +90,11 @@ class PostgresConnection:
 class PostgresDatabase:
     """A connection pool to one PostgreSQL database, shared by every store of a process.
 
-    ``url`` is a ``postgresql://`` URL (libpq's form). Opening waits up to ``timeout`` seconds
-    for a first connection and raises :class:`StateUnavailableError` naming the server when it
-    does not come.
+    ``url`` is a ``postgresql://`` URL (libpq's form). Opening connects once, waiting up to
+    ``timeout`` seconds, and raises :class:`StateUnavailableError` naming the server and the
+    cause (``role "toolgate" does not exist``, ``Connection refused``…) when it cannot; only
+    then does the pool start, so a server that refuses leaves no pool retrying in the background
+    and logging its attempts.
     """
 
     #: The driver's error for a violated unique or check constraint.
@@ -113,6 +115,13 @@ class PostgresDatabase:
         """While the server is known to be gone: the error every operation raises at once."""
         self._prober: threading.Thread | None = None
         self._closed = False
+        connect_timeout = max(1, int(timeout))
+        try:
+            psycopg.connect(url, connect_timeout=connect_timeout, autocommit=True).close()
+        except psycopg.Error as exc:
+            raise StateUnavailableError(
+                f"cannot connect to PostgreSQL at {self.where}: {_connect_failure(exc, url)}"
+            ) from exc
         self._pool = psycopg_pool.ConnectionPool(
             url,
             min_size=1,
@@ -125,7 +134,7 @@ class PostgresDatabase:
                 # Transactions are explicit (write()); a single statement needs no BEGIN/COMMIT
                 # round trips around it (autocommit()).
                 "autocommit": True,
-                "connect_timeout": max(1, int(timeout)),
+                "connect_timeout": connect_timeout,
                 "application_name": name,
                 "options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS}",
             },
@@ -253,6 +262,39 @@ class PostgresDatabase:
         """Close every connection (idempotent)."""
         self._closed = True
         self._pool.close()
+
+
+#: How libpq starts the reason of a failed connection attempt (the URL is named already).
+_ATTEMPT = re.compile(
+    r"^(?:connection (?:failed|is bad):\s*)?(?:connection to server (?:at|on) .*? failed:\s*)?"
+    r"(?:FATAL:\s*)?"
+)
+#: Reasons the scale-out guide tells how to fix.
+_MISSING = re.compile(r'^(role|database) "[^"]*" does not exist$')
+
+
+def _connect_failure(exc: BaseException, url: str) -> str:
+    """Why connecting to ``url`` failed, on one line: the server's reason (``role "toolgate"
+    does not exist``) or the network's (``Connection refused``), with libpq's hint, and never
+    the URL's password."""
+    raw = str(exc).strip().splitlines()
+    first = raw[0].strip() if raw else ""
+    if not first:
+        return type(exc).__name__
+    reason = _ATTEMPT.sub("", first) or first
+    # libpq's hint of this attempt is its next line, indented ("Is the server running…?").
+    if len(raw) > 1 and raw[1][:1].isspace() and raw[1].strip():
+        hint = raw[1].strip()
+        reason += f" ({hint[:1].lower()}{hint[1:]})"
+    if _MISSING.match(reason):
+        reason += '; create it: see "Create the role and the database" in docs/guides/scale-out.md'
+    try:
+        password = psycopg.conninfo.conninfo_to_dict(url).get("password")
+    except psycopg.Error:
+        password = None
+    if isinstance(password, str) and password:
+        reason = reason.replace(password, "***")
+    return reason
 
 
 #: SQLSTATEs of a server going away: admin, crash or restart shutdown (class 08 is the
