@@ -230,6 +230,14 @@ def test_the_demo_servers_pending_call_is_approved_with_the_command_it_names(
             timeout=30,
         ).json()
         assert retried["status"] == "ok", retried
+        # The CLI knows the demo tools too, so a person may also run one here explicitly.
+        other = httpx.post(
+            f"{served.url}/v1/tools/demo:send_message/call",
+            json={"arguments": {"to": "Bob", "text": "hi"}},
+            timeout=30,
+        ).json()
+        ran = served.cli("approvals", "approve", _pending_id(other), "--run")
+        assert ran.returncode == 0 and "it ran now" in ran.stderr, ran.stderr
 
 
 def test_an_approval_from_the_cli_reaches_a_server_on_postgresql(tmp_path: Path) -> None:

@@ -210,7 +210,7 @@ def list_requests(
     workspace, agent, when it was made and when it expires; below the table, each call's
     one-line display (e.g. 'Show Map Of "Cairo" At Zoom Level 12')."""
     state = _state(ctx)
-    with state.open_gateway() as gateway:
+    with state.open_gateway(demo_when_unconfigured=True) as gateway:
         pending = _service(gateway).pending()
         displays = {request.id: _request_display(gateway, request) for request in pending}
     if as_json:
@@ -257,7 +257,7 @@ def show_request(
     """Show one request (any status): the confirmation with the call's one-line display, the
     exact arguments, the decision, and its log (who asked, who decided, what ran)."""
     state = _state(ctx)
-    with state.open_gateway() as gateway:
+    with state.open_gateway(demo_when_unconfigured=True) as gateway:
         service = _service(gateway)
         request = service.get(request_id)
         events = service.events(request_id)
@@ -343,7 +343,7 @@ def approve_request(
     state = _state(ctx)
     who = by or current_user()
     decision = Decision.ALWAYS if always else Decision.APPROVE
-    with state.open_gateway() as gateway:
+    with state.open_gateway(demo_when_unconfigured=True) as gateway:
         decided = decide(
             gateway, request_id, decision, by=who, message=message, grant_ttl=expires_after
         )
@@ -395,7 +395,7 @@ def deny_request(
     expired."""
     state = _state(ctx)
     who = by or current_user()
-    with state.open_gateway() as gateway:
+    with state.open_gateway(demo_when_unconfigured=True) as gateway:
         decided = decide(gateway, request_id, Decision.DENY, by=who, message=message)
     state.out.print(
         Text.assemble(
@@ -418,7 +418,7 @@ def list_grants(
     """List the live grants, newest first: id, tool, workspace, permission key, who granted it,
     when, and when it expires."""
     state = _state(ctx)
-    with state.open_gateway() as gateway:
+    with state.open_gateway(demo_when_unconfigured=True) as gateway:
         grants = _service(gateway).grants()
     if as_json:
         print_json([grant.to_dict() for grant in grants])
@@ -455,7 +455,7 @@ def revoke_grant(
 ) -> None:
     """Revoke a grant: calls it covered ask again. Exits 1 when no live grant has this id."""
     state = _state(ctx)
-    with state.open_gateway() as gateway:
+    with state.open_gateway(demo_when_unconfigured=True) as gateway:
         revoked = _service(gateway).revoke(grant_id)
     if not revoked:
         raise CliFailure(f"no live grant {grant_id!r} (see 'toolgate grants list')")

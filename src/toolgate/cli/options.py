@@ -94,6 +94,7 @@ class CliState:
         audit: AuditMode = "write",
         telemetry: Telemetry | None = None,
         keep_processes: bool = False,
+        demo_when_unconfigured: bool = False,
     ) -> Gateway:
         """Load the configuration and build the gateway (raises ``ConfigError``).
 
@@ -104,7 +105,9 @@ class CliState:
         the tools' statistics pass ``"read"`` (an existing log only, nothing created) and those
         that need none ``"off"``. ``telemetry`` traces and measures the calls (``toolgate mcp``).
         ``keep_processes``: a long-running command (``mcp``), whose script tools may have
-        processes started ahead of calls.
+        processes started ahead of calls. ``demo_when_unconfigured``: without a toolgate.yaml,
+        declare the bundled demo tools, as ``toolgate serve`` does (the approval commands, so
+        that they know the tools of a demo server's requests).
         """
         self.loaded = load_config(self.config_path)
         return build_gateway(
@@ -113,6 +116,7 @@ class CliState:
             audit=audit,
             telemetry=telemetry,
             keep_processes=keep_processes,
+            include_demo=demo_when_unconfigured and self.loaded.path is None,
         )
 
     def hint_when_unconfigured(self) -> None:

@@ -15,12 +15,12 @@ plugin folder). Nothing here enforces anything: it only records what a tool is g
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .._spelling import did_you_mean
 from ..model import Permissions, SandboxMode
 from ..model.permission_rules import env_name_refusal, network_entry
 from ..path_policy import normalise_prefix, prefix_problem
@@ -46,12 +46,9 @@ _SANDBOX_MODES = ", ".join(f"'{mode}'" for mode in SandboxMode)
 
 
 def suggest(key: str, known: tuple[str, ...]) -> str:
-    """``"; did you mean 'x'?"`` for a misspelt field name, or ``""``."""
-    close = difflib.get_close_matches(key, known, n=1)
-    if not close:
-        lowered = {name.lower(): name for name in known}
-        close = [lowered[key.lower()]] if key.lower() in lowered else []
-    return f"; did you mean '{close[0]}'?" if close else ""
+    """``"; did you mean 'x'?"`` for a misspelt field name, or ``""`` (the one rule of
+    :mod:`toolgate._spelling`)."""
+    return did_you_mean(key, known)
 
 
 def escape_pointer(part: str) -> str:
