@@ -1,13 +1,14 @@
 """The HTTP API's first hour: what a newcomer gets wrong, and what the API answers.
 
 A call's body is ``{"arguments": {...}}``: a bare ``{"a": 2}``, a body without ``Content-Type:
-application/json`` and other shapes are answered with problems that show the shape. Every test
-speaks real HTTP to a real uvicorn.
+application/json`` and other shapes are answered with problems that show the shape; ``GET /v1``
+(and ``/v1/``) is an index of the API. Every test speaks real HTTP to a real uvicorn.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -21,7 +22,7 @@ from http_api_support import (
     make_gateway,
     problem,
 )
-from toolgate import tool
+from toolgate import Gateway, tool
 from toolgate.serve.api import ApiLimits
 
 SHAPE = (
@@ -171,3 +172,62 @@ def test_what_worked_still_works(client: httpx.Client) -> None:
     assert typed.json()["content"] == 3
     # Still authenticated first: a bad body from nobody is a 401.
     assert client.post(CALL, json={"a": 1}).status_code == 401
+
+
+# -- the index ----------------------------------------------------------------------------------
+
+
+def test_v1_is_an_index_of_the_api(client: httpx.Client, server: str) -> None:
+    index = client.get("/v1")  # no key needed
+    assert index.status_code == 200
+    assert index.headers["content-type"] == "application/json"
+    body = index.json()
+    assert client.get("/v1/").json() == body
+    assert body["name"] == "toolgate" and body["version"]
+    assert "Authorization: Bearer <key>" in body["authentication"]
+    assert "/openapi.json" in body["docs"] and "docs/guides/serving.md" in body["docs"]
+    assert body["call"] == {
+        "method": "POST",
+        "path": "/v1/tools/{tool_id}/call",
+        "content_type": "application/json",
+        "body": '{"arguments": {...}}',
+        "example": "curl -H 'Content-Type: application/json' "
+        f"""-d '{{"arguments": {{"a": 2, "b": 40}}}}' {server}/v1/tools/demo:add/call""",
+    }
+    links = body["links"]
+    assert {"openapi", "tools", "approvals", "health", "me", "call"} <= set(links)
+    assert "mcp" not in links and "ui" not in links  # not served by this app
+    assert client.get(links["openapi"]).status_code == 200
+    assert client.get(links["health"]).json()["status"] == "ok"
+    assert client.get(links["tools"], headers=auth("bob")).status_code == 200
+    assert client.get(links["approvals"], headers=auth("ops")).status_code == 200
+
+
+def test_the_index_lists_every_operation_and_is_in_the_openapi_document(
+    client: httpx.Client,
+) -> None:
+    document = client.get("/openapi.json").json()
+    assert document["paths"]["/v1"]["get"]["summary"]
+    assert "/v1/" not in document["paths"]
+    listed = {(op["method"], op["path"]) for op in client.get("/v1").json()["operations"]}
+    documented = {
+        (method.upper(), path) for path, ops in document["paths"].items() for method in ops
+    }
+    assert listed == documented
+    assert ("POST", "/v1/tools/{tool_id}/call") in listed and ("GET", "/v1") in listed
+
+
+def test_an_unknown_path_points_at_the_index(client: httpx.Client) -> None:
+    detail = problem(client.get("/v1/tool", headers=auth("bob")), 404, "not_found")["detail"]
+    assert "GET /v1 lists its routes" in detail
+
+
+def test_the_index_links_mcp_and_the_web_ui_when_they_are_served(tmp_path: Path) -> None:
+    async def nothing(scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("not called")
+
+    with Gateway() as gateway:
+        app = make_app(gateway, mcp=nothing, ui=nothing, manage_gateway=False)
+        with live_server(app) as running, httpx.Client(base_url=running.url) as http:
+            links = http.get("/v1").json()["links"]
+    assert (links["mcp"], links["ui"]) == ("/mcp", "/")

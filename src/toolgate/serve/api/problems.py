@@ -181,7 +181,8 @@ _HTTP_CODES: Final[dict[int, ErrorCode | HttpErrorCode]] = {
 }
 
 _HTTP_DETAILS: Final[dict[int, str]] = {
-    404: "no such path in the toolgate API (see /openapi.json)",
+    404: "no such path in the toolgate API (GET /v1 lists its routes; /openapi.json documents "
+    "them)",
     405: "this path does not accept this method (the Allow header lists the ones it does)",
 }
 
