@@ -2,16 +2,20 @@
 
 A call's body is ``{"arguments": {...}}``: a bare ``{"a": 2}``, a body without ``Content-Type:
 application/json`` and other shapes are answered with problems that show the shape; ``GET /v1``
-(and ``/v1/``) is an index of the API. Every test speaks real HTTP to a real uvicorn.
+(and ``/v1/``) is an index of the API; a body over the limit is answered with its size, the
+limit and the setting that raises it, readable by a client that is still sending it. Every test
+speaks real HTTP to a real uvicorn.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import httpx2
 import pytest
 
 from http_api_support import (
@@ -22,6 +26,7 @@ from http_api_support import (
     make_gateway,
     problem,
 )
+from test_http_api_server import raw_exchange
 from toolgate import Gateway, tool
 from toolgate.serve.api import ApiLimits
 
@@ -231,3 +236,55 @@ def test_the_index_links_mcp_and_the_web_ui_when_they_are_served(tmp_path: Path)
         with live_server(app) as running, httpx.Client(base_url=running.url) as http:
             links = http.get("/v1").json()["links"]
     assert (links["mcp"], links["ui"]) == ("/mcp", "/")
+
+
+# -- the body limit -----------------------------------------------------------------------------
+
+LIMIT = "this server's limit of 65,536 bytes (set by serve.max_body_bytes in toolgate.yaml)"
+
+
+def _too_large(response: Any) -> str:
+    detail: str = problem(response, 413, "payload_too_large")["detail"]
+    return detail
+
+
+def test_a_body_over_the_limit_gives_its_size_and_the_limit(client: httpx.Client) -> None:
+    body = b'{"arguments": {"a": "' + b"x" * 5_000_000 + b'"}}'
+    response = client.post(
+        CALL, content=body, headers=auth("bob") | {"Content-Type": "application/json"}
+    )
+    assert _too_large(response) == f"the request body is {len(body):,} bytes, over {LIMIT}"
+
+
+async def test_an_async_client_still_sending_reads_the_answer(server: str) -> None:
+    # Without a Content-Length the size is only known once the body is read to its end.
+    async def chunks() -> AsyncIterator[bytes]:
+        for _ in range(50):
+            yield b"x" * 100_000
+            await asyncio.sleep(0)
+
+    async with httpx2.AsyncClient(base_url=server, timeout=30) as http:
+        sized = await http.post(
+            CALL, json={"arguments": {"a": "x" * 5_000_000}}, headers=auth("bob")
+        )
+        streamed = await http.post(CALL, content=chunks(), headers=auth("bob"))
+        # The connection was not spoiled: the next call is answered.
+        after = await http.post(CALL, json={"arguments": {"a": 1, "b": 1}}, headers=auth("bob"))
+    assert _too_large(sized) == f"the request body is 5,000,022 bytes, over {LIMIT}"
+    assert _too_large(streamed) == f"the request body is 5,000,000 bytes, over {LIMIT}"
+    assert after.json()["content"] == 2
+
+
+def test_a_huge_declared_body_is_refused_without_reading_it(server: str) -> None:
+    for extra in (b"", b"Expect: 100-continue\r\n"):
+        answer = raw_exchange(
+            server,
+            b"POST /v1/tools/t:add/call HTTP/1.1\r\nHost: x\r\n"
+            + f"Authorization: {auth('bob')['Authorization']}\r\n".encode()
+            + b"Content-Type: application/json\r\nContent-Length: 10000000000\r\n"
+            + extra
+            + b"\r\n{",
+        )
+        assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+        assert b"connection: close" in answer.lower()
+        assert f"the request body is 10,000,000,000 bytes, over {LIMIT}".encode() in answer
