@@ -256,7 +256,7 @@ def test_calls_answer_alike_on_the_fast_path_and_through_the_route(client: TestC
             content=b"a=1",
             headers={**auth("bob"), "Content-Type": "application/x-www-form-urlencoded"},
         ),
-        422,
+        415,
         "invalid_request",
     )
 

@@ -3,8 +3,9 @@
 Requests are routed by path, unchanged (no prefix is stripped, so each sub-app sees the paths
 it documents):
 
-* ``/v1/…``, ``/healthz``, ``/openapi.json``, ``/metrics`` → the HTTP API
-  (:func:`~toolgate.serve.api.build_api`);
+* ``/v1``, ``/v1/…``, ``/healthz``, ``/openapi.json``, ``/metrics`` → the HTTP API
+  (:func:`~toolgate.serve.api.build_api`; ``GET /v1`` is its index, which links to MCP and the
+  web UI when they are served);
 * ``/mcp`` and ``/mcp/…`` → the MCP sub-app (streamable HTTP), when given;
 * ``/.well-known/oauth-protected-resource`` and ``…/mcp`` → the OAuth Protected Resource
   Metadata (:mod:`toolgate.serve.resource_metadata`), when ``auth:`` is configured;
@@ -214,6 +215,9 @@ def build_app(
     """
     ui_app = _sub(ui)
     approve_link = None if ui_app is None else public_url.rstrip("/") + UI_APPROVAL_PATH
+    served = {"mcp": MCP_PATH} if mcp is not None else {}
+    if ui_app is not None:
+        served["ui"] = "/"
     api = build_api(
         gateway,
         authenticate=authenticate,
@@ -224,6 +228,7 @@ def build_app(
         identify=identify,
         challenge=None if resource_metadata is None else resource_metadata.challenge,
         metrics=metrics,
+        index_links=served,
     )
     return ServeApp(
         gateway,

@@ -19,7 +19,9 @@ stream and the ``elicitation/create`` approval form. ``stateless=True`` trades t
 horizontal scaling of handshake-era clients (then they learn of approvals from the pending
 result, and re-list tools on their own).
 
-Limits: request bodies over ``max_body`` bytes (default 1 MiB) get 413 before they are parsed;
+Limits: request bodies over ``max_body`` bytes (default 1 MiB) get 413 before they are parsed,
+with a JSON-RPC error (``-32600``) that gives the body's size, the limit and the setting that
+raises it (``serve.max_body_bytes``; the MCP client shows that message to its user);
 a body the gateway's strict JSON parser refuses (a duplicate key, ``NaN``/``Infinity``, nesting
 deeper than 64 levels) gets 400 with a JSON-RPC parse error naming why, before the SDK reads it;
 at most ``max_sessions`` handshake-era sessions are open at once (503 past that), each closed
@@ -52,7 +54,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from .._json import StrictJsonError, loads_strict
 from ..gateway import Gateway
 from .identity import Principal
-from .mcp_fast import FastToolCalls, read_body
+from .mcp_fast import DROP_MAX_BYTES, FastToolCalls, drop_body, read_body
 from .mcp_server import McpSurface, build_mcp_server
 
 __all__ = ["AGENT_SCOPE_KEY", "DEFAULT_MAX_BODY", "NAMESPACES_SCOPE_KEY", "Authenticate", "McpHttp"]
@@ -65,6 +67,8 @@ AGENT_SCOPE_KEY: Final = "toolgate.agent"
 NAMESPACES_SCOPE_KEY: Final = "toolgate.namespaces"
 #: Largest request body accepted, in bytes.
 DEFAULT_MAX_BODY: Final = 1024 * 1024
+#: Where ``toolgate serve`` takes ``max_body`` from, named in the answer to a body over it.
+LIMIT_SETTING: Final = "serve.max_body_bytes in toolgate.yaml"
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 #: ``authenticate(request)``: the agent name (``None``: the default agent) or a ``Principal``, a
@@ -110,7 +114,8 @@ class McpHttp:
             allowed_hosts: ``Host`` values to accept (``"name:*"`` for any port); given, the
                 checks are on whatever ``host`` is.
             allowed_origins: ``Origin`` values to accept (same pattern), with ``allowed_hosts``.
-            max_body: Largest request body, in bytes.
+            max_body: Largest request body, in bytes (``toolgate serve``: ``serve.max_body_bytes``,
+                which a larger body's ``413`` names).
             max_sessions: Most handshake-era sessions open at once.
             session_idle_timeout: Seconds of inactivity after which such a session is closed.
             fast_path: Answer plain 2026-07-28 ``tools/call`` POSTs directly
@@ -206,9 +211,16 @@ class McpHttp:
         # present the agent as that principal, so no other key can use the session.
         scope["user"] = self._principal(identity)
         if scope["method"] == "POST":
+            declared = _content_length(scope)
+            if declared is not None and declared > self._max_body:
+                await self._refuse_size(scope, receive, send, declared)
+                return
             # The SDK parses JSON-RPC leniently (the last duplicate key wins, NaN is a number):
             # the gateway's strict parser reads every message first and refuses those.
-            body, receive = await read_body(receive, self._max_body)
+            body, receive, over_limit = await read_body(receive, self._max_body)
+            if over_limit:
+                await self._refuse_size(scope, receive, send, None)
+                return
             problem = _refused_json(body)
             if problem is not None:
                 await _error(400, f"Parse error: {problem}", code=PARSE_ERROR)(scope, receive, send)
@@ -222,6 +234,20 @@ class McpHttp:
         # this request's caller: a tool hidden from it has no schema to check headers against.
         with self.surface.answering(request):
             await self.manager.handle_request(scope, receive, send)
+
+    async def _refuse_size(
+        self, scope: Scope, receive: Receive, send: Send, declared: int | None
+    ) -> None:
+        """Answer a body over the limit (``declared`` by its ``Content-Length``, or found
+        over it while reading) with :func:`_too_large`, after reading the rest of it when that
+        is reasonable (:func:`~toolgate.serve.mcp_fast.drop_body`)."""
+        read = (
+            None
+            if declared is not None and declared > DROP_MAX_BYTES
+            else await drop_body(scope, receive)
+        )
+        size = declared if declared is not None else read
+        await _too_large(size, self._max_body, close=read is None)(scope, receive, send)
 
 
 def _agent_of(request: Any) -> str | None:
@@ -262,7 +288,7 @@ def _security(
 def _refused_json(body: bytes | None) -> str | None:
     """Why a request body that is JSON is refused by the gateway's strict parser (a duplicate
     key, ``NaN``/``Infinity``, nesting too deep); ``None`` otherwise (the SDK answers malformed
-    JSON, and a body over the limit, itself)."""
+    JSON itself; a body over the limit was answered before)."""
     if not body:
         return None
     try:
@@ -270,6 +296,30 @@ def _refused_json(body: bytes | None) -> str | None:
     except StrictJsonError as exc:
         return None if exc.malformed else str(exc)
     return None
+
+
+def _content_length(scope: Scope) -> int | None:
+    """The request's ``Content-Length``, when it gives one that is a number."""
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            text = value.decode("latin-1").strip()
+            return int(text) if text.isdigit() else None
+    return None
+
+
+def _too_large(size: int | None, limit: int, *, close: bool) -> Response:
+    """The ``413`` answering a body over ``limit``: a JSON-RPC error whose message gives the
+    body's size (``None``: unknown), the limit and the setting that raises it — what an MCP
+    client shows its user (the SDK's own answer is plain text, which a client can only report
+    as "Server returned an error response"). ``close``: the body was not read to its end, so
+    the connection cannot serve another request."""
+    said = "over" if size is None else f"{size:,} bytes, over"
+    return _error(
+        413,
+        f"Request body too large: {said} this server's limit of {limit:,} bytes (set by "
+        f"{LIMIT_SETTING})",
+        {"Connection": "close"} if close else None,
+    )
 
 
 def _error(

@@ -14,12 +14,13 @@ Routes (all JSON; errors are RFC 9457 problems, see :mod:`.problems`):
   ``GET /v1/mcp-servers``, ``GET /v1/mcp-servers/{server}``,
   ``POST /v1/mcp-servers/{server}/accept``, ``GET /metrics``
   (Prometheus);
-* ``GET /healthz`` (no key needed) and ``GET /openapi.json``.
+* ``GET /v1`` (the index: how to authenticate and call, links, every operation),
+  ``GET /healthz`` (no key needed for either) and ``GET /openapi.json``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -39,6 +40,7 @@ from .audit import audit_router
 from .calls import CALL_PREFIX, CALL_SUFFIX, FastCallMiddleware
 from .connections import connections_router
 from .deps import ERRORS, ApiContext, reject_unknown_query
+from .index import index_router
 from .limits import CALL_MARGIN, ApiLimits, RequestLimitsMiddleware
 from .mcp_servers import mcp_servers_router
 from .metrics import metrics_router
@@ -157,6 +159,7 @@ def build_api(
     identify: Callable[[Connection], Awaitable[Principal]] | None = None,
     challenge: Callable[[AuthenticationError], str] | None = None,
     metrics: CallMetrics | None = None,
+    index_links: Mapping[str, str] | None = None,
 ) -> HttpApi:
     """The HTTP API over ``gateway``.
 
@@ -169,6 +172,8 @@ def build_api(
     the caller when bearer tokens are accepted too (then it is used instead of
     ``authenticate``), and ``challenge`` writes the ``WWW-Authenticate`` value of a 401.
     ``metrics`` (an observer of the gateway's calls) is served to operators at ``/metrics``.
+    ``index_links`` are added to the links of the index (``GET /v1``): where MCP and the web UI
+    are served beside the API.
 
     The gateway is neither started nor closed here (see :func:`toolgate.serve.app.build_app`).
     """
@@ -201,6 +206,7 @@ def build_api(
         identify=identify,
         challenge=challenge,
     )
+    app.include_router(index_router(_version(), index_links), tags=["server"])
     app.include_router(tools_router(context), tags=["tools"])
     app.include_router(approvals_router(context), tags=["approvals"])
     app.include_router(audit_router(context), tags=["operators"])

@@ -1,10 +1,10 @@
 """Routes for operators: the connections of capabilities (their secrets and settings).
 
-A capability (Jingle manifest) is connected when every ``requiredPreferenceNames`` secret is set
-in the gateway's secret store. Secrets can be written here but are never read back: responses
-name them and say which are missing, nothing more. After a change the capability's source is
-reloaded at once, so its tools become available (or unavailable) without waiting for the
-periodic connection check.
+A capability (declared by a capability manifest) is connected when every
+``requiredPreferenceNames`` secret is set in the gateway's secret store. Secrets can be written
+here but are never read back: responses name them and say which are missing, nothing more.
+After a change the capability's source is reloaded at once, so its tools become available (or
+unavailable) without waiting for the periodic connection check.
 """
 
 # No ``from __future__ import annotations``: FastAPI reads the route annotations at runtime.

@@ -25,8 +25,8 @@ __all__ = ["ERRORS", "ApiContext", "Caller", "caller_dependencies", "reject_unkn
 #: schemathesis checks know their shape.
 ERRORS: dict[int | str, dict[str, Any]] = {
     "default": {
-        "description": "An RFC 9457 problem: every error (401, 403, 404, 405, 409, 413, 422, "
-        "500, 504…).",
+        "description": "An RFC 9457 problem: every error (401, 403, 404, 405, 409, 413, 415, "
+        "422, 500, 504…).",
         "model": Problem,  # rewritten to application/problem+json only (see app.py)
     }
 }

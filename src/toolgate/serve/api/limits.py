@@ -2,9 +2,12 @@
 
 One pure ASGI middleware (no per-request framework objects: it sits on the hot path of every
 tool call). It reads the whole body first, refusing it with ``413`` as soon as it is over the
-limit — before the body is parsed, and at once when ``Content-Length`` already says so — then
-hands it to the application. The whole exchange runs under a deadline; a request past it is
-answered ``504`` (when no response has started yet) and its handler is cancelled.
+limit — before the body is parsed, and without keeping any of it when ``Content-Length``
+already says so — then hands it to the application. The ``413`` gives the body's size, the
+limit and the setting that raises it; the rest of a refused body is read and dropped first (up
+to :data:`DROP_MAX_BYTES`), so that a client still sending it can read the answer. The whole
+exchange runs under a deadline; a request past it is answered ``504`` (when no response has
+started yet) and its handler is cancelled.
 """
 
 from __future__ import annotations
@@ -21,12 +24,18 @@ from ...config.schema import DEFAULT_MAX_BODY_BYTES, DEFAULT_REQUEST_TIMEOUT
 from ...errors import ErrorCode
 from .problems import HttpErrorCode, crash_response, problem_response
 
-__all__ = ["BODY_SCOPE_KEY", "ApiLimits", "RequestLimitsMiddleware"]
+__all__ = ["BODY_SCOPE_KEY", "ApiLimits", "RequestLimitsMiddleware", "too_large_detail"]
 
 log = logging.getLogger("toolgate.serve")
 
 #: Where the body read is left for the application (bytes), see :mod:`.calls`.
 BODY_SCOPE_KEY: Final = "toolgate.body"
+
+#: Most bytes of a body over the limit still read (and dropped) before the ``413`` is sent, so
+#: that a client still sending it reads the answer (see :func:`_drop_rest`).
+DROP_MAX_BYTES: Final = 64 * 1024 * 1024
+#: Most seconds spent reading them.
+DROP_SECONDS: Final = 30.0
 
 #: Seconds a tool call may take beyond its own timeout before the request times out (the
 #: security check, the approval stage and the audit write happen around the tool).
@@ -49,7 +58,23 @@ class ApiLimits:
 
 
 class _TooLarge(Exception):
-    pass
+    """The body is over the limit: ``size`` bytes by its ``Content-Length`` (``None``: sent
+    without one), of which ``read`` were read before it was refused."""
+
+    def __init__(self, size: int | None, read: int = 0) -> None:
+        super().__init__(size)
+        self.size = size
+        self.read = read
+
+
+def too_large_detail(size: int | None, limit: int) -> str:
+    """What a ``413`` says: the body's size (when known), the limit and the setting that
+    raises it."""
+    said = "over" if size is None else f"{size:,} bytes, over"
+    return (
+        f"the request body is {said} this server's limit of {limit:,} bytes (set by "
+        "serve.max_body_bytes in toolgate.yaml)"
+    )
 
 
 class _BadLength(Exception):
@@ -106,20 +131,15 @@ class RequestLimitsMiddleware:
         try:
             async with deadline:
                 if declared is not None and declared > self.limits.max_body_bytes:
-                    raise _TooLarge
+                    raise _TooLarge(declared)
                 body = await self._read_body(receive)
                 if body is None:
                     return  # the client went away
                 scope[BODY_SCOPE_KEY] = body  # for the fast path of tool calls
                 await self.app(scope, _replay(body, receive), tracked_send)
-        except _TooLarge:
+        except _TooLarge as exc:
             if not started:
-                await problem_response(
-                    413,
-                    HttpErrorCode.PAYLOAD_TOO_LARGE,
-                    f"the request body is larger than {self.limits.max_body_bytes:,} bytes",
-                    headers={"Connection": "close"},
-                )(scope, receive, send)
+                await self._refuse_size(scope, receive, send, exc)
         except TimeoutError:
             if not deadline.expired():
                 raise  # the application's own timeout, not this deadline
@@ -136,6 +156,23 @@ class RequestLimitsMiddleware:
             log.exception("%s %s failed", scope.get("method"), scope.get("path"))
             await crash_response()(scope, receive, send)
 
+    async def _refuse_size(
+        self, scope: Scope, receive: Receive, send: Send, exc: _TooLarge
+    ) -> None:
+        """Answer ``413`` to a body over the limit, after reading the rest of it when that is
+        reasonable (:func:`_drop_rest`), so that the client reads the answer."""
+        read = None
+        if exc.size is None or exc.size <= DROP_MAX_BYTES:
+            read = await _drop_rest(scope, receive, exc.read)
+        await problem_response(
+            413,
+            HttpErrorCode.PAYLOAD_TOO_LARGE,
+            too_large_detail(
+                exc.size if exc.size is not None else read, self.limits.max_body_bytes
+            ),
+            headers={"Connection": "close"} if read is None else None,
+        )(scope, receive, send)
+
     async def _read_body(self, receive: Receive) -> bytes | None:
         chunks: list[bytes] = []
         size = 0
@@ -146,10 +183,46 @@ class RequestLimitsMiddleware:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.limits.max_body_bytes:
-                raise _TooLarge
+                raise _TooLarge(None, size)
             chunks.append(chunk)
             if not message.get("more_body", False):
                 return b"".join(chunks)
+
+
+def _expects_continue(scope: Scope) -> bool:
+    """Whether the client waits for ``100 Continue`` before sending its body."""
+    return any(
+        name == b"expect" and value.strip().lower() == b"100-continue"
+        for name, value in scope.get("headers", ())
+    )
+
+
+async def _drop_rest(scope: Scope, receive: Receive, read: int) -> int | None:
+    """Read the rest of a body refused for its size (``read`` bytes of it were read already)
+    and drop it: the body's size, or ``None`` when it was not read to its end — over
+    :data:`DROP_MAX_BYTES`, longer than :data:`DROP_SECONDS`, a client that waits for
+    ``100 Continue`` (it has sent nothing), or one that went away.
+
+    A client still sending the body when the server answers and closes the connection gets a
+    reset connection instead of the answer (curl does not, as it waits for ``100 Continue``;
+    most HTTP libraries do); read to its end, the body leaves the answer readable, and the
+    connection reusable."""
+    if _expects_continue(scope):
+        return None
+    size = read
+    try:
+        async with asyncio.timeout(DROP_SECONDS):
+            while True:
+                message = await receive()
+                if message["type"] != "http.request":
+                    return None
+                size += len(message.get("body", b""))
+                if size > DROP_MAX_BYTES:
+                    return None
+                if not message.get("more_body", False):
+                    return size
+    except TimeoutError:
+        return None
 
 
 def _content_length(scope: Scope) -> int | None:

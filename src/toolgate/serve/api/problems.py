@@ -1,8 +1,8 @@
 """Errors as RFC 9457 problem details, and the one place each error becomes one.
 
 Every error response of the HTTP API — ours and the framework's own (unknown path, wrong method,
-malformed JSON, a body that does not match the schema, a body too large, a timeout, a bug) — is
-``application/problem+json``::
+malformed JSON, a body not sent as JSON, a body that does not match the schema, a body too large,
+a timeout, a bug) — is ``application/problem+json``::
 
     {"type": "urn:toolgate:problem:tool_not_found", "title": "Not Found", "status": 404,
      "detail": "no tool named 'demo:ad'; did you mean demo:add?", "code": "tool_not_found"}
@@ -42,7 +42,10 @@ __all__ = [
     "authentication_problem",
     "crash_response",
     "install_problem_handlers",
+    "not_json_problem",
     "problem_response",
+    "schema_errors",
+    "unparsed_body",
 ]
 
 log = logging.getLogger("toolgate.serve")
@@ -64,7 +67,8 @@ class HttpErrorCode(StrEnum):
     PAYLOAD_TOO_LARGE = "payload_too_large"
     """The request body is over the limit (413)."""
     INVALID_REQUEST = "invalid_request"
-    """The body is not valid JSON (400), or a field does not match the schema (422)."""
+    """The body is not valid JSON (400), is not sent as JSON (415), or a field does not match
+    the schema (422)."""
 
 
 def _sanitize(value: Any) -> Any:
@@ -171,12 +175,14 @@ _HTTP_CODES: Final[dict[int, ErrorCode | HttpErrorCode]] = {
     404: HttpErrorCode.NOT_FOUND,
     405: HttpErrorCode.METHOD_NOT_ALLOWED,
     413: HttpErrorCode.PAYLOAD_TOO_LARGE,
+    415: HttpErrorCode.INVALID_REQUEST,
     422: HttpErrorCode.INVALID_REQUEST,
     504: ErrorCode.TIMEOUT,
 }
 
 _HTTP_DETAILS: Final[dict[int, str]] = {
-    404: "no such path in the toolgate API (see /openapi.json)",
+    404: "no such path in the toolgate API (GET /v1 lists its routes; /openapi.json documents "
+    "them)",
     405: "this path does not accept this method (the Allow header lists the ones it does)",
 }
 
@@ -186,9 +192,49 @@ def _pointer(loc: tuple[Any, ...] | list[Any]) -> str:
     return "/" + "/".join(str(part).replace("~", "~0").replace("/", "~1") for part in loc)
 
 
-def _validation_problem(exc: RequestValidationError) -> Response:
-    errors = list(exc.errors())
-    for error in errors:
+def not_json_problem(content_type: str | None, example: str | None = None) -> ApiProblem:
+    """The ``415`` problem of a request body not sent as JSON (``content_type`` is what the
+    request said, ``None``: nothing); ``example`` is what the body should look like."""
+    said = (
+        "this request has no Content-Type header"
+        if not content_type
+        else f"this request's Content-Type is {content_type[:100]!r}"
+    )
+    shape = f", as in {example}" if example else ""
+    return ApiProblem(
+        415,
+        HttpErrorCode.INVALID_REQUEST,
+        f"send the request body as JSON{shape}, with the header Content-Type: application/json "
+        f"({said})",
+    )
+
+
+def unparsed_body(exc: RequestValidationError) -> bool:
+    """Whether validation failed because the body was not parsed as JSON at all: FastAPI hands
+    the schema the raw bytes of a body whose ``Content-Type`` is not JSON (or missing)."""
+    return any(
+        tuple(error.get("loc", ())) == ("body",) and isinstance(error.get("input"), bytes)
+        for error in exc.errors()
+    )
+
+
+def schema_errors(exc: RequestValidationError) -> list[dict[str, str]]:
+    """The failing fields of ``exc``, each with where (``in``), a JSON ``pointer`` into that
+    part of the request, a ``message`` and its ``type``."""
+    return [
+        {
+            "in": str(error["loc"][0]) if error.get("loc") else "request",
+            "pointer": _pointer(tuple(error.get("loc", ()))[1:]),
+            "message": str(error.get("msg", "invalid")),
+            "type": str(error.get("type", "invalid")),
+        }
+        for error in exc.errors()
+    ]
+
+
+def _json_invalid(exc: RequestValidationError) -> Response | None:
+    """The ``400`` problem of a body that is not valid JSON, if that is what ``exc`` is."""
+    for error in exc.errors():
         if error.get("type") == "json_invalid":
             loc = error.get("loc", ())
             position = loc[1] if len(loc) > 1 else "?"
@@ -198,15 +244,18 @@ def _validation_problem(exc: RequestValidationError) -> Response:
                 HttpErrorCode.INVALID_REQUEST,
                 f"the request body is not valid JSON: {reason} (at character {position})",
             )
-    details = [
-        {
-            "in": str(error["loc"][0]) if error.get("loc") else "request",
-            "pointer": _pointer(tuple(error.get("loc", ()))[1:]),
-            "message": str(error.get("msg", "invalid")),
-            "type": str(error.get("type", "invalid")),
-        }
-        for error in errors
-    ]
+    return None
+
+
+def _validation_problem(exc: RequestValidationError, request: Request) -> Response:
+    """The problem answering a request FastAPI's validation refused: ``400`` for malformed JSON,
+    ``415`` for a body not sent as JSON, else ``422`` listing each failing field."""
+    invalid = _json_invalid(exc)
+    if invalid is not None:
+        return invalid
+    if unparsed_body(exc):
+        return not_json_problem(request.headers.get("content-type")).response()
+    details = schema_errors(exc)
     summary = "; ".join(f"{d['in']} {d['pointer']}: {d['message']}" for d in details[:5])
     more = f" (and {len(details) - 5} more)" if len(details) > 5 else ""
     return problem_response(
@@ -271,7 +320,7 @@ def install_problem_handlers(
 
     async def on_validation(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
-        return _validation_problem(exc)
+        return _validation_problem(exc, request)
 
     async def on_tool_not_found(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, ToolNotFoundError)

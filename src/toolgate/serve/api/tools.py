@@ -17,6 +17,7 @@ from ...exporters import EXPORT_FORMATS, export_tools
 from ...model.names import to_provider_name
 from ...registry import RegisteredTool
 from ...search.query import DEFAULT_LIMIT, clean_query
+from .call_body import call_route_class
 from .calls import is_json, run_call, strict_call_body, workspace_exists
 from .deps import ERRORS, ApiContext, Caller, caller_dependencies
 from .models import (
@@ -32,6 +33,9 @@ from .problems import ApiJSONResponse, ApiProblem
 from .views import status_view, tool_detail, tool_summary
 
 __all__ = ["tools_router"]
+
+#: Where the call route keeps its caller for the problems of a malformed body.
+_CALLER_SCOPE_KEY = "toolgate.caller"
 
 _EXPORT_SUMMARIES = {
     "openai": "OpenAI Chat Completions `tools`",
@@ -133,8 +137,52 @@ def tools_router(context: ApiContext) -> APIRouter:
         status = gateway.status(entry.tool.id)
         return ApiJSONResponse(tool_detail(entry, status, context.approval_policy))
 
-    @router.post(
+    async def call_caller(request: Request, who: Agent) -> Caller:
+        """The caller, kept in the request for :func:`tool_arguments` (the call route's body
+        problems are written after its dependencies ran)."""
+        request.scope[_CALLER_SCOPE_KEY] = who
+        return who
+
+    def tool_arguments(request: Request) -> tuple[str, frozenset[str]] | None:
+        """The called tool's id and argument names, when the caller may see it."""
+        who = request.scope.get(_CALLER_SCOPE_KEY)
+        entry = gateway.registry.get(str(request.path_params.get("tool_id", "")))
+        if (
+            not isinstance(who, Caller)
+            or entry is None
+            or not gateway.access.visible(entry.tool, who.agent, who.namespaces)
+        ):
+            return None
+        properties = entry.tool.input_schema_dict().get("properties")
+        return entry.tool.id, frozenset(properties) if isinstance(properties, dict) else frozenset()
+
+    async def call_tool(
+        tool_id: str,
+        who: Annotated[Caller, Depends(call_caller)],
+        raw: Request,
+        body: Annotated[CallRequest | None, Body()] = None,
+    ) -> Response:
+        """Call a tool through the whole pipeline (validation, access, rate limits, approval,
+        execution, shaping, audit). Send the body as JSON (`Content-Type: application/json`):
+        `{"arguments": {...}}`, the tool's arguments by name, optionally with `session_id` and
+        `workspace`; it may be left out for a tool without arguments. The call's own errors are
+        not HTTP errors: the body's `status` is `error` with a stable `code` and a `message`
+        written for the model (and the HTTP status 200)."""
+        # FastAPI parsed the body leniently; the gateway's own parser has the last word.
+        strict_call_body(await raw.body(), is_json(raw.scope))
+        request = body or CallRequest()
+        if not workspace_exists(request):
+            raise ApiProblem(
+                422,
+                ErrorCode.INVALID_ARGUMENTS,
+                f"workspace: no such folder on the gateway's host: {request.workspace}",
+            )
+        return await run_call(context, who.agent, tool_id, request, who.namespaces)
+
+    router.add_api_route(
         "/tools/{tool_id:path}/call",
+        call_tool,
+        methods=["POST"],
         response_model=CallOutcomeView,
         summary="Call a tool",
         responses={
@@ -146,27 +194,8 @@ def tools_router(context: ApiContext) -> APIRouter:
                 "result.",
             }
         },
+        route_class_override=call_route_class(tool_arguments),
     )
-    async def call_tool(
-        tool_id: str,
-        who: Agent,
-        raw: Request,
-        body: Annotated[CallRequest | None, Body()] = None,
-    ) -> Response:
-        """Call a tool through the whole pipeline (validation, access, rate limits, approval,
-        execution, shaping, audit). The call's own errors are not HTTP errors: the body's
-        `status` is `error` with a stable `code` and a `message` written for the model (and
-        the HTTP status 200)."""
-        # FastAPI parsed the body leniently; the gateway's own parser has the last word.
-        strict_call_body(await raw.body(), is_json(raw.scope))
-        request = body or CallRequest()
-        if not workspace_exists(request):
-            raise ApiProblem(
-                422,
-                ErrorCode.INVALID_ARGUMENTS,
-                f"workspace: no such folder on the gateway's host: {request.workspace}",
-            )
-        return await run_call(context, who.agent, tool_id, request, who.namespaces)
 
     @router.get("/status", response_model=StatusList, summary="Health of the tools")
     def list_statuses(who: Agent) -> Response:
