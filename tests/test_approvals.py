@@ -79,16 +79,45 @@ def test_a_retried_pending_call_attaches_to_the_same_request(gateway: Gateway) -
     assert len(gateway.approvals.pending()) == 1  # type: ignore[union-attr]
 
 
-def test_approve_once_runs_once_and_the_retry_collects_the_result(gateway: Gateway) -> None:
+def test_approve_once_records_the_decision_and_the_retry_runs_it_once(gateway: Gateway) -> None:
+    approvals = gateway.approvals
+    assert approvals is not None
+    request = pending(gateway, agent="bot")
+    decided = approvals.decide(request.id, "approve", by="alice")
+    assert decided.id == request.id and decided.status is ApprovalStatus.APPROVED
+    assert decided.decided_by == "alice"
+    # The decision ran nothing: there is no outcome until the agent's retry runs it.
+    assert RUNS == [] and approvals.result(request.id) is None
+    # Replaying the decision does not run it either.
+    with pytest.raises(ApprovalClosedError, match="already decided"):
+        approvals.decide(request.id, "approve", by="alice")
+    assert RUNS == []
+    # The agent's retry runs the approved call, once, as that agent.
+    retry = gateway.call_sync("gh:create_issue", ARGS, agent="bot")
+    assert retry.ok and len(RUNS) == 1
+    assert retry.metadata["approval"] == {"id": request.id}
+    assert approvals.result(request.id).content == retry.content  # type: ignore[union-attr]
+    assert approvals.get(request.id).status is ApprovalStatus.DELIVERED
+    # After that, the same call asks anew.
+    assert pending(gateway, agent="bot").id != request.id
+    assert len(RUNS) == 1
+    events = approvals.events(request.id)
+    assert [event["kind"] for event in events][:3] == ["requested", "decided", "ran"]
+    assert events[2]["actor"] == "bot"  # it ran as the agent that asked
+
+
+def test_an_explicit_run_runs_once_and_the_retry_collects_the_result(gateway: Gateway) -> None:
     approvals = gateway.approvals
     assert approvals is not None
     request = pending(gateway)
-    outcome = approvals.decide(request.id, "approve", by="alice")
+    approvals.decide(request.id, "approve", by="alice")
+    assert RUNS == []
+    outcome = asyncio.run(approvals.run(request.id))  # a person asked to run it here
     assert outcome.ok and len(RUNS) == 1
     assert approvals.result(request.id).content == outcome.content  # type: ignore[union-attr]
-    # Replaying the decision does not run it again.
-    with pytest.raises(ApprovalClosedError, match="already decided"):
-        approvals.decide(request.id, "approve", by="alice")
+    # Running it again does not run the tool again.
+    again = asyncio.run(approvals.run(request.id))
+    assert again.content == outcome.content and len(RUNS) == 1
     # The agent's retry gets the stored outcome, once, without running the tool.
     retry = gateway.call_sync("gh:create_issue", ARGS)
     assert retry.ok and retry.content == outcome.content and len(RUNS) == 1
@@ -107,10 +136,14 @@ def test_an_approval_for_arguments_a_cannot_run_arguments_b(gateway: Gateway) ->
     other = pending(gateway, {**ARGS, "title": "Something else"})
     assert other.id != request.id
     approvals.decide(request.id, "approve")
-    assert RUNS == [ARGS]
+    assert RUNS == []
     assert gateway.call_sync("gh:create_issue", {**ARGS, "title": "Third"}).status is (
         CallStatus.PENDING_APPROVAL
     )
+    # The other arguments' request is still waiting: the approval of A does not run B.
+    assert pending(gateway, {**ARGS, "title": "Something else"}).id == other.id
+    assert RUNS == []
+    assert gateway.call_sync("gh:create_issue", ARGS).ok  # the retry of A runs A
     assert RUNS == [ARGS]
 
 
@@ -138,11 +171,16 @@ def test_deny_ends_in_user_rejection_for_the_retry(gateway: Gateway) -> None:
     approvals = gateway.approvals
     assert approvals is not None
     request = pending(gateway)
-    denied = approvals.decide(request.id, "deny", by="bob", message="wrong repo")
+    decided = approvals.decide(request.id, "deny", by="bob", message="wrong repo")
+    assert decided.status is ApprovalStatus.DENIED and decided.decision_message == "wrong repo"
+    denied = approvals.result(request.id)  # the refusal is there at once
+    assert denied is not None
     assert denied.code is ErrorCode.USER_REJECTION and "wrong repo" in (denied.message or "")
     retry = gateway.call_sync("gh:create_issue", ARGS)
     assert retry.code is ErrorCode.USER_REJECTION
     assert "denied by bob: wrong repo" in (retry.message or "")
+    # Once: the next identical call asks anew.
+    assert pending(gateway).id != request.id
     assert RUNS == []
 
 
@@ -167,12 +205,16 @@ def test_always_allow_covers_the_same_workspace_and_key_only(gateway: Gateway) -
     assert approvals is not None
     request = pending(gateway, workspace="/ws/a")
     approvals.decide(request.id, "always", by="alice")
+    assert RUNS == []  # the decision ran nothing
     [grant] = approvals.grants()
     assert (grant.workspace, grant.tool_id, grant.granted_by) == (
         "/ws/a",
         "gh:create_issue",
         "alice",
     )
+    # The agent's retry runs the approved call itself.
+    retry = gateway.call_sync("gh:create_issue", ARGS, workspace="/ws/a")
+    assert retry.ok and retry.metadata["approval"] == {"id": request.id} and len(RUNS) == 1
     # Same workspace, other arguments: no prompt.
     again = gateway.call_sync("gh:create_issue", {**ARGS, "title": "B"}, workspace="/ws/a")
     assert again.ok and again.metadata["approval"] == {"grant": grant.id}
@@ -188,7 +230,12 @@ def test_a_changed_tool_definition_voids_grants_and_requests(gateway: Gateway) -
     assert approvals is not None
     request = pending(gateway)
     approvals.decide(request.id, "always")
+    assert RUNS == []
+    assert gateway.call_sync("gh:create_issue", ARGS).ok  # the retry runs it
+    assert len(RUNS) == 1
     waiting = pending(gateway, {**ARGS, "title": "waiting"}, workspace="/elsewhere")
+    approved = pending(gateway, {**ARGS, "title": "approved"}, workspace="/elsewhere")
+    approvals.decide(approved.id, "approve")  # approved, not yet run by the retry
     entry = gateway.registry.get("gh:create_issue")
     assert entry is not None
     changed = dataclasses.replace(entry.tool, description="Create an issue (now also labels it).")
@@ -199,6 +246,12 @@ def test_a_changed_tool_definition_voids_grants_and_requests(gateway: Gateway) -
     )
     with pytest.raises(ApprovalClosedError, match="changed"):
         approvals.decide(waiting.id, "approve")
+    # An approval given for the old definition does not run the changed tool on the retry.
+    retry = gateway.call_sync(
+        "gh:create_issue", {**ARGS, "title": "approved"}, workspace="/elsewhere"
+    )
+    assert retry.status is CallStatus.PENDING_APPROVAL and retry.approval is not None
+    assert retry.approval.id != approved.id
     assert len(RUNS) == 1
 
 
@@ -447,8 +500,10 @@ def test_always_allow_for_a_security_key_covers_that_key_only() -> None:
         request = gateway.call_sync("fs:write", {"path": "a.txt"}).approval
         assert request is not None
         approvals.decide(request.id, "always")
-        collected = gateway.call_sync("fs:write", {"path": "a.txt"})  # the retry collects
-        assert collected.metadata["approval"]["replayed"] is True
+        assert RUNS == []  # the decision ran nothing
+        retried = gateway.call_sync("fs:write", {"path": "a.txt"})  # the retry runs it
+        assert retried.ok and retried.metadata["approval"] == {"id": request.id}
+        assert len(RUNS) == 1
         granted = gateway.call_sync("fs:write", {"path": "a.txt"})  # same key: no prompt, runs
         assert granted.ok and "grant" in granted.metadata["approval"]
         other = gateway.call_sync("fs:write", {"path": "b.txt"})
@@ -529,12 +584,31 @@ def test_approval_rules_reach_the_gateway() -> None:
         assert gw.call_sync("crm:lookup").status is CallStatus.PENDING_APPROVAL
 
 
-async def test_two_racing_retries_collect_a_completed_outcome_once(gateway: Gateway) -> None:
+async def test_two_racing_retries_run_an_approved_call_once(gateway: Gateway) -> None:
     approvals = gateway.approvals
     assert approvals is not None
     request = (await gateway.call("gh:create_issue", ARGS)).approval
     assert request is not None
     approvals.decide(request.id, "approve")
+    assert RUNS == []
+    first, second = await asyncio.gather(
+        gateway.call("gh:create_issue", ARGS), gateway.call("gh:create_issue", ARGS)
+    )
+    statuses = sorted(str(o.status) for o in (first, second))
+    assert statuses == ["ok", "pending_approval"]  # one runs it, the other does not
+    assert len(RUNS) == 1
+    assert approvals.get(request.id).status is ApprovalStatus.DELIVERED
+
+
+async def test_two_racing_retries_collect_an_explicitly_run_outcome_once(
+    gateway: Gateway,
+) -> None:
+    approvals = gateway.approvals
+    assert approvals is not None
+    request = (await gateway.call("gh:create_issue", ARGS)).approval
+    assert request is not None
+    approvals.decide(request.id, "approve")
+    assert (await approvals.run(request.id)).ok and len(RUNS) == 1
     first, second = await asyncio.gather(
         gateway.call("gh:create_issue", ARGS), gateway.call("gh:create_issue", ARGS)
     )
@@ -605,29 +679,68 @@ def test_a_relative_workspace_is_resolved_so_a_grant_stays_in_its_folder(
         approvals.decide(request.id, "always")
         monkeypatch.chdir(folder_b)
         elsewhere = gateway.call_sync("gh:create_issue", ARGS, workspace=".")
-        assert elsewhere.status is CallStatus.PENDING_APPROVAL  # neither the grant nor the result
+        # Neither the grant nor the approved request: nothing runs in folder b.
+        assert elsewhere.status is CallStatus.PENDING_APPROVAL
+        assert elsewhere.approval is not None and elsewhere.approval.id != request.id
+        assert RUNS == []
+        monkeypatch.chdir(folder_a)
+        here = gateway.call_sync("gh:create_issue", ARGS, workspace=".")  # the retry in folder a
+        assert here.ok and here.metadata["approval"] == {"id": request.id}
     assert len(RUNS) == 1
 
 
 async def test_a_decision_racing_the_agents_retry_runs_the_call_once(gateway: Gateway) -> None:
     approvals = gateway.approvals
     assert approvals is not None
-    request = (await gateway.call("gh:create_issue", ARGS)).approval
-    assert request is not None
     for decision in ("approve", "always"):
         RUNS.clear()
-        if decision == "always":
-            request = (await gateway.call("gh:create_issue", {**ARGS, "title": "2"})).approval
-            assert request is not None
-        arguments = dict(request.arguments)
+        arguments = {**ARGS, "title": decision}
+        request = (await gateway.call("gh:create_issue", arguments)).approval
+        assert request is not None
         decided, retried = await asyncio.gather(
-            approvals.decide(request.id, decision),
+            asyncio.to_thread(approvals.decide, request.id, decision),
             gateway.call("gh:create_issue", arguments),
         )
-        assert len(RUNS) == 1, decision
-        assert decided.ok
-        # The retry either came first (still pending), took the approval, or got the result.
+        assert decided.status is ApprovalStatus.APPROVED
+        # The retry either came first (still pending: nothing ran) or ran the approved call.
+        if retried.status is CallStatus.PENDING_APPROVAL:
+            assert RUNS == [] and retried.approval is not None
+            assert retried.approval.id == request.id
+            retried = await gateway.call("gh:create_issue", arguments)
+        assert retried.ok and len(RUNS) == 1, decision
+        if "grant" in retried.metadata["approval"]:
+            # "always": the retry looked its request up before the decision was recorded and
+            # the grants after the decision's grant was stored, so it ran under the grant.
+            assert decision == "always"
+            continue
+        assert retried.metadata["approval"] == {"id": request.id}
+        assert approvals.get(request.id).status is ApprovalStatus.DELIVERED
+        if decision == "approve":  # once: the same call asks anew
+            again = await gateway.call("gh:create_issue", arguments)
+            assert again.status is CallStatus.PENDING_APPROVAL and len(RUNS) == 1
+
+
+async def test_an_explicit_run_racing_the_agents_retry_runs_the_call_once(
+    gateway: Gateway,
+) -> None:
+    approvals = gateway.approvals
+    assert approvals is not None
+    for decision in ("approve", "always"):
+        RUNS.clear()
+        arguments = {**ARGS, "title": decision}
+        request = (await gateway.call("gh:create_issue", arguments)).approval
+        assert request is not None
+        approvals.decide(request.id, decision)
+        ran, retried = await asyncio.gather(
+            approvals.run(request.id), gateway.call("gh:create_issue", arguments)
+        )
+        assert ran.ok and len(RUNS) == 1, decision
+        # The retry either ran it (and the run got its outcome) or was told it is running.
         assert retried.ok or retried.status is CallStatus.PENDING_APPROVAL
+        if retried.status is CallStatus.PENDING_APPROVAL:
+            collected = await gateway.call("gh:create_issue", arguments)
+            assert collected.ok and collected.metadata["approval"]["replayed"] is True
+        assert len(RUNS) == 1, decision
 
 
 def test_changing_a_python_tools_code_ends_its_grants() -> None:
@@ -648,6 +761,8 @@ def test_changing_a_python_tools_code_ends_its_grants() -> None:
         gateway.add(one)
         request = pending_for(gateway, "gh:create")
         gateway.approvals.decide(request.id, "always")  # type: ignore[union-attr]
+        assert RUNS == []
+        assert gateway.call_sync("gh:create", ARGS).ok  # the retry runs version one
         gateway.remove("gh:create")
         gateway.add(two)
         changed = gateway.call_sync("gh:create", {**ARGS, "title": "again"})

@@ -32,7 +32,7 @@ from oauth_support import AuthorizationServer, authorization_server
 from toolgate import Gateway, tool
 from toolgate._json import digest
 from toolgate.config.schema import AuthConfig
-from toolgate.model import ApprovalRequest
+from toolgate.model import ApprovalRequest, ApprovalStatus
 from toolgate.model.policy import AccessPolicy, PolicyAction, PolicyRule
 from toolgate.secrets import MemorySecretStore
 from toolgate.serve.app import SubApp, build_app, mcp_authenticator
@@ -527,20 +527,29 @@ def test_an_approved_call_is_not_handed_to_a_token_that_lost_the_scope(
     request = served.gateway.approvals.get(approval_id)  # type: ignore[union-attr]
     assert request.namespaces == frozenset({"alpha", "beta"})
     decided = _approve(served, approval_id)
-    assert decided["outcome"]["status"] == "ok" and RUNS == ["beta:transfer 11"]
-    # The same agent, its token now without beta: neither the retry nor the lookup tells it
-    # anything of the approved call — as if the tool did not exist.
+    assert decided["approval"]["status"] == "approved" and decided["outcome"] is None
+    assert RUNS == []  # the decision ran nothing: the agent's retry runs it
+    # The same agent, its token now without beta: the retry neither runs the approved call nor
+    # tells it anything of it, and neither does the lookup — as if the tool did not exist.
     retry = served.call(alpha_only, "beta:transfer", amount=11)
     assert retry.status_code == 200 and retry.json()["code"] == "tool_not_found", retry.text
-    assert "moved" not in retry.text
+    assert "moved" not in retry.text and approval_id not in retry.text
     lookup_refused = served.get(f"/v1/approvals/{approval_id}", alpha_only)
-    assert lookup_refused.status_code == 404 and "moved" not in lookup_refused.text
+    assert lookup_refused.status_code == 404 and "approved" not in lookup_refused.text
+    assert RUNS == []
+    assert served.gateway.approvals.get(approval_id).status is ApprovalStatus.APPROVED  # type: ignore[union-attr]
+    # With the scope, the same agent's retry runs it, once (the control), and follows it.
+    ran = served.call(both, "beta:transfer", amount=11)
+    assert ran.status_code == 200 and ran.json()["content"] == {"moved": 11}, ran.text
     assert RUNS == ["beta:transfer 11"]
-    # With the scope, the same agent follows and collects it (the control), and nothing re-runs.
     followed = served.get(f"/v1/approvals/{approval_id}", both)
     assert followed.status_code == 200 and followed.json()["outcome"]["content"] == {"moved": 11}
-    collected = served.call(both, "beta:transfer", amount=11)
-    assert collected.json()["content"] == {"moved": 11}, collected.text
+    # The token without beta still learns nothing of it, now that it ran.
+    lookup_refused = served.get(f"/v1/approvals/{approval_id}", alpha_only)
+    assert lookup_refused.status_code == 404 and "moved" not in lookup_refused.text
+    # Nothing re-runs: the same call asks anew.
+    again = served.call(both, "beta:transfer", amount=11)
+    assert again.status_code == 202 and again.json()["approval"]["id"] != approval_id
     assert RUNS == ["beta:transfer 11"]
     _keeps_serving(served, alpha_only)
 
@@ -552,19 +561,24 @@ def test_another_caller_retrying_an_approved_call_does_not_get_it(
     RUNS.clear()
     approval_id = _request_transfer(served, alice, 12)
     _approve(served, approval_id)
-    assert RUNS == ["beta:transfer 12"]
+    assert RUNS == []  # the decision ran nothing
     # Bob (an API key) and dora (a token naming another agent) make the very same call: each
-    # asks for approval of its own, and neither receives tess's outcome nor sees her request.
+    # asks for approval of its own; neither runs tess's approved call nor sees her request.
     for other in (BOB_KEY, token(issuer, "tools.all", sub="dora")):
         again = served.call(other, "beta:transfer", amount=12)
         assert again.status_code == 202, again.text
         assert again.json()["approval"]["id"] != approval_id
         assert served.get(f"/v1/approvals/{approval_id}", other).status_code == 404
+    assert RUNS == []
+    assert served.gateway.approvals.get(approval_id).status is ApprovalStatus.APPROVED  # type: ignore[union-attr]
+    # The call is tess's: her own retry runs it, once.
+    ran = served.call(alice, "beta:transfer", amount=12)
+    assert ran.status_code == 200 and ran.json()["content"] == {"moved": 12}, ran.text
     assert RUNS == ["beta:transfer 12"]
     _keeps_serving(served, BOB_KEY)
 
 
-def test_the_run_an_approval_starts_is_checked_again_as_the_caller_that_asked(
+def test_running_an_approved_call_is_checked_again_as_the_caller_that_asked(
     tmp_path: Path,
 ) -> None:
     RUNS.clear()
@@ -596,7 +610,10 @@ def test_the_run_an_approval_starts_is_checked_again_as_the_caller_that_asked(
             namespaces=frozenset({"alpha"}),
         )
         service.store.create(narrowed)
-        refused = asyncio.run(service.decide(narrowed.id, "approve", by="ops"))
+        service.decide(narrowed.id, "approve", by="ops")
+        assert RUNS == []  # the decision ran nothing
+        # Run here explicitly, it runs as alice within the namespaces the request holds.
+        refused = asyncio.run(service.run(narrowed.id))
         assert refused.code is not None and refused.code.value == "tool_not_found"
         assert RUNS == []
         # The tool is hidden from alice now (a policy added after she asked): nothing runs.
@@ -609,7 +626,19 @@ def test_the_run_an_approval_starts_is_checked_again_as_the_caller_that_asked(
         ]
         gateway.pipeline.invalidate()
         for request in (scoped, unscoped):
-            outcome = asyncio.run(service.decide(request.id, "approve", by="ops"))
+            service.decide(request.id, "approve", by="ops")
+            # Neither alice's retry nor an explicit run here runs the approved call.
+            retry = asyncio.run(
+                gateway.call(
+                    "beta:transfer",
+                    dict(request.arguments),
+                    agent="alice",
+                    namespaces=request.namespaces,
+                )
+            )
+            assert retry.code is not None and retry.code.value == "tool_not_found"
+            assert service.get(request.id).status is ApprovalStatus.APPROVED
+            outcome = asyncio.run(service.run(request.id))
             assert outcome.code is not None and outcome.code.value == "tool_not_found"
         assert RUNS == []
         assert gateway.call_sync("alpha:lookup", {"item": "still"}, agent="alice").ok

@@ -290,22 +290,33 @@ def test_a_token_naming_an_api_keys_agent_neither_replays_nor_follows_its_calls(
         decided = served.post(
             f"/v1/approvals/{approval_id}/decision", OPS_KEY, {"decision": "approve"}
         )
-        assert decided.status_code == 200 and RUNS == ["alpha:charge k9 1", "alpha:transfer 3"]
+        assert decided.status_code == 200 and RUNS == ["alpha:charge k9 1"]  # recorded only
         # A token whose sub is "alice": the agent of an API key. It is refused everywhere, so
         # it neither replays alice's stored outcome, nor conflicts with it, nor follows or
-        # retries her approved call.
+        # retries (runs) her approved call.
         impostor = token(issuer, "tools.all", sub="alice")
-        for response in (
-            _charge(served, impostor, 1),
-            _charge(served, impostor, 5),
-            served.get(f"/v1/approvals/{approval_id}", impostor),
-            served.call(impostor, "alpha:transfer", amount=3),
-            served.get("/v1/me", impostor),
-            _modern_call(served, impostor, "alpha__charge", {"ref": "k9", "amount": 1}),
-        ):
-            assert response.status_code == 401, response.text
-            assert 'error="invalid_token"' in response.headers["www-authenticate"]
-            assert "charged" not in response.text and "moved" not in response.text
+
+        def refused_everywhere() -> None:
+            for response in (
+                _charge(served, impostor, 1),
+                _charge(served, impostor, 5),
+                served.get(f"/v1/approvals/{approval_id}", impostor),
+                served.call(impostor, "alpha:transfer", amount=3),
+                served.get("/v1/me", impostor),
+                _modern_call(served, impostor, "alpha__charge", {"ref": "k9", "amount": 1}),
+            ):
+                assert response.status_code == 401, response.text
+                assert 'error="invalid_token"' in response.headers["www-authenticate"]
+                assert "charged" not in response.text and "moved" not in response.text
+
+        refused_everywhere()
+        assert RUNS == ["alpha:charge k9 1"]
+        # Alice's own retry (her key) runs the approved call, once; the impostor still
+        # neither follows its outcome nor runs it again.
+        ran = served.call(ALICE_KEY, "alpha:transfer", amount=3)
+        assert ran.status_code == 200 and ran.json()["status"] == "ok", ran.text
+        assert RUNS == ["alpha:charge k9 1", "alpha:transfer 3"]
+        refused_everywhere()
         assert RUNS == ["alpha:charge k9 1", "alpha:transfer 3"]
         # A token naming an agent without a key is that agent: a rule naming it applies
         # (documented), and the key's idempotent outcome is not its own.

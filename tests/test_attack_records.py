@@ -312,9 +312,14 @@ def test_an_approval_request_shows_people_no_url_credentials_and_runs_with_them(
         headers=ops,
         timeout=60,
     ).json()
-    # The call ran with the exact arguments the agent sent.
-    assert decided["outcome"]["content"] == {"with_credentials": True}
+    assert decided["approval"]["status"] == "approved" and decided["outcome"] is None
     assert password not in json.dumps(decided) and key not in json.dumps(decided)
+    # The agent's retry runs the call with the exact arguments the agent sent.
+    ran = _call(served, "py:deploy", {"url": url})
+    assert ran["status"] == "ok" and ran["content"] == {"with_credentials": True}, ran
+    followed = httpx2.get(f"{served.url}/v1/approvals/{approval_id}", headers=ops, timeout=30)
+    assert followed.json()["outcome"]["content"] == {"with_credentials": True}, followed.text
+    assert password not in followed.text and key not in followed.text
     records = _audited(served, "py:deploy", 2)
     assert password not in json.dumps(records) and key not in json.dumps(records)
 

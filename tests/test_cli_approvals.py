@@ -125,7 +125,7 @@ def test_commands_have_help_with_exit_codes(run_cli: RunCli, command: list[str])
 # -- the queue, without a terminal -------------------------------------------------------------
 
 
-def test_pending_call_approved_runs_once_and_the_retry_gets_the_stored_outcome(
+def test_pending_call_approved_from_the_cli_runs_once_on_the_retry(
     run_cli: RunCli, configured: Path
 ) -> None:
     first = _append(run_cli, "one")
@@ -154,15 +154,18 @@ def test_pending_call_approved_runs_once_and_the_retry_gets_the_stored_outcome(
     assert entry["status"] == "pending"
 
     approved = run_cli("approvals", "approve", request_id, "--by", "alice")
-    assert _ok(approved) == "appended one\n"  # it ran now, and the outcome is printed
+    assert _ok(approved) == ""  # only the decision is recorded: no outcome to print
     assert "Approved" in approved.stderr and "alice" in approved.stderr
-    assert _runs(configured) == ["one"]
+    assert "Nothing ran here" in approved.stderr
+    assert "the next call of tools:append with the same arguments" in approved.stderr
+    assert _runs(configured) == []
     assert _json(run_cli("approvals", "list", "--json")) == []
+    assert _json(run_cli("approvals", "show", request_id, "--json"))["status"] == "approved"
 
-    retry = _append(run_cli, "one")
+    retry = _append(run_cli, "one")  # the agent's retry runs it
     assert _ok(retry) == "appended one\n"
-    assert "did not run again" in retry.stderr
-    assert _runs(configured) == ["one"]  # the stored outcome: not a second run
+    assert "did not run again" not in retry.stderr
+    assert _runs(configured) == ["one"]
 
     # The approval was single-use: the same call once more asks anew.
     again = _pending(_append(run_cli, "one"))
@@ -171,14 +174,48 @@ def test_pending_call_approved_runs_once_and_the_retry_gets_the_stored_outcome(
 
     shown = _json(run_cli("approvals", "show", request_id, "--json"))
     assert shown["decision"] == "approve" and shown["decided_by"] == "alice"
+    assert [event["kind"] for event in shown["events"]] == ["requested", "decided", "ran"]
+    text = _ok(run_cli("approvals", "show", request_id))
+    assert "Decision: approve by alice" in text
+
+
+def test_approve_with_run_runs_it_now_and_the_retry_gets_the_stored_outcome(
+    run_cli: RunCli, configured: Path
+) -> None:
+    request_id = _pending(_append(run_cli, "one"))
+    approved = run_cli("approvals", "approve", request_id, "--by", "alice", "--run")
+    assert _ok(approved) == "appended one\n"  # it ran now, and the outcome is printed
+    assert "Approved" in approved.stderr and "it ran now" in approved.stderr
+    assert _runs(configured) == ["one"]
+
+    retry = _append(run_cli, "one")
+    assert _ok(retry) == "appended one\n"
+    assert "did not run again" in retry.stderr
+    assert _runs(configured) == ["one"]  # the stored outcome: not a second run
+
+    # The approval was single-use: the same call once more asks anew.
+    assert _pending(_append(run_cli, "one")) != request_id
+    assert _runs(configured) == ["one"]
+    shown = _json(run_cli("approvals", "show", request_id, "--json"))
     assert [event["kind"] for event in shown["events"]] == [
         "requested",
         "decided",
         "ran",
         "delivered",
     ]
-    text = _ok(run_cli("approvals", "show", request_id))
-    assert "Decision: approve by alice" in text
+
+
+def test_a_decision_from_a_folder_without_the_tool_is_recorded_and_runs_on_the_retry(
+    run_cli: RunCli, configured: Path, tmp_path: Path
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    request_id = _pending(_append(run_cli, "far"))
+    approved = run_cli("approvals", "approve", request_id, "--by", "alice", cwd=elsewhere)
+    assert _ok(approved) == "" and "Nothing ran here" in approved.stderr
+    assert _runs(configured) == []
+    assert _ok(_append(run_cli, "far")) == "appended far\n"  # the retry, where it is served
+    assert _runs(configured) == ["far"]
 
 
 def test_by_defaults_to_the_os_user(run_cli: RunCli, configured: Path) -> None:
@@ -214,8 +251,11 @@ def test_always_stores_a_grant_that_survives_restarts_until_revoked(
 ) -> None:
     request_id = _pending(_append(run_cli, "first"))
     approved = run_cli("approvals", "approve", request_id, "--always", "--by", "bob")
-    assert _ok(approved) == "appended first\n"
+    assert _ok(approved) == "" and "Nothing ran here" in approved.stderr
     assert "Grant grt_" in approved.stderr
+    assert _runs(configured) == []
+    assert _ok(_append(run_cli, "first")) == "appended first\n"  # the retry runs it
+    assert _runs(configured) == ["first"]
 
     [grant] = _json(run_cli("grants", "list", "--json"))
     assert grant["tool"] == "tools:append"
@@ -273,7 +313,8 @@ def test_a_rule_in_toolgate_yaml_makes_a_read_only_tool_ask(
     [entry] = _json(run_cli("approvals", "list", "--json"))
     assert entry["id"] == request_id
     assert entry["expires_at"] - entry["created_at"] == pytest.approx(90)
-    assert _ok(run_cli("approvals", "approve", request_id)) == "peeked a\n"
+    assert _ok(run_cli("approvals", "approve", request_id)) == ""  # recorded only
+    assert _ok(run_cli("call", "tools:peek", "--args", '{"text": "a"}')) == "peeked a\n"
 
 
 def test_a_bad_rule_is_a_configuration_error(run_cli: RunCli, configured: Path) -> None:

@@ -3,7 +3,6 @@ audit failure behaviour, health phases."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +11,7 @@ import pytest
 from toolgate import CallOutcome, CallStatus, ErrorCode, Gateway, ToolContext, ToolError, tool
 from toolgate.health import Phase
 from toolgate.loaders.policy import load_policy
+from toolgate.model import ApprovalStatus
 from toolgate.model.policy import AccessPolicy
 
 SECRET = "sk-live-0123456789abcdef"
@@ -194,7 +194,9 @@ def test_every_outcome_is_audited_and_redacted_everywhere(tmp_path: Path) -> Non
         missing = gateway.call_sync("mail:nope", {})
         pending = gateway.call_sync("mail:send", {"to": "x"})
         assert pending.approval is not None
-        approved = gateway.approvals.decide(pending.approval.id, "approve", by="bob")  # type: ignore[union-attr]
+        decided = gateway.approvals.decide(pending.approval.id, "approve", by="bob")  # type: ignore[union-attr]
+        assert decided.status is ApprovalStatus.APPROVED  # recorded only: the retry runs it
+        approved = gateway.call_sync("mail:send", {"to": "x"})
         assert gateway.audit is not None and gateway.audit.flush(10)
         records = gateway.audit.query(limit=None)
     assert ok.ok and failed.code is ErrorCode.TOOL_ERROR and approved.ok

@@ -47,12 +47,13 @@ def test_an_approved_call_is_not_counted_against_its_rate_limit_twice(tmp_path: 
         pending = gateway.call_sync("r:send", {"text": "hi"}, agent="a")
         assert pending.approval is not None
         assert gateway.approvals is not None
-        decided = gateway._loop_thread.run(
-            gateway.approvals.decide(pending.approval.id, "approve", by="alice")
-        )
-        assert decided.ok, decided
-        assert decided.content == "sent hi"
-        # The limit (1 per minute) was used by the agent's request, and it holds for new calls.
+        gateway.approvals.decide(pending.approval.id, "approve", by="alice")
+        # The agent's retry runs the approved call: the limit (1 per minute) was used by the
+        # agent's request, and the retry of the same call is not counted again.
+        ran = gateway.call_sync("r:send", {"text": "hi"}, agent="a")
+        assert ran.ok, ran
+        assert ran.content == "sent hi"
+        # The limit holds for new calls.
         again = gateway.call_sync("r:send", {"text": "other"}, agent="a")
         assert again.code is ErrorCode.RATE_LIMITED
 
@@ -65,15 +66,14 @@ def test_denials_and_always_allow_decisions_are_audited(tmp_path: Path) -> None:
         assert gateway.approvals is not None and gateway.audit is not None
         first = gateway.call_sync("r:post", {"text": "no"}, agent="a")
         assert first.approval is not None
-        denied = gateway._loop_thread.run(
-            gateway.approvals.decide(first.approval.id, "deny", by="alice")
-        )
-        assert denied.code is ErrorCode.USER_REJECTION
+        gateway.approvals.decide(first.approval.id, "deny", by="alice")
+        # The denial is audited when it is decided, whether or not the agent calls again.
+        denied = gateway.approvals.result(first.approval.id)
+        assert denied is not None and denied.code is ErrorCode.USER_REJECTION
         second = gateway.call_sync("r:post", {"text": "yes"}, agent="a")
         assert second.approval is not None
-        ran = gateway._loop_thread.run(
-            gateway.approvals.decide(second.approval.id, "always", by="alice")
-        )
+        gateway.approvals.decide(second.approval.id, "always", by="alice")
+        ran = gateway.call_sync("r:post", {"text": "yes"}, agent="a")  # the retry runs it
         assert ran.ok
         gateway.audit.flush()
         records = gateway.audit.query(tool_id="r:post")

@@ -417,9 +417,12 @@ def test_a_request_past_its_deadline_is_a_504_problem_and_is_cancelled() -> None
     assert cancelled == [True]
 
 
-def test_approving_gets_the_time_its_tool_needs(gateway: Gateway) -> None:
-    # Deciding runs the approved call inside the request: it gets its tool's timeout (plus a
-    # margin) rather than the shorter request timeout.
+def test_the_retry_that_runs_an_approved_call_gets_the_time_its_tool_needs(
+    gateway: Gateway,
+) -> None:
+    # Deciding only records the decision; the agent's retry runs the approved call inside its
+    # call request: it gets its tool's timeout (plus a margin) rather than the shorter request
+    # timeout.
     # The deploy outlasts the request timeout; the timeout leaves room for the other requests
     # on a loaded machine (a /healthz once took over 50 ms here).
     app = make_app(gateway, limits=ApiLimits(request_timeout=0.5))
@@ -431,7 +434,12 @@ def test_approving_gets_the_time_its_tool_needs(gateway: Gateway) -> None:
             headers=auth("ops"),
         )
         assert decided.status_code == 200, decided.text
-        assert decided.json()["outcome"]["content"] == "deployed"
+        assert decided.json()["outcome"] is None  # nothing ran in the decision's request
+        assert decided.json()["approval"]["status"] == "approved"
+        retried = call(client, "bob", "t:deploy", seconds=1.5)
+        assert retried.status_code == 200, retried.text
+        assert retried.json()["content"] == "deployed"
+        assert retried.json()["metadata"]["approval"] == {"id": approval_id}
         assert client.get("/healthz").json()["status"] == "ok"
 
 

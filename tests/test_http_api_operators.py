@@ -70,7 +70,9 @@ def test_a_call_that_needs_approval_answers_202_and_waits(client: TestClient) ->
     problem(client.get(approval["status_url"], headers=auth("bob")), 404, "not_found")
 
 
-def test_only_operators_decide_and_approving_runs_the_call_once(client: TestClient) -> None:
+def test_only_operators_decide_and_the_agents_retry_runs_the_call_once(
+    client: TestClient,
+) -> None:
     approval_id = call(client, "alice", "t:send", to="ada", text="hi").json()["approval"]["id"]
     decision = f"/v1/approvals/{approval_id}/decision"
     problem(client.get("/v1/approvals", headers=auth("alice")), 403, "forbidden")
@@ -83,18 +85,27 @@ def test_only_operators_decide_and_approving_runs_the_call_once(client: TestClie
     assert listed[0]["display"]
 
     decided = client.post(decision, json={"decision": "approve"}, headers=auth("ops")).json()
-    assert decided["outcome"]["status"] == "ok"
-    assert decided["outcome"]["content"] == {"sent": True, "to": "ada"}
+    assert decided["outcome"] is None  # the decision is recorded; nothing ran
+    assert decided["approval"]["status"] == "approved"
     assert decided["approval"]["decided_by"] == "ops"
-    assert RUNS == [{"tool": "send", "to": "ada", "text": "hi"}]
-    # The agent's retry collects the stored outcome; the tool does not run again.
+    assert RUNS == []
+    before = client.get(f"/v1/approvals/{approval_id}", headers=auth("ops")).json()
+    assert before["outcome"] is None
+    # The agent's retry runs the approved call, once, as that agent.
     retried = call(client, "alice", "t:send", to="ada", text="hi").json()
-    assert retried["content"] == {"sent": True, "to": "ada"}
-    assert retried["metadata"]["approval"]["replayed"] is True
+    assert retried["status"] == "ok" and retried["content"] == {"sent": True, "to": "ada"}
+    assert retried["metadata"]["approval"] == {"id": approval_id}
+    assert RUNS == [{"tool": "send", "to": "ada", "text": "hi"}]
+    # Once: the same call asks anew and does not run.
+    again = call(client, "alice", "t:send", to="ada", text="hi")
+    assert again.status_code == 202 and again.json()["approval"]["id"] != approval_id
     assert len(RUNS) == 1
     detail = client.get(f"/v1/approvals/{approval_id}", headers=auth("ops")).json()
     assert detail["outcome"]["status"] == "ok"
-    assert [event["kind"] for event in detail["events"]][:2] == ["requested", "decided"]
+    assert detail["outcome"]["content"] == {"sent": True, "to": "ada"}
+    kinds = [event["kind"] for event in detail["events"]]
+    assert kinds[:3] == ["requested", "decided", "ran"]
+    assert detail["events"][2]["actor"] == "alice"
     problem(
         client.post(decision, json={"decision": "deny"}, headers=auth("ops")),
         409,

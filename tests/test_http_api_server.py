@@ -93,7 +93,14 @@ def test_the_api_over_real_http(tmp_path: Path) -> None:
             json={"decision": "approve"},
             headers=auth("ops"),
         )
-        assert decided.json()["outcome"]["status"] == "ok"
+        assert decided.status_code == 200 and decided.json()["outcome"] is None  # recorded only
+        assert [run["tool"] for run in RUNS] == ["add"]
+        retried = client.post(  # the agent's retry runs the approved call
+            "/v1/tools/t:send/call",
+            json={"arguments": {"to": "a", "text": "b"}},
+            headers=auth("bob"),
+        )
+        assert retried.status_code == 200 and retried.json()["status"] == "ok", retried.text
         unauthorized = client.get("/v1/tools")
         assert unauthorized.status_code == 401
         assert unauthorized.headers["content-type"] == PROBLEM

@@ -433,10 +433,12 @@ def test_pending_approval_is_not_stored_and_the_approved_call_is(tmp_path: Path)
         assert again.approval is not None and again.approval.id == first.approval.id
         assert RUNS == []
         assert gw.approvals is not None
-        ran = asyncio.run(gw.approvals.decide(first.approval.id, "approve", by="alice"))
-        assert ran.ok and ran.content == 1  # the decision runs the call, under its key
+        gw.approvals.decide(first.approval.id, "approve", by="alice")
+        assert RUNS == []  # the decision only records; nothing is stored under the key
+        ran = gw.call_sync("pay:refund", {"order_id": "o-1"})  # the agent's retry runs it
+        assert ran.ok and ran.content == 1  # under its key
         assert ran.metadata["idempotency"]["replayed"] is False
-        replayed = gw.call_sync("pay:refund", {"order_id": "o-1"})  # the agent's retry
+        replayed = gw.call_sync("pay:refund", {"order_id": "o-1"})  # the next call: replayed
         assert replayed.ok and replayed.content == 1
         assert replayed.metadata["idempotency"]["replayed"] is True
         assert replayed.metadata["idempotency"]["original_call_id"] == ran.call_id

@@ -262,16 +262,21 @@ async def test_approval_without_elicitation_then_retry_runs(
             assert f"/approvals/{request_id}" in text
             assert runs(tmp_path / "runs.txt") == []
 
-            await running.run(approvals.decide(request_id, "approve", by="test"))
-            assert runs(tmp_path / "runs.txt") == ["carol:hello"]  # the decision ran it
+            approvals.decide(request_id, "approve", by="test")
+            assert runs(tmp_path / "runs.txt") == []  # the decision ran nothing
             retried = await mcp.call_tool("t__send", {"to": "carol", "text": "hello"})
             assert not retried.is_error and text_of(retried) == "sent to carol"
-            assert runs(tmp_path / "runs.txt") == ["carol:hello"]  # collected, not run again
+            assert runs(tmp_path / "runs.txt") == ["carol:hello"]  # the retry ran it
+            # Once: the same call asks anew and runs nothing.
+            anew = await mcp.call_tool("t__send", {"to": "carol", "text": "hello"})
+            assert anew.is_error and approval_meta(anew)["id"] != request_id
+            assert runs(tmp_path / "runs.txt") == ["carol:hello"]
 
             denied_first = await mcp.call_tool("t__send", {"to": "dave", "text": "x"})
-            await running.run(approvals.decide(approval_meta(denied_first)["id"], "deny"))
+            approvals.decide(approval_meta(denied_first)["id"], "deny")
             denied = await mcp.call_tool("t__send", {"to": "dave", "text": "x"})
             assert denied.is_error and "user_rejection" in text_of(denied)
+            assert runs(tmp_path / "runs.txt") == ["carol:hello"]
 
 
 async def test_decision_made_in_the_ui_while_a_legacy_form_waits(
@@ -300,11 +305,13 @@ async def test_decision_made_in_the_ui_while_a_legacy_form_waits(
                     group.start_soon(call)
                     await asked.wait()
                     [pending] = approvals.pending()
-                    await running.run(approvals.decide(pending.id, "approve", by="web ui"))
+                    approvals.decide(pending.id, "approve", by="web ui")  # records only
                     while not results:
                         await anyio.sleep(0.05)
                     release.set()
+        # The waiting call (the agent's) ran it, once.
         assert not results[0].is_error and text_of(results[0]) == "sent to erin"
+        assert runs(tmp_path / "runs.txt") == ["erin:x"]
 
 
 # -- list changes --------------------------------------------------------------------------------

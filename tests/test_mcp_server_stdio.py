@@ -129,11 +129,17 @@ async def test_pending_approval_then_cli_approval_then_retry(setup: Setup, mode:
             again = await mcp.call_tool("t__send", {"to": "bob", "text": "hi"})
             assert approval_meta(again)["id"] == request_id
 
+            # The CLI (another process) records the decision; nothing runs there.
             approved = setup.cli("approvals", "approve", request_id)
             assert approved.returncode == 0, approved.stderr
-            assert runs(setup.runs) == ["bob:hi"]
+            assert "Nothing ran here" in approved.stderr
+            assert runs(setup.runs) == []
 
+            # The running server sees the decision: the agent's retry runs it there, once.
             retried = await mcp.call_tool("t__send", {"to": "bob", "text": "hi"})
+            assert runs(setup.runs) == ["bob:hi"]
+            anew = await mcp.call_tool("t__send", {"to": "bob", "text": "hi"})
+            assert anew.is_error and approval_meta(anew)["id"] != request_id
     assert not retried.is_error and text_of(retried) == "sent to bob"
     assert runs(setup.runs) == ["bob:hi"]
 

@@ -298,6 +298,8 @@ def test_approval_asked_on_a_decided_on_b_runs_on_retry_on_c(cluster: Cluster) -
         timeout=30,
     )
     assert decided.status_code == 200, decided.text
+    assert decided.json()["outcome"] is None  # B recorded the decision; nothing ran on B
+    assert cluster.ran().count(f"deploy {target}") == 0
     retried = cluster.call(2, "deploy", target=target).json()
     assert retried["status"] == "ok", retried
     assert retried["content"] == f"deployed {target}"
@@ -458,6 +460,10 @@ def test_a_web_ui_form_from_one_replica_is_accepted_by_another(cluster: Cluster)
             data={"csrf_token": token.group(1), "decision": "approve"},
         )
     assert decided.status_code == 200, decided.text
+    assert cluster.ran().count("release from-the-web-ui") == 0  # the decision ran nothing
+    # The agent's retry, on a third replica, runs it once.
+    retried = cluster.call(2, "release", target="from-the-web-ui").json()
+    assert retried["status"] == "ok", retried
     assert cluster.ran().count("release from-the-web-ui") == 1
 
 

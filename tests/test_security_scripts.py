@@ -205,8 +205,6 @@ def test_invalid_arguments_are_rejected_before_the_check_runs(
 def test_a_verdict_that_asks_a_person_becomes_a_request_keyed_by_its_permission(
     root: Path, workspace: Path, tmp_path: Path
 ) -> None:
-    import asyncio
-
     setup(
         root,
         verdict_script(
@@ -229,9 +227,11 @@ def test_a_verdict_that_asks_a_person_becomes_a_request_keyed_by_its_permission(
         assert request.security_message == "This tool wants to write to notes.txt"
         approvals = gateway.approvals
         assert approvals is not None
-        ran = approvals.decide(request.id, "always", by="alice")
+        approvals.decide(request.id, "always", by="alice")
+        assert not (workspace / "ran").exists()  # the decision ran nothing
+        ran = gateway.call_sync("local:guarded", {}, workspace=workspace)  # the retry runs it
         assert ran.ok and (workspace / "ran").read_text() == "x"
-        gateway.call_sync("local:guarded", {}, workspace=workspace)  # collects the outcome
+        assert ran.metadata["approval"] == {"id": request.id}
         again = gateway.call_sync("local:guarded", {}, workspace=workspace)  # the grant covers it
         assert again.ok and (workspace / "ran").read_text() == "xx"
 

@@ -113,15 +113,22 @@ async def test_a_call_that_needs_approval_is_approved_in_the_browser(served: str
                 await page.screenshot(path=str(SCREENSHOTS / "serve-approval-inbox.png"))
                 await card.get_by_role("button", name="Allow once").click()
                 await page.wait_for_url(f"**/approvals/{request_id}")
+                # Only the decision is recorded: the agent's retry runs the call.
                 status = page.locator("#request-status")
-                assert await status.inner_text() == "completed"
+                assert await status.inner_text() == "approved"
+                assert "Nothing ran here" in await page.locator("#runs-on-retry").inner_text()
+                assert await page.locator("#outcome").count() == 0
                 await page.screenshot(path=str(SCREENSHOTS / "serve-approval-done.png"))
+
+                retried = await mcp.call_tool("demo__send_message", arguments)
+                assert not retried.is_error, _text(retried)
+                assert "demo: messages are not delivered" in _text(retried)
+                # The request's page shows the outcome of the run the retry made.
+                await page.goto(served + f"/approvals/{request_id}")
+                assert await page.locator("#outcome").get_attribute("data-status") == "ok"
+                assert await page.locator("#runs-on-retry").count() == 0
             finally:
                 await browser.close()
-
-        retried = await mcp.call_tool("demo__send_message", arguments)
-        assert not retried.is_error, _text(retried)
-        assert "demo: messages are not delivered" in _text(retried)
 
 
 def test_the_documented_python_client_runs_against_the_server(served: str, tmp_path: Path) -> None:

@@ -171,18 +171,30 @@ def test_inbox_shows_the_confirmation_and_the_exact_arguments(console: Console) 
         assert f'name="decision" value="{decision}"' in card
 
 
-def test_allow_once_runs_the_call_and_shows_its_outcome(console: Console) -> None:
+def test_allow_once_records_the_decision_and_the_agents_retry_runs_it(console: Console) -> None:
     request_id = console.pending()
     page = console.post(f"/approvals/{request_id}", {"decision": "approve"})
     assert page.status_code == 200  # after the redirect to the request's page
     assert page.url.path == f"/approvals/{request_id}"
-    assert 'id="request-status">completed<' in page.text
+    assert 'id="request-status">approved<' in page.text
     assert "decided <strong>Allow once</strong> by operator" in page.text
-    assert "api is now at 1.2.3" in page.text  # the shell-output visualization
-    outcome = console.gateway.approvals.result(request_id)  # type: ignore[union-attr]
-    assert outcome is not None and outcome.status is CallStatus.OK
+    # Only the decision was recorded: the page says the agent's retry runs it.
+    [note] = re.findall(r'<p class="muted" id="runs-on-retry">(.*?)</p>', page.text, re.S)
+    assert "agent-7 calls the tool again" in note and "Nothing ran here" in note
+    assert "api is now at 1.2.3" not in page.text
+    assert console.gateway.approvals.result(request_id) is None  # type: ignore[union-attr]
     assert console.gateway.approvals.grants() == []  # type: ignore[union-attr]
     assert f'data-approval="{request_id}"' not in console.get("/approvals").text
+    # The agent's retry runs it, once; the request's page then shows its outcome.
+    retried = console.gateway.call_sync(
+        "ops:deploy", {"service": "api", "version": "1.2.3"}, agent="agent-7"
+    )
+    assert retried.status is CallStatus.OK and retried.metadata["approval"] == {"id": request_id}
+    outcome = console.gateway.approvals.result(request_id)  # type: ignore[union-attr]
+    assert outcome is not None and outcome.status is CallStatus.OK
+    shown = console.get(f"/approvals/{request_id}").text
+    assert "api is now at 1.2.3" in shown  # the shell-output visualization
+    assert 'id="runs-on-retry"' not in shown
 
 
 def test_deny_ends_the_call_with_the_message(console: Console) -> None:

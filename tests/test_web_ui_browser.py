@@ -133,7 +133,7 @@ def test_catalog_shows_the_demo_tools(session: Session) -> None:
     session.shot("tool-page")
 
 
-def test_approve_a_pending_call_and_see_it_complete(session: Session) -> None:
+def test_approve_a_pending_call_and_see_it_complete_on_the_agents_retry(session: Session) -> None:
     page = session.open("/approvals")
     assert page.locator("#inbox .empty").is_visible()
     session.shot("approvals-empty")
@@ -146,14 +146,22 @@ def test_approve_a_pending_call_and_see_it_complete(session: Session) -> None:
     session.shot("approvals-inbox")
     card.get_by_role("button", name="Allow once").click()
     page.wait_for_url(f"**/approvals/{request_id}")
-    assert page.locator("#request-status").inner_text() == "completed"
-    assert page.locator("#outcome").get_attribute("data-status") == "ok"
-    assert "api is now at 2.0" in page.locator("#outcome").inner_text()
-    session.shot("approval-completed")
+    # Only the decision was recorded: nothing ran, the page says the agent's retry runs it.
+    assert page.locator("#request-status").inner_text() == "approved"
+    assert page.locator("#outcome").count() == 0
+    note = page.locator("#runs-on-retry").inner_text()
+    assert "agent-7 calls the tool again" in note and "Nothing ran here" in note
+    session.shot("approval-approved")
     retry = session.gateway.call_sync(
         "ops:deploy", {"service": "api", "version": "2.0"}, agent="agent-7"
     )
-    assert retry.status is CallStatus.OK  # the agent's retry receives the approved outcome
+    assert retry.status is CallStatus.OK  # the agent's retry runs the approved call
+    assert retry.metadata["approval"] == {"id": request_id}
+    page = session.open(f"/approvals/{request_id}")
+    assert page.locator("#outcome").get_attribute("data-status") == "ok"
+    assert "api is now at 2.0" in page.locator("#outcome").inner_text()
+    assert page.locator("#runs-on-retry").count() == 0
+    session.shot("approval-completed")
 
 
 def test_deny_a_pending_call(session: Session) -> None:
@@ -178,7 +186,8 @@ def test_always_allow_lists_the_grant_in_settings(session: Session) -> None:
         "button", name="Always allow"
     ).click()
     page.wait_for_url(f"**/approvals/{request_id}")
-    assert page.locator("#request-status").inner_text() == "completed"
+    assert page.locator("#request-status").inner_text() == "approved"  # recorded, not run
+    assert page.locator("#runs-on-retry").is_visible()
     page.get_by_role("link", name="Settings").click()
     row = page.locator("table.grants tr[data-grant]")
     assert row.count() == 1 and "ops:deploy" in row.inner_text()
