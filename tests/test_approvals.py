@@ -95,7 +95,7 @@ def test_approve_once_records_the_decision_and_the_retry_runs_it_once(gateway: G
     # The agent's retry runs the approved call, once, as that agent.
     retry = gateway.call_sync("gh:create_issue", ARGS, agent="bot")
     assert retry.ok and len(RUNS) == 1
-    assert retry.metadata["approval"] == {"id": request.id}
+    assert retry.metadata["approval"] == {"id": request.id, "decision": "approve"}
     assert approvals.result(request.id).content == retry.content  # type: ignore[union-attr]
     assert approvals.get(request.id).status is ApprovalStatus.DELIVERED
     # After that, the same call asks anew.
@@ -214,7 +214,11 @@ def test_always_allow_covers_the_same_workspace_and_key_only(gateway: Gateway) -
     )
     # The agent's retry runs the approved call itself.
     retry = gateway.call_sync("gh:create_issue", ARGS, workspace="/ws/a")
-    assert retry.ok and retry.metadata["approval"] == {"id": request.id} and len(RUNS) == 1
+    assert (
+        retry.ok
+        and retry.metadata["approval"] == {"id": request.id, "decision": "always"}
+        and len(RUNS) == 1
+    )
     # Same workspace, other arguments: no prompt.
     again = gateway.call_sync("gh:create_issue", {**ARGS, "title": "B"}, workspace="/ws/a")
     assert again.ok and again.metadata["approval"] == {"grant": grant.id}
@@ -502,7 +506,10 @@ def test_always_allow_for_a_security_key_covers_that_key_only() -> None:
         approvals.decide(request.id, "always")
         assert RUNS == []  # the decision ran nothing
         retried = gateway.call_sync("fs:write", {"path": "a.txt"})  # the retry runs it
-        assert retried.ok and retried.metadata["approval"] == {"id": request.id}
+        assert retried.ok and retried.metadata["approval"] == {
+            "id": request.id,
+            "decision": "always",
+        }
         assert len(RUNS) == 1
         granted = gateway.call_sync("fs:write", {"path": "a.txt"})  # same key: no prompt, runs
         assert granted.ok and "grant" in granted.metadata["approval"]
@@ -685,7 +692,7 @@ def test_a_relative_workspace_is_resolved_so_a_grant_stays_in_its_folder(
         assert RUNS == []
         monkeypatch.chdir(folder_a)
         here = gateway.call_sync("gh:create_issue", ARGS, workspace=".")  # the retry in folder a
-        assert here.ok and here.metadata["approval"] == {"id": request.id}
+        assert here.ok and here.metadata["approval"] == {"id": request.id, "decision": "always"}
     assert len(RUNS) == 1
 
 
@@ -708,12 +715,7 @@ async def test_a_decision_racing_the_agents_retry_runs_the_call_once(gateway: Ga
             assert retried.approval.id == request.id
             retried = await gateway.call("gh:create_issue", arguments)
         assert retried.ok and len(RUNS) == 1, decision
-        if "grant" in retried.metadata["approval"]:
-            # "always": the retry looked its request up before the decision was recorded and
-            # the grants after the decision's grant was stored, so it ran under the grant.
-            assert decision == "always"
-            continue
-        assert retried.metadata["approval"] == {"id": request.id}
+        assert retried.metadata["approval"] == {"id": request.id, "decision": decision}
         assert approvals.get(request.id).status is ApprovalStatus.DELIVERED
         if decision == "approve":  # once: the same call asks anew
             again = await gateway.call("gh:create_issue", arguments)
@@ -802,3 +804,49 @@ def test_a_confirmation_builder_that_hangs_is_a_denial(monkeypatch: pytest.Monke
         outcome = gateway.call_sync("x:slow")
     assert outcome.code is ErrorCode.USER_REJECTION
     assert "could not be built" in (outcome.message or "")
+
+
+@tool(namespace="ops", effect="external_write")
+def deploy(target: str) -> str:
+    """Deploy, answering with the dashboard's address (credentials included, as some do)."""
+    RUNS.append({"target": target})
+    return f"deployed; see https://ops:hunter2@dash.example/{target}"
+
+
+def test_the_outcome_an_approved_retry_stores_is_kept_without_url_credentials(
+    gateway: Gateway,
+) -> None:
+    approvals = gateway.approvals
+    assert approvals is not None
+    gateway.add(deploy)
+    request = gateway.call_sync("ops:deploy", {"target": "prod"}).approval
+    assert request is not None
+    approvals.decide(request.id, "approve", by="alice")
+    ran = gateway.call_sync("ops:deploy", {"target": "prod"})
+    assert ran.ok and len(RUNS) == 1
+    kept = approvals.result(request.id)  # what people see on the request's page and the API
+    assert kept is not None and "hunter2" not in str(kept.content)
+
+
+def test_an_always_decision_landing_during_the_retrys_lookup_closes_the_request(
+    gateway: Gateway,
+) -> None:
+    """The retry found the request pending, then the "always" decision stored its grant: the
+    retry runs the call as the request's run, so the request is not left approved (and
+    runnable once more) behind it."""
+    approvals = gateway.approvals
+    assert approvals is not None
+    request = pending(gateway)
+    store = approvals.store
+    find_grant = store.find_grant
+
+    def decided_meanwhile(**key: Any) -> Any:
+        if approvals.get(request.id).status is ApprovalStatus.PENDING:
+            approvals.decide(request.id, "always", by="alice")
+        return find_grant(**key)
+
+    store.find_grant = decided_meanwhile  # type: ignore[method-assign]
+    ran = gateway.call_sync("gh:create_issue", ARGS)
+    assert ran.ok and len(RUNS) == 1
+    assert ran.metadata["approval"] == {"id": request.id, "decision": "always"}
+    assert approvals.get(request.id).status is ApprovalStatus.DELIVERED

@@ -211,6 +211,10 @@ def test_a_decision_from_a_folder_without_the_tool_is_recorded_and_runs_on_the_r
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     request_id = _pending(_append(run_cli, "far"))
+    # --run where the tool is not declared is refused before anything is decided.
+    refused = run_cli("approvals", "approve", request_id, "--run", cwd=elsewhere)
+    assert refused.returncode == 1 and "not declared here" in refused.stderr, refused.stderr
+    assert _json(run_cli("approvals", "show", request_id, "--json"))["status"] == "pending"
     approved = run_cli("approvals", "approve", request_id, "--by", "alice", cwd=elsewhere)
     assert _ok(approved) == "" and "Nothing ran here" in approved.stderr
     assert _runs(configured) == []

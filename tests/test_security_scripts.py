@@ -231,7 +231,7 @@ def test_a_verdict_that_asks_a_person_becomes_a_request_keyed_by_its_permission(
         assert not (workspace / "ran").exists()  # the decision ran nothing
         ran = gateway.call_sync("local:guarded", {}, workspace=workspace)  # the retry runs it
         assert ran.ok and (workspace / "ran").read_text() == "x"
-        assert ran.metadata["approval"] == {"id": request.id}
+        assert ran.metadata["approval"] == {"id": request.id, "decision": "always"}
         again = gateway.call_sync("local:guarded", {}, workspace=workspace)  # the grant covers it
         assert again.ok and (workspace / "ran").read_text() == "xx"
 

@@ -189,7 +189,10 @@ def test_allow_once_records_the_decision_and_the_agents_retry_runs_it(console: C
     retried = console.gateway.call_sync(
         "ops:deploy", {"service": "api", "version": "1.2.3"}, agent="agent-7"
     )
-    assert retried.status is CallStatus.OK and retried.metadata["approval"] == {"id": request_id}
+    assert retried.status is CallStatus.OK and retried.metadata["approval"] == {
+        "id": request_id,
+        "decision": "approve",
+    }
     outcome = console.gateway.approvals.result(request_id)  # type: ignore[union-attr]
     assert outcome is not None and outcome.status is CallStatus.OK
     shown = console.get(f"/approvals/{request_id}").text

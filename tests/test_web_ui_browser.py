@@ -156,7 +156,7 @@ def test_approve_a_pending_call_and_see_it_complete_on_the_agents_retry(session:
         "ops:deploy", {"service": "api", "version": "2.0"}, agent="agent-7"
     )
     assert retry.status is CallStatus.OK  # the agent's retry runs the approved call
-    assert retry.metadata["approval"] == {"id": request_id}
+    assert retry.metadata["approval"] == {"id": request_id, "decision": "approve"}
     page = session.open(f"/approvals/{request_id}")
     assert page.locator("#outcome").get_attribute("data-status") == "ok"
     assert "api is now at 2.0" in page.locator("#outcome").inner_text()

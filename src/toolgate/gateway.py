@@ -255,6 +255,7 @@ class Gateway(GatewayCatalog):
             settings=ApprovalSettings(enabled=store is not None, ttl=approval_ttl),
             builders=confirmation_builder,
             every_tool=any_requires_approval(self.access.policies),
+            scrub=self._scrub,
         )
         self._rate_limits.already_counted = self._approval_stage.decided
         self.pipeline = Pipeline(

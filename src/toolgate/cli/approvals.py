@@ -138,17 +138,21 @@ def run_approved(gateway: Gateway, request_id: str, *, deliver: bool = False) ->
     it (the caller is the one waiting for the call) the request is closed.
     """
     service = _service(gateway)
-    request = service.get(request_id)
-    if gateway.registry.get(request.tool_id) is None:
-        raise CliFailure(
-            f"the tool {request.tool_id} of request {request_id} is not declared here, so it "
-            "cannot run here; run this where the toolgate.yaml that declares it is found (or "
-            "pass --config), or leave out --run: the agent's next call runs it"
-        )
+    _check_runnable_here(gateway, service.get(request_id))
     outcome = asyncio.run(service.run(request_id))
     if deliver:
         service.collect(service.get(request_id))
     return outcome
+
+
+def _check_runnable_here(gateway: Gateway, request: ApprovalRequest) -> None:
+    """Refuse (before anything is decided) to run a request whose tool this gateway lacks."""
+    if gateway.registry.get(request.tool_id) is None:
+        raise CliFailure(
+            f"the tool {request.tool_id} of request {request.id} is not declared here, so it "
+            "cannot run here; run this where the toolgate.yaml that declares it is found (or "
+            "pass --config), or leave out --run: the agent's next call runs it"
+        )
 
 
 def decide_at_terminal(
@@ -344,6 +348,8 @@ def approve_request(
     who = by or current_user()
     decision = Decision.ALWAYS if always else Decision.APPROVE
     with state.open_gateway(demo_when_unconfigured=True) as gateway:
+        if run:  # checked first: a refused --run must leave the request undecided
+            _check_runnable_here(gateway, _service(gateway).get(request_id))
         decided = decide(
             gateway, request_id, decision, by=who, message=message, grant_ttl=expires_after
         )

@@ -39,6 +39,7 @@ from ..model import (
     CallOutcome,
     CallStatus,
     PermissionKey,
+    Tool,
 )
 from ..model.display import render_display
 from ..registry import RegisteredTool
@@ -136,6 +137,7 @@ class ApprovalStage:
         builders: Callable[[RegisteredTool], Callable[[Mapping[str, Any]], Any] | None],
         clock: Callable[[], float] = time.time,
         every_tool: bool = False,
+        scrub: Callable[[Tool, dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
         self.store = store
         self.policy = policy
@@ -143,6 +145,9 @@ class ApprovalStage:
         """Check every tool: access policies may require approval for any call."""
         self.settings = settings
         self.builders = builders
+        self.scrub = scrub
+        """Masks what a stored outcome must not keep (the secrets the tool received, URL
+        credentials) before an approved call's outcome is stored on its request."""
         self.clock = clock
 
     def applies_to(self, entry: RegisteredTool) -> bool:
@@ -207,6 +212,15 @@ class ApprovalStage:
             now=now,
         )
         if grant is not None:
+            if request is not None:
+                # Pending when looked up, and a grant now: an "always" decision on this very
+                # request landed in between. Take the request, so it is not left approved
+                # (and runnable once more) after this call ran.
+                current = call.find(store, self.clock())
+                if current is not None and current.status is not ApprovalStatus.PENDING:
+                    attached = await self._attached(state, current, proceed, now)
+                    if attached is not None:
+                        return attached
             state.metadata["approval"] = {"grant": grant.id}
             return await proceed(state)
         if request is not None:
@@ -289,7 +303,10 @@ class ApprovalStage:
                     to_status=ApprovalStatus.DELIVERED,
                 )
                 raise
-            store.store_outcome(request.id, outcome.to_dict())
+            kept = outcome.to_dict()
+            if self.scrub is not None:
+                kept = self.scrub(state.tool, kept)  # people read it on the request's page
+            store.store_outcome(request.id, kept)
             store.record_event(request.id, "ran", actor=state.agent, at=self.clock())
             # This caller has the outcome: nothing is left for anyone to collect.
             store.transition(

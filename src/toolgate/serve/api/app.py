@@ -30,7 +30,6 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from ..._rst import markdown_descriptions
-from ...errors import ApprovalClosedError
 from ...gateway import Gateway
 from ...pipeline.approval_policy import ApprovalPolicy
 from ...telemetry.metrics import CallMetrics
@@ -50,8 +49,6 @@ from .tools import tools_router
 
 __all__ = ["HttpApi", "build_api"]
 
-_APPROVALS = "/v1/approvals/"
-_DECISION = "/decision"
 
 
 def _version() -> str:
@@ -66,9 +63,9 @@ def _nobody(agent: str) -> bool:
 
 
 def _call_budget(gateway: Gateway) -> Callable[[Scope], float | None]:
-    """More time for requests that run a tool — a call, and approving a request (which runs
-    the approved call) — than for the others: the tool's timeout plus a margin, so that the
-    tool's own timeout always ends it first."""
+    """More time for the requests that run a tool — a call (an approved one runs on the
+    agent's retry) — than for the others: the tool's timeout plus a margin, so that the tool's
+    own timeout always ends it first. Deciding an approval runs nothing: the default budget."""
 
     def tool_time(tool_id: str) -> float | None:
         entry = gateway.registry.get(tool_id)
@@ -80,12 +77,6 @@ def _call_budget(gateway: Gateway) -> Callable[[Scope], float | None]:
             return None
         if path.startswith(CALL_PREFIX) and path.endswith(CALL_SUFFIX):
             return tool_time(path[len(CALL_PREFIX) : -len(CALL_SUFFIX)])
-        if path.startswith(_APPROVALS) and path.endswith(_DECISION) and gateway.approvals:
-            try:
-                request = gateway.approvals.get(path[len(_APPROVALS) : -len(_DECISION)])
-            except ApprovalClosedError:
-                return None
-            return tool_time(request.tool_id)
         return None
 
     return budget
