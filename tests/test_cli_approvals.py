@@ -222,6 +222,25 @@ def test_a_decision_from_a_folder_without_the_tool_is_recorded_and_runs_on_the_r
     assert _runs(configured) == ["far"]
 
 
+def test_a_cli_reading_another_version_of_the_tool_refuses_without_voiding_the_request(
+    run_cli: RunCli, configured: Path, tmp_path: Path
+) -> None:
+    """A person in another checkout (same home) whose tools.py differs from the one the
+    request was made with: nothing is decided, and the request stays pending for the right
+    folder — a CLI cannot know what the server runs."""
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "toolgate.yaml").write_text(CONFIG, encoding="utf-8")
+    (other / "tools.py").write_text(TOOLS_PY.replace('"""', '"""Changed. ', 1), encoding="utf-8")
+    request_id = _pending(_append(run_cli, "versions"))
+    refused = run_cli("approvals", "approve", request_id, cwd=other)
+    assert refused.returncode == 1 and "nothing was decided" in refused.stderr, refused.stderr
+    assert _json(run_cli("approvals", "show", request_id, "--json"))["status"] == "pending"
+    _ok(run_cli("approvals", "approve", request_id))
+    assert _ok(_append(run_cli, "versions")) == "appended versions\n"
+    assert _runs(configured) == ["versions"]
+
+
 def test_by_defaults_to_the_os_user(run_cli: RunCli, configured: Path) -> None:
     import getpass
 

@@ -119,6 +119,23 @@ def test_a_server_that_does_not_answer_is_unavailable_and_the_password_is_not_sh
     assert redact_url(url) == "postgresql://toolgate:***@127.0.0.1:1/toolgate"
 
 
+@pytest.mark.parametrize(
+    ("url", "secret"),
+    [
+        ("postgresql://bob:Hunter/2Pw@127.0.0.1:1/test", "2Pw"),  # a "/" in the password
+        ("postgresql://bob:Hun@ter2Pw@127.0.0.1:1/test", "ter2Pw"),  # an "@" in it
+        ("postgresql://bob@127.0.0.1:1/test?password=Q9zz&sslmode=disable", "Q9zz"),
+    ],
+)
+def test_no_piece_of_an_awkward_password_is_shown_when_connecting_fails(
+    url: str, secret: str
+) -> None:
+    with pytest.raises(StateUnavailableError) as caught:
+        PostgresDatabase(url, timeout=1.0)
+    assert secret not in str(caught.value), str(caught.value)
+    assert secret not in redact_url(url)
+
+
 def test_a_failed_statement_is_not_an_outage_and_trips_nothing(pg: PostgresDatabase) -> None:
     """A lock timeout (like a deadlock or a full disk) fails one statement; the next ones
     must still reach the server, not fail at once as they do while it is gone."""

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["redact_url"]
+__all__ = ["password_pieces", "redact_url"]
 
-_PASSWORD = re.compile(r"(://[^:/@]*):[^@/]*@")
+# The user info runs to the LAST "@" before the query: a password holding "/" or "@" (base64
+# ones do) must not end the match early and leave its tail in a message. Masking too much of a
+# URL whose path holds an "@" is the safe mistake.
+_PASSWORD = re.compile(r"(://[^:/@?#]*):([^?#]*)@")
 #: libpq also takes the password as a query parameter (``?password=…``).
 _PASSWORD_PARAMETER = re.compile(r"([?&]password=)[^&#]*", re.IGNORECASE)
 
@@ -15,3 +18,15 @@ def redact_url(url: str) -> str:
     """``url`` with the password of its user info, and a ``password=`` query parameter,
     replaced by ``***``."""
     return _PASSWORD_PARAMETER.sub(r"\1***", _PASSWORD.sub(r"\1:***@", url))
+
+
+def password_pieces(url: str) -> list[str]:
+    """What a message about ``url`` must not show: the password of its user info (read to the
+    last "@"), and each piece of it a parser that stops at "@" or "/" may quote (a driver's
+    "cannot resolve host 'ter2Pw@db'"), longest first."""
+    match = _PASSWORD.search(url)
+    if match is None or not match.group(2):
+        return []
+    password = match.group(2)
+    pieces = {password, *re.split(r"[@/]", password)}
+    return sorted((piece for piece in pieces if len(piece) >= 2), key=len, reverse=True)

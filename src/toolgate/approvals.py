@@ -98,6 +98,7 @@ class ApprovalService:
         by: str | None = None,
         message: str | None = None,
         grant_ttl: float | None = None,
+        void_if_changed: bool = True,
     ) -> ApprovalRequest:
         """Record a person's decision on a pending request, and return the decided request.
 
@@ -109,7 +110,9 @@ class ApprovalService:
         the state sees the decision at its next look: the request lives in the store, never
         in a copy. Raises :class:`ApprovalClosedError` when the request is unknown, already
         decided or expired, or when this gateway knows the tool with another definition than
-        the one the request was made for (the request is then voided).
+        the one the request was made for: the request is then voided — unless
+        ``void_if_changed`` is false, as for a process that does not serve the request (the
+        CLI in another folder may read another version of the tool than the server runs).
         """
         decision = Decision(decision)
         request = self.get(request_id)
@@ -119,6 +122,13 @@ class ApprovalService:
         # records the decision: the retry only matches a request made for the definition it
         # runs, so a changed tool never runs on an old approval.
         if entry is not None and entry.tool.definition_hash != request.definition_hash:
+            if not void_if_changed:
+                raise ApprovalClosedError(
+                    f"the tool {request.tool_id} is declared here with another definition than "
+                    f"the one request {request_id} was made for; nothing was decided — decide "
+                    "it where the server's toolgate.yaml is found (or pass --config), or in "
+                    "the web UI"
+                )
             self._void(request, now)
             raise ApprovalClosedError(
                 f"the tool {request.tool_id} changed since request {request_id} was made; it "
@@ -266,22 +276,47 @@ class ApprovalService:
 
         The caller is the agent's call that made the request: once approved, it runs the call
         itself, here. With an approver configured it is asked; without one, the queue is
-        watched (a short poll of the store, :data:`POLL_INTERVAL`) for a decision made elsewhere
-        — the CLI, the HTTP API, the web UI, another replica. ``None`` when nothing was decided
-        in time, or another caller (the agent's own retry) took the approval first.
+        watched (see :meth:`wait_for_decision`). ``None`` when nothing was decided in time, or
+        another caller (the agent's own retry) took the approval first.
         """
         if self.approver is not None:
             return await self._ask_approver(request, timeout)
+        decided = await self.wait_for_decision(request, timeout)
+        return None if decided is None else await self.settle(decided)
+
+    async def wait_for_decision(
+        self, request: ApprovalRequest, timeout: float
+    ) -> ApprovalRequest | None:
+        """Wait up to ``timeout`` seconds for ``request`` to leave ``pending``, and return it as
+        it is then; ``None`` when it did not. Runs nothing.
+
+        With an approver configured it is asked (its answer is recorded); otherwise the store is
+        watched (a short poll, :data:`POLL_INTERVAL`) for a decision made anywhere — the CLI,
+        the HTTP API, the web UI, another replica.
+        """
+        if self.approver is not None:
+            await self._approver_decides(request, timeout)
+            current = self.get(request.id)
+            return None if current.status is ApprovalStatus.PENDING else current
         deadline = self.clock() + timeout
         while self.clock() < deadline:
             current = self.get(request.id)
-            if current.status is ApprovalStatus.APPROVED:
-                return await self._run_and_deliver(current)
-            if current.status in (ApprovalStatus.COMPLETED, ApprovalStatus.DENIED):
-                return self.collect(current)
-            if current.status in (ApprovalStatus.EXPIRED, ApprovalStatus.DELIVERED):
-                return None
+            if current.status is not ApprovalStatus.PENDING:
+                return current
             await asyncio.sleep(POLL_INTERVAL)
+        return None
+
+    async def settle(self, request: ApprovalRequest) -> CallOutcome | None:
+        """The outcome of a decided request for the caller that waited for it: an approved call
+        runs now, here (this caller is the agent's call); a refusal or a stored outcome is
+        collected. ``None`` when it expired, or another caller took it first."""
+        current = self.get(request.id)
+        if current.status is ApprovalStatus.APPROVED:
+            return await self._run_and_deliver(current)
+        if current.status is ApprovalStatus.RUNNING:
+            return await self._outcome_of(current)
+        if current.status in (ApprovalStatus.COMPLETED, ApprovalStatus.DENIED):
+            return self.collect(current)
         return None
 
     async def _run_and_deliver(self, request: ApprovalRequest) -> CallOutcome:
@@ -294,6 +329,24 @@ class ApprovalService:
         return outcome
 
     async def _ask_approver(self, request: ApprovalRequest, timeout: float) -> CallOutcome:
+        """Ask the approver, record its decision, and settle the request for this caller."""
+        closed = await self._approver_decides(request, timeout)
+        settled = await self.settle(request)
+        if settled is not None:
+            return settled
+        return denied_outcome(
+            dataclasses.replace(
+                request,
+                decided_by="toolgate",
+                decision_message=closed or "another caller took the approval first",
+            ),
+            retry_hint=False,
+        )
+
+    async def _approver_decides(self, request: ApprovalRequest, timeout: float) -> str | None:
+        """Ask the approver and record its answer (a failing approver denies); runs nothing.
+        Returns why the answer could not be recorded (decided elsewhere, expired), else
+        ``None``."""
         approver = self.approver
         assert approver is not None
         try:
@@ -311,24 +364,7 @@ class ApprovalService:
             reason = "did not answer in time" if isinstance(exc, TimeoutError) else f"failed: {exc}"
             decision, message, by = Decision.DENY, f"the approver {reason}", "toolgate"
         try:
-            decided = self.decide(request.id, decision, by=by, message=message)
+            self.decide(request.id, decision, by=by, message=message)
         except ApprovalClosedError as exc:
-            # Decided elsewhere (CLI, web UI) while the approver was asked, or expired: hand
-            # over whatever that decision produced.
-            current = self.get(request.id)
-            if current.status is ApprovalStatus.APPROVED:
-                return await self._run_and_deliver(current)
-            collected = self.collect(current)
-            if collected is not None:
-                return collected
-            return denied_outcome(
-                dataclasses.replace(request, decided_by="toolgate", decision_message=str(exc)),
-                retry_hint=False,
-            )
-        if decision is Decision.DENY:
-            # The waiting caller receives the refusal now: nothing is left for a retry.
-            self.store.transition(
-                request.id, from_status=ApprovalStatus.DENIED, to_status=ApprovalStatus.DELIVERED
-            )
-            return denied_outcome(decided, retry_hint=by != "toolgate")
-        return await self._run_and_deliver(decided)
+            return str(exc)  # decided elsewhere (CLI, web UI) meanwhile, or expired
+        return None

@@ -5,12 +5,15 @@ from __future__ import annotations
 import os
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .model import Tool
 from .registry import RegisteredTool
+
+if TYPE_CHECKING:
+    from .model import CallOutcome
 
 __all__ = ["Invocation", "new_call_id"]
 
@@ -41,6 +44,7 @@ class Invocation:
         "session_id",
         "started_at",
         "tool",
+        "uncounted",
         "workspace",
     )
 
@@ -71,5 +75,9 @@ class Invocation:
         self.full_content: Any = None
         """The whole result when shaping spilled it to a file (the outcome holds a preview), so
         that the audit log can still redact the declared paths of it."""
+        self.uncounted: Callable[[Invocation], CallOutcome | None] | None = None
+        """Set when the rate limit let this call through uncounted, as a retry after a person's
+        decision: the approval stage charges it (this returns the refusal, or ``None``) unless
+        the call turns out to be that decided call."""
         self.started_at = time.time()
         """When the call began (``time.time()``), for the audit log and statistics."""

@@ -126,8 +126,15 @@ def decide(
     :func:`run_approved` for running it here, when the person asks). Raises
     :class:`~toolgate.errors.ApprovalClosedError` for an unknown, decided or expired request.
     """
+    # This process may read another version of the tool than the server that made the
+    # request: a mismatch refuses the decision, it does not void the server's request.
     return _service(gateway).decide(
-        request_id, decision, by=by, message=message, grant_ttl=grant_ttl
+        request_id,
+        decision,
+        by=by,
+        message=message,
+        grant_ttl=grant_ttl,
+        void_if_changed=False,
     )
 
 

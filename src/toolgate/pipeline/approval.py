@@ -82,6 +82,10 @@ class ApprovalSettings:
     """Seconds a request waits for a decision, and a decided one stays collectable."""
 
 
+#: Statuses of a decided request whose retry is the decided call (it runs or collects it).
+_SETTLED = frozenset({ApprovalStatus.APPROVED, ApprovalStatus.COMPLETED, ApprovalStatus.DENIED})
+
+
 @dataclass(frozen=True, slots=True)
 class _CallKey:
     """What makes two calls "the same call" for approval purposes."""
@@ -167,9 +171,29 @@ class ApprovalStage:
         if store is None or not self.settings.enabled or not self.applies_to(state.entry):
             return False
         request = _CallKey.of(state).find(store, self.clock())
-        return request is not None and request.status is not ApprovalStatus.PENDING
+        # Not "running": a retry then only gets "call again" and is counted like any other.
+        return request is not None and request.status in _SETTLED
+
+    @staticmethod
+    def _charged(state: CallState, proceed: Handler) -> Handler:
+        """``proceed``, but charging the rate limit the call passed uncounted (as a likely
+        retry after a decision) first: a call that runs as a new call is counted."""
+        charge = state.uncounted
+        state.uncounted = None
+        if charge is None:
+            return proceed
+
+        async def counted(state: CallState) -> CallOutcome:
+            refused = charge(state)
+            return await proceed(state) if refused is None else refused
+
+        return counted
 
     async def __call__(self, state: CallState, proceed: Handler) -> CallOutcome:
+        # The approved run itself (``_attached``) gets ``decided_run``, uncounted; every other
+        # way on is counted if the rate limit let this call through on the strength of a decision.
+        decided_run = proceed
+        proceed = self._charged(state, proceed)
         tool = state.tool
         verdict = state.metadata.get("security") or {}
         asked_by_check = bool(verdict.get("asksAPerson"))
@@ -200,7 +224,7 @@ class ApprovalStage:
         call = _CallKey.of(state)
         request = call.find(store, now)
         if request is not None and request.status is not ApprovalStatus.PENDING:
-            attached = await self._attached(state, request, proceed, now)
+            attached = await self._attached(state, request, decided_run, now)
             if attached is not None:
                 return attached
             request = None
@@ -218,7 +242,7 @@ class ApprovalStage:
                 # (and runnable once more) after this call ran.
                 current = call.find(store, self.clock())
                 if current is not None and current.status is not ApprovalStatus.PENDING:
-                    attached = await self._attached(state, current, proceed, now)
+                    attached = await self._attached(state, current, decided_run, now)
                     if attached is not None:
                         return attached
             state.metadata["approval"] = {"grant": grant.id}

@@ -16,9 +16,14 @@ def denied_outcome(
     *,
     call_id: str = "",
     metadata: Mapping[str, Any] | None = None,
-    retry_hint: bool = True,
+    retry_hint: bool | None = None,
 ) -> CallOutcome:
-    """``user_rejection`` for a call a person (or a failing approver) denied."""
+    """``user_rejection`` for a call a person (or a failing approver) denied.
+
+    ``retry_hint`` (default: when a person decided, not the gateway itself) tells the agent
+    not to retry the call unchanged."""
+    if retry_hint is None:
+        retry_hint = request.decided_by != "toolgate"
     who = f" by {request.decided_by}" if request.decided_by else ""
     note = f": {request.decision_message}" if request.decision_message else ""
     hint = " Do not retry it unchanged; ask the user what to do instead." if retry_hint else ""

@@ -203,9 +203,21 @@ class RateLimitStage:
             # again would refuse an approved call (and use the approval up) for the same call.
             return await proceed(state)
         if self.already_counted is not None and self.already_counted(state):
-            # The agent's retry after a person decided (it runs the approved call, or collects
-            # the refusal) is the call counted when it asked.
+            # Likely the agent's retry after a person decided (it runs the approved call, or
+            # collects the refusal): the call counted when it asked. The approval stage
+            # charges it after all when it turns out to be a new call (a grant, a race lost).
+            state.uncounted = self.refusal
             return await proceed(state)
+        refusal = self.refusal(state)
+        return await proceed(state) if refusal is None else refusal
+
+    def refusal(self, state: CallState) -> CallOutcome | None:
+        """Count this call against its tool's limits: ``None`` when it may proceed, else the
+        ``rate_limited`` outcome. Raises :class:`StateUnavailableError` when the counters
+        cannot be reached (fail closed, never unlimited)."""
+        rate = state.tool.safety.rate_limit
+        if rate is None:
+            return None
         try:
             refusal = self.acquire(rate, state.tool.id, state.agent)
         except self._storage_errors as exc:  # Redis down: fail closed, never unlimited
@@ -213,7 +225,7 @@ class RateLimitStage:
                 f"the rate-limit counters in {self.where} are unavailable ({exc})"
             ) from exc
         if refusal is None:
-            return await proceed(state)
+            return None
         limit = refusal.limit
         scope = f" for agent {state.agent or '(anonymous)'}" if self.per_agent else ""
         state.metadata["rate_limit"] = {

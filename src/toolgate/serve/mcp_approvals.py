@@ -268,7 +268,7 @@ class McpApprovals:
         message, schema = form
         wait = max(0.0, min(request.expires_at - time.time(), _MAX_WAIT))
         answer: list[ElicitResult] = []
-        elsewhere: list[CallOutcome] = []
+        elsewhere: list[ApprovalRequest] = []
 
         async def ask_client() -> None:
             try:
@@ -282,7 +282,9 @@ class McpApprovals:
             scope.cancel()
 
         async def watch_queue() -> None:
-            decided = await service.wait(request, wait)
+            # Only watch: the approved call runs below, outside this cancellable scope, so a
+            # form the user dismisses (or the deadline) can never cut a run half-way.
+            decided = await service.wait_for_decision(request, wait)
             if decided is not None:
                 elsewhere.append(decided)
                 scope.cancel()
@@ -292,7 +294,7 @@ class McpApprovals:
                 group.start_soon(ask_client)
                 group.start_soon(watch_queue)
         if elsewhere:
-            return elsewhere[0]
+            return await recall()  # the caller's own call attaches: it runs it, once
         decision = read_decision(answer[0]) if answer else None
         if decision is None:
             return outcome

@@ -50,7 +50,6 @@ from .tools import tools_router
 __all__ = ["HttpApi", "build_api"]
 
 
-
 def _version() -> str:
     try:
         return version("toolgate")

@@ -31,12 +31,27 @@ class Refused(Exception):
     """A problem to report as ``{"error": ...}``."""
 
 
-def read(workspace: str, path: str) -> list[str]:
-    """The lines of ``path``, which must resolve inside ``workspace``."""
+def inside(workspace: str, path: str) -> str:
+    """The real path of ``path``, which must resolve inside ``workspace`` and name no hidden
+    file or folder (``.ssh``, ``.env``, ``.git``): a demo that any client may call reads
+    project files, not credentials, and never from a workspace that is the whole system."""
     root = os.path.realpath(workspace)
+    if root == os.path.dirname(root):
+        raise Refused(
+            f"the workspace is {root}, the whole file system; the demo tools read files of a "
+            "project folder (start toolgate in one, or pass a workspace)"
+        )
     full = os.path.realpath(os.path.join(root, path))
     if os.path.commonpath([root, full]) != root:
-        raise Refused(f"{path} is outside the workspace; compare files inside {root}")
+        raise Refused(f"{path} is outside the workspace; use files inside {root}")
+    if any(part.startswith(".") for part in os.path.relpath(full, root).split(os.sep)):
+        raise Refused(f"{path} is a hidden file or inside a hidden folder; the demo reads none")
+    return full
+
+
+def read(workspace: str, path: str) -> list[str]:
+    """The lines of ``path``, which must be a project file of ``workspace`` (:func:`inside`)."""
+    full = inside(workspace, path)
     try:
         with open(full, "rb") as handle:
             raw = handle.read(MAX_BYTES + 1)

@@ -13,6 +13,28 @@ from typing import Any
 MAX_BYTES = 10 * 1024 * 1024
 
 
+class Refused(Exception):
+    """A path the demo does not read (its message is the ``error``)."""
+
+
+def inside(workspace: str, path: str) -> str:
+    """The real path of ``path``, which must resolve inside ``workspace`` and name no hidden
+    file or folder (``.ssh``, ``.env``, ``.git``): a demo that any client may call reads
+    project files, not credentials, and never from a workspace that is the whole system."""
+    root = os.path.realpath(workspace)
+    if root == os.path.dirname(root):
+        raise Refused(
+            f"the workspace is {root}, the whole file system; the demo tools read files of a "
+            "project folder (start toolgate in one, or pass a workspace)"
+        )
+    full = os.path.realpath(os.path.join(root, path))
+    if os.path.commonpath([root, full]) != root:
+        raise Refused(f"{path} is outside the workspace; use files inside {root}")
+    if any(part.startswith(".") for part in os.path.relpath(full, root).split(os.sep)):
+        raise Refused(f"{path} is a hidden file or inside a hidden folder; the demo reads none")
+    return full
+
+
 def count(path: str, shown: str) -> dict[str, Any]:
     """Count ``path``; messages name it as ``shown`` (the path as the caller gave it)."""
     try:
@@ -41,8 +63,10 @@ def main() -> None:
         result: dict[str, Any] = {"error": "'path' must be a non-empty string"}
     else:
         workspace = request.get("workspacePath") or os.getcwd()
-        full = path if os.path.isabs(path) else os.path.join(workspace, path)
-        counted = count(full, path)
+        try:
+            counted = count(inside(workspace, path), path)
+        except Refused as refused:
+            counted = {"error": str(refused)}
         if "error" in counted:
             result = counted
         else:
