@@ -125,3 +125,56 @@ async def test_dismissing_the_form_never_cuts_an_approved_run_in_half(
         assert LOG == ["debit", "credit"]
         assert not results[0].is_error and text_of(results[0]) == "done"
         assert approvals.get(request.id).status is ApprovalStatus.DELIVERED
+
+
+SLOW_RUNS: list[int] = []
+
+
+@tool(namespace="x", effect="external_write")
+async def slow_send(n: int) -> str:
+    """Send, slowly."""
+    SLOW_RUNS.append(n)
+    await asyncio.sleep(0.2)
+    return f"sent {n}"
+
+
+async def test_two_callers_waiting_on_one_request_get_its_outcome_once(tmp_path: Path) -> None:
+    """Two waiters (two sessions of the agent) on one request: one runs the approved call and
+    gets its outcome; the other gets nothing — never a second run, never a new request."""
+    SLOW_RUNS.clear()
+    with Gateway(approver="queue", state_path=tmp_path / "state.db") as gateway:
+        gateway.add(slow_send)
+        approvals = gateway.approvals
+        assert approvals is not None
+        first = await gateway.call("x:slow_send", {"n": 1})
+        assert first.approval is not None
+        waiters = [asyncio.ensure_future(approvals.wait(first.approval, 10)) for _ in range(2)]
+        await asyncio.sleep(0.05)
+        approvals.decide(first.approval.id, "approve", by="alice")
+        got = await asyncio.gather(*waiters)
+        assert sorted(outcome is None for outcome in got) == [False, True]
+        assert SLOW_RUNS == [1] and approvals.pending() == []
+
+
+async def test_a_waiting_caller_collects_a_run_the_person_started_and_only_once(
+    tmp_path: Path,
+) -> None:
+    """A person approves with --run while the agent's call waits: the waiting call gets that
+    run's outcome, and the agent's next identical call asks anew instead of collecting it
+    again."""
+    SLOW_RUNS.clear()
+    with Gateway(approver="queue", state_path=tmp_path / "state.db") as gateway:
+        gateway.add(slow_send)
+        approvals = gateway.approvals
+        assert approvals is not None
+        first = await gateway.call("x:slow_send", {"n": 2})
+        assert first.approval is not None
+        waiter = asyncio.ensure_future(approvals.wait(first.approval, 10))
+        await asyncio.sleep(0.05)
+        approvals.decide(first.approval.id, "approve", by="alice")
+        ran = await approvals.run(first.approval.id)  # what 'approve --run' does
+        got = await waiter
+        assert ran.ok and got is not None and got.content == "sent 2"
+        again = await gateway.call("x:slow_send", {"n": 2})
+        assert again.approval is not None and again.approval.id != first.approval.id
+        assert SLOW_RUNS == [2]

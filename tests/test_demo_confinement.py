@@ -62,6 +62,15 @@ def test_word_count_and_file_diff_refuse_what_is_not_a_project_file(
     assert refusal in diffed["error"] and "hunter2" not in json.dumps(diffed)
 
 
+def test_a_named_pipe_is_refused_instead_of_blocking_the_tool(project: Path) -> None:
+    import os
+
+    os.mkfifo(project / "pipe.txt")
+    assert "not a regular file" in _run("word_count.py", project, path="pipe.txt")["error"]
+    diffed = _run("file_diff.py", project, oldPath="notes.txt", newPath="pipe.txt")
+    assert "not a regular file" in diffed["error"]
+
+
 def test_a_whole_system_workspace_is_refused(project: Path) -> None:
     for answer in (
         _run("word_count.py", "/", path="etc/hostname"),

@@ -125,6 +125,9 @@ def test_a_server_that_does_not_answer_is_unavailable_and_the_password_is_not_sh
         ("postgresql://bob:Hunter/2Pw@127.0.0.1:1/test", "2Pw"),  # a "/" in the password
         ("postgresql://bob:Hun@ter2Pw@127.0.0.1:1/test", "ter2Pw"),  # an "@" in it
         ("postgresql://bob@127.0.0.1:1/test?password=Q9zz&sslmode=disable", "Q9zz"),
+        ("postgresql://bob:pa?ss77@127.0.0.1:1/test", "ss77"),  # libpq takes a raw "?"
+        ("postgresql://bob:pa#ss9x@127.0.0.1:1/test", "ss9x"),
+        ("postgresql://bob@127.0.0.1:1/test?sslpassword=KeyPass1", "KeyPass1"),
     ],
 )
 def test_no_piece_of_an_awkward_password_is_shown_when_connecting_fails(
@@ -134,6 +137,14 @@ def test_no_piece_of_an_awkward_password_is_shown_when_connecting_fails(
         PostgresDatabase(url, timeout=1.0)
     assert secret not in str(caught.value), str(caught.value)
     assert secret not in redact_url(url)
+
+
+def test_a_redis_drivers_reason_keeps_no_piece_of_the_password() -> None:
+    from toolgate._urls import scrub_reason
+
+    url = "redis://:Sec/ret99@localhost:6379/0"
+    reason = scrub_reason("Port could not be cast to integer value as 'Sec'", url)
+    assert "Sec" not in reason and "ret99" not in reason
 
 
 def test_a_failed_statement_is_not_an_outage_and_trips_nothing(pg: PostgresDatabase) -> None:

@@ -196,11 +196,15 @@ class ApprovalService:
 
     async def _run_once(self, request: ApprovalRequest) -> CallOutcome:
         """Run the approved call now — unless a retry took the approval first; then its outcome."""
-        store = self.store
-        if not store.transition(
+        if not self.store.transition(
             request.id, from_status=ApprovalStatus.APPROVED, to_status=ApprovalStatus.RUNNING
         ):
             return await self._outcome_of(request)
+        return await self._execute(request)
+
+    async def _execute(self, request: ApprovalRequest) -> CallOutcome:
+        """Run a request this caller moved to ``running``, and store its (scrubbed) outcome."""
+        store = self.store
         try:
             outcome = await self._run(request)
         except BaseException:
@@ -307,26 +311,43 @@ class ApprovalService:
         return None
 
     async def settle(self, request: ApprovalRequest) -> CallOutcome | None:
-        """The outcome of a decided request for the caller that waited for it: an approved call
-        runs now, here (this caller is the agent's call); a refusal or a stored outcome is
-        collected. ``None`` when it expired, or another caller took it first."""
+        """The outcome of a decided request for the caller that waited for it, handed over
+        once: an approved call runs now, here (this caller is the agent's call); a run another
+        caller started is waited for; a refusal or a stored outcome is collected. ``None`` when
+        it expired, or another caller has (or took) the outcome."""
         current = self.get(request.id)
         if current.status is ApprovalStatus.APPROVED:
             return await self._run_and_deliver(current)
         if current.status is ApprovalStatus.RUNNING:
-            return await self._outcome_of(current)
+            return await self._collect_when_done(current)
         if current.status in (ApprovalStatus.COMPLETED, ApprovalStatus.DENIED):
             return self.collect(current)
         return None
 
-    async def _run_and_deliver(self, request: ApprovalRequest) -> CallOutcome:
+    async def _run_and_deliver(self, request: ApprovalRequest) -> CallOutcome | None:
         """Run an approved call for the caller that waited for it, and close the request: this
-        caller has the outcome, nothing is left for a retry to collect."""
-        outcome = await self._run_once(request)
+        caller has the outcome, nothing is left for a retry to collect. When another caller
+        took the approval first, its outcome is collected if nobody has it yet."""
+        if not self.store.transition(
+            request.id, from_status=ApprovalStatus.APPROVED, to_status=ApprovalStatus.RUNNING
+        ):
+            return await self._collect_when_done(request)
+        outcome = await self._execute(request)
         self.store.transition(
             request.id, from_status=ApprovalStatus.COMPLETED, to_status=ApprovalStatus.DELIVERED
         )
         return outcome
+
+    async def _collect_when_done(self, request: ApprovalRequest) -> CallOutcome | None:
+        """Wait for the run another caller started, then collect its outcome — once: ``None``
+        when that caller (or another) has it."""
+        entry = self.registry.get(request.tool_id)
+        deadline = self.clock() + (entry.tool.timeout if entry else 60.0) + 30.0
+        current = self.get(request.id)
+        while current.status is ApprovalStatus.RUNNING and self.clock() < deadline:
+            await asyncio.sleep(POLL_INTERVAL)
+            current = self.get(request.id)
+        return self.collect(current) if current.status is ApprovalStatus.COMPLETED else None
 
     async def _ask_approver(self, request: ApprovalRequest, timeout: float) -> CallOutcome:
         """Ask the approver, record its decision, and settle the request for this caller."""

@@ -106,7 +106,7 @@ def _check_redis(urls: StateUrls) -> None:
         raise ConfigError(
             f"{urls.redis_setting}: Redis needs the redis extra: pip install 'toolgate[redis]'"
         ) from exc
-    from .._urls import redact_url
+    from .._urls import redact_url, scrub_reason
 
     assert urls.redis is not None
     try:
@@ -117,5 +117,6 @@ def _check_redis(urls: StateUrls) -> None:
             client.close()
     except (redis.RedisError, ValueError) as exc:
         raise ConfigError(
-            f"{urls.redis_setting}: cannot reach Redis at {redact_url(urls.redis)}: {exc}"
+            f"{urls.redis_setting}: cannot reach Redis at {redact_url(urls.redis)}: "
+            f"{scrub_reason(str(exc), urls.redis)}"
         ) from None

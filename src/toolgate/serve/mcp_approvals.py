@@ -76,6 +76,10 @@ CHOICES: Final = (
 APPROVAL_META_KEY: Final = "toolgate/approval"
 #: Arguments shown in the form are cut here (the web UI shows them whole).
 _ARGUMENTS_SHOWN = 4000
+#: Statuses of a request decided elsewhere that the waiting call's own re-call attaches to.
+_ATTACHABLE: Final = frozenset(
+    {ApprovalStatus.APPROVED, ApprovalStatus.COMPLETED, ApprovalStatus.DENIED}
+)
 #: The longest a handshake-era call waits for the user's answer, whatever the request's TTL.
 _MAX_WAIT = 600.0
 
@@ -294,7 +298,13 @@ class McpApprovals:
                 group.start_soon(ask_client)
                 group.start_soon(watch_queue)
         if elsewhere:
-            return await recall()  # the caller's own call attaches: it runs it, once
+            decided = elsewhere[0]
+            if decided.status is ApprovalStatus.RUNNING:  # run elsewhere (approve --run)
+                settled = await service.settle(decided)
+                return outcome if settled is None else settled
+            if decided.status in _ATTACHABLE:
+                return await recall()  # the caller's own call attaches: it runs it, once
+            return outcome  # expired, or another caller already has the outcome
         decision = read_decision(answer[0]) if answer else None
         if decision is None:
             return outcome

@@ -36,7 +36,7 @@ import psycopg
 import psycopg_pool
 from psycopg.rows import dict_row
 
-from .._urls import password_pieces, redact_url
+from .._urls import redact_url, scrub_reason
 from ..errors import StateUnavailableError
 
 __all__ = ["PostgresConnection", "PostgresDatabase", "redact_url"]
@@ -292,12 +292,9 @@ def _connect_failure(exc: BaseException, url: str) -> str:
         password = psycopg.conninfo.conninfo_to_dict(url).get("password")
     except psycopg.Error:
         password = None
-    hidden = password_pieces(url)
     if isinstance(password, str) and password:
-        hidden.insert(0, password)
-    for piece in hidden:
-        reason = reason.replace(piece, "***")
-    return reason
+        reason = reason.replace(password, "***")
+    return scrub_reason(reason, url)
 
 
 #: SQLSTATEs of a server going away: admin, crash or restart shutdown (class 08 is the

@@ -32,6 +32,8 @@ def inside(workspace: str, path: str) -> str:
         raise Refused(f"{path} is outside the workspace; use files inside {root}")
     if any(part.startswith(".") for part in os.path.relpath(full, root).split(os.sep)):
         raise Refused(f"{path} is a hidden file or inside a hidden folder; the demo reads none")
+    if os.path.exists(full) and not os.path.isfile(full) and not os.path.isdir(full):
+        raise Refused(f"{path} is not a regular file")  # a FIFO would block the read
     return full
 
 
