@@ -439,7 +439,7 @@ def test_the_retry_that_runs_an_approved_call_gets_the_time_its_tool_needs(
         retried = call(client, "bob", "t:deploy", seconds=1.5)
         assert retried.status_code == 200, retried.text
         assert retried.json()["content"] == "deployed"
-        assert retried.json()["metadata"]["approval"] == {"id": approval_id}
+        assert retried.json()["metadata"]["approval"] == {"id": approval_id, "decision": "approve"}
         assert client.get("/healthz").json()["status"] == "ok"
 
 

@@ -94,7 +94,7 @@ def test_only_operators_decide_and_the_agents_retry_runs_the_call_once(
     # The agent's retry runs the approved call, once, as that agent.
     retried = call(client, "alice", "t:send", to="ada", text="hi").json()
     assert retried["status"] == "ok" and retried["content"] == {"sent": True, "to": "ada"}
-    assert retried["metadata"]["approval"] == {"id": approval_id}
+    assert retried["metadata"]["approval"] == {"id": approval_id, "decision": "approve"}
     assert RUNS == [{"tool": "send", "to": "ada", "text": "hi"}]
     # Once: the same call asks anew and does not run.
     again = call(client, "alice", "t:send", to="ada", text="hi")

@@ -27,9 +27,8 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Final, NamedTuple
+from typing import Any, NamedTuple
 
-import anyio
 from mcp.server.streamable_http import check_accept_headers
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
@@ -57,7 +56,7 @@ from starlette.types import Message, Receive, Scope, Send
 from ..model import ApprovalStatus, CallOutcome, CallStatus
 from .mcp_server import PRECOMPUTED_OUTCOME_KEY, McpSurface
 
-__all__ = ["FastToolCalls", "ReadBody", "drop_body", "read_body"]
+__all__ = ["FastToolCalls", "ReadBody", "read_body"]
 
 logger = logging.getLogger(__name__)
 
@@ -303,42 +302,3 @@ async def read_body(receive: Receive, limit: int) -> ReadBody:
         return await receive()
 
     return ReadBody(body, replay, over_limit)
-
-
-#: Most bytes of a body over the limit still read (and dropped) before the 413 is sent.
-DROP_MAX_BYTES: Final = 64 * 1024 * 1024
-#: Most seconds spent reading them.
-DROP_SECONDS: Final = 30.0
-
-
-def _expects_continue(scope: Scope) -> bool:
-    """Whether the client waits for ``100 Continue`` before sending its body."""
-    return any(
-        name == b"expect" and value.strip().lower() == b"100-continue"
-        for name, value in scope.get("headers", ())
-    )
-
-
-async def drop_body(scope: Scope, receive: Receive) -> int | None:
-    """Read the body of a request that is refused for its size, and drop it: how many bytes it
-    had, or ``None`` when it was not read to its end — over :data:`DROP_MAX_BYTES`, longer
-    than :data:`DROP_SECONDS`, a client that waits for ``100 Continue`` (it has sent nothing),
-    or one that went away.
-
-    A client still sending the body when the server answers and closes the connection gets a
-    reset connection instead of the answer; read to its end, the body leaves the answer
-    readable, and the connection reusable."""
-    if _expects_continue(scope):
-        return None
-    size = 0
-    with anyio.move_on_after(DROP_SECONDS):
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                return None
-            size += len(message.get("body", b""))
-            if size > DROP_MAX_BYTES:
-                return None
-            if not message.get("more_body", False):
-                return size
-    return None

@@ -54,8 +54,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from .._json import StrictJsonError, loads_strict
 from ..gateway import Gateway
 from .identity import Principal
-from .mcp_fast import DROP_MAX_BYTES, FastToolCalls, drop_body, read_body
+from .mcp_fast import FastToolCalls, read_body
 from .mcp_server import McpSurface, build_mcp_server
+from .oversized import DROP_MAX_BYTES, drop_rest
 
 __all__ = ["AGENT_SCOPE_KEY", "DEFAULT_MAX_BODY", "NAMESPACES_SCOPE_KEY", "Authenticate", "McpHttp"]
 
@@ -240,11 +241,11 @@ class McpHttp:
     ) -> None:
         """Answer a body over the limit (``declared`` by its ``Content-Length``, or found
         over it while reading) with :func:`_too_large`, after reading the rest of it when that
-        is reasonable (:func:`~toolgate.serve.mcp_fast.drop_body`)."""
+        is reasonable (:func:`~toolgate.serve.oversized.drop_rest`)."""
         read = (
             None
             if declared is not None and declared > DROP_MAX_BYTES
-            else await drop_body(scope, receive)
+            else await drop_rest(scope, receive)
         )
         size = declared if declared is not None else read
         await _too_large(size, self._max_body, close=read is None)(scope, receive, send)

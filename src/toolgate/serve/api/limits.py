@@ -22,6 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ...config.schema import DEFAULT_MAX_BODY_BYTES, DEFAULT_REQUEST_TIMEOUT
 from ...errors import ErrorCode
+from ..oversized import DROP_MAX_BYTES, drop_rest
 from .problems import HttpErrorCode, crash_response, problem_response
 
 __all__ = ["BODY_SCOPE_KEY", "ApiLimits", "RequestLimitsMiddleware", "too_large_detail"]
@@ -30,12 +31,6 @@ log = logging.getLogger("toolgate.serve")
 
 #: Where the body read is left for the application (bytes), see :mod:`.calls`.
 BODY_SCOPE_KEY: Final = "toolgate.body"
-
-#: Most bytes of a body over the limit still read (and dropped) before the ``413`` is sent, so
-#: that a client still sending it reads the answer (see :func:`_drop_rest`).
-DROP_MAX_BYTES: Final = 64 * 1024 * 1024
-#: Most seconds spent reading them.
-DROP_SECONDS: Final = 30.0
 
 #: Seconds a tool call may take beyond its own timeout before the request times out (the
 #: security check, the approval stage and the audit write happen around the tool).
@@ -61,10 +56,12 @@ class _TooLarge(Exception):
     """The body is over the limit: ``size`` bytes by its ``Content-Length`` (``None``: sent
     without one), of which ``read`` were read before it was refused."""
 
-    def __init__(self, size: int | None, read: int = 0) -> None:
+    def __init__(self, size: int | None, read: int = 0, *, ended: bool = False) -> None:
         super().__init__(size)
         self.size = size
         self.read = read
+        self.ended = ended
+        """Whether the whole body arrived already (nothing is left to read)."""
 
 
 def too_large_detail(size: int | None, limit: int) -> str:
@@ -160,10 +157,11 @@ class RequestLimitsMiddleware:
         self, scope: Scope, receive: Receive, send: Send, exc: _TooLarge
     ) -> None:
         """Answer ``413`` to a body over the limit, after reading the rest of it when that is
-        reasonable (:func:`_drop_rest`), so that the client reads the answer."""
-        read = None
-        if exc.size is None or exc.size <= DROP_MAX_BYTES:
-            read = await _drop_rest(scope, receive, exc.read)
+        reasonable (:func:`~toolgate.serve.oversized.drop_rest`), so that the client reads
+        the answer. A body whose last part arrived already is not waited for."""
+        read = exc.read if exc.ended else None
+        if not exc.ended and (exc.size is None or exc.size <= DROP_MAX_BYTES):
+            read = await drop_rest(scope, receive, exc.read)
         await problem_response(
             413,
             HttpErrorCode.PAYLOAD_TOO_LARGE,
@@ -183,46 +181,10 @@ class RequestLimitsMiddleware:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.limits.max_body_bytes:
-                raise _TooLarge(None, size)
+                raise _TooLarge(None, size, ended=not message.get("more_body", False))
             chunks.append(chunk)
             if not message.get("more_body", False):
                 return b"".join(chunks)
-
-
-def _expects_continue(scope: Scope) -> bool:
-    """Whether the client waits for ``100 Continue`` before sending its body."""
-    return any(
-        name == b"expect" and value.strip().lower() == b"100-continue"
-        for name, value in scope.get("headers", ())
-    )
-
-
-async def _drop_rest(scope: Scope, receive: Receive, read: int) -> int | None:
-    """Read the rest of a body refused for its size (``read`` bytes of it were read already)
-    and drop it: the body's size, or ``None`` when it was not read to its end — over
-    :data:`DROP_MAX_BYTES`, longer than :data:`DROP_SECONDS`, a client that waits for
-    ``100 Continue`` (it has sent nothing), or one that went away.
-
-    A client still sending the body when the server answers and closes the connection gets a
-    reset connection instead of the answer (curl does not, as it waits for ``100 Continue``;
-    most HTTP libraries do); read to its end, the body leaves the answer readable, and the
-    connection reusable."""
-    if _expects_continue(scope):
-        return None
-    size = read
-    try:
-        async with asyncio.timeout(DROP_SECONDS):
-            while True:
-                message = await receive()
-                if message["type"] != "http.request":
-                    return None
-                size += len(message.get("body", b""))
-                if size > DROP_MAX_BYTES:
-                    return None
-                if not message.get("more_body", False):
-                    return size
-    except TimeoutError:
-        return None
 
 
 def _content_length(scope: Scope) -> int | None:
