@@ -363,15 +363,16 @@ def approve_request(
         outcome = run_approved(gateway, request_id) if run else None
         grant = next((g for g in _service(gateway).grants() if g.approval_id == request_id), None)
     what = "Approved" if not always else "Always allowed"
+    agent = f"agent {clean(decided.agent)!r}" if decided.agent else "the agent"
     after = (
-        "it ran now; the agent's retry gets this outcome."
+        "; it ran now, and the agent's retry gets this outcome."
         if outcome is not None
-        else f"Nothing ran here: the next call of {clean(decided.tool_id)} with the same "
-        f"arguments by {clean(decided.agent or 'the agent')} runs it, once."
+        else f". Nothing ran here: the next call of {clean(decided.tool_id)} with the same "
+        f"arguments by {agent} runs it, once."
     )
     state.err.print(
         Text.assemble(
-            (f"{what} ", "bold green"), f"{request_id} ({clean(decided.tool_id)}) by {who}; {after}"
+            (f"{what} ", "bold green"), f"{request_id} ({clean(decided.tool_id)}) by {who}{after}"
         ),
         soft_wrap=True,
     )
