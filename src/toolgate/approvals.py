@@ -221,19 +221,22 @@ class ApprovalService:
 
     async def _outcome_of(self, request: ApprovalRequest) -> CallOutcome:
         """Wait for the run another caller started, and return its outcome."""
+        current = await self._when_run(request)
+        stored = self.store.outcome(request.id)
+        if stored is not None:
+            return replayed_outcome(current, stored)
+        return denied_outcome(current, retry_hint=False)
+
+    async def _when_run(self, request: ApprovalRequest) -> ApprovalRequest:
+        """The request once the run another caller started has ended (or the tool's timeout,
+        with a margin, has passed)."""
         entry = self.registry.get(request.tool_id)
         deadline = self.clock() + (entry.tool.timeout if entry else 60.0) + 30.0
-        while self.clock() < deadline:
-            stored = self.store.outcome(request.id)
-            if stored is not None:
-                return replayed_outcome(self.get(request.id), stored)
-            if self.get(request.id).status is not ApprovalStatus.RUNNING:
-                break
+        current = self.get(request.id)
+        while current.status is ApprovalStatus.RUNNING and self.clock() < deadline:
             await asyncio.sleep(POLL_INTERVAL)
-        return denied_outcome(
-            self.get(request.id),
-            retry_hint=False,
-        )
+            current = self.get(request.id)
+        return current
 
     def _void(self, request: ApprovalRequest, now: float) -> None:
         if request.status is ApprovalStatus.PENDING:
@@ -341,12 +344,7 @@ class ApprovalService:
     async def _collect_when_done(self, request: ApprovalRequest) -> CallOutcome | None:
         """Wait for the run another caller started, then collect its outcome — once: ``None``
         when that caller (or another) has it."""
-        entry = self.registry.get(request.tool_id)
-        deadline = self.clock() + (entry.tool.timeout if entry else 60.0) + 30.0
-        current = self.get(request.id)
-        while current.status is ApprovalStatus.RUNNING and self.clock() < deadline:
-            await asyncio.sleep(POLL_INTERVAL)
-            current = self.get(request.id)
+        current = await self._when_run(request)
         return self.collect(current) if current.status is ApprovalStatus.COMPLETED else None
 
     async def _ask_approver(self, request: ApprovalRequest, timeout: float) -> CallOutcome:
