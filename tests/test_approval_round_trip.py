@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,8 +25,7 @@ import httpx
 import pytest
 
 from postgres_support import scratch_database
-
-TOOLGATE = str(Path(sys.executable).parent / "toolgate")
+from serve_support import TOOLGATE, serving
 
 # Each run of the tool appends "<pid> <text>" to ran.log: how often it ran, and in which process.
 TOOLS = '''
@@ -81,6 +80,7 @@ class Served:
         return [int(line.split()[0]) for line in lines if line.split(maxsplit=1)[1] == text]
 
 
+@contextmanager
 def _serve(folder: Path, config: str | None) -> Iterator[Served]:
     folder.mkdir(parents=True, exist_ok=True)
     ran_log = folder / "ran.log"
@@ -93,38 +93,14 @@ def _serve(folder: Path, config: str | None) -> Iterator[Served]:
                 [TOOLGATE, "db", "upgrade"], cwd=folder, env=env, capture_output=True, text=True
             )
             assert upgrade.returncode == 0, upgrade.stderr
-    process = subprocess.Popen(
-        [TOOLGATE, "serve", "--port", "0"],
-        cwd=folder,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        banner = process.stdout.readline()
-        match = re.search(r"on (http://127\.0\.0\.1:\d+)", banner)
-        assert match, banner + (process.stdout.read() if process.poll() is not None else "")
-        url = match.group(1)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(url + "/healthz", timeout=5).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert process.poll() is None and time.monotonic() < deadline, "did not start"
-            time.sleep(0.1)
-        yield Served(url, process.pid, folder, env, ran_log)
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(30)
+    with serving(folder, env) as (url, pid):
+        yield Served(url, pid, folder, env, ran_log)
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    yield from _serve(tmp_path_factory.mktemp("round-trip"), "python:\n  - ./tools.py\n")
+    with _serve(tmp_path_factory.mktemp("round-trip"), "python:\n  - ./tools.py\n") as running:
+        yield running
 
 
 def _pending_id(answer: dict[str, Any]) -> str:
@@ -198,7 +174,7 @@ def test_approve_with_run_runs_it_in_the_cli_and_the_retry_only_collects(served:
 
 def test_an_expired_request_cannot_be_approved_from_the_cli(tmp_path: Path) -> None:
     config = "python:\n  - ./tools.py\napproval:\n  expires_after: 1\n"
-    for served in _serve(tmp_path, config):
+    with _serve(tmp_path, config) as served:
         request_id = _pending_id(served.call("too late"))
         time.sleep(1.2)
         refused = served.cli("approvals", "approve", request_id)
@@ -212,7 +188,7 @@ def test_the_demo_servers_pending_call_is_approved_with_the_command_it_names(
 ) -> None:
     """No toolgate.yaml: the server serves the demo tools, and the command its answer names
     works from the same folder."""
-    for served in _serve(tmp_path, None):
+    with _serve(tmp_path, None) as served:
         arguments = {"to": "Ada", "text": "hello"}
         answer = httpx.post(
             f"{served.url}/v1/tools/demo:send_message/call",
@@ -243,7 +219,7 @@ def test_the_demo_servers_pending_call_is_approved_with_the_command_it_names(
 def test_an_approval_from_the_cli_reaches_a_server_on_postgresql(tmp_path: Path) -> None:
     with scratch_database() as url:
         config = f"python:\n  - ./tools.py\nstate: {json.dumps(url)}\n"
-        for served in _serve(tmp_path, config):
+        with _serve(tmp_path, config) as served:
             request_id = _pending_id(served.call("on postgres"))
             assert served.cli("approvals", "list").returncode == 0
             approved = served.cli("approvals", "approve", request_id)

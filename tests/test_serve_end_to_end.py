@@ -4,14 +4,9 @@ them; a call that needs approval is approved in a real browser and the agent's r
 
 from __future__ import annotations
 
-import json
 import os
-import re
-import signal
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +17,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from doc_blocks import doc_block
+from serve_support import serving
 
 CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOTS = Path(
@@ -34,33 +30,8 @@ def served(tmp_path: Path) -> Iterator[str]:
     """``toolgate serve --port 0`` as a user runs it; yields its base URL."""
     env = {**os.environ, "TOOLGATE_HOME": str(tmp_path / "home")}
     (tmp_path / "README.md").write_text("one two three\n")  # for the word_count script tool
-    process = subprocess.Popen(
-        [str(Path(sys.executable).parent / "toolgate"), "serve", "--port", "0"],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        banner = process.stdout.readline()
-        match = re.search(r"on (http://127\.0\.0\.1:\d+)", banner)
-        assert match, banner
-        url = match.group(1)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(url + "/healthz", timeout=5) as response:
-                    assert json.load(response)["status"] == "ok"
-                break
-            except OSError:
-                assert process.poll() is None and time.monotonic() < deadline, "did not start"
-                time.sleep(0.2)
+    with serving(tmp_path, env) as (url, _):
         yield url
-    finally:
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(30) == 0
 
 
 def _client(url: str) -> Client:
