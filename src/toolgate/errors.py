@@ -35,7 +35,9 @@ class ErrorCode(StrEnum):
     FORBIDDEN = "forbidden"
     INVALID_ARGUMENTS = "invalid_arguments"
     RATE_LIMITED = "rate_limited"
+    BUSY = "busy"
     IDEMPOTENCY_CONFLICT = "idempotency_conflict"
+    OUTCOME_UNKNOWN = "outcome_unknown"
     USER_REJECTION = "user_rejection"
     SECURITY_BLOCKED = "security_blocked"
     TIMEOUT = "timeout"
@@ -62,7 +64,12 @@ ERROR_DESCRIPTIONS: dict[ErrorCode, str] = {
     ErrorCode.INVALID_ARGUMENTS: "The arguments do not match the input schema; the message names "
     "every failing field by JSON pointer. The tool did not run.",
     ErrorCode.RATE_LIMITED: "A rate limit is exhausted; the message says when to retry.",
+    ErrorCode.BUSY: "The tool already runs as many calls as it may and its queue is full (or the "
+    "call waited in the queue past its timeout); the tool did not run. Retry later.",
     ErrorCode.IDEMPOTENCY_CONFLICT: "The idempotency key was already used with other arguments.",
+    ErrorCode.OUTCOME_UNKNOWN: "An earlier call with this idempotency key was cut off (the gateway "
+    "stopped) before its outcome was recorded: it may or may not have taken effect. The message "
+    "names that call and when it started; check, then use a new key.",
     ErrorCode.USER_REJECTION: "A person denied the call, or nobody could be asked.",
     ErrorCode.SECURITY_BLOCKED: "The tool's security check blocked the call.",
     ErrorCode.TIMEOUT: "The tool did not finish within its timeout and was cancelled.",

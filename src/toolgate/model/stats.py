@@ -20,6 +20,7 @@ NOT_TOOL_FAILURES: Final[frozenset[str]] = frozenset(
         ErrorCode.TOOL_NOT_FOUND.value,
         ErrorCode.FORBIDDEN.value,
         ErrorCode.RATE_LIMITED.value,
+        ErrorCode.BUSY.value,
         ErrorCode.USER_REJECTION.value,
         ErrorCode.IDEMPOTENCY_CONFLICT.value,
     }
