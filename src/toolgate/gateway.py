@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import warnings
 from collections.abc import Collection, Iterable, Mapping
@@ -21,7 +22,7 @@ from .backends.script import ScriptBackend
 from .backends.security import SecurityChecks
 from .backends.workers import WorkerSettings
 from .catalog import Addable, GatewayCatalog
-from .health import InMemoryStats, StatsSource
+from .health import InMemoryStats, StatsSource, ToolStatus
 from .model import ApprovalRequest, CallOutcome, CallStatus, ImplementationKind, Tool
 from .model.policy import AccessPolicy, any_requires_approval
 from .path_policy import program_folders
@@ -399,6 +400,12 @@ class Gateway(GatewayCatalog):
         """The calls of a tool running and waiting for a slot now, its limits, and how many
         calls it refused with ``busy`` (``None``: it has not been called)."""
         return self._concurrency.load(tool_id)
+
+    def status(self, tool_id: str) -> ToolStatus:
+        """Health of one tool (see :meth:`GatewayCatalog.status`), with its :meth:`load`."""
+        status = super().status(tool_id)
+        load = self._concurrency.load(status.tool_id)
+        return status if load is None else dataclasses.replace(status, load=load)
 
     def _hold_slot(self, tool_id: str) -> Any:
         # A sync Python call that timed out: its thread keeps the tool's slot until it returns.
