@@ -336,11 +336,18 @@ class ConcurrencyStage:
         return slots
 
     async def __call__(self, state: CallState, proceed: Handler) -> CallOutcome:
-        slots = self._slots.get(state.tool.id) or self.slots(state.tool)
-        if not slots.try_acquire():
-            timeout = state.tool.timeout
+        tool = state.tool
+        slots = self._slots.get(tool.id) or self.slots(tool)
+        # The fast path, inlined (this runs on every call): a free slot and nobody waiting.
+        with slots._lock:
+            free = slots.active < slots.running_limit and not slots._waiters
+            if free:
+                slots.active += 1
+        if not free:
             refused = (
-                slots.acquire_blocking(timeout) if state.inline else await slots.acquire(timeout)
+                slots.acquire_blocking(tool.timeout)
+                if state.inline
+                else await slots.acquire(tool.timeout)
             )
             if refused is not None:
                 return _busy(state, slots, refused)
