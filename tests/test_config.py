@@ -297,7 +297,7 @@ def test_a_folder_cannot_have_two_namespaces(tmp_path: Path) -> None:
 
 def test_scripts_section(tmp_path: Path) -> None:
     assert parse_config("").scripts == ScriptsConfig(
-        env_from_process=(), max_output=DEFAULT_MAX_OUTPUT, concurrency=32
+        env_from_process=(), max_output=DEFAULT_MAX_OUTPUT, concurrency=None
     )
     assert DEFAULT_MAX_OUTPUT == 10 * 1024 * 1024
     parsed = parse_config("scripts: {env_from_process: [A, B], max_output: 10, concurrency: 2}")

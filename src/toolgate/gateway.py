@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import warnings
 from collections.abc import Collection, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
@@ -16,11 +17,12 @@ from .backends import Backend, PythonBackend
 from .backends.environment import ScriptEnvironment, credential_values, received_values
 from .backends.prestart import PrestartSettings
 from .backends.processes import DEFAULT_MAX_OUTPUT
+from .backends.python import ToolThreads
 from .backends.script import ScriptBackend
 from .backends.security import SecurityChecks
 from .backends.workers import WorkerSettings
 from .catalog import Addable, GatewayCatalog
-from .health import InMemoryStats, StatsSource
+from .health import InMemoryStats, StatsSource, ToolStatus
 from .model import ApprovalRequest, CallOutcome, CallStatus, ImplementationKind, Tool
 from .model.policy import AccessPolicy, any_requires_approval
 from .path_policy import program_folders
@@ -34,6 +36,7 @@ from .pipeline.approval_keys import APPROVAL_DECISION, APPROVAL_TAKEN
 from .pipeline.approval_policy import ApprovalPolicy, ApprovalRule
 from .pipeline.audit_guard import AuditGuardStage
 from .pipeline.authorize import AccessRules, AuthorizeStage
+from .pipeline.concurrency import ConcurrencySettings, ConcurrencyStage, ToolLoad
 from .pipeline.confirmation import confirmation_builder
 from .pipeline.execute import Executor
 from .pipeline.observers import CallObserver, decided_call
@@ -81,7 +84,7 @@ class Gateway(GatewayCatalog):
         overflow_limit: int = DEFAULT_OVERFLOW_LIMIT,
         preview_chars: int = DEFAULT_PREVIEW_CHARS,
         spill_dir: Path | str | None = None,
-        max_threads: int = 32,
+        max_threads: int | None = None,
         secrets: Mapping[str, str] | None = None,
         config: Mapping[str, Any] | None = None,
         environ: Mapping[str, str] | None = None,
@@ -89,7 +92,8 @@ class Gateway(GatewayCatalog):
         env_file: Path | str | None = None,
         env_from_process: Collection[str] | bool = (),
         script_max_output: int = DEFAULT_MAX_OUTPUT,
-        script_concurrency: int = 32,
+        script_concurrency: int | None = None,
+        concurrency: ConcurrencySettings | None = None,
         rescan_interval: float = DEFAULT_RESCAN_INTERVAL,
         cwd: Path | str | None = None,
         approver: Approver | Literal["queue"] | None = None,
@@ -120,7 +124,8 @@ class Gateway(GatewayCatalog):
                 file (default 50,000).
             preview_chars: Characters the model still sees of spilled content (default 10,000).
             spill_dir: Where spilled content goes (default: ``<tmp>/toolgate/<session>/``).
-            max_threads: Worker threads for synchronous Python tools called through the async API.
+            max_threads: Ignored (deprecated): each synchronous Python tool has its own worker
+                threads, as many as its running limit (see ``concurrency``).
             secrets: Secret values; a tool receives only those it declares in ``secrets``.
             config: Public settings; a tool receives only those it declares in ``config``.
             environ: The gateway's environment as tools see it (default ``os.environ``): Python
@@ -133,7 +138,13 @@ class Gateway(GatewayCatalog):
                 (``True``: any declared variable).
             script_max_output: Bytes of stdout (and of stderr) a script may write; past that it is
                 stopped.
-            script_concurrency: Processes of one script tool that may run at once.
+            script_concurrency: Processes of one script tool that may run at once (default:
+                ``concurrency``'s default running limit); an entry of ``concurrency.tools``
+                naming the tool or its namespace wins over it.
+            concurrency: Calls of one tool that may run at once, and wait for a slot, by
+                default and per tool id or ``namespace:*`` (default: 16 running, 64 waiting
+                for every tool). A call past both ends ``busy`` at once; a call that waits
+                longer than the tool's timeout ends ``busy``.
             rescan_interval: Seconds between full rescans of the tool folders while watching.
             cwd: Working directory of scripts called without a workspace (default: the current).
             approver: Who decides calls that need approval. ``None`` (the default): nobody, so
@@ -190,7 +201,18 @@ class Gateway(GatewayCatalog):
         state_file = None if state_path is None else Path(state_path).expanduser()
         store = None if approver is None else approval_store(state_file, state_database)
         self._store = store
-        self._threads = ThreadPoolExecutor(max_threads, thread_name_prefix="toolgate-tool")
+        if max_threads is not None:
+            warnings.warn(
+                "Gateway(max_threads=...) is ignored: each synchronous Python tool has its own "
+                "threads, as many as its running limit (Gateway(concurrency=...))",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+        settings = concurrency or ConcurrencySettings()
+        if script_concurrency is not None and settings.scripts_running is None:
+            settings = ConcurrencySettings(settings.default, settings.tools, script_concurrency)
+        self._concurrency = ConcurrencyStage(settings)
+        self._threads = ToolThreads(lambda tool: self._concurrency.slots(tool).running_limit)
         process_env = os.environ if environ is None else environ
         environment = ScriptEnvironment(
             env_file=None if env_file is None else Path(env_file),
@@ -206,7 +228,6 @@ class Gateway(GatewayCatalog):
         scripts = ScriptBackend(
             environment=environment,
             max_output=script_max_output,
-            concurrency=script_concurrency,
             cwd=workdir,
             sandbox=sandbox,
             prestart=prestart,
@@ -216,6 +237,7 @@ class Gateway(GatewayCatalog):
         self._backends: dict[ImplementationKind, Backend] = {
             ImplementationKind.PYTHON: PythonBackend(
                 threads=self._threads,
+                hold_slot=self._hold_slot,
                 secrets=self.secrets,
                 config=config,
                 environ=process_env,
@@ -286,6 +308,7 @@ class Gateway(GatewayCatalog):
                 self._idempotency,
                 SecurityCheckStage(SecurityChecks.build(environment, workdir, sandbox)),
                 self._approval_stage,
+                self._concurrency,
             ],
         )
         self.approvals: ApprovalService | None = (
@@ -372,6 +395,22 @@ class Gateway(GatewayCatalog):
             ),
             audit_queue_depth=lambda: 0 if self.audit is None else self.audit.pending,
         )
+
+    def load(self, tool_id: str) -> ToolLoad | None:
+        """The calls of a tool running and waiting for a slot now, its limits, and how many
+        calls it refused with ``busy`` (``None``: it has not been called)."""
+        return self._concurrency.load(tool_id)
+
+    def status(self, tool_id: str) -> ToolStatus:
+        """Health of one tool (see :meth:`GatewayCatalog.status`), with its :meth:`load`."""
+        status = super().status(tool_id)
+        load = self._concurrency.load(status.tool_id)
+        return status if load is None else dataclasses.replace(status, load=load)
+
+    def _hold_slot(self, tool_id: str) -> Any:
+        # A sync Python call that timed out: its thread keeps the tool's slot until it returns.
+        slots = self._concurrency.hold(tool_id)
+        return None if slots is None else slots.release
 
     # -- declarations -------------------------------------------------------------------------
 
@@ -645,7 +684,7 @@ class Gateway(GatewayCatalog):
             self._loop_thread.run(self._scripts.aclose())
         self._scripts.close()  # and those of other event loops
         self._loop_thread.close()
-        self._threads.shutdown(wait=False, cancel_futures=True)
+        self._threads.shutdown()
         self._rate_limits.close()
         self._idempotency.close()
         if self.audit is not None:

@@ -26,6 +26,7 @@ from typing import Protocol
 
 from .model import CallStatus
 from .model.stats import ToolStats, counts_as_failure
+from .pipeline.concurrency import ToolLoad
 from .pipeline.observers import FinishedCall
 from .redaction import record_masker, redact, redact_text
 
@@ -73,6 +74,9 @@ class ToolStatus:
     """Why the phase is not ``Ready`` (or why the figures are missing)."""
     stats_error: str | None = None
     """Why the figures could not be read (the audit log is unreadable); they are zero then."""
+    load: ToolLoad | None = None
+    """Its calls running and waiting for a slot now, its limits and its ``busy`` refusals
+    (``None``: not called since the gateway started)."""
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready, with the status field names of Kubernetes-style resources."""
@@ -85,6 +89,7 @@ class ToolStatus:
             "p95": self.p95,
             "lastError": self.last_error,
             "reason": self.reason,
+            **({} if self.load is None else {"load": self.load.to_dict()}),
         }
 
 

@@ -136,7 +136,12 @@ def _entry(tool: Tool) -> tuple[ScriptEntry, Runtime]:
 
 
 class ScriptBackend:
-    """Runs ``script`` tools; at most ``concurrency`` processes per tool (and event loop).
+    """Runs ``script`` tools.
+
+    How many processes of one tool run at once is the gateway's per-tool concurrency limit
+    (:mod:`toolgate.pipeline.concurrency`, ``concurrency:`` in toolgate.yaml; the older
+    ``scripts.concurrency`` is its running limit for script tools): the limit holds a call's
+    slot until its process tree is killed and reaped, so this backend keeps no count of its own.
 
     Host-mode tools may have processes started ahead of their calls (``prestart``, see
     :mod:`~toolgate.backends.prestart`); ``protocol: worker`` tools run on long-lived workers
@@ -148,7 +153,6 @@ class ScriptBackend:
         *,
         environment: ScriptEnvironment,
         max_output: int = DEFAULT_MAX_OUTPUT,
-        concurrency: int = 32,
         cwd: Path | None = None,
         sandbox: Sandbox | None = None,
         prestart: PrestartSettings | None = None,
@@ -158,16 +162,12 @@ class ScriptBackend:
         self.sandbox = sandbox
         """Runs compartment-mode tools under bubblewrap; ``None``: every tool on the host."""
         self.max_output = max_output
-        self.concurrency = concurrency
         self.cwd = cwd
         self.prestart = prestart or PrestartSettings()
         """Which tools get pre-started processes (by default: those that declare it)."""
         self.workers = workers or WorkerSettings()
-        # asyncio semaphores and processes belong to one loop: async callers and call_sync's
-        # private loop each get their own, so neither can deadlock or break the other.
-        self._slots: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, dict[str, asyncio.Semaphore]
-        ] = weakref.WeakKeyDictionary()
+        # Processes belong to one loop: async callers and call_sync's private loop each get
+        # their own, so neither can deadlock or break the other.
         self._pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, PrestartPool] = (
             weakref.WeakKeyDictionary()
         )
@@ -315,13 +315,6 @@ class ScriptBackend:
     def run_inline(self, invocation: Invocation) -> Any:
         raise RuntimeError("script tools run on the event loop; call_sync never inlines them")
 
-    def _slot(self, tool_id: str) -> asyncio.Semaphore:
-        per_loop = self._slots.setdefault(asyncio.get_running_loop(), {})
-        slot = per_loop.get(tool_id)
-        if slot is None:
-            slot = per_loop[tool_id] = asyncio.Semaphore(self.concurrency)
-        return slot
-
     async def run(self, invocation: Invocation) -> Any:
         tool = invocation.tool
         entry, runtime = _entry(tool)
@@ -332,54 +325,50 @@ class ScriptBackend:
         if self.runs_as_worker(tool):
             key = PoolKey.of(tool, command.argv, command.env, cwd)
             invocation.metadata["process"] = "worker"
-            async with self._slot(tool.id):
-                answer = await self.worker_pool().call(
-                    key,
-                    script_input(invocation, cwd=cwd),
-                    timeout=tool.timeout + _BACKSTOP_MARGIN,
-                    max_output=self.max_output,
-                )
+            answer = await self.worker_pool().call(
+                key,
+                script_input(invocation, cwd=cwd),
+                timeout=tool.timeout + _BACKSTOP_MARGIN,
+                max_output=self.max_output,
+            )
             return checked_answer(tool.id, answer)
         if self._on_host(tool):
             # A host-mode tool's command is the same with or without a sandbox service.
             stdin = json.dumps(script_input(invocation, cwd=cwd)).encode("utf-8")
-            async with self._slot(tool.id):
-                if not self.prestarts(tool):
+            if not self.prestarts(tool):
+                result = await start_process(
+                    tool, command.argv, stdin, command.env, cwd, self.max_output
+                )
+                return interpret_result(tool.id, result, self.max_output)
+            pool = self.pool()
+            key = PoolKey.of(tool, command.argv, command.env, cwd)
+            process = pool.take(key)
+            try:
+                if process is not None:
+                    invocation.metadata["process"] = "prestarted"
+                    result = await run_started(tool, process, stdin, self.max_output)
+                else:
                     result = await start_process(
                         tool, command.argv, stdin, command.env, cwd, self.max_output
                     )
-                    return interpret_result(tool.id, result, self.max_output)
-                pool = self.pool()
-                key = PoolKey.of(tool, command.argv, command.env, cwd)
-                process = pool.take(key)
-                try:
-                    if process is not None:
-                        invocation.metadata["process"] = "prestarted"
-                        result = await run_started(tool, process, stdin, self.max_output)
-                    else:
-                        result = await start_process(
-                            tool, command.argv, stdin, command.env, cwd, self.max_output
-                        )
-                finally:
-                    pool.replenish(key)  # after the call: starting one blocks the loop a bit
+            finally:
+                pool.replenish(key)  # after the call: starting one blocks the loop a bit
             return interpret_result(tool.id, result, self.max_output)
         # The sandbox seam: the same command, wrapped (a compartment-mode tool).
         assert self.sandbox is not None  # else it would run on the host, above
         if self.prestarts(tool):
-            async with self._slot(tool.id):
-                result = await self._run_warm(invocation, command)
+            result = await self._run_warm(invocation, command)
             return interpret_result(tool.id, result, self.max_output)
-        async with self._slot(tool.id):
-            result = await run_sandboxed(
-                self.sandbox,
-                invocation,
-                command.argv,
-                env=command.env,
-                workspace=invocation.workspace or self.cwd,
-                code=[Path(entry.path).parent],
-                max_output=self.max_output,
-                settings=command.settings,
-            )
+        result = await run_sandboxed(
+            self.sandbox,
+            invocation,
+            command.argv,
+            env=command.env,
+            workspace=invocation.workspace or self.cwd,
+            code=[Path(entry.path).parent],
+            max_output=self.max_output,
+            settings=command.settings,
+        )
         return interpret_result(tool.id, result, self.max_output)
 
     def _warm_sandbox(

@@ -141,7 +141,7 @@ def build_gateway(
         env_file=home / ".env",
         env_from_process=config.scripts.env_from_process,
         script_max_output=config.scripts.max_output,
-        script_concurrency=config.scripts.concurrency,
+        concurrency=config.concurrency.settings(config.scripts.concurrency),
         approver=approver,
         approval_ttl=config.approval.expires_after,
         approval_rules=config.approval.approval_rules(),

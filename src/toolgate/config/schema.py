@@ -22,6 +22,12 @@ from ..backends.processes import DEFAULT_MAX_OUTPUT
 from ..model import SideEffect, split_tool_id
 from ..pipeline.approval import DEFAULT_APPROVAL_TTL
 from ..pipeline.approval_policy import ApprovalRule
+from ..pipeline.concurrency import (
+    DEFAULT_RUNNING,
+    DEFAULT_WAITING,
+    ConcurrencyLimit,
+    ConcurrencySettings,
+)
 from ..pipeline.overflow import DEFAULT_OVERFLOW_LIMIT, DEFAULT_PREVIEW_CHARS
 from ..sandbox.addresses import parse_cidr_grants
 from ..sandbox.settings import SandboxConfig
@@ -36,6 +42,7 @@ __all__ = [
     "ApprovalRuleEntry",
     "AuditConfig",
     "AuthConfig",
+    "ConcurrencyConfig",
     "GatewayConfig",
     "OverflowConfig",
     "PrestartSection",
@@ -160,8 +167,10 @@ class ScriptsConfig(_Section):
     by default a script's variables come only from ``$TOOLGATE_HOME/.env``."""
     max_output: int = Field(default=DEFAULT_MAX_OUTPUT, ge=1)
     """Bytes of stdout (and of stderr) a script may write before it is stopped."""
-    concurrency: int = Field(default=32, ge=1)
-    """Processes of one script tool that may run at once."""
+    concurrency: int | None = Field(default=None, ge=1)
+    """Processes of one script tool that may run at once (the older form of
+    ``concurrency.default.running`` for script tools; unset: that value). An entry of
+    ``concurrency.tools`` naming the tool or its namespace wins over it."""
 
     @field_validator("env_from_process", mode="before")
     @classmethod
@@ -396,6 +405,68 @@ class SearchConfig(_Section):
     """Tool ids or patterns (``fs:*``) always listed under progressive disclosure."""
 
 
+class ConcurrencyDefault(_Section):
+    """``concurrency.default:``: the limits of every tool no entry of ``concurrency.tools``
+    names."""
+
+    running: int = Field(default=DEFAULT_RUNNING, ge=1)
+    """Calls of one tool that may run at once."""
+    waiting: int = Field(default=DEFAULT_WAITING, ge=0)
+    """Calls of one tool that may wait for a free slot (``0``: none; a call past ``running``
+    ends ``busy``)."""
+
+
+class ConcurrencyOverride(_Section):
+    """One entry of ``concurrency.tools:``; an omitted value is the default's."""
+
+    running: int | None = Field(default=None, ge=1)
+    """Calls of the tool that may run at once."""
+    waiting: int | None = Field(default=None, ge=0)
+    """Calls of the tool that may wait for a free slot."""
+
+
+class ConcurrencyConfig(_Section):
+    """``concurrency:``: how many calls of one tool run at once, and how many wait for a slot.
+
+    A call past both ends ``busy`` at once; a call that waits longer than the tool's timeout
+    ends ``busy``. Each tool has its own slots, so a flooded tool never delays another.
+
+    .. code-block:: yaml
+
+        concurrency:
+          default: {running: 16, waiting: 64}
+          tools:
+            reports:render: {running: 2, waiting: 10}   # one tool
+            crawler:*: {running: 4}                      # every tool of a namespace
+    """
+
+    default: ConcurrencyDefault = Field(default_factory=ConcurrencyDefault)
+    tools: dict[str, ConcurrencyOverride] = Field(default_factory=dict)
+    """Limits by tool id (``namespace:name``) or namespace (``namespace:*``); a tool's own
+    entry wins over its namespace's, both over ``default``."""
+
+    @field_validator("tools")
+    @classmethod
+    def _tool_patterns(cls, value: dict[str, ConcurrencyOverride]) -> dict[str, Any]:
+        for pattern in value:
+            if pattern.endswith(":*"):
+                valid_namespace(pattern[:-2])
+            else:
+                split_tool_id(pattern)  # raises ValueError naming it: namespace:name
+        return value
+
+    def settings(self, scripts_running: int | None = None) -> ConcurrencySettings:
+        """The gateway's settings (``scripts_running``: ``scripts.concurrency``)."""
+        return ConcurrencySettings(
+            default=ConcurrencyLimit(self.default.running, self.default.waiting),
+            tools={
+                pattern: ConcurrencyLimit(limit.running, limit.waiting)
+                for pattern, limit in self.tools.items()
+            },
+            scripts_running=scripts_running,
+        )
+
+
 class RateLimitsConfig(_Section):
     """``rate_limits:``: how the tools' ``callsPerMinute`` / ``callsPerDay`` are counted."""
 
@@ -512,6 +583,9 @@ class GatewayConfig(_Section):
     """Agents by name, with their labels (for policies selecting agents by label) and
     optionally their API key's hash."""
     rate_limits: RateLimitsConfig = Field(default_factory=RateLimitsConfig)
+    concurrency: ConcurrencyConfig = Field(default_factory=ConcurrencyConfig)
+    """Calls of one tool that may run at once and wait for a slot, by default and per tool or
+    namespace."""
     search: SearchConfig = Field(default_factory=SearchConfig)
     """Tool search: semantic ranking, the search tool, progressive disclosure over MCP."""
     serve: ServeConfig = Field(default_factory=ServeConfig)

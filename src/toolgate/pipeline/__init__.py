@@ -1,7 +1,7 @@
 """The call pipeline. This module is the only place where the order of the stages is written.
 
     Resolve → AuditGuard → Authorize → ValidateArgs → RateLimit → Idempotency → SecurityCheck
-            → Approval
+            → Approval → Concurrency (a slot of the tool, or a bounded wait for one)
             → Execute (run with timeout, contain failures) → ShapeResult
 
 Stages are given to the :class:`Pipeline` by the gateway (the composition root) and always run in
@@ -41,6 +41,7 @@ STAGE_ORDER = (
     "idempotency",
     "security_check",
     "approval",
+    "concurrency",
 )
 
 log = logging.getLogger("toolgate.pipeline")
