@@ -4,14 +4,15 @@ An async tool that computes (or calls blocking code) without awaiting holds the 
 other request — ``/healthz`` included — waits until it yields. Python cannot interrupt it; what
 the gateway can do is notice, say which call did it, and count it.
 
-* :data:`RUNNING_CALLS` maps the asyncio task that runs an async tool call to that call (the
-  Execute stage keeps it: one dict write and one delete per non-inline call).
 * :class:`LoopWatchdog` is a daemon thread that posts a heartbeat onto the loop every
   ``interval`` seconds. When a heartbeat has waited longer than ``threshold``, it logs one
-  warning naming the tool call running on the loop at that moment (the loop's current task,
-  looked up in :data:`RUNNING_CALLS`) and counts it in :data:`LOOP_STALLS`; when the loop answers
-  again it logs how long it was blocked. It costs the loop one callback per interval, nothing
-  per call.
+  warning naming the tool call running on the loop at that moment and counts it in
+  :data:`LOOP_STALLS`; when the loop answers again it logs how long it was blocked. It costs the
+  loop one callback per interval.
+* The call is found without recording anything per call: the watchdog reads the loop thread's
+  stack (``sys._current_frames``, as a debugger does) for the innermost frame of a function
+  registered with :func:`watch_call_frames` (the Execute stage's), and takes the call from its
+  locals.
 
 ``toolgate serve`` runs one (``serve.loop_blocked_after`` in toolgate.yaml); Python API users who
 run their own loop start one with ``async with LoopWatchdog():``.
@@ -21,19 +22,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from types import TracebackType
+from types import CodeType, FrameType, TracebackType
 from typing import Final, Protocol
 
 __all__ = [
     "DEFAULT_BLOCKED_AFTER",
     "LOOP_STALLS",
-    "RUNNING_CALLS",
     "LoopStalls",
     "LoopWatchdog",
     "RunningCall",
+    "watch_call_frames",
 ]
 
 log = logging.getLogger("toolgate.loop")
@@ -59,9 +62,27 @@ class RunningCall(Protocol):
     def tool(self) -> _Tool: ...
 
 
-#: The task running an async tool call → that call (kept by the Execute stage). Read from the
-#: watchdog's thread: plain dict reads and writes are atomic under the GIL.
-RUNNING_CALLS: dict[asyncio.Task[object], RunningCall] = {}
+#: The code of the functions that run one tool call → the name of their local holding it.
+_CALL_FRAMES: dict[CodeType, str] = {}
+
+
+def watch_call_frames(function: Callable[..., object], local: str) -> None:
+    """Tell the watchdog that a frame of ``function`` runs the call held in its local ``local``
+    (a :class:`RunningCall`)."""
+    _CALL_FRAMES[function.__code__] = local
+
+
+def _running_call(thread: int) -> RunningCall | None:
+    """The call whose frame is innermost on the stack of ``thread`` right now, if any."""
+    frame: FrameType | None = sys._current_frames().get(thread)
+    while frame is not None:
+        local = _CALL_FRAMES.get(frame.f_code)
+        if local is not None:
+            call: RunningCall | None = frame.f_locals.get(local)
+            if call is not None:
+                return call
+        frame = frame.f_back
+    return None
 
 
 @dataclass
@@ -98,13 +119,9 @@ class LoopStalls:
 LOOP_STALLS: Final = LoopStalls()
 
 
-def _running_on(loop: asyncio.AbstractEventLoop) -> tuple[str, str | None]:
-    """The tool id and call id of the call running on ``loop`` right now (its current task)."""
-    try:
-        task = asyncio.current_task(loop)
-    except RuntimeError:
-        return NO_TOOL, None
-    call = RUNNING_CALLS.get(task) if task is not None else None
+def _running_on(thread: int | None) -> tuple[str, str | None]:
+    """The tool id and call id of the call running on the loop's ``thread`` right now."""
+    call = None if thread is None else _running_call(thread)
     if call is None:
         return NO_TOOL, None
     return call.tool.id, call.call_id
@@ -155,9 +172,15 @@ class LoopWatchdog:
         if self._thread is not None:
             raise RuntimeError("this watchdog already runs")
         watched = asyncio.get_running_loop() if loop is None else loop
+        # The loop's thread, whose stack names the blocking call: this one when started from
+        # inside the loop, else the first heartbeat tells it.
+        thread = threading.get_ident() if loop is None else None
         self._stop.clear()
         self._thread = threading.Thread(
-            target=self._watch, args=(watched,), name="toolgate-loop-watchdog", daemon=True
+            target=self._watch,
+            args=(watched, thread),
+            name="toolgate-loop-watchdog",
+            daemon=True,
         )
         self._thread.start()
 
@@ -181,11 +204,14 @@ class LoopWatchdog:
     ) -> None:
         self.stop()
 
-    def _watch(self, loop: asyncio.AbstractEventLoop) -> None:
+    def _watch(self, loop: asyncio.AbstractEventLoop, known: int | None) -> None:
         answered: list[float] = []  # appended by the heartbeat, on the loop
+        thread: list[int] = [] if known is None else [known]
 
         def beat() -> None:
             answered.append(time.monotonic())
+            if not thread:
+                thread.append(threading.get_ident())
 
         sent: float | None = None
         stalled: str | None = None  # the tool a reported stall is counted under
@@ -207,10 +233,10 @@ class LoopWatchdog:
                 continue
             waited = time.monotonic() - sent
             if stalled is None and waited > self.threshold:
-                stalled = self._report(loop, waited)
+                stalled = self._report(thread[0] if thread else None, waited)
 
-    def _report(self, loop: asyncio.AbstractEventLoop, waited: float) -> str:
-        tool, call = _running_on(loop)
+    def _report(self, thread: int | None, waited: float) -> str:
+        tool, call = _running_on(thread)
         self.stalls.stalled(tool)
         where = f" ({self.setting})" if self.setting else ""
         if call is None:

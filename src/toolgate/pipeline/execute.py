@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .._loop_watchdog import RUNNING_CALLS
+from .._loop_watchdog import watch_call_frames
 from ..backends.base import (
     ArgumentConversionError,
     Backend,
@@ -109,19 +109,7 @@ class Executor:
                         state, ErrorCode.TIMEOUT, _timeout_message(state), duration=duration
                     )
             else:
-                # Which call this task runs, for the loop watchdog to name one that blocks it.
-                task = asyncio.current_task()
-                outer = RUNNING_CALLS.get(task) if task is not None else None
-                if task is not None:
-                    RUNNING_CALLS[task] = state
-                try:
-                    result = await run_with_timeout(backend.run(state), state.tool.timeout)
-                finally:
-                    if task is not None:
-                        if outer is None:
-                            del RUNNING_CALLS[task]
-                        else:
-                            RUNNING_CALLS[task] = outer
+                result = await run_with_timeout(backend.run(state), state.tool.timeout)
                 duration = time.perf_counter() - started
                 if duration > state.tool.timeout:
                     # An async tool that never awaited held the loop past its deadline (the
@@ -189,6 +177,11 @@ class Executor:
         if masker is None:
             return self.shaper.shape(state, result, duration)
         return self.shaper.shape(state, result, duration, masker=masker)
+
+
+# The loop watchdog names the call whose tool holds the loop by finding this frame on the loop
+# thread's stack (nothing is recorded per call).
+watch_call_frames(Executor._execute, "state")
 
 
 def _strings(value: Any) -> list[str]:
