@@ -17,6 +17,7 @@ shapes it; serve the same tools to any model provider.
 
 import logging as _logging
 
+from ._loop_watchdog import LoopWatchdog
 from .errors import (
     ConfigError,
     DuplicateToolError,
@@ -80,6 +81,7 @@ __all__ = [
     "Gateway",
     "IdempotencySpec",
     "ImplementationKind",
+    "LoopWatchdog",
     "ObservabilitySpec",
     "Overflow",
     "Permissions",

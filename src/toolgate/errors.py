@@ -43,6 +43,7 @@ class ErrorCode(StrEnum):
     TIMEOUT = "timeout"
     TOOL_ERROR = "tool_error"
     INVALID_OUTPUT = "invalid_output"
+    CANCELLED = "cancelled"
     CRASHED = "crashed"
     # Codes of the Python API's own exceptions (never the outcome of a call).
     DUPLICATE_TOOL = "duplicate_tool"
@@ -75,6 +76,10 @@ ERROR_DESCRIPTIONS: dict[ErrorCode, str] = {
     ErrorCode.TIMEOUT: "The tool did not finish within its timeout and was cancelled.",
     ErrorCode.TOOL_ERROR: "The tool ran and reported an error (its message is passed on).",
     ErrorCode.INVALID_OUTPUT: "The tool's result does not match its output schema.",
+    ErrorCode.CANCELLED: "The caller went away (closed its connection, or cancelled the MCP "
+    "request) while the tool ran, and the gateway stopped the call; recorded in the audit log "
+    "(nobody was left to receive it). Calls of tools with an idempotency key run to their end "
+    "instead.",
     ErrorCode.CRASHED: "The gateway failed while handling the call (a bug); details are logged.",
     ErrorCode.DUPLICATE_TOOL: "Python API: two declarations use the same tool id.",
     ErrorCode.INVALID_DEFINITION: "Python API: a tool declaration is malformed.",

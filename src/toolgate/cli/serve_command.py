@@ -241,6 +241,7 @@ def serve(
             identify=None if oauth is None else oauth.callers.identify,
             resource_metadata=None if oauth is None else oauth.metadata,
             metrics=metrics,
+            loop_blocked_after=settings.loop_blocked_after,
         )
         if listen_fd is None:
             _print_banner(state, url, app, identity, tools=len(gateway.registry))

@@ -387,6 +387,10 @@ class ServeConfig(_Section):
     elicitation and ``tools/list_changed``), ``stateless`` (any replica may answer any request),
     or ``auto``: stateless with shared state (``state:``), else stateful. Behind a load balancer
     that keeps each ``Mcp-Session-Id`` on one replica, ``stateful`` gives those clients both."""
+    loop_blocked_after: float = Field(default=1.0, ge=0, le=600)
+    """Seconds the event loop may go without answering (an async tool computing without
+    awaiting holds every request) before a warning names the tool call running on it and
+    ``/metrics`` counts it; ``0`` turns the watchdog off."""
 
 
 class SearchConfig(_Section):

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from .._loop_watchdog import watch_call_frames
 from ..backends.base import (
     ArgumentConversionError,
     Backend,
@@ -25,9 +26,9 @@ from ..model import CallOutcome, ImplementationKind, Tool
 from ..redaction import Masker, caller_masker, redact_edges
 from .shaping import ResultShaper
 from .state import CallState, error_outcome
-from .timeouts import CallTimedOut, run_with_timeout
+from .timeouts import CALLER_GONE, CallTimedOut, run_with_timeout
 
-__all__ = ["Executor", "relative_paths"]
+__all__ = ["CALLER_GONE", "Executor", "relative_paths"]
 
 log = logging.getLogger("toolgate.pipeline")
 
@@ -110,6 +111,12 @@ class Executor:
             else:
                 result = await run_with_timeout(backend.run(state), state.tool.timeout)
                 duration = time.perf_counter() - started
+                if duration > state.tool.timeout:
+                    # An async tool that never awaited held the loop past its deadline (the
+                    # timer could not fire): the deadline still decides the outcome.
+                    return error_outcome(
+                        state, ErrorCode.TIMEOUT, _timeout_message(state), duration=duration
+                    )
         except (CallTimedOut, ToolTimeoutError):
             return error_outcome(
                 state,
@@ -132,8 +139,23 @@ class Executor:
             return error_outcome(
                 state, ErrorCode.TOOL_ERROR, exc.message, duration=time.perf_counter() - started
             )
-        except asyncio.CancelledError:
-            raise  # the caller cancelled the call; not the tool's failure
+        except asyncio.CancelledError as exc:
+            if exc.args[:1] != (CALLER_GONE,):
+                raise  # cancelled by whoever awaits the call; not the tool's failure
+            # The serving surface cut the call off because its caller went away: recorded
+            # as such (the audit log shows it) instead of vanishing with the cancellation.
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            duration = time.perf_counter() - started
+            return error_outcome(
+                state,
+                ErrorCode.CANCELLED,
+                f"Call {state.call_id} to {state.tool.id} was cancelled after {duration:.1f} s: "
+                "its caller went away (closed the connection or cancelled the request) while it "
+                "ran, so the gateway stopped it.",
+                duration=duration,
+            )
         except BaseException as exc:  # noqa: BLE001 - any failure of the tool is an outcome
             detail = traceback.format_exc()
             # Not the traceback: its text may hold the tool's secrets or redacted arguments. The
@@ -155,6 +177,11 @@ class Executor:
         if masker is None:
             return self.shaper.shape(state, result, duration)
         return self.shaper.shape(state, result, duration, masker=masker)
+
+
+# The loop watchdog names the call whose tool holds the loop by finding this frame on the loop
+# thread's stack (nothing is recorded per call).
+watch_call_frames(Executor._execute, "state")
 
 
 def _strings(value: Any) -> list[str]:

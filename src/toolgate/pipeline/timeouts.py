@@ -11,12 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import types
-from collections.abc import Coroutine, Generator
-from typing import Any, TypeVar
+from collections.abc import Callable, Coroutine, Generator
+from typing import Any, Final, TypeVar
 
-__all__ = ["CallTimedOut", "run_with_timeout"]
+__all__ = ["CALLER_GONE", "CallTimedOut", "run_watched", "run_with_timeout"]
 
 T = TypeVar("T")
+
+#: The message a serving surface cancels a call's task with when its caller went away
+#: (``task.cancel(CALLER_GONE)``): the Execute stage then ends the call ``cancelled`` — audited —
+#: instead of letting the cancellation pass through unrecorded.
+CALLER_GONE: Final = "toolgate: the caller went away"
 
 
 class CallTimedOut(Exception):
@@ -83,3 +88,24 @@ async def run_with_timeout(coro: Coroutine[Any, Any, T], seconds: float) -> T:
         # back the cancel request so it does not hit the caller's next await.
         task.uncancel()
     return result
+
+
+async def run_watched(
+    coro: Coroutine[Any, Any, T], arm: Callable[[asyncio.Task[Any]], Callable[[], object]]
+) -> T:
+    """Await ``coro``, watched only if it suspends: its first step runs eagerly, and only when it
+    does not finish there is ``arm(task)`` called (the task running it: e.g. to start a watcher
+    that may cancel it); the function ``arm`` returns is called when ``coro`` ends. A call that
+    finishes without suspending pays for no watcher at all."""
+    try:
+        first = coro.send(None)
+    except StopIteration as stop:
+        done: T = stop.value
+        return done
+    task = asyncio.current_task()
+    assert task is not None, "run_watched must run inside a task"
+    disarm = arm(task)
+    try:
+        return await _resume(coro, first)
+    finally:
+        disarm()

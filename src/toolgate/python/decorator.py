@@ -37,6 +37,7 @@ from ..model import (
 from ..model.permission_rules import env_name_refusal
 from ..model.tool import DEFAULT_IDEMPOTENCY_WINDOW
 from .binding import PythonBinding
+from .off_loop import RUN_IN, RunIn, on_own_loop
 from .schema import inspect_function
 
 __all__ = ["FunctionTool", "tool"]
@@ -167,6 +168,7 @@ def tool(
     dangerous: bool = False,
     sandbox: SandboxMode | str = SandboxMode.HOST,
     permissions: Permissions | None = None,
+    run_in: RunIn = "loop",
 ) -> Callable[[Callable[P, R]], FunctionTool[P, R]]: ...
 
 
@@ -207,6 +209,7 @@ def tool(
     dangerous: bool = False,
     sandbox: SandboxMode | str = SandboxMode.HOST,
     permissions: Permissions | None = None,
+    run_in: RunIn = "loop",
 ) -> Any:
     """Declare a function as a tool. Use bare (``@tool``) or with options (``@tool(...)``).
 
@@ -219,7 +222,15 @@ def tool(
     function's name and ``namespace`` to the last part of its module's name. The side-effect level
     comes from ``effect=`` (a level name), ``access=`` (``read``/``write``/``external``, as in
     capability manifests) or MCP ``annotations=``; with none of them it is ``local_write``.
+
+    ``run_in="thread"`` runs an async function on an event loop of its own in a thread of its
+    own, instead of awaiting it on the gateway's loop: for async code that computes or blocks
+    without awaiting, which would otherwise hold every other request (see
+    :mod:`toolgate.python.off_loop`). Sync functions always run off the loop (in a worker
+    thread) under the async API.
     """
+    if run_in not in RUN_IN:
+        raise ToolDefinitionError(f"run_in must be one of {list(RUN_IN)}, not {run_in!r}")
 
     def decorate(fn: Callable[..., Any]) -> FunctionTool[Any, Any]:
         if isinstance(fn, FunctionTool):
@@ -270,8 +281,11 @@ def tool(
             )
         except ValueError as exc:
             raise ToolDefinitionError(f"{ref}: {exc}") from None
+        call = fn
+        if run_in == "thread" and inspect.iscoroutinefunction(fn):
+            call = on_own_loop(fn, tool_id)
         binding = PythonBinding.for_function(
-            fn, signature, build_confirmation=build_confirmation, security_check=security_check
+            call, signature, build_confirmation=build_confirmation, security_check=security_check
         )
         return FunctionTool(fn, definition, binding)
 

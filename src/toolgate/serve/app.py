@@ -34,6 +34,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from .._loop_watchdog import DEFAULT_BLOCKED_AFTER, LoopWatchdog
 from ..gateway import Gateway
 from ..pipeline.approval_policy import ApprovalPolicy
 from ..telemetry.metrics import CallMetrics
@@ -126,8 +127,11 @@ class ServeApp:
         ui: SubApp | None = None,
         manage_gateway: bool = True,
         resource_metadata: ResourceMetadata | None = None,
+        watchdog: LoopWatchdog | None = None,
     ) -> None:
         self.gateway = gateway
+        self.watchdog = watchdog
+        """Watches the serving loop while the app is served (started by :meth:`lifespan`)."""
         self.api = api
         self.mcp = mcp
         self.ui = ui
@@ -155,6 +159,9 @@ class ServeApp:
     async def lifespan(self) -> AsyncIterator[None]:
         """Start the gateway and the sub-apps' lifespans; stop them in reverse order."""
         async with AsyncExitStack() as stack:
+            if self.watchdog is not None:
+                self.watchdog.start()
+                stack.callback(self.watchdog.stop)
             if self.manage_gateway:
                 stack.push_async_callback(self.gateway.aclose)
                 await self.gateway.start()
@@ -198,6 +205,7 @@ def build_app(
     identify: Callable[[Connection], Awaitable[Principal]] | None = None,
     resource_metadata: ResourceMetadata | None = None,
     metrics: CallMetrics | None = None,
+    loop_blocked_after: float = DEFAULT_BLOCKED_AFTER,
 ) -> ServeApp:
     """One ASGI app serving ``gateway``: the HTTP API, plus MCP at ``/mcp`` and the web UI at
     ``/`` when given.
@@ -212,6 +220,9 @@ def build_app(
     With OAuth (``auth:``), ``identify`` names callers by API key or bearer token
     (:meth:`~toolgate.serve.callers.Callers.identify`) and ``resource_metadata`` is served at
     the well-known paths and named in every 401's challenge.
+
+    While it is served, a :class:`~toolgate._loop_watchdog.LoopWatchdog` reports the event loop
+    when it does not answer for ``loop_blocked_after`` seconds (``0``: no watchdog).
     """
     ui_app = _sub(ui)
     approve_link = None if ui_app is None else public_url.rstrip("/") + UI_APPROVAL_PATH
@@ -237,4 +248,9 @@ def build_app(
         ui=ui_app,
         manage_gateway=manage_gateway,
         resource_metadata=resource_metadata,
+        watchdog=LoopWatchdog(
+            loop_blocked_after, setting="serve.loop_blocked_after in toolgate.yaml"
+        )
+        if loop_blocked_after > 0
+        else None,
     )

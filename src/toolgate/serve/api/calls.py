@@ -12,6 +12,8 @@ produces the documented problems. Both run the call with :func:`run_call`, so th
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from email.message import Message as MimeHeader
 from pathlib import Path
 from typing import Any, Final
@@ -23,6 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..._json import StrictJsonError, loads_strict
 from ...model import CallStatus
+from ...pipeline.timeouts import CALLER_GONE, run_watched
 from ..identity import AuthenticationError
 from .deps import ApiContext
 from .limits import BODY_SCOPE_KEY
@@ -181,12 +184,14 @@ class FastCallMiddleware:
                 if (
                     tool_id
                     and not scope["query_string"]
-                    and await self._answered(scope, send, tool_id, document)
+                    and await self._answered(scope, receive, send, tool_id, document)
                 ):
                     return
         await self.app(scope, receive, send)
 
-    async def _answered(self, scope: Scope, send: Send, tool_id: str, document: Any) -> bool:
+    async def _answered(
+        self, scope: Scope, receive: Receive, send: Send, tool_id: str, document: Any
+    ) -> bool:
         """Answer the call; ``False`` (nothing sent) leaves it to the FastAPI route.
 
         A failure here (a bug) propagates to :class:`~.limits.RequestLimitsMiddleware`, which
@@ -213,9 +218,49 @@ class FastCallMiddleware:
             agent, namespaces = principal.agent, principal.namespaces
         if not workspace_exists(request):
             return False
-        status, data, headers = await answer_call(self.context, agent, tool_id, request, namespaces)
-        await _send_json(send, status, data, headers)
+        gone: list[bool] = []
+
+        def arm(task: asyncio.Task[Any]) -> Callable[[], object]:
+            # Only a call that suspends gets here: one answered at once watches nothing.
+            if self._runs_to_its_end(tool_id):
+                return _nothing
+            return asyncio.ensure_future(_cut_off_when_gone(receive, task, gone)).cancel
+
+        call = answer_call(self.context, agent, tool_id, request, namespaces)
+        try:
+            status, data, headers = await run_watched(call, arm)
+        except asyncio.CancelledError as exc:
+            if gone and exc.args[:1] == (CALLER_GONE,):
+                # Cut off before the tool ran (waiting for its turn, say): nobody to answer.
+                task = asyncio.current_task()
+                if task is not None:
+                    task.uncancel()
+                return True
+            raise
+        if not gone:  # else the call ended ``cancelled`` (audited) and nobody is left to answer
+            await _send_json(send, status, data, headers)
         return True
+
+    def _runs_to_its_end(self, tool_id: str) -> bool:
+        """Whether a call of ``tool_id`` goes on when its caller goes away: a tool with an
+        idempotency key, so that its outcome is recorded and the caller's retry with the same
+        key receives it (replayed) instead of an unknown result."""
+        entry = self.context.gateway.registry.get(tool_id)
+        return entry is not None and bool(entry.tool.idempotency.key_template)
+
+
+def _nothing() -> None:
+    pass
+
+
+async def _cut_off_when_gone(receive: Receive, task: asyncio.Task[Any], gone: list[bool]) -> None:
+    """Wait for the client to disconnect, then cancel the call's ``task`` as cut off by its
+    caller (:data:`~toolgate.pipeline.timeouts.CALLER_GONE`): the tool's task is cancelled and a
+    script's process tree killed. Cancelled itself when the call ends first."""
+    while (await receive())["type"] != "http.disconnect":
+        pass  # the body, replayed: the request was read already
+    gone.append(True)
+    task.cancel(CALLER_GONE)
 
 
 async def _no_body() -> Message:

@@ -2,11 +2,13 @@
 
 # No ``from __future__ import annotations``: FastAPI reads the route annotations at runtime.
 
+from collections.abc import Iterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends
 from starlette.responses import Response
 
+from ..._loop_watchdog import LOOP_STALLS, LoopStalls
 from ...telemetry.metrics import CallMetrics
 from .deps import ERRORS, ApiContext, Caller, caller_dependencies
 from .problems import ApiProblem, HttpErrorCode
@@ -39,8 +41,8 @@ def metrics_router(context: ApiContext, metrics: CallMetrics | None) -> APIRoute
     )
     def prometheus_metrics(who: Operator) -> Response:
         """Calls by tool and outcome, errors by code, the call-duration histogram, approvals
-        pending and the audit queue's depth, in the Prometheus text format (operators only:
-        give the scraper an operator's key)."""
+        pending, the audit queue's depth and the event-loop stalls, in the Prometheus text
+        format (operators only: give the scraper an operator's key)."""
         nonlocal exposition
         if metrics is None:
             raise ApiProblem(
@@ -51,7 +53,42 @@ def metrics_router(context: ApiContext, metrics: CallMetrics | None) -> APIRoute
             from ...telemetry.prometheus import CONTENT_TYPE, PrometheusExposition
 
             exposition = (PrometheusExposition(metrics), CONTENT_TYPE)
+            exposition[0].registry.register(_stall_collector(LOOP_STALLS))
         body: bytes = exposition[0].render()
         return Response(body, media_type=exposition[1])
 
     return router
+
+
+def _stall_collector(stalls: LoopStalls) -> Any:
+    """A ``prometheus_client`` collector of the event-loop stalls the loop watchdog counted:
+
+    * ``toolgate_event_loop_blocked_total{tool}`` — times the loop did not answer for longer
+      than ``serve.loop_blocked_after``, by the tool call running on it (``(none)``: no call);
+    * ``toolgate_event_loop_blocked_seconds_total{tool}`` — how long those stalls lasted (counted
+      when the loop answers again).
+    """
+    from prometheus_client.core import CounterMetricFamily, Metric
+    from prometheus_client.registry import Collector
+
+    class StallCollector(Collector):
+        def collect(self) -> Iterator[Metric]:
+            counts = sorted(stalls.snapshot().items())
+            family = CounterMetricFamily(
+                "toolgate_event_loop_blocked",
+                "Times the event loop did not answer for longer than serve.loop_blocked_after, by "
+                "the tool call running on it.",
+                labels=("tool",),
+            )
+            seconds = CounterMetricFamily(
+                "toolgate_event_loop_blocked_seconds",
+                "Seconds the counted event-loop stalls lasted.",
+                labels=("tool",),
+            )
+            for tool, (count, lasted) in counts:
+                family.add_metric((tool,), count)
+                seconds.add_metric((tool,), lasted)
+            yield family
+            yield seconds
+
+    return StallCollector()
