@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import inspect
 import itertools
 import json
 import os
@@ -43,6 +42,7 @@ from _timing import Budget, Samples, time_each_async
 from toolgate import Gateway, tool
 from toolgate.backends.environment import SAFE_SYSTEM_VARIABLES
 from toolgate.model.policy import AccessPolicy, PolicyAction, PolicyRule
+from toolgate.pipeline.concurrency import DEFAULT_RUNNING
 from toolgate.python import FunctionTool
 
 __all__ = [
@@ -872,10 +872,8 @@ async def fastmcp_async(ctx: Context) -> Samples:
 BURST = 50
 BURST_SLEEP_S = 0.1
 SCRIPT_ARGS: dict[str, int] = {"a": 1}
-#: The gateway's default ``script_concurrency`` (processes of one script tool at once).
-DEFAULT_SCRIPT_CONCURRENCY: Any = (
-    inspect.signature(Gateway).parameters.get("script_concurrency", inspect.Parameter).default
-)
+#: The running limit a script tool has by default (``concurrency.default.running``).
+DEFAULT_SCRIPT_CONCURRENCY = DEFAULT_RUNNING
 
 # The echo scripts read the whole JSON object from stdin and wrap it: {"echo": <input>}. The bash
 # one uses builtins only (no `cat`), so a call is exactly one process.
@@ -1135,7 +1133,7 @@ async def _gateway_burst(ctx: Context, concurrency: int | None) -> Samples:
 
 @scenario(
     "burst_gw",
-    f"{BURST} × gateway.call at once  (script_concurrency={DEFAULT_SCRIPT_CONCURRENCY}, default)",
+    f"{BURST} × gateway.call at once  (concurrency {DEFAULT_SCRIPT_CONCURRENCY} per tool, default)",
     group="toolgate",
     baseline="burst_bare",
     timing="burst",

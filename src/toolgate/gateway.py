@@ -394,6 +394,7 @@ class Gateway(GatewayCatalog):
                 0 if self.approvals is None else len(self.approvals.pending())
             ),
             audit_queue_depth=lambda: 0 if self.audit is None else self.audit.pending,
+            tool_load=self._concurrency.loads,
         )
 
     def load(self, tool_id: str) -> ToolLoad | None:

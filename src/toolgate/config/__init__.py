@@ -27,7 +27,7 @@ The schema (every section optional; unknown keys are errors, so typos are report
                                  #   gateway's own environment (``true``: any declared name);
                                  #   by default they come only from $TOOLGATE_HOME/.env
       max_output: 10485760       # bytes of stdout (and of stderr) a script may write (10 MiB)
-      concurrency: 32            # processes of one tool that may run at once
+      concurrency: 16            # processes of one tool at once (see concurrency: for all kinds)
     demo: true                   # also include the bundled demo tools (namespace ``demo``): the
                                  #   Python ones and the demo tool folders
     overflow:                    # context overflow protection: big content goes to a file

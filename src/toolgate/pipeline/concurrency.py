@@ -327,6 +327,16 @@ class ConcurrencyStage:
         slots = self._slots.get(tool_id)
         return None if slots is None else slots.load()
 
+    def loads(self) -> dict[str, tuple[int, int, int]]:
+        """Per tool that was called: ``(running, waiting, busy)`` now (for metrics)."""
+        with self._lock:
+            every = list(self._slots.values())
+        found = {}
+        for slots in every:
+            load = slots.load()
+            found[slots.tool_id] = (load.running, load.waiting, load.busy)
+        return found
+
     def hold(self, tool_id: str) -> ToolSlots | None:
         """Keep one more slot of ``tool_id`` taken until the returned slots are released (see
         :meth:`ToolSlots.hold`)."""

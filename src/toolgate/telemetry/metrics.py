@@ -14,7 +14,7 @@ from __future__ import annotations
 import bisect
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -55,6 +55,9 @@ class Gauges:
     """Approval requests waiting for a decision."""
     audit_queue_depth: Callable[[], int] = lambda: 0
     """Finished calls queued for the audit log's writer."""
+    tool_load: Callable[[], Mapping[str, tuple[int, int, int]]] = dict
+    """Per tool that was called: calls running now, calls waiting for a slot now, and calls
+    refused ``busy`` since the gateway started."""
 
 
 @dataclass

@@ -9,13 +9,15 @@ in Prometheus (``toolgate.calls`` → ``toolgate_calls_total``…):
   ``pending_approval``);
 * ``toolgate_call_errors_total{tool, code}`` — failed calls by error code;
 * ``toolgate_call_duration_seconds{tool}`` — a histogram of call durations;
-* ``toolgate_approvals_pending`` and ``toolgate_audit_queue_depth`` — gauges.
+* ``toolgate_approvals_pending`` and ``toolgate_audit_queue_depth`` — gauges;
+* ``toolgate_tool_calls_running{tool}``, ``toolgate_tool_calls_waiting{tool}`` (gauges) and
+  ``toolgate_tool_busy_total{tool}`` — each tool's concurrency slots, queue and ``busy`` refusals.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Final
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -96,6 +98,36 @@ class _CallCollector(Collector):
         ):
             if gauge is not None:
                 yield gauge
+        yield from _tool_load(gauges.tool_load)
+
+
+def _tool_load(read: Callable[[], Mapping[str, tuple[int, int, int]]]) -> Iterator[Metric]:
+    """The per-tool concurrency figures (see :meth:`ConcurrencyStage.loads`)."""
+    try:
+        loads = read()
+    except Exception:  # a failing source leaves its metrics out
+        log.warning("cannot read the tools' load", exc_info=True)
+        return
+    running = GaugeMetricFamily(
+        "toolgate_tool_calls_running", "Calls of a tool running now.", labels=("tool",)
+    )
+    waiting = GaugeMetricFamily(
+        "toolgate_tool_calls_waiting",
+        "Calls of a tool waiting for one of its concurrency slots now.",
+        labels=("tool",),
+    )
+    busy = CounterMetricFamily(
+        "toolgate_tool_busy",
+        "Calls of a tool refused busy (its queue was full, or a call waited past its timeout).",
+        labels=("tool",),
+    )
+    for tool, (now_running, now_waiting, refused) in sorted(loads.items()):
+        running.add_metric((tool,), now_running)
+        waiting.add_metric((tool,), now_waiting)
+        busy.add_metric((tool,), refused)
+    yield running
+    yield waiting
+    yield busy
 
 
 class PrometheusExposition:
