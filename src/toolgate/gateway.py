@@ -41,6 +41,7 @@ from .pipeline.overflow import DEFAULT_OVERFLOW_LIMIT, DEFAULT_PREVIEW_CHARS, Ov
 from .pipeline.security import SecurityCheckStage
 from .pipeline.shaping import ResultShaper
 from .pipeline.state import Stage
+from .pipeline.idempotency import LEASE_GRACE
 from .pipeline.state_stages import approval_store, idempotency_stage, rate_limit_stage
 from .redaction import record_masker, redact_values
 from .registry import Registry
@@ -113,6 +114,7 @@ class Gateway(GatewayCatalog):
         state_database: SqlDatabase | None = None,
         redis_url: str | None = None,
         pin_path: Path | str | None = None,
+        idempotency_lease_grace: float = LEASE_GRACE,
     ) -> None:
         """
         Args:
@@ -179,6 +181,9 @@ class Gateway(GatewayCatalog):
                 (default: ``state_path``; in ``state_database`` when given; else in memory,
                 so every server's first listing is trusted again on the next start). Opened
                 only when an MCP server lists its tools.
+            idempotency_lease_grace: Seconds beyond a tool's timeout that a call holds its
+                idempotency key (default 30); a retry after that finds the call cut off and is
+                answered ``outcome_unknown`` (a tool declared ``idempotent`` runs again).
         """
         self.registry = Registry()
         self.search_index = ToolIndex(self.registry, semantic=semantic_search)
@@ -247,7 +252,9 @@ class Gateway(GatewayCatalog):
         self._rate_limits = rate_limit_stage(
             state_file, state_database, redis_url, per_agent=rate_limit_per_agent
         )
-        self._idempotency = idempotency_stage(state_file, state_database, scrub=self._scrub)
+        self._idempotency = idempotency_stage(
+            state_file, state_database, scrub=self._scrub, lease_grace=idempotency_lease_grace
+        )
         guards: list[Stage] = [] if self.audit is None else [AuditGuardStage(self.audit)]
         self._approval_stage = ApprovalStage(
             store=store,

@@ -22,6 +22,7 @@ from ..backends.processes import DEFAULT_MAX_OUTPUT
 from ..model import SideEffect, split_tool_id
 from ..pipeline.approval import DEFAULT_APPROVAL_TTL
 from ..pipeline.approval_policy import ApprovalRule
+from ..pipeline.idempotency import LEASE_GRACE
 from ..pipeline.overflow import DEFAULT_OVERFLOW_LIMIT, DEFAULT_PREVIEW_CHARS
 from ..sandbox.addresses import parse_cidr_grants
 from ..sandbox.settings import SandboxConfig
@@ -37,6 +38,7 @@ __all__ = [
     "AuditConfig",
     "AuthConfig",
     "GatewayConfig",
+    "IdempotencyConfig",
     "OverflowConfig",
     "PrestartSection",
     "ProcessesConfig",
@@ -396,6 +398,15 @@ class SearchConfig(_Section):
     """Tool ids or patterns (``fs:*``) always listed under progressive disclosure."""
 
 
+class IdempotencyConfig(_Section):
+    """``idempotency:``: how long a call holds its idempotency key before it counts as cut off."""
+
+    lease_grace: float = Field(default=LEASE_GRACE, ge=0)
+    """Seconds beyond a tool's timeout that a running call holds its key (default 30). A retry
+    after that finds the call cut off: ``outcome_unknown`` (the tool is run again only when it
+    is declared ``idempotent``)."""
+
+
 class RateLimitsConfig(_Section):
     """``rate_limits:``: how the tools' ``callsPerMinute`` / ``callsPerDay`` are counted."""
 
@@ -512,6 +523,7 @@ class GatewayConfig(_Section):
     """Agents by name, with their labels (for policies selecting agents by label) and
     optionally their API key's hash."""
     rate_limits: RateLimitsConfig = Field(default_factory=RateLimitsConfig)
+    idempotency: IdempotencyConfig = Field(default_factory=IdempotencyConfig)
     search: SearchConfig = Field(default_factory=SearchConfig)
     """Tool search: semantic ranking, the search tool, progressive disclosure over MCP."""
     serve: ServeConfig = Field(default_factory=ServeConfig)
