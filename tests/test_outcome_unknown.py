@@ -130,6 +130,12 @@ def _call(url: str, tool: str, **arguments: Any) -> dict[str, Any]:
     return body
 
 
+def _cut_off(url: str, tool: str, **arguments: Any) -> None:
+    """A call whose gateway is killed before it answers."""
+    with pytest.raises(httpx2.TransportError):
+        _call(url, tool, **arguments)
+
+
 def _runs(folder: Path) -> list[tuple[str, str, float]]:
     """The tool runs so far: (what, call id, started at)."""
     path = folder / "runs.log"
@@ -168,11 +174,10 @@ def test_a_retry_after_a_crash_mid_call_is_outcome_unknown_unless_the_tool_is_id
         first, url = _start(tmp_path, env)
         try:
             callers = [
-                threading.Thread(target=_call, args=(url, "charge"), kwargs={"order_id": "o-1"}),
-                threading.Thread(target=_call, args=(url, "set_flag"), kwargs={"name": "f-1"}),
+                threading.Thread(target=_cut_off, args=(url, "charge"), kwargs={"order_id": "o-1"}),
+                threading.Thread(target=_cut_off, args=(url, "set_flag"), kwargs={"name": "f-1"}),
             ]
             for caller in callers:
-                caller.daemon = True  # their answers never come
                 caller.start()
             deadline = time.monotonic() + 30
             while len(_runs(tmp_path)) < 2:
@@ -180,6 +185,8 @@ def test_a_retry_after_a_crash_mid_call_is_outcome_unknown_unless_the_tool_is_id
                 time.sleep(0.01)
             first.send_signal(signal.SIGKILL)
             first.wait(30)
+            for caller in callers:
+                caller.join(30)
         finally:
             if first.poll() is None:
                 first.kill()

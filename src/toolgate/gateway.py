@@ -32,16 +32,16 @@ from .pipeline.approval import (
 )
 from .pipeline.approval_keys import APPROVAL_DECISION, APPROVAL_TAKEN
 from .pipeline.approval_policy import ApprovalPolicy, ApprovalRule
-from .pipeline.audit_guard import AuditGuardStage
+from .pipeline.audit_guard import AuditGuardStage, AuditReservationStage
 from .pipeline.authorize import AccessRules, AuthorizeStage
 from .pipeline.confirmation import confirmation_builder
 from .pipeline.execute import Executor
+from .pipeline.idempotency import LEASE_GRACE
 from .pipeline.observers import CallObserver, decided_call
 from .pipeline.overflow import DEFAULT_OVERFLOW_LIMIT, DEFAULT_PREVIEW_CHARS, OverflowSpiller
 from .pipeline.security import SecurityCheckStage
 from .pipeline.shaping import ResultShaper
 from .pipeline.state import Stage
-from .pipeline.idempotency import LEASE_GRACE
 from .pipeline.state_stages import approval_store, idempotency_stage, rate_limit_stage
 from .redaction import record_masker, redact_values
 from .registry import Registry
@@ -255,7 +255,11 @@ class Gateway(GatewayCatalog):
         self._idempotency = idempotency_stage(
             state_file, state_database, scrub=self._scrub, lease_grace=idempotency_lease_grace
         )
-        guards: list[Stage] = [] if self.audit is None else [AuditGuardStage(self.audit)]
+        guards: list[Stage] = (
+            []
+            if self.audit is None
+            else [AuditGuardStage(self.audit), AuditReservationStage(self.audit)]
+        )
         self._approval_stage = ApprovalStage(
             store=store,
             policy=ApprovalPolicy(approval_rules),

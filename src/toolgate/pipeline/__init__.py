@@ -1,7 +1,7 @@
 """The call pipeline. This module is the only place where the order of the stages is written.
 
     Resolve → AuditGuard → Authorize → ValidateArgs → RateLimit → Idempotency → SecurityCheck
-            → Approval
+            → Approval → AuditReservation
             → Execute (run with timeout, contain failures) → ShapeResult
 
 Stages are given to the :class:`Pipeline` by the gateway (the composition root) and always run in
@@ -41,6 +41,7 @@ STAGE_ORDER = (
     "idempotency",
     "security_check",
     "approval",
+    "audit_reservation",
 )
 
 log = logging.getLogger("toolgate.pipeline")

@@ -59,13 +59,9 @@ def idempotency_stage(
     if database is not None:
         from ..stores.idempotency_sqlite import SqlIdempotencyStore
 
-        return IdempotencyStage(
-            SqlIdempotencyStore(database), scrub=scrub, lease_grace=lease_grace
-        )
+        return IdempotencyStage(SqlIdempotencyStore(database), scrub=scrub, lease_grace=lease_grace)
     if path is not None:
         from ..stores.idempotency_sqlite import SQLiteIdempotencyStore
 
-        return IdempotencyStage(
-            SQLiteIdempotencyStore(path), scrub=scrub, lease_grace=lease_grace
-        )
+        return IdempotencyStage(SQLiteIdempotencyStore(path), scrub=scrub, lease_grace=lease_grace)
     return IdempotencyStage(scrub=scrub, lease_grace=lease_grace)

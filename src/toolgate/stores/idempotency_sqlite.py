@@ -1,10 +1,11 @@
 """The SQL :class:`~toolgate.stores.idempotency.IdempotencyStore`, on SQLite or PostgreSQL.
 
 Records persist in the ``idempotency_keys`` table, so a key keeps replaying its outcome after a
-restart (and a ``running`` record, committed by the claim before the tool runs, tells a retry
-after a crash that a call started and never finished), and processes sharing the database file coordinate through it: a ``running`` record
-tells a second process — or replica, on PostgreSQL — that the key is taken (it polls until the
-record has an outcome). Of two racing claims exactly one wins.
+restart, and a ``running`` record — committed by the claim before the tool runs — tells a retry
+after a crash that a call started and never finished. Processes sharing the database file
+coordinate through it: a ``running`` record tells a second process — or replica, on PostgreSQL —
+that the key is taken (it polls until the record has an outcome). Of two racing claims exactly
+one wins.
 """
 
 from __future__ import annotations
