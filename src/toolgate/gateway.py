@@ -34,11 +34,12 @@ from .pipeline.approval import (
 )
 from .pipeline.approval_keys import APPROVAL_DECISION, APPROVAL_TAKEN
 from .pipeline.approval_policy import ApprovalPolicy, ApprovalRule
-from .pipeline.audit_guard import AuditGuardStage
+from .pipeline.audit_guard import AuditGuardStage, AuditReservationStage
 from .pipeline.authorize import AccessRules, AuthorizeStage
 from .pipeline.concurrency import ConcurrencySettings, ConcurrencyStage, ToolLoad
 from .pipeline.confirmation import confirmation_builder
 from .pipeline.execute import Executor
+from .pipeline.idempotency import LEASE_GRACE
 from .pipeline.observers import CallObserver, decided_call
 from .pipeline.overflow import DEFAULT_OVERFLOW_LIMIT, DEFAULT_PREVIEW_CHARS, OverflowSpiller
 from .pipeline.security import SecurityCheckStage
@@ -117,6 +118,7 @@ class Gateway(GatewayCatalog):
         state_database: SqlDatabase | None = None,
         redis_url: str | None = None,
         pin_path: Path | str | None = None,
+        idempotency_lease_grace: float = LEASE_GRACE,
     ) -> None:
         """
         Args:
@@ -190,6 +192,9 @@ class Gateway(GatewayCatalog):
                 (default: ``state_path``; in ``state_database`` when given; else in memory,
                 so every server's first listing is trusted again on the next start). Opened
                 only when an MCP server lists its tools.
+            idempotency_lease_grace: Seconds beyond a tool's timeout that a call holds its
+                idempotency key (default 30); a retry after that finds the call cut off and is
+                answered ``outcome_unknown`` (a tool declared ``idempotent`` runs again).
         """
         self.registry = Registry()
         self.search_index = ToolIndex(self.registry, semantic=semantic_search)
@@ -269,8 +274,14 @@ class Gateway(GatewayCatalog):
         self._rate_limits = rate_limit_stage(
             state_file, state_database, redis_url, per_agent=rate_limit_per_agent
         )
-        self._idempotency = idempotency_stage(state_file, state_database, scrub=self._scrub)
-        guards: list[Stage] = [] if self.audit is None else [AuditGuardStage(self.audit)]
+        self._idempotency = idempotency_stage(
+            state_file, state_database, scrub=self._scrub, lease_grace=idempotency_lease_grace
+        )
+        guards: list[Stage] = (
+            []
+            if self.audit is None
+            else [AuditGuardStage(self.audit), AuditReservationStage(self.audit)]
+        )
         self._approval_stage = ApprovalStage(
             store=store,
             policy=ApprovalPolicy(approval_rules),

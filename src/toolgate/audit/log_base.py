@@ -179,6 +179,28 @@ class AuditLog(BatchWriter):
         """:meth:`recorded` for a thread without an event loop (it blocks)."""
         return self._acks.wait_sync(call_id, timeout) if self.durable else None
 
+    # -- reservations ---------------------------------------------------------------------------
+
+    def reserve(self) -> str | None:
+        """Make sure, with a real round trip, that the store can write now: called right
+        before a tool above ``local_write`` runs, so that a store that went away since the last
+        batch stops the tool instead of leaving its call unrecorded. ``None`` when it can write;
+        else why not (for the caller, never the database's address). A failure makes the log
+        unhealthy, like a failed batch, until a later batch is written."""
+        if self._closed:
+            return "the audit log is closed"
+        try:
+            self._reserve()
+        except Exception as exc:  # noqa: BLE001 - any failure means: do not run the tool
+            self._fail("cannot reserve a record in the audit log", exc)
+            return UNRECORDED
+        return None
+
+    @abc.abstractmethod
+    def _reserve(self) -> None:
+        """One round trip that succeeds only when the store can write a record now (raises
+        otherwise)."""
+
     # -- the writer's storage -------------------------------------------------------------------
 
     def _write(self, calls: list[FinishedCall]) -> None:

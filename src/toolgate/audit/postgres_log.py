@@ -151,6 +151,17 @@ class PostgresAuditLog(AuditLog):
         if self._append_jsonl(written):
             self._healthy = True
 
+    def _reserve(self) -> None:
+        # One round trip on a pooled connection: the server answers, and would accept a write
+        # (not a standby, not a read-only session).
+        with self.db.autocommit() as conn:
+            row = conn.execute(
+                "SELECT pg_is_in_recovery() AS standby, "
+                "current_setting('transaction_read_only') AS read_only"
+            ).fetchone()
+        if row["standby"] or row["read_only"] != "off":
+            raise AuditStoreError("the audit database accepts no writes (a read-only server)")
+
     # -- reading --------------------------------------------------------------------------------
 
     @contextmanager

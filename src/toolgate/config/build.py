@@ -155,6 +155,7 @@ def build_gateway(
         audit_jsonl=audit_jsonl,
         audit_retention_days=config.audit.retention_days if audit == "write" else None,
         rate_limit_per_agent=config.rate_limits.per_agent,
+        idempotency_lease_grace=config.idempotency.lease_grace,
         # The keyring or the secrets file, chosen on first use: commands that read no secret
         # never load a keyring backend.
         secret_store=open_secret_store(home, database=shared.database),

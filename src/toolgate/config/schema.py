@@ -28,6 +28,7 @@ from ..pipeline.concurrency import (
     ConcurrencyLimit,
     ConcurrencySettings,
 )
+from ..pipeline.idempotency import LEASE_GRACE
 from ..pipeline.overflow import DEFAULT_OVERFLOW_LIMIT, DEFAULT_PREVIEW_CHARS
 from ..sandbox.addresses import parse_cidr_grants
 from ..sandbox.settings import SandboxConfig
@@ -44,6 +45,7 @@ __all__ = [
     "AuthConfig",
     "ConcurrencyConfig",
     "GatewayConfig",
+    "IdempotencyConfig",
     "OverflowConfig",
     "PrestartSection",
     "ProcessesConfig",
@@ -471,6 +473,15 @@ class ConcurrencyConfig(_Section):
         )
 
 
+class IdempotencyConfig(_Section):
+    """``idempotency:``: how long a call holds its idempotency key before it counts as cut off."""
+
+    lease_grace: float = Field(default=LEASE_GRACE, ge=0)
+    """Seconds beyond a tool's timeout that a running call holds its key (default 30). A retry
+    after that finds the call cut off: ``outcome_unknown`` (the tool is run again only when it
+    is declared ``idempotent``)."""
+
+
 class RateLimitsConfig(_Section):
     """``rate_limits:``: how the tools' ``callsPerMinute`` / ``callsPerDay`` are counted."""
 
@@ -590,6 +601,7 @@ class GatewayConfig(_Section):
     concurrency: ConcurrencyConfig = Field(default_factory=ConcurrencyConfig)
     """Calls of one tool that may run at once and wait for a slot, by default and per tool or
     namespace."""
+    idempotency: IdempotencyConfig = Field(default_factory=IdempotencyConfig)
     search: SearchConfig = Field(default_factory=SearchConfig)
     """Tool search: semantic ranking, the search tool, progressive disclosure over MCP."""
     serve: ServeConfig = Field(default_factory=ServeConfig)

@@ -2,6 +2,7 @@
 
     Resolve → AuditGuard → Authorize → ValidateArgs → RateLimit → Idempotency → SecurityCheck
             → Approval → Concurrency (a slot of the tool, or a bounded wait for one)
+            → AuditReservation (the audit log can keep the record of a side effect)
             → Execute (run with timeout, contain failures) → ShapeResult
 
 Stages are given to the :class:`Pipeline` by the gateway (the composition root) and always run in
@@ -42,6 +43,7 @@ STAGE_ORDER = (
     "security_check",
     "approval",
     "concurrency",
+    "audit_reservation",
 )
 
 log = logging.getLogger("toolgate.pipeline")

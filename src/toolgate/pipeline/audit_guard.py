@@ -1,7 +1,13 @@
-"""The AuditGuard stage: no unaudited side effects.
+"""The audit stages: no unaudited side effects.
 
-If the audit log cannot write, tools whose side-effect level is above ``local_write`` fail closed
-(``unavailable``); read-only and local tools keep working, and the loss is counted by the log.
+:class:`AuditGuardStage` (first in the pipeline) refuses tools whose side-effect level is above
+``local_write`` at once while the audit log is known to be down (``unavailable``); read-only and
+local tools keep working, and the loss is counted by the log.
+
+Its health flag lags: it turns false only after a write failed. So :class:`AuditReservationStage`
+(last, right before the tool runs) makes a real round trip to the audit store for the same tools
+— the tool runs only when the store answers that it can write now; otherwise the call ends
+``unavailable`` with the same message and the tool never runs.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from ..model import CallOutcome, SideEffect
 from ..registry import RegisteredTool
 from .state import CallState, Handler, error_outcome
 
-__all__ = ["AuditGuardStage", "AuditHealth"]
+__all__ = ["AuditGuardStage", "AuditHealth", "AuditReservationStage", "AuditReserver"]
 
 _MAY_RUN_UNAUDITED = frozenset({SideEffect.READ_ONLY, SideEffect.LOCAL_WRITE})
 
@@ -27,6 +33,28 @@ class AuditHealth(Protocol):
         ...
 
 
+class AuditReserver(Protocol):
+    """An audit log that can check, with a round trip, that it can write now."""
+
+    def reserve(self) -> str | None:
+        """``None`` when the store can write now, else why not."""
+        ...
+
+
+def _refused(state: CallState) -> CallOutcome:
+    return error_outcome(
+        state,
+        ErrorCode.UNAVAILABLE,
+        f"Tool {state.tool.id} is unavailable: the audit log cannot record calls right now, "
+        f"and a {state.tool.side_effect} tool never runs unaudited. Try again later or tell "
+        "the user.",
+    )
+
+
+def _audited(entry: RegisteredTool) -> bool:
+    return entry.tool.side_effect not in _MAY_RUN_UNAUDITED
+
+
 class AuditGuardStage:
     """Refuses calls with external effects while the audit log is down."""
 
@@ -37,15 +65,31 @@ class AuditGuardStage:
         self.audit = audit
 
     def applies_to(self, entry: RegisteredTool) -> bool:
-        return entry.tool.side_effect not in _MAY_RUN_UNAUDITED
+        return _audited(entry)
 
     async def __call__(self, state: CallState, proceed: Handler) -> CallOutcome:
         if self.audit.healthy:
             return await proceed(state)
-        return error_outcome(
-            state,
-            ErrorCode.UNAVAILABLE,
-            f"Tool {state.tool.id} is unavailable: the audit log cannot record calls right now, "
-            f"and a {state.tool.side_effect} tool never runs unaudited. Try again later or tell "
-            "the user.",
-        )
+        return _refused(state)
+
+
+class AuditReservationStage:
+    """Right before a tool with external effects runs: the audit store must answer that it can
+    write, or the tool does not run."""
+
+    name = "audit_reservation"
+    # A blocking round trip (as the idempotency and approval stores make): a SQLite lock taken
+    # and let go, or one PostgreSQL statement, which fails at once while the server is known
+    # to be down (its connection pool's breaker).
+    suspends = False
+
+    def __init__(self, audit: AuditReserver) -> None:
+        self.audit = audit
+
+    def applies_to(self, entry: RegisteredTool) -> bool:
+        return _audited(entry)
+
+    async def __call__(self, state: CallState, proceed: Handler) -> CallOutcome:
+        if self.audit.reserve() is None:
+            return await proceed(state)
+        return _refused(state)

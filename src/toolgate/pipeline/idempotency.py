@@ -17,9 +17,21 @@ Within the tool's window (default 24 h, counted from the first call), for one ag
   with ``metadata["idempotency"] = {"key", "replayed": True, "original_call_id"}``;
 * a call with the same key while the first still runs waits for it and gets its outcome (in this
   process it is woken when the first ends; a call in another process sharing the SQLite store
-  polls), for at most the tool's timeout plus :data:`LEASE_GRACE` — the first call's *lease*,
-  after which a key whose owner died can be taken again;
+  polls), for at most the tool's timeout plus the lease grace (:data:`LEASE_GRACE`, 30 s) —
+  the first call's *lease*;
+* a call with the same key after the first call's lease has passed without an outcome (its
+  process was killed, or the machine stopped, in the middle of the call) is
+  ``outcome_unknown``: the first call started — its claim was committed before the tool ran —
+  and nobody knows whether the tool took effect. The message names that call and when it
+  started, and the answer is kept for the rest of the window, so every retry with the key gets
+  it (``metadata["idempotency"]`` has ``original_call_id`` and ``started_at``). Only a tool
+  declared ``idempotent: true`` (re-running it is harmless, by its own word) is run again
+  instead: the retry takes the key;
 * the same key with different arguments is ``idempotency_conflict``; the tool does not run.
+
+A ``running`` record is kept for the whole window (not only the lease), so that a retry long
+after a crash still learns of it. The owner is judged gone from the record's ``created_at`` plus
+the lease, computed by the process that looks.
 
 A template that cannot be rendered stops the call before the tool runs: ``invalid_arguments``
 when this call's values are the problem (an undefined variable such as a missing optional
@@ -41,6 +53,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from contextlib import suppress
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -359,6 +372,9 @@ class IdempotencyStage:
         arguments_digest = digest(state.arguments)
         scoped = stored_key(state.agent, key)
         lease = tool.timeout + self.lease_grace
+        # The running record outlives the lease (a crash must still be known to a late retry),
+        # and never ends before it (a short window must not free a key its owner still runs).
+        keep = max(tool.idempotency.window, lease)
         deadline = time.monotonic() + lease
         pause = _POLL_FIRST
         while True:
@@ -370,7 +386,7 @@ class IdempotencyStage:
                 call_id=state.call_id,
                 status=IdempotencyStatus.RUNNING,
                 created_at=now,
-                expires_at=now + lease,
+                expires_at=now + keep,
             )
             held = self.store.claim(mine, now=now)
             if held is None:
@@ -378,10 +394,18 @@ class IdempotencyStage:
             if held.arguments_digest != arguments_digest:
                 return self._conflict(state, key, held)
             if held.status is IdempotencyStatus.DONE and held.outcome is not None:
+                if held.outcome.get("code") == ErrorCode.OUTCOME_UNKNOWN.value:
+                    return self._unknown(state, key, held)
                 return self._replay(state, key, held)
+            if now >= held.created_at + lease:
+                # The owner's lease passed without an outcome: its process is gone.
+                unknown = self._owner_gone(state, key, held)
+                if unknown is not None:
+                    return unknown
+                continue  # the record changed meanwhile (or was given up): look again
             # Another call holds the key and is running: wait for it, then look again.
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            remaining = min(deadline - time.monotonic(), held.created_at + lease - now)
+            if deadline - time.monotonic() <= 0:
                 return error_outcome(
                     state,
                     ErrorCode.IDEMPOTENCY_CONFLICT,
@@ -455,6 +479,71 @@ class IdempotencyStage:
         # Always: besides the tool's secrets, the credentials of any URL are masked.
         return self.scrub(tool, record)
 
+    def _owner_gone(
+        self, state: CallState, key: str, held: IdempotencyRecord
+    ) -> CallOutcome | None:
+        """Settle a key whose owner died mid-call: ``outcome_unknown`` for every retry in the
+        window, or — for a tool whose re-run is harmless — give the key up so this call can take
+        it. ``None`` when the record changed meanwhile (look again)."""
+        tool = state.tool
+        if tool.idempotency.idempotent is True:
+            # Of two retries racing here, one deletes the dead record; the next claim decides
+            # which of them runs (the other waits for it).
+            self.store.release(tool.id, held.key, call_id=held.call_id, if_running=True)
+            log.warning(
+                "call %s of %s with idempotency key %r started at %s and never finished; the "
+                "tool is declared idempotent, so call %s runs it again",
+                held.call_id,
+                tool.id,
+                key,
+                _iso(held.created_at),
+                state.call_id,
+            )
+            return None
+        unknown = self._unknown(state, key, held)
+        record = outcome_to_record(unknown)
+        record["call_id"] = held.call_id
+        settled = self.store.complete(
+            tool.id,
+            held.key,
+            call_id=held.call_id,
+            outcome=record,
+            expires_at=held.created_at + tool.idempotency.window,
+            if_running=True,
+        )
+        if not settled:
+            return None
+        log.warning(
+            "call %s of %s with idempotency key %r started at %s and never finished (its "
+            "gateway stopped); its retries are answered outcome_unknown",
+            held.call_id,
+            tool.id,
+            key,
+            _iso(held.created_at),
+        )
+        return unknown
+
+    @staticmethod
+    def _unknown(state: CallState, key: str, held: IdempotencyRecord) -> CallOutcome:
+        """``outcome_unknown`` about the call that took ``key`` and never finished: the same
+        answer, built from the kept record, for every retry in the window."""
+        started = _iso(held.created_at)
+        state.metadata["idempotency"] = {
+            "key": key,
+            "replayed": False,
+            "original_call_id": held.call_id,
+            "started_at": started,
+        }
+        return error_outcome(
+            state,
+            ErrorCode.OUTCOME_UNKNOWN,
+            f"Tool {state.tool.id} did not run: an earlier call with the same idempotency key "
+            f"{key!r} (call {held.call_id}, started {started}) was cut off before it finished — "
+            "the gateway running it stopped — so it may or may not have taken effect. Check "
+            "whether it did before you act on it; for a new attempt, use a new idempotency key "
+            "(change the values the key is built from).",
+        )
+
     @staticmethod
     def _replay(state: CallState, key: str, held: IdempotencyRecord) -> CallOutcome:
         state.metadata["idempotency"] = {
@@ -504,6 +593,12 @@ async def _wait(
     signal.add_done_callback(wake)
     with suppress(TimeoutError):
         await asyncio.wait_for(waiter, timeout)
+
+
+def _iso(moment: float) -> str:
+    """Unix seconds as ISO 8601 in UTC (``2025-01-31T12:00:00.123Z``)."""
+    text = datetime.fromtimestamp(moment, UTC).isoformat(timespec="milliseconds")
+    return text.replace("+00:00", "Z")
 
 
 def _resolve(waiter: asyncio.Future[None]) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 from ..model import Tool
 from ..stores import ApprovalStore
 from ..stores.sql import SqlDatabase
-from .idempotency import IdempotencyStage
+from .idempotency import LEASE_GRACE, IdempotencyStage
 from .rate_limit import RateLimitStage
 
 __all__ = ["approval_store", "idempotency_stage", "rate_limit_stage"]
@@ -49,13 +49,19 @@ def rate_limit_stage(
 
 
 def idempotency_stage(
-    path: Path | None, database: SqlDatabase | None, *, scrub: Scrub
+    path: Path | None,
+    database: SqlDatabase | None,
+    *,
+    scrub: Scrub,
+    lease_grace: float = LEASE_GRACE,
 ) -> IdempotencyStage:
     """Records in the shared database, else in the SQLite file, else in memory."""
     if database is not None:
         from ..stores.idempotency_sqlite import SqlIdempotencyStore
 
-        return IdempotencyStage(SqlIdempotencyStore(database), scrub=scrub)
+        return IdempotencyStage(SqlIdempotencyStore(database), scrub=scrub, lease_grace=lease_grace)
     if path is not None:
-        return IdempotencyStage.sqlite(path, scrub=scrub)
-    return IdempotencyStage(scrub=scrub)
+        from ..stores.idempotency_sqlite import SQLiteIdempotencyStore
+
+        return IdempotencyStage(SQLiteIdempotencyStore(path), scrub=scrub, lease_grace=lease_grace)
+    return IdempotencyStage(scrub=scrub, lease_grace=lease_grace)

@@ -1,9 +1,13 @@
 """The idempotency store: which keys are taken, by which arguments, and their outcomes.
 
 A record is keyed by ``(tool_id, key)``. It is *live* while ``now < expires_at``: a ``running``
-record (a call is executing under the key; ``expires_at`` is its lease, after which a crashed
-owner's key can be taken again) or a ``done`` record (its outcome is replayed until the end of
-the idempotency window). An expired record counts as absent.
+record (a call took the key and may be executing; it stays for the idempotency window, so that
+a crash of its owner is still known to a retry: the stage decides from ``created_at`` and the
+tool's lease whether the owner is gone) or a ``done`` record (its outcome is replayed until the
+end of the window). An expired record counts as absent.
+
+The claim of a key is committed before the tool runs (in a persistent store, a ``running``
+record survives the crash of the process that wrote it).
 
 :class:`MemoryIdempotencyStore` is the Python API's default; :class:`~toolgate.stores.
 idempotency_sqlite.SQLiteIdempotencyStore` persists records and coordinates processes.
@@ -47,7 +51,8 @@ class IdempotencyRecord:
     status: IdempotencyStatus
     created_at: float
     expires_at: float
-    """``running``: the end of the owner's lease; ``done``: the end of the window."""
+    """The end of the idempotency window (``running`` records of earlier versions: the end of
+    the owner's lease)."""
     outcome: Mapping[str, Any] | None = None
     """``done``: the stored outcome (JSON-ready)."""
 
@@ -68,14 +73,18 @@ class IdempotencyStore(Protocol):
         call_id: str,
         outcome: Mapping[str, Any],
         expires_at: float,
+        if_running: bool = False,
     ) -> bool:
         """Store the outcome of the call ``call_id`` that holds the key and mark it ``done``
-        until ``expires_at``. False when that call no longer holds the key."""
+        until ``expires_at``. False when that call no longer holds the key. ``if_running``:
+        only while the record is still ``running`` (another call settles it on behalf of an
+        owner that is gone, and must not overwrite an outcome the owner stored meanwhile)."""
         ...
 
-    def release(self, tool_id: str, key: str, *, call_id: str) -> bool:
+    def release(self, tool_id: str, key: str, *, call_id: str, if_running: bool = False) -> bool:
         """Give the key up without an outcome (the call was cut off, or is waiting for
-        approval). False when ``call_id`` did not hold it."""
+        approval). False when ``call_id`` did not hold it (``if_running``: or its record is no
+        longer ``running``)."""
         ...
 
     def get(self, tool_id: str, key: str, *, now: float) -> IdempotencyRecord | None:
@@ -137,11 +146,12 @@ class MemoryIdempotencyStore:
         call_id: str,
         outcome: Mapping[str, Any],
         expires_at: float,
+        if_running: bool = False,
     ) -> bool:
         """See :meth:`IdempotencyStore.complete`."""
         with self._lock:
             found = self._records.get((tool_id, key))
-            if found is None or found[0].call_id != call_id:
+            if found is None or not _held(found[0], call_id, if_running):
                 return False
             held = found[0]
             # Built directly: dataclasses.replace costs several times more on this hot path.
@@ -158,11 +168,11 @@ class MemoryIdempotencyStore:
             heapq.heappush(self._expiry, (expires_at, (tool_id, key)))
             return True
 
-    def release(self, tool_id: str, key: str, *, call_id: str) -> bool:
+    def release(self, tool_id: str, key: str, *, call_id: str, if_running: bool = False) -> bool:
         """See :meth:`IdempotencyStore.release`."""
         with self._lock:
             found = self._records.get((tool_id, key))
-            if found is None or found[0].call_id != call_id:
+            if found is None or not _held(found[0], call_id, if_running):
                 return False
             del self._records[(tool_id, key)]
             return True
@@ -180,3 +190,10 @@ class MemoryIdempotencyStore:
         with self._lock:
             self._records.clear()
             self._expiry.clear()
+
+
+def _held(record: IdempotencyRecord, call_id: str, if_running: bool) -> bool:
+    """Whether ``record`` is held by ``call_id`` (and still running, when that is asked)."""
+    if record.call_id != call_id:
+        return False
+    return not if_running or record.status is IdempotencyStatus.RUNNING

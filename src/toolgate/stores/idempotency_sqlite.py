@@ -1,9 +1,11 @@
 """The SQL :class:`~toolgate.stores.idempotency.IdempotencyStore`, on SQLite or PostgreSQL.
 
 Records persist in the ``idempotency_keys`` table, so a key keeps replaying its outcome after a
-restart, and processes sharing the database file coordinate through it: a ``running`` record
-tells a second process — or replica, on PostgreSQL — that the key is taken (it polls until the
-record has an outcome). Of two racing claims exactly one wins.
+restart, and a ``running`` record — committed by the claim before the tool runs — tells a retry
+after a crash that a call started and never finished. Processes sharing the database file
+coordinate through it: a ``running`` record tells a second process — or replica, on PostgreSQL —
+that the key is taken (it polls until the record has an outcome). Of two racing claims exactly
+one wins.
 """
 
 from __future__ import annotations
@@ -132,22 +134,28 @@ class SqlIdempotencyStore:
         call_id: str,
         outcome: Mapping[str, Any],
         expires_at: float,
+        if_running: bool = False,
     ) -> bool:
         """See :meth:`~toolgate.stores.idempotency.IdempotencyStore.complete`."""
         text = canonical_json(outcome)
+        # One conditional statement: of an owner storing its outcome and another call settling
+        # on its behalf, whichever comes second sees the row as the first left it.
+        running = " AND status = 'running'" if if_running else ""
         with self._db.autocommit() as conn:
             cursor = conn.execute(
                 "UPDATE idempotency_keys SET status = ?, outcome = ?, expires_at = ? "
-                "WHERE tool_id = ? AND key = ? AND call_id = ?",
+                f"WHERE tool_id = ? AND key = ? AND call_id = ?{running}",
                 (IdempotencyStatus.DONE.value, text, expires_at, tool_id, key, call_id),
             )
             return bool(cursor.rowcount == 1)
 
-    def release(self, tool_id: str, key: str, *, call_id: str) -> bool:
+    def release(self, tool_id: str, key: str, *, call_id: str, if_running: bool = False) -> bool:
         """See :meth:`~toolgate.stores.idempotency.IdempotencyStore.release`."""
+        running = " AND status = 'running'" if if_running else ""
         with self._db.autocommit() as conn:
             cursor = conn.execute(
-                "DELETE FROM idempotency_keys WHERE tool_id = ? AND key = ? AND call_id = ?",
+                "DELETE FROM idempotency_keys "
+                f"WHERE tool_id = ? AND key = ? AND call_id = ?{running}",
                 (tool_id, key, call_id),
             )
             return bool(cursor.rowcount == 1)

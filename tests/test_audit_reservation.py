@@ -1,0 +1,117 @@
+"""Side effects are recorded before they run: a tool above ``local_write`` runs only when the
+audit store answers, right before the run, that it can write.
+
+The audit log's health flag lags (it turns false only after a write failed). Each test breaks
+the audit store at a chosen moment — in the tool's security check, after the AuditGuard stage
+let the call through on a healthy log and before the tool runs — and checks that the tool's
+body never ran and the call ended ``unavailable``. No timing is involved.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from postgres_support import upgraded_database
+from toolgate import ErrorCode, Gateway, tool
+
+UNAVAILABLE = (
+    "Tool shop:charge is unavailable: the audit log cannot record calls right now, and a "
+    "external_write tool never runs unaudited. Try again later or tell the user."
+)
+
+
+def _charging(marker: Path, breaks: Callable[[], None], gateway: list[Gateway]) -> Any:
+    """A tool that leaves ``marker`` when its body runs; its security check calls ``breaks``
+    once the test arms it (the AuditGuard stage has passed by then: it is first)."""
+    armed: list[bool] = []
+
+    def check(payload: dict[str, Any]) -> dict[str, Any]:
+        if payload["args"]["order_id"] == "break":
+            assert gateway[0].audit is not None and gateway[0].audit.healthy  # the guard let it by
+            armed.append(True)
+            breaks()
+        return {"allowed": True}
+
+    @tool(namespace="shop", effect="external_write", approval=False, security_check=check)
+    def charge(order_id: str) -> str:
+        """Charge an order."""
+        with marker.open("a") as runs:
+            runs.write(order_id + "\n")
+        return "charged " + order_id
+
+    return charge, armed
+
+
+def _ran(marker: Path) -> list[str]:
+    return marker.read_text().splitlines() if marker.exists() else []
+
+
+def test_a_sqlite_audit_store_gone_after_the_guard_stops_the_tool(tmp_path: Path) -> None:
+    audit = tmp_path / "audit" / "audit.db"
+    marker = tmp_path / "ran"
+
+    def breaks() -> None:
+        # The database becomes a folder: the log can neither write it nor make it again.
+        shutil.rmtree(audit.parent)
+        audit.mkdir(parents=True)
+
+    holder: list[Gateway] = []
+    charge, armed = _charging(marker, breaks, holder)
+    with Gateway(approver="queue", audit_path=audit) as gateway:
+        holder.append(gateway)
+        gateway.add(charge)
+        assert gateway.call_sync("shop:charge", {"order_id": "before"}).ok
+        outcome = gateway.call_sync("shop:charge", {"order_id": "break"})
+        assert armed == [True]
+        assert outcome.code is ErrorCode.UNAVAILABLE and outcome.message == UNAVAILABLE
+        assert gateway.audit is not None and not gateway.audit.healthy
+        # While the store stays broken, the guard refuses at once.
+        refused = gateway.call_sync("shop:charge", {"order_id": "after"})
+        assert refused.code is ErrorCode.UNAVAILABLE
+    assert _ran(marker) == ["before"]
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    pytest.importorskip("psycopg", reason="toolgate[postgres] is not installed")
+    with upgraded_database() as url:
+        yield url
+
+
+async def test_a_postgresql_audit_store_gone_after_the_guard_stops_the_tool(
+    tmp_path: Path, pg_url: str
+) -> None:
+    import psycopg
+
+    from toolgate.stores.postgres_db import PostgresDatabase
+
+    marker = tmp_path / "ran"
+
+    def breaks() -> None:
+        # Every connection of the gateway to its database is cut (the server stays up for the
+        # others): the pooled connections the audit log would use are dead.
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+
+    holder: list[Gateway] = []
+    charge, armed = _charging(marker, breaks, holder)
+    gateway = Gateway(
+        approver="queue", audit_path=tmp_path / "audit.db", state_database=PostgresDatabase(pg_url)
+    )
+    with gateway:
+        holder.append(gateway)
+        gateway.add(charge)
+        before = await gateway.call("shop:charge", {"order_id": "before"})
+        assert before.ok and "audit" not in before.metadata  # recorded, durably
+        outcome = await gateway.call("shop:charge", {"order_id": "break"})
+        assert armed == [True]
+        assert outcome.code is ErrorCode.UNAVAILABLE and outcome.message == UNAVAILABLE
+    assert _ran(marker) == ["before"]
