@@ -37,7 +37,14 @@ def write(path: str, text: str) -> None:
 # -- Python API -----------------------------------------------------------------------------------
 
 PYTHON_GROUPS: dict[str, list[str]] = {
-    "The gateway": ["Gateway", "tool", "FunctionTool", "ToolContext", "CapabilityContext"],
+    "The gateway": [
+        "Gateway",
+        "tool",
+        "FunctionTool",
+        "ToolContext",
+        "CapabilityContext",
+        "LoopWatchdog",
+    ],
     "Calls and outcomes": ["ToolCall", "CallOutcome", "CallStatus", "Overflow", "ApprovalRequest"],
     "The tool model": [
         "Tool",
