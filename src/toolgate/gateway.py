@@ -14,6 +14,7 @@ from .approvals import ApprovalService, Approver
 from .audit.acknowledge import acknowledged, acknowledged_sync
 from .backends import Backend, PythonBackend
 from .backends.environment import ScriptEnvironment, credential_values, received_values
+from .backends.mcp_limits import DEFAULT_MAX_MESSAGE
 from .backends.prestart import PrestartSettings
 from .backends.processes import DEFAULT_MAX_OUTPUT
 from .backends.script import ScriptBackend
@@ -113,6 +114,7 @@ class Gateway(GatewayCatalog):
         state_database: SqlDatabase | None = None,
         redis_url: str | None = None,
         pin_path: Path | str | None = None,
+        mcp_max_message_bytes: int = DEFAULT_MAX_MESSAGE,
     ) -> None:
         """
         Args:
@@ -179,6 +181,9 @@ class Gateway(GatewayCatalog):
                 (default: ``state_path``; in ``state_database`` when given; else in memory,
                 so every server's first listing is trusted again on the next start). Opened
                 only when an MCP server lists its tools.
+            mcp_max_message_bytes: Bytes of one message from an upstream MCP server (a stdio
+                line, an HTTP body or event) for servers whose ``spec.maxMessageBytes`` is unset
+                (default 16 MiB); past it the call fails and toolgate stops reading.
         """
         self.registry = Registry()
         self.search_index = ToolIndex(self.registry, semantic=semantic_search)
@@ -336,6 +341,7 @@ class Gateway(GatewayCatalog):
             home=None if home is None else Path(home).expanduser(),
             sandbox=sandbox,
             tool_pins=self.tool_pins,
+            mcp_max_message=mcp_max_message_bytes,
         )
         self._configured_policies = tuple(policies)
         self.declarations = SourceSet(

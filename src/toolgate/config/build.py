@@ -149,6 +149,7 @@ def build_gateway(
         # Accepted MCP tool definitions: read by every command, created only when an MCP
         # server lists its tools.
         pin_path=home / STATE_FILE_NAME,
+        mcp_max_message_bytes=config.mcp.max_message_bytes,
         policies=policies,
         agent_labels=config.agent_labels(),
         audit_path=audit_path,

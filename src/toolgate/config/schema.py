@@ -17,6 +17,7 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
+from ..backends.mcp_limits import DEFAULT_MAX_MESSAGE
 from ..backends.prestart import PrestartSettings
 from ..backends.processes import DEFAULT_MAX_OUTPUT
 from ..model import SideEffect, split_tool_id
@@ -37,6 +38,7 @@ __all__ = [
     "AuditConfig",
     "AuthConfig",
     "GatewayConfig",
+    "McpConfig",
     "OverflowConfig",
     "PrestartSection",
     "ProcessesConfig",
@@ -216,6 +218,14 @@ class WorkersSection(_Section):
 
     idle_timeout: float = Field(default=300, gt=0)
     """Seconds an idle worker waits for its next call before it is stopped."""
+
+
+class McpConfig(_Section):
+    """``mcp:``: the gateway's connections to upstream MCP servers (``kind: MCPServer``)."""
+
+    max_message_bytes: int = Field(default=DEFAULT_MAX_MESSAGE, ge=1024, le=1 << 30)
+    """Bytes of one message from a server (a stdio line, an HTTP body or SSE event) when its
+    ``spec.maxMessageBytes`` is unset; past it the call fails and toolgate stops reading."""
 
 
 class ProcessesConfig(_Section):
@@ -498,6 +508,8 @@ class GatewayConfig(_Section):
     """Declarations in the other formats: capabilities, plugins, extension info, resources."""
     scripts: ScriptsConfig = Field(default_factory=ScriptsConfig)
     processes: ProcessesConfig = Field(default_factory=ProcessesConfig)
+    mcp: McpConfig = Field(default_factory=McpConfig)
+    """Connections to upstream MCP servers."""
     demo: bool = False
     """Include the bundled demo tools."""
     overflow: OverflowConfig = Field(default_factory=OverflowConfig)
