@@ -28,6 +28,8 @@ from .path_policy import program_folders
 from .pipeline import Pipeline
 from .pipeline.approval import (
     DEFAULT_APPROVAL_TTL,
+    DEFAULT_MAX_PENDING_PER_AGENT,
+    DEFAULT_MAX_PENDING_PER_TOOL,
     ApprovalSettings,
     ApprovalStage,
 )
@@ -115,6 +117,8 @@ class Gateway(GatewayCatalog):
         redis_url: str | None = None,
         pin_path: Path | str | None = None,
         mcp_max_message_bytes: int = DEFAULT_MAX_MESSAGE,
+        approval_max_pending_per_tool: int | None = DEFAULT_MAX_PENDING_PER_TOOL,
+        approval_max_pending_per_agent: int | None = DEFAULT_MAX_PENDING_PER_AGENT,
     ) -> None:
         """
         Args:
@@ -184,6 +188,11 @@ class Gateway(GatewayCatalog):
             mcp_max_message_bytes: Bytes of one message from an upstream MCP server (a stdio
                 line, an HTTP body or event) for servers whose ``spec.maxMessageBytes`` is unset
                 (default 16 MiB); past it the call fails and toolgate stops reading.
+            approval_max_pending_per_tool: Requests of one agent for one tool that may wait
+                for a person at once (default 10; ``None``: no limit); past it a new call is
+                ``rate_limited`` and no request is created.
+            approval_max_pending_per_agent: The same for all of one agent's tools together
+                (default 50).
         """
         self.registry = Registry()
         self.search_index = ToolIndex(self.registry, semantic=semantic_search)
@@ -257,7 +266,12 @@ class Gateway(GatewayCatalog):
         self._approval_stage = ApprovalStage(
             store=store,
             policy=ApprovalPolicy(approval_rules),
-            settings=ApprovalSettings(enabled=store is not None, ttl=approval_ttl),
+            settings=ApprovalSettings(
+                enabled=store is not None,
+                ttl=approval_ttl,
+                max_pending_per_tool=approval_max_pending_per_tool,
+                max_pending_per_agent=approval_max_pending_per_agent,
+            ),
             builders=confirmation_builder,
             every_tool=any_requires_approval(self.access.policies),
             scrub=self._scrub,

@@ -145,6 +145,8 @@ def build_gateway(
         approver=approver,
         approval_ttl=config.approval.expires_after,
         approval_rules=config.approval.approval_rules(),
+        approval_max_pending_per_tool=config.approval.max_pending_per_tool,
+        approval_max_pending_per_agent=config.approval.max_pending_per_agent,
         state_path=None if approver is None else home / STATE_FILE_NAME,
         # Accepted MCP tool definitions: read by every command, created only when an MCP
         # server lists its tools.

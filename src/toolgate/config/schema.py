@@ -21,7 +21,11 @@ from ..backends.mcp_limits import DEFAULT_MAX_MESSAGE
 from ..backends.prestart import PrestartSettings
 from ..backends.processes import DEFAULT_MAX_OUTPUT
 from ..model import SideEffect, split_tool_id
-from ..pipeline.approval import DEFAULT_APPROVAL_TTL
+from ..pipeline.approval import (
+    DEFAULT_APPROVAL_TTL,
+    DEFAULT_MAX_PENDING_PER_AGENT,
+    DEFAULT_MAX_PENDING_PER_TOOL,
+)
 from ..pipeline.approval_policy import ApprovalRule
 from ..pipeline.overflow import DEFAULT_OVERFLOW_LIMIT, DEFAULT_PREVIEW_CHARS
 from ..sandbox.addresses import parse_cidr_grants
@@ -291,6 +295,11 @@ class ApprovalConfig(_Section):
     """Seconds a request waits for a decision before it expires."""
     rules: list[ApprovalRuleEntry] = Field(default_factory=list)
     """Per tool, namespace or level; see :mod:`toolgate.pipeline.approval_policy`."""
+    max_pending_per_tool: int | None = Field(default=DEFAULT_MAX_PENDING_PER_TOOL, ge=1)
+    """Requests of one agent for one tool that may wait for a person at once (``null``: no
+    limit); past it a new call is ``rate_limited`` and no request is created."""
+    max_pending_per_agent: int | None = Field(default=DEFAULT_MAX_PENDING_PER_AGENT, ge=1)
+    """Requests of one agent, all tools together, that may wait at once (``null``: no limit)."""
 
     @field_validator("expires_after", mode="before")
     @classmethod
