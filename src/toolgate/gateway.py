@@ -119,6 +119,8 @@ class Gateway(GatewayCatalog):
         mcp_max_message_bytes: int = DEFAULT_MAX_MESSAGE,
         approval_max_pending_per_tool: int | None = DEFAULT_MAX_PENDING_PER_TOOL,
         approval_max_pending_per_agent: int | None = DEFAULT_MAX_PENDING_PER_AGENT,
+        audit_max_payload_bytes: int | None = 8 * 1024,
+        audit_keep_full_payloads: bool = False,
     ) -> None:
         """
         Args:
@@ -193,6 +195,12 @@ class Gateway(GatewayCatalog):
                 ``rate_limited`` and no request is created.
             approval_max_pending_per_agent: The same for all of one agent's tools together
                 (default 50).
+            audit_max_payload_bytes: Bytes of JSON of one payload (arguments, result,
+                visualization, detail) an audit record keeps (default 8 KiB; ``None``: all);
+                a larger one is replaced by ``{"_truncated": true, "original_size": N,
+                "preview": ...}``.
+            audit_keep_full_payloads: Also write each oversized payload, redacted, to a file in
+                ``<spill_dir>/audit/``, named in the marker's ``full``.
         """
         self.registry = Registry()
         self.search_index = ToolIndex(self.registry, semantic=semantic_search)
@@ -255,6 +263,13 @@ class Gateway(GatewayCatalog):
                 database=state_database,
                 jsonl_path=None if audit_jsonl is None else Path(audit_jsonl).expanduser(),
                 retention_days=audit_retention_days,
+            )
+            from .audit.payload_cap import PayloadCap
+
+            self.audit.payload_cap = PayloadCap(
+                max_bytes=audit_max_payload_bytes,
+                keep_full=audit_keep_full_payloads,
+                folder=spiller.root / "audit",
             )
         memory_stats = InMemoryStats() if self.audit is None else None
         self.stats: StatsSource = self.audit if self.audit is not None else memory_stats  # type: ignore[assignment]

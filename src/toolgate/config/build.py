@@ -157,6 +157,8 @@ def build_gateway(
         audit_path=audit_path,
         audit_jsonl=audit_jsonl,
         audit_retention_days=config.audit.retention_days if audit == "write" else None,
+        audit_max_payload_bytes=config.audit.max_payload_bytes,
+        audit_keep_full_payloads=config.audit.keep_full_payloads,
         rate_limit_per_agent=config.rate_limits.per_agent,
         # The keyring or the secrets file, chosen on first use: commands that read no secret
         # never load a keyring backend.

@@ -322,6 +322,12 @@ class AuditConfig(_Section):
     """Also append every record to this JSON-lines file (relative to the config file's folder)."""
     retention_days: float | None = Field(default=30, gt=0)
     """Days records are kept (``null``: forever)."""
+    max_payload_bytes: int | None = Field(default=8 * 1024, ge=256)
+    """Bytes of JSON of one payload (arguments, result, visualization, detail) a record keeps;
+    a larger one is replaced by a marker with its size and a preview (``null``: keep all)."""
+    keep_full_payloads: bool = False
+    """Also write each oversized payload, redacted, to a file in the overflow folder's
+    ``audit/`` folder, named by the record's marker (``full``)."""
 
     @field_validator("retention_days", mode="before")
     @classmethod
