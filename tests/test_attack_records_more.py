@@ -119,7 +119,11 @@ async def test_a_tool_echoing_a_hostile_megabyte_does_not_stall_the_audit(tmp_pa
         # Masking, recording and copying two megabytes: a few seconds at most on a busy machine;
         # the quadratic masking took minutes of CPU for each of them (the timeout is the guard).
     first, second = sorted(records, key=lambda record: record.time)
-    assert first.args == {"text": hostile}  # no credential in it, and all of it kept
+    # No credential in it, so nothing is masked; past audit.max_payload_bytes the record keeps
+    # its size and a preview (issue 24).
+    assert first.args["_truncated"] is True
+    assert first.args["original_size"] == len(hostile) + len('{"text":""}')
+    assert first.args["preview"].startswith('{"text":"https://aaaa')
     assert second.args == {"text": f"https://{MARKER}@db.test/"}
     _nowhere(_stored(tmp_path), "hunter2pass")
 

@@ -15,6 +15,7 @@ from .approvals import ApprovalService, Approver
 from .audit.acknowledge import acknowledged, acknowledged_sync
 from .backends import Backend, PythonBackend
 from .backends.environment import ScriptEnvironment, credential_values, received_values
+from .backends.mcp_limits import DEFAULT_MAX_MESSAGE
 from .backends.prestart import PrestartSettings
 from .backends.processes import DEFAULT_MAX_OUTPUT
 from .backends.python import ToolThreads
@@ -29,6 +30,8 @@ from .path_policy import program_folders
 from .pipeline import Pipeline
 from .pipeline.approval import (
     DEFAULT_APPROVAL_TTL,
+    DEFAULT_MAX_PENDING_PER_AGENT,
+    DEFAULT_MAX_PENDING_PER_TOOL,
     ApprovalSettings,
     ApprovalStage,
 )
@@ -119,6 +122,11 @@ class Gateway(GatewayCatalog):
         redis_url: str | None = None,
         pin_path: Path | str | None = None,
         idempotency_lease_grace: float = LEASE_GRACE,
+        mcp_max_message_bytes: int = DEFAULT_MAX_MESSAGE,
+        approval_max_pending_per_tool: int | None = DEFAULT_MAX_PENDING_PER_TOOL,
+        approval_max_pending_per_agent: int | None = DEFAULT_MAX_PENDING_PER_AGENT,
+        audit_max_payload_bytes: int | None = 8 * 1024,
+        audit_keep_full_payloads: bool = False,
     ) -> None:
         """
         Args:
@@ -195,6 +203,20 @@ class Gateway(GatewayCatalog):
             idempotency_lease_grace: Seconds beyond a tool's timeout that a call holds its
                 idempotency key (default 30); a retry after that finds the call cut off and is
                 answered ``outcome_unknown`` (a tool declared ``idempotent`` runs again).
+            mcp_max_message_bytes: Bytes of one message from an upstream MCP server (a stdio
+                line, an HTTP body or event) for servers whose ``spec.maxMessageBytes`` is unset
+                (default 16 MiB); past it the call fails and toolgate stops reading.
+            approval_max_pending_per_tool: Requests of one agent for one tool that may wait
+                for a person at once (default 10; ``None``: no limit); past it a new call is
+                ``rate_limited`` and no request is created.
+            approval_max_pending_per_agent: The same for all of one agent's tools together
+                (default 50).
+            audit_max_payload_bytes: Bytes of JSON of one payload (arguments, result,
+                visualization, detail) an audit record keeps (default 8 KiB; ``None``: all);
+                a larger one is replaced by ``{"_truncated": true, "original_size": N,
+                "preview": ...}``.
+            audit_keep_full_payloads: Also write each oversized payload, redacted, to a file in
+                ``<spill_dir>/audit/``, named in the marker's ``full``.
         """
         self.registry = Registry()
         self.search_index = ToolIndex(self.registry, semantic=semantic_search)
@@ -269,6 +291,13 @@ class Gateway(GatewayCatalog):
                 jsonl_path=None if audit_jsonl is None else Path(audit_jsonl).expanduser(),
                 retention_days=audit_retention_days,
             )
+            from .audit.payload_cap import PayloadCap
+
+            self.audit.payload_cap = PayloadCap(
+                max_bytes=audit_max_payload_bytes,
+                keep_full=audit_keep_full_payloads,
+                folder=spiller.root / "audit",
+            )
         memory_stats = InMemoryStats() if self.audit is None else None
         self.stats: StatsSource = self.audit if self.audit is not None else memory_stats  # type: ignore[assignment]
         self._rate_limits = rate_limit_stage(
@@ -285,7 +314,12 @@ class Gateway(GatewayCatalog):
         self._approval_stage = ApprovalStage(
             store=store,
             policy=ApprovalPolicy(approval_rules),
-            settings=ApprovalSettings(enabled=store is not None, ttl=approval_ttl),
+            settings=ApprovalSettings(
+                enabled=store is not None,
+                ttl=approval_ttl,
+                max_pending_per_tool=approval_max_pending_per_tool,
+                max_pending_per_agent=approval_max_pending_per_agent,
+            ),
             builders=confirmation_builder,
             every_tool=any_requires_approval(self.access.policies),
             scrub=self._scrub,
@@ -370,6 +404,7 @@ class Gateway(GatewayCatalog):
             home=None if home is None else Path(home).expanduser(),
             sandbox=sandbox,
             tool_pins=self.tool_pins,
+            mcp_max_message=mcp_max_message_bytes,
         )
         self._configured_policies = tuple(policies)
         self.declarations = SourceSet(

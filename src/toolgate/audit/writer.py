@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import IO
 
 from ..pipeline.observers import FinishedCall
+from .payload_cap import PayloadCap
 from .record import AuditRecord, record_from
 from .sqlite_rows import dump
 from .sqlite_schema import ensure_private_file
@@ -43,6 +44,9 @@ class BatchWriter(abc.ABC):
     _wake: threading.Event
     _jsonl: IO[str] | None
     _stopping: bool
+    payload_cap: PayloadCap = PayloadCap()
+    """How large a payload a record keeps (:mod:`.payload_cap`); the gateway sets it from
+    ``audit.max_payload_bytes`` / ``audit.keep_full_payloads``."""
 
     @abc.abstractmethod
     def prune(self, now: float) -> int:
@@ -107,7 +111,8 @@ class BatchWriter(abc.ABC):
         records: list[AuditRecord] = []
         for call in calls:
             try:
-                records.append(record_from(call))
+                # Redacted first, then capped: a full payload kept in a file is the redacted one.
+                records.append(self.payload_cap.apply(record_from(call)))
             except Exception as exc:  # noqa: BLE001 - a bad call loses its record, not the batch
                 self._lose(1)
                 self._fail(f"cannot record call {call.call_id!r}", exc)

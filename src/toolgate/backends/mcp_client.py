@@ -32,8 +32,10 @@ from ..registry import RegisteredTool
 from .base import BackendUnavailableError, ToolTimeoutError
 from .mcp_connection import Connection, Snapshot
 from .mcp_launch import HttpLaunch, Launch, LaunchUnavailable, StdioLaunch, Timing, grant_key
+from .mcp_limits import DEFAULT_MAX_MESSAGE
 
 __all__ = [
+    "DEFAULT_MAX_MESSAGE",
     "HttpLaunch",
     "Launch",
     "LaunchUnavailable",
@@ -104,16 +106,23 @@ class McpHub:
     # -- connections ----------------------------------------------------------------------------
 
     def ensure(
-        self, name: str, token: object, launch: Callable[[], Launch], timing: Timing
+        self,
+        name: str,
+        token: object,
+        launch: Callable[[], Launch],
+        timing: Timing,
+        *,
+        max_message: int = DEFAULT_MAX_MESSAGE,
     ) -> None:
-        """Keep a connection to server ``name``; a new ``token`` (its spec) restarts it."""
+        """Keep a connection to server ``name``; a new ``token`` (its spec) restarts it.
+        ``max_message``: the bytes of one message from the server (:mod:`.mcp_limits`)."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("this MCP hub is closed")
             if name in self._connections and self._tokens[name] == token:
                 return
             old = self._connections.pop(name, None)
-            connection = Connection(name, launch, timing, self._changed)
+            connection = Connection(name, launch, timing, self._changed, max_message)
             self._connections[name] = connection
             self._tokens[name] = token
             loop = self._ensure_loop()

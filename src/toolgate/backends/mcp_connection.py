@@ -55,6 +55,7 @@ from .mcp_launch import (
     stderr_tail,
     trim_stderr,
 )
+from .mcp_limits import DEFAULT_MAX_MESSAGE, MessageLimit, MessageTooLarge
 from .mcp_results import result_value
 
 if TYPE_CHECKING:
@@ -121,6 +122,8 @@ class _Live:
         """The guarded transport refused a destination (see :func:`is_refusal`)."""
         self.stop = anyio.Event()
         self.finished = anyio.Event()
+        self.oversize: MessageTooLarge | None = None
+        """The server sent a message past the limit: the calls failing now say so."""
 
     async def on_message(self, message: Any) -> None:
         """The SDK's message handler: server notifications and transport errors."""
@@ -142,8 +145,11 @@ class Connection:
         launch: Callable[[], Launch],
         timing: Timing,
         on_change: Callable[[], None],
+        max_message: int = DEFAULT_MAX_MESSAGE,
     ) -> None:
         self.name = name
+        self.limit = MessageLimit(name, max_message)
+        """The size limit of one message from the server (:mod:`.mcp_limits`)."""
         self.snapshot = Snapshot()
         self.first_attempt = threading.Event()
         """Set once the first attempt to connect has finished, either way."""
@@ -329,18 +335,35 @@ class Connection:
         self, stack: contextlib.AsyncExitStack, launch: Launch, live: _Live
     ) -> Transport:
         if isinstance(launch, StdioLaunch):
-            from mcp.client.stdio import StdioServerParameters, stdio_client
+            from .mcp_stdio import bounded_stdio_client
+
+            def stdio_oversize(error: MessageTooLarge) -> None:
+                # The line was cut: the stream is out of step, so the connection is rebuilt.
+                live.oversize = error
+                self._lost(live, error.limit.explain(reset=True))
 
             live.stderr = stderr_file()
-            parameters = StdioServerParameters(
-                command=launch.command, args=list(launch.args), env=dict(launch.env)
-            )
             # The SDK only hands the file's descriptor to the child.
-            return stdio_client(parameters, errlog=cast(TextIO, live.stderr))
+            return cast(
+                "Transport",
+                bounded_stdio_client(
+                    launch.command,
+                    list(launch.args),
+                    dict(launch.env),
+                    cast(TextIO, live.stderr),
+                    self.limit,
+                    stdio_oversize,
+                ),
+            )
         import httpx2
         from mcp.client.streamable_http import streamable_http_client
 
+        from .mcp_http_cap import CappedTransport
         from .rest_transport import GuardedTransport
+
+        def http_oversize(error: MessageTooLarge) -> None:
+            # Only that response is dropped: the connection stays in step.
+            live.oversize = error
 
         headers = {"Authorization": f"Bearer {launch.bearer}"} if launch.bearer else None
 
@@ -356,7 +379,8 @@ class Connection:
             max_connections=MAX_HTTP_CONNECTIONS,
         )
         http = httpx2.AsyncClient(
-            transport=guard,
+            # Every response body and event is read no further than the message limit.
+            transport=CappedTransport(guard, self.limit, http_oversize),
             # No proxy from the environment: a proxy, not the guard, would choose the address.
             trust_env=False,
             event_hooks={"response": [remember_error]},
@@ -367,7 +391,8 @@ class Connection:
             follow_redirects=False,
         )
         await stack.enter_async_context(http)
-        return streamable_http_client(launch.url, http_client=http)
+        # The capped transport bounds events; the SDK's own cap (1 MiB) would cut them sooner.
+        return streamable_http_client(launch.url, http_client=http, max_sse_event_size=None)
 
     async def _listen(self, client: Client, live: _Live) -> None:
         """2026-07-28 connections announce tool list changes on a listen stream."""
@@ -441,15 +466,35 @@ class Connection:
 
     async def call(self, tool: str, arguments: dict[str, Any], timeout: float) -> Any:
         """``tools/call`` on the live session; the raw toolgate result."""
-        from mcp import MCPError
-        from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, RequestParamsMeta
-
         live = self.live
         client = None if live is None or live.broken else live.client
         if live is None or client is None:
             raise BackendUnavailableError(
                 self.snapshot.reason or f"the MCP server {self.name} is not connected yet"
             )
+        try:
+            result = await self._call(live, client, tool, arguments, timeout)
+        except Exception:
+            oversize = live.oversize
+            if oversize is not None:
+                if not live.broken:
+                    live.oversize = None  # HTTP: that one answer; the connection goes on
+                # The server answered with more than the limit: say that, not "lost".
+                raise ToolError(oversize.limit.explain(reset=live.broken)) from None
+            raise
+        return result_value(
+            result.model_dump(mode="json", by_alias=True, exclude_none=True),
+            server=self.name,
+            tool=tool,
+        )
+
+    async def _call(
+        self, live: _Live, client: Client, tool: str, arguments: dict[str, Any], timeout: float
+    ) -> Any:
+        """The SDK's ``tools/call``, its failures worded for toolgate."""
+        from mcp import MCPError
+        from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, RequestParamsMeta
+
         lost = (
             f"the connection to the MCP server {self.name} was lost during the call, so it is "
             "not known whether the tool ran; toolgate is reconnecting — check its effect before "
@@ -486,11 +531,7 @@ class Connection:
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
             self._lost(live, type(exc).__name__)
             raise BackendUnavailableError(lost) from None
-        return result_value(
-            result.model_dump(mode="json", by_alias=True, exclude_none=True),
-            server=self.name,
-            tool=tool,
-        )
+        return result
 
 
 async def _list_tools(client: Client) -> tuple[Mapping[str, Any], ...]:

@@ -145,15 +145,20 @@ def build_gateway(
         approver=approver,
         approval_ttl=config.approval.expires_after,
         approval_rules=config.approval.approval_rules(),
+        approval_max_pending_per_tool=config.approval.max_pending_per_tool,
+        approval_max_pending_per_agent=config.approval.max_pending_per_agent,
         state_path=None if approver is None else home / STATE_FILE_NAME,
         # Accepted MCP tool definitions: read by every command, created only when an MCP
         # server lists its tools.
         pin_path=home / STATE_FILE_NAME,
+        mcp_max_message_bytes=config.mcp.max_message_bytes,
         policies=policies,
         agent_labels=config.agent_labels(),
         audit_path=audit_path,
         audit_jsonl=audit_jsonl,
         audit_retention_days=config.audit.retention_days if audit == "write" else None,
+        audit_max_payload_bytes=config.audit.max_payload_bytes,
+        audit_keep_full_payloads=config.audit.keep_full_payloads,
         rate_limit_per_agent=config.rate_limits.per_agent,
         idempotency_lease_grace=config.idempotency.lease_grace,
         # The keyring or the secrets file, chosen on first use: commands that read no secret

@@ -17,10 +17,15 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
+from ..backends.mcp_limits import DEFAULT_MAX_MESSAGE
 from ..backends.prestart import PrestartSettings
 from ..backends.processes import DEFAULT_MAX_OUTPUT
 from ..model import SideEffect, split_tool_id
-from ..pipeline.approval import DEFAULT_APPROVAL_TTL
+from ..pipeline.approval import (
+    DEFAULT_APPROVAL_TTL,
+    DEFAULT_MAX_PENDING_PER_AGENT,
+    DEFAULT_MAX_PENDING_PER_TOOL,
+)
 from ..pipeline.approval_policy import ApprovalRule
 from ..pipeline.concurrency import (
     DEFAULT_RUNNING,
@@ -46,6 +51,7 @@ __all__ = [
     "ConcurrencyConfig",
     "GatewayConfig",
     "IdempotencyConfig",
+    "McpConfig",
     "OverflowConfig",
     "PrestartSection",
     "ProcessesConfig",
@@ -229,6 +235,14 @@ class WorkersSection(_Section):
     """Seconds an idle worker waits for its next call before it is stopped."""
 
 
+class McpConfig(_Section):
+    """``mcp:``: the gateway's connections to upstream MCP servers (``kind: MCPServer``)."""
+
+    max_message_bytes: int = Field(default=DEFAULT_MAX_MESSAGE, ge=1024, le=1 << 30)
+    """Bytes of one message from a server (a stdio line, an HTTP body or SSE event) when its
+    ``spec.maxMessageBytes`` is unset; past it the call fails and toolgate stops reading."""
+
+
 class ProcessesConfig(_Section):
     """`processes:`: how script tools' processes serve calls (`toolgate serve` and `toolgate
     mcp`; a one-call command starts none ahead)."""
@@ -292,6 +306,11 @@ class ApprovalConfig(_Section):
     """Seconds a request waits for a decision before it expires."""
     rules: list[ApprovalRuleEntry] = Field(default_factory=list)
     """Per tool, namespace or level; see :mod:`toolgate.pipeline.approval_policy`."""
+    max_pending_per_tool: int | None = Field(default=DEFAULT_MAX_PENDING_PER_TOOL, ge=1)
+    """Requests of one agent for one tool that may wait for a person at once (``null``: no
+    limit); past it a new call is ``rate_limited`` and no request is created."""
+    max_pending_per_agent: int | None = Field(default=DEFAULT_MAX_PENDING_PER_AGENT, ge=1)
+    """Requests of one agent, all tools together, that may wait at once (``null``: no limit)."""
 
     @field_validator("expires_after", mode="before")
     @classmethod
@@ -314,6 +333,12 @@ class AuditConfig(_Section):
     """Also append every record to this JSON-lines file (relative to the config file's folder)."""
     retention_days: float | None = Field(default=30, gt=0)
     """Days records are kept (``null``: forever)."""
+    max_payload_bytes: int | None = Field(default=8 * 1024, ge=256)
+    """Bytes of JSON of one payload (arguments, result, visualization, detail) a record keeps;
+    a larger one is replaced by a marker with its size and a preview (``null``: keep all)."""
+    keep_full_payloads: bool = False
+    """Also write each oversized payload, redacted, to a file in the overflow folder's
+    ``audit/`` folder, named by the record's marker (``full``)."""
 
     @field_validator("retention_days", mode="before")
     @classmethod
@@ -584,6 +609,8 @@ class GatewayConfig(_Section):
     """Declarations in the other formats: capabilities, plugins, extension info, resources."""
     scripts: ScriptsConfig = Field(default_factory=ScriptsConfig)
     processes: ProcessesConfig = Field(default_factory=ProcessesConfig)
+    mcp: McpConfig = Field(default_factory=McpConfig)
+    """Connections to upstream MCP servers."""
     demo: bool = False
     """Include the bundled demo tools."""
     overflow: OverflowConfig = Field(default_factory=OverflowConfig)

@@ -54,6 +54,8 @@ from .state import CallState, Handler, error_outcome
 __all__ = [
     "APPROVAL_TAKEN",
     "DEFAULT_APPROVAL_TTL",
+    "DEFAULT_MAX_PENDING_PER_AGENT",
+    "DEFAULT_MAX_PENDING_PER_TOOL",
     "ApprovalSettings",
     "ApprovalStage",
     "new_approval_id",
@@ -61,6 +63,11 @@ __all__ = [
 
 #: How long a request waits for a decision before it expires (seconds).
 DEFAULT_APPROVAL_TTL = 300.0
+#: Requests of one agent that may wait for a person at once, for one tool and in all. A person
+#: reviews a handful at a time: ten lets an agent queue a real batch for one tool (a few file
+#: deletions, a few messages), fifty across tools; beyond that it is a loop flooding the inbox.
+DEFAULT_MAX_PENDING_PER_TOOL = 10
+DEFAULT_MAX_PENDING_PER_AGENT = 50
 #: Seconds a confirmation builder may take; a slow one is a denial, not a stalled gateway.
 CONFIRMATION_TIMEOUT = 5.0
 
@@ -80,6 +87,11 @@ class ApprovalSettings:
     calls that need approval are denied."""
     ttl: float = DEFAULT_APPROVAL_TTL
     """Seconds a request waits for a decision, and a decided one stays collectable."""
+    max_pending_per_tool: int | None = DEFAULT_MAX_PENDING_PER_TOOL
+    """Requests of one agent for one tool that may wait at once (``None``: no limit); past it
+    a new call is ``rate_limited`` without a request."""
+    max_pending_per_agent: int | None = DEFAULT_MAX_PENDING_PER_AGENT
+    """Requests of one agent, all tools together, that may wait at once (``None``: no limit)."""
 
 
 #: Statuses of a decided request whose retry is the decided call (it runs or collects it).
@@ -249,6 +261,9 @@ class ApprovalStage:
             return await proceed(state)
         if request is not None:
             return self.pending(state, request)
+        flooded = self._flooded(store, call, now)
+        if flooded is not None:
+            return error_outcome(state, ErrorCode.RATE_LIMITED, flooded)
 
         builder = self.builders(state.entry)
         try:
@@ -293,6 +308,34 @@ class ApprovalStage:
             return self.pending(state, existing)
         store.record_event(request.id, "requested", actor=state.agent, at=now)
         return self.pending(state, request)
+
+    def _flooded(self, store: ApprovalStore, call: _CallKey, now: float) -> str | None:
+        """Why this new request is refused — its agent already has too many waiting — or
+        ``None``. Checked before the request is built; concurrent calls of one agent may pass
+        it together, so the limit can be overshot by the calls in flight at that moment."""
+        per_tool, per_agent = (
+            self.settings.max_pending_per_tool,
+            self.settings.max_pending_per_agent,
+        )
+        if per_tool is None and per_agent is None:
+            return None
+        for_tool, for_agent = store.count_pending(agent=call.agent, tool_id=call.tool_id, now=now)
+        who = "This caller" if call.agent is None else f"Agent '{call.agent}'"
+        if per_tool is not None and for_tool >= per_tool:
+            waiting = f"{for_tool} requests for tool {call.tool_id}"
+            limit, key = per_tool, "approval.max_pending_per_tool"
+        elif per_agent is not None and for_agent >= per_agent:
+            waiting = f"{for_agent} requests"
+            limit, key = per_agent, "approval.max_pending_per_agent"
+        else:
+            return None
+        return (
+            f"{who} already has {waiting} waiting for a person's decision (the limit is "
+            f"{limit}), so this call was not queued for approval. Wait until the person has "
+            "decided them (or they expired) before asking for more; calling again with the same "
+            "arguments as a waiting request still reaches that request. The operator sets the "
+            f"limit with {key} in toolgate.yaml."
+        )
 
     async def _attached(
         self, state: CallState, request: ApprovalRequest, proceed: Handler, now: float

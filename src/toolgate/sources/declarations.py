@@ -20,6 +20,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from ..backends.mcp_limits import DEFAULT_MAX_MESSAGE
 from ..errors import DuplicateToolError, ToolgateError
 from ..loaders import Diagnostic, Severity
 from ..model import ImplementationKind, SourceFormat, Tool
@@ -97,6 +98,9 @@ class SourceContext:
     tool_pins: ToolPins = field(default_factory=ToolPins)
     """The accepted definitions of upstream tools (MCP servers), opened on first use
     (default: in memory, for this gateway's lifetime)."""
+    mcp_max_message: int = DEFAULT_MAX_MESSAGE
+    """Bytes of one message from an upstream MCP server (``mcp.max_message_bytes``), for the
+    servers whose spec sets none."""
 
 
 class DeclarationSource(ABC):

@@ -28,6 +28,7 @@ camelCase, Kubernetes conventions (``metadata.name/namespace``, ``env`` as
       healthCheck: {periodSeconds: 30, timeoutSeconds: 10}
       reconnect: {initialDelaySeconds: 1, maxDelaySeconds: 60}
       pin: changes                     # changes | all | off: which tools wait for the operator
+      maxMessageBytes: 16777216        # bytes of one message (default: mcp.max_message_bytes)
 
 Nothing here connects or runs anything: :func:`parse_mcp_server` only checks the document.
 """
@@ -79,6 +80,7 @@ MCP_SERVER_SPEC_FIELDS: tuple[str, ...] = (
     "healthCheck",
     "reconnect",
     "pin",
+    "maxMessageBytes",
 )
 #: ``spec.pin`` values (see :mod:`toolgate.sources.mcp_pinning`).
 PIN_MODES: tuple[str, ...] = ("changes", "all", "off")
@@ -140,6 +142,9 @@ class McpServerSpec:
     """``spec.pin``: ``changes`` (default: the first listing is trusted, later new or changed
     tools wait for the operator), ``all`` (every tool waits, the first listing too) or ``off``
     (changes are adopted); tools with hidden text wait in every mode."""
+    max_message_bytes: int | None = None
+    """``spec.maxMessageBytes``: the bytes of one message from the server (a stdio line, an HTTP
+    body or event); ``None``: the gateway's ``mcp.max_message_bytes``."""
 
     @property
     def transport(self) -> str:
@@ -467,6 +472,24 @@ def _reconnect(spec: Mapping[str, Any], report: _Report) -> tuple[float, float]:
     return initial, max(initial, most)
 
 
+#: ``spec.maxMessageBytes`` bounds: below 1 KiB not even a tool list fits; above 1 GiB is no bound.
+_MESSAGE_BYTES = (1024, 1 << 30)
+
+
+def _max_message(spec: Mapping[str, Any], report: _Report) -> int | None:
+    value = spec.get("maxMessageBytes")
+    if value is None:
+        return None
+    low, high = _MESSAGE_BYTES
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        report.error(
+            "/spec/maxMessageBytes",
+            f"expected a whole number of bytes from {low} to {high}, {_got(value)}",
+        )
+        return None
+    return value
+
+
 def parse_mcp_server(
     document: Mapping[str, Any], *, path: str, pointer: str
 ) -> tuple[McpServerSpec | None, list[Diagnostic]]:
@@ -517,6 +540,7 @@ def parse_mcp_server(
             f"wait for an operator to accept them), {_got(pin)}",
         )
         pin = "changes"
+    max_message = _max_message(spec, report)
     if report.failed or name is None:
         return None, report.items
     return (
@@ -540,6 +564,7 @@ def parse_mcp_server(
             reconnect_initial=initial,
             reconnect_max=most,
             pin=pin,
+            max_message_bytes=max_message,
         ),
         report.items,
     )

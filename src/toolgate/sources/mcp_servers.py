@@ -138,10 +138,11 @@ class McpServers:
         from ..backends.mcp_client import Timing
 
         for spec in self._servers.values():
+            max_message = spec.max_message_bytes or self._context.mcp_max_message
             hub.ensure(
                 spec.name,
                 # A changed grant restarts the connection as a changed spec does.
-                (spec, self._network(spec)),
+                (spec, self._network(spec), max_message),
                 functools.partial(self._launch, spec),
                 Timing(
                     connect=spec.connect_timeout,
@@ -150,6 +151,7 @@ class McpServers:
                     reconnect_initial=spec.reconnect_initial,
                     reconnect_max=spec.reconnect_max,
                 ),
+                max_message=max_message,
             )
         hub.retain(self._servers)
 

@@ -57,6 +57,11 @@ class ApprovalStore(Protocol):
         """Every pending, unexpired request, oldest first (expired ones are marked so)."""
         ...
 
+    def count_pending(self, *, agent: str | None, tool_id: str, now: float) -> tuple[int, int]:
+        """How many unexpired requests of ``agent`` wait for a decision: (for ``tool_id``, for
+        every tool). ``agent`` matches NULL-safely."""
+        ...
+
     def decide(
         self,
         request_id: str,

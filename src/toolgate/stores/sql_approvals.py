@@ -171,6 +171,20 @@ class SqlApprovalStore:
                     found.append(_request_from_row(row))
         return found
 
+    def count_pending(self, *, agent: str | None, tool_id: str, now: float) -> tuple[int, int]:
+        """How many unexpired requests of ``agent`` wait for a decision: (for ``tool_id``, for
+        every tool). One query over the pending rows (the ``status`` index), which the
+        approval stage's limits keep few."""
+        with self._db.read() as conn:
+            row = conn.execute(
+                "SELECT COUNT(*) AS every_tool, "
+                "COALESCE(SUM(CASE WHEN tool_id = ? THEN 1 ELSE 0 END), 0) AS this_tool "
+                "FROM approvals WHERE status = ? AND expires_at > ? "
+                "AND COALESCE(agent, '') = COALESCE(?, '')",
+                (tool_id, ApprovalStatus.PENDING.value, now, agent),
+            ).fetchone()
+        return int(row["this_tool"]), int(row["every_tool"])
+
     def decide(
         self,
         request_id: str,
