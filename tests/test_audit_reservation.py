@@ -115,3 +115,39 @@ async def test_a_postgresql_audit_store_gone_after_the_guard_stops_the_tool(
         assert armed == [True]
         assert outcome.code is ErrorCode.UNAVAILABLE and outcome.message == UNAVAILABLE
     assert _ran(marker) == ["before"]
+
+
+async def test_a_reservation_that_must_wait_holds_its_own_call_only(tmp_path: Path) -> None:
+    """Found by the review: while another process holds the audit database's write lock, the
+    reservation waits for it — in a thread, never on the event loop, so every other call (and a
+    server's /healthz) goes on meanwhile; once the lock is gone the waiting call runs."""
+    import asyncio
+    import sqlite3
+
+    @tool(namespace="shop", effect="external_write", approval=False)
+    async def charge(order: str) -> str:
+        """Charges an order."""
+        return f"charged {order}"
+
+    @tool(namespace="shop", effect="read_only")
+    async def ping() -> str:
+        """Answers at once."""
+        return "pong"
+
+    with Gateway(audit_path=tmp_path / "audit.db") as gateway:
+        gateway.add(charge)
+        gateway.add(ping)
+        assert (await gateway.call("shop:charge", {"order": "warm"})).ok
+        holder = sqlite3.connect(tmp_path / "audit.db", isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")  # a backup, a `sqlite3 audit.db` shell…
+        try:
+            waiting = asyncio.create_task(gateway.call("shop:charge", {"order": "o-1"}))
+            for _ in range(20):  # the loop is free: other calls are answered meanwhile
+                assert (await gateway.call("shop:ping")).content == "pong"
+                await asyncio.sleep(0.01)
+            assert not waiting.done()
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        outcome = await waiting
+        assert outcome.ok and outcome.content == "charged o-1", outcome

@@ -228,3 +228,42 @@ def test_a_retry_after_a_crash_mid_call_is_outcome_unknown_unless_the_tool_is_id
     assert rerun["metadata"]["idempotency"]["replayed"] is False
     assert replayed["status"] == "ok" and replayed["metadata"]["idempotency"]["replayed"] is True
     assert [what for what, _, _ in _runs(tmp_path)].count("set_flag f-1") == 2
+
+
+async def test_a_call_that_waited_for_a_slot_is_not_taken_for_cut_off() -> None:
+    """Found by the review: the lease counts the wait for a concurrency slot. A retry while the
+    first call runs, after waiting its turn longer than timeout + grace, waits for it and gets
+    its outcome; it is not told ``outcome_unknown``, and nothing runs twice."""
+    import asyncio
+
+    from toolgate import ErrorCode, Gateway, tool
+    from toolgate.pipeline.concurrency import ConcurrencyLimit, ConcurrencySettings
+
+    go = {"A": asyncio.Event(), "B": asyncio.Event()}
+    ran: list[str] = []
+
+    @tool(namespace="shop", timeout=2, idempotency_key="{{ args.order }}")
+    async def charge(order: str) -> str:
+        """Charges an order when the test lets it."""
+        ran.append(order)
+        await go[order].wait()
+        return f"charged {order}"
+
+    limits = ConcurrencySettings(ConcurrencyLimit(running=1, waiting=4))
+    with Gateway(concurrency=limits, idempotency_lease_grace=0.2) as gateway:
+        gateway.add(charge)
+        first = asyncio.create_task(gateway.call("shop:charge", {"order": "A"}))
+        while ran != ["A"]:
+            await asyncio.sleep(0.01)
+        second = asyncio.create_task(gateway.call("shop:charge", {"order": "B"}))  # takes its key
+        await asyncio.sleep(1.5)  # B waits for A's slot meanwhile
+        go["A"].set()
+        await asyncio.sleep(0.9)  # B runs now: past timeout + grace (2.2 s) since it took its key
+        retry = asyncio.create_task(gateway.call("shop:charge", {"order": "B"}))
+        await asyncio.sleep(0.2)
+        go["B"].set()
+        outcomes = await asyncio.gather(first, second, retry)
+        assert [o.content for o in outcomes] == ["charged A", "charged B", "charged B"], outcomes
+        assert outcomes[2].code is not ErrorCode.OUTCOME_UNKNOWN
+        assert outcomes[2].metadata["idempotency"]["replayed"] is True
+        assert ran == ["A", "B"]

@@ -400,3 +400,70 @@ async def test_scripts_concurrency_is_the_running_limit_of_script_tools_unless_n
         assert (await gw.call("local:wait")).ok
         load = gw.load("local:wait")
         assert load is not None and load.running_limit == 3  # the concurrency entry wins
+
+
+# -- found by the review: keys, raised limits, async tools off the loop --------------------------
+
+
+async def test_a_busy_call_gives_its_idempotency_key_up_so_the_retry_runs(
+    release: threading.Event,
+) -> None:
+    ran: list[str] = []
+
+    @tool(namespace="t", idempotency_key="{{ args.order }}")
+    def charge(order: str) -> str:
+        """Charges an order (waits until the test lets it finish)."""
+        ran.append(order)
+        release.wait(30)
+        return f"charged {order}"
+
+    with Gateway(concurrency=limited(1, 0)) as gateway:
+        gateway.add(charge)
+        first = asyncio.create_task(gateway.call("t:charge", {"order": "o-1"}))
+        await until(lambda: ran == ["o-1"], "the first order running")
+        refused = await gateway.call("t:charge", {"order": "o-2"})
+        assert refused.code is ErrorCode.BUSY
+        release.set()
+        assert (await first).ok
+        # "It did not run; retry later": the retry with the same key runs, it is no replay.
+        retried = await gateway.call("t:charge", {"order": "o-2"})
+        assert retried.ok and retried.content == "charged o-2", retried
+        assert retried.metadata["idempotency"]["replayed"] is False
+        assert ran == ["o-1", "o-2"]
+
+
+async def test_a_raised_running_limit_admits_the_waiting_calls_at_once(
+    release: threading.Event,
+) -> None:
+    with Gateway(concurrency=limited(1, 10)) as gateway:
+        gateway.add(slow_and_fast(release))
+        calls = [asyncio.create_task(gateway.call("t:slow")) for _ in range(5)]
+        await until(lambda: getattr(gateway.load("t:slow"), "waiting", 0) == 4, "four waiting")
+        slots = gateway._concurrency.slots(gateway.get_tool("t:slow"))
+        slots.set_limits(4, 10)  # what declaring the tool again with a higher limit does
+        load = gateway.load("t:slow")
+        assert load is not None and (load.running, load.waiting) == (4, 1)
+        release.set()
+        assert all(o.ok for o in await asyncio.gather(*calls))
+
+
+async def test_an_async_tool_run_in_a_thread_keeps_its_slot_until_the_thread_returns(
+    release: threading.Event,
+) -> None:
+    @tool(namespace="t", timeout=0.3, run_in="thread")
+    async def stuck() -> str:
+        """Blocks its own loop until the test lets it finish."""
+        release.wait(30)
+        return "done"
+
+    with Gateway(concurrency=limited(2, 0)) as gateway:
+        gateway.add(stuck)
+        outcomes = await asyncio.gather(*(gateway.call("t:stuck") for _ in range(6)))
+        codes = sorted(str(o.code) for o in outcomes)
+        assert codes == ["busy"] * 4 + ["timeout"] * 2, codes
+        # The two timed-out threads still run: the tool refuses instead of starting more.
+        assert (await gateway.call("t:stuck")).code is ErrorCode.BUSY
+        load = gateway.load("t:stuck")
+        assert load is not None and load.running == 2
+        release.set()
+        await until(lambda: gateway.load("t:stuck").running == 0, "the slots given back")  # type: ignore[union-attr]

@@ -41,6 +41,7 @@ class Invocation:
         "inline",
         "metadata",
         "namespaces",
+        "refused_before_run",
         "session_id",
         "started_at",
         "tool",
@@ -79,5 +80,8 @@ class Invocation:
         """Set when the rate limit let this call through uncounted, as a retry after a person's
         decision: the approval stage charges it (this returns the refusal, or ``None``) unless
         the call turns out to be that decided call."""
+        self.refused_before_run = False
+        """Set by a stage that refused the call right before the tool would have run (``busy``,
+        no audit record possible): nothing ran, so its idempotency key is given up."""
         self.started_at = time.time()
         """When the call began (``time.time()``), for the audit log and statistics."""

@@ -18,6 +18,7 @@ from ..invocation import Invocation
 from ..model import Tool
 from ..python.binding import PythonBinding
 from ..python.context import ToolContext
+from ..python.off_loop import ABANDONED
 from ..registry import RegisteredTool
 from ..secrets import SecretResolver
 from .base import ArgumentConversionError
@@ -162,6 +163,8 @@ class PythonBackend:
         binding: PythonBinding = invocation.entry.binding
         kwargs = self._kwargs(invocation)
         if binding.is_async:
+            if getattr(binding.func, "runs_off_loop", False):
+                return self._result(binding, await self._off_loop(invocation, binding, kwargs))
             return self._result(binding, await binding.func(**kwargs))
         context = contextvars.copy_context()
         call = functools.partial(context.run, binding.func, **kwargs)
@@ -177,6 +180,23 @@ class PythonBackend:
                     work.add_done_callback(functools.partial(_released, release))
             raise
         return self._result(binding, result)
+
+    async def _off_loop(
+        self, invocation: Invocation, binding: PythonBinding, kwargs: dict[str, Any]
+    ) -> Any:
+        """An async tool on a thread of its own (``run_in="thread"``): a thread that goes on
+        after its call was cancelled keeps the call's slot until it returns."""
+
+        def abandoned(finished: Future[None]) -> None:
+            release = self._hold_slot(invocation.tool.id)
+            if release is not None:
+                finished.add_done_callback(functools.partial(_released, release))
+
+        token = ABANDONED.set(abandoned)
+        try:
+            return await binding.func(**kwargs)
+        finally:
+            ABANDONED.reset(token)
 
     def run_inline(self, invocation: Invocation) -> Any:
         # The caller's own thread: it counts as running (the Concurrency stage holds the slot

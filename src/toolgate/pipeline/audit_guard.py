@@ -12,6 +12,9 @@ Its health flag lags: it turns false only after a write failed. So :class:`Audit
 
 from __future__ import annotations
 
+import asyncio
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
 from ..errors import ErrorCode
@@ -78,9 +81,8 @@ class AuditReservationStage:
     write, or the tool does not run."""
 
     name = "audit_reservation"
-    # A blocking round trip (as the idempotency and approval stores make): a SQLite lock taken
-    # and let go, or one PostgreSQL statement, which fails at once while the server is known
-    # to be down (its connection pool's breaker).
+    # A round trip to the store (a SQLite lock taken and let go, or one PostgreSQL statement),
+    # made in a thread of its own; an inline call (call_sync) makes it in the caller's thread.
     suspends = False
 
     def __init__(self, audit: AuditReserver) -> None:
@@ -90,6 +92,30 @@ class AuditReservationStage:
         return _audited(entry)
 
     async def __call__(self, state: CallState, proceed: Handler) -> CallOutcome:
-        if self.audit.reserve() is None:
+        if state.inline:  # call_sync without a loop: the caller's own thread may wait
+            refused = self.audit.reserve()
+        else:
+            # Never on the serving loop: a store that makes us wait (a SQLite lock held by
+            # another process, up to its busy timeout) must hold this call only, not every
+            # request of the server.
+            refused = await asyncio.get_running_loop().run_in_executor(
+                _reservations(), self.audit.reserve
+            )
+        if refused is None:
             return await proceed(state)
+        state.refused_before_run = True
         return _refused(state)
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _reservations() -> ThreadPoolExecutor:
+    """The threads that make reservations (started on first use, shared by every gateway)."""
+    global _pool
+    if _pool is None:
+        with _pool_lock:
+            if _pool is None:
+                _pool = ThreadPoolExecutor(4, thread_name_prefix="toolgate-audit-reserve")
+    return _pool

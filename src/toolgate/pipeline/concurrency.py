@@ -198,6 +198,21 @@ class ToolSlots:
                 self.active, len(self._waiters), self.running_limit, self.waiting_limit, self.busy
             )
 
+    def set_limits(self, running: int, waiting: int) -> None:
+        """New limits (the tool was declared again): a raised running limit admits as many
+        waiting calls as it now has room for, at once."""
+        with self._lock:
+            self.running_limit, self.waiting_limit = running, waiting
+        while True:
+            with self._lock:
+                if not self._waiters or self.active >= self.running_limit:
+                    return
+                waiter = self._waiters.popleft()
+                waiter.granted = True
+                self.active += 1
+            if not waiter.wake():
+                self.release()  # its loop is closed: pass the slot on
+
     def try_acquire(self) -> bool:
         """Take a free slot if there is one and nobody waits before us."""
         with self._lock:
@@ -307,8 +322,7 @@ class ConcurrencyStage:
         # Called once per registration: a tool declared again gets its (new) limits here, and
         # keeps the calls already counted.
         running, waiting = self.settings.limits_for(entry.tool)
-        slots = self.slots(entry.tool)
-        slots.running_limit, slots.waiting_limit = running, waiting
+        self.slots(entry.tool).set_limits(running, waiting)
         return True
 
     def slots(self, tool: Tool) -> ToolSlots:
@@ -370,6 +384,7 @@ class ConcurrencyStage:
 def _busy(state: CallState, slots: ToolSlots, why: str) -> CallOutcome:
     running, waiting = slots.running_limit, slots.waiting_limit
     state.metadata["concurrency"] = {"running": running, "waiting": waiting, "refused": why}
+    state.refused_before_run = True
     plural = "s" if running != 1 else ""
     limits = f"it runs at most {running} call{plural} at once and {waiting} may wait"
     if why == EXPIRED:

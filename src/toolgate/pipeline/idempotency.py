@@ -246,6 +246,12 @@ def _render_error(exc: Exception) -> KeyTemplateError:
     )
 
 
+def call_lease(tool: Tool, grace: float) -> float:
+    """Seconds a call holds its key before it counts as cut off: the longest it may wait for a
+    concurrency slot (the tool's timeout), its run (the timeout again) and ``grace``."""
+    return 2 * tool.timeout + grace
+
+
 def stored_key(agent: str | None, key: str) -> str:
     """The key as stored: the rendered ``key`` scoped to the calling ``agent``, so that no
     agent ever takes, replays or conflicts with another's (one unambiguous string, for every
@@ -371,7 +377,7 @@ class IdempotencyStage:
             )
         arguments_digest = digest(state.arguments)
         scoped = stored_key(state.agent, key)
-        lease = tool.timeout + self.lease_grace
+        lease = call_lease(tool, self.lease_grace)
         # The running record outlives the lease (a crash must still be known to a late retry),
         # and never ends before it (a short window must not free a key its owner still runs).
         keep = max(tool.idempotency.window, lease)
@@ -451,16 +457,21 @@ class IdempotencyStage:
     def _settle(self, state: CallState, mine: IdempotencyRecord, outcome: CallOutcome) -> None:
         """Keep a final outcome for the window; give the key up for a pending one."""
         try:
-            if outcome.status is CallStatus.PENDING_APPROVAL:
+            if outcome.status is CallStatus.PENDING_APPROVAL or state.refused_before_run:
+                # Nothing ran (it waits for a person, or was refused busy or for want of an
+                # audit record): the retry must be free to run it.
                 self.store.release(mine.tool_id, mine.key, call_id=mine.call_id)
                 return
             window = state.tool.idempotency.window
+            # ``if_running``: an outcome settled meanwhile as unknown (this call overran its
+            # lease) stays the one answer every retry gets.
             self.store.complete(
                 mine.tool_id,
                 mine.key,
                 call_id=mine.call_id,
                 outcome=self._kept(state.tool, outcome_to_record(outcome)),
                 expires_at=mine.created_at + window,
+                if_running=True,
             )
         except Exception:
             # The tool ran: its outcome goes to the caller even if it cannot be kept.

@@ -11,6 +11,7 @@ task on its own loop, which stops a tool that awaits.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import contextvars
 import functools
@@ -18,12 +19,19 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, Final, Literal
 
-__all__ = ["RUN_IN", "RunIn", "on_own_loop"]
+__all__ = ["ABANDONED", "RUN_IN", "RunIn", "on_own_loop"]
 
 #: Where a Python tool runs: ``loop`` (default: awaited on the caller's event loop) or
 #: ``thread`` (an async tool on a fresh event loop in a thread of its own).
 RunIn = Literal["loop", "thread"]
 RUN_IN: Final = ("loop", "thread")
+
+#: Set by the gateway for one call: told of a thread that goes on after its call was cancelled
+#: (a timeout, a caller gone), with a future done when that thread returns — so the call's
+#: concurrency slot stays taken until then, as for a sync tool's worker thread.
+ABANDONED: contextvars.ContextVar[Callable[[concurrent.futures.Future[None]], None] | None] = (
+    contextvars.ContextVar("toolgate_off_loop_abandoned", default=None)
+)
 
 
 class _OffLoopCall:
@@ -45,6 +53,8 @@ class _OffLoopCall:
         self._cancelled = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[Any] | None = None
+        self.finished: concurrent.futures.Future[None] = concurrent.futures.Future()
+        """Done when the thread returns (whether or not anyone still waits for the result)."""
 
     def run(self) -> None:
         """The thread's body: run the coroutine to its end on a new loop, hand back the result."""
@@ -54,6 +64,8 @@ class _OffLoopCall:
             self._settle(exc, failed=True)
         else:
             self._settle(result, failed=False)
+        finally:
+            self.finished.set_result(None)
 
     async def _main(self) -> Any:
         with self._lock:
@@ -102,6 +114,10 @@ def on_own_loop(
             return await done
         except asyncio.CancelledError:
             call.cancel()
+            abandoned = ABANDONED.get()
+            if abandoned is not None and not call.finished.done():
+                abandoned(call.finished)
             raise
 
+    run_off_loop.runs_off_loop = True  # type: ignore[attr-defined]
     return run_off_loop

@@ -63,12 +63,14 @@ def _nobody(agent: str) -> bool:
 
 def _call_budget(gateway: Gateway) -> Callable[[Scope], float | None]:
     """More time for the requests that run a tool — a call (an approved one runs on the
-    agent's retry) — than for the others: the tool's timeout plus a margin, so that the tool's
-    own timeout always ends it first. Deciding an approval runs nothing: the default budget."""
+    agent's retry) — than for the others: the longest wait for a slot of the tool plus its run
+    (twice its timeout) plus a margin, so that the tool's own limits always end it first.
+    Deciding an approval runs nothing: the default budget."""
 
     def tool_time(tool_id: str) -> float | None:
         entry = gateway.registry.get(tool_id)
-        return None if entry is None else entry.tool.timeout + CALL_MARGIN
+        # Twice the timeout: a call may wait as long for one of the tool's concurrency slots.
+        return None if entry is None else 2 * entry.tool.timeout + CALL_MARGIN
 
     def budget(scope: Scope) -> float | None:
         path: str = scope.get("path", "")
