@@ -14,7 +14,9 @@ exactly that request directly, with the SDK's own checks, and leaves everything 
 * only requests with nothing else to do: no ``requestState`` or ``inputResponses`` (an approval
   answer), no progress token or log level, a tool without ``x-mcp-header`` parameters;
 * the same result: the handler's own :meth:`McpSurface.result` and the ``serverInfo`` stamp the
-  SDK adds; errors as the SDK maps them to HTTP statuses.
+  SDK adds; errors as the SDK maps them to HTTP statuses;
+* the same cancellation: a client that closes its POST while the tool runs (how a 2026-07-28
+  client cancels) cuts the call off, as the SDK's handler does (:mod:`.caller_gone`).
 
 Anything it does not answer — malformed, unusual or another method — goes to the SDK untouched
 (the body it read is replayed). A call that turns out to need approval from a client that can be
@@ -54,6 +56,7 @@ from starlette.requests import Request
 from starlette.types import Message, Receive, Scope, Send
 
 from ..model import ApprovalStatus, CallOutcome, CallStatus
+from .caller_gone import Gone, runs_to_its_end, unless_gone
 from .mcp_server import PRECOMPUTED_OUTCOME_KEY, McpSurface
 
 __all__ = ["FastToolCalls", "ReadBody", "read_body"]
@@ -105,6 +108,8 @@ class FastToolCalls:
         has_json, has_sse = check_accept_headers(request)
         if not (has_json and has_sse):
             return receive
+        # Read past the body: what comes next is the client's disconnect, if it goes away.
+        upstream = receive
         body, receive, _ = await read_body(receive, self._max_body)
         if body is None:
             return receive
@@ -119,15 +124,22 @@ class FastToolCalls:
             # Progressive disclosure decides per session which tools may be called: the SDK path.
             return receive
         surface = self.surface
+        gateway = surface.gateway
         try:
-            outcome = await surface.gateway.call(
-                name, arguments, agent=agent, namespaces=namespaces
+            # A client that goes away (the 2026-07-28 way to cancel a request is to close its
+            # POST) cuts its call off, as the SDK's path and the HTTP API do.
+            outcome = await unless_gone(
+                gateway.call(name, arguments, agent=agent, namespaces=namespaces),
+                upstream,
+                lambda: runs_to_its_end(gateway, name),
             )
         except Exception:
             # The gateway never raises for a call; should it, answer as the SDK does.
             logger.exception("an MCP tools/call raised")
             await _send_json(send, 200, _internal_error(request_id))
             return None
+        if isinstance(outcome, Gone):
+            return None  # cut off (audited ``cancelled``) or kept going: nobody to answer
         if (
             outcome.status is CallStatus.PENDING_APPROVAL
             and can_elicit

@@ -8,7 +8,9 @@ whole pipeline for every call.
   the MCP exporter writes them: provider-safe name, title, description, ``inputSchema``,
   ``outputSchema`` (object schemas), annotations from the side-effect level, ``_meta`` examples
   and tile. Built once per (agent, registry version).
-* ``tools/call`` — ``gateway.call``. Every failed call is a result with ``isError: true`` and the
+* ``tools/call`` — ``gateway.call``. A call whose client cancels it (``notifications/cancelled``)
+  or goes away is cut off and audited ``cancelled`` (:mod:`toolgate.serve.caller_gone`). Every
+  failed call is a result with ``isError: true`` and the
   message written for the model (invalid arguments name the field), except an unknown tool, which
   the spec makes a protocol error (``-32602``). ``structuredContent`` is sent when the tool
   declares an output schema; a visualization never is; an overflowed result is the preview and
@@ -54,6 +56,7 @@ from ..gateway import Gateway
 from ..model import CallOutcome, CallStatus
 from ..pipeline.approval import DEFAULT_APPROVAL_TTL
 from ..search.tool import SEARCH_TOOL_ID
+from .caller_gone import outliving_cancellation, runs_to_its_end
 from .mcp_approvals import NO_PROMPT, McpApprovals, pending_result
 from .mcp_changes import ToolListChanges
 
@@ -315,12 +318,18 @@ class McpSurface:
             ask = await self.approvals.resume(ctx, params, agent) is not NO_PROMPT
 
         async def call() -> CallOutcome:
-            return await self.gateway.call(
-                params.name,
-                arguments,
-                agent=agent,
-                session_id=self._call_session(ctx),
-                namespaces=namespaces,
+            # The SDK cancels this handler when the client cancels the request or goes away:
+            # the call is then cut off and recorded ``cancelled`` (or, with an idempotency key,
+            # runs to its end for the retry), not dropped unrecorded.
+            return await outliving_cancellation(
+                self.gateway.call(
+                    params.name,
+                    arguments,
+                    agent=agent,
+                    session_id=self._call_session(ctx),
+                    namespaces=namespaces,
+                ),
+                lambda: runs_to_its_end(self.gateway, params.name),
             )
 
         outcome = _precomputed(ctx, params.name, arguments) or await call()

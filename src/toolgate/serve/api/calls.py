@@ -7,13 +7,12 @@ gateway's whole pipeline. :class:`FastCallMiddleware` therefore answers a ``POST
 /v1/tools/{tool_id}/call`` itself, in front of the framework, when everything about it is in
 order — no query string, a JSON body that parses into :class:`~.models.CallRequest`, a known
 key, an existing workspace — and hands anything else, unchanged, to the FastAPI route, which
-produces the documented problems. Both run the call with :func:`run_call`, so they answer alike.
+produces the documented problems. Both run the call with :func:`answer_call`, so they answer
+alike, and both cut off a call whose client goes away (:mod:`toolgate.serve.caller_gone`).
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
 from email.message import Message as MimeHeader
 from pathlib import Path
 from typing import Any, Final
@@ -25,7 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..._json import StrictJsonError, loads_strict
 from ...model import CallStatus
-from ...pipeline.timeouts import CALLER_GONE, run_watched
+from ..caller_gone import Gone, runs_to_its_end, unless_gone
 from ..identity import AuthenticationError
 from .deps import ApiContext
 from .limits import BODY_SCOPE_KEY
@@ -53,6 +52,9 @@ __all__ = [
 
 CALL_PREFIX: Final = "/v1/tools/"
 CALL_SUFFIX: Final = "/call"
+#: The status of a call whose client went away (nginx's "client closed request"): never
+#: received, it only shows in the server's own records.
+CLIENT_CLOSED_REQUEST: Final = 499
 
 
 def workspace_exists(request: CallRequest) -> bool:
@@ -96,9 +98,22 @@ async def run_call(
     tool_id: str,
     request: CallRequest,
     namespaces: frozenset[str] | None = None,
+    receive: Receive | None = None,
 ) -> Response:
-    """:func:`answer_call` as a response (for the FastAPI route)."""
-    status, data, headers = await answer_call(context, agent, tool_id, request, namespaces)
+    """:func:`answer_call` as a response (for the FastAPI route). Given the request's
+    ``receive`` (read past its body), a call whose client disconnects is cut off as
+    :func:`~toolgate.serve.caller_gone.unless_gone` does, and answered with an empty ``499``
+    that nobody receives."""
+    call = answer_call(context, agent, tool_id, request, namespaces)
+    if receive is None:
+        answer = await call
+    else:
+        gateway = context.gateway
+        watched = await unless_gone(call, receive, lambda: runs_to_its_end(gateway, tool_id))
+        if isinstance(watched, Gone):
+            return Response(status_code=CLIENT_CLOSED_REQUEST)
+        answer = watched
+    status, data, headers = answer
     return ApiJSONResponse(data, status_code=status, headers=headers)
 
 
@@ -218,49 +233,16 @@ class FastCallMiddleware:
             agent, namespaces = principal.agent, principal.namespaces
         if not workspace_exists(request):
             return False
-        gone: list[bool] = []
-
-        def arm(task: asyncio.Task[Any]) -> Callable[[], object]:
-            # Only a call that suspends gets here: one answered at once watches nothing.
-            if self._runs_to_its_end(tool_id):
-                return _nothing
-            return asyncio.ensure_future(_cut_off_when_gone(receive, task, gone)).cancel
-
-        call = answer_call(self.context, agent, tool_id, request, namespaces)
-        try:
-            status, data, headers = await run_watched(call, arm)
-        except asyncio.CancelledError as exc:
-            if gone and exc.args[:1] == (CALLER_GONE,):
-                # Cut off before the tool ran (waiting for its turn, say): nobody to answer.
-                task = asyncio.current_task()
-                if task is not None:
-                    task.uncancel()
-                return True
-            raise
-        if not gone:  # else the call ended ``cancelled`` (audited) and nobody is left to answer
-            await _send_json(send, status, data, headers)
+        gateway = self.context.gateway
+        answer = await unless_gone(
+            answer_call(self.context, agent, tool_id, request, namespaces),
+            receive,
+            lambda: runs_to_its_end(gateway, tool_id),
+        )
+        if not isinstance(answer, Gone):
+            await _send_json(send, *answer)
+        # else the call ended ``cancelled`` (audited), or before it ran: nobody is left to answer
         return True
-
-    def _runs_to_its_end(self, tool_id: str) -> bool:
-        """Whether a call of ``tool_id`` goes on when its caller goes away: a tool with an
-        idempotency key, so that its outcome is recorded and the caller's retry with the same
-        key receives it (replayed) instead of an unknown result."""
-        entry = self.context.gateway.registry.get(tool_id)
-        return entry is not None and bool(entry.tool.idempotency.key_template)
-
-
-def _nothing() -> None:
-    pass
-
-
-async def _cut_off_when_gone(receive: Receive, task: asyncio.Task[Any], gone: list[bool]) -> None:
-    """Wait for the client to disconnect, then cancel the call's ``task`` as cut off by its
-    caller (:data:`~toolgate.pipeline.timeouts.CALLER_GONE`): the tool's task is cancelled and a
-    script's process tree killed. Cancelled itself when the call ends first."""
-    while (await receive())["type"] != "http.disconnect":
-        pass  # the body, replayed: the request was read already
-    gone.append(True)
-    task.cancel(CALLER_GONE)
 
 
 async def _no_body() -> Message:

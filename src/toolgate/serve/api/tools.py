@@ -177,7 +177,10 @@ def tools_router(context: ApiContext) -> APIRouter:
                 ErrorCode.INVALID_ARGUMENTS,
                 f"workspace: no such folder on the gateway's host: {request.workspace}",
             )
-        return await run_call(context, who.agent, tool_id, request, who.namespaces)
+        # A client that goes away cuts its call off, as on the fast path (calls.py).
+        return await run_call(
+            context, who.agent, tool_id, request, who.namespaces, receive=raw.receive
+        )
 
     router.add_api_route(
         "/tools/{tool_id:path}/call",
