@@ -168,3 +168,22 @@ def _flood_over_http(tmp_path: Path, database: str | None) -> None:
         assert denied.returncode == 0, denied.stderr
         assert call("m10")["status"] == "pending_approval"
         assert call("m11")["code"] == "rate_limited"
+
+
+async def test_a_burst_at_once_creates_no_more_requests_than_the_limit(tmp_path: Path) -> None:
+    """Found by the review: 200 calls at once all passed a count made before their requests
+    existed. The count is made again with the creation, under a lock."""
+    import asyncio
+
+    with Gateway(
+        approver="queue", state_path=tmp_path / "state.db", approval_max_pending_per_tool=5
+    ) as gateway:
+        gateway.add(send)
+        assert gateway.approvals is not None
+        outcomes = await asyncio.gather(
+            *(gateway.call("chat:send", {"text": f"m{i}"}, agent="looper") for i in range(60))
+        )
+        statuses = [o.status for o in outcomes]
+        assert statuses.count(CallStatus.PENDING_APPROVAL) == 5
+        assert [o.code for o in outcomes].count(ErrorCode.RATE_LIMITED) == 55
+        assert len(gateway.approvals.pending()) == 5

@@ -123,3 +123,21 @@ def test_the_cli_reads_back_the_marker_with_the_configured_limit(
     assert marker["_truncated"] is True
     assert marker["original_size"] == len(json.dumps({"text": "c" * 5_000}, separators=(",", ":")))
     assert marker["preview"].startswith('{"text":"ccc')
+
+
+def test_a_huge_error_message_is_cut_like_the_detail(tmp_path: Path) -> None:
+    """Found by the review: a tool raising an exception of 2 MB left a 2 MB ``message``."""
+
+    @tool(namespace="notes", effect="read_only")
+    def explode() -> str:
+        """Fails with a very long message."""
+        raise ValueError("E" * 2_000_000)
+
+    with Gateway(audit_path=tmp_path / "audit.db") as gateway:
+        gateway.add(explode)
+        assert gateway.call_sync("notes:explode").status is CallStatus.ERROR
+        assert gateway.audit is not None and gateway.audit.flush(10)
+        (record,) = gateway.audit.query(tool_id="notes:explode")
+    assert len(record.message.encode()) < 9 * 1024
+    assert "[truncated by toolgate: the message has" in record.message
+    assert len(json.dumps(record.to_dict())) < 20_000

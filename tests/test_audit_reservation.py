@@ -142,7 +142,7 @@ async def test_a_reservation_that_must_wait_holds_its_own_call_only(tmp_path: Pa
         holder.execute("BEGIN IMMEDIATE")  # a backup, a `sqlite3 audit.db` shell…
         try:
             waiting = asyncio.create_task(gateway.call("shop:charge", {"order": "o-1"}))
-            for _ in range(20):  # the loop is free: other calls are answered meanwhile
+            for _ in range(3):  # the loop is free: other calls are answered meanwhile
                 assert (await gateway.call("shop:ping")).content == "pong"
                 await asyncio.sleep(0.01)
             assert not waiting.done()
@@ -151,3 +151,42 @@ async def test_a_reservation_that_must_wait_holds_its_own_call_only(tmp_path: Pa
             holder.close()
         outcome = await waiting
         assert outcome.ok and outcome.content == "charged o-1", outcome
+
+
+async def test_reservations_wait_side_by_side_and_readers_are_not_held(tmp_path: Path) -> None:
+    """Found by the review: with the audit database locked by another process, reservations
+    waited one after another under the log's own lock (the eighth call 40 s), and so did every
+    reader of the log. Now each waits at most its own second, and reading goes on meanwhile."""
+    import asyncio
+    import sqlite3
+
+    @tool(namespace="shop", effect="external_write", approval=False)
+    async def charge(order: str) -> str:
+        """Charges an order."""
+        return f"charged {order}"
+
+    with Gateway(audit_path=tmp_path / "audit.db") as gateway:
+        gateway.add(charge)
+        assert (await gateway.call("shop:charge", {"order": "warm"})).ok
+        audit = gateway.audit
+        assert audit is not None and audit.flush(10)
+        holder = sqlite3.connect(tmp_path / "audit.db", isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        try:
+            calls = [
+                asyncio.create_task(gateway.call("shop:charge", {"order": f"o-{i}"}))
+                for i in range(4)
+            ]
+            await asyncio.sleep(0.05)
+            records = await asyncio.to_thread(audit.query, tool_id="shop:charge")
+            assert [r.status for r in records] == ["ok"]
+            assert not all(call.done() for call in calls)  # read while they still waited
+            outcomes = await asyncio.gather(*calls)
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        # The four waited side by side: each was refused after its own wait.
+        assert [o.code for o in outcomes] == [ErrorCode.UNAVAILABLE] * 4
+        # Once the refusals are written, the log is healthy again and the tool runs.
+        assert audit.flush(10)
+        assert (await gateway.call("shop:charge", {"order": "after"})).ok

@@ -153,6 +153,18 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def _wait_listening(process: subprocess.Popen[bytes], port: int) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        assert process.poll() is None, "the HTTP server exited before listening"
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            assert time.monotonic() < deadline, "the HTTP server does not listen"
+            time.sleep(0.05)
+
+
 @pytest.fixture(params=["json", "sse"])
 def http_server(request: pytest.FixtureRequest) -> Iterator[str]:
     port = _free_port()
@@ -163,15 +175,7 @@ def http_server(request: pytest.FixtureRequest) -> Iterator[str]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert process.poll() is None, "the HTTP server exited before listening"
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                    break
-            except OSError:
-                assert time.monotonic() < deadline, "the HTTP server does not listen"
-                time.sleep(0.05)
+        _wait_listening(process, port)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         process.kill()
@@ -200,5 +204,76 @@ async def test_an_http_answer_past_the_limit_fails_that_call_only(
         # past the SDK's own 1 MiB event limit, under ours: read whole.
         ours = await gateway.call("large:big", {"size": 800_000})
         assert ours.status is CallStatus.OK, ours.message
+    finally:
+        await gateway.aclose()
+
+
+async def test_a_tool_listing_past_the_limit_ends_the_connect_at_once_and_says_why(
+    project: Path, toolgate_home: Path
+) -> None:
+    """Found by the review: a ``tools/list`` answer over the limit left the connect waiting for
+    its 30 s timeout, which was then given as the reason. It ends at once, naming the limit."""
+    _stdio(
+        project,
+        cap_line="  maxMessageBytes: 1048576\n  env: {LARGE_LISTING: '3000000'}\n",
+    )
+    gateway = _gateway(project, toolgate_home)
+    started = time.monotonic()
+    await gateway.start()
+    try:
+        while True:
+            problems = [d.message for d in gateway.diagnostics() if "large" in d.message]
+            if any("larger than" in message for message in problems):
+                break
+            # The bound only catches the old 30 s wait for an answer that never comes.
+            assert time.monotonic() - started < 25, problems
+            await asyncio.sleep(0.1)
+        (message,) = [m for m in problems if "larger than" in m]
+        assert "1 MiB (1048576 bytes)" in message and "spec.maxMessageBytes" in message
+        assert "no answer within" not in message
+    finally:
+        await gateway.aclose()
+
+
+@pytest.fixture
+def deaf_server() -> Iterator[str]:
+    """``deaf_http_server.py``: answers a call it was told to cancel anyway."""
+    port = _free_port()
+    process = subprocess.Popen(
+        [sys.executable, str(SERVER.with_name("deaf_http_server.py")), str(port)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        _wait_listening(process, port)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.kill()
+        process.wait(timeout=30)
+
+
+async def test_an_oversized_answer_to_a_call_that_already_ended_blames_no_later_call(
+    project: Path, toolgate_home: Path, deaf_server: str
+) -> None:
+    """Found by the review: the answer of a call that had timed out came later, over the
+    limit, and its "too large" was given as the reason of the next call that failed."""
+    _write_config(
+        project,
+        f"  url: {deaf_server}\n  maxMessageBytes: 1048576\n  timeoutSeconds: 1\n",
+        grant=True,
+    )
+    gateway = _gateway(project, toolgate_home)
+    await gateway.start()
+    try:
+        assert (await gateway.call("large:echo", {"text": "x"})).status is CallStatus.OK
+        late = await gateway.call("large:slow_big", {"size": 3_000_000, "seconds": 1.5})
+        assert late.code is ErrorCode.TIMEOUT, late.message
+        await asyncio.sleep(1.5)  # its answer arrives now, for nobody, and is cut at the limit
+        assert (await gateway.call("large:echo", {"text": "fine"})).status is CallStatus.OK
+        failed = await gateway.call("large:fail", {})
+        assert failed.code is ErrorCode.TOOL_ERROR, failed.message
+        assert "upstream says no" in (failed.message or ""), failed.message
+        assert "larger than" not in (failed.message or "")
     finally:
         await gateway.aclose()

@@ -9,8 +9,8 @@ seen); kept whole in every record it bloats the log, every query and every expor
 
 ``original_size`` is the payload's size in bytes of JSON, ``preview`` its first
 :data:`PREVIEW_CHARS` characters, ``full`` (only with :attr:`PayloadCap.keep_full`) the file
-holding the whole value. ``detail`` is text, so it keeps its first bytes and ends with a note
-saying the same. The record stays valid JSON and is read back like any other.
+holding the whole value. ``message`` and ``detail`` are text, so they keep their first bytes and
+end with a note saying the same. The record stays valid JSON and is read back like any other.
 
 The values capped here are the record's, already redacted (:func:`~toolgate.audit.record.
 record_from`): a masked secret is masked in the file too. The files are written in the audit
@@ -39,8 +39,10 @@ __all__ = ["DEFAULT_MAX_PAYLOAD", "PREVIEW_CHARS", "PayloadCap"]
 DEFAULT_MAX_PAYLOAD = 8 * 1024
 #: Characters of an oversized payload's JSON kept as its preview.
 PREVIEW_CHARS = 256
-#: The payload fields of a record (``detail`` is text).
+#: The payload fields of a record, and its text fields (an error's message can be as large as
+#: the exception a tool raised).
 _FIELDS = ("args", "result", "visualization")
+_TEXT_FIELDS = ("message", "detail")
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
@@ -70,19 +72,24 @@ class PayloadCap:
             size = len(text.encode("utf-8"))
             if size > limit:
                 changes[name] = self._marker(record.call_id, name, text, size)
-        detail = record.detail
-        if detail is not None:
-            data = detail.encode("utf-8")
-            if len(data) > limit:
-                full, error = self._keep(record.call_id, "detail.txt", detail)
-                where = f"; the full detail is in {full}" if full else ""
-                where += f"; it could not be kept: {error}" if error else ""
-                kept = data[:limit].decode("utf-8", "ignore")
-                changes["detail"] = (
-                    f"{kept}\n[truncated by toolgate: the detail has {len(data)} bytes, the "
-                    f"first {limit} are kept{where}]"
-                )
+        for name in _TEXT_FIELDS:
+            text = getattr(record, name)
+            if text is not None:
+                data = text.encode("utf-8")
+                if len(data) > limit:
+                    changes[name] = self._cut_text(record.call_id, name, text, data, limit)
         return dataclasses.replace(record, **changes) if changes else record
+
+    def _cut_text(self, call_id: str, name: str, text: str, data: bytes, limit: int) -> str:
+        """A text field's first ``limit`` bytes and a note saying what was cut."""
+        full, error = self._keep(call_id, f"{name}.txt", text)
+        where = f"; the full {name} is in {full}" if full else ""
+        where += f"; it could not be kept: {error}" if error else ""
+        kept = data[:limit].decode("utf-8", "ignore")
+        return (
+            f"{kept}\n[truncated by toolgate: the {name} has {len(data)} bytes, the first "
+            f"{limit} are kept{where}]"
+        )
 
     def _marker(self, call_id: str, name: str, text: str, size: int) -> dict[str, Any]:
         marker: dict[str, Any] = {

@@ -48,6 +48,10 @@ __all__ = [
 #: Seconds a statement waits for another connection's write lock before failing.
 BUSY_TIMEOUT: Final = 5.0
 
+#: Seconds a reservation waits for another connection's write lock: a held lock longer than
+#: this is not a batch being written, and the call it holds is refused rather than kept waiting.
+RESERVE_WAIT: Final = 1.0
+
 #: The path that opens a private, in-memory database (tests).
 MEMORY: Final = ":memory:"
 
@@ -90,6 +94,11 @@ class SQLiteAuditLog(AuditLog):
         self._lock = threading.Lock()  # guards the connection and the JSONL file
         self._conn: sqlite3.Connection | None = None
         self._identity: tuple[int, int] | None = None
+        # One connection per reserving thread: reservations wait for a lock held elsewhere side
+        # by side, never behind each other, and never under ``self._lock`` (which readers and
+        # the writer take).
+        self._reservers = threading.local()
+        self._reserver_conns: list[sqlite3.Connection] = []
         with self._lock:
             self._open_locked()
         self._start()
@@ -191,8 +200,29 @@ class SQLiteAuditLog(AuditLog):
             conn = self._open_locked()
             if conn is None:
                 raise AuditStoreError(self._last_error or "cannot open the audit database")
-            conn.execute("BEGIN IMMEDIATE")
-            conn.execute("ROLLBACK")
+            if self.path is None:  # in memory: no other process can hold its lock
+                return
+        reserver = self._reserver()
+        reserver.execute("BEGIN IMMEDIATE")
+        reserver.execute("ROLLBACK")
+
+    def _reserver(self) -> sqlite3.Connection:
+        """This thread's connection for reservations (opened on first use, and again when the
+        database file was replaced or the log reopened since)."""
+        with self._lock:
+            identity = self._identity
+        held = getattr(self._reservers, "held", None)
+        if held is not None and held[1] == identity and held[0] in self._reserver_conns:
+            conn: sqlite3.Connection = held[0]
+            return conn
+        assert self.path is not None
+        conn = sqlite3.connect(
+            str(self.path), timeout=RESERVE_WAIT, isolation_level=None, check_same_thread=False
+        )
+        self._reservers.held = (conn, identity)
+        with self._lock:
+            self._reserver_conns.append(conn)
+        return conn
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -214,6 +244,9 @@ class SQLiteAuditLog(AuditLog):
 
     def _release(self) -> None:
         with self._lock:
+            for reserver in self._reserver_conns:
+                reserver.close()
+            self._reserver_conns.clear()
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None

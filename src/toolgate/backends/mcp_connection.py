@@ -122,7 +122,8 @@ class _Live:
         """The guarded transport refused a destination (see :func:`is_refusal`)."""
         self.stop = anyio.Event()
         self.finished = anyio.Event()
-        self.oversize: MessageTooLarge | None = None
+        self.oversize: tuple[MessageTooLarge, float] | None = None
+        """The last message cut at the limit, and when (``time.monotonic()``)."""
         """The server sent a message past the limit: the calls failing now say so."""
 
     async def on_message(self, message: Any) -> None:
@@ -257,9 +258,14 @@ class Connection:
                 with anyio.fail_after(self._timing.connect):
                     await group.start(self._hold, launch, live)
             if scope.cancelled_caught:
-                return None  # stopped while connecting
+                if live.oversize is not None and live.error is not None:
+                    self._down(live.error, live)  # a message past the limit ended it
+                return None  # else: stopped while connecting
         except Exception as exc:  # noqa: BLE001 - any failure to connect is a reason to report
-            self._down(self._detail(exc, live, self._timing.connect), live)
+            if live.oversize is not None and live.error is not None:
+                self._down(live.error, live)
+            else:
+                self._down(self._detail(exc, live, self._timing.connect), live)
             return None
         finally:
             self._connect_scope = None
@@ -339,8 +345,12 @@ class Connection:
 
             def stdio_oversize(error: MessageTooLarge) -> None:
                 # The line was cut: the stream is out of step, so the connection is rebuilt.
-                live.oversize = error
+                live.oversize = (error, time.monotonic())
                 self._lost(live, error.limit.explain(reset=True))
+                if self.live is not live and self._connect_scope is not None:
+                    # Still connecting: the answer it waits for will never come. End the
+                    # connect now, with the limit as its reason.
+                    self._connect_scope.cancel()
 
             live.stderr = stderr_file()
             # The SDK only hands the file's descriptor to the child.
@@ -363,7 +373,7 @@ class Connection:
 
         def http_oversize(error: MessageTooLarge) -> None:
             # Only that response is dropped: the connection stays in step.
-            live.oversize = error
+            live.oversize = (error, time.monotonic())
 
         headers = {"Authorization": f"Bearer {launch.bearer}"} if launch.bearer else None
 
@@ -472,15 +482,18 @@ class Connection:
             raise BackendUnavailableError(
                 self.snapshot.reason or f"the MCP server {self.name} is not connected yet"
             )
+        started = time.monotonic()
         try:
             result = await self._call(live, client, tool, arguments, timeout)
         except Exception:
-            oversize = live.oversize
-            if oversize is not None:
+            cut = live.oversize
+            # Only a message cut while this call was waiting can be its answer (an earlier one
+            # answered a call that had already ended).
+            if cut is not None and cut[1] >= started:
                 if not live.broken:
                     live.oversize = None  # HTTP: that one answer; the connection goes on
                 # The server answered with more than the limit: say that, not "lost".
-                raise ToolError(oversize.limit.explain(reset=live.broken)) from None
+                raise ToolError(cut[0].limit.explain(reset=live.broken)) from None
             raise
         return result_value(
             result.model_dump(mode="json", by_alias=True, exclude_none=True),

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -162,6 +163,7 @@ class ApprovalStage:
         self.settings = settings
         self.builders = builders
         self.scrub = scrub
+        self._create_lock = threading.Lock()
         """Masks what a stored outcome must not keep (the secrets the tool received, URL
         credentials) before an approved call's outcome is stored on its request."""
         self.clock = clock
@@ -299,7 +301,15 @@ class ApprovalStage:
             namespaces=state.namespaces,
         )
         try:
-            store.create(request)
+            # Counted again with the request's creation under one lock, with nothing awaited
+            # in between: in this process the limit is exact however many calls come at once
+            # (the first count, above, only spares a flood building confirmations).
+            with self._create_lock:
+                flooded = self._flooded(store, call, now)
+                if flooded is None:
+                    store.create(request)
+            if flooded is not None:
+                return error_outcome(state, ErrorCode.RATE_LIMITED, flooded)
         except DuplicateRequestError:
             # An identical call created its request first: attach to that one.
             existing = call.find(store, self.clock())
@@ -311,8 +321,8 @@ class ApprovalStage:
 
     def _flooded(self, store: ApprovalStore, call: _CallKey, now: float) -> str | None:
         """Why this new request is refused — its agent already has too many waiting — or
-        ``None``. Checked before the request is built; concurrent calls of one agent may pass
-        it together, so the limit can be overshot by the calls in flight at that moment."""
+        ``None``. Exact within one process (see the caller); replicas sharing the state may
+        each let one call past it at the same moment."""
         per_tool, per_agent = (
             self.settings.max_pending_per_tool,
             self.settings.max_pending_per_agent,
