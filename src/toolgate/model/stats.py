@@ -10,9 +10,9 @@ from .call import CallOutcome, CallStatus
 
 __all__ = ["NOT_TOOL_FAILURES", "ToolStats", "counts_as_failure"]
 
-#: Error codes that are the *caller's* doing (or a rule working as intended), not the tool
-#: failing: they count in ``total`` but never in ``failures`` nor ``last_error``. Every other
-#: error (``tool_error``, ``timeout``, ``invalid_output``, ``crashed``, ``unavailable``,
+#: Error codes that are the *caller's* doing (or a rule working as intended, or the caller
+#: going away), not the tool failing: they count in ``total`` but never in ``failures`` nor
+#: ``last_error``. Every other error (``tool_error``, ``timeout``, ``invalid_output``, ``crashed``, ``unavailable``,
 #: ``security_blocked``, and an error without a code) is a tool failure.
 NOT_TOOL_FAILURES: Final[frozenset[str]] = frozenset(
     {
@@ -21,6 +21,7 @@ NOT_TOOL_FAILURES: Final[frozenset[str]] = frozenset(
         ErrorCode.FORBIDDEN.value,
         ErrorCode.RATE_LIMITED.value,
         ErrorCode.BUSY.value,
+        ErrorCode.CANCELLED.value,
         ErrorCode.USER_REJECTION.value,
         ErrorCode.IDEMPOTENCY_CONFLICT.value,
     }
