@@ -131,7 +131,7 @@ def test_a_huge_error_message_is_cut_like_the_detail(tmp_path: Path) -> None:
     @tool(namespace="notes", effect="read_only")
     def explode() -> str:
         """Fails with a very long message."""
-        raise ValueError("E" * 2_000_000)
+        raise ValueError("\ud800" + "E" * 2_000_000)  # a lone surrogate too: still recorded
 
     with Gateway(audit_path=tmp_path / "audit.db") as gateway:
         gateway.add(explode)

@@ -69,13 +69,13 @@ class PayloadCap:
             if value is None:
                 continue
             text = dump(value)
-            size = len(text.encode("utf-8"))
+            size = len(text.encode("utf-8", "surrogatepass"))
             if size > limit:
                 changes[name] = self._marker(record.call_id, name, text, size)
         for name in _TEXT_FIELDS:
             text = getattr(record, name)
             if text is not None:
-                data = text.encode("utf-8")
+                data = text.encode("utf-8", "surrogatepass")
                 if len(data) > limit:
                     changes[name] = self._cut_text(record.call_id, name, text, data, limit)
         return dataclasses.replace(record, **changes) if changes else record
