@@ -11,6 +11,7 @@ are driven with Hypothesis directly: one test per operation and generation mode.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -72,7 +73,12 @@ CASES = [
 @pytest.fixture(scope="module")
 def api_schema(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     tmp_path: Path = tmp_path_factory.mktemp("fuzz")
-    with live_server(make_app(make_gateway(tmp_path))) as server:
+    gateway = make_gateway(tmp_path)
+    # Load the semantic model (toolgate[search]) before fuzzing: its first load can take longer
+    # than a request's read timeout on a loaded machine, and cold start is not under test here.
+    with contextlib.suppress(RuntimeError):
+        gateway.search_tools("warm up", mode="semantic")
+    with live_server(make_app(gateway)) as server:
         yield schemathesis.openapi.from_url(f"{server.url}/openapi.json")
 
 

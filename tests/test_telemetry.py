@@ -107,7 +107,12 @@ def test_without_telemetry_plans_are_the_bare_stage_chain() -> None:
         while not isinstance(handler, Executor):
             chain.append(type(handler.func).__name__)
             handler = handler.keywords["proceed"]
-        assert chain == ["ValidateArgumentsStage", "SecurityCheckStage", "ApprovalStage"]
+        assert chain == [
+            "ValidateArgumentsStage",
+            "SecurityCheckStage",
+            "ApprovalStage",
+            "ConcurrencyStage",
+        ]
         assert handler is gateway.pipeline.executor
 
 
