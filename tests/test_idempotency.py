@@ -336,7 +336,8 @@ def test_a_caller_waits_at_most_the_lease_for_a_running_duplicate(tmp_path: Path
     )
     with Gateway() as gw:
         gw.add(charge)
-        install(gw, IdempotencyStage(store, lease_grace=0.3 - charge.tool.timeout))
+        # A lease of 0.3 s: twice the timeout (a wait for a slot, then the run), less itself.
+        install(gw, IdempotencyStage(store, lease_grace=0.3 - 2 * charge.tool.timeout))
         # The other call never finishes: this one waits until its lease has ended, then takes
         # it for cut off (the hang guard fails the test if it waited for ever).
         outcome = gw.call_sync("pay:charge", arguments)
