@@ -3,6 +3,8 @@
     python bench/soak.py                    # 10 minutes on the embedded SQLite store
     python bench/soak.py --minutes 2        # a shorter run
     python bench/soak.py --shared           # state in PostgreSQL + Redis, PostgreSQL paused 10 s
+                                            # (toolgate[postgres]; a scratch database on
+                                            # 127.0.0.1:5432, dropped at the end)
 
 One real ``toolgate serve`` process (audit on) serves, to three agents with their own API keys,
 over the HTTP API and over MCP (streamable HTTP, the official SDK client):
@@ -143,7 +145,7 @@ def _tool_md(name: str, timeout_ms: int) -> str:
     )
 
 
-def write_home(home: Path, *, shared: bool) -> None:
+def write_home(home: Path, *, database: str | None) -> None:
     """A toolgate home with every tool of the mix, an upstream MCP server and the agents."""
     (home / "soak_tools.py").write_text(TOOLS_PY)
     (home / UPSTREAM_MARKER).write_text(UPSTREAM_PY)
@@ -178,9 +180,9 @@ def write_home(home: Path, *, shared: bool) -> None:
         f"  {OPERATOR}:",
         "    labels: {role: operator}",
     ]
-    if shared:
+    if database is not None:
         lines += [
-            "state: postgresql://postgres@127.0.0.1:5432/test",
+            f"state: {json.dumps(database)}",
             "redis: redis://127.0.0.1:6379/0",
         ]
     (home / "toolgate.yaml").write_text("\n".join(lines) + "\n")
@@ -520,9 +522,40 @@ def report(
         print(f"- missing: {call_id}")
 
 
+ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+def scratch_database() -> str:
+    """A new database for the shared-state run (dropped at the end, see :func:`drop`)."""
+    import psycopg
+
+    name = f"toolgate_soak_{os.getpid()}"
+    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    return ADMIN_URL.rpartition("/")[0] + "/" + name
+
+
+def drop(database: str) -> None:
+    import psycopg
+
+    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{database.rpartition("/")[2]}" WITH (FORCE)')
+
+
 async def main_async(args: argparse.Namespace) -> int:
+    database = scratch_database() if args.shared else None
+    try:
+        return await soak(args, database)
+    finally:
+        if database is not None:
+            drop(database)
+
+
+async def soak(args: argparse.Namespace, database: str | None) -> int:
     home = Path(tempfile.mkdtemp(prefix="toolgate-soak-"))
-    write_home(home, shared=args.shared)
+    write_home(home, database=database)
+    if database is not None:
+        toolgate(home, "db", "upgrade")  # a new shared database gets its tables first
     keys = {
         name: toolgate(home, "agents", "add", name).stdout.strip() for name in (*AGENTS, OPERATOR)
     }

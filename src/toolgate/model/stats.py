@@ -12,8 +12,9 @@ __all__ = ["NOT_TOOL_FAILURES", "ToolStats", "counts_as_failure"]
 
 #: Error codes that are the *caller's* doing (or a rule working as intended, or the caller
 #: going away), not the tool failing: they count in ``total`` but never in ``failures`` nor
-#: ``last_error``. Every other error (``tool_error``, ``timeout``, ``invalid_output``, ``crashed``, ``unavailable``,
-#: ``security_blocked``, and an error without a code) is a tool failure.
+#: ``last_error``. Every other error (``tool_error``, ``timeout``, ``invalid_output``,
+#: ``crashed``, ``unavailable``, ``security_blocked``, and an error without a code) is a tool
+#: failure.
 NOT_TOOL_FAILURES: Final[frozenset[str]] = frozenset(
     {
         ErrorCode.INVALID_ARGUMENTS.value,
