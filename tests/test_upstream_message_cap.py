@@ -165,11 +165,11 @@ def _wait_listening(process: subprocess.Popen[bytes], port: int) -> None:
             time.sleep(0.05)
 
 
-@pytest.fixture(params=["json", "sse"])
-def http_server(request: pytest.FixtureRequest) -> Iterator[str]:
+def _serving(script: Path, *args: str) -> Iterator[str]:
+    """Run an HTTP MCP server script on a free port (``{port}`` in ``args``); its URL."""
     port = _free_port()
     process = subprocess.Popen(
-        [sys.executable, str(SERVER), "http", str(port), request.param],
+        [sys.executable, str(script), *(a.format(port=port) for a in args)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -180,6 +180,11 @@ def http_server(request: pytest.FixtureRequest) -> Iterator[str]:
     finally:
         process.kill()
         process.wait(timeout=30)
+
+
+@pytest.fixture(params=["json", "sse"])
+def http_server(request: pytest.FixtureRequest) -> Iterator[str]:
+    yield from _serving(SERVER, "http", "{port}", request.param)
 
 
 async def test_an_http_answer_past_the_limit_fails_that_call_only(
@@ -238,19 +243,7 @@ async def test_a_tool_listing_past_the_limit_ends_the_connect_at_once_and_says_w
 @pytest.fixture
 def deaf_server() -> Iterator[str]:
     """``deaf_http_server.py``: answers a call it was told to cancel anyway."""
-    port = _free_port()
-    process = subprocess.Popen(
-        [sys.executable, str(SERVER.with_name("deaf_http_server.py")), str(port)],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        _wait_listening(process, port)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.kill()
-        process.wait(timeout=30)
+    yield from _serving(SERVER.with_name("deaf_http_server.py"), "{port}")
 
 
 async def test_an_oversized_answer_to_a_call_that_already_ended_blames_no_later_call(
