@@ -86,9 +86,7 @@ def main() -> None:
     print(f"decision → waiting call returns (ms, {rounds} rounds; poll {POLL_INTERVAL * 1000:g})")
     print(f"{'decided in':<16} {'min':>7} {'median':>7} {'max':>7}")
     for name, values in figures.items():
-        print(
-            f"{name:<16} {min(values):7.1f} {statistics.median(values):7.1f} {max(values):7.1f}"
-        )
+        print(f"{name:<16} {min(values):7.1f} {statistics.median(values):7.1f} {max(values):7.1f}")
 
 
 if __name__ == "__main__":

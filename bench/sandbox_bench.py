@@ -20,7 +20,7 @@ from pathlib import Path
 
 from toolgate import Gateway
 from toolgate.backends.script import ScriptBackend
-from toolgate.loaders.tool_folder import load_tool_folder
+from toolgate.formats.tool_folder.parse import load_tool_folder
 from toolgate.model import ImplementationKind, Permissions, SandboxMode, SandboxSpec
 from toolgate.registry import RegisteredTool
 from toolgate.sandbox.host import probe_host

@@ -29,10 +29,10 @@ import yaml
 from folder_tools import require_program, write_tool
 from js_support import js_runtime, plugin_copy
 from toolgate import Gateway
+from toolgate.formats.plugin.source import PluginSource
 from toolgate.sandbox.host import probe_host
 from toolgate.sandbox.runner import Sandbox
 from toolgate.sandbox.settings import SandboxConfig
-from toolgate.sources.plugins import PluginSource
 
 __all__ = ["js_runtime"]  # the fixture, used by name
 

@@ -24,10 +24,10 @@ from toolgate.config import (
 )
 from toolgate.demo import TOOL_FOLDERS
 from toolgate.errors import ErrorCode
+from toolgate.formats.tool_folder.source import FolderRoot
 from toolgate.model import CallStatus, SideEffect
 from toolgate.pipeline.approval import DEFAULT_APPROVAL_TTL
 from toolgate.pipeline.approval_policy import ApprovalRule
-from toolgate.sources import FolderRoot
 
 TOOLS_PY = '''
 from toolgate import tool

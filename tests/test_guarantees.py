@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from toolgate import CallOutcome, CallStatus, ErrorCode, Gateway, ToolContext, ToolError, tool
+from toolgate.formats.resource.policy import load_policy
 from toolgate.health import Phase
-from toolgate.loaders.policy import load_policy
 from toolgate.model import ApprovalStatus
 from toolgate.model.policy import AccessPolicy
 

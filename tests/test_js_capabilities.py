@@ -14,10 +14,10 @@ from js_support import js_runtime
 from toolgate import ConfigError, Gateway
 from toolgate.config import load_gateway
 from toolgate.errors import ErrorCode
+from toolgate.formats.capability.source import CapabilitySource
 from toolgate.model import ApprovalRequest, CallOutcome, CallStatus, SideEffect
 from toolgate.sandbox.runner import Sandbox
 from toolgate.secrets import MemorySecretStore
-from toolgate.sources.capabilities import CapabilitySource
 
 __all__ = ["js_runtime"]  # the fixture, used by name
 

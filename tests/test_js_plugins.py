@@ -13,10 +13,10 @@ import pytest
 
 from js_support import js_runtime, plugin_copy
 from toolgate import Gateway
+from toolgate.formats.plugin.source import PluginSource
 from toolgate.model import SideEffect
 from toolgate.sandbox.runner import Sandbox
 from toolgate.sandbox.settings import SandboxConfig
-from toolgate.sources.plugins import PluginSource
 
 __all__ = ["js_runtime"]  # the fixture, used by name
 

@@ -133,7 +133,7 @@ def test_the_demo_tools_need_no_escaping() -> None:
     """What a newcomer sees first: every demo tool's provider name is its id with ``__``."""
     from toolgate import Gateway
     from toolgate.demo import TOOL_FOLDERS, tools
-    from toolgate.sources import FolderRoot
+    from toolgate.formats.tool_folder.source import FolderRoot
 
     with Gateway(tool_folders=[FolderRoot(TOOL_FOLDERS, "demo")]) as gateway:
         gateway.add(tools)

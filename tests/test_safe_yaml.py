@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from toolgate.loaders import YamlError, load_yaml
+from toolgate.formats._common.safe_yaml import YamlError, load_yaml
 
 
 def _billion_laughs() -> str:

@@ -10,13 +10,8 @@ from typing import Any
 import pytest
 
 from folder_tools import WORD_COUNT_SCRIPT_TS, WORD_COUNT_TOOL_MD
-from toolgate.loaders import (
-    TOOL_FOLDER_FIELDS,
-    Diagnostic,
-    FolderLoad,
-    Severity,
-    load_tool_folder,
-)
+from toolgate.formats._common.diagnostics import Diagnostic, Severity
+from toolgate.formats.tool_folder.parse import TOOL_FOLDER_FIELDS, FolderLoad, load_tool_folder
 from toolgate.model import (
     ApprovalSpec,
     DisplaySpec,

@@ -25,8 +25,8 @@ import pytest
 from toolgate import Gateway
 from toolgate.config import build_gateway, load_config
 from toolgate.errors import ErrorCode
+from toolgate.formats.mcp_server.source import parse_mcp_server
 from toolgate.model import CallStatus
-from toolgate.sources.mcp_servers import parse_mcp_server
 
 SERVER = Path(__file__).parent / "fixtures" / "mcp" / "large_answer_server.py"
 MIB = 1024 * 1024

@@ -28,6 +28,7 @@ from .errors import (
     ToolgateError,
     ToolNotFoundError,
 )
+from .formats.capability.source import CapabilityContext
 from .gateway import Gateway
 from .model import (
     ApprovalRequest,
@@ -57,7 +58,6 @@ from .model import (
 )
 from .model.display import render_display
 from .python import FunctionTool, ToolContext, tool
-from .sources.capabilities import CapabilityContext
 
 __version__ = "0.1.0"
 

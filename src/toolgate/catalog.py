@@ -14,8 +14,18 @@ from typing import Any
 
 from .backends import Backend
 from .errors import ToolNotFoundError
+from .formats._common.diagnostics import Diagnostic
+from .formats.declarations import (
+    DeclarationSource,
+    SourceAlert,
+    SourceContext,
+    SourceLoad,
+    SourceSet,
+)
+from .formats.detect import open_source
+from .formats.python_function.source import entry_for, flatten
+from .formats.tool_folder.source import FolderRoot, ScanReport, ToolFolderSource
 from .health import StatsSource, ToolStatus, failed_status, tool_status
-from .loaders import Diagnostic
 from .model import ImplementationKind, Tool
 from .pipeline.authorize import AccessRules
 from .python import FunctionTool
@@ -26,16 +36,6 @@ from .search import SearchHit, ToolIndex
 from .search.disclosure import ProgressiveDisclosure
 from .search.index import SearchMode
 from .search.tool import search_tool
-from .sources import FolderRoot, ScanReport, ToolFolderSource
-from .sources.declarations import (
-    DeclarationSource,
-    SourceAlert,
-    SourceContext,
-    SourceLoad,
-    SourceSet,
-)
-from .sources.formats import open_source
-from .sources.python_functions import entry_for, flatten
 
 __all__ = ["Addable", "GatewayCatalog"]
 

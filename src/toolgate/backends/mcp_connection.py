@@ -549,7 +549,7 @@ class Connection:
 
 async def _list_tools(client: Client) -> tuple[Mapping[str, Any], ...]:
     """Every page of the server's ``tools/list``, as listed: a name listed twice (on one page
-    or across pages) is kept twice, for :func:`toolgate.sources.mcp_pinning.listing_entries`
+    or across pages) is kept twice, for :func:`toolgate.formats.mcp_server.pinning.listing_entries`
     to decide on (exact repeats count once; different definitions hold the name). A cursor
     seen before ends the listing (a server paging in a loop)."""
     tools: list[Mapping[str, Any]] = []

@@ -216,7 +216,7 @@ def accept_tool(
     and its hash; give it with --hash): an MCP server's new or changed tool, or a plugin's or
     capability's tool whose texts hide something. It is served from then on, until its
     definition changes. Without --hash, --yes is needed."""
-    from ..sources.mcp_servers import AcceptError
+    from ..formats.mcp_server.source import AcceptError
 
     state = _state(ctx)
     if expected is None and not yes:

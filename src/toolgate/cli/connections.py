@@ -28,11 +28,11 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from ..formats._common.diagnostics import Severity
+from ..formats.capability.connection_status import connection_status
+from ..formats.capability.source import CapabilitySource, LoadedCapability
 from ..gateway import Gateway
-from ..loaders import Severity
 from ..secrets import SecretStore, store_names, store_problem
-from ..sources.capabilities import CapabilitySource, LoadedCapability
-from ..sources.connection_status import connection_status
 from .errors import EXIT_CODES_HELP, CliFailure, CliUsageError
 from .folders import print_diagnostics
 from .options import CliState, print_json

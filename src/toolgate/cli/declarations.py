@@ -8,8 +8,8 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-from ..loaders import Severity
-from ..sources.formats import FORMATS, validate_path
+from ..formats._common.diagnostics import Severity
+from ..formats.detect import FORMATS, validate_path
 from .errors import EXIT_CODES_HELP, CliFailure, CliUsageError
 from .folders import print_diagnostics, validate_folder
 from .options import CliState

@@ -18,7 +18,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from ..loaders import Diagnostic, FolderLoad, Severity, load_tool_folder
+from ..formats._common.diagnostics import Diagnostic, Severity
+from ..formats.tool_folder.parse import FolderLoad, load_tool_folder
 from ..model import ScriptEntry, Tool
 from ..runtimes import RUNTIMES
 from .errors import CliFailure, CliUsageError

@@ -2,7 +2,7 @@
 
 An upstream server may change a tool after it was accepted, add one, or describe one with hidden
 text; such a tool is *held* (unavailable) until an operator accepts it (see
-:mod:`toolgate.sources.mcp_pinning`).
+:mod:`toolgate.formats.mcp_server.pinning`).
 
 * ``mcp-servers list``: every declared server, whether it is connected, how many tools it lists
   and how many are held;
@@ -29,10 +29,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ..formats.mcp_server.pinning import ToolReview
+from ..formats.mcp_server.source import AcceptError
 from ..gateway import Gateway
 from ..model.hidden_text import escape_hidden
-from ..sources.mcp_pinning import ToolReview
-from ..sources.mcp_servers import AcceptError
 from .errors import EXIT_CODES_HELP, CliFailure
 from .options import CliState, print_json
 from .prompt import clean

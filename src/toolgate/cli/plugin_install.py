@@ -2,7 +2,7 @@
 
 A plugin is installed with npm (a registry spec like ``@acme/weather@1.2.0``, a tarball or a
 folder) into ``$TOOLGATE_HOME/plugins``, its manifest checked before it is put there; every
-gateway built from the configuration then loads it. See :mod:`toolgate.sources.plugin_install`.
+gateway built from the configuration then loads it. See :mod:`toolgate.formats.plugin.install`.
 """
 
 # No ``from __future__ import annotations``: Typer reads the annotations at runtime.
@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from ..config import toolgate_home
-from ..sources.plugin_install import PluginInstallError, install_plugin, remove_plugin
+from ..formats.plugin.install import PluginInstallError, install_plugin, remove_plugin
 from .errors import EXIT_CODES_HELP, CliFailure
 from .options import make_console
 

@@ -15,11 +15,11 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from ..formats._common.diagnostics import Diagnostic
+from ..formats.plugin.report import PluginReport, PluginToolStatus
+from ..formats.plugin.source import PluginSource
 from ..gateway import Gateway
-from ..loaders import Diagnostic
 from ..registry import RegisteredTool
-from ..sources.plugin_report import PluginReport, PluginToolStatus
-from ..sources.plugins import PluginSource
 from . import plugin_install
 from .errors import EXIT_CODES_HELP
 from .folders import print_diagnostics

@@ -23,8 +23,8 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from ..formats.resource.parse import tool_document
 from ..health import Phase, ToolStatus
-from ..loaders.resources import tool_document
 from ..secrets import GLOBAL_SCOPE
 from .errors import EXIT_CODES_HELP, CliFailure, CliUsageError
 from .folders import print_diagnostics

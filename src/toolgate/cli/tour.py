@@ -11,9 +11,9 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from ..formats.tool_folder.source import FolderRoot
 from ..gateway import Gateway
 from ..model import CallOutcome
-from ..sources import FolderRoot
 from .catalog import print_tool_table
 from .outcome import overflow_note
 from .render import render_visualization

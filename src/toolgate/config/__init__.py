@@ -84,11 +84,13 @@ MCP server lists its tools: their accepted definitions (pins) are kept in ``tool
 
 Policies: each entry of ``policies:`` is either one inline ``Policy`` resource (Kubernetes-style)
 or the path of a YAML file holding one or more of them, separated by ``---`` lines (see
-:mod:`toolgate.loaders.policy` for the fields). They are read when the gateway is built and layered
+:mod:`toolgate.formats.resource.policy` for the fields). They are read when the gateway is built
+and layered
 on the tools' own ``safety`` rules; a malformed one is a :class:`~toolgate.ConfigError` naming the
 file, the document and the field.
 
-The file is parsed with :func:`toolgate.loaders.load_yaml`: JSON-shaped values only (no Python
+The file is parsed with :func:`toolgate.formats._common.safe_yaml.load_yaml`: JSON-shaped values
+only (no Python
 tags), bounded aliases, size and depth, and a key written twice is an error naming both lines.
 
 Every problem is a :class:`~toolgate.ConfigError` whose message names the file and the field, for

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from .._spelling import did_you_mean
 from ..errors import ConfigError
-from ..loaders import YamlError, load_yaml
+from ..formats._common.safe_yaml import YamlError, load_yaml
 from .schema import GatewayConfig
 
 __all__ = [

@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..loaders import YamlError, load_yaml
-from ..loaders.policy import load_policy
-from ..loaders.safe_yaml import split_yaml_documents
+from ..formats._common.safe_yaml import YamlError, load_yaml, split_yaml_documents
+from ..formats.resource.policy import load_policy
 from ..model.policy import AccessPolicy
 from .files import LoadedConfig, _label, _read_text
 

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import importlib
 import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from ..errors import ConfigError, ToolgateError
+from ..formats._common.python_files import NotAModuleError, file_digest_name, import_file
 from ..model import SourceFormat, Tool, ToolSource
 from ..python import FunctionTool, tool
 from .schema import PythonSource
@@ -35,22 +34,13 @@ def _load_file(path: Path, where: str) -> ModuleType:
         raise ConfigError(f"{where}: no such file: {path}")
     # A unique parent name per file keeps two ``tools.py`` apart; the last part stays the file's
     # stem, so ``@tool`` functions default to the namespace ``my_tools`` for ``my_tools.py``.
-    digest = hashlib.sha256(str(path).encode("utf-8")).hexdigest()[:12]
-    name = f"_toolgate_file_{digest}.{path.stem}"
-    existing = sys.modules.get(name)
-    if existing is not None:
-        return existing
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ConfigError(f"{where}: cannot load {path} as a Python module")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
+    name = file_digest_name("_toolgate_file", path)
     try:
-        spec.loader.exec_module(module)
+        return import_file(path, name, reuse=True)
+    except NotAModuleError:
+        raise ConfigError(f"{where}: cannot load {path} as a Python module") from None
     except Exception as exc:
-        del sys.modules[name]
         raise ConfigError(f"{where}: cannot load {path}: {type(exc).__name__}: {exc}") from exc
-    return module
 
 
 def _import(module_name: str, where: str) -> ModuleType:

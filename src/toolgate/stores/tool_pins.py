@@ -3,7 +3,7 @@
 An upstream MCP server can change a tool after the operator trusted it — a new parameter, another
 description — or add one (the "rug pull"). Each accepted definition is kept here as a hash (and
 the definition itself, to say what changed): a listing whose hash differs is held until an
-operator accepts it (:mod:`toolgate.sources.mcp_pinning`).
+operator accepts it (:mod:`toolgate.formats.mcp_server.pinning`).
 
 Rows are keyed by the ``MCPServer`` name and the tool's name on that server. A row whose tool is
 ``""`` marks a server whose first listing was recorded (trust on first use happens once per

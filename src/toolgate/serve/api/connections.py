@@ -16,9 +16,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from ...errors import ErrorCode
+from ...formats.capability.connection_status import connection_status
+from ...formats.capability.source import CapabilitySource, LoadedCapability
 from ...secrets import SecretStore, SecretStoreError, store_names, store_problem
-from ...sources.capabilities import CapabilitySource, LoadedCapability
-from ...sources.connection_status import connection_status
 from .deps import ERRORS, ApiContext, Caller, caller_dependencies
 from .models import ConnectionList, ConnectionView, ConnectRequest
 from .problems import ApiJSONResponse, ApiProblem, HttpErrorCode

@@ -5,14 +5,14 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from ...formats._common.diagnostics import Diagnostic
+from ...formats.declarations import SourceAlert
 from ...health import ToolStatus
-from ...loaders import Diagnostic
 from ...model import ApprovalRequest, CallOutcome, CallStatus, Grant, TileDisplay, Tool
 from ...model.display import render_display, safe_text
 from ...model.names import to_provider_name
 from ...pipeline.approval_policy import ApprovalPolicy
 from ...registry import RegisteredTool
-from ...sources.declarations import SourceAlert
 
 __all__ = [
     "alert_view",

@@ -14,15 +14,15 @@ from starlette.routing import Route
 from ..._json import StrictJsonError, loads_strict
 from ...audit.log_base import AuditStoreError
 from ...errors import SearchQueryError, ToolNotFoundError
+from ...formats.capability.source import CapabilitySource, Connection
+from ...formats.mcp_server.pinning import ToolReview
+from ...formats.mcp_server.source import AcceptError
 from ...health import Phase, ToolStatus
 from ...model import CallOutcome, McpEntry, Tool
 from ...model.display import render_display
 from ...model.hidden_text import tool_findings
 from ...registry import RegisteredTool
 from ...search import MAX_LIMIT, MAX_QUERY_CHARS, SearchHit
-from ...sources.capabilities import CapabilitySource, Connection
-from ...sources.mcp_pinning import ToolReview
-from ...sources.mcp_servers import AcceptError
 from .security import form_of, operator_of
 from .state import WebUi, path_to, ui_of
 

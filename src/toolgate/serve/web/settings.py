@@ -12,8 +12,8 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from ...errors import ToolgateError
+from ...formats.capability.source import CapabilitySource, Connection, LoadedCapability
 from ...secrets import SecretStore, store_names, store_problem
-from ...sources.capabilities import CapabilitySource, Connection, LoadedCapability
 from .security import form_of
 from .state import WebUi, path_to, ui_of
 

@@ -1,0 +1,1 @@
+"""Extension info schemas: tools with prompt examples and a tile display."""

@@ -1,0 +1,1 @@
+"""Python functions registered with ``@tool`` (modules and files named in ``toolgate.yaml``)."""

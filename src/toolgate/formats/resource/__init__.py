@@ -1,0 +1,2 @@
+"""Kubernetes-style ``Tool`` resources (REST, MCP, OS command and function types) and
+``AccessPolicy`` documents."""
