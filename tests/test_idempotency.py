@@ -23,7 +23,7 @@ from toolgate.pipeline.idempotency import (
     stored_key,
 )
 from toolgate.stores.idempotency import IdempotencyRecord, IdempotencyStatus
-from toolgate.stores.idempotency_sqlite import SQLiteIdempotencyStore
+from toolgate.stores.sqlite_idempotency import SQLiteIdempotencyStore
 
 RUNS: list[dict[str, Any]] = []
 _RUNS_LOCK = threading.Lock()

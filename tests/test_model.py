@@ -78,7 +78,7 @@ def test_approval_defaults_follow_the_level_and_the_declaration_wins() -> None:
     assert make(side_effect="read_only", approval=ApprovalSpec(required=True)).requires_approval
 
 
-def test_jingle_access_mapping() -> None:
+def test_capability_access_mapping() -> None:
     assert level_from_access("read") is SideEffect.READ_ONLY
     assert level_from_access("write") is SideEffect.EXTERNAL_WRITE
     assert level_from_access("external") is SideEffect.EXTERNAL_WRITE

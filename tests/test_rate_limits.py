@@ -17,7 +17,7 @@ from toolgate.model import CallOutcome
 from toolgate.pipeline import Pipeline, Stage
 from toolgate.pipeline.rate_limit import RateLimitStage
 from toolgate.stores.limits_memory import MemoryRateLimitStorage
-from toolgate.stores.limits_sqlite import SQLiteRateLimitStorage
+from toolgate.stores.sqlite_limits import SQLiteRateLimitStorage
 
 RUNS: list[str] = []
 _RUNS_LOCK = threading.Lock()

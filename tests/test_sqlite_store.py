@@ -22,7 +22,7 @@ from toolgate.model import (
     PermissionKey,
 )
 from toolgate.stores import ApprovalStore, ClosedRequestError, DuplicateRequestError
-from toolgate.stores.sqlite import SCHEMA_VERSION, SQLiteApprovalStore
+from toolgate.stores.sqlite_approvals import SCHEMA_VERSION, SQLiteApprovalStore
 
 NOW = 1_700_000_000.0
 

@@ -24,7 +24,7 @@ from .errors import ApprovalClosedError
 from .model import ApprovalRequest, ApprovalStatus, CallOutcome, Decision, Grant
 from .pipeline.approval_outcomes import denied_outcome, replayed_outcome
 from .registry import Registry
-from .stores.base import ApprovalStore, ClosedRequestError
+from .stores.approvals import ApprovalStore, ClosedRequestError
 
 __all__ = ["ApprovalService", "Approver", "parse_decision"]
 

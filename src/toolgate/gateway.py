@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ._loop_thread import LoopThread
 from .approvals import ApprovalService, Approver
-from .audit.acknowledge import acknowledged, acknowledged_sync
+from .audit.acknowledgements import acknowledged, acknowledged_sync
 from .backends import Backend, PythonBackend
 from .backends.environment import ScriptEnvironment, credential_values, received_values
 from .backends.mcp_limits import DEFAULT_MAX_MESSAGE

@@ -26,7 +26,7 @@ from typing import IO, Any, Final
 
 from ..model.stats import ToolStats
 from ..pipeline.observers import FinishedCall
-from .acks import Acknowledgements
+from .acknowledgements import Acknowledgements
 from .query import build_stats, fetch_stats
 from .query import where as _where
 from .record import AuditRecord

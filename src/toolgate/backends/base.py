@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from ..invocation import Invocation
+from ..call_state import CallState
 from ..registry import RegisteredTool
 
 __all__ = ["ArgumentConversionError", "Backend", "BackendUnavailableError", "ToolTimeoutError"]
@@ -34,10 +34,10 @@ class Backend(Protocol):
         """True when ``run_inline`` may be used (``call_sync`` without an event loop)."""
         ...
 
-    async def run(self, state: Invocation) -> Any:
+    async def run(self, state: CallState) -> Any:
         """Run the tool and return its raw result."""
         ...
 
-    def run_inline(self, state: Invocation) -> Any:
+    def run_inline(self, state: CallState) -> Any:
         """Run the tool in the calling thread and return its raw result."""
         ...

@@ -93,10 +93,10 @@ class JsHostSpec:
     """``ctx.pluginConfig`` of ``resolveTools``."""
     generation: str = ""
     """Changes with every load of the plugin, so edited code never reuses an old process."""
-    kind: str = "pandora"
+    kind: str = "plugin"
     """What the entry is (a value the host reads; the names are those of the formats' origin
-    projects): ``pandora``, a plugin entry (tools with ``execute``, ``resolveTools``), or
-    ``jingle``, a capability's tools module (``handler``, ``approval.buildConfirmation``)."""
+    projects): ``plugin``, a plugin entry (tools with ``execute``, ``resolveTools``), or
+    ``capability``, a capability's tools module (``handler``, ``approval.buildConfirmation``)."""
     confinement: JsConfinement | None = None
     """Run the host inside bubblewrap too (``None``: the compartment alone)."""
     heap_mb: int = DEFAULT_HEAP_MB

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._json import thaw
-from ..invocation import Invocation
+from ..call_state import CallState
 from ..registry import RegisteredTool
 from .base import BackendUnavailableError, ToolTimeoutError
 from .mcp_connection import Connection, Snapshot
@@ -243,24 +243,24 @@ class McpBackend:
         return False
 
     @staticmethod
-    def _binding(invocation: Invocation) -> McpBinding:
-        binding = invocation.entry.binding
+    def _binding(state: CallState) -> McpBinding:
+        binding = state.entry.binding
         if not isinstance(binding, McpBinding):
             raise BackendUnavailableError(
-                f"{invocation.tool.id} is not bound to an MCP server connection"
+                f"{state.tool.id} is not bound to an MCP server connection"
             )
         return binding
 
-    async def run(self, invocation: Invocation) -> Any:
-        binding = self._binding(invocation)
-        arguments: dict[str, Any] = thaw(invocation.arguments)
+    async def run(self, state: CallState) -> Any:
+        binding = self._binding(state)
+        arguments: dict[str, Any] = thaw(state.arguments)
         return await binding.hub.call(
-            binding.server, binding.remote_name, arguments, invocation.tool.timeout
+            binding.server, binding.remote_name, arguments, state.tool.timeout
         )
 
-    def run_inline(self, invocation: Invocation) -> Any:
-        binding = self._binding(invocation)
-        arguments: dict[str, Any] = thaw(invocation.arguments)
+    def run_inline(self, state: CallState) -> Any:
+        binding = self._binding(state)
+        arguments: dict[str, Any] = thaw(state.arguments)
         return binding.hub.call_blocking(
-            binding.server, binding.remote_name, arguments, invocation.tool.timeout
+            binding.server, binding.remote_name, arguments, state.tool.timeout
         )

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..invocation import Invocation
+from ..call_state import CallState
 from ..model import OsCommandEntry, Tool
 from ..model.permission_rules import env_refusal
 from ..registry import RegisteredTool
@@ -73,19 +73,19 @@ class OsCommandBackend:
     def can_run_inline(self, entry: RegisteredTool) -> bool:
         return False
 
-    def run_inline(self, invocation: Invocation) -> Any:
+    def run_inline(self, state: CallState) -> Any:
         raise RuntimeError("os tools run on the event loop; call_sync never inlines them")
 
-    async def run(self, invocation: Invocation) -> Any:
-        tool = invocation.tool
+    async def run(self, state: CallState) -> Any:
+        tool = state.tool
         entry = tool.entry
-        binding = invocation.entry.binding
+        binding = state.entry.binding
         if not isinstance(entry, OsCommandEntry) or not isinstance(binding, OsCommandBinding):
             raise BackendUnavailableError(f"{tool.id} is not bound to a command")
         env = binding.environment.build(tool.env, tool_id=tool.id)
         if binding.sandbox is None:
-            cwd = invocation.workspace or Path.cwd()
-            stdin = json.dumps(script_input(invocation, cwd=cwd)).encode("utf-8")
+            cwd = state.workspace or Path.cwd()
+            stdin = json.dumps(script_input(state, cwd=cwd)).encode("utf-8")
             result = await start_process(
                 tool, list(entry.command), stdin, env, cwd, binding.max_output
             )
@@ -96,10 +96,10 @@ class OsCommandBackend:
         argv[0] = program or argv[0]
         result = await run_sandboxed(
             binding.sandbox,
-            invocation,
+            state,
             argv,
             env=env,
-            workspace=invocation.workspace,
+            workspace=state.workspace,
             max_output=binding.max_output,
         )
         return interpret_result(tool.id, result, binding.max_output)

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..invocation import Invocation
+from ..call_state import CallState
 from ..model import Tool
 from ..python.binding import PythonBinding
 from ..python.context import ToolContext
@@ -119,38 +119,38 @@ class PythonBackend:
         binding: PythonBinding = entry.binding
         return not binding.is_async
 
-    def _context(self, invocation: Invocation) -> ToolContext:
-        tool = invocation.tool
+    def _context(self, state: CallState) -> ToolContext:
+        tool = state.tool
         return ToolContext(
             tool_id=tool.id,
-            call_id=invocation.call_id,
-            agent=invocation.agent,
-            namespaces=invocation.namespaces,
-            session_id=invocation.session_id,
-            workspace=invocation.workspace,
+            call_id=state.call_id,
+            agent=state.agent,
+            namespaces=state.namespaces,
+            session_id=state.session_id,
+            workspace=state.workspace,
             config=MappingProxyType({k: self._config[k] for k in tool.config if k in self._config}),
             secrets=MappingProxyType(self._secrets.for_tool(tool) if tool.secrets else {}),
             env=MappingProxyType({k: self._environ[k] for k in tool.env if k in self._environ}),
             logger=logging.getLogger(f"toolgate.tool.{tool.id}"),
         )
 
-    def _kwargs(self, invocation: Invocation) -> dict[str, Any]:
-        binding: PythonBinding = invocation.entry.binding
+    def _kwargs(self, state: CallState) -> dict[str, Any]:
+        binding: PythonBinding = state.entry.binding
         if binding.arguments_model is None:
-            kwargs = dict(invocation.arguments)
+            kwargs = dict(state.arguments)
         else:
             try:
-                model = binding.arguments_model.model_validate(invocation.arguments)
+                model = binding.arguments_model.model_validate(state.arguments)
             except ValidationError as exc:
                 raise ArgumentConversionError(_conversion_message(exc)) from None
             names = binding.field_names or {}
             kwargs = {names[field]: getattr(model, field) for field in names}
         if binding.context_param is not None:
-            kwargs[binding.context_param] = self._context(invocation)
+            kwargs[binding.context_param] = self._context(state)
         # Set only on toolgate's own bindings (see PythonBinding.metadata_param): the one check
         # ordinary tools pay for it.
         if binding.metadata_param is not None:
-            kwargs[binding.metadata_param] = invocation.metadata
+            kwargs[binding.metadata_param] = state.metadata
         return kwargs
 
     @staticmethod
@@ -159,36 +159,36 @@ class PythonBackend:
             return binding.result_adapter.dump_python(result, mode="json")
         return result
 
-    async def run(self, invocation: Invocation) -> Any:
-        binding: PythonBinding = invocation.entry.binding
-        kwargs = self._kwargs(invocation)
+    async def run(self, state: CallState) -> Any:
+        binding: PythonBinding = state.entry.binding
+        kwargs = self._kwargs(state)
         if binding.is_async:
             if getattr(binding.func, "runs_off_loop", False):
-                return self._result(binding, await self._off_loop(invocation, binding, kwargs))
+                return self._result(binding, await self._off_loop(state, binding, kwargs))
             return self._result(binding, await binding.func(**kwargs))
         context = contextvars.copy_context()
         call = functools.partial(context.run, binding.func, **kwargs)
-        work = self._threads.executor(invocation.tool).submit(call)
+        work = self._threads.executor(state.tool).submit(call)
         try:
             result = await asyncio.wrap_future(work)
         except asyncio.CancelledError:
             # A timeout (or the caller) cancelled the call. Work that has not started is
             # dropped; work that has keeps its thread, so it keeps its slot until it returns.
             if not work.cancel():
-                release = self._hold_slot(invocation.tool.id)
+                release = self._hold_slot(state.tool.id)
                 if release is not None:
                     work.add_done_callback(functools.partial(_released, release))
             raise
         return self._result(binding, result)
 
     async def _off_loop(
-        self, invocation: Invocation, binding: PythonBinding, kwargs: dict[str, Any]
+        self, state: CallState, binding: PythonBinding, kwargs: dict[str, Any]
     ) -> Any:
         """An async tool on a thread of its own (``run_in="thread"``): a thread that goes on
         after its call was cancelled keeps the call's slot until it returns."""
 
         def abandoned(finished: Future[None]) -> None:
-            release = self._hold_slot(invocation.tool.id)
+            release = self._hold_slot(state.tool.id)
             if release is not None:
                 finished.add_done_callback(functools.partial(_released, release))
 
@@ -198,11 +198,11 @@ class PythonBackend:
         finally:
             ABANDONED.reset(token)
 
-    def run_inline(self, invocation: Invocation) -> Any:
+    def run_inline(self, state: CallState) -> Any:
         # The caller's own thread: it counts as running (the Concurrency stage holds the slot
         # until this returns) and needs no thread of the gateway.
-        binding: PythonBinding = invocation.entry.binding
-        return self._result(binding, binding.func(**self._kwargs(invocation)))
+        binding: PythonBinding = state.entry.binding
+        return self._result(binding, binding.func(**self._kwargs(state)))
 
 
 def _released(release: Callable[[], None], work: Future[Any]) -> None:

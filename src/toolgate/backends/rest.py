@@ -48,8 +48,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode, urlsplit
 
+from ..call_state import CallState
 from ..errors import ToolError
-from ..invocation import Invocation
 from ..model import RestEndpoint, Tool
 from ..registry import RegisteredTool
 from ..sandbox.addresses import EgressRefusedError
@@ -362,7 +362,7 @@ class RestBackend:
     def can_run_inline(self, entry: RegisteredTool) -> bool:
         return False
 
-    def run_inline(self, invocation: Invocation) -> Any:
+    def run_inline(self, state: CallState) -> Any:
         raise RuntimeError("REST tools run on the event loop; call_sync never inlines them")
 
     def unavailable_reason(self, tool: Tool) -> str | None:
@@ -387,8 +387,8 @@ class RestBackend:
             )
         return token
 
-    async def run(self, invocation: Invocation) -> Any:
-        tool = invocation.tool
+    async def run(self, state: CallState) -> Any:
+        tool = state.tool
         endpoint = tool.entry
         if not isinstance(endpoint, RestEndpoint):
             raise BackendUnavailableError(f"{tool.id} has no REST endpoint declaration")
@@ -410,7 +410,7 @@ class RestBackend:
         except ValueError as exc:
             raise BackendUnavailableError(f"the network grant of {tool.id}: {exc}") from None
         token = self._token(tool, endpoint)
-        prepared = prepare_request(endpoint, invocation.arguments)
+        prepared = prepare_request(endpoint, state.arguments)
         what = _describe(prepared.method, prepared.url)
         headers = {"Accept": "application/json", "User-Agent": "toolgate"}
         if prepared.body is not None:

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from .._json import StrictJsonError, loads_strict
+from ..call_state import CallState
 from ..errors import ToolError
-from ..invocation import Invocation
 from ..model import SandboxMode, ScriptEntry, Tool
 from ..model.permission_rules import env_refusal
 from ..registry import RegisteredTool
@@ -78,11 +78,11 @@ def _bounded(text: str, limit: int = _MAX_ERROR_CHARS) -> str:
     return text if len(text) <= limit else text[:limit] + f"… ({len(text):,} characters, cut)"
 
 
-def script_input(invocation: Invocation, *, cwd: Path) -> dict[str, Any]:
+def script_input(state: CallState, *, cwd: Path) -> dict[str, Any]:
     """What a script reads on stdin: the arguments plus ``workspacePath`` and ``sessionId``."""
-    payload = dict(invocation.arguments)
-    payload["workspacePath"] = str(invocation.workspace or cwd)
-    payload["sessionId"] = invocation.session_id or "default"
+    payload = dict(state.arguments)
+    payload["workspacePath"] = str(state.workspace or cwd)
+    payload["sessionId"] = state.session_id or "default"
     return payload
 
 
@@ -312,29 +312,29 @@ class ScriptBackend:
             reason = self.sandbox.unavailable_reason(tool, programs=runnable, env=env, code=code)
         return reason
 
-    def run_inline(self, invocation: Invocation) -> Any:
+    def run_inline(self, state: CallState) -> Any:
         raise RuntimeError("script tools run on the event loop; call_sync never inlines them")
 
-    async def run(self, invocation: Invocation) -> Any:
-        tool = invocation.tool
+    async def run(self, state: CallState) -> Any:
+        tool = state.tool
         entry, runtime = _entry(tool)
-        cwd = invocation.workspace or self.cwd or Path.cwd()
+        cwd = state.workspace or self.cwd or Path.cwd()
         command = ScriptCommand.prepare(
             Path(entry.path), runtime, tool=tool, environment=self.environment, cwd=cwd
         )
         if self.runs_as_worker(tool):
             key = PoolKey.of(tool, command.argv, command.env, cwd)
-            invocation.metadata["process"] = "worker"
+            state.metadata["process"] = "worker"
             answer = await self.worker_pool().call(
                 key,
-                script_input(invocation, cwd=cwd),
+                script_input(state, cwd=cwd),
                 timeout=tool.timeout + _BACKSTOP_MARGIN,
                 max_output=self.max_output,
             )
             return checked_answer(tool.id, answer)
         if self._on_host(tool):
             # A host-mode tool's command is the same with or without a sandbox service.
-            stdin = json.dumps(script_input(invocation, cwd=cwd)).encode("utf-8")
+            stdin = json.dumps(script_input(state, cwd=cwd)).encode("utf-8")
             if not self.prestarts(tool):
                 result = await start_process(
                     tool, command.argv, stdin, command.env, cwd, self.max_output
@@ -345,7 +345,7 @@ class ScriptBackend:
             process = pool.take(key)
             try:
                 if process is not None:
-                    invocation.metadata["process"] = "prestarted"
+                    state.metadata["process"] = "prestarted"
                     result = await run_started(tool, process, stdin, self.max_output)
                 else:
                     result = await start_process(
@@ -357,14 +357,14 @@ class ScriptBackend:
         # The sandbox seam: the same command, wrapped (a compartment-mode tool).
         assert self.sandbox is not None  # else it would run on the host, above
         if self.prestarts(tool):
-            result = await self._run_warm(invocation, command)
+            result = await self._run_warm(state, command)
             return interpret_result(tool.id, result, self.max_output)
         result = await run_sandboxed(
             self.sandbox,
-            invocation,
+            state,
             command.argv,
             env=command.env,
-            workspace=invocation.workspace or self.cwd,
+            workspace=state.workspace or self.cwd,
             code=[Path(entry.path).parent],
             max_output=self.max_output,
             settings=command.settings,
@@ -408,12 +408,12 @@ class ScriptBackend:
 
         return key, start
 
-    async def _run_warm(self, invocation: Invocation, command: ScriptCommand) -> ProcessResult:
+    async def _run_warm(self, state: CallState, command: ScriptCommand) -> ProcessResult:
         """Run a compartment tool's call in a sandbox prepared ahead (or, if none is ready, in
         one prepared now, as always), recording what the sandbox enforced as usual."""
-        tool = invocation.tool
+        tool = state.tool
         entry, _ = _entry(tool)
-        workspace = invocation.workspace or self.cwd
+        workspace = state.workspace or self.cwd
         key, starter = self._warm_sandbox(tool, command, workspace)
         pool = self.pool()
         process = pool.take(key)
@@ -422,7 +422,7 @@ class ScriptBackend:
                 assert self.sandbox is not None
                 return await run_sandboxed(
                     self.sandbox,
-                    invocation,
+                    state,
                     command.argv,
                     env=command.env,
                     workspace=workspace,
@@ -431,16 +431,16 @@ class ScriptBackend:
                     settings=command.settings,
                 )
             sandboxed: SandboxedCommand = process.setup
-            sandboxed.bind_call(invocation.call_id)
-            invocation.metadata["process"] = "prestarted"
+            sandboxed.bind_call(state.call_id)
+            state.metadata["process"] = "prestarted"
             if (described := sandboxed.describe()) is not None:
-                invocation.metadata["sandbox"] = described
-            payload = json.dumps(script_input(invocation, cwd=sandboxed.workspace))
+                state.metadata["sandbox"] = described
+            payload = json.dumps(script_input(state, cwd=sandboxed.workspace))
             try:
                 return await run_started(tool, process, payload.encode("utf-8"), self.max_output)
             finally:
                 if described is not None:  # now with the call's egress records
-                    invocation.metadata["sandbox"] = sandboxed.describe()
+                    state.metadata["sandbox"] = sandboxed.describe()
                 # The process tree is gone; removing its cgroup and stopping its egress proxy
                 # need not hold up the answer.
                 pool.release_later(process)
@@ -483,7 +483,7 @@ async def run_started(
 
 async def run_sandboxed(
     sandbox: Sandbox,
-    invocation: Invocation,
+    state: CallState,
     argv: list[str],
     *,
     env: dict[str, str],
@@ -497,7 +497,7 @@ async def run_sandboxed(
     records of the call) in the outcome's ``metadata["sandbox"]``. A sandbox that cannot run the
     tool makes it unavailable. ``settings``: the runtime's own variables, put into the sandbox's
     environment too (:attr:`ScriptCommand.settings`)."""
-    tool = invocation.tool
+    tool = state.tool
     try:
         async with sandbox.prepare(
             tool,
@@ -506,11 +506,11 @@ async def run_sandboxed(
             workspace=workspace,
             code=code,
             programs=argv[:1],
-            call_id=invocation.call_id,
+            call_id=state.call_id,
         ) as sandboxed:
             if (described := sandboxed.describe()) is not None:
-                invocation.metadata["sandbox"] = described
-            payload = json.dumps(script_input(invocation, cwd=sandboxed.workspace))
+                state.metadata["sandbox"] = described
+            payload = json.dumps(script_input(state, cwd=sandboxed.workspace))
             try:
                 return await start_process(
                     tool,
@@ -525,7 +525,7 @@ async def run_sandboxed(
                 # Now with the egress records of the call — also when it timed out or was
                 # cancelled, so the connections it made are still audited.
                 if described is not None:
-                    invocation.metadata["sandbox"] = sandboxed.describe()
+                    state.metadata["sandbox"] = sandboxed.describe()
     except SandboxUnavailableError as exc:
         raise BackendUnavailableError(str(exc)) from None
 

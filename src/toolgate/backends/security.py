@@ -19,7 +19,7 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ..invocation import Invocation
+from ..call_state import CallState
 from ..model import SecurityVerdict, parse_verdict
 from ..python.binding import PythonBinding
 from ..sandbox.runner import Sandbox, SandboxUnavailableError
@@ -44,16 +44,16 @@ class SecurityCheckFailedError(Exception):
     """The check could not produce a verdict (missing, crashed, timed out, or lied)."""
 
 
-def security_input(invocation: Invocation, *, cwd: Path) -> dict[str, object]:
+def security_input(state: CallState, *, cwd: Path) -> dict[str, object]:
     """The tool's own input, plus ``args`` and ``allowedPaths`` for scripts that expect them."""
-    payload: dict[str, object] = script_input(invocation, cwd=cwd)
+    payload: dict[str, object] = script_input(state, cwd=cwd)
     # The compatibility keys are set by the gateway, never taken from the caller: an extra
     # argument named ``args`` or ``allowedPaths`` (schemas often allow extra properties) must
     # not let a model hand the check a forged view of the call. Only a tool that declares such
     # an argument in its schema gets its own value there.
-    declared = invocation.tool.input_schema.get("properties") or {}
+    declared = state.tool.input_schema.get("properties") or {}
     if "args" not in declared:
-        payload["args"] = {k: v for k, v in invocation.arguments.items() if k != "args"}
+        payload["args"] = {k: v for k, v in state.arguments.items() if k != "args"}
     if "allowedPaths" not in declared:
         payload["allowedPaths"] = [payload["workspacePath"]]
     return payload
@@ -87,16 +87,16 @@ class ScriptSecurityCheck:
         self.sandbox = sandbox
         """Runs the security script of a compartment tool in the tool's own sandbox."""
 
-    async def check(self, invocation: Invocation) -> SecurityVerdict:
+    async def check(self, state: CallState) -> SecurityVerdict:
         """The verdict; raises :class:`SecurityCheckFailedError` when there is none."""
-        tool = invocation.tool
+        tool = state.tool
         spec = tool.security_check
         if spec is None or spec.script is None:
             raise SecurityCheckFailedError("the tool declares a security check but no script")
         script = Path(spec.script)
         if not script.is_file():
             raise SecurityCheckFailedError(f"the security script {script} does not exist")
-        cwd = invocation.workspace or self.cwd or Path.cwd()
+        cwd = state.workspace or self.cwd or Path.cwd()
         try:
             command = ScriptCommand.prepare(
                 script,
@@ -109,7 +109,7 @@ class ScriptSecurityCheck:
             raise SecurityCheckFailedError(str(exc)) from None
         try:
             if self.sandbox is None:
-                result = await self._run(command.argv, command.env, command.cwd, invocation, cwd)
+                result = await self._run(command.argv, command.env, command.cwd, state, cwd)
             else:
                 # A compartment tool's check is its code too: it runs under the same sandbox as
                 # the tool (host-mode tools get the command back unchanged).
@@ -117,16 +117,16 @@ class ScriptSecurityCheck:
                     tool,
                     command.argv,
                     env=command.env,
-                    workspace=invocation.workspace or self.cwd,
+                    workspace=state.workspace or self.cwd,
                     code=[script.parent],
                     programs=command.argv[:1],
-                    call_id=invocation.call_id,
+                    call_id=state.call_id,
                 ) as sandboxed:
                     result = await self._run(
                         sandboxed.argv,
                         command.sandboxed_env(sandboxed.env),
                         sandboxed.cwd,
-                        invocation,
+                        state,
                         sandboxed.workspace or cwd,
                         sandboxed.pass_fds,
                     )
@@ -161,15 +161,15 @@ class ScriptSecurityCheck:
         argv: Sequence[str],
         env: Mapping[str, str],
         cwd: Path | None,
-        invocation: Invocation,
+        state: CallState,
         workspace: Path,
         pass_fds: Sequence[int] = (),
     ) -> ProcessResult:
-        spec = invocation.tool.security_check
+        spec = state.tool.security_check
         assert spec is not None
         return await run_process(
             argv,
-            stdin=json.dumps(security_input(invocation, cwd=workspace)).encode("utf-8"),
+            stdin=json.dumps(security_input(state, cwd=workspace)).encode("utf-8"),
             env=env,
             cwd=cwd,
             timeout=spec.timeout,
@@ -185,14 +185,14 @@ class PythonSecurityCheck:
     def __init__(self, *, cwd: Path | None = None) -> None:
         self.cwd = cwd
 
-    async def check(self, invocation: Invocation) -> SecurityVerdict:
+    async def check(self, state: CallState) -> SecurityVerdict:
         """The verdict; raises :class:`SecurityCheckFailedError` when there is none."""
-        binding = invocation.entry.binding
-        spec = invocation.tool.security_check
+        binding = state.entry.binding
+        spec = state.tool.security_check
         if not isinstance(binding, PythonBinding) or binding.security_check is None or not spec:
             raise SecurityCheckFailedError("the tool declares a security check but no function")
         check = binding.security_check
-        payload = security_input(invocation, cwd=invocation.workspace or self.cwd or Path.cwd())
+        payload = security_input(state, cwd=state.workspace or self.cwd or Path.cwd())
         try:
             if inspect.iscoroutinefunction(check):
                 answer = await asyncio.wait_for(check(payload), spec.timeout)
@@ -237,8 +237,8 @@ class SecurityChecks:
             python=PythonSecurityCheck(cwd=cwd),
         )
 
-    async def check(self, invocation: Invocation) -> SecurityVerdict:
+    async def check(self, state: CallState) -> SecurityVerdict:
         """The verdict of the tool's own check."""
-        if isinstance(invocation.entry.binding, PythonBinding):
-            return await self.python.check(invocation)
-        return await self.script.check(invocation)
+        if isinstance(state.entry.binding, PythonBinding):
+            return await self.python.check(state)
+        return await self.script.check(state)

@@ -44,9 +44,9 @@ def _sqlite_upgrade() -> str:
     from ..audit.sqlite_log import SQLiteAuditLog
     from ..config.build import AUDIT_FILE_NAME
     from ..stores.agent_keys import AgentKeyStore
-    from ..stores.idempotency_sqlite import SQLiteIdempotencyStore
-    from ..stores.limits_sqlite import SQLiteRateLimitStorage
-    from ..stores.sqlite import SQLiteApprovalStore
+    from ..stores.sqlite_approvals import SQLiteApprovalStore
+    from ..stores.sqlite_idempotency import SQLiteIdempotencyStore
+    from ..stores.sqlite_limits import SQLiteRateLimitStorage
     from ..stores.tool_pins import ToolPinStore
 
     path = toolgate_home() / STATE_FILE_NAME

@@ -11,7 +11,7 @@
 //   network → fetch (fetch.mjs), through toolgate's egress proxy; without it fetch is absent;
 //   fs      → ctx.fs, read-only under the declared prefixes (handed to execute, not a global);
 //   env     → ctx.env, the snapshot of the declared keys (taken by the gateway at load).
-// A capability's tools module (spec.kind "jingle") gets the same, from the operator's grant in the
+// A capability's tools module (spec.kind "capability") gets the same, from the operator's grant in the
 // options of its sources: entry; ctx.env and ctx.fs only when granted.
 //
 // Host objects handed in are hardened first: a tool must not be able to change what the host
@@ -24,7 +24,7 @@ import { makeFetch } from "./fetch.mjs";
 /** Why `what` is missing. A capability tool's grant is the operator's (a manifest cannot
  * declare one): the message says where it is given. */
 export function deniedMessage(what, permission, spec) {
-  const where = spec.kind === "jingle"
+  const where = spec.kind === "capability"
     ? " (the operator grants it in toolgate.yaml: options.permissions of the capability's sources: entry)"
     : "";
   return `${what} is not available: this tool's permissions do not grant '${permission}'${where}`;

@@ -13,9 +13,9 @@
 // Requests: {op: "describe"} → {tools: [...declarative fields, execute: true], alerts};
 // {op: "execute", tool, input, egress, ctx?} → {result} or {error}; {op: "confirm", tool,
 // input} → {result} (a capability tool's approval.buildConfirmation). console.log goes to
-// stderr. spec.kind "jingle" (the capability format's origin name, a wire value) loads a
+// stderr. spec.kind "capability" loads a
 // capability manifest's tools module: tools by name, handler(input, ctx); any other kind
-// ("pandora") a plugin entry.
+// ("plugin") a plugin entry.
 
 import { createRequire, SourceMap } from "node:module";
 import path from "node:path";
@@ -288,7 +288,7 @@ async function load() {
     if (!Array.isArray(staticTools)) throw new Error(`'tools' of ${spec.entry} must be an array`);
     tools.push(...staticTools.map((tool) => ({ tool, resolved: false })));
   }
-  if (spec.kind === "jingle") {
+  if (spec.kind === "capability") {
     // A capability tools module: `tools`, each {name, description, access, handler, approval}.
     if (!Array.isArray(staticTools)) throw new Error(`${spec.entry} must export 'tools', an array of tool definitions`);
     return { tools, alerts, fs: module.fs, clearTimers: module.clearTimers };
@@ -329,16 +329,16 @@ async function ensureLoaded() {
 // -- requests -----------------------------------------------------------------------------------
 
 const DECLARATIVE = ["id", "name", "description", "parameters", "timeout", "sandbox", "permissions", "annotations"];
-const JINGLE = ["name", "title", "description", "access", "inputSchema", "input_schema", "examples"];
+const CAPABILITY_FIELDS = ["name", "title", "description", "access", "inputSchema", "input_schema", "examples"];
 
 // What the gateway checks of a tool object: its data, and which functions it has.
 function declarative(tool) {
   const fields = {};
   if (tool === null || typeof tool !== "object") return tool;
-  for (const key of spec.kind === "jingle" ? JINGLE : DECLARATIVE) {
+  for (const key of spec.kind === "capability" ? CAPABILITY_FIELDS : DECLARATIVE) {
     if (tool[key] !== undefined) fields[key] = plain(tool[key]);
   }
-  if (spec.kind === "jingle") {
+  if (spec.kind === "capability") {
     fields.handler = typeof tool.handler === "function";
     const approval = tool.approval;
     if (approval && typeof approval === "object") {
@@ -356,7 +356,7 @@ function declarative(tool) {
 }
 
 function findTool(state, name) {
-  const key = spec.kind === "jingle" ? "name" : "id";
+  const key = spec.kind === "capability" ? "name" : "id";
   return state.tools.find(({ tool }) => tool && tool[key] === name);
 }
 
@@ -378,7 +378,7 @@ async function handle(request) {
     ? undefined
     : request.op === "confirm"
       ? found.tool.approval?.buildConfirmation ?? found.tool.approval?.build_confirmation
-      : spec.kind === "jingle"
+      : spec.kind === "capability"
         ? found.tool.handler
         : found.tool.execute;
   if (typeof run !== "function") {
@@ -388,7 +388,7 @@ async function handle(request) {
   // A plugin tool: {env, logger, fs?}; a capability tool: the connection's {secrets, config,
   // capability}, sent with each call (secrets never sit in the process environment).
   const ctx = hardened(
-    spec.kind === "jingle"
+    spec.kind === "capability"
       ? {
           ...plain(request.ctx ?? {}),
           logger: logger(`${spec.pluginId}:${request.tool}`),

@@ -20,8 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..call_state import new_call_id
 from ..errors import ErrorCode, StateUnavailableError
-from ..invocation import new_call_id
 from ..model import CallOutcome, Tool
 from ..registry import RegisteredTool, Registry
 from .authorize import AccessRules, unknown_tool_message

@@ -344,7 +344,7 @@ class IdempotencyStage:
         scrub: Callable[[Tool, dict[str, Any]], dict[str, Any]] | None = None,
     ) -> IdempotencyStage:
         """A stage whose keys and outcomes persist in the SQLite database at ``path``."""
-        from ..stores.idempotency_sqlite import SQLiteIdempotencyStore
+        from ..stores.sqlite_idempotency import SQLiteIdempotencyStore
 
         return cls(SQLiteIdempotencyStore(path), clock=clock, scrub=scrub)
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..invocation import new_call_id
+from ..call_state import new_call_id
 from ..model import ApprovalRequest, CallOutcome, Tool
 
 __all__ = ["CallObserver", "FinishedCall", "decided_call"]

@@ -2,7 +2,7 @@
 
 The algorithm is the ``limits`` library's fixed-window strategy; the counters live in a
 ``limits`` :class:`~limits.storage.Storage`: :class:`~toolgate.stores.limits_memory.
-MemoryRateLimitStorage` (the Python API's default), :class:`~toolgate.stores.limits_sqlite.
+MemoryRateLimitStorage` (the Python API's default), :class:`~toolgate.stores.sql_limits.
 SQLiteRateLimitStorage` (the embedded store, so a daily limit survives a restart), or any storage
 of ``limits`` itself (``limits.storage.storage_from_string("redis://…")``) for a shared one.
 
@@ -111,7 +111,7 @@ class RateLimitStage:
         clock: Callable[[], float] = time.time,
     ) -> RateLimitStage:
         """A stage whose counters persist in the SQLite database at ``path``."""
-        from ..stores.limits_sqlite import SQLiteRateLimitStorage
+        from ..stores.sqlite_limits import SQLiteRateLimitStorage
 
         return cls(SQLiteRateLimitStorage(path, clock=clock), per_agent=per_agent, clock=clock)
 

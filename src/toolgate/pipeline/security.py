@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Protocol
 
 from ..errors import ErrorCode
-from ..invocation import Invocation
 from ..model import CallOutcome, SecurityVerdict
 from ..registry import RegisteredTool
 from .state import CallState, Handler, error_outcome
@@ -22,7 +21,7 @@ __all__ = ["SecurityCheckStage", "SecurityChecker"]
 class SecurityChecker(Protocol):
     """Produces a verdict for a call, or raises when it cannot."""
 
-    async def check(self, invocation: Invocation) -> SecurityVerdict:
+    async def check(self, state: CallState) -> SecurityVerdict:
         """The verdict; any exception counts as a denial."""
         ...
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
+from ..call_state import CallState
 from ..errors import ErrorCode
-from ..invocation import Invocation as CallState
 from ..model import CallOutcome, CallStatus
 from ..registry import RegisteredTool
 

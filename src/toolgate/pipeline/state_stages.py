@@ -28,7 +28,7 @@ def approval_store(path: Path | None, database: SqlDatabase | None) -> ApprovalS
         from ..stores.sql_approvals import SqlApprovalStore
 
         return SqlApprovalStore(database)
-    from ..stores.sqlite import SQLiteApprovalStore
+    from ..stores.sqlite_approvals import SQLiteApprovalStore
 
     return SQLiteApprovalStore(":memory:" if path is None else path)
 
@@ -40,7 +40,7 @@ def rate_limit_stage(
     if redis_url is not None:
         return RateLimitStage.redis(redis_url, per_agent=per_agent)
     if database is not None:
-        from ..stores.limits_sqlite import SqlRateLimitStorage
+        from ..stores.sql_limits import SqlRateLimitStorage
 
         return RateLimitStage(SqlRateLimitStorage(database), per_agent=per_agent)
     if path is not None:
@@ -57,11 +57,11 @@ def idempotency_stage(
 ) -> IdempotencyStage:
     """Records in the shared database, else in the SQLite file, else in memory."""
     if database is not None:
-        from ..stores.idempotency_sqlite import SqlIdempotencyStore
+        from ..stores.sql_idempotency import SqlIdempotencyStore
 
         return IdempotencyStage(SqlIdempotencyStore(database), scrub=scrub, lease_grace=lease_grace)
     if path is not None:
-        from ..stores.idempotency_sqlite import SQLiteIdempotencyStore
+        from ..stores.sqlite_idempotency import SQLiteIdempotencyStore
 
         return IdempotencyStage(SQLiteIdempotencyStore(path), scrub=scrub, lease_grace=lease_grace)
     return IdempotencyStage(scrub=scrub, lease_grace=lease_grace)

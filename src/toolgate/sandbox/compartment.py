@@ -1,4 +1,4 @@
-"""The gateway's side of the compartment worker (:mod:`toolgate.sandbox.worker`).
+"""The gateway's side of the compartment worker (:mod:`toolgate.sandbox.compartment_child`).
 
 Compartment-mode Python tools (plugin tools) never run in the gateway's process: each
 call starts the worker under the sandbox, which imports the plugin's entry and calls
@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 #: The worker program (standard library only), bound read-only into the sandbox.
-WORKER = Path(__file__).resolve().with_name("worker.py")
+WORKER = Path(__file__).resolve().with_name("compartment_child.py")
 
 _TAIL = 2000
 
@@ -49,7 +49,7 @@ def worker_argv(python: str | None = None) -> list[str]:
 
 @dataclass(frozen=True, slots=True)
 class WorkerRequest:
-    """One request to the worker (see :mod:`toolgate.sandbox.worker` for the format)."""
+    """One request to the worker (see :mod:`toolgate.sandbox.compartment_child` for the format)."""
 
     folder: Path
     """The plugin folder (bound read-only)."""

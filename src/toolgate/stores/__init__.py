@@ -1,5 +1,5 @@
 """Stores hold the gateway's state behind protocols; SQLite is the embedded default."""
 
-from .base import ApprovalStore, ClosedRequestError, DuplicateRequestError
+from .approvals import ApprovalStore, ClosedRequestError, DuplicateRequestError
 
 __all__ = ["ApprovalStore", "ClosedRequestError", "DuplicateRequestError"]

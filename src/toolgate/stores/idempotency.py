@@ -9,8 +9,9 @@ end of the window). An expired record counts as absent.
 The claim of a key is committed before the tool runs (in a persistent store, a ``running``
 record survives the crash of the process that wrote it).
 
-:class:`MemoryIdempotencyStore` is the Python API's default; :class:`~toolgate.stores.
-idempotency_sqlite.SQLiteIdempotencyStore` persists records and coordinates processes.
+:class:`MemoryIdempotencyStore` is the Python API's default;
+:class:`~toolgate.stores.sqlite_idempotency.SQLiteIdempotencyStore` persists records and
+coordinates processes.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Approval requests, grants and the approval log in SQL: one store for SQLite and PostgreSQL.
 
-:class:`SqlApprovalStore` implements :class:`~toolgate.stores.base.ApprovalStore` over any
-:class:`~toolgate.stores.sql.SqlDatabase`: :class:`~toolgate.stores.sqlite.SQLiteApprovalStore`
+:class:`SqlApprovalStore` implements :class:`~toolgate.stores.approvals.ApprovalStore` over any
+:class:`~toolgate.stores.sql.SqlDatabase`:
+:class:`~toolgate.stores.sqlite_approvals.SQLiteApprovalStore`
 gives it the embedded file, the shared state gives it PostgreSQL. Each operation is one
 transaction. State changes are ``UPDATE … WHERE id = ? AND status = ?`` checked by ``rowcount``,
 so two deciders — threads, processes or replicas — see exactly one winner; a unique index allows
@@ -17,7 +18,7 @@ from typing import Any
 
 from .._json import canonical_json, thaw
 from ..model import ApprovalRequest, ApprovalStatus, Decision, Grant, PermissionKey
-from .base import ClosedRequestError, DuplicateRequestError
+from .approvals import ClosedRequestError, DuplicateRequestError
 from .sql import SqlConnection, SqlDatabase
 from .sqlite_rows import (
     _GRANT_COLUMNS,

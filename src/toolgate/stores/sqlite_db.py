@@ -1,6 +1,7 @@
 """A small SQLite database wrapper shared by the rate-limit and idempotency stores.
 
-It follows the conventions of :mod:`toolgate.stores.sqlite`: one connection shared by every
+It follows the conventions of :mod:`toolgate.stores.sqlite_approvals`: one connection shared by
+every
 thread (guarded by a lock), WAL mode for files, a private file (0600, folders 0700), explicit
 transactions whose writes take the write lock up front (``BEGIN IMMEDIATE``) so several
 processes sharing the file serialize instead of failing half-way.
@@ -21,10 +22,15 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Final
 
-from .sqlite import BUSY_TIMEOUT, MEMORY, _ensure_private_file
-from .sqlite_schema import newer_schema, write_transaction
+from .sqlite_schema import ensure_private_file, newer_schema, write_transaction
 
 __all__ = ["SQLiteDatabase"]
+
+#: Seconds a statement waits for another connection's write lock before failing.
+BUSY_TIMEOUT: Final = 5.0
+
+#: The path that opens a private, in-memory database.
+MEMORY: Final = ":memory:"
 
 _COMPONENTS_TABLE: Final = """
     CREATE TABLE IF NOT EXISTS toolgate_components (
@@ -60,7 +66,7 @@ class SQLiteDatabase:
         self.path: Path | None = None if str(path) == MEMORY else Path(path).expanduser()
         """The database file, or ``None`` for an in-memory database."""
         if self.path is not None:
-            _ensure_private_file(self.path)
+            ensure_private_file(self.path)
         conn = sqlite3.connect(
             MEMORY if self.path is None else str(self.path),
             timeout=BUSY_TIMEOUT,

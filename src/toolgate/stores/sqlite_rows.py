@@ -1,6 +1,7 @@
 """Rows of the approval database ↔ values: requests, grants and the columns they fill.
 
-Used by :mod:`toolgate.stores.sqlite`; this module imports :mod:`sqlite3` (for types only).
+Used by :mod:`toolgate.stores.sqlite_approvals`; this module imports :mod:`sqlite3` (for types
+only).
 """
 
 from __future__ import annotations

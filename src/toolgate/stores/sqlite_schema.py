@@ -1,6 +1,6 @@
 """The schema of the approval database: its migrations and how they are applied.
 
-Used by :mod:`toolgate.stores.sqlite`; this module imports :mod:`sqlite3`.
+Used by :mod:`toolgate.stores.sqlite_approvals`; this module imports :mod:`sqlite3`.
 """
 
 from __future__ import annotations

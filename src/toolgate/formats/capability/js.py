@@ -1,7 +1,8 @@
 """Capability tools modules written in JavaScript or TypeScript, run by the JavaScript host.
 
 A capability whose ``main`` is a ``.js``/``.ts`` file is loaded by the host
-(:mod:`toolgate.backends.js_host`, kind ``jingle``) in an SES compartment with the plugin format's
+(:mod:`toolgate.backends.js_host`, kind ``capability``) in an SES compartment with the plugin
+format's
 safe globals and no further permission. :func:`js_capability_tools` lists its ``tools`` as plain
 definitions whose ``handler`` and ``approval.buildConfirmation`` call back into the host, so
 :mod:`toolgate.formats.capability.source` checks and binds them exactly like Python ones: the
@@ -190,7 +191,7 @@ def js_capability_tools(
         mode="compartment",
         permissions=permissions,
         env={name: environ[name] for name in permissions.env if name in environ},
-        kind="jingle",
+        kind="capability",
         generation=secrets.token_hex(8),
         confinement=confinement(sandbox, None, network=bool(permissions.network), key=key),
     )

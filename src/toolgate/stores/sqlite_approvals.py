@@ -1,4 +1,4 @@
-"""The embedded SQLite implementation of :class:`~toolgate.stores.base.ApprovalStore`.
+"""The embedded SQLite implementation of :class:`~toolgate.stores.approvals.ApprovalStore`.
 
 One connection, shared by every thread that calls the store (the event loop thread, worker
 threads, the gateway's private loop thread), guarded by a lock (see
@@ -14,21 +14,12 @@ This module imports :mod:`sqlite3`; it is only imported when a store is built, n
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Final
 
 from .sql_approvals import SqlApprovalStore
-from .sqlite_schema import SCHEMA_VERSION, ensure_private_file, migrate
+from .sqlite_db import BUSY_TIMEOUT, MEMORY
+from .sqlite_schema import SCHEMA_VERSION, migrate
 
 __all__ = ["BUSY_TIMEOUT", "SCHEMA_VERSION", "SQLiteApprovalStore"]
-
-#: Seconds a statement waits for another connection's write lock before failing.
-BUSY_TIMEOUT: Final = 5.0
-
-#: The path that opens a private, in-memory database.
-MEMORY: Final = ":memory:"
-
-#: Kept under its old name for :mod:`toolgate.stores.sqlite_db`.
-_ensure_private_file = ensure_private_file
 
 
 class SQLiteApprovalStore(SqlApprovalStore):

@@ -15,7 +15,7 @@ from .registry import RegisteredTool
 if TYPE_CHECKING:
     from .model import CallOutcome
 
-__all__ = ["Invocation", "new_call_id"]
+__all__ = ["CallState", "new_call_id"]
 
 
 # Call ids name calls in the audit log; they are not secrets (approval ids are, and stay drawn
@@ -29,7 +29,7 @@ def new_call_id() -> str:
     return f"call_{_ids.getrandbits(64):016x}"
 
 
-class Invocation:
+class CallState:
     """Everything the stages and the backend know about one call. Mutable; internal."""
 
     __slots__ = (
@@ -76,7 +76,7 @@ class Invocation:
         self.full_content: Any = None
         """The whole result when shaping spilled it to a file (the outcome holds a preview), so
         that the audit log can still redact the declared paths of it."""
-        self.uncounted: Callable[[Invocation], CallOutcome | None] | None = None
+        self.uncounted: Callable[[CallState], CallOutcome | None] | None = None
         """Set when the rate limit let this call through uncounted, as a retry after a person's
         decision: the approval stage charges it (this returns the refusal, or ``None``) unless
         the call turns out to be that decided call."""

@@ -12,37 +12,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, Final, Self
 
 from .._json import canonical_json
 from .idempotency import IdempotencyRecord, IdempotencyStatus
 from .sql import SqlDatabase
-from .sqlite_db import SQLiteDatabase
 
-__all__ = ["SQLiteIdempotencyStore", "SqlIdempotencyStore"]
+__all__ = ["SqlIdempotencyStore"]
 
 #: Claims between two deletions of expired records.
 _SWEEP_EVERY: Final = 256
-
-_MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
-    (
-        """
-        CREATE TABLE IF NOT EXISTS idempotency_keys (
-            tool_id TEXT NOT NULL,
-            key TEXT NOT NULL,
-            arguments_digest TEXT NOT NULL,
-            call_id TEXT NOT NULL,
-            status TEXT NOT NULL,
-            outcome TEXT,
-            created_at REAL NOT NULL,
-            expires_at REAL NOT NULL,
-            PRIMARY KEY (tool_id, key)
-        )
-        """,
-        "CREATE INDEX IF NOT EXISTS idempotency_keys_expiry ON idempotency_keys (expires_at)",
-    ),
-)
 
 _COLUMNS: Final = "tool_id, key, arguments_digest, call_id, status, outcome, created_at, expires_at"
 
@@ -179,20 +158,3 @@ class SqlIdempotencyStore:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-
-class SQLiteIdempotencyStore(SqlIdempotencyStore):
-    """Idempotency records in a SQLite database (a file, or ``":memory:"``).
-
-    The file may be the gateway's state file: the tables do not collide with other stores'.
-    Use it as a context manager, or call :meth:`close`.
-    """
-
-    def __init__(self, path: Path | str) -> None:
-        db = SQLiteDatabase(path, component="idempotency", migrations=_MIGRATIONS)
-        super().__init__(db)
-        self.path: Path | None = db.path
-        """The database file (``None`` when in memory)."""
-
-    def __repr__(self) -> str:
-        return f"SQLiteIdempotencyStore({self.path or ':memory:'!s})"

@@ -1,4 +1,5 @@
-"""Which calls' audit records are committed: the bookkeeping behind a durable audit log.
+"""Acknowledgements: which calls' audit records are committed, and answering a call only once
+its record is kept (the bookkeeping behind a durable audit log, and the gateway's side of it).
 
 The log's writer settles each call (committed, or why not); the gateway waits for the settlement
 of the call it is about to answer (:meth:`Acknowledgements.wait`). A call whose record never
@@ -12,13 +13,16 @@ the database; the details are in the log's ``last_error`` for operators.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Final
+from typing import Final, Protocol
 
-__all__ = ["Acknowledgements"]
+from ..model import CallOutcome
+
+__all__ = ["ACK_TIMEOUT", "Acknowledgements", "acknowledged", "acknowledged_sync"]
 
 log = logging.getLogger("toolgate.audit")
 
@@ -133,3 +137,46 @@ def _late(timeout: float) -> str:
 def _resolve(waiter: asyncio.Future[None]) -> None:
     if not waiter.done():
         waiter.set_result(None)
+
+
+# --- the gateway's side: answering a call once its record is kept ----------------------------
+
+
+class RecordingLog(Protocol):
+    """What the gateway asks of an audit log before it answers (an
+    :class:`~toolgate.audit.log_base.AuditLog`)."""
+
+    durable: bool
+
+    async def recorded(self, call_id: str, timeout: float) -> str | None: ...
+
+    def recorded_sync(self, call_id: str, timeout: float) -> str | None: ...
+
+
+#: Seconds the gateway waits for a durable log to commit a call's record before it answers
+#: (longer than the shared database's pool and statement timeouts, so their errors arrive first).
+ACK_TIMEOUT: Final = 10.0
+
+
+def _unrecorded(outcome: CallOutcome, reason: str | None) -> CallOutcome:
+    if reason is None:
+        return outcome
+    # The call ended as it ended; its caller must also hear that no record of it was kept.
+    return dataclasses.replace(
+        outcome, metadata={**outcome.metadata, "audit": f"not recorded: {reason}"}
+    )
+
+
+async def acknowledged(log: RecordingLog | None, outcome: CallOutcome) -> CallOutcome:
+    """``outcome`` once a durable ``log`` has committed its record; when that fails, the outcome
+    says so in ``metadata.audit`` (``"not recorded: …"``). Other logs return it at once."""
+    if log is None or not log.durable:
+        return outcome
+    return _unrecorded(outcome, await log.recorded(outcome.call_id, ACK_TIMEOUT))
+
+
+def acknowledged_sync(log: RecordingLog | None, outcome: CallOutcome) -> CallOutcome:
+    """:func:`acknowledged` for a thread without an event loop (it blocks)."""
+    if log is None or not log.durable:
+        return outcome
+    return _unrecorded(outcome, log.recorded_sync(outcome.call_id, ACK_TIMEOUT))
