@@ -1,4 +1,4 @@
-"""``import toolgate`` stays light, and the layering of ARCHITECTURE.md holds."""
+"""``import toolgate`` stays light, and the layering of docs/concepts/architecture.md holds."""
 
 from __future__ import annotations
 

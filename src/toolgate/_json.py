@@ -42,33 +42,52 @@ class StrictJsonError(ValueError):
     """Text that :func:`loads_strict` refuses; the message says why (and names the key).
 
     ``malformed`` is true when the text is not JSON at all, false when it is JSON the gateway
-    refuses (a duplicate key, ``NaN``, nesting too deep)."""
+    refuses (a duplicate key, ``NaN``, nesting too deep). ``problem`` is the reason alone, and
+    ``line``/``column`` say where a syntax error is, for callers that word their own message
+    (declaration files name the field and the line their own way)."""
 
-    def __init__(self, message: str, *, malformed: bool = False) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        malformed: bool = False,
+        problem: str | None = None,
+        line: int | None = None,
+        column: int | None = None,
+    ) -> None:
         super().__init__(message)
         self.malformed = malformed
+        self.problem = message if problem is None else problem
+        self.line = line
+        self.column = column
 
 
 class _Refused(Exception):
-    pass
+    def __init__(self, problem: str, hint: str) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.hint = hint
 
 
 def _pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for key, value in items:
         if key in result:
-            raise _Refused(f"duplicate key {key!r} (each key may appear once in an object)")
+            raise _Refused(f"duplicate key {key!r}", "each key may appear once in an object")
         result[key] = value
     return result
 
 
 def _constant(name: str) -> Any:
-    raise _Refused(f"{name} is not a JSON value (JSON has no NaN or Infinity)")
+    raise _Refused(f"{name} is not a JSON value", "JSON has no NaN or Infinity")
 
 
-def loads_strict(text: str | bytes, *, max_depth: int = MAX_DEPTH, allow_nan: bool = False) -> Any:
+def loads_strict(
+    text: str | bytes, *, max_depth: int | None = MAX_DEPTH, allow_nan: bool = False
+) -> Any:
     """Parse one JSON document; raise :class:`StrictJsonError` for malformed JSON, a duplicate
-    key, ``NaN``/``Infinity``/``-Infinity`` or nesting deeper than ``max_depth`` levels.
+    key, ``NaN``/``Infinity``/``-Infinity`` or nesting deeper than ``max_depth`` levels
+    (``None``: only as deep as Python's parser goes; the caller checks the shape itself).
 
     ``allow_nan=True`` lets ``NaN``/``Infinity`` through as floats, for a caller that leaves them
     to :func:`json_value_problem` further on (which names where they are)."""
@@ -78,17 +97,22 @@ def loads_strict(text: str | bytes, *, max_depth: int = MAX_DEPTH, allow_nan: bo
         )
     except json.JSONDecodeError as exc:
         raise StrictJsonError(
-            f"{exc.msg} (line {exc.lineno}, column {exc.colno})", malformed=True
+            f"{exc.msg} (line {exc.lineno}, column {exc.colno})",
+            malformed=True,
+            problem=exc.msg,
+            line=exc.lineno,
+            column=exc.colno,
         ) from None
     except _Refused as exc:
-        raise StrictJsonError(str(exc)) from None
+        raise StrictJsonError(f"{exc.problem} ({exc.hint})", problem=exc.problem) from None
     except RecursionError:
-        raise StrictJsonError(f"nested deeper than {max_depth} levels") from None
+        deeper = "too deeply" if max_depth is None else f"deeper than {max_depth} levels"
+        raise StrictJsonError(f"nested {deeper}", problem="nested too deeply") from None
     except UnicodeDecodeError as exc:
         raise StrictJsonError(f"not UTF-8 text ({exc.reason})", malformed=True) from None
     except ValueError as exc:  # an integer with more digits than Python converts
         raise StrictJsonError(str(exc)) from None
-    problem = _depth_problem(value, max_depth)
+    problem = None if max_depth is None else _depth_problem(value, max_depth)
     if problem is not None:
         raise StrictJsonError(problem)
     return value

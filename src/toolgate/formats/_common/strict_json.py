@@ -1,13 +1,14 @@
-"""One strict JSON parser for declaration files: no key twice, no ``NaN``, bounded size.
+"""Strict JSON for declaration files: no key twice, no ``NaN``, bounded size and depth.
 
-Python's ``json`` accepts a key written twice (the last one wins) and ``NaN``/``Infinity``; a
-declaration that does either is ambiguous, so each is an error naming what is wrong."""
+The parsing is :func:`toolgate._json.loads_strict`'s (the gateway's one strict JSON parser);
+this module words its refusals the way declaration diagnostics do and bounds the document like
+YAML declarations (:func:`~toolgate.formats._common.safe_yaml.shape_problem`)."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from ..._json import StrictJsonError, loads_strict
 from .safe_yaml import DEFAULT_MAX_DEPTH, DEFAULT_MAX_NODES, shape_problem
 
 __all__ = ["JsonTextError", "parse_json_document"]
@@ -44,37 +45,14 @@ class JsonTextError(ValueError):
         return f"invalid JSON: {self.problem}"
 
 
-class _Refused(Exception):
-    pass
-
-
-def _pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in items:
-        if key in result:
-            raise _Refused(f"duplicate key {key!r}")
-        result[key] = value
-    return result
-
-
-def _constant(name: str) -> Any:
-    raise _Refused(f"{name} is not a JSON value")
-
-
 def parse_json_document(text: str) -> Any:
     """Parse one declaration's JSON text; raise :class:`JsonTextError` for malformed JSON, a
     duplicate key, ``NaN``/``Infinity``, nesting too deep or a document over the size bounds
     that YAML declarations have too."""
     try:
-        data = json.loads(text, object_pairs_hook=_pairs, parse_constant=_constant)
-    except json.JSONDecodeError as exc:
-        raise JsonTextError(exc.msg, line=exc.lineno, column=exc.colno) from None
-    except _Refused as exc:
-        raise JsonTextError(str(exc)) from None
-    except RecursionError:
-        raise JsonTextError("nested too deeply") from None
-    except ValueError as exc:  # e.g. an integer with more digits than Python converts
-        raise JsonTextError(str(exc)) from None
+        data = loads_strict(text, max_depth=None)
+    except StrictJsonError as exc:
+        raise JsonTextError(exc.problem, line=exc.line, column=exc.column) from None
     problem = shape_problem(data, max_nodes=DEFAULT_MAX_NODES, max_depth=DEFAULT_MAX_DEPTH)
     if problem is not None:
         raise JsonTextError(problem, too_large=True)
