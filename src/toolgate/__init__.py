@@ -28,7 +28,7 @@ from .errors import (
     ToolgateError,
     ToolNotFoundError,
 )
-from .formats.capability.source import CapabilityContext
+from .formats.capability.context import CapabilityContext
 from .gateway import Gateway
 from .model import (
     ApprovalRequest,

@@ -57,6 +57,7 @@ from .._common.javascript import JS_SUFFIXES
 from .._common.python_files import NotAModuleError, import_file
 from .._common.safe_yaml import YamlError, load_yaml
 from ..declarations import DeclarationSource, SourceContext, SourceLoad
+from .context import CapabilityContext
 from .js import JsHandler, js_capability_tools, permissions_option
 from .manifest import CapabilityManifest, is_capability_document, read_manifest
 from .masking import mask as _mask
@@ -86,19 +87,6 @@ _MANIFEST_SUFFIXES = (".json", ".yaml", ".yml")
 _CONTEXT_PARAM = "__toolgate context__"
 # The keyword the outcome's metadata reaches a JavaScript handler under (never a user's).
 _METADATA_PARAM = "__toolgate metadata__"
-
-
-@dataclass(frozen=True, slots=True)
-class CapabilityContext(ToolContext):
-    """The ``ctx`` a capability's handler receives: a :class:`ToolContext` whose ``secrets``
-    are the capability's ``requiredPreferenceNames`` and whose ``config`` holds its
-    ``publicPreferenceNames`` (as stored by ``toolgate connect``, over the gateway's
-    ``config=``)."""
-
-    capability: str = ""
-    """The capability's id."""
-    connected: bool = True
-    """Whether every required secret is set (always true while a handler runs)."""
 
 
 @dataclass(frozen=True, slots=True)
