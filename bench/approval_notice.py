@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from toolgate import Gateway, tool
+from toolgate import Gateway, GatewaySettings, StateSettings, tool
 from toolgate.approvals import POLL_INTERVAL
 
 DECIDER = """
@@ -68,7 +68,7 @@ async def _measure(rounds: int) -> dict[str, list[float]]:
     figures: dict[str, list[float]] = {"same process": [], "another process": []}
     with tempfile.TemporaryDirectory() as folder:
         state = Path(folder) / "toolgate.db"
-        with Gateway(approver="queue", state_path=state) as gateway:
+        with Gateway(GatewaySettings(state=StateSettings(path=state)), approver="queue") as gateway:
             gateway.add(send)
             for index in range(rounds):
                 for name, elsewhere in (("same process", False), ("another process", True)):
@@ -86,9 +86,7 @@ def main() -> None:
     print(f"decision → waiting call returns (ms, {rounds} rounds; poll {POLL_INTERVAL * 1000:g})")
     print(f"{'decided in':<16} {'min':>7} {'median':>7} {'max':>7}")
     for name, values in figures.items():
-        print(
-            f"{name:<16} {min(values):7.1f} {statistics.median(values):7.1f} {max(values):7.1f}"
-        )
+        print(f"{name:<16} {min(values):7.1f} {statistics.median(values):7.1f} {max(values):7.1f}")
 
 
 if __name__ == "__main__":
