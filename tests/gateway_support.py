@@ -64,8 +64,6 @@ FIELDS: dict[str, tuple[str, str]] = {
     "redis_url": ("state", "redis_url"),
     "idempotency_lease_grace": ("state", "idempotency_lease_grace"),
 }
-#: Settings held as tuples (callers pass lists).
-TUPLES = {"policies", "rules", "tool_folders"}
 
 
 def gateway_settings(
@@ -82,7 +80,7 @@ def gateway_settings(
         if name not in FIELDS:
             raise TypeError(f"gateway_settings: no setting {name!r}")
         group, field = FIELDS[name]
-        groups[group][field] = tuple(value) if field in TUPLES else value
+        groups[group][field] = value
     settings = GatewaySettings()
     changed = {
         group: dataclasses.replace(getattr(settings, group), **fields)

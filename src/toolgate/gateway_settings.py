@@ -19,7 +19,7 @@ keywords, not settings.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,9 +65,9 @@ class ResultSettings:
 class SourceSettings:
     """Where tools come from and how they are found."""
 
-    tool_folders: tuple[Path | str | FolderRoot, ...] = ()
+    tool_folders: Sequence[Path | str | FolderRoot] = ()
     """Folders whose sub-folders are tool folders (``tool.md`` + script); plain paths get the
-    namespace ``local``."""
+    namespace ``local``. Kept as a tuple."""
     rescan_interval: float = DEFAULT_RESCAN_INTERVAL
     """Seconds between full rescans of the tool folders while watching."""
     home: Path | str | None = None
@@ -79,6 +79,9 @@ class SourceSettings:
     """Bytes of one message from an upstream MCP server (a stdio line, an HTTP body or event)
     for servers whose ``spec.maxMessageBytes`` is unset; past it the call fails and toolgate
     stops reading."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tool_folders", tuple(self.tool_folders))
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,12 +121,16 @@ class ScriptSettings:
 class AccessSettings:
     """Who may call what, beyond the tools' own ``safety`` rules."""
 
-    policies: tuple[AccessPolicy, ...] = ()
-    """Access policies (``Policy`` resources) layered on the tools' own rules."""
+    policies: Sequence[AccessPolicy] = ()
+    """Access policies (``Policy`` resources) layered on the tools' own rules. Kept as a
+    tuple."""
     agent_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     """Labels per agent name, for policies that select agents by label."""
     rate_limit_per_agent: bool = False
     """Count rate limits per agent instead of per tool."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "policies", tuple(self.policies))
 
 
 @dataclass(frozen=True, slots=True)

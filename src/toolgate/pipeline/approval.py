@@ -27,7 +27,7 @@ import asyncio
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,9 +91,12 @@ class ApprovalSettings:
     a new call is ``rate_limited`` without a request."""
     max_pending_per_agent: int | None = DEFAULT_MAX_PENDING_PER_AGENT
     """Requests of one agent, all tools together, that may wait at once (``None``: no limit)."""
-    rules: tuple[ApprovalRule, ...] = ()
+    rules: Sequence[ApprovalRule] = ()
     """Operator rules that make approval stricter (or, with ``override``, waive it) per tool,
-    namespace or level."""
+    namespace or level. Kept as a tuple."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rules", tuple(self.rules))
 
 
 #: Statuses of a decided request whose retry is the decided call (it runs or collects it).
