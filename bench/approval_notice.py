@@ -29,7 +29,7 @@ from toolgate.approvals import POLL_INTERVAL
 DECIDER = """
 import sys, time
 from toolgate.model import Decision
-from toolgate.stores.sqlite import SQLiteApprovalStore
+from toolgate.stores.sqlite_approvals import SQLiteApprovalStore
 path, request_id = sys.argv[1], sys.argv[2]
 with SQLiteApprovalStore(path) as store:
     store.decide(request_id, Decision.APPROVE, decided_by="bench", message=None, now=time.time())

@@ -18,9 +18,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from toolgate.formats.tool_folder.parse import load_tool_folder
+
 from toolgate import EnvironmentSettings, Gateway, GatewaySettings
 from toolgate.backends.script import ScriptBackend
-from toolgate.loaders.tool_folder import load_tool_folder
 from toolgate.model import ImplementationKind, Permissions, SandboxMode, SandboxSpec
 from toolgate.registry import RegisteredTool
 from toolgate.sandbox.host import probe_host

@@ -22,6 +22,8 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from toolgate.formats._common.diagnostics import Severity
+from toolgate.formats.tool_folder.parse import load_tool_folder
 
 from conftest import RunCli
 from folder_tools import clean_environ, require_program, write_tool
@@ -30,8 +32,6 @@ from toolgate import ErrorCode, Gateway, tool
 from toolgate.backends.environment import SAFE_SYSTEM_VARIABLES, ScriptEnvironment
 from toolgate.backends.script import ScriptBackend
 from toolgate.errors import ToolDefinitionError
-from toolgate.loaders.diagnostics import Severity
-from toolgate.loaders.tool_folder import load_tool_folder
 from toolgate.model import ImplementationKind, Permissions, SandboxMode, SandboxSpec
 from toolgate.model.hosts import (
     HostPattern,

@@ -27,6 +27,9 @@ import pytest
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from toolgate.formats._common.permissions import parse_permissions
+from toolgate.formats.tool_folder.fields import Report
+from toolgate.formats.tool_folder.parse import load_tool_folder
 
 from conftest import RunCli
 from folder_tools import require_program, write_tool
@@ -36,9 +39,6 @@ from js_support import js_runtime
 from toolgate import Gateway
 from toolgate.config.build import build_gateway
 from toolgate.config.files import load_config
-from toolgate.loaders.plugin_permissions import parse_permissions
-from toolgate.loaders.tool_folder import load_tool_folder
-from toolgate.loaders.tool_folder_fields import Report
 from toolgate.model import SandboxMode, SandboxSpec, SideEffect, Tool
 from toolgate.path_policy import CONFIG_FOLDERS, CREDENTIAL_NAMES, KERNEL_FOLDERS, prefix_problem
 from toolgate.sandbox.host import HostCapabilities, probe_host

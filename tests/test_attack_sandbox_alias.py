@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 import yaml
+from toolgate.formats.plugin.source import PluginSource
 
 from folder_tools import require_program, write_tool
 from gateway_support import gateway_with
@@ -32,7 +33,6 @@ from js_support import js_runtime, plugin_copy
 from toolgate.sandbox.host import probe_host
 from toolgate.sandbox.runner import Sandbox
 from toolgate.sandbox.settings import SandboxConfig
-from toolgate.sources.plugins import PluginSource
 
 __all__ = ["js_runtime"]  # the fixture, used by name
 

@@ -11,16 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from toolgate.formats._common.diagnostics import Diagnostic, Severity
+from toolgate.formats.capability.manifest import CapabilityManifest, read_manifest
+from toolgate.formats.capability.source import CapabilitySource, Connection
+from toolgate.formats.detect import detect_format, validate_path
 
 from gateway_support import gateway_with
 from toolgate import Gateway, ToolContext, tool
 from toolgate.errors import ErrorCode
-from toolgate.loaders import Diagnostic, Severity
-from toolgate.loaders.capability import CapabilityManifest, read_manifest
 from toolgate.model import ApprovalRequest, CallStatus, ImplementationKind, SideEffect, SourceFormat
 from toolgate.secrets import MemorySecretStore
-from toolgate.sources.capabilities import CapabilitySource, Connection
-from toolgate.sources.formats import detect_format, validate_path
 
 FIXTURES = Path(__file__).parent / "fixtures" / "capabilities"
 NOTION = FIXTURES / "notion" / "manifest.yaml"

@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from toolgate.formats.resource.policy import load_policy
 
 from gateway_support import gateway_with
 from toolgate import CallOutcome, CallStatus, ErrorCode, Gateway, ToolContext, ToolError, tool
 from toolgate.health import Phase
-from toolgate.loaders.policy import load_policy
 from toolgate.model import ApprovalStatus
 from toolgate.model.policy import AccessPolicy
 

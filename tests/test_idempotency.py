@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from toolgate.stores.sqlite_idempotency import SQLiteIdempotencyStore
 
 from gateway_support import Clock, gateway_with
 from toolgate import CallStatus, ErrorCode, Gateway, ToolError, tool
@@ -23,7 +24,6 @@ from toolgate.pipeline.idempotency import (
     stored_key,
 )
 from toolgate.stores.idempotency import IdempotencyRecord, IdempotencyStatus
-from toolgate.stores.idempotency_sqlite import SQLiteIdempotencyStore
 
 RUNS: list[dict[str, Any]] = []
 _RUNS_LOCK = threading.Lock()

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from toolgate.formats.capability.source import CapabilitySource
 
 from egress_support import HELLO, hello_server
 from gateway_support import gateway_with
@@ -18,7 +19,6 @@ from toolgate.errors import ErrorCode
 from toolgate.model import ApprovalRequest, CallOutcome, CallStatus, SideEffect
 from toolgate.sandbox.runner import Sandbox
 from toolgate.secrets import MemorySecretStore
-from toolgate.sources.capabilities import CapabilitySource
 
 __all__ = ["js_runtime"]  # the fixture, used by name
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from toolgate.formats.plugin.source import PluginSource
 
 from gateway_support import gateway_with
 from js_support import FIXTURES, js_runtime, plugin_copy
 from toolgate import Gateway
 from toolgate.audit import AuditRecord
 from toolgate.model import CallOutcome
-from toolgate.sources.plugins import PluginSource
 
 __all__ = ["js_runtime"]  # the fixture, used by name
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from toolgate.formats.plugin.source import PluginSource
 
 from gateway_support import gateway_with
 from js_support import js_runtime, plugin_copy
@@ -17,7 +18,6 @@ from toolgate import Gateway
 from toolgate.model import SideEffect
 from toolgate.sandbox.runner import Sandbox
 from toolgate.sandbox.settings import SandboxConfig
-from toolgate.sources.plugins import PluginSource
 
 __all__ = ["js_runtime"]  # the fixture, used by name
 

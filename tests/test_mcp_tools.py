@@ -34,14 +34,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from toolgate.formats._common.diagnostics import Severity
+from toolgate.formats._common.safe_yaml import load_yaml_documents
+from toolgate.formats.declarations import DeclarationSource, SourceContext, SourceLoad
+from toolgate.formats.mcp_server.source import McpServers, McpServerSpec, parse_mcp_server
+from toolgate.formats.mcp_server.tools import MAX_DESCRIPTION, tool_from_listing
 
 from doc_blocks import doc_block
 from gateway_support import gateway_with
 from toolgate import Gateway
 from toolgate.backends.mcp_client import grant_key
 from toolgate.errors import ErrorCode
-from toolgate.loaders import Severity
-from toolgate.loaders.safe_yaml import load_yaml_documents
 from toolgate.model import (
     CallStatus,
     ImplementationKind,
@@ -52,9 +55,6 @@ from toolgate.model import (
     ToolSource,
 )
 from toolgate.sandbox.runner import Sandbox
-from toolgate.sources.declarations import DeclarationSource, SourceContext, SourceLoad
-from toolgate.sources.mcp_servers import McpServers, McpServerSpec, parse_mcp_server
-from toolgate.sources.mcp_tools import MAX_DESCRIPTION, tool_from_listing
 
 BIN = Path(sys.executable).parent
 FIXTURES = Path(__file__).parent / "fixtures" / "mcp"

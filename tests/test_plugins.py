@@ -23,13 +23,13 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from toolgate.formats._common.diagnostics import Diagnostic, Severity
+from toolgate.formats.detect import detect_format, validate_path
+from toolgate.formats.plugin.source import PluginSource
 
 from gateway_support import gateway_with
 from toolgate.errors import ConfigError
-from toolgate.loaders import Diagnostic, Severity
 from toolgate.model import SandboxMode, SideEffect, SourceFormat
-from toolgate.sources.formats import detect_format, validate_path
-from toolgate.sources.plugins import PluginSource
 
 FIXTURES = Path(__file__).parent / "fixtures" / "plugins"
 WEATHER_ID = "@pandorakit/weather:weather"

@@ -16,6 +16,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from toolgate.stores.sql_idempotency import SqlIdempotencyStore
 
 from postgres_support import drop_database, scratch_database, upgraded_database
 from test_idempotency import RUNS, slow_sync_charge
@@ -57,7 +58,6 @@ from toolgate.model import ApprovalStatus, Decision
 from toolgate.pipeline.idempotency import IdempotencyStage
 from toolgate.stores import DuplicateRequestError
 from toolgate.stores.agent_keys import AgentKeyExistsError, AgentKeyStore
-from toolgate.stores.idempotency_sqlite import SqlIdempotencyStore
 from toolgate.stores.sql_approvals import SqlApprovalStore
 
 pytest.importorskip("psycopg", reason="toolgate[postgres] is not installed")

@@ -353,8 +353,9 @@ def test_tools_show_says_how_processes_serve_calls(run_cli: RunCli, project: Pat
 
 
 def test_the_demo_tool_folders_answer_the_same_pre_started(tmp_path: Path) -> None:
+    from toolgate.formats.tool_folder.source import FolderRoot
+
     from toolgate.demo import TOOL_FOLDERS
-    from toolgate.sources import FolderRoot
 
     (tmp_path / "old.txt").write_text("alpha\nbeta\n", encoding="utf-8")
     (tmp_path / "new.txt").write_text("alpha\nBETA\ngamma\n", encoding="utf-8")

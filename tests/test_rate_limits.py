@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from toolgate.stores.sqlite_limits import SQLiteRateLimitStorage
 
 from gateway_support import Clock
 from toolgate import ErrorCode, Gateway, tool
@@ -19,7 +20,6 @@ from toolgate.model import CallOutcome
 from toolgate.pipeline import Stage
 from toolgate.pipeline.rate_limit import RateLimitStage
 from toolgate.stores.limits_memory import MemoryRateLimitStorage
-from toolgate.stores.limits_sqlite import SQLiteRateLimitStorage
 
 RUNS: list[str] = []
 _RUNS_LOCK = threading.Lock()

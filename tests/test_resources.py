@@ -10,12 +10,14 @@ from typing import Any
 
 import pytest
 import yaml
+from toolgate.formats._common.diagnostics import Severity
+from toolgate.formats.detect import detect_format, validate_path
+from toolgate.formats.resource.parse import load_resources, parse_resources, tool_document
+from toolgate.formats.resource.source import ResourceSource
 
 from gateway_support import gateway_with
 from toolgate import Gateway
 from toolgate.errors import ConfigError
-from toolgate.loaders import Severity
-from toolgate.loaders.resources import load_resources, parse_resources, tool_document
 from toolgate.model import (
     ImplementationKind,
     McpEntry,
@@ -25,8 +27,6 @@ from toolgate.model import (
     SourceFormat,
 )
 from toolgate.model.policy import PolicyAction
-from toolgate.sources.formats import detect_format, validate_path
-from toolgate.sources.resources import ResourceSource
 
 FIXTURES = Path(__file__).parent / "fixtures" / "resources"
 SEED = FIXTURES / "zendesk.yaml"

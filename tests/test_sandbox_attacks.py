@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from toolgate.formats.tool_folder.parse import load_tool_folder
 
 from folder_tools import clean_environ, require_program, write_tool
 from gateway_support import gateway_with
 from toolgate import ErrorCode, Gateway
 from toolgate.backends.script import ScriptBackend
-from toolgate.loaders.tool_folder import load_tool_folder
 from toolgate.model import (
     ImplementationKind,
     Permissions,

@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from toolgate.formats.tool_folder.parse import load_tool_folder
 
 from egress_support import hello_server, test_resolver
 from folder_tools import clean_environ, require_program, write_tool
 from gateway_support import gateway_with
 from toolgate import Gateway
 from toolgate.backends.script import ScriptBackend
-from toolgate.loaders.tool_folder import load_tool_folder
 from toolgate.model import ImplementationKind, Permissions, SandboxMode, SandboxSpec, Tool
 from toolgate.registry import RegisteredTool
 from toolgate.sandbox.host import probe_host

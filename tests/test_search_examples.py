@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 import yaml
+from toolgate.formats._common.examples import MAX_EXAMPLE_CHARS, parse_examples
+from toolgate.formats.tool_folder.parse import load_tool_folder
 
 from conftest import RunCli
 from folder_tools import write_tool
 from gateway_support import gateway_with
 from toolgate import Gateway
-from toolgate.loaders.examples import MAX_EXAMPLE_CHARS, parse_examples
-from toolgate.loaders.tool_folder import load_tool_folder
 from toolgate.registry import RegisteredTool
 from toolgate.search.examples_check import check_examples
 

@@ -28,6 +28,7 @@ from .errors import (
     ToolgateError,
     ToolNotFoundError,
 )
+from .formats.capability.source import CapabilityContext
 from .gateway import Gateway
 from .gateway_settings import (
     AccessSettings,
@@ -68,7 +69,6 @@ from .model import (
 )
 from .model.display import render_display
 from .python import FunctionTool, ToolContext, tool
-from .sources.capabilities import CapabilityContext
 
 __version__ = "0.1.0"
 

@@ -12,13 +12,15 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ._loop_thread import LoopThread
 from .approvals import ApprovalService, Approver
-from .audit.acknowledge import acknowledged, acknowledged_sync
+from .audit.acknowledgements import acknowledged, acknowledged_sync
 from .backends import Backend, PythonBackend
 from .backends.environment import ScriptEnvironment, credential_values, received_values
 from .backends.python import ToolThreads
 from .backends.script import ScriptBackend
 from .backends.security import SecurityChecks
 from .catalog import Addable, GatewayCatalog
+from .formats.declarations import DeclarationSource, SourceContext, SourceSet
+from .formats.tool_folder.source import FolderRoot, ToolFolderSource
 from .gateway_settings import GatewaySettings
 from .health import InMemoryStats, StatsSource, ToolStatus
 from .model import ApprovalRequest, CallOutcome, CallStatus, ImplementationKind, Tool
@@ -46,19 +48,13 @@ from .sandbox.runner import Sandbox
 from .search import ToolIndex
 from .search.disclosure import ProgressiveDisclosure
 from .secrets import SecretResolver, SecretStore
-from .sources import FolderRoot, ToolFolderSource
-from .sources.declarations import (
-    DeclarationSource,
-    SourceContext,
-    SourceSet,
-)
 from .stores.tool_pins import ToolPins
 from .telemetry import Gauges, Telemetry
 
 if TYPE_CHECKING:
     from .audit.log_base import AuditLog
-    from .sources.mcp_pinning import ToolReview
-    from .sources.mcp_servers import McpServers
+    from .formats.mcp_server.pinning import ToolReview
+    from .formats.mcp_server.source import McpServers
     from .stores.sql import SqlDatabase
 
 __all__ = ["Addable", "Gateway", "GatewaySettings"]
@@ -407,7 +403,7 @@ class Gateway(GatewayCatalog):
         return found
 
     def _mcp_server(self, server: str) -> tuple[DeclarationSource, McpServers]:
-        from .sources.mcp_servers import AcceptError
+        from .formats.mcp_server.source import AcceptError
 
         found = self.mcp_servers()
         if server not in found:
@@ -417,7 +413,7 @@ class Gateway(GatewayCatalog):
 
     def review_mcp_server(self, server: str) -> dict[str, ToolReview]:
         """Each tool the MCP server lists now: accepted or held, why, and what it says.
-        Raises :class:`~toolgate.sources.mcp_servers.AcceptError` (an unknown server, one that
+        Raises :class:`~toolgate.formats.mcp_server.source.AcceptError` (an unknown server, one that
         has not listed its tools yet)."""
         return self._mcp_server(server)[1].review(server)
 
@@ -432,7 +428,7 @@ class Gateway(GatewayCatalog):
         """Accept the definitions an MCP server lists now for ``tools`` (names on the server;
         none: every held tool) and apply it at once; returns what was accepted. ``expected``:
         tool → the definition hash the operator reviewed (refused if it changed since).
-        Raises :class:`~toolgate.sources.mcp_servers.AcceptError` naming what is wrong."""
+        Raises :class:`~toolgate.formats.mcp_server.source.AcceptError` naming what is wrong."""
         source, servers = self._mcp_server(server)
         accepted = servers.accept(server, list(tools), by=by, expected=expected)
         if accepted:
@@ -444,9 +440,9 @@ class Gateway(GatewayCatalog):
         server (new, changed or with hidden text; see :meth:`accept_mcp_tools`) or a plugin's
         or capability's tool held for hidden text. ``expected``: the definition hash the
         operator reviewed. Returns the accepted hash; raises
-        :class:`~toolgate.sources.mcp_servers.AcceptError` naming what is wrong."""
+        :class:`~toolgate.formats.mcp_server.source.AcceptError` naming what is wrong."""
+        from .formats.mcp_server.source import AcceptError
         from .model import McpEntry
-        from .sources.mcp_servers import AcceptError
 
         entry = self.registry.get(tool_id)
         if entry is None:

@@ -28,13 +28,12 @@ from .backends.mcp_limits import DEFAULT_MAX_MESSAGE
 from .backends.prestart import PrestartSettings
 from .backends.processes import DEFAULT_MAX_OUTPUT
 from .backends.workers import WorkerSettings
+from .formats.tool_folder.source import DEFAULT_RESCAN_INTERVAL, FolderRoot
 from .model.policy import AccessPolicy
 from .pipeline.approval import ApprovalSettings
 from .pipeline.concurrency import ConcurrencySettings
 from .pipeline.idempotency import LEASE_GRACE
 from .pipeline.overflow import DEFAULT_OVERFLOW_LIMIT, DEFAULT_PREVIEW_CHARS
-from .sources import FolderRoot
-from .sources.tool_folders import DEFAULT_RESCAN_INTERVAL
 
 __all__ = [
     "AccessSettings",

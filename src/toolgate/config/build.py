@@ -12,6 +12,8 @@ from ..approvals import Approver
 from ..backends.prestart import PrestartSettings
 from ..backends.workers import WorkerSettings
 from ..errors import ConfigError, ToolgateError
+from ..formats.plugin.install import installed_plugins
+from ..formats.tool_folder.source import FolderRoot
 from ..gateway import Gateway
 from ..gateway_settings import (
     AccessSettings,
@@ -27,8 +29,6 @@ from ..gateway_settings import (
 from ..sandbox.egress import pinned_resolver
 from ..sandbox.runner import Sandbox
 from ..secrets import open_secret_store, secrets_file
-from ..sources import FolderRoot
-from ..sources.plugin_install import installed_plugins
 from ..telemetry import Telemetry
 from .files import LoadedConfig, load_config, toolgate_home
 from .policies import load_policies

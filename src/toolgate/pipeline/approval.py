@@ -44,7 +44,7 @@ from ..model import (
 )
 from ..model.display import render_display
 from ..registry import RegisteredTool
-from ..stores.base import ApprovalStore, DuplicateRequestError
+from ..stores.approvals import ApprovalStore, DuplicateRequestError
 from .approval_keys import APPROVAL_DECISION, APPROVAL_TAKEN
 from .approval_outcomes import denied_outcome, replayed_outcome
 from .approval_policy import ApprovalPolicy, ApprovalRule

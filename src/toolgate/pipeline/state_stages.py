@@ -73,7 +73,7 @@ def _approval_store(path: Path | None, database: SqlDatabase | None) -> Approval
         from ..stores.sql_approvals import SqlApprovalStore
 
         return SqlApprovalStore(database)
-    from ..stores.sqlite import SQLiteApprovalStore
+    from ..stores.sqlite_approvals import SQLiteApprovalStore
 
     return SQLiteApprovalStore(":memory:" if path is None else path)
 
@@ -90,7 +90,7 @@ def _rate_limit_stage(
         # Redis keeps its own time: its windows end by the server's clock.
         return RateLimitStage.redis(redis_url, per_agent=per_agent)
     if database is not None:
-        from ..stores.limits_sqlite import SqlRateLimitStorage
+        from ..stores.sql_limits import SqlRateLimitStorage
 
         return RateLimitStage(SqlRateLimitStorage(database, clock=clock), per_agent=per_agent)
     if path is not None:
@@ -100,11 +100,11 @@ def _rate_limit_stage(
 
 def _idempotency_store(path: Path | None, database: SqlDatabase | None) -> IdempotencyStore | None:
     if database is not None:
-        from ..stores.idempotency_sqlite import SqlIdempotencyStore
+        from ..stores.sql_idempotency import SqlIdempotencyStore
 
         return SqlIdempotencyStore(database)
     if path is not None:
-        from ..stores.idempotency_sqlite import SQLiteIdempotencyStore
+        from ..stores.sqlite_idempotency import SQLiteIdempotencyStore
 
         return SQLiteIdempotencyStore(path)
     return None  # the stage's own memory store
