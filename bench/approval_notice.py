@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from toolgate import Gateway, tool
+from toolgate import Gateway, GatewaySettings, StateSettings, tool
 from toolgate.approvals import POLL_INTERVAL
 
 DECIDER = """
@@ -68,7 +68,7 @@ async def _measure(rounds: int) -> dict[str, list[float]]:
     figures: dict[str, list[float]] = {"same process": [], "another process": []}
     with tempfile.TemporaryDirectory() as folder:
         state = Path(folder) / "toolgate.db"
-        with Gateway(approver="queue", state_path=state) as gateway:
+        with Gateway(GatewaySettings(state=StateSettings(path=state)), approver="queue") as gateway:
             gateway.add(send)
             for index in range(rounds):
                 for name, elsewhere in (("same process", False), ("another process", True)):

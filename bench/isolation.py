@@ -32,7 +32,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from toolgate import Gateway, ImplementationKind, tool
+from toolgate import Gateway, GatewaySettings, ImplementationKind, tool
 from toolgate.backends.python import PythonBackend
 from toolgate.model import Tool
 from toolgate.pipeline.concurrency import ConcurrencyLimit, ConcurrencySettings
@@ -66,7 +66,9 @@ def _gateway(sleep: float, *, before: bool) -> Gateway:
     if not before:
         gateway = Gateway()
     else:
-        gateway = Gateway(concurrency=ConcurrencySettings(ConcurrencyLimit(10_000, 0)))
+        gateway = Gateway(
+            GatewaySettings(concurrency=ConcurrencySettings(ConcurrencyLimit(10_000, 0)))
+        )
         backend = gateway._backends[ImplementationKind.PYTHON]
         assert isinstance(backend, PythonBackend)
         shared = _SharedPool(32)

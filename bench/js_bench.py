@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from toolgate import Gateway
+from toolgate import EnvironmentSettings, Gateway, GatewaySettings
 from toolgate.sandbox.runner import Sandbox
 
 GOAL_WARM_MS = 1.0
@@ -88,7 +88,12 @@ def main() -> int:
     if sandbox is not None and not sandbox.host().works:
         print(f"cannot sandbox here: {sandbox.host().problem}", file=sys.stderr)
         return 2
-    with tempfile.TemporaryDirectory() as tmp, Gateway(environ={}, sandbox=sandbox) as gateway:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        Gateway(
+            GatewaySettings(environment=EnvironmentSettings(environ={})), sandbox=sandbox
+        ) as gateway,
+    ):
         root = Path(tmp)
         js = gateway.add_source(_plugin(root, "js", "index.ts", TS))
         py = gateway.add_source(_plugin(root, "py", "index.py", PY), options={"host_mode": True})

@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from toolgate import Gateway
+from toolgate import EnvironmentSettings, Gateway, GatewaySettings, ScriptSettings
 from toolgate.backends.prestart import PrestartSettings
 from toolgate.sandbox.host import probe_host
 from toolgate.sandbox.runner import Sandbox
@@ -142,9 +142,11 @@ async def _run(args: argparse.Namespace) -> dict[str, dict[str, dict[str, float]
                 )
         settings = PrestartSettings(per_tool=2, total=64, idle_timeout=600)
         gateway = Gateway(
+            GatewaySettings(
+                environment=EnvironmentSettings(environ={"PATH": "/usr/local/bin:/usr/bin:/bin"}),
+                scripts=ScriptSettings(prestart=settings),
+            ),
             tool_folders=[root],
-            environ={"PATH": "/usr/local/bin:/usr/bin:/bin"},
-            prestart=settings,
             sandbox=Sandbox() if sandbox_works else None,
         )
         async with gateway:

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from toolgate import Gateway
+from toolgate import EnvironmentSettings, Gateway, GatewaySettings
 from toolgate.backends.script import ScriptBackend
 from toolgate.formats.tool_folder.parse import load_tool_folder
 from toolgate.model import ImplementationKind, Permissions, SandboxMode, SandboxSpec
@@ -53,7 +53,12 @@ def main() -> int:
     if not host.works:
         print(f"cannot sandbox here: {host.problem}", file=sys.stderr)
         return 2
-    with tempfile.TemporaryDirectory() as tmp, Gateway(environ={"PATH": "/usr/bin:/bin"}) as gw:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        Gateway(
+            GatewaySettings(environment=EnvironmentSettings(environ={"PATH": "/usr/bin:/bin"}))
+        ) as gw,
+    ):
         root = Path(tmp)
         workspace = root / "workspace"
         workspace.mkdir()

@@ -39,10 +39,10 @@ from time import perf_counter_ns
 from typing import Any, Literal
 
 from _timing import Budget, Samples, time_each_async
-from toolgate import Gateway, tool
+from toolgate import AccessSettings, AuditSettings, Gateway, GatewaySettings, StateSettings, tool
 from toolgate.backends.environment import SAFE_SYSTEM_VARIABLES
 from toolgate.model.policy import AccessPolicy, PolicyAction, PolicyRule
-from toolgate.pipeline.concurrency import DEFAULT_RUNNING
+from toolgate.pipeline.concurrency import DEFAULT_RUNNING, ConcurrencySettings
 from toolgate.python import FunctionTool
 
 __all__ = [
@@ -231,18 +231,21 @@ class Fixtures:
         if gateway is not None:
             return gateway
         func, options, expected = GUARANTEE_VARIANTS[variant]
-        options = dict(options)
-        if options.pop("audit", False):
-            options["audit_path"] = self.state_dir / f"audit-{variant}.db"
-        if options.pop("state", False):
-            options["state_path"] = self.state_dir / f"state-{variant}.db"
-        if options.pop("postgres", False):
+        audit_path = self.state_dir / f"audit-{variant}.db" if options.get("audit") else None
+        state_path = self.state_dir / f"state-{variant}.db" if options.get("state") else None
+        database = None
+        if options.get("postgres"):
             from toolgate.stores.postgres_db import PostgresDatabase
 
-            options["state_database"] = PostgresDatabase(self.postgres_url)
-        if options.pop("redis", False):
-            options["redis_url"] = self.redis_url
-        gateway = Gateway(**options)
+            database = PostgresDatabase(self.postgres_url)
+        settings = GatewaySettings(
+            access=AccessSettings(policies=tuple(options.get("policies", ()))),
+            audit=AuditSettings(path=audit_path),
+            state=StateSettings(
+                path=state_path, redis_url=self.redis_url if options.get("redis") else None
+            ),
+        )
+        gateway = Gateway(settings, state_database=database)
         self._guarantee_gateways[variant] = gateway
         gateway.add(func)
         # Make sure the scenario measures what it says: the stages it adds, and an inline plan.
@@ -337,7 +340,10 @@ class Fixtures:
             gateway = (
                 Gateway(tool_folders=[self.script_root])
                 if concurrency is None
-                else Gateway(tool_folders=[self.script_root], script_concurrency=concurrency)
+                else Gateway(
+                    GatewaySettings(concurrency=ConcurrencySettings(scripts_running=concurrency)),
+                    tool_folders=[self.script_root],
+                )
             )
             self._script_gateways[concurrency] = gateway
             missing = [n for n in SCRIPT_TOOLS if f"local:{n}" not in gateway.registry]
@@ -788,7 +794,9 @@ async def audit_rate(ctx: Context) -> Samples:
     """N calls as fast as one thread can make them, then wait until the log has written them."""
     n = ctx.plan.audit_calls
     fx = ctx.fixtures
-    gateway = Gateway(audit_path=fx.state_dir / "audit-throughput.db")
+    gateway = Gateway(
+        GatewaySettings(audit=AuditSettings(path=fx.state_dir / "audit-throughput.db"))
+    )
     try:
         gateway.add(add_audit)
         log = gateway.audit

@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).parent / "search"))
 
 from dataset import Request, load_requests, load_tools, replicate
 
-from toolgate import Gateway, Tool
+from toolgate import Gateway, GatewaySettings, SourceSettings, Tool
 from toolgate.registry import RegisteredTool
 from toolgate.search.semantic import semantic_available
 from toolgate.search.text import document_terms, terms
@@ -101,7 +101,7 @@ def latencies(
 
 def gateway_of(tools: Sequence[Tool], semantic: bool) -> Gateway:
     # Registered without an implementation: the search never calls a tool.
-    gateway = Gateway(semantic_search=semantic)
+    gateway = Gateway(GatewaySettings(sources=SourceSettings(semantic_search=semantic)))
     for tool in tools:
         gateway.registry.add(RegisteredTool(tool, binding=None))
     return gateway

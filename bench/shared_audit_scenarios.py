@@ -28,7 +28,7 @@ from scenarios import (
     add_audit,
     scenario,
 )
-from toolgate import Gateway
+from toolgate import AuditSettings, Gateway, GatewaySettings
 
 #: Calls in flight at once in ``audit_rate_pg_durable`` (many agents on one replica).
 CONCURRENCY = 256
@@ -39,7 +39,8 @@ def _pg_gateway(ctx: Context, name: str) -> Gateway:
 
     fx = ctx.fixtures
     gateway = Gateway(
-        audit_path=fx.state_dir / f"{name}.db",  # unused: the log is in PostgreSQL
+        # The path is unused: the log is in PostgreSQL.
+        GatewaySettings(audit=AuditSettings(path=fx.state_dir / f"{name}.db")),
         state_database=PostgresDatabase(fx.postgres_url),
     )
     gateway.add(add_audit)

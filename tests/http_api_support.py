@@ -16,6 +16,7 @@ from typing import Any
 import uvicorn
 from fastapi.testclient import TestClient
 
+from gateway_support import gateway_with
 from toolgate import Gateway, ToolError, tool
 from toolgate.secrets import MemorySecretStore
 from toolgate.serve.app import ServeApp, build_app
@@ -134,7 +135,7 @@ def make_gateway(tmp_path: Path, **options: Any) -> Gateway:
     (tools / "broken" / "tool.md").write_text("---\nname: [unclosed\n---\nBroken.\n")
     environ = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     options.setdefault("approver", "queue")
-    gateway = Gateway(
+    gateway = gateway_with(
         state_path=tmp_path / "state.db",
         audit_path=tmp_path / "audit.db",
         tool_folders=[tools],

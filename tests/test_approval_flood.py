@@ -20,9 +20,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from gateway_support import gateway_with
 from postgres_support import scratch_database
 from serve_support import TOOLGATE, serving
-from toolgate import Gateway, tool
+from toolgate import tool
 from toolgate.errors import ErrorCode
 from toolgate.model import CallStatus
 
@@ -42,7 +43,7 @@ def post(text: str) -> str:
 async def test_one_agent_flooding_a_tool_is_rate_limited_without_new_requests(
     tmp_path: Path,
 ) -> None:
-    with Gateway(
+    with gateway_with(
         approver="queue",
         state_path=tmp_path / "state.db",
         approval_max_pending_per_tool=3,
@@ -99,7 +100,7 @@ async def test_one_agent_flooding_a_tool_is_rate_limited_without_new_requests(
 
 
 async def test_the_default_limits_hold_a_loop_of_a_hundred_calls(tmp_path: Path) -> None:
-    with Gateway(approver="queue", state_path=tmp_path / "state.db") as gateway:
+    with gateway_with(approver="queue", state_path=tmp_path / "state.db") as gateway:
         gateway.add(send)
         assert gateway.approvals is not None
         codes = [
@@ -175,7 +176,7 @@ async def test_a_burst_at_once_creates_no_more_requests_than_the_limit(tmp_path:
     existed. The count is made again with the creation, under a lock."""
     import asyncio
 
-    with Gateway(
+    with gateway_with(
         approver="queue", state_path=tmp_path / "state.db", approval_max_pending_per_tool=5
     ) as gateway:
         gateway.add(send)

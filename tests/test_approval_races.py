@@ -15,8 +15,9 @@ import mcp_types as types
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from gateway_support import gateway_with
 from test_mcp_server_helpers import bearer, configured_server, text_of
-from toolgate import Gateway, tool
+from toolgate import tool
 from toolgate.model import ApprovalStatus
 
 RUNS: list[str] = []
@@ -53,7 +54,7 @@ async def test_a_burst_of_retries_after_always_runs_the_call_once_within_its_rat
     counted — 1 call per minute here, used by the agent's first call."""
     RUNS.clear()
     call = {"path": "notes.txt"}
-    with Gateway(approver="queue", state_path=tmp_path / "state.db") as gateway:
+    with gateway_with(approver="queue", state_path=tmp_path / "state.db") as gateway:
         gateway.add(write)
         assert gateway.approvals is not None
         first = await gateway.call("fs:write", call, agent="bot", workspace="/ws")
@@ -142,7 +143,7 @@ async def test_two_callers_waiting_on_one_request_get_its_outcome_once(tmp_path:
     """Two waiters (two sessions of the agent) on one request: one runs the approved call and
     gets its outcome; the other gets nothing — never a second run, never a new request."""
     SLOW_RUNS.clear()
-    with Gateway(approver="queue", state_path=tmp_path / "state.db") as gateway:
+    with gateway_with(approver="queue", state_path=tmp_path / "state.db") as gateway:
         gateway.add(slow_send)
         approvals = gateway.approvals
         assert approvals is not None
@@ -163,7 +164,7 @@ async def test_a_waiting_caller_collects_a_run_the_person_started_and_only_once(
     run's outcome, and the agent's next identical call asks anew instead of collecting it
     again."""
     SLOW_RUNS.clear()
-    with Gateway(approver="queue", state_path=tmp_path / "state.db") as gateway:
+    with gateway_with(approver="queue", state_path=tmp_path / "state.db") as gateway:
         gateway.add(slow_send)
         approvals = gateway.approvals
         assert approvals is not None

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from gateway_support import gateway_with
 from toolgate import (
     ApprovalSpec,
     CallStatus,
@@ -42,7 +43,7 @@ def _reset_runs() -> None:
 
 @pytest.fixture
 def gateway(tmp_path: Path) -> Any:
-    with Gateway(approver="queue", state_path=tmp_path / "state.db") as gw:
+    with gateway_with(approver="queue", state_path=tmp_path / "state.db") as gw:
         gw.add(create_issue)
         yield gw
 
@@ -156,7 +157,7 @@ def test_nothing_in_the_arguments_can_carry_an_approval(gateway: Gateway) -> Non
 
 
 def test_an_expired_request_cannot_be_approved_and_never_runs(tmp_path: Path) -> None:
-    with Gateway(approver="queue", approval_ttl=0.2, state_path=tmp_path / "s.db") as gateway:
+    with gateway_with(approver="queue", approval_ttl=0.2, state_path=tmp_path / "s.db") as gateway:
         gateway.add(create_issue)
         request = pending(gateway)
         time.sleep(0.3)
@@ -261,11 +262,11 @@ def test_a_changed_tool_definition_voids_grants_and_requests(gateway: Gateway) -
 
 def test_grants_survive_a_restart_and_can_be_revoked(tmp_path: Path) -> None:
     state = tmp_path / "state.db"
-    with Gateway(approver="queue", state_path=state) as gateway:
+    with gateway_with(approver="queue", state_path=state) as gateway:
         gateway.add(create_issue)
         request = pending(gateway)
         gateway.approvals.decide(request.id, "always")  # type: ignore[union-attr]
-    with Gateway(approver="queue", state_path=state) as restarted:
+    with gateway_with(approver="queue", state_path=state) as restarted:
         restarted.add(create_issue)
         approvals = restarted.approvals
         assert approvals is not None
@@ -586,7 +587,7 @@ def test_approval_rules_reach_the_gateway() -> None:
         """Lookup."""
         return "found"
 
-    with Gateway(approver="queue", approval_rules=[ApprovalRule(True, namespace="crm")]) as gw:
+    with gateway_with(approver="queue", approval_rules=[ApprovalRule(True, namespace="crm")]) as gw:
         gw.add(lookup)
         assert gw.call_sync("crm:lookup").status is CallStatus.PENDING_APPROVAL
 

@@ -27,6 +27,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from gateway_support import gateway_with
 from http_api_support import GITHUB, live_server
 from oauth_support import AuthorizationServer, authorization_server
 from toolgate import Gateway, tool
@@ -131,7 +132,7 @@ def serving(folder: Path, issuer: AuthorizationServer, **auth: Any) -> Iterator[
     """The tools, the GitHub capability (its guide is in the agents' instructions), API keys
     for alice, bob, carol and ops (an operator), and ``auth:`` trusting ``issuer``."""
     folder.mkdir(parents=True, exist_ok=True)
-    gateway = Gateway(
+    gateway = gateway_with(
         state_path=folder / "state.db",
         audit_path=folder / "audit.db",
         approver="queue",
@@ -582,7 +583,7 @@ def test_running_an_approved_call_is_checked_again_as_the_caller_that_asked(
     tmp_path: Path,
 ) -> None:
     RUNS.clear()
-    with Gateway(state_path=tmp_path / "state.db", approver="queue") as gateway:
+    with gateway_with(state_path=tmp_path / "state.db", approver="queue") as gateway:
         gateway.add([transfer, lookup])
         service = gateway.approvals
         assert service is not None

@@ -24,10 +24,11 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from pydantic import Field
 
+from gateway_support import gateway_with
 from http_api_support import live_server
 from oauth_support import AuthorizationServer, authorization_server
 from test_attack_callers import RESOURCE, SCOPES, Served, token
-from toolgate import Gateway, tool
+from toolgate import tool
 from toolgate.config.schema import AuthConfig
 from toolgate.secrets import MemorySecretStore
 from toolgate.serve.app import SubApp, build_app, mcp_authenticator
@@ -109,7 +110,7 @@ def serving(
     """``toolgate serve``'s app (HTTP API + MCP) over ``tools``, with API keys for alice and ops
     (an operator), the keys of ``store``, and ``auth:`` trusting ``issuer``."""
     folder.mkdir(parents=True, exist_ok=True)
-    gateway = Gateway(
+    gateway = gateway_with(
         state_path=folder / "state.db",
         audit_path=folder / "audit.db",
         approver="queue",

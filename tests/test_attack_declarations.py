@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 from conftest import RunCli
 from folder_tools import clean_environ, require_program, write_tool
+from gateway_support import gateway_with
 from toolgate import ErrorCode, Gateway, tool
 from toolgate.backends.environment import SAFE_SYSTEM_VARIABLES, ScriptEnvironment
 from toolgate.backends.script import ScriptBackend
@@ -237,7 +238,7 @@ def test_a_plugin_tool_object_granting_pythonpath_does_not_load(tmp_path: Path) 
     )
     folder = _plugin(tmp_path / "plugin", "index.py", {})
     (folder / "index.py").write_text(tools, encoding="utf-8")
-    with Gateway(environ={"PYTHONPATH": str(tmp_path)}) as gateway:
+    with gateway_with(environ={"PYTHONPATH": str(tmp_path)}) as gateway:
         # The operator lets it run on the host: its tool objects are read in this process.
         loaded = gateway.add_source(folder, format="plugin", options={"host_mode": True})
         assert loaded.entries == []
@@ -301,7 +302,7 @@ def slipped(tmp_path: Path) -> Iterator[Slipped]:
     tools.mkdir()
     workspace.mkdir()
     evil = tools / "pwn" / "evil.sh"
-    gateway = Gateway(
+    gateway = gateway_with(
         environ=clean_environ(BASH_ENV=str(evil), LD_PRELOAD="/nonexistent.so"),
         env_from_process=True,
     )

@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 
 from conftest import RunCli
 from folder_tools import require_program, write_tool
+from gateway_support import gateway_with
 from http_api_support import LOCAL, auth, make_app
 from js_support import js_runtime
 from toolgate import Gateway
@@ -473,7 +474,7 @@ def test_a_js_plugin_granted_the_gateway_home_is_unavailable(tmp_path: Path) -> 
     home.mkdir()
     (home / ".env").write_text("SECRET=x\n")
     folder = plugin_copy(tmp_path, "probe", permissions={"fs": [str(home)]})
-    with Gateway(environ={}, sandbox=Sandbox(SandboxConfig()), home=home) as gateway:
+    with gateway_with(environ={}, sandbox=Sandbox(SandboxConfig()), home=home) as gateway:
         gateway.add_source(folder)
         outcome = gateway.call_sync(f"{plugin}:read", {"path": str(home / ".env")})
         assert outcome.code == "unavailable", outcome.message
@@ -487,7 +488,7 @@ def test_a_js_capability_granted_the_gateway_home_does_not_load(tmp_path: Path) 
 
     home = tmp_path / "gateway-home"
     home.mkdir()
-    with Gateway(environ={}, sandbox=Sandbox(), home=home) as gateway:
+    with gateway_with(environ={}, sandbox=Sandbox(), home=home) as gateway:
         loaded = gateway.add_source(PROBE, options={"permissions": {"fs": [str(home)]}})
         messages = [d.message for d in loaded.diagnostics]
         assert any(

@@ -30,6 +30,7 @@ import yaml
 
 from conftest import RunCli
 from folder_tools import write_tool
+from gateway_support import gateway_with
 from js_support import js_runtime, plugin_copy
 from otlp_support import OtlpReceiver, otlp_receiver
 from test_plugins import weather, weather_api
@@ -458,10 +459,9 @@ def test_pieces_of_a_secret_are_masked_at_any_offset_and_short_ones_are_not() ->
 def test_a_js_plugin_that_throws_does_not_tell_the_model_where_it_lives(
     js_runtime: Path, tmp_path: Path
 ) -> None:
-    from toolgate import Gateway
 
     folder = plugin_copy(tmp_path, "probe")
-    with Gateway(environ={}, audit_path=tmp_path / "audit.db") as gateway:
+    with gateway_with(environ={}, audit_path=tmp_path / "audit.db") as gateway:
         assert gateway.add_source(folder).diagnostics == []
         outcome = gateway.call_sync("@toolgate-test/probe:throw", {})
         assert outcome.is_error and outcome.message is not None
@@ -495,7 +495,7 @@ def test_url_credentials_in_arguments_results_and_errors_reach_no_postgresql_tab
 ) -> None:
     pytest.importorskip("psycopg", reason="toolgate[postgres] is not installed")
     from postgres_support import upgraded_database
-    from toolgate import Gateway, tool
+    from toolgate import tool
     from toolgate.stores.postgres_db import PostgresDatabase
 
     @tool(namespace="pg", effect="read_only", idempotency_key="{{ args.url | hash }}")
@@ -506,7 +506,7 @@ def test_url_credentials_in_arguments_results_and_errors_reach_no_postgresql_tab
         return {"fetched": url}
 
     with upgraded_database() as url:
-        with Gateway(
+        with gateway_with(
             environ={}, state_database=PostgresDatabase(url), audit_path=tmp_path / "audit.db"
         ) as gateway:
             gateway.add(fetch)
@@ -544,13 +544,12 @@ def test_a_plugin_logging_its_key_or_url_credentials_leaves_them_out_of_the_log(
     weather: Path, weather_api: tuple[str, list[dict[str, Any]]], caplog: pytest.LogCaptureFixture
 ) -> None:
     from test_plugins import API_KEY, WEATHER_ID
-    from toolgate import Gateway
 
     base, _ = weather_api
     environ = {"OPENWEATHER_API_KEY": API_KEY, "OPENWEATHER_API_BASE": base, "HOME": "/root"}
     # The tool logs the city it is given: here a piece of its own key and a URL credential.
     city = f"{API_KEY[:11]} https://u:{URL_PASSWORD}@x.test/?token={URL_KEY}"
-    with Gateway(environ=environ) as gateway:
+    with gateway_with(environ=environ) as gateway:
         gateway.add_source(weather, options={"host_mode": True})
         with caplog.at_level(logging.INFO, logger=f"toolgate.tool.{WEATHER_ID}"):
             assert gateway.call_sync(WEATHER_ID, {"city": city}).ok

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from gateway_support import gateway_with
 from toolgate import Gateway, ToolContext, tool
 from toolgate.redaction import MARKER, MIN_URL_PART_LENGTH, record_masker
 
@@ -56,7 +57,7 @@ def db_parts(ctx: ToolContext) -> dict[str, Any]:
 
 
 def _gateway(tmp_path: Path, **kwargs: Any) -> Gateway:
-    gateway = Gateway(
+    gateway = gateway_with(
         audit_path=tmp_path / "audit.db",
         audit_jsonl=tmp_path / "audit.jsonl",
         overflow_limit=4 << 20,  # the hostile megabyte comes back whole

@@ -27,8 +27,8 @@ import pytest
 import yaml
 
 from folder_tools import require_program, write_tool
+from gateway_support import gateway_with
 from js_support import js_runtime, plugin_copy
-from toolgate import Gateway
 from toolgate.formats.plugin.source import PluginSource
 from toolgate.sandbox.host import probe_host
 from toolgate.sandbox.runner import Sandbox
@@ -253,7 +253,7 @@ def test_a_js_host_whose_fs_prefix_became_the_gateway_home_does_not_start(
     data = tmp_path / "data"
     data.mkdir()
     folder = plugin_copy(tmp_path, "probe", permissions={"fs": [str(data)]})
-    with Gateway(environ={}, sandbox=Sandbox(SandboxConfig()), home=home) as gateway:
+    with gateway_with(environ={}, sandbox=Sandbox(SandboxConfig()), home=home) as gateway:
         loaded = gateway.add_source(folder)
         assert loaded.diagnostics == [], loaded.diagnostics
         data.rmdir()
@@ -275,7 +275,7 @@ def test_a_js_host_with_a_clean_fs_prefix_still_starts(tmp_path: Path) -> None:
     data.mkdir()
     (data / "note.txt").write_text("hello from data\n")
     folder = plugin_copy(tmp_path, "probe", permissions={"fs": [str(data)]})
-    with Gateway(environ={}, sandbox=Sandbox(SandboxConfig()), home=home) as gateway:
+    with gateway_with(environ={}, sandbox=Sandbox(SandboxConfig()), home=home) as gateway:
         loaded = gateway.add_source(folder)
         assert loaded.diagnostics == [], loaded.diagnostics
         outcome = gateway.call_sync(f"{PLUGIN}:read", {"path": str(data / "note.txt")})

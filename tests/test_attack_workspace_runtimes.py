@@ -20,7 +20,7 @@ import pytest
 
 from conftest import RunCli
 from folder_tools import clean_environ, require_program, write_tool
-from toolgate import Gateway
+from gateway_support import gateway_with
 from toolgate.backends.environment import ScriptEnvironment
 from toolgate.sandbox.host import probe_host
 
@@ -241,7 +241,7 @@ def test_a_path_entry_that_names_the_working_directory_does_not_find_planted_com
     (workspace / "bin" / "cat").write_bytes(planted.read_bytes())
     (workspace / "bin" / "cat").chmod(0o755)
     environ = clean_environ(PATH=":.:bin:" + clean_environ()["PATH"])
-    with Gateway(tool_folders=[root], environ=environ) as gateway:
+    with gateway_with(tool_folders=[root], environ=environ) as gateway:
         outcome = gateway.call_sync("local:sh", {}, workspace=workspace)
     assert outcome.ok and outcome.content == {"ok": True}, outcome.message
     assert not (workspace / "PWNED").exists()

@@ -15,6 +15,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from gateway_support import gateway_with
 from serve_support import TOOLGATE
 from toolgate import Gateway, ToolContext, tool
 from toolgate.config import build_gateway, load_config
@@ -39,7 +40,7 @@ def _record(gateway: Gateway) -> Any:
 
 def test_a_megabyte_of_arguments_is_recorded_as_a_marker_with_its_size(tmp_path: Path) -> None:
     text = "a" * BIG + SECRET
-    with Gateway(
+    with gateway_with(
         audit_path=tmp_path / "audit.db",
         secrets={"API_KEY": SECRET},
         spill_dir=tmp_path / "spill",
@@ -63,7 +64,7 @@ def test_a_megabyte_of_arguments_is_recorded_as_a_marker_with_its_size(tmp_path:
 
 def test_full_payloads_go_redacted_to_the_file_the_record_names(tmp_path: Path) -> None:
     text = "b" * BIG + SECRET
-    with Gateway(
+    with gateway_with(
         audit_path=tmp_path / "audit.db",
         secrets={"API_KEY": SECRET},
         spill_dir=tmp_path / "spill",
@@ -133,7 +134,7 @@ def test_a_huge_error_message_is_cut_like_the_detail(tmp_path: Path) -> None:
         """Fails with a very long message."""
         raise ValueError("\ud800" + "E" * 2_000_000)  # a lone surrogate too: still recorded
 
-    with Gateway(audit_path=tmp_path / "audit.db") as gateway:
+    with gateway_with(audit_path=tmp_path / "audit.db") as gateway:
         gateway.add(explode)
         assert gateway.call_sync("notes:explode").status is CallStatus.ERROR
         assert gateway.audit is not None and gateway.audit.flush(10)

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from gateway_support import gateway_with
 from postgres_support import upgraded_database
 from toolgate import ErrorCode, Gateway, tool
 
@@ -62,7 +63,7 @@ def test_a_sqlite_audit_store_gone_after_the_guard_stops_the_tool(tmp_path: Path
 
     holder: list[Gateway] = []
     charge, armed = _charging(marker, breaks, holder)
-    with Gateway(approver="queue", audit_path=audit) as gateway:
+    with gateway_with(approver="queue", audit_path=audit) as gateway:
         holder.append(gateway)
         gateway.add(charge)
         assert gateway.call_sync("shop:charge", {"order_id": "before"}).ok
@@ -103,7 +104,7 @@ async def test_a_postgresql_audit_store_gone_after_the_guard_stops_the_tool(
 
     holder: list[Gateway] = []
     charge, armed = _charging(marker, breaks, holder)
-    gateway = Gateway(
+    gateway = gateway_with(
         approver="queue", audit_path=tmp_path / "audit.db", state_database=PostgresDatabase(pg_url)
     )
     with gateway:
@@ -134,7 +135,7 @@ async def test_a_reservation_that_must_wait_holds_its_own_call_only(tmp_path: Pa
         """Answers at once."""
         return "pong"
 
-    with Gateway(audit_path=tmp_path / "audit.db") as gateway:
+    with gateway_with(audit_path=tmp_path / "audit.db") as gateway:
         gateway.add(charge)
         gateway.add(ping)
         assert (await gateway.call("shop:charge", {"order": "warm"})).ok
@@ -165,7 +166,7 @@ async def test_reservations_wait_side_by_side_and_readers_are_not_held(tmp_path:
         """Charges an order."""
         return f"charged {order}"
 
-    with Gateway(audit_path=tmp_path / "audit.db") as gateway:
+    with gateway_with(audit_path=tmp_path / "audit.db") as gateway:
         gateway.add(charge)
         assert (await gateway.call("shop:charge", {"order": "warm"})).ok
         audit = gateway.audit

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from gateway_support import gateway_with
 from toolgate import Gateway, ToolContext, tool
 from toolgate.errors import ErrorCode
 from toolgate.formats._common.diagnostics import Diagnostic, Severity
@@ -264,7 +265,7 @@ def test_secrets_reach_only_their_capabilitys_handlers() -> None:
 
 def test_secret_values_never_reach_results_errors_or_the_audit_log(tmp_path: Path) -> None:
     audit = tmp_path / "audit.db"
-    with Gateway(secret_store=connected_store(), audit_path=audit) as gateway:
+    with gateway_with(secret_store=connected_store(), audit_path=audit) as gateway:
         gateway.add_source(GITHUB)
         echoed = gateway.call_sync("github:echoToken", {})
         failed = gateway.call_sync("github:failWithToken", {})
@@ -284,7 +285,7 @@ def test_secret_values_never_reach_results_errors_or_the_audit_log(tmp_path: Pat
 
 def test_a_handler_gets_a_private_copy_of_the_input(tmp_path: Path) -> None:
     audit = tmp_path / "audit.db"
-    with Gateway(
+    with gateway_with(
         secret_store=connected_store(), audit_path=audit, approver=lambda r: "approve"
     ) as gw:
         gw.add_source(NOTION)

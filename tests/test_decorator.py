@@ -11,6 +11,7 @@ import pytest
 from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
 
+from gateway_support import gateway_with
 from toolgate import (
     FunctionTool,
     Gateway,
@@ -167,7 +168,7 @@ def test_context_parameter_is_hidden_from_the_schema_and_filled_by_the_host(
         return f"{greeting} {ctx.agent}"
 
     assert "ctx" not in whoami.tool.input_schema["properties"]
-    gateway = Gateway(
+    gateway = gateway_with(
         secrets={"API_TOKEN": "t0k3n", "OTHER_SECRET": "nope"},
         config={"base_url": "https://x", "unrelated": 1},
         environ={"MY_VAR": "v", "PATH": "/bin", "AWS_SECRET": "no"},

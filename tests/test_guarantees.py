@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from gateway_support import gateway_with
 from toolgate import CallOutcome, CallStatus, ErrorCode, Gateway, ToolContext, ToolError, tool
 from toolgate.formats.resource.policy import load_policy
 from toolgate.health import Phase
@@ -59,7 +60,7 @@ def deny_billing_for_interns() -> AccessPolicy:
 
 @pytest.fixture
 def gateway() -> Any:
-    with Gateway(
+    with gateway_with(
         policies=[deny_billing_for_interns()],
         agent_labels={"interns/ada": {"team": "interns"}},
     ) as gw:
@@ -104,7 +105,7 @@ def test_a_policy_can_require_approval(gateway: Gateway) -> None:
     outcome = gateway.call_sync("crm:search", {"query": "q"}, agent="interns/ada")
     assert outcome.code is ErrorCode.USER_REJECTION  # no approver configured on this gateway
     assert "interns-no-billing" in (outcome.message or "")
-    with Gateway(
+    with gateway_with(
         policies=[deny_billing_for_interns()],
         approver="queue",
         agent_labels={"interns/ada": {"team": "interns"}},
@@ -163,7 +164,7 @@ def send_preview(
 
 
 def audited(tmp_path: Path, **options: Any) -> Gateway:
-    return Gateway(
+    return gateway_with(
         audit_path=tmp_path / "audit.db",
         secrets={"MAIL_TOKEN": SECRET},
         **options,
@@ -302,10 +303,10 @@ def test_daily_limits_hold_across_a_restart(tmp_path: Path) -> None:
         """Ping."""
         return "pong"
 
-    with Gateway(state_path=tmp_path / "state.db") as gateway:
+    with gateway_with(state_path=tmp_path / "state.db") as gateway:
         gateway.add(ping)
         assert [gateway.call_sync("svc:ping").ok for _ in range(2)] == [True, True]
-    with Gateway(state_path=tmp_path / "state.db") as restarted:
+    with gateway_with(state_path=tmp_path / "state.db") as restarted:
         restarted.add(ping)
         assert restarted.call_sync("svc:ping").ok
         limited = restarted.call_sync("svc:ping")
@@ -321,7 +322,7 @@ def test_idempotent_replay_through_the_gateway(tmp_path: Path) -> None:
         runs.append(order)
         return f"charged {amount}"
 
-    with Gateway(state_path=tmp_path / "state.db") as gateway:
+    with gateway_with(state_path=tmp_path / "state.db") as gateway:
         gateway.add(charge)
         first = gateway.call_sync("pay:charge", {"order": "A1", "amount": 5})
         again = gateway.call_sync("pay:charge", {"order": "A1", "amount": 5})

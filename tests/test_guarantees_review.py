@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from toolgate import Gateway, ToolContext, tool
+from gateway_support import gateway_with
+from toolgate import ToolContext, tool
 from toolgate.errors import ErrorCode
 
 SECRET = "sk-live-REVIEW-4242-abcdef"
@@ -42,7 +43,7 @@ def note(text: str) -> str:
 
 
 def test_an_approved_call_is_not_counted_against_its_rate_limit_twice(tmp_path: Path) -> None:
-    with Gateway(approver="queue", state_path=tmp_path / "state.db") as gateway:
+    with gateway_with(approver="queue", state_path=tmp_path / "state.db") as gateway:
         gateway.add(send)
         pending = gateway.call_sync("r:send", {"text": "hi"}, agent="a")
         assert pending.approval is not None
@@ -59,7 +60,7 @@ def test_an_approved_call_is_not_counted_against_its_rate_limit_twice(tmp_path: 
 
 
 def test_denials_and_always_allow_decisions_are_audited(tmp_path: Path) -> None:
-    with Gateway(
+    with gateway_with(
         approver="queue", state_path=tmp_path / "state.db", audit_path=tmp_path / "audit.db"
     ) as gateway:
         gateway.add(post)
@@ -84,7 +85,7 @@ def test_denials_and_always_allow_decisions_are_audited(tmp_path: Path) -> None:
 
 
 def test_a_spilled_result_keeps_its_redacted_paths_out_of_the_audit_log(tmp_path: Path) -> None:
-    with Gateway(
+    with gateway_with(
         audit_path=tmp_path / "audit.db",
         audit_jsonl=tmp_path / "audit.jsonl",
         overflow_limit=2000,
@@ -103,7 +104,7 @@ def test_a_spilled_result_keeps_its_redacted_paths_out_of_the_audit_log(tmp_path
 
 def test_echoed_secrets_are_not_kept_in_the_state_database(tmp_path: Path) -> None:
     state = tmp_path / "state.db"
-    with Gateway(secrets={"api_key": SECRET}, state_path=state, approver="queue") as gateway:
+    with gateway_with(secrets={"api_key": SECRET}, state_path=state, approver="queue") as gateway:
         gateway.add(echo_key)
         first = gateway.call_sync("r:echo_key", {"n": 1})
         assert first.ok
@@ -116,7 +117,7 @@ def test_echoed_secrets_are_not_kept_in_the_state_database(tmp_path: Path) -> No
 
 def test_a_removed_audit_database_is_noticed_and_recreated(tmp_path: Path) -> None:
     path = tmp_path / "audit.db"
-    with Gateway(audit_path=path) as gateway:
+    with gateway_with(audit_path=path) as gateway:
         gateway.add(note)
         assert gateway.audit is not None
         assert gateway.call_sync("r:note", {"text": "one"}).ok
@@ -133,7 +134,7 @@ def test_a_removed_audit_database_is_noticed_and_recreated(tmp_path: Path) -> No
 def test_an_unreadable_audit_database_leaves_the_status_readable(tmp_path: Path) -> None:
     path = tmp_path / "audit.db"
     path.write_bytes(b"this is not a database" * 100)
-    with Gateway(audit_path=path) as gateway:
+    with gateway_with(audit_path=path) as gateway:
         gateway.add(note)
         status = gateway.status("r:note")
         assert status.total_calls_7d == 0
@@ -147,7 +148,7 @@ def leaky(ctx: ToolContext, email: str) -> str:
 
 
 def test_in_memory_statistics_keep_errors_redacted() -> None:
-    with Gateway(secrets={"api_key": SECRET}) as gateway:
+    with gateway_with(secrets={"api_key": SECRET}) as gateway:
         gateway.add(leaky)
         assert gateway.call_sync("r:leaky", {"email": "x@example.org"}).code is ErrorCode.TOOL_ERROR
         last_error = gateway.status("r:leaky").last_error or ""

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from gateway_support import Clock, gateway_with
 from toolgate import CallStatus, ErrorCode, Gateway, ToolError, tool
 from toolgate._json import digest
-from toolgate.pipeline import Pipeline, Stage
 from toolgate.pipeline.idempotency import (
     IdempotencyStage,
     KeyTemplateError,
@@ -118,34 +118,15 @@ TOOLS: list[Any] = [
 ]
 
 
-class Clock:
-    """A settable Unix clock."""
-
-    def __init__(self, now: float = 1_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture(autouse=True)
 def _reset_runs() -> None:
     RUNS.clear()
 
 
-def install(gw: Gateway, stage: Stage) -> Gateway:
-    """Rebuild the gateway's pipeline with ``stage`` (replacing any stage of the same name)."""
-    old = gw.pipeline
-    kept = [s for s in old.stages if s.name not in ("validate_arguments", stage.name)]
-    gw.pipeline = Pipeline(gw.registry, old.executor, stages=[*kept, stage])
-    return gw
-
-
 @pytest.fixture
 def gateway() -> Iterator[Gateway]:
-    with Gateway() as gw:
+    with Gateway(stages=[IdempotencyStage()]) as gw:
         gw.add(TOOLS)
-        install(gw, IdempotencyStage())
         yield gw
 
 
@@ -274,10 +255,12 @@ def test_gateways_sharing_a_database_wait_for_each_other(tmp_path: Path) -> None
     """Like two processes: the second one polls the shared store until the first has an
     outcome, then replays it."""
     path = tmp_path / "state.db"
-    with Gateway() as one, Gateway() as two:
+    with (
+        Gateway(stages=[IdempotencyStage.sqlite(path)]) as one,
+        Gateway(stages=[IdempotencyStage.sqlite(path)]) as two,
+    ):
         for gw in (one, two):
             gw.add(slow_sync_charge)
-            install(gw, IdempotencyStage.sqlite(path))
         barrier = threading.Barrier(2)
 
         def call(gw: Gateway) -> Any:
@@ -310,9 +293,8 @@ def test_an_expired_record_can_be_taken_again(tmp_path: Path) -> None:
         ),
         now=clock.now - 100,
     )
-    with Gateway() as gw:
+    with Gateway(stages=[IdempotencyStage(store, clock=clock)]) as gw:
         gw.add(charge)
-        install(gw, IdempotencyStage(store, clock=clock))
         outcome = gw.call_sync("pay:charge", arguments)
     assert outcome.ok and outcome.metadata["idempotency"]["replayed"] is False
     assert len(RUNS) == 1
@@ -334,10 +316,10 @@ def test_a_caller_waits_at_most_the_lease_for_a_running_duplicate(tmp_path: Path
         ),
         now=now,
     )
-    with Gateway() as gw:
+    # A lease of 0.3 s: twice the timeout (a wait for a slot, then the run), less itself.
+    lease_grace = 0.3 - 2 * charge.tool.timeout
+    with Gateway(stages=[IdempotencyStage(store, lease_grace=lease_grace)]) as gw:
         gw.add(charge)
-        # A lease of 0.3 s: twice the timeout (a wait for a slot, then the run), less itself.
-        install(gw, IdempotencyStage(store, lease_grace=0.3 - 2 * charge.tool.timeout))
         # The other call never finishes: this one waits until its lease has ended, then takes
         # it for cut off (the hang guard fails the test if it waited for ever).
         outcome = gw.call_sync("pay:charge", arguments)
@@ -413,9 +395,8 @@ def test_the_sandbox_is_immutable() -> None:
 
 def test_a_key_expires_with_its_window() -> None:
     clock = Clock()
-    with Gateway() as gw:
+    with Gateway(clock=clock) as gw:
         gw.add(short_window)
-        install(gw, IdempotencyStage(clock=clock))
         assert gw.call_sync("pay:short_window", {"order_id": "o-1"}).content == 1
         clock.now += 59
         replayed = gw.call_sync("pay:short_window", {"order_id": "o-1"})
@@ -426,9 +407,10 @@ def test_a_key_expires_with_its_window() -> None:
 
 
 def test_pending_approval_is_not_stored_and_the_approved_call_is(tmp_path: Path) -> None:
-    with Gateway(approver="queue", state_path=tmp_path / "state.db") as gw:
+    with gateway_with(
+        approver="queue", state_path=tmp_path / "state.db", stages=[IdempotencyStage()]
+    ) as gw:
         gw.add(refund)
-        install(gw, IdempotencyStage())
         first = gw.call_sync("pay:refund", {"order_id": "o-1"})
         assert first.status is CallStatus.PENDING_APPROVAL and first.approval is not None
         again = gw.call_sync("pay:refund", {"order_id": "o-1"})
@@ -450,17 +432,15 @@ def test_pending_approval_is_not_stored_and_the_approved_call_is(tmp_path: Path)
 
 def test_outcomes_persist_across_a_restart(tmp_path: Path) -> None:
     path = tmp_path / "home" / "state.db"
-    with Gateway() as gw:
+    stage = IdempotencyStage.sqlite(path)
+    with Gateway(stages=[stage]) as gw:
         gw.add(charge)
-        stage = IdempotencyStage.sqlite(path)
-        install(gw, stage)
         first = gw.call_sync("pay:charge", {"order_id": "o-1", "amount": 5})
         stage.close()
     assert path.stat().st_mode & 0o777 == 0o600
-    with Gateway() as gw:
+    stage = IdempotencyStage.sqlite(path)
+    with Gateway(stages=[stage]) as gw:
         gw.add(charge)
-        stage = IdempotencyStage.sqlite(path)
-        install(gw, stage)
         second = gw.call_sync("pay:charge", {"order_id": "o-1", "amount": 5})
         stage.close()
     assert second.content == first.content

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from egress_support import HELLO, hello_server
+from gateway_support import gateway_with
 from js_support import js_runtime
 from toolgate import ConfigError, Gateway
 from toolgate.config import load_gateway
@@ -34,7 +35,7 @@ def _connected() -> MemorySecretStore:
 
 
 def test_the_javascript_handlers_see_their_connection(tmp_path: Path) -> None:
-    with Gateway(secret_store=_connected(), audit_path=tmp_path / "a.db") as gateway:
+    with gateway_with(secret_store=_connected(), audit_path=tmp_path / "a.db") as gateway:
         loaded = gateway.add_source(NOTION)
         assert loaded.diagnostics == []
         assert gateway.registry.get("notion:searchPages").tool.side_effect is SideEffect.READ_ONLY
@@ -52,7 +53,7 @@ def test_the_javascript_handlers_see_their_connection(tmp_path: Path) -> None:
 
 
 def test_a_secret_in_a_javascript_error_is_masked(tmp_path: Path) -> None:
-    with Gateway(secret_store=_connected(), audit_path=tmp_path / "a.db") as gateway:
+    with gateway_with(secret_store=_connected(), audit_path=tmp_path / "a.db") as gateway:
         gateway.add_source(NOTION)
         outcome = gateway.call_sync("notion:getPage", {"pageId": "p", "leak": True})
         assert gateway.audit is not None and gateway.audit.flush(10)
@@ -134,7 +135,7 @@ def _probe(
     audit record must agree with the outcome (and carry the same sandbox metadata)."""
     store = MemorySecretStore({("probe", "apiBaseUrl"): base})
     sandbox = Sandbox(cidr_grants={f"probe:{tool}": list(grants)}, resolver=_resolver)
-    with Gateway(
+    with gateway_with(
         secret_store=store, sandbox=sandbox, environ=environ or {}, audit_path=tmp_path / "a.db"
     ) as gateway:
         loaded = gateway.add_source(PROBE, options=options)

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
+from gateway_support import gateway_with
 from js_support import FIXTURES, js_runtime
-from toolgate import Gateway, tool
+from toolgate import tool
 from toolgate.backends import js_host
 from toolgate.backends.js_install import install_folder
 
@@ -58,7 +59,7 @@ def test_a_js_plugin_without_node_is_a_diagnostic_and_the_gateway_keeps_serving(
         """Answer pong."""
         return "pong"
 
-    with Gateway(environ=dict(os.environ)) as gateway:
+    with gateway_with(environ=dict(os.environ)) as gateway:
         gateway.add(ping)
         loaded = gateway.add_source(FIXTURES / "search")
         [diagnostic] = loaded.diagnostics

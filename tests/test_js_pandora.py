@@ -23,8 +23,8 @@ from urllib.parse import parse_qs, quote, urlsplit
 import pytest
 
 from doc_blocks import doc_block
+from gateway_support import gateway_with
 from js_support import FIXTURES, js_runtime
-from toolgate import Gateway
 from toolgate.model import SideEffect
 from toolgate.sandbox.runner import Sandbox
 
@@ -120,7 +120,7 @@ def test_the_seed_weather_tool_runs_unchanged(
     monkeypatch.setenv("NODE_EXTRA_CA_CERTS", str(cert))
     sandbox = Sandbox(cidr_grants={WEATHER: ["127.0.0.1/32"]}, resolver=_resolver)
     environ = {"OPENWEATHER_API_KEY": "k-123", "UNRELATED": "x"}
-    with Gateway(environ=environ, sandbox=sandbox, audit_path=tmp_path / "a.db") as gateway:
+    with gateway_with(environ=environ, sandbox=sandbox, audit_path=tmp_path / "a.db") as gateway:
         loaded = gateway.add_source(FIXTURES / "weather")
         assert loaded.diagnostics == [] and loaded.alerts == []
         tool = gateway.registry.get(WEATHER).tool
@@ -137,7 +137,7 @@ def test_the_seed_weather_tool_runs_unchanged(
 def test_the_seed_weather_tool_without_the_operator_grant_is_refused(tmp_path: Path) -> None:
     # api.openweathermap.org resolving to 127.0.0.1 is refused unless the operator granted it.
     sandbox = Sandbox(resolver=_resolver)
-    with Gateway(environ={"OPENWEATHER_API_KEY": "k"}, sandbox=sandbox) as gateway:
+    with gateway_with(environ={"OPENWEATHER_API_KEY": "k"}, sandbox=sandbox) as gateway:
         gateway.add_source(FIXTURES / "weather")
         outcome = gateway.call_sync(WEATHER, {"city": "Lisbon"})
     assert outcome.is_error and "loopback" in (outcome.message or "")
@@ -145,7 +145,7 @@ def test_the_seed_weather_tool_without_the_operator_grant_is_refused(tmp_path: P
 
 def test_the_seed_resolve_tools_example_gives_tools_and_alerts(tmp_path: Path) -> None:
     environ = {"TAVILY_API_KEY": "t", "BRAVE_API_KEY": "b"}
-    with Gateway(environ=environ) as gateway:
+    with gateway_with(environ=environ) as gateway:
         loaded = gateway.add_source(
             FIXTURES / "search", options={"config": {"searchBackend": "tavily"}}
         )
@@ -157,7 +157,7 @@ def test_the_seed_resolve_tools_example_gives_tools_and_alerts(tmp_path: Path) -
         assert tool.timeout == 5.0 and tool.description == "Search the web with tavily"
         outcome = gateway.call_sync(SEARCH, {"query": "toolgate"})
     assert outcome.content == {"backend": "tavily", "query": "toolgate"}
-    with Gateway(environ={}) as gateway:
+    with gateway_with(environ={}) as gateway:
         loaded = gateway.add_source(FIXTURES / "search")
         assert [a.level for a in loaded.alerts] == ["warning"]
         assert gateway.list_tools() == []

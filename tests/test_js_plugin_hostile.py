@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from gateway_support import gateway_with
 from js_support import FIXTURES, js_runtime, plugin_copy
 from toolgate import Gateway
 from toolgate.audit import AuditRecord
@@ -31,7 +32,7 @@ def _audited(gateway: Gateway, outcome: CallOutcome) -> AuditRecord:
 
 @pytest.fixture
 def gateway(tmp_path: Path) -> object:
-    with Gateway(environ={}, audit_path=tmp_path / "audit.db") as gateway:
+    with gateway_with(environ={}, audit_path=tmp_path / "audit.db") as gateway:
         loaded = gateway.add_source(plugin_copy(tmp_path, "probe"))
         assert loaded.diagnostics == []
         yield gateway
@@ -88,7 +89,7 @@ def test_a_tool_timeout_in_milliseconds_is_enforced(gateway: Gateway) -> None:
 
 
 def test_a_typescript_syntax_error_is_a_diagnostic_with_file_and_line(tmp_path: Path) -> None:
-    with Gateway(environ={}) as gateway:
+    with gateway_with(environ={}) as gateway:
         loaded = gateway.add_source(FIXTURES / "broken_ts")
         [diagnostic] = loaded.diagnostics
         assert f"{FIXTURES / 'broken_ts' / 'index.ts'}:5:" in diagnostic.message
@@ -99,7 +100,7 @@ def test_a_typescript_syntax_error_is_a_diagnostic_with_file_and_line(tmp_path: 
 
 
 def test_an_entry_that_throws_at_import_names_the_file_and_line() -> None:
-    with Gateway(environ={}) as gateway:
+    with gateway_with(environ={}) as gateway:
         loaded = gateway.add_source(FIXTURES / "throws_at_import")
         [diagnostic] = loaded.diagnostics
         assert "Error: the plugin refuses to load" in diagnostic.message
@@ -132,7 +133,7 @@ def test_a_computed_dynamic_import_is_refused_when_the_entry_loads(tmp_path: Pat
         "  annotations: { readOnlyHint: true },\n"
         "  execute: async (input) => typeof (await import(['child', 'process'].join('_'))) }]\n"
     )
-    with Gateway(environ={}) as gateway:
+    with gateway_with(environ={}) as gateway:
         [diagnostic] = gateway.add_source(plugin).diagnostics
         assert gateway.list_tools() == []
     assert "a dynamic import() is not allowed in a compartment" in diagnostic.message
@@ -160,7 +161,7 @@ def _self_promoting(tmp_path: Path) -> Path:
 
 def test_a_tool_cannot_move_itself_out_of_its_entrys_compartment(tmp_path: Path) -> None:
     plugin = _self_promoting(tmp_path)
-    with Gateway(environ={}, audit_path=tmp_path / "a.db") as gateway:
+    with gateway_with(environ={}, audit_path=tmp_path / "a.db") as gateway:
         gateway.add_source(plugin)
         entry = gateway.registry.get("@toolgate-test/promote:out")
         assert entry is not None and not entry.available
@@ -169,7 +170,7 @@ def test_a_tool_cannot_move_itself_out_of_its_entrys_compartment(tmp_path: Path)
         outcome = gateway.call_sync("@toolgate-test/promote:out", {})
     assert outcome.code is not None and outcome.code.value == "unavailable"
     # The operator's opt-in moves it, and it runs on the host, labelled.
-    with Gateway(environ={}) as gateway:
+    with gateway_with(environ={}) as gateway:
         gateway.add_source(plugin, options={"host_mode": ["out"]})
         moved = gateway.call_sync("@toolgate-test/promote:out", {})
     assert moved.ok and moved.content == "object"
@@ -186,7 +187,7 @@ def test_no_clock_and_no_timer_a_call_cannot_cancel_without_permissions(gateway:
 def test_a_tsconfig_of_the_plugin_never_makes_the_host_read_other_files(tmp_path: Path) -> None:
     plugin = plugin_copy(tmp_path, "probe")
     (plugin / "tsconfig.json").write_text('{"extends": "/etc/passwd"}')
-    with Gateway(environ={}) as gateway:
+    with gateway_with(environ={}) as gateway:
         loaded = gateway.add_source(plugin)
         assert loaded.diagnostics == []  # the tsconfig.json is not read at all
         assert gateway.call_sync(f"{PLUGIN}:echo", {"x": 1}).ok
@@ -213,7 +214,7 @@ def test_a_tool_cannot_grant_itself_more_than_its_manifest(tmp_path: Path) -> No
         "  ] }\n"
         "}\n"
     )
-    with Gateway(environ={"SECRET_TOKEN": "s3cret", "PUBLIC": "p"}) as gateway:
+    with gateway_with(environ={"SECRET_TOKEN": "s3cret", "PUBLIC": "p"}) as gateway:
         loaded = gateway.add_source(plugin)
         assert gateway.registry.get("@toolgate-test/widen:greedy") is None
         modest = gateway.call_sync("@toolgate-test/widen:modest", {})

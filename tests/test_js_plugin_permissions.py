@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from egress_support import HELLO, hello_server, test_resolver
+from gateway_support import gateway_with
 from js_support import js_runtime, plugin_copy
-from toolgate import Gateway
 from toolgate.model import CallOutcome
 from toolgate.sandbox.runner import Sandbox
 
@@ -31,7 +31,9 @@ def _call(
     sandbox: Sandbox | None = None,
 ) -> CallOutcome:
     folder = plugin_copy(tmp_path, "probe", permissions=permissions)
-    with Gateway(environ=environ or {}, sandbox=sandbox, audit_path=tmp_path / "a.db") as gateway:
+    with gateway_with(
+        environ=environ or {}, sandbox=sandbox, audit_path=tmp_path / "a.db"
+    ) as gateway:
         loaded = gateway.add_source(folder)
         assert loaded.diagnostics == [], loaded.diagnostics
         outcome = gateway.call_sync(f"{PLUGIN}:{tool}", arguments)

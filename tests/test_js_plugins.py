@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from gateway_support import gateway_with
 from js_support import js_runtime, plugin_copy
 from toolgate import Gateway
 from toolgate.formats.plugin.source import PluginSource
@@ -25,7 +26,7 @@ pytestmark = pytest.mark.usefixtures("js_runtime")
 
 
 def _gateway(tmp_path: Path, environ: dict[str, str] | None = None, **entry: Any) -> Gateway:
-    gateway = Gateway(environ=environ or {}, audit_path=tmp_path / "audit.db")
+    gateway = gateway_with(environ=environ or {}, audit_path=tmp_path / "audit.db")
     loaded = gateway.add_source(plugin_copy(tmp_path, "probe", **entry))
     assert loaded.diagnostics == [], loaded.diagnostics
     return gateway
@@ -99,7 +100,7 @@ def test_where_bubblewrap_works_the_host_also_runs_in_the_process_sandbox(tmp_pa
     data.mkdir()
     (data / "note.txt").write_text("inside")
     folder = plugin_copy(tmp_path, "probe", permissions={"fs": [str(data)]})
-    with Gateway(environ={}, sandbox=sandbox) as gateway:
+    with gateway_with(environ={}, sandbox=sandbox) as gateway:
         assert gateway.add_source(folder).diagnostics == []
         echo = gateway.call_sync(f"{PLUGIN}:echo", {"n": 1})
         read = gateway.call_sync(f"{PLUGIN}:read", {"path": str(data / "note.txt")})
@@ -118,7 +119,7 @@ def test_without_a_working_bubblewrap_the_compartment_alone_is_the_boundary(
 ) -> None:
     sandbox = Sandbox(SandboxConfig(bwrap_path=str(tmp_path / "no-such-bwrap")))
     folder = plugin_copy(tmp_path, "probe")
-    with Gateway(environ={}, sandbox=sandbox) as gateway:
+    with gateway_with(environ={}, sandbox=sandbox) as gateway:
         gateway.add_source(folder)
         outcome = gateway.call_sync(f"{PLUGIN}:echo", {})
     assert outcome.ok, outcome.message

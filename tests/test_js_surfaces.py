@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from gateway_support import gateway_with
 from http_api_support import LOCAL, auth, make_app, make_identity
 from js_support import FIXTURES, js_runtime
 from test_mcp_server_helpers import McpHttpServer, bearer
@@ -31,7 +32,7 @@ SEARCH = "@pandorakit/search:search"
 
 @pytest.fixture
 def gateway(tmp_path: Path) -> Iterator[Gateway]:
-    with Gateway(environ={"BRAVE_API_KEY": "b"}, audit_path=tmp_path / "a.db") as gateway:
+    with gateway_with(environ={"BRAVE_API_KEY": "b"}, audit_path=tmp_path / "a.db") as gateway:
         loaded = gateway.add_source(
             FIXTURES / "search", options={"config": {"searchBackend": "brave"}}
         )

@@ -36,6 +36,7 @@ from typing import Any
 import pytest
 
 from doc_blocks import doc_block
+from gateway_support import gateway_with
 from toolgate import Gateway
 from toolgate.backends.mcp_client import grant_key
 from toolgate.errors import ErrorCode
@@ -258,7 +259,7 @@ def loopback(*servers: str) -> Sandbox:
 def open_gateway(
     servers: list[McpServerSpec], refs: list[Tool] | None = None, **options: Any
 ) -> tuple[Gateway, McpSource]:
-    gateway = Gateway(**options)
+    gateway = gateway_with(**options)
     source = McpSource(gateway.source_context, servers, refs)
     gateway.add_source(source)
     return gateway, source
@@ -962,7 +963,7 @@ async def test_mcp_servers_load_from_a_resource_file(
     time_server: str, everything_http: HttpServer, tmp_path: Path
 ) -> None:
     path = _resources(tmp_path, everything_http.port, _NOW_TOOL)
-    gateway = Gateway(
+    gateway = gateway_with(
         secrets={"everything-token": "not-checked-by-this-server"}, sandbox=loopback("everything")
     )
     load = gateway.add_source(path)

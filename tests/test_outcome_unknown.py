@@ -28,6 +28,7 @@ from typing import Any
 import httpx2
 import pytest
 
+from gateway_support import gateway_with
 from postgres_support import scratch_database
 
 TOOLGATE = str(Path(sys.executable).parent / "toolgate")
@@ -236,7 +237,7 @@ async def test_a_call_that_waited_for_a_slot_is_not_taken_for_cut_off() -> None:
     its outcome; it is not told ``outcome_unknown``, and nothing runs twice."""
     import asyncio
 
-    from toolgate import ErrorCode, Gateway, tool
+    from toolgate import ErrorCode, tool
     from toolgate.pipeline.concurrency import ConcurrencyLimit, ConcurrencySettings
 
     go = {"A": asyncio.Event(), "B": asyncio.Event()}
@@ -250,7 +251,7 @@ async def test_a_call_that_waited_for_a_slot_is_not_taken_for_cut_off() -> None:
         return f"charged {order}"
 
     limits = ConcurrencySettings(ConcurrencyLimit(running=1, waiting=4))
-    with Gateway(concurrency=limits, idempotency_lease_grace=0.2) as gateway:
+    with gateway_with(concurrency=limits, idempotency_lease_grace=0.2) as gateway:
         gateway.add(charge)
         first = asyncio.create_task(gateway.call("shop:charge", {"order": "A"}))
         while ran != ["A"]:

@@ -19,6 +19,7 @@ import pytest
 
 from egress_support import hello_server, test_resolver
 from folder_tools import require_program
+from gateway_support import gateway_with
 from toolgate import Gateway, ToolContext, tool
 from toolgate.audit import AuditRecord
 from toolgate.model import CallOutcome
@@ -93,7 +94,7 @@ def test_a_compartment_plugin_outcome_records_its_sandbox(tmp_path: Path) -> Non
     _sandbox_works()
     folder = _plugin(tmp_path, {})
     sandbox = Sandbox(SandboxConfig())
-    with Gateway(environ={}, sandbox=sandbox, audit_path=tmp_path / "audit.db") as gateway:
+    with gateway_with(environ={}, sandbox=sandbox, audit_path=tmp_path / "audit.db") as gateway:
         gateway.add_source(folder)
         outcome = gateway.call_sync(TOOL_ID, {"urls": []})
         assert outcome.status == "ok", outcome.message
@@ -110,7 +111,7 @@ def test_allowed_and_refused_connections_of_a_plugin_reach_the_audit_record(
     pytest.importorskip("toolgate.sandbox.egress")
     folder = _plugin(tmp_path, {"network": [f"allowed.test:{server}"]})
     sandbox = Sandbox(cidr_grants={TOOL_ID: ["127.0.0.1/32"]}, resolver=test_resolver)
-    with Gateway(environ={}, sandbox=sandbox, audit_path=tmp_path / "audit.db") as gateway:
+    with gateway_with(environ={}, sandbox=sandbox, audit_path=tmp_path / "audit.db") as gateway:
         gateway.add_source(folder)
         urls = [f"http://allowed.test:{server}/", f"http://refused.test:{server}/"]
         outcome = gateway.call_sync(TOOL_ID, {"urls": urls})
@@ -136,7 +137,9 @@ def test_on_an_unsandboxed_host_a_plugin_outcome_carries_the_label(tmp_path: Pat
     # and every outcome (and audit record) says so.
     folder = _plugin(tmp_path, {})
     config = SandboxConfig(bwrap_path=str(tmp_path / "no-bwrap"), unsandboxed_host=True)
-    with Gateway(environ={}, sandbox=Sandbox(config), audit_path=tmp_path / "audit.db") as gateway:
+    with gateway_with(
+        environ={}, sandbox=Sandbox(config), audit_path=tmp_path / "audit.db"
+    ) as gateway:
         gateway.add_source(folder)
         outcome = gateway.call_sync(TOOL_ID, {"urls": []})
         assert outcome.status == "ok", outcome.message
@@ -158,7 +161,7 @@ def test_an_internal_binding_records_into_the_outcome_metadata(tmp_path: Path) -
         return "noted"
 
     binding = PythonBinding(func=record, is_async=False, metadata_param="__toolgate_metadata__")
-    with Gateway(environ={}, audit_path=tmp_path / "audit.db") as gateway:
+    with gateway_with(environ={}, audit_path=tmp_path / "audit.db") as gateway:
         gateway.registry.add(RegisteredTool(note.tool, binding, None))
         for outcome in (
             gateway.call_sync("internal:note", {}),
@@ -181,7 +184,7 @@ def test_an_ordinary_tool_cannot_see_the_outcome_metadata(tmp_path: Path) -> Non
 
     assert peek.binding.metadata_param is None
     assert "metadata" in peek.tool.input_schema["properties"]  # an argument like any other
-    with Gateway(environ={}, audit_path=tmp_path / "audit.db") as gateway:
+    with gateway_with(environ={}, audit_path=tmp_path / "audit.db") as gateway:
         gateway.add(peek)
         outcome = gateway.call_sync("user:peek", {})
         assert outcome.content == "looked"

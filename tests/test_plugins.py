@@ -24,7 +24,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from toolgate import Gateway
+from gateway_support import gateway_with
 from toolgate.errors import ConfigError
 from toolgate.formats._common.diagnostics import Diagnostic, Severity
 from toolgate.formats.detect import detect_format, validate_path
@@ -157,7 +157,7 @@ def test_weather_runs_through_the_pipeline_with_host_mode_opt_in(
 ) -> None:
     base, requests = weather_api
     environ = {"OPENWEATHER_API_KEY": API_KEY, "OPENWEATHER_API_BASE": base, "HOME": "/root"}
-    with Gateway(environ=environ) as gateway:
+    with gateway_with(environ=environ) as gateway:
         loaded = gateway.add_source(weather, options={"host_mode": True})
         assert loaded.diagnostics == [] and loaded.alerts == []
         with caplog.at_level(logging.INFO, logger=f"toolgate.tool.{WEATHER_ID}"):
@@ -174,7 +174,7 @@ def test_weather_runs_through_the_pipeline_with_host_mode_opt_in(
 
 
 def test_weather_tool_maps_onto_the_model(weather: Path) -> None:
-    with Gateway(environ={}) as gateway:
+    with gateway_with(environ={}) as gateway:
         gateway.add_source(weather, options={"host_mode": ["weather"]})
         tool = gateway.get_tool(WEATHER_ID)
     assert (tool.namespace, tool.name) == ("@pandorakit/weather", "weather")
@@ -200,7 +200,7 @@ def test_weather_tool_maps_onto_the_model(weather: Path) -> None:
 
 
 def test_weather_without_opt_in_is_not_imported_and_says_why(weather: Path) -> None:
-    with Gateway(environ={}) as gateway:
+    with gateway_with(environ={}) as gateway:
         loaded = gateway.add_source(weather)
         outcome = gateway.call_sync(WEATHER_ID, {"city": "Cairo"})
         alerts = gateway.alerts()
@@ -242,7 +242,7 @@ def test_entry_code_runs_only_after_opt_in(tmp_path: Path) -> None:
         },
     )
     assert PluginSource.validate(plugin) == []
-    with Gateway(environ={}) as gateway:
+    with gateway_with(environ={}) as gateway:
         gateway.add_source(plugin)
         assert not marker.exists()
         gateway.add_source(plugin / "pandora.json", options={"host_mode": True})
@@ -252,14 +252,14 @@ def test_entry_code_runs_only_after_opt_in(tmp_path: Path) -> None:
 
 def test_host_mode_list_names_tools_by_local_or_full_id(weather: Path) -> None:
     for names in (["weather"], [WEATHER_ID]):
-        with Gateway(environ={}) as gateway:
+        with gateway_with(environ={}) as gateway:
             loaded = gateway.add_source(weather, options={"host_mode": names})
             assert [e.tool.id for e in loaded.entries if e.available] == [WEATHER_ID]
             assert loaded.diagnostics == []
 
 
 def test_host_mode_list_without_the_tool_leaves_it_unavailable(weather: Path) -> None:
-    with Gateway(environ={}) as gateway:
+    with gateway_with(environ={}) as gateway:
         loaded = gateway.add_source(weather, options={"host_mode": ["forecast"]})
         outcome = gateway.call_sync(WEATHER_ID, {"city": "Cairo"})
     [entry] = loaded.entries
@@ -277,7 +277,7 @@ def test_host_mode_list_without_the_tool_leaves_it_unavailable(weather: Path) ->
 
 def test_ctx_env_holds_only_declared_keys_snapshotted_at_load(search: Path) -> None:
     environ = {"BRAVE_API_KEY": "b-1", "AWS_SECRET_ACCESS_KEY": "leak", "PATH": "/usr/bin"}
-    with Gateway(environ=environ) as gateway:
+    with gateway_with(environ=environ) as gateway:
         gateway.add_source(search)
         environ["TAVILY_API_KEY"] = "set after loading"
         environ["BRAVE_API_KEY"] = "changed after loading"
@@ -305,7 +305,7 @@ def test_ctx_env_values_are_the_snapshot(tmp_path: Path) -> None:
         },
     )
     environ = {"GREETING": "hello", "OTHER": "no"}
-    with Gateway(environ=environ) as gateway:
+    with gateway_with(environ=environ) as gateway:
         gateway.add_source(plugin)
         environ["GREETING"] = "changed"
         assert gateway.call_sync("@scope/env:env").content == {"GREETING": "hello"}
@@ -344,7 +344,7 @@ def test_sync_execute_tool_error_and_awaitable_results(tmp_path: Path) -> None:
             """
         },
     )
-    with Gateway(environ={}) as gateway:
+    with gateway_with(environ={}) as gateway:
         loaded = gateway.add_source(plugin)
         assert loaded.diagnostics == []
         failed = gateway.call_sync("@scope/modes:fail", {"city": "Atlantis"})
@@ -372,7 +372,7 @@ def test_require_approval_from_the_manifest(tmp_path: Path) -> None:
             """
         },
     )
-    with Gateway(environ={}) as gateway:
+    with gateway_with(environ={}) as gateway:
         gateway.add_source(plugin)
         tool = gateway.get_tool("@scope/approve:delete")
         outcome = gateway.call_sync(tool.id)
@@ -385,7 +385,7 @@ def test_require_approval_from_the_manifest(tmp_path: Path) -> None:
 
 def test_resolve_tools_gets_plugin_config_and_returns_alerts(search: Path) -> None:
     environ = {"BRAVE_API_KEY": "b", "TAVILY_API_KEY": "t"}
-    with Gateway(environ=environ) as gateway:
+    with gateway_with(environ=environ) as gateway:
         loaded = gateway.add_source(search, options={"config": {"searchBackend": "tavily"}})
         tool = gateway.get_tool(SEARCH_ID)
         outcome = gateway.call_sync(SEARCH_ID, {"query": "q"})
@@ -399,7 +399,7 @@ def test_resolve_tools_gets_plugin_config_and_returns_alerts(search: Path) -> No
 
 
 def test_resolve_tools_warning_alerts_and_no_tool(search: Path) -> None:
-    with Gateway(environ={"UNRELATED": "x"}) as gateway:
+    with gateway_with(environ={"UNRELATED": "x"}) as gateway:
         loaded = gateway.add_source(search, options={"config": {"searchBackend": "brave"}})
         assert gateway.registry.get(SEARCH_ID) is None
     assert loaded.entries == [] and loaded.diagnostics == []
@@ -423,7 +423,7 @@ def test_resolve_tools_that_raises_is_a_warning_and_static_tools_still_load(
             """
         },
     )
-    with Gateway(environ={}) as gateway:
+    with gateway_with(environ={}) as gateway:
         loaded = gateway.add_source(plugin)
         assert gateway.call_sync("@scope/flaky:static").content == "s"
     assert [e.tool.id for e in loaded.entries] == ["@scope/flaky:static"]
@@ -456,7 +456,7 @@ def test_resolve_tools_misbehaving_is_a_warning_alert(
         host_manifest("@scope/odd"),
         {"index.py": f"tools = []\n\ndef resolve_tools(ctx):\n    {body}\n"},
     )
-    with Gateway(environ={}) as gateway:
+    with gateway_with(environ={}) as gateway:
         loaded = gateway.add_source(plugin, options={"resolve_timeout": 0.2})
     assert loaded.entries == []
     assert [a.level for a in loaded.alerts] == ["warning"]
@@ -482,7 +482,7 @@ def test_resolve_tools_seed_spelling_and_object_results(tmp_path: Path) -> None:
             """
         },
     )
-    with Gateway(environ={"REGION": "eu"}) as gateway:
+    with gateway_with(environ={"REGION": "eu"}) as gateway:
         loaded = gateway.add_source(plugin, options={"config": {"zone": "west"}})
         assert gateway.call_sync("@scope/camel:where").content == "eu/west"
     assert [a.message for a in loaded.alerts] == ["ok"]
@@ -509,7 +509,7 @@ def test_compartment_override_in_a_host_entry_is_unavailable_until_opted_in(
             """
         },
     )
-    with Gateway(environ={}) as gateway:
+    with gateway_with(environ={}) as gateway:
         loaded = gateway.add_source(plugin)
         native = gateway.call_sync("@scope/mixed:native")
         boxed = gateway.call_sync("@scope/mixed:boxed")
@@ -528,7 +528,7 @@ def test_compartment_override_in_a_host_entry_is_unavailable_until_opted_in(
     runs = {t.id: t.runs for t in source.report.tools}
     assert runs == {"@scope/mixed:native": "host", "@scope/mixed:boxed": "not run"}
 
-    with Gateway(environ={}) as gateway:
+    with gateway_with(environ={}) as gateway:
         gateway.add_source(plugin, options={"host_mode": ["boxed"]})
         assert gateway.call_sync("@scope/mixed:boxed").content == "boxed ran"
         assert gateway.get_tool("@scope/mixed:boxed").sandbox.mode is SandboxMode.HOST
@@ -598,7 +598,7 @@ def test_bad_tool_object_names_plugin_tool_and_field(
         host_manifest(),
         {"index.py": f"t = {_BASE_TOOL}\n{change}\ntools = [{_OK_TOOL}, t]\n"},
     )
-    with Gateway(environ={}) as gateway:
+    with gateway_with(environ={}) as gateway:
         loaded = gateway.add_source(plugin)
     # The good tool loads; the broken one does not, with one precise error.
     assert [e.tool.id for e in loaded.entries] == ["@scope/broken:ok"]
@@ -617,7 +617,7 @@ def test_bad_tool_without_an_id_is_named_by_index(tmp_path: Path) -> None:
         host_manifest(),
         {"index.py": 'tools = ["not a tool", {"name": "x"}]\n'},
     )
-    with Gateway(environ={}) as gateway:
+    with gateway_with(environ={}) as gateway:
         loaded = gateway.add_source(plugin)
     problems = errors(loaded.diagnostics)
     assert problems[0].field == "/tools/0" and "must be an object" in problems[0].message
@@ -638,7 +638,7 @@ def test_bad_resolved_tool_and_bad_exports(tmp_path: Path) -> None:
             """
         },
     )
-    with Gateway(environ={}) as gateway:
+    with gateway_with(environ={}) as gateway:
         loaded = gateway.add_source(plugin)
     [problem] = errors(loaded.diagnostics)
     assert problem.field == "resolve_tools()/tools/0/annotations/readOnlyHint"
@@ -650,7 +650,7 @@ def test_bad_resolved_tool_and_bad_exports(tmp_path: Path) -> None:
         ("tools = []\nresolve_tools = 3\n", "/resolve_tools", "must be a function"),
     ]:
         (plugin / "index.py").write_text(source)
-        with Gateway(environ={}) as gateway:
+        with gateway_with(environ={}) as gateway:
             [problem] = errors(gateway.add_source(plugin).diagnostics)
         assert (problem.field, expected in problem.message) == (field, True)
 
@@ -667,7 +667,7 @@ def test_duplicate_tool_ids_and_import_errors(tmp_path: Path) -> None:
             """
         },
     )
-    with Gateway(environ={}) as gateway:
+    with gateway_with(environ={}) as gateway:
         loaded = gateway.add_source(plugin)
         assert [e.tool.id for e in loaded.entries] == ["@scope/dup:t"]
         [problem] = errors(loaded.diagnostics)
@@ -690,7 +690,7 @@ def test_duplicate_tool_ids_and_import_errors(tmp_path: Path) -> None:
 
 
 def test_relative_imports_and_reload_pick_up_edits(search: Path) -> None:
-    with Gateway(environ={"BRAVE_API_KEY": "b"}) as gateway:
+    with gateway_with(environ={"BRAVE_API_KEY": "b"}) as gateway:
         gateway.add_source(search)
         assert gateway.call_sync(SEARCH_ID, {"query": "a"}).content["backend"] == "brave"
         backends = search / "src" / "backends.py"
@@ -818,7 +818,7 @@ def test_broken_manifest_has_a_precise_diagnostic(
     assert problem.path == str(plugin / "pandora.json")
     assert problem.field == field
     assert expected in problem.message
-    with Gateway(environ={}) as gateway:  # loading reports the same, and loads nothing
+    with gateway_with(environ={}) as gateway:  # loading reports the same, and loads nothing
         loaded = gateway.add_source(plugin, format="plugin")
     assert loaded.entries == [] and problem in loaded.diagnostics
 
@@ -829,7 +829,7 @@ def test_manifest_warnings_do_not_stop_loading(tmp_path: Path) -> None:
     # An unknown permissions field is an error, not a warning (test_attack_declarations.py).
     manifest["provides"]["tools"]["permissions"] = {"network": ["api.example.com"]}
     plugin = write_plugin(tmp_path / "p", manifest, {"index.py": f"tools = [{_BASE_TOOL}]\n"})
-    with Gateway(environ={}) as gateway:
+    with gateway_with(environ={}) as gateway:
         loaded = gateway.add_source(plugin)
     assert [e.tool.id for e in loaded.entries] == ["@scope/m:t"]
     by_field = {d.field: d for d in loaded.diagnostics}
@@ -850,7 +850,7 @@ def test_manifest_files_yaml_json_with_tabs_and_lists(tmp_path: Path) -> None:
         '{\n\t"id": "@scope/j",\n\t"provides": {"tools": {"entry": "a.py", "sandbox": "host"}}\n}\n'
     )
     json_plugin = write_plugin(tmp_path / "j", tabbed, files, manifest_name="plugin.json")
-    with Gateway(environ={}) as gateway:
+    with gateway_with(environ={}) as gateway:
         assert gateway.add_source(yaml_plugin).diagnostics == []
         # format= named: detect_format parses .json as YAML, which refuses tab indentation.
         loaded = gateway.add_source(json_plugin / "plugin.json", format="plugin")
@@ -893,7 +893,7 @@ def test_unreadable_manifests(tmp_path: Path, files: dict[str, str], expected: s
 def test_bad_options_are_configuration_errors(
     weather: Path, options: dict[str, Any], expected: str
 ) -> None:
-    with Gateway(environ={}) as gateway, pytest.raises(ConfigError, match="options") as caught:
+    with gateway_with(environ={}) as gateway, pytest.raises(ConfigError, match="options") as caught:
         gateway.add_source(weather, format="plugin", options=options)
     assert expected in caught.value.message
 
@@ -953,7 +953,7 @@ def test_weather_exports_with_provider_safe_names_and_calls_back(
         "gemini": {"functionCall": {"name": name, "args": arguments}},
         "mcp": {"name": name, "arguments": arguments},
     }
-    with Gateway(environ=environ) as gateway:
+    with gateway_with(environ=environ) as gateway:
         gateway.add_source(weather, options={"host_mode": True})
         tools = gateway.list_tools()
         definitions = {fmt: export_tools(tools, fmt)[0] for fmt in EXPORT_FORMATS}

@@ -30,6 +30,7 @@ from toolgate.model import CallOutcome
 
 pytest.importorskip("psycopg", reason="toolgate[postgres] is not installed")
 
+from gateway_support import gateway_with
 from toolgate.audit.postgres_log import PostgresAuditLog
 from toolgate.stores.postgres_db import PostgresDatabase
 from toolgate.stores.postgres_schema import upgrade
@@ -96,7 +97,7 @@ def broken() -> str:
 
 
 def _gateway(url: str, tmp_path: Path) -> Gateway:
-    gateway = Gateway(state_database=PostgresDatabase(url), audit_path=tmp_path / "audit.db")
+    gateway = gateway_with(state_database=PostgresDatabase(url), audit_path=tmp_path / "audit.db")
     for function in (lookup, publish, broken):
         gateway.add(function, namespace="local")
     return gateway

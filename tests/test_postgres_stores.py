@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from postgres_support import drop_database, scratch_database, upgraded_database
-from test_idempotency import RUNS, install, slow_sync_charge
+from test_idempotency import RUNS, slow_sync_charge
 from test_sqlite_store import (  # noqa: F401 - collected here again, against PostgreSQL
     NOW,
     make_request,
@@ -62,6 +62,7 @@ from toolgate.stores.sql_idempotency import SqlIdempotencyStore
 
 pytest.importorskip("psycopg", reason="toolgate[postgres] is not installed")
 
+from gateway_support import gateway_with
 from toolgate.stores.postgres_db import PostgresDatabase, redact_url
 from toolgate.stores.postgres_schema import (
     MIGRATIONS,
@@ -323,11 +324,13 @@ def test_a_request_made_on_one_replica_is_pending_on_another(pg_url: str) -> Non
 def test_gateways_on_one_database_run_a_keyed_call_once(pg_url: str) -> None:
     """Four gateways (as four replicas), each with its own pool, get the same call at once."""
     RUNS.clear()
-    gateways = [Gateway() for _ in range(4)]
+    gateways = [
+        Gateway(stages=[IdempotencyStage(SqlIdempotencyStore(PostgresDatabase(pg_url)))])
+        for _ in range(4)
+    ]
     try:
         for gw in gateways:
             gw.add(slow_sync_charge)
-            install(gw, IdempotencyStage(SqlIdempotencyStore(PostgresDatabase(pg_url))))
         barrier = threading.Barrier(len(gateways))
 
         def call(gw: Gateway) -> Any:
@@ -349,9 +352,8 @@ def test_a_database_that_goes_away_makes_calls_unavailable_not_wrong() -> None:
     with scratch_database() as url:
         db = PostgresDatabase(url, timeout=1.0)
         upgrade(db)
-        with Gateway() as gw:
+        with Gateway(stages=[IdempotencyStage(SqlIdempotencyStore(db))]) as gw:
             gw.add(slow_sync_charge)
-            install(gw, IdempotencyStage(SqlIdempotencyStore(db)))
             assert gw.call_sync("pay:slow_sync_charge", {"order_id": "o-1", "amount": 5}).ok
             drop_database(url)  # cuts every connection; reconnecting fails
             outcome = gw.call_sync("pay:slow_sync_charge", {"order_id": "o-2", "amount": 5})
@@ -400,7 +402,7 @@ def test_rate_limit_counters_in_the_shared_database_count_every_gateway(pg_url: 
 
 def test_a_redis_that_does_not_answer_makes_limited_calls_unavailable_not_unlimited() -> None:
     pytest.importorskip("redis", reason="toolgate[redis] is not installed")
-    with Gateway(redis_url="redis://127.0.0.1:1/0") as gw:
+    with gateway_with(redis_url="redis://127.0.0.1:1/0") as gw:
         gw.add(limited)
         outcome = gw.call_sync("lim:limited", {})
     assert outcome.code is ErrorCode.UNAVAILABLE

@@ -22,6 +22,7 @@ import pytest
 
 from conftest import RunCli
 from folder_tools import clean_environ, gone, write_tool
+from gateway_support import gateway_with
 from toolgate import CallStatus, ErrorCode, Gateway
 from toolgate.backends.prestart import PrestartSettings
 from toolgate.sandbox.host import probe_host
@@ -59,7 +60,7 @@ def probe_dir(tmp_path: Path) -> Path:
 def _gateway(root: Path, probe_dir: Path, **settings: Any) -> Gateway:
     environ = {**clean_environ(), "PROBE_DIR": str(probe_dir)}
     (root.parent / ".env").write_text(f"PROBE_DIR={probe_dir}\n", encoding="utf-8")
-    return Gateway(
+    return gateway_with(
         tool_folders=[root],
         environ=environ,
         env_file=root.parent / ".env",
@@ -257,7 +258,7 @@ def test_the_audit_records_a_prestarted_call(root: Path, probe_dir: Path, tmp_pa
     _probe(root, prestart=True)
     environ = {**clean_environ(), "PROBE_DIR": str(probe_dir)}
     (root.parent / ".env").write_text(f"PROBE_DIR={probe_dir}\n", encoding="utf-8")
-    with Gateway(
+    with gateway_with(
         tool_folders=[root],
         environ=environ,
         env_file=root.parent / ".env",
@@ -367,7 +368,7 @@ def test_the_demo_tool_folders_answer_the_same_pre_started(tmp_path: Path) -> No
         ("fresh", PrestartSettings(enabled=False)),
         ("prestarted", PrestartSettings(tools=frozenset({"*"}))),
     ):
-        with Gateway(
+        with gateway_with(
             tool_folders=[FolderRoot(TOOL_FOLDERS, "demo")],
             environ=clean_environ(),
             cwd=tmp_path,

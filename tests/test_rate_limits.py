@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from gateway_support import Clock
 from toolgate import ErrorCode, Gateway, tool
 from toolgate.model import CallOutcome
-from toolgate.pipeline import Pipeline, Stage
+from toolgate.pipeline import Stage
 from toolgate.pipeline.rate_limit import RateLimitStage
 from toolgate.stores.limits_memory import MemoryRateLimitStorage
 from toolgate.stores.sqlite_limits import SQLiteRateLimitStorage
@@ -59,34 +61,29 @@ def free() -> str:
     return "free"
 
 
-class Clock:
-    """A settable Unix clock."""
-
-    def __init__(self, now: float = 1_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture(autouse=True)
 def _reset_runs() -> None:
     RUNS.clear()
 
 
-def install(gw: Gateway, stage: Stage) -> Gateway:
-    """Rebuild the gateway's pipeline with ``stage`` (replacing any stage of the same name)."""
-    old = gw.pipeline
-    kept = [s for s in old.stages if s.name not in ("validate_arguments", stage.name)]
-    gw.pipeline = Pipeline(gw.registry, old.executor, stages=[*kept, stage])
-    return gw
+Build = Callable[..., Gateway]
 
 
 @pytest.fixture
-def gateway() -> Iterator[Gateway]:
-    with Gateway() as gw:
+def limited() -> Iterator[Build]:
+    """Builds gateways with this module's tools: ``limited(stage)`` with ``stage`` as the
+    rate-limit stage, ``limited(clock=clock)`` with the gateway's own stage on ``clock``."""
+    made: list[Gateway] = []
+
+    def build(stage: RateLimitStage | None = None, *, clock: Clock | None = None) -> Gateway:
+        gw = Gateway(stages=() if stage is None else [stage], clock=clock or time.time)
         gw.add(ping, aping, send, daily, free)
-        yield gw
+        made.append(gw)
+        return gw
+
+    yield build
+    for gw in made:
+        gw.close()
 
 
 def statuses(outcomes: list[CallOutcome]) -> dict[str, int]:
@@ -108,9 +105,9 @@ def make_stage(kind: str, tmp_path: Path, **options: Any) -> RateLimitStage:
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
 async def test_50_concurrent_calls_with_a_limit_of_10_let_exactly_10_through(
-    gateway: Gateway, tmp_path: Path, kind: str
+    limited: Build, tmp_path: Path, kind: str
 ) -> None:
-    install(gateway, make_stage(kind, tmp_path))
+    gateway = limited(make_stage(kind, tmp_path))
     outcomes = await asyncio.gather(*(gateway.call("t:aping", {"n": i}) for i in range(50)))
     assert statuses(list(outcomes)) == {"ok": 10, "rate_limited": 40}
     assert len(RUNS) == 10
@@ -118,9 +115,9 @@ async def test_50_concurrent_calls_with_a_limit_of_10_let_exactly_10_through(
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
 def test_50_threads_calling_synchronously_let_exactly_10_through(
-    gateway: Gateway, tmp_path: Path, kind: str
+    limited: Build, tmp_path: Path, kind: str
 ) -> None:
-    install(gateway, make_stage(kind, tmp_path))
+    gateway = limited(make_stage(kind, tmp_path))
     barrier = threading.Barrier(25)
 
     def call(i: int) -> CallOutcome:
@@ -137,10 +134,12 @@ def test_50_threads_calling_synchronously_let_exactly_10_through(
 def test_two_gateways_sharing_one_database_share_the_limit(tmp_path: Path) -> None:
     """Like two processes: separate connections to the same file never exceed the limit."""
     path = tmp_path / "state.db"
-    with Gateway() as one, Gateway() as two:
+    with (
+        Gateway(stages=[RateLimitStage.sqlite(path)]) as one,
+        Gateway(stages=[RateLimitStage.sqlite(path)]) as two,
+    ):
         for gw in (one, two):
             gw.add(ping)
-            install(gw, RateLimitStage.sqlite(path))
 
         def call(i: int) -> CallOutcome:
             return (one if i % 2 else two).call_sync("t:ping", {"n": i})
@@ -153,9 +152,9 @@ def test_two_gateways_sharing_one_database_share_the_limit(tmp_path: Path) -> No
 # -- windows and retry-after -----------------------------------------------------------------------
 
 
-def test_the_refusal_says_when_a_retry_can_succeed(gateway: Gateway) -> None:
+def test_the_refusal_says_when_a_retry_can_succeed(limited: Build) -> None:
     clock = Clock()
-    install(gateway, RateLimitStage(clock=clock))
+    gateway = limited(clock=clock)
     for _ in range(10):
         assert gateway.call_sync("t:ping").ok
     clock.now += 10
@@ -177,10 +176,10 @@ def test_the_refusal_says_when_a_retry_can_succeed(gateway: Gateway) -> None:
 
 
 def test_a_daily_limit_refuses_with_the_seconds_until_the_day_window_ends(
-    gateway: Gateway,
+    limited: Build,
 ) -> None:
     clock = Clock()
-    install(gateway, RateLimitStage(clock=clock))
+    gateway = limited(clock=clock)
     for _ in range(3):
         assert gateway.call_sync("t:daily").ok
         clock.now += 3600
@@ -192,9 +191,9 @@ def test_a_daily_limit_refuses_with_the_seconds_until_the_day_window_ends(
     assert gateway.call_sync("t:daily").ok
 
 
-def test_per_minute_and_per_day_together(gateway: Gateway) -> None:
+def test_per_minute_and_per_day_together(limited: Build) -> None:
     clock = Clock()
-    install(gateway, RateLimitStage(clock=clock))
+    gateway = limited(clock=clock)
     assert [gateway.call_sync("t:send", {"text": "x"}).ok for _ in range(3)] == [
         True,
         True,
@@ -216,9 +215,8 @@ def test_calls_refused_by_the_daily_limit_do_not_spend_the_minute_budget() -> No
     clock = Clock()
     storage = MemoryRateLimitStorage(clock=clock)
     stage = RateLimitStage(storage, clock=clock)
-    with Gateway() as gw:
+    with Gateway(stages=[stage]) as gw:
         gw.add(send)
-        install(gw, stage)
         for _ in range(2):
             assert gw.call_sync("t:send", {"text": "x"}).ok
         clock.now += 60
@@ -229,8 +227,8 @@ def test_calls_refused_by_the_daily_limit_do_not_spend_the_minute_budget() -> No
         assert storage.get(minute.item.key_for(*stage.identifiers("t:send", None))) == 1
 
 
-def test_per_agent_limits_count_each_agent_separately(gateway: Gateway) -> None:
-    install(gateway, RateLimitStage(per_agent=True))
+def test_per_agent_limits_count_each_agent_separately(limited: Build) -> None:
+    gateway = limited(RateLimitStage(per_agent=True))
     assert statuses([gateway.call_sync("t:ping", agent="a") for _ in range(12)]) == {
         "ok": 10,
         "rate_limited": 2,
@@ -240,16 +238,16 @@ def test_per_agent_limits_count_each_agent_separately(gateway: Gateway) -> None:
     assert all(gateway.call_sync("t:ping", agent="b").ok for _ in range(10))
 
 
-def test_without_per_agent_all_agents_share_the_limit(gateway: Gateway) -> None:
-    install(gateway, RateLimitStage())
+def test_without_per_agent_all_agents_share_the_limit(limited: Build) -> None:
+    gateway = limited(RateLimitStage())
     for i in range(10):
         assert gateway.call_sync("t:ping", agent=f"agent-{i}").ok
     assert gateway.call_sync("t:ping", agent="another").code is ErrorCode.RATE_LIMITED
 
 
-def test_tools_without_limits_are_not_counted(gateway: Gateway) -> None:
+def test_tools_without_limits_are_not_counted(limited: Build) -> None:
     stage = RateLimitStage()
-    install(gateway, stage)
+    gateway = limited(stage)
     assert all(gateway.call_sync("t:free").ok for _ in range(50))
     assert stage not in _plan_stages(gateway, "t:free")
 
@@ -266,27 +264,21 @@ def _plan_stages(gw: Gateway, tool_id: str) -> list[Stage]:
 def test_a_daily_limit_survives_a_restart(tmp_path: Path) -> None:
     path = tmp_path / "home" / "state.db"
     clock = Clock()
-    with Gateway() as gw:
+    stage = RateLimitStage.sqlite(path, clock=clock)
+    with Gateway(stages=[stage]) as gw:
         gw.add(daily)
-        stage = install_sqlite(gw, path, clock)
         assert [gw.call_sync("t:daily").ok for _ in range(2)] == [True, True]
         stage.close()
     assert path.stat().st_mode & 0o777 == 0o600
     clock.now += 7200
-    with Gateway() as gw:  # a new process, the same database file
+    stage = RateLimitStage.sqlite(path, clock=clock)
+    with Gateway(stages=[stage]) as gw:  # a new process, the same database file
         gw.add(daily)
-        stage = install_sqlite(gw, path, clock)
         assert gw.call_sync("t:daily").ok
         refused = gw.call_sync("t:daily")
         assert refused.code is ErrorCode.RATE_LIMITED
         assert refused.metadata["rate_limit"]["retry_after"] == 86400 - 7200
         stage.close()
-
-
-def install_sqlite(gw: Gateway, path: Path, clock: Clock) -> RateLimitStage:
-    stage = RateLimitStage.sqlite(path, clock=clock)
-    install(gw, stage)
-    return stage
 
 
 def test_the_sqlite_storage_counts_atomically_and_expires_windows(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+from gateway_support import gateway_with
 from toolgate import Gateway
 from toolgate.errors import ConfigError
 from toolgate.formats._common.diagnostics import Severity
@@ -697,7 +698,7 @@ async def test_a_running_gateway_reloads_a_changed_resource_file(tmp_path: Path)
 
     document = _seed()
     path = _write(tmp_path, document)
-    gateway = Gateway(secrets={"zendesk-api-token": "t0ken-for-reload"})
+    gateway = gateway_with(secrets={"zendesk-api-token": "t0ken-for-reload"})
     gateway.add_source(path, options={"reload_interval": 0.05})
     await gateway.start()
     try:

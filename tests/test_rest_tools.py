@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from gateway_support import gateway_with
 from toolgate import Gateway
 from toolgate.backends.rest import EXCERPT_CHARS, PreparedRequest, prepare_request
 from toolgate.model import CallStatus, RestEndpoint
@@ -142,7 +143,7 @@ def store() -> MemorySecretStore:
 
 @pytest.fixture
 def gateway(tmp_path: Path, store: MemorySecretStore) -> Iterator[Gateway]:
-    with Gateway(
+    with gateway_with(
         secret_store=store, audit_path=tmp_path / "audit.db", sandbox=LOOPBACK_GRANTS
     ) as gw:
         yield gw
@@ -208,7 +209,7 @@ def test_the_seed_zendesk_example_runs_through_the_pipeline(
         decisions.append(request.tool_id)
         return "approve"
 
-    with Gateway(
+    with gateway_with(
         secret_store=store,
         audit_path=tmp_path / "audit.db",
         approver=approver,
@@ -361,7 +362,7 @@ def test_the_token_never_appears_in_results_errors_or_the_audit_log(
     )
     audit = tmp_path / "audit"
     audit.mkdir()
-    with Gateway(
+    with gateway_with(
         secret_store=store, audit_path=audit / "audit.db", sandbox=LOOPBACK_GRANTS
     ) as gateway:
         gateway.add_source(_resource(tmp_path, f"{server.origin}/echo", name="echo"))

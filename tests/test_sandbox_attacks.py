@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from folder_tools import clean_environ, require_program, write_tool
+from gateway_support import gateway_with
 from toolgate import ErrorCode, Gateway
 from toolgate.backends.script import ScriptBackend
 from toolgate.formats.tool_folder.parse import load_tool_folder
@@ -110,7 +111,7 @@ def make_world(tmp_path: Path, limits: SandboxLimitsConfig | None = None) -> Wor
     (allowed / "ok.txt").write_text("inside the prefix", encoding="utf-8")
     (state / "toolgate.db").write_text("the gateway database", encoding="utf-8")
     (state / ".env").write_text(f"SECRET_TOKEN={SECRET}\n", encoding="utf-8")
-    gateway = Gateway(
+    gateway = gateway_with(
         environ=clean_environ(SECRET_TOKEN=SECRET, DECLARED="declared-value"),
         env_from_process=True,
     )
@@ -245,7 +246,7 @@ def test_the_environment_holds_only_declared_keys(world: World) -> None:
 
 def test_bash_function_values_are_refused(tmp_path: Path) -> None:
     world = make_world(tmp_path)
-    world.gateway = Gateway(
+    world.gateway = gateway_with(
         environ=clean_environ(DECLARED="() { :; }; echo pwned"), env_from_process=True
     )
     backend = world.gateway._backends[ImplementationKind.SCRIPT]

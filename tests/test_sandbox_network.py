@@ -12,6 +12,7 @@ import pytest
 
 from egress_support import hello_server, test_resolver
 from folder_tools import clean_environ, require_program, write_tool
+from gateway_support import gateway_with
 from toolgate import Gateway
 from toolgate.backends.script import ScriptBackend
 from toolgate.formats.tool_folder.parse import load_tool_folder
@@ -52,7 +53,7 @@ def _network_tool(
     )
     if prestart:
         tool = dataclasses.replace(tool, entry=dataclasses.replace(tool.entry, prestart=True))
-    with Gateway(environ=clean_environ()) as gateway:
+    with gateway_with(environ=clean_environ()) as gateway:
         backend = gateway._backends[ImplementationKind.SCRIPT]
         assert isinstance(backend, ScriptBackend)
         backend.sandbox = Sandbox(cidr_grants={tool.id: ["127.0.0.1/32"]}, resolver=test_resolver)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from folder_tools import clean_environ, require_program
+from gateway_support import gateway_with
 from toolgate import Gateway
 from toolgate.backends.environment import ScriptEnvironment
 from toolgate.backends.os_command import OsCommandBackend, OsCommandBinding
@@ -146,7 +147,7 @@ def test_an_os_command_runs_sandboxed_when_its_mode_is_compartment(
     environ = clean_environ()
     binding = OsCommandBinding(ScriptEnvironment(process_env=environ), sandbox=Sandbox())
     tool = _os_tool(mode)
-    with Gateway(environ=environ) as gateway:
+    with gateway_with(environ=environ) as gateway:
         _add_os(gateway, RegisteredTool(tool, binding, None))
         outcome = gateway.call_sync(tool.id, {}, workspace=tmp_path)
     assert outcome.code is None, outcome.message
@@ -165,7 +166,7 @@ def test_an_os_command_is_unavailable_without_bwrap(tmp_path: Path) -> None:
     tool = _os_tool(SandboxMode.COMPARTMENT)
     reason = sandbox.unavailable_reason(tool)
     assert reason is not None and "bubblewrap was not found" in reason
-    with Gateway(environ=environ) as gateway:
+    with gateway_with(environ=environ) as gateway:
         # Even if a source forgot to mark it unavailable, the seam refuses to run it.
         _add_os(gateway, RegisteredTool(tool, binding, None))
         outcome = gateway.call_sync(tool.id, {}, workspace=tmp_path)

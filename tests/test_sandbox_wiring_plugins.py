@@ -12,7 +12,7 @@ import pytest
 
 from conftest import RunCli
 from folder_tools import require_program
-from toolgate import Gateway
+from gateway_support import gateway_with
 from toolgate.sandbox.host import probe_host
 from toolgate.sandbox.runner import Sandbox
 from toolgate.sandbox.settings import SandboxConfig
@@ -153,7 +153,7 @@ def test_a_compartment_plugin_reads_only_its_declared_env(
     _sandbox_works()
     folder = _plugin(project, tmp_path / "marker")
     environ = {"API_TOKEN": "granted", "OTHER": "not declared", "PATH": "/usr/bin:/bin"}
-    with Gateway(environ=environ, sandbox=Sandbox(SandboxConfig())) as gateway:
+    with gateway_with(environ=environ, sandbox=Sandbox(SandboxConfig())) as gateway:
         load = gateway.add_source(folder)
         assert [a.message for a in load.alerts] == ["resolved in the sandbox"]
         outcome = gateway.call_sync("@t/peek:peek", {"path": str(folder / "index.py")})

@@ -22,6 +22,7 @@ from folder_tools import (
     require_program,
     write_tool,
 )
+from gateway_support import gateway_with
 from toolgate import ErrorCode, Gateway, SideEffect
 from toolgate.backends.prestart import PrestartSettings
 
@@ -53,9 +54,9 @@ def process_start(request: pytest.FixtureRequest) -> Iterator[str]:
 def gateway_for(root: Path, **options: Any) -> Gateway:
     options.setdefault("environ", clean_environ())
     if not _PRESTART_ALL[0]:
-        return Gateway(tool_folders=[root], **options)
+        return gateway_with(tool_folders=[root], **options)
     options.setdefault("prestart", PrestartSettings(tools=frozenset({"*"})))
-    gateway = Gateway(tool_folders=[root], **options)
+    gateway = gateway_with(tool_folders=[root], **options)
     gateway.prestart_processes()
     return gateway
 

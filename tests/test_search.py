@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from folder_tools import write_tool
+from gateway_support import gateway_with
 from toolgate import CallStatus, Gateway, SafetySpec, Tool, tool
 from toolgate.errors import ErrorCode, SearchQueryError
 from toolgate.model.policy import AccessPolicy, PolicyAction, PolicyRule
@@ -58,7 +59,7 @@ def restart_service(name: str) -> str:
 
 @pytest.fixture()
 def gateway() -> Iterator[Gateway]:
-    gw = Gateway(semantic_search=False)
+    gw = gateway_with(semantic_search=False)
     gw.add(read_file, list_directory, get_current_time, post_message, restart_service)
     yield gw
     gw.close()
@@ -124,7 +125,7 @@ def test_access_policies_filter_results() -> None:
         name="no-fs",
         rules=(PolicyRule(when={"tool.namespace": ("fs",)}, action=PolicyAction.DENY),),
     )
-    with Gateway(semantic_search=False, policies=[policy]) as gw:
+    with gateway_with(semantic_search=False, policies=[policy]) as gw:
         gw.add(read_file, get_current_time)
         assert ids(gw, "read the file notes.txt") == []
         assert gw.list_tools() == [gw.get_tool("time:get_current_time")]
@@ -140,7 +141,7 @@ def test_unavailable_tools_are_not_offered(gateway: Gateway) -> None:
 
 
 def test_filtering_reads_past_hidden_tools_to_fill_the_limit() -> None:
-    with Gateway(semantic_search=False) as gw:
+    with gateway_with(semantic_search=False) as gw:
         for i in range(30):
             gw.add(
                 Tool(
@@ -195,7 +196,7 @@ def test_odd_but_valid_queries_give_sane_results(gateway: Gateway) -> None:
 
 
 def test_a_search_of_an_empty_gateway_finds_nothing() -> None:
-    with Gateway(semantic_search=False) as gw:
+    with gateway_with(semantic_search=False) as gw:
         assert gw.search_tools("anything") == []
 
 
@@ -221,7 +222,7 @@ def test_registered_tool_entries_are_searched_as_the_registry_holds_them(gateway
 def test_a_hot_reloaded_tool_folder_is_searchable_at_once(tmp_path: Path) -> None:
     tools = tmp_path / "tools"
     tools.mkdir()
-    with Gateway(semantic_search=False, tool_folders=[tools]) as gw:
+    with gateway_with(semantic_search=False, tool_folders=[tools]) as gw:
         assert gw.search_tools("thumbnail image resize") == []
         write_tool(tools, "thumbnail", "echo '{}'", body="Resize an image into a thumbnail.")
         gw.rescan()
@@ -233,7 +234,7 @@ def test_a_hot_reloaded_tool_folder_is_searchable_at_once(tmp_path: Path) -> Non
 
 async def test_a_caller_restricted_to_namespaces_finds_only_their_tools() -> None:
     """What an OAuth token's scopes allow limits the search and the search tool alike."""
-    with Gateway(semantic_search=False) as gateway:
+    with gateway_with(semantic_search=False) as gateway:
         gateway.add(_note_tool("ops", "status", "Report the operations status"))
         gateway.add(_note_tool("t", "record", "Record a status note"))
         gateway.add_search_tool()

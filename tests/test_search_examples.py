@@ -13,6 +13,7 @@ import yaml
 
 from conftest import RunCli
 from folder_tools import write_tool
+from gateway_support import gateway_with
 from toolgate import Gateway
 from toolgate.formats._common.examples import MAX_EXAMPLE_CHARS, parse_examples
 from toolgate.formats.tool_folder.parse import load_tool_folder
@@ -84,7 +85,7 @@ def test_a_plugin_tool_declares_examples(tmp_path: Path) -> None:
         ),
         encoding="utf-8",
     )
-    with Gateway(environ={}, semantic_search=False) as gateway:
+    with gateway_with(environ={}, semantic_search=False) as gateway:
         gateway.add_source(folder, options={"host_mode": ["weather"]})
         tool = gateway.get_tool("@pandorakit/weather:weather")
         assert tool.display.examples == ("is it raining in Oslo?",)
@@ -127,7 +128,7 @@ def test_a_tool_resource_declares_examples(tmp_path: Path) -> None:
 
 
 def test_extension_info_examples_are_searched() -> None:
-    with Gateway(semantic_search=False) as gateway:
+    with gateway_with(semantic_search=False) as gateway:
         gateway.add_source(FIXTURES / "extension_info" / "maps")
         with_examples = [e for e in gateway.entries() if e.tool.display.examples]
         assert with_examples
@@ -160,7 +161,7 @@ def _colliding_folders(root: Path) -> Path:
 
 
 def test_check_reports_per_tool_and_the_confusion(tmp_path: Path) -> None:
-    with Gateway(semantic_search=False) as gateway:
+    with gateway_with(semantic_search=False) as gateway:
         gateway.add_tool_folder(_colliding_folders(tmp_path))
         report = check_examples(gateway.registry, gateway.search_index)
     by_id = {tool.tool_id: tool for tool in report.tools}

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from gateway_support import gateway_with
 from toolgate import Gateway, tool
 from toolgate.search.semantic import semantic_available
 
@@ -34,7 +35,7 @@ def post(channel: str, text: str) -> str:
 
 
 def test_asking_for_semantic_ranking_without_it_is_refused() -> None:
-    with Gateway(semantic_search=False) as gateway:
+    with gateway_with(semantic_search=False) as gateway:
         gateway.add(now)
         with pytest.raises(RuntimeError, match="semantic"):
             gateway.search_tools("what hour is it", mode="semantic")
@@ -50,7 +51,7 @@ needs_model = pytest.mark.skipif(
 def gateway() -> Iterator[Gateway]:
     if MISSING is not None:
         pytest.skip(f"toolgate[search] is not installed: {MISSING}")
-    with Gateway(semantic_search=True) as gw:
+    with gateway_with(semantic_search=True) as gw:
         gw.add(now, read_file, post)
         yield gw
 
@@ -106,7 +107,7 @@ def test_access_rules_filter_semantic_results() -> None:
         """Restart a server."""
         return host
 
-    with Gateway(semantic_search=True) as gw:
+    with gateway_with(semantic_search=True) as gw:
         gw.add(reboot, now)
         query = "bring the server back up after a restart"
         alice = gw.search_tools(query, agent="alice", mode="semantic")

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from folder_tools import clean_environ, require_program, write_tool
-from toolgate import ErrorCode, Gateway
+from gateway_support import gateway_with
+from toolgate import ErrorCode
 
 TOOL = (
     "import json,sys\nd=json.load(sys.stdin)\n"
@@ -50,7 +51,7 @@ def workspace(tmp_path: Path) -> Path:
 
 
 def call(root: Path, workspace: Path, arguments: dict[str, Any] | None = None) -> Any:
-    with Gateway(tool_folders=[root], environ=clean_environ()) as gateway:
+    with gateway_with(tool_folders=[root], environ=clean_environ()) as gateway:
         return gateway.call_sync("local:guarded", arguments or {}, workspace=workspace)
 
 
@@ -113,7 +114,7 @@ def test_a_crashing_hanging_or_lying_check_denies(
 
 def test_a_missing_security_script_denies(root: Path, workspace: Path) -> None:
     write_tool(root, "guarded", TOOL, runtime="python", hasSecurityCheck=True)  # security.ts
-    with Gateway(tool_folders=[root], environ=clean_environ()) as gateway:
+    with gateway_with(tool_folders=[root], environ=clean_environ()) as gateway:
         assert any("security" in str(d) for d in gateway.diagnostics())  # a warning at load
         outcome = gateway.call_sync("local:guarded", {}, workspace=workspace)
     assert outcome.code is ErrorCode.SECURITY_BLOCKED
@@ -151,7 +152,7 @@ def test_a_security_script_whose_runtime_is_missing_makes_the_tool_unavailable(
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "python3").symlink_to(require_program("python3"))
-    with Gateway(tool_folders=[root], environ=clean_environ(PATH=str(bin_dir))) as gateway:
+    with gateway_with(tool_folders=[root], environ=clean_environ(PATH=str(bin_dir))) as gateway:
         [entry] = gateway.entries()
         assert "security check cannot run" in (entry.unavailable_reason or "")
         assert "bun" in (entry.unavailable_reason or "")
@@ -217,7 +218,7 @@ def test_a_verdict_that_asks_a_person_becomes_a_request_keyed_by_its_permission(
             }
         ),
     )
-    with Gateway(
+    with gateway_with(
         tool_folders=[root], environ=clean_environ(), approver="queue", state_path=tmp_path / "s.db"
     ) as gateway:
         outcome = gateway.call_sync("local:guarded", {}, workspace=workspace)

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from gateway_support import gateway_with
 from toolgate import Gateway, tool
 from toolgate.model import VISUALIZATION_TYPES, InvalidVisualization, validate_visualization
 
@@ -198,7 +199,7 @@ def text_of(size: int) -> str:
 
 
 def call_big(tmp_path: Path, size: int, **options: Any) -> Any:
-    with Gateway(spill_dir=tmp_path, **options) as gateway:
+    with gateway_with(spill_dir=tmp_path, **options) as gateway:
         gateway.add(text_of)
         return gateway.call_sync("big:text_of", {"size": size}, session_id="sess-1")
 
@@ -231,7 +232,7 @@ def test_structured_results_are_measured_as_the_json_the_model_reads(tmp_path: P
         """Rows."""
         return {"rows": ["x" * 98] * n}
 
-    with Gateway(spill_dir=tmp_path) as gateway:
+    with gateway_with(spill_dir=tmp_path) as gateway:
         gateway.add(rows)
         small = gateway.call_sync("big:rows", {"n": 400})
         large = gateway.call_sync("big:rows", {"n": 600})
@@ -246,13 +247,13 @@ def test_limits_are_configurable(tmp_path: Path) -> None:
     assert outcome.content.startswith(text_of(7) + "\n\n[Output truncated")
     assert call_big(tmp_path, 100, overflow_limit=100, preview_chars=7).overflow is None
     with pytest.raises(ValueError, match="preview"):
-        Gateway(overflow_limit=10, preview_chars=11)
+        gateway_with(overflow_limit=10, preview_chars=11)
 
 
 @pytest.mark.parametrize("session", ["../../etc", "a/b", "..", "x" * 200, "spaces here"])
 def test_hostile_session_ids_cannot_steer_the_spill_path(tmp_path: Path, session: str) -> None:
     root = tmp_path / "spill"
-    with Gateway(spill_dir=root) as gateway:
+    with gateway_with(spill_dir=root) as gateway:
         gateway.add(text_of)
         outcome = gateway.call_sync("big:text_of", {"size": 50_001}, session_id=session)
     assert outcome.overflow is not None

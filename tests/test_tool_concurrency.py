@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from folder_tools import write_tool
+from gateway_support import gateway_with
 from serve_support import serving
 from toolgate import CallOutcome, ErrorCode, Gateway, tool
 from toolgate.config import load_config
@@ -82,7 +83,7 @@ def assert_busy_at_once(outcome: CallOutcome, tool_id: str, running: int, waitin
 async def test_a_flood_past_the_limit_and_queue_is_refused_busy_at_once(
     release: threading.Event,
 ) -> None:
-    with Gateway(concurrency=limited(2, 3)) as gateway:
+    with gateway_with(concurrency=limited(2, 3)) as gateway:
         gateway.add(slow_and_fast(release))
         calls = [asyncio.create_task(gateway.call("t:slow")) for _ in range(9)]
         # The four past 2 running + 3 waiting end while the others are still held.
@@ -139,7 +140,7 @@ async def test_an_unrelated_tool_answers_while_a_slow_one_is_flooded(
 async def test_a_timed_out_sync_call_keeps_its_slot_until_its_thread_returns(
     release: threading.Event,
 ) -> None:
-    with Gateway(concurrency=limited(1, 0)) as gateway:
+    with gateway_with(concurrency=limited(1, 0)) as gateway:
         gateway.add(slow_and_fast(release, timeout=0.3))
         first = await gateway.call("t:slow")
         assert first.code is ErrorCode.TIMEOUT
@@ -159,7 +160,7 @@ async def test_a_timed_out_sync_call_keeps_its_slot_until_its_thread_returns(
 async def test_a_call_that_waits_longer_than_the_timeout_ends_busy(
     release: threading.Event,
 ) -> None:
-    with Gateway(concurrency=limited(1, 1)) as gateway:
+    with gateway_with(concurrency=limited(1, 1)) as gateway:
         gateway.add(slow_and_fast(release, timeout=0.3))
         holder = asyncio.create_task(gateway.call("t:slow"))
         await until(lambda: gateway.load("t:slow") is not None, "the first call running")
@@ -175,7 +176,7 @@ async def test_a_call_that_waits_longer_than_the_timeout_ends_busy(
 
 
 async def test_a_cancelled_waiting_call_leaves_the_queue(release: threading.Event) -> None:
-    with Gateway(concurrency=limited(1, 1)) as gateway:
+    with gateway_with(concurrency=limited(1, 1)) as gateway:
         gateway.add(slow_and_fast(release))
         holder = asyncio.create_task(gateway.call("t:slow"))
         waiter = asyncio.create_task(gateway.call("t:slow"))
@@ -195,7 +196,7 @@ async def test_a_cancelled_waiting_call_leaves_the_queue(release: threading.Even
 def test_call_sync_inline_counts_against_the_limit_and_waits_in_the_queue(
     release: threading.Event,
 ) -> None:
-    with Gateway(concurrency=limited(1, 1)) as gateway:
+    with gateway_with(concurrency=limited(1, 1)) as gateway:
         gateway.add(slow_and_fast(release))
         results: list[CallOutcome] = []
         first = threading.Thread(target=lambda: results.append(gateway.call_sync("t:slow")))
@@ -366,7 +367,7 @@ def script_root(tmp_path: Path) -> Path:
 
 def _script_gateway(root: Path, go: Path, **options: object) -> Gateway:
     environ = {"PATH": os.environ["PATH"], "GO_FILE": str(go)}
-    return Gateway(tool_folders=[root], environ=environ, env_from_process=True, **options)  # type: ignore[arg-type]
+    return gateway_with(tool_folders=[root], environ=environ, env_from_process=True, **options)  # type: ignore[arg-type]
 
 
 async def test_script_tools_are_limited_the_same_way(script_root: Path, tmp_path: Path) -> None:
@@ -417,7 +418,7 @@ async def test_a_busy_call_gives_its_idempotency_key_up_so_the_retry_runs(
         release.wait(30)
         return f"charged {order}"
 
-    with Gateway(concurrency=limited(1, 0)) as gateway:
+    with gateway_with(concurrency=limited(1, 0)) as gateway:
         gateway.add(charge)
         first = asyncio.create_task(gateway.call("t:charge", {"order": "o-1"}))
         await until(lambda: ran == ["o-1"], "the first order running")
@@ -435,7 +436,7 @@ async def test_a_busy_call_gives_its_idempotency_key_up_so_the_retry_runs(
 async def test_a_raised_running_limit_admits_the_waiting_calls_at_once(
     release: threading.Event,
 ) -> None:
-    with Gateway(concurrency=limited(1, 10)) as gateway:
+    with gateway_with(concurrency=limited(1, 10)) as gateway:
         gateway.add(slow_and_fast(release))
         calls = [asyncio.create_task(gateway.call("t:slow")) for _ in range(5)]
         await until(lambda: getattr(gateway.load("t:slow"), "waiting", 0) == 4, "four waiting")
@@ -456,7 +457,7 @@ async def test_an_async_tool_run_in_a_thread_keeps_its_slot_until_the_thread_ret
         release.wait(30)
         return "done"
 
-    with Gateway(concurrency=limited(2, 0)) as gateway:
+    with gateway_with(concurrency=limited(2, 0)) as gateway:
         gateway.add(stuck)
         outcomes = await asyncio.gather(*(gateway.call("t:stuck") for _ in range(6)))
         codes = sorted(str(o.code) for o in outcomes)

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from folder_tools import clean_environ, write_tool
-from toolgate import ErrorCode, Gateway, tool
+from gateway_support import gateway_with
+from toolgate import ErrorCode, tool
 
 ECHO = "cat >/dev/null; echo '{\"version\": %d}'"
 
@@ -34,7 +35,7 @@ def root(tmp_path: Path) -> Path:
 
 async def test_add_change_break_and_delete_are_picked_up_while_serving(root: Path) -> None:
     write_tool(root, "stable", ECHO % 0)
-    async with Gateway(tool_folders=[root], environ=clean_environ()) as gateway:
+    async with gateway_with(tool_folders=[root], environ=clean_environ()) as gateway:
         assert (await gateway.call("local:stable")).content == {"version": 0}
 
         # add
@@ -66,7 +67,7 @@ async def test_add_change_break_and_delete_are_picked_up_while_serving(root: Pat
 
 
 async def test_the_periodic_rescan_catches_what_the_watcher_missed(root: Path) -> None:
-    async with Gateway(
+    async with gateway_with(
         tool_folders=[root], environ=clean_environ(), rescan_interval=0.2
     ) as gateway:
         scans = gateway.tool_folders.scans
@@ -84,7 +85,7 @@ def test_a_broken_folder_never_stops_the_others_from_loading(root: Path) -> None
         f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]\n" for i in range(8)
     )
     (hostile / "tool.md").write_text(f"---\n{laughs}---\nboom\n", encoding="utf-8")
-    with Gateway(tool_folders=[root], environ=clean_environ()) as gateway:
+    with gateway_with(tool_folders=[root], environ=clean_environ()) as gateway:
         assert [t.id for t in gateway.list_tools()] == ["local:good"]
         paths = {Path(d.path).parent.name for d in gateway.diagnostics()}
         assert {"bad", "hostile"} <= paths
@@ -93,7 +94,7 @@ def test_a_broken_folder_never_stops_the_others_from_loading(root: Path) -> None
 def test_two_folders_declaring_one_name(root: Path) -> None:
     write_tool(root, "a-folder", ECHO % 1, declared_name="same")
     write_tool(root, "b-folder", ECHO % 2, declared_name="same")
-    with Gateway(tool_folders=[root], environ=clean_environ()) as gateway:
+    with gateway_with(tool_folders=[root], environ=clean_environ()) as gateway:
         assert gateway.call_sync("local:same").content == {"version": 1}
         messages = [str(d) for d in gateway.diagnostics()]
         assert any("b-folder" in m and "already declared" in m for m in messages)
@@ -107,7 +108,7 @@ def test_a_python_tool_keeps_its_id_when_a_folder_claims_it(root: Path) -> None:
 
     write_tool(root, "shared", ECHO % 9, declared_name="shared")
     write_tool(root, "other", ECHO % 1)
-    with Gateway(environ=clean_environ()) as gateway:
+    with gateway_with(environ=clean_environ()) as gateway:
         gateway.add(shared)
         report = gateway.add_tool_folder(root)
         assert report.added == ["local:other"]
@@ -117,7 +118,7 @@ def test_a_python_tool_keeps_its_id_when_a_folder_claims_it(root: Path) -> None:
 
 async def test_a_newcomer_cannot_take_over_a_running_tool(root: Path) -> None:
     write_tool(root, "zz-deploy", ECHO % 1, declared_name="deploy")
-    async with Gateway(tool_folders=[root], environ=clean_environ()) as gateway:
+    async with gateway_with(tool_folders=[root], environ=clean_environ()) as gateway:
         assert (await gateway.call("local:deploy")).content == {"version": 1}
         write_tool(root, "aa-newcomer", ECHO % 666, declared_name="deploy")
         await until(lambda: any("aa-newcomer" in d.path for d in gateway.diagnostics()))
@@ -142,7 +143,7 @@ def test_a_folder_that_cannot_be_read_does_not_stop_the_others(
         return real(folder, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(tool_folders, "load_tool_folder", load)
-    with Gateway(tool_folders=[root], environ=clean_environ()) as gateway:
+    with gateway_with(tool_folders=[root], environ=clean_environ()) as gateway:
         assert [t.id for t in gateway.list_tools()] == ["local:good"]
         [problem] = gateway.diagnostics()
         assert "locked" in problem.path and "Permission denied" in problem.message

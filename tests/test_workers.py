@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from folder_tools import clean_environ, gone, write_tool
+from gateway_support import gateway_with
 from toolgate import CallStatus, ErrorCode, Gateway
 from toolgate.backends.workers import WorkerSettings
 from toolgate.worker_helpers import HELPERS
@@ -79,7 +80,7 @@ def root(tmp_path: Path) -> Path:
 @pytest.fixture
 def gateway(root: Path) -> Iterator[Gateway]:
     write_tool(root, "hostile", HOSTILE, runtime="python", protocol="worker", timeout=1500)
-    with Gateway(tool_folders=[root], environ=clean_environ()) as gateway:
+    with gateway_with(tool_folders=[root], environ=clean_environ()) as gateway:
         yield gateway
 
 
@@ -186,7 +187,7 @@ for line in sys.stdin:
     print(json.dumps({"pid": os.getpid(), "_call": json.loads(line)["_call"]}), flush=True)
 """
     write_tool(root, "slow", script, runtime="python", protocol="worker")
-    async with Gateway(tool_folders=[root], environ=clean_environ()) as gateway:
+    async with gateway_with(tool_folders=[root], environ=clean_environ()) as gateway:
         burst = await asyncio.gather(*(gateway.call("local:slow", {}) for _ in range(3)))
         again = await asyncio.gather(*(gateway.call("local:slow", {}) for _ in range(3)))
     assert all(o.status is CallStatus.OK for o in (*burst, *again))
@@ -197,7 +198,7 @@ for line in sys.stdin:
 
 def test_every_call_of_a_worker_is_audited(root: Path, tmp_path: Path) -> None:
     write_tool(root, "hostile", HOSTILE, runtime="python", protocol="worker")
-    with Gateway(
+    with gateway_with(
         tool_folders=[root], environ=clean_environ(), audit_path=tmp_path / "audit.db"
     ) as gateway:
         for mode in (None, "error", None):
@@ -209,7 +210,7 @@ def test_every_call_of_a_worker_is_audited(root: Path, tmp_path: Path) -> None:
 
 def test_idle_workers_are_stopped_and_close_stops_the_rest(root: Path) -> None:
     write_tool(root, "hostile", HOSTILE, runtime="python", protocol="worker")
-    with Gateway(
+    with gateway_with(
         tool_folders=[root],
         environ=clean_environ(),
         workers=WorkerSettings(idle_timeout=0.3),
@@ -254,7 +255,7 @@ serve(async (request) => {
         name = "script.mjs"
     folder = write_tool(root, "greet", script, runtime=runtime, script_name=name, protocol="worker")
     shutil.copyfile(helper, folder / helper.name)
-    with Gateway(tool_folders=[root], environ=clean_environ()) as gateway:
+    with gateway_with(tool_folders=[root], environ=clean_environ()) as gateway:
         ada = gateway.call_sync("local:greet", {"name": "Ada"})
         failed = gateway.call_sync("local:greet", {"name": "Bo", "fail": True})
         cy = gateway.call_sync("local:greet", {"name": "Cy"})

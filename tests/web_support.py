@@ -16,6 +16,7 @@ from typing import Any
 
 import uvicorn
 
+from gateway_support import gateway_with
 from toolgate import Gateway, tool
 from toolgate.demo import TOOL_FOLDERS
 from toolgate.demo import tools as demo_tools
@@ -145,7 +146,7 @@ def write_capability(folder: Path) -> Path:
 def make_gateway(tmp_path: Path, *, capability: bool = True) -> Gateway:
     """The demo tools (Python and tool folders, namespace ``demo``), the test tools above, a
     queue of approvals and grants, an audit log and an in-memory secret store."""
-    gateway = Gateway(
+    gateway = gateway_with(
         approver="queue",
         state_path=tmp_path / "state.db",
         audit_path=tmp_path / "audit.db",

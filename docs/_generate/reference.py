@@ -45,6 +45,17 @@ PYTHON_GROUPS: dict[str, list[str]] = {
         "CapabilityContext",
         "LoopWatchdog",
     ],
+    "Gateway settings": [
+        "GatewaySettings",
+        "ResultSettings",
+        "SourceSettings",
+        "EnvironmentSettings",
+        "ScriptSettings",
+        "ApprovalSettings",
+        "AccessSettings",
+        "AuditSettings",
+        "StateSettings",
+    ],
     "Calls and outcomes": ["ToolCall", "CallOutcome", "CallStatus", "Overflow", "ApprovalRequest"],
     "The tool model": [
         "Tool",

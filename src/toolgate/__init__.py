@@ -30,6 +30,17 @@ from .errors import (
 )
 from .formats.capability.context import CapabilityContext
 from .gateway import Gateway
+from .gateway_settings import (
+    AccessSettings,
+    ApprovalSettings,
+    AuditSettings,
+    EnvironmentSettings,
+    GatewaySettings,
+    ResultSettings,
+    ScriptSettings,
+    SourceSettings,
+    StateSettings,
+)
 from .model import (
     ApprovalRequest,
     ApprovalSpec,
@@ -66,8 +77,11 @@ __version__ = "0.1.0"
 _logging.getLogger("toolgate").addHandler(_logging.NullHandler())
 
 __all__ = [
+    "AccessSettings",
     "ApprovalRequest",
+    "ApprovalSettings",
     "ApprovalSpec",
+    "AuditSettings",
     "CallOutcome",
     "CallStatus",
     "CapabilityContext",
@@ -75,10 +89,12 @@ __all__ = [
     "ConfirmationSpec",
     "DisplaySpec",
     "DuplicateToolError",
+    "EnvironmentSettings",
     "ErrorCode",
     "Fact",
     "FunctionTool",
     "Gateway",
+    "GatewaySettings",
     "IdempotencySpec",
     "ImplementationKind",
     "LoopWatchdog",
@@ -86,11 +102,15 @@ __all__ = [
     "Overflow",
     "Permissions",
     "RateLimit",
+    "ResultSettings",
     "SafetySpec",
     "SandboxMode",
     "SandboxSpec",
+    "ScriptSettings",
     "SideEffect",
     "SourceFormat",
+    "SourceSettings",
+    "StateSettings",
     "TileArg",
     "TileDisplay",
     "Tool",

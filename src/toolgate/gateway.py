@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import warnings
-from collections.abc import Collection, Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
@@ -15,42 +15,33 @@ from .approvals import ApprovalService, Approver
 from .audit.acknowledgements import acknowledged, acknowledged_sync
 from .backends import Backend, PythonBackend
 from .backends.environment import ScriptEnvironment, credential_values, received_values
-from .backends.mcp_limits import DEFAULT_MAX_MESSAGE
-from .backends.prestart import PrestartSettings
-from .backends.processes import DEFAULT_MAX_OUTPUT
 from .backends.python import ToolThreads
 from .backends.script import ScriptBackend
 from .backends.security import SecurityChecks
-from .backends.workers import WorkerSettings
 from .catalog import Addable, GatewayCatalog
 from .formats.declarations import DeclarationSource, SourceContext, SourceSet
-from .formats.tool_folder.source import DEFAULT_RESCAN_INTERVAL, FolderRoot, ToolFolderSource
+from .formats.tool_folder.source import FolderRoot, ToolFolderSource
+from .gateway_settings import GatewaySettings
 from .health import InMemoryStats, StatsSource, ToolStatus
 from .model import ApprovalRequest, CallOutcome, CallStatus, ImplementationKind, Tool
-from .model.policy import AccessPolicy, any_requires_approval
+from .model.policy import any_requires_approval
 from .path_policy import program_folders
 from .pipeline import Pipeline
-from .pipeline.approval import (
-    DEFAULT_APPROVAL_TTL,
-    DEFAULT_MAX_PENDING_PER_AGENT,
-    DEFAULT_MAX_PENDING_PER_TOOL,
-    ApprovalSettings,
-    ApprovalStage,
-)
+from .pipeline.approval import ApprovalStage
 from .pipeline.approval_keys import APPROVAL_DECISION, APPROVAL_TAKEN
-from .pipeline.approval_policy import ApprovalPolicy, ApprovalRule
+from .pipeline.approval_policy import ApprovalPolicy
 from .pipeline.audit_guard import AuditGuardStage, AuditReservationStage
 from .pipeline.authorize import AccessRules, AuthorizeStage
-from .pipeline.concurrency import ConcurrencySettings, ConcurrencyStage, ToolLoad
+from .pipeline.concurrency import ConcurrencyStage, ToolLoad
 from .pipeline.confirmation import confirmation_builder
 from .pipeline.execute import Executor
-from .pipeline.idempotency import LEASE_GRACE
 from .pipeline.observers import CallObserver, decided_call
-from .pipeline.overflow import DEFAULT_OVERFLOW_LIMIT, DEFAULT_PREVIEW_CHARS, OverflowSpiller
+from .pipeline.overflow import OverflowSpiller
+from .pipeline.rate_limit import RateLimitStage
 from .pipeline.security import SecurityCheckStage
 from .pipeline.shaping import ResultShaper
 from .pipeline.state import Stage
-from .pipeline.state_stages import approval_store, idempotency_stage, rate_limit_stage
+from .pipeline.state_stages import state_stages
 from .redaction import record_masker, redact_values
 from .registry import Registry
 from .sandbox.runner import Sandbox
@@ -66,7 +57,7 @@ if TYPE_CHECKING:
     from .formats.mcp_server.source import McpServers
     from .stores.sql import SqlDatabase
 
-__all__ = ["Addable", "Gateway"]
+__all__ = ["Addable", "Gateway", "GatewaySettings"]
 
 
 class Gateway(GatewayCatalog):
@@ -79,181 +70,104 @@ class Gateway(GatewayCatalog):
 
     def __init__(
         self,
+        settings: GatewaySettings | None = None,
         *,
-        overflow_limit: int = DEFAULT_OVERFLOW_LIMIT,
-        preview_chars: int = DEFAULT_PREVIEW_CHARS,
-        spill_dir: Path | str | None = None,
-        max_threads: int | None = None,
-        secrets: Mapping[str, str] | None = None,
-        config: Mapping[str, Any] | None = None,
-        environ: Mapping[str, str] | None = None,
         tool_folders: Iterable[Path | str | FolderRoot] = (),
-        env_file: Path | str | None = None,
-        env_from_process: Collection[str] | bool = (),
-        script_max_output: int = DEFAULT_MAX_OUTPUT,
-        script_concurrency: int | None = None,
-        concurrency: ConcurrencySettings | None = None,
-        rescan_interval: float = DEFAULT_RESCAN_INTERVAL,
-        cwd: Path | str | None = None,
         approver: Approver | Literal["queue"] | None = None,
-        approval_ttl: float = DEFAULT_APPROVAL_TTL,
-        approval_rules: Iterable[ApprovalRule] = (),
-        state_path: Path | str | None = None,
-        policies: Iterable[AccessPolicy] = (),
-        agent_labels: Mapping[str, Mapping[str, str]] | None = None,
-        observers: Iterable[CallObserver] = (),
-        audit_path: Path | str | None = None,
-        audit_jsonl: Path | str | None = None,
-        audit_retention_days: float | None = 30,
-        rate_limit_per_agent: bool = False,
         secret_store: SecretStore | None = None,
-        home: Path | str | None = None,
         sandbox: Sandbox | None = None,
         telemetry: Telemetry | None = None,
-        semantic_search: bool | None = None,
-        prestart: PrestartSettings | None = None,
-        workers: WorkerSettings | None = None,
+        observers: Iterable[CallObserver] = (),
         state_database: SqlDatabase | None = None,
-        redis_url: str | None = None,
-        pin_path: Path | str | None = None,
-        idempotency_lease_grace: float = LEASE_GRACE,
-        mcp_max_message_bytes: int = DEFAULT_MAX_MESSAGE,
-        approval_max_pending_per_tool: int | None = DEFAULT_MAX_PENDING_PER_TOOL,
-        approval_max_pending_per_agent: int | None = DEFAULT_MAX_PENDING_PER_AGENT,
-        audit_max_payload_bytes: int | None = 8 * 1024,
-        audit_keep_full_payloads: bool = False,
+        clock: Callable[[], float] = time.time,
+        stages: Iterable[Stage] = (),
     ) -> None:
         """
         Args:
-            overflow_limit: Characters of model-facing content above which it is spilled to a
-                file (default 50,000).
-            preview_chars: Characters the model still sees of spilled content (default 10,000).
-            spill_dir: Where spilled content goes (default: ``<tmp>/toolgate/<session>/``).
-            max_threads: Ignored (deprecated): each synchronous Python tool has its own worker
-                threads, as many as its running limit (see ``concurrency``).
-            secrets: Secret values; a tool receives only those it declares in ``secrets``.
-            config: Public settings; a tool receives only those it declares in ``config``.
-            environ: The gateway's environment as tools see it (default ``os.environ``): Python
-                tools read their declared ``env`` from it; scripts get only its safe system
-                variables (``PATH``, ``HOME``…) and the names allowed by ``env_from_process``.
-            tool_folders: Folders whose sub-folders are tool folders (``tool.md`` + script);
-                plain paths get the namespace ``local``.
-            env_file: The ``.env`` file scripts' declared ``env`` variables are read from.
-            env_from_process: Declared variables that may also come from ``environ``
-                (``True``: any declared variable).
-            script_max_output: Bytes of stdout (and of stderr) a script may write; past that it is
-                stopped.
-            script_concurrency: Processes of one script tool that may run at once (default:
-                ``concurrency``'s default running limit); an entry of ``concurrency.tools``
-                naming the tool or its namespace wins over it.
-            concurrency: Calls of one tool that may run at once, and wait for a slot, by
-                default and per tool id or ``namespace:*`` (default: 16 running, 64 waiting
-                for every tool). A call past both ends ``busy`` at once; a call that waits
-                longer than the tool's timeout ends ``busy``.
-            rescan_interval: Seconds between full rescans of the tool folders while watching.
-            cwd: Working directory of scripts called without a workspace (default: the current).
+            settings: Everything that is data — results, tool sources, the tools'
+                environment, scripts, concurrency, approvals, access, audit, state — as a
+                frozen :class:`~toolgate.GatewaySettings` (default: every group's defaults).
+                ``toolgate.yaml`` becomes one (:func:`toolgate.config.build.build_gateway`).
+            tool_folders: A shortcut for ``settings.sources.tool_folders`` (the one setting
+                most programs give): folders whose sub-folders are tool folders (``tool.md``
+                + script); plain paths get the namespace ``local``. Give one or the other.
             approver: Who decides calls that need approval. ``None`` (the default): nobody, so
                 such calls are denied with ``user_rejection``. ``"queue"``: requests wait in
                 :attr:`approvals` for a decision (CLI, HTTP, web UI). A callable (sync or async,
                 taking the :class:`~toolgate.ApprovalRequest`, returning ``"approve"``,
                 ``"always"`` or ``"deny"``): asked when a caller waits (``wait_for_approval``);
                 requests also wait in the queue.
-            approval_ttl: Seconds a request waits for a decision before it expires.
-            approval_rules: Operator rules that make approval stricter (or, with ``override``,
-                waive it) per tool, namespace or level.
-            state_path: The SQLite file holding approvals and grants (default: in memory, so
-                grants last as long as the gateway; the CLI uses ``$TOOLGATE_HOME/toolgate.db``).
-            policies: Access policies (``Policy`` resources) layered on the tools' own
-                ``safety`` rules.
-            agent_labels: Labels per agent name, for policies that select agents by label.
-            observers: Told about every finished call, besides the audit log and statistics.
-            audit_path: The SQLite audit log (one record per call, redacted); also the source of
-                health statistics. Without it, statistics are kept in memory only.
-            audit_jsonl: Also append every audit record to this JSON-lines file.
-            audit_retention_days: How long audit records are kept (``None``: forever).
-            rate_limit_per_agent: Count rate limits per agent instead of per tool.
             secret_store: Where connection secrets live (capabilities' required preferences,
-                resources' ``secretRef``); ``secrets=`` values are used first for the latter.
-            home: ``$TOOLGATE_HOME``, for declaration sources that keep state there.
+                resources' ``secretRef``); ``settings.environment.secrets`` are used first for
+                the latter.
             sandbox: Runs compartment-mode scripts, ``os`` commands and plugin tools under
                 bubblewrap; ``None``: none (such ``os``/plugin tools need ``host_mode``).
             telemetry: Traces and metrics of every call, e.g.
                 :func:`toolgate.telemetry.from_environment` (OpenTelemetry configured by the
                 ``OTEL_*`` variables); ``None`` (the default): none, at no cost per call.
                 Closed with the gateway.
-            semantic_search: Rank searches by embeddings too, fused with the lexical ranking.
-                ``None``: when the ``toolgate[search]`` extra is installed.
-            prestart: Which host-mode script tools keep processes started ahead of their calls,
-                and how many (default: the tools that declare ``prestart: true``, two each).
-            workers: How long idle workers of ``protocol: worker`` tools are kept.
+            observers: Told about every finished call, besides the audit log and statistics.
             state_database: The database several replicas share (a
                 :class:`~toolgate.stores.postgres_db.PostgresDatabase` at the current schema):
-                approvals, grants, idempotency records and, without ``redis_url``, rate-limit
-                counters live there instead of ``state_path``. Closed with the gateway.
-            redis_url: Keep rate-limit counters in this Redis, shared by the replicas.
-            pin_path: The SQLite file holding the accepted definitions of MCP servers' tools
-                (default: ``state_path``; in ``state_database`` when given; else in memory,
-                so every server's first listing is trusted again on the next start). Opened
-                only when an MCP server lists its tools.
-            idempotency_lease_grace: Seconds beyond a tool's timeout that a call holds its
-                idempotency key (default 30); a retry after that finds the call cut off and is
-                answered ``outcome_unknown`` (a tool declared ``idempotent`` runs again).
-            mcp_max_message_bytes: Bytes of one message from an upstream MCP server (a stdio
-                line, an HTTP body or event) for servers whose ``spec.maxMessageBytes`` is unset
-                (default 16 MiB); past it the call fails and toolgate stops reading.
-            approval_max_pending_per_tool: Requests of one agent for one tool that may wait
-                for a person at once (default 10; ``None``: no limit); past it a new call is
-                ``rate_limited`` and no request is created.
-            approval_max_pending_per_agent: The same for all of one agent's tools together
-                (default 50).
-            audit_max_payload_bytes: Bytes of JSON of one payload (arguments, result,
-                visualization, detail) an audit record keeps (default 8 KiB; ``None``: all);
-                a larger one is replaced by ``{"_truncated": true, "original_size": N,
-                "preview": ...}``.
-            audit_keep_full_payloads: Also write each oversized payload, redacted, to a file in
-                ``<spill_dir>/audit/``, named in the marker's ``full``.
+                approvals, grants, idempotency records, accepted MCP tool definitions, the
+                audit log and, without ``settings.state.redis_url``, rate-limit counters live
+                there instead of ``settings.state.path``. Closed with the gateway.
+            clock: Unix seconds, as the approval, idempotency and rate-limit stages and their
+                stores read them (default :func:`time.time`). A seam for tests, which move a
+                fake clock instead of waiting; Redis counters keep the server's time.
+            stages: Pipeline stages to add, or to put in the place of the built-in stage of
+                the same name (e.g. an ``idempotency`` stage with its own store); they run in
+                the pipeline's fixed order (:data:`toolgate.pipeline.STAGE_ORDER`). A stage
+                given here is the caller's to close.
         """
+        settings = GatewaySettings() if settings is None else settings
+        tool_folders = tuple(tool_folders)
+        if tool_folders:
+            if settings.sources.tool_folders:
+                raise ValueError(
+                    "Gateway: give tool_folders= or settings.sources.tool_folders, not both"
+                )
+            sources = dataclasses.replace(settings.sources, tool_folders=tool_folders)
+            settings = dataclasses.replace(settings, sources=sources)
+        self.settings = settings
+        """The settings the gateway was built from."""
+        results, source_settings, env = settings.results, settings.sources, settings.environment
+        scripts_settings, access, audit, state = (
+            settings.scripts,
+            settings.access,
+            settings.audit,
+            settings.state,
+        )
         self.registry = Registry()
-        self.search_index = ToolIndex(self.registry, semantic=semantic_search)
+        self.search_index = ToolIndex(self.registry, semantic=source_settings.semantic_search)
         """The tool search index; follows the registry."""
         self.disclosure: ProgressiveDisclosure | None = None
         """Progressive disclosure of the tools over MCP (``None``: every tool is listed)."""
         self.state_database = state_database
         """The database replicas share (``None``: this process's own SQLite state)."""
-        state_file = None if state_path is None else Path(state_path).expanduser()
-        store = None if approver is None else approval_store(state_file, state_database)
-        self._store = store
-        if max_threads is not None:
-            warnings.warn(
-                "Gateway(max_threads=...) is ignored: each synchronous Python tool has its own "
-                "threads, as many as its running limit (Gateway(concurrency=...))",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-        settings = concurrency or ConcurrencySettings()
-        if script_concurrency is not None and settings.scripts_running is None:
-            settings = ConcurrencySettings(settings.default, settings.tools, script_concurrency)
-        self._concurrency = ConcurrencyStage(settings)
+        state_file = None if state.path is None else Path(state.path).expanduser()
+        self._concurrency = ConcurrencyStage(settings.concurrency)
         self._threads = ToolThreads(lambda tool: self._concurrency.slots(tool).running_limit)
-        process_env = os.environ if environ is None else environ
+        process_env = os.environ if env.environ is None else env.environ
         environment = ScriptEnvironment(
-            env_file=None if env_file is None else Path(env_file),
+            env_file=None if env.env_file is None else Path(env.env_file),
             process_env=process_env,
-            allow_from_process=env_from_process,
+            allow_from_process=env.env_from_process,
         )
-        workdir = None if cwd is None else Path(cwd)
-        self.secrets = SecretResolver(secrets, secret_store)
-        """The secrets each tool receives (from ``secrets=`` and the ``secret_store``)."""
+        workdir = None if env.cwd is None else Path(env.cwd)
+        self.secrets = SecretResolver(env.secrets, secret_store)
+        """The secrets each tool receives (from the settings' ``secrets`` and the
+        ``secret_store``)."""
         self._env = environment
         self.sandbox = sandbox
         """The process sandbox (``None``: none); ``tools show`` asks it what it enforces."""
         scripts = ScriptBackend(
             environment=environment,
-            max_output=script_max_output,
+            max_output=scripts_settings.max_output,
             cwd=workdir,
             sandbox=sandbox,
-            prestart=prestart,
-            workers=workers,
+            prestart=scripts_settings.prestart,
+            workers=scripts_settings.workers,
         )
         self._scripts = scripts
         self._backends: dict[ImplementationKind, Backend] = {
@@ -261,64 +175,80 @@ class Gateway(GatewayCatalog):
                 threads=self._threads,
                 hold_slot=self._hold_slot,
                 secrets=self.secrets,
-                config=config,
+                config=env.config,
                 environ=process_env,
             ),
             ImplementationKind.SCRIPT: scripts,
         }
         spiller = OverflowSpiller(
-            limit=overflow_limit,
-            preview_chars=preview_chars,
-            root=None if spill_dir is None else Path(spill_dir),
+            limit=results.overflow_limit,
+            preview_chars=results.preview_chars,
+            root=None if results.spill_dir is None else Path(results.spill_dir),
         )
-        labels = dict(agent_labels or {})
-        self.access = AccessRules(policies, agent_labels=lambda agent: labels.get(agent or "", {}))
+        labels = dict(access.agent_labels)
+        self.access = AccessRules(
+            access.policies, agent_labels=lambda agent: labels.get(agent or "", {})
+        )
         self.audit: AuditLog | None = None
-        """The audit log, when ``audit_path`` is given (in ``state_database`` when that is
-        PostgreSQL: shared by the replicas, and durable — a call is answered once its record
-        is committed)."""
-        if audit_path is not None:
+        """The audit log, when ``settings.audit.path`` is given (in ``state_database`` when
+        that is PostgreSQL: shared by the replicas, and durable — a call is answered once its
+        record is committed)."""
+        if audit.path is not None:
             from .audit import open_audit_log  # sqlite3 (or psycopg) only when auditing
 
             self.audit = open_audit_log(
-                Path(audit_path).expanduser(),
+                Path(audit.path).expanduser(),
                 database=state_database,
-                jsonl_path=None if audit_jsonl is None else Path(audit_jsonl).expanduser(),
-                retention_days=audit_retention_days,
+                jsonl_path=None if audit.jsonl is None else Path(audit.jsonl).expanduser(),
+                retention_days=audit.retention_days,
             )
             from .audit.payload_cap import PayloadCap
 
             self.audit.payload_cap = PayloadCap(
-                max_bytes=audit_max_payload_bytes,
-                keep_full=audit_keep_full_payloads,
+                max_bytes=audit.max_payload_bytes,
+                keep_full=audit.keep_full_payloads,
                 folder=spiller.root / "audit",
             )
         memory_stats = InMemoryStats() if self.audit is None else None
         self.stats: StatsSource = self.audit if self.audit is not None else memory_stats  # type: ignore[assignment]
-        self._rate_limits = rate_limit_stage(
-            state_file, state_database, redis_url, per_agent=rate_limit_per_agent
+        self._state = state_stages(
+            state_file,
+            state_database,
+            redis_url=state.redis_url,
+            approvals=approver is not None,
+            per_agent=access.rate_limit_per_agent,
+            lease_grace=state.idempotency_lease_grace,
+            scrub=self._scrub,
+            clock=clock,
         )
-        self._idempotency = idempotency_stage(
-            state_file, state_database, scrub=self._scrub, lease_grace=idempotency_lease_grace
-        )
-        guards: list[Stage] = (
-            []
-            if self.audit is None
-            else [AuditGuardStage(self.audit), AuditReservationStage(self.audit)]
-        )
+        store = self._state.approvals
         self._approval_stage = ApprovalStage(
             store=store,
-            policy=ApprovalPolicy(approval_rules),
-            settings=ApprovalSettings(
-                enabled=store is not None,
-                ttl=approval_ttl,
-                max_pending_per_tool=approval_max_pending_per_tool,
-                max_pending_per_agent=approval_max_pending_per_agent,
-            ),
+            policy=ApprovalPolicy(settings.approvals.rules),
+            settings=settings.approvals,
             builders=confirmation_builder,
+            clock=clock,
             every_tool=any_requires_approval(self.access.policies),
             scrub=self._scrub,
         )
+        built: list[Stage] = [
+            *(
+                ()
+                if self.audit is None
+                else (AuditGuardStage(self.audit), AuditReservationStage(self.audit))
+            ),
+            AuthorizeStage(self.access),
+            self._state.rate_limits,
+            self._state.idempotency,
+            SecurityCheckStage(SecurityChecks.build(environment, workdir, sandbox)),
+            self._approval_stage,
+            self._concurrency,
+        ]
+        chosen = _with_replacements(built, stages)
+        self._rate_limits = next(
+            (s for s in chosen if isinstance(s, RateLimitStage)), self._state.rate_limits
+        )
+        # A rate-limited call retried after a person decided it was counted when it asked.
         self._rate_limits.already_counted = self._approval_stage.decided
         self.pipeline = Pipeline(
             self.registry,
@@ -341,15 +271,7 @@ class Gateway(GatewayCatalog):
             access=self.access,
             workspace_check=None if sandbox is None else sandbox.workspace_refusal,
             secret_values=lambda tool: received_values(tool, self.secrets, environment),
-            stages=[
-                *guards,
-                AuthorizeStage(self.access),
-                self._rate_limits,
-                self._idempotency,
-                SecurityCheckStage(SecurityChecks.build(environment, workdir, sandbox)),
-                self._approval_stage,
-                self._concurrency,
-            ],
+            stages=chosen,
         )
         self.approvals: ApprovalService | None = (
             None
@@ -359,6 +281,7 @@ class Gateway(GatewayCatalog):
                 registry=self.registry,
                 run=self._run_approved,
                 approver=None if approver == "queue" else approver,
+                clock=clock,
                 on_denied=self._record_denial,
                 scrub=self._scrub_by_id,
             )
@@ -367,14 +290,14 @@ class Gateway(GatewayCatalog):
         self._loop_thread = LoopThread()
         roots = [
             root if isinstance(root, FolderRoot) else FolderRoot(Path(root))
-            for root in tool_folders
+            for root in source_settings.tool_folders
         ]
+        home = None if source_settings.home is None else Path(source_settings.home).expanduser()
         if sandbox is not None:
             # Where the gateway loads tools and keeps its state: never a workspace, never an
             # ``fs`` prefix (a tool that could write there would add a tool run on the host).
             # Its home and spill folder are state, not even a read-only workspace.
-            homes = [] if home is None else [Path(home).expanduser()]
-            sandbox.guard([*homes, spiller.root], state=True)
+            sandbox.guard([*(() if home is None else (home,)), spiller.root], state=True)
             sandbox.guard([root.path for root in roots])
             # The programs of the tools' own PATH, when it is not the gateway process's.
             tool_path = process_env.get("PATH")
@@ -384,24 +307,24 @@ class Gateway(GatewayCatalog):
             self.registry,
             roots,
             availability=scripts.unavailable_reason,
-            rescan_interval=rescan_interval,
+            rescan_interval=source_settings.rescan_interval,
             confine_new=None if sandbox is None else sandbox.confine_new_folder,
         )
         if self.tool_folders.roots:
             self.tool_folders.scan()
-        pins_file = state_file if pin_path is None else Path(pin_path).expanduser()
+        pins_file = state_file if state.pin_path is None else Path(state.pin_path).expanduser()
         self.tool_pins = ToolPins(pins_file, state_database)
         """The accepted definitions of upstream MCP tools (opened on first use)."""
         self.source_context = SourceContext(
             secrets=self.secrets,
             environ=process_env,
             script_availability=scripts.unavailable_reason,
-            home=None if home is None else Path(home).expanduser(),
+            home=home,
             sandbox=sandbox,
             tool_pins=self.tool_pins,
-            mcp_max_message=mcp_max_message_bytes,
+            mcp_max_message=source_settings.mcp_max_message_bytes,
         )
-        self._configured_policies = tuple(policies)
+        self._configured_policies = tuple(access.policies)
         self.declarations = SourceSet(
             self.registry, self._check, on_reload=self._sources_reloaded, pins=self.tool_pins
         )
@@ -727,12 +650,9 @@ class Gateway(GatewayCatalog):
         self._scripts.close()  # and those of other event loops
         self._loop_thread.close()
         self._threads.shutdown()
-        self._rate_limits.close()
-        self._idempotency.close()
+        self._state.close()  # the gateway's own stores; stages given to it are the caller's
         if self.audit is not None:
             self.audit.close()  # flushes what is queued
-        if self._store is not None:
-            self._store.close()
         self.tool_pins.close()
         if self.state_database is not None:
             self.state_database.close()
@@ -776,3 +696,11 @@ def _workspace(workspace: Path | str | None) -> Path | None:
         # absolute is enough here; the workspace check and the sandbox resolve it again, from
         # what they open, and refuse it if it is not a folder a tool may have.
         return Path(os.path.abspath(path))
+
+
+def _with_replacements(built: list[Stage], given: Iterable[Stage]) -> list[Stage]:
+    """``built`` with each stage of ``given`` in the place of the built stage of its name, or
+    added when there is none."""
+    replacing = {stage.name: stage for stage in given}
+    kept = [replacing.pop(stage.name, stage) for stage in built]
+    return [*kept, *replacing.values()]

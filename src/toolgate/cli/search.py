@@ -19,6 +19,7 @@ from rich.text import Text
 
 from ..errors import SearchQueryError
 from ..gateway import Gateway
+from ..gateway_settings import GatewaySettings, SourceSettings
 from ..model.display import safe_text
 from ..search.examples_check import ExamplesReport, check_examples
 from ..search.query import DEFAULT_LIMIT
@@ -162,7 +163,13 @@ def check(
     gateway = (
         state.open_gateway(approver=None, audit="off")
         if path is None
-        else Gateway(semantic_search=None if chosen is None else chosen != "lexical")
+        else Gateway(
+            GatewaySettings(
+                sources=SourceSettings(
+                    semantic_search=None if chosen is None else chosen != "lexical"
+                )
+            )
+        )
     )
     with gateway:
         if path is not None:

@@ -15,6 +15,17 @@ from ..errors import ConfigError, ToolgateError
 from ..formats.plugin.install import installed_plugins
 from ..formats.tool_folder.source import FolderRoot
 from ..gateway import Gateway
+from ..gateway_settings import (
+    AccessSettings,
+    ApprovalSettings,
+    AuditSettings,
+    EnvironmentSettings,
+    GatewaySettings,
+    ResultSettings,
+    ScriptSettings,
+    SourceSettings,
+    StateSettings,
+)
 from ..sandbox.egress import pinned_resolver
 from ..sandbox.runner import Sandbox
 from ..secrets import open_secret_store, secrets_file
@@ -31,6 +42,7 @@ __all__ = [
     "AuditMode",
     "build_gateway",
     "config_sandbox",
+    "gateway_settings",
     "load_gateway",
     "tool_folder_roots",
 ]
@@ -117,61 +129,31 @@ def build_gateway(
     """
     config, label, folder = loaded.config, loaded.label, loaded.folder
     home = toolgate_home() if home is None else home
-    roots = tool_folder_roots(loaded, home=home, include_demo=include_demo)
-    policies = load_policies(loaded)
-    spill = config.overflow.dir
-    audit_path: Path | None = None
-    audit_jsonl: Path | None = None
-    if shared is None:
-        shared = open_shared_state(loaded)
-    if config.audit.enabled and audit != "off":
-        # With a shared database the log is there (the path only names the local fallback).
-        audit_path = home / AUDIT_FILE_NAME
-        if audit == "read" and shared.database is None and not audit_path.is_file():
-            audit_path = None
-        if audit == "write" and config.audit.jsonl is not None:
-            audit_jsonl = folder / Path(config.audit.jsonl).expanduser()
+    opened = shared is None
+    shared = open_shared_state(loaded) if shared is None else shared
+    try:
+        settings = gateway_settings(
+            loaded,
+            home=home,
+            include_demo=include_demo,
+            approvals=approver is not None,
+            audit=audit,
+            keep_processes=keep_processes,
+            shared=shared,
+        )
+    except BaseException:
+        if opened:
+            shared.close()
+        raise
     gateway = Gateway(
-        state_database=shared.database,
-        redis_url=shared.redis_url,
-        overflow_limit=config.overflow.limit,
-        preview_chars=config.overflow.preview,
-        spill_dir=None if spill is None else folder / Path(spill).expanduser(),
-        tool_folders=roots,
-        env_file=home / ".env",
-        env_from_process=config.scripts.env_from_process,
-        script_max_output=config.scripts.max_output,
-        concurrency=config.concurrency.settings(config.scripts.concurrency),
+        settings,
         approver=approver,
-        approval_ttl=config.approval.expires_after,
-        approval_rules=config.approval.approval_rules(),
-        approval_max_pending_per_tool=config.approval.max_pending_per_tool,
-        approval_max_pending_per_agent=config.approval.max_pending_per_agent,
-        state_path=None if approver is None else home / STATE_FILE_NAME,
-        # Accepted MCP tool definitions: read by every command, created only when an MCP
-        # server lists its tools.
-        pin_path=home / STATE_FILE_NAME,
-        mcp_max_message_bytes=config.mcp.max_message_bytes,
-        policies=policies,
-        agent_labels=config.agent_labels(),
-        audit_path=audit_path,
-        audit_jsonl=audit_jsonl,
-        audit_retention_days=config.audit.retention_days if audit == "write" else None,
-        audit_max_payload_bytes=config.audit.max_payload_bytes,
-        audit_keep_full_payloads=config.audit.keep_full_payloads,
-        rate_limit_per_agent=config.rate_limits.per_agent,
-        idempotency_lease_grace=config.idempotency.lease_grace,
         # The keyring or the secrets file, chosen on first use: commands that read no secret
         # never load a keyring backend.
         secret_store=open_secret_store(home, database=shared.database),
-        home=home,
         sandbox=config_sandbox(loaded, home, serve_ports),
         telemetry=telemetry,
-        semantic_search=config.search.semantic,
-        prestart=config.processes.prestart.settings()
-        if keep_processes
-        else PrestartSettings(enabled=False),
-        workers=WorkerSettings(idle_timeout=config.processes.workers.idle_timeout),
+        state_database=shared.database,
     )
     try:
         if config.python and str(folder) not in sys.path:
@@ -200,6 +182,84 @@ def build_gateway(
         gateway.close()
         raise
     return gateway
+
+
+def gateway_settings(
+    loaded: LoadedConfig,
+    *,
+    home: Path,
+    include_demo: bool = False,
+    approvals: bool = True,
+    audit: AuditMode = "write",
+    keep_processes: bool = False,
+    shared: SharedState,
+) -> GatewaySettings:
+    """The :class:`GatewaySettings` a configuration file describes (see :func:`build_gateway`
+    for the arguments; ``approvals``: the gateway has an approver, so its requests and grants
+    are kept in ``$TOOLGATE_HOME/toolgate.db``). Raises :class:`ConfigError`."""
+    config, folder = loaded.config, loaded.folder
+    roots = tool_folder_roots(loaded, home=home, include_demo=include_demo)
+    policies = load_policies(loaded)
+    spill = config.overflow.dir
+    audit_path: Path | None = None
+    audit_jsonl: Path | None = None
+    if config.audit.enabled and audit != "off":
+        # With a shared database the log is there (the path only names the local fallback).
+        audit_path = home / AUDIT_FILE_NAME
+        if audit == "read" and shared.database is None and not audit_path.is_file():
+            audit_path = None
+        if audit == "write" and config.audit.jsonl is not None:
+            audit_jsonl = folder / Path(config.audit.jsonl).expanduser()
+    return GatewaySettings(
+        results=ResultSettings(
+            overflow_limit=config.overflow.limit,
+            preview_chars=config.overflow.preview,
+            spill_dir=None if spill is None else folder / Path(spill).expanduser(),
+        ),
+        sources=SourceSettings(
+            tool_folders=tuple(roots),
+            home=home,
+            semantic_search=config.search.semantic,
+            mcp_max_message_bytes=config.mcp.max_message_bytes,
+        ),
+        environment=EnvironmentSettings(
+            env_file=home / ".env", env_from_process=config.scripts.env_from_process
+        ),
+        scripts=ScriptSettings(
+            max_output=config.scripts.max_output,
+            prestart=config.processes.prestart.settings()
+            if keep_processes
+            else PrestartSettings(enabled=False),
+            workers=WorkerSettings(idle_timeout=config.processes.workers.idle_timeout),
+        ),
+        concurrency=config.concurrency.settings(config.scripts.concurrency),
+        approvals=ApprovalSettings(
+            ttl=config.approval.expires_after,
+            rules=tuple(config.approval.approval_rules()),
+            max_pending_per_tool=config.approval.max_pending_per_tool,
+            max_pending_per_agent=config.approval.max_pending_per_agent,
+        ),
+        access=AccessSettings(
+            policies=tuple(policies),
+            agent_labels=config.agent_labels(),
+            rate_limit_per_agent=config.rate_limits.per_agent,
+        ),
+        audit=AuditSettings(
+            path=audit_path,
+            jsonl=audit_jsonl,
+            retention_days=config.audit.retention_days if audit == "write" else None,
+            max_payload_bytes=config.audit.max_payload_bytes,
+            keep_full_payloads=config.audit.keep_full_payloads,
+        ),
+        state=StateSettings(
+            path=home / STATE_FILE_NAME if approvals else None,
+            # Accepted MCP tool definitions: read by every command, created only when an MCP
+            # server lists its tools.
+            pin_path=home / STATE_FILE_NAME,
+            redis_url=shared.redis_url,
+            idempotency_lease_grace=config.idempotency.lease_grace,
+        ),
+    )
 
 
 def config_sandbox(loaded: LoadedConfig, home: Path, serve_ports: Collection[int] = ()) -> Sandbox:

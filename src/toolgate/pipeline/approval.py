@@ -27,7 +27,7 @@ import asyncio
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,7 +47,7 @@ from ..registry import RegisteredTool
 from ..stores.approvals import ApprovalStore, DuplicateRequestError
 from .approval_keys import APPROVAL_DECISION, APPROVAL_TAKEN
 from .approval_outcomes import denied_outcome, replayed_outcome
-from .approval_policy import ApprovalPolicy
+from .approval_policy import ApprovalPolicy, ApprovalRule
 from .authorize import POLICY_APPROVAL
 from .confirmation import ConfirmationError, build_confirmation
 from .state import CallState, Handler, error_outcome
@@ -81,11 +81,9 @@ def new_approval_id() -> str:
 
 @dataclass(frozen=True, slots=True)
 class ApprovalSettings:
-    """How approvals work on this gateway."""
+    """How approvals work on this gateway. Who decides is not a setting: a gateway without an
+    approver has no approval store, and denies the calls that need approval."""
 
-    enabled: bool = False
-    """Whether anyone can decide requests (an approver or the pending queue). Without one,
-    calls that need approval are denied."""
     ttl: float = DEFAULT_APPROVAL_TTL
     """Seconds a request waits for a decision, and a decided one stays collectable."""
     max_pending_per_tool: int | None = DEFAULT_MAX_PENDING_PER_TOOL
@@ -93,6 +91,12 @@ class ApprovalSettings:
     a new call is ``rate_limited`` without a request."""
     max_pending_per_agent: int | None = DEFAULT_MAX_PENDING_PER_AGENT
     """Requests of one agent, all tools together, that may wait at once (``None``: no limit)."""
+    rules: Sequence[ApprovalRule] = ()
+    """Operator rules that make approval stricter (or, with ``override``, waive it) per tool,
+    namespace or level. Kept as a tuple."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rules", tuple(self.rules))
 
 
 #: Statuses of a decided request whose retry is the decided call (it runs or collects it).
@@ -182,7 +186,7 @@ class ApprovalStage:
         rate limit does not count it again (see :class:`~toolgate.pipeline.rate_limit.
         RateLimitStage`). One store lookup, only for calls of tools that may need approval."""
         store = self.store
-        if store is None or not self.settings.enabled or not self.applies_to(state.entry):
+        if store is None or not self.applies_to(state.entry):
             return False
         request = _CallKey.of(state).find(store, self.clock())
         # Not "running": a retry then only gets "call again" and is counted like any other.
@@ -229,7 +233,7 @@ class ApprovalStage:
             permission = TOOL_WIDE_KEY
             reason = str(by_policy) if by_policy else f"side effect: {tool.side_effect}"
         store = self.store
-        if not self.settings.enabled or store is None:
+        if store is None:
             return error_outcome(
                 state, ErrorCode.USER_REJECTION, _no_approver_message(tool.id, reason)
             )
