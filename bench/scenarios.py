@@ -252,8 +252,11 @@ class Fixtures:
         entry = gateway.registry.get(func.tool.id)
         assert entry is not None
         applied = [s.name for s in gateway.pipeline.stages if s.applies_to(entry)]
-        if set(applied) != {"validate_arguments", *expected}:
-            raise RuntimeError(f"{variant}: stages {applied}, expected validation + {expected}")
+        # Every tool has argument validation and its own concurrency slots (issue 24).
+        if set(applied) != {"validate_arguments", "concurrency", *expected}:
+            raise RuntimeError(
+                f"{variant}: stages {applied}, expected validation + concurrency + {expected}"
+            )
         if not gateway.pipeline.plan_for(entry).inline:
             raise RuntimeError(f"{variant}: call_sync would not run {func.tool.id} inline")
         return gateway
@@ -623,26 +626,27 @@ GUARANTEE_VARIANTS: dict[str, tuple[FunctionTool[..., int], dict[str, Any], tupl
     "access": (add_access, {"policies": [OTHER_NAMESPACE_POLICY]}, ("authorize",)),
     "rate": (add_rate, {}, ("rate_limit",)),
     "idem": (add_idem, {}, ("idempotency",)),
-    "audit": (add_audit, {"audit": True}, ("audit_guard",)),
+    # External writes: the audit log reserves their record before they run (issue 24).
+    "audit": (add_audit, {"audit": True}, ("audit_guard", "audit_reservation")),
     "full": (
         add_full,
         {"policies": [OTHER_NAMESPACE_POLICY], "audit": True},
-        ("audit_guard", "authorize", "rate_limit", "idempotency"),
+        ("audit_guard", "audit_reservation", "authorize", "rate_limit", "idempotency"),
     ),
     "full_sql": (
         add_full,
         {"policies": [OTHER_NAMESPACE_POLICY], "audit": True, "state": True},
-        ("audit_guard", "authorize", "rate_limit", "idempotency"),
+        ("audit_guard", "audit_reservation", "authorize", "rate_limit", "idempotency"),
     ),
     "full_pg": (
         add_full,
         {"policies": [OTHER_NAMESPACE_POLICY], "audit": True, "postgres": True, "redis": True},
-        ("audit_guard", "authorize", "rate_limit", "idempotency"),
+        ("audit_guard", "audit_reservation", "authorize", "rate_limit", "idempotency"),
     ),
     "full_pg_only": (
         add_full,
         {"policies": [OTHER_NAMESPACE_POLICY], "audit": True, "postgres": True},
-        ("audit_guard", "authorize", "rate_limit", "idempotency"),
+        ("audit_guard", "audit_reservation", "authorize", "rate_limit", "idempotency"),
     ),
 }
 
