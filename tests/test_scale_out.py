@@ -674,6 +674,7 @@ def test_serve_refuses_several_workers_without_the_shared_state(tmp_path: Path) 
     assert "state:" in result.stderr
 
 
+@pytest.mark.exclusive
 @pytest.mark.skipif(
     os.geteuid() != 0
     or REDIS_URL != "redis://127.0.0.1:6379/0"
@@ -731,6 +732,7 @@ def _pg_ctl(action: str) -> None:
     )
 
 
+@pytest.mark.exclusive
 @pytest.mark.skipif(
     os.geteuid() != 0 or not Path("/etc/postgresql").is_dir(),
     reason="stopping the local PostgreSQL needs root and pg_ctlcluster (as in CI)",
