@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Generator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -70,9 +71,38 @@ def run_cli(project: Path, toolgate_home: Path) -> RunCli:
     return run
 
 
+# -- the workers' terminal size -----------------------------------------------------------------
+#
+# A pytest-xdist worker starts with COLUMNS=80 and LINES=24 in its environment even when the
+# command that started the run had neither, and Rich reads COLUMNS before its piped default
+# width: CLI output and the banners of servers the tests start would wrap at 80 columns in a
+# parallel run only. Each worker gets the two variables exactly as the command had them.
+
+_TERMINAL_SIZE = ("COLUMNS", "LINES")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist, in the command's process: pass its terminal size on to ``node``."""
+    node.workerinput["terminal_size"] = {name: os.environ.get(name) for name in _TERMINAL_SIZE}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In a worker, set the terminal-size variables to the command's."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None:
+        return
+    for name, value in workerinput["terminal_size"].items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 # -- how many workers --------------------------------------------------------------------------
 
 
+@pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``-n auto`` (pyproject's addopts): one worker per CPU for a folder (the whole suite), none
     when the command line names only test files or tests, whose run would be shorter than the
