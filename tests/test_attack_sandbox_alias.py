@@ -34,6 +34,8 @@ from toolgate.sandbox.runner import Sandbox
 from toolgate.sandbox.settings import SandboxConfig
 from toolgate.sources.plugins import PluginSource
 
+pytestmark = pytest.mark.slow
+
 __all__ = ["js_runtime"]  # the fixture, used by name
 
 SECRET = "SECRET=alias-attack-0d9f"

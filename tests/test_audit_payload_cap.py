@@ -15,6 +15,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from serve_support import TOOLGATE
 from toolgate import Gateway, ToolContext, tool
 from toolgate.config import build_gateway, load_config
@@ -90,6 +92,7 @@ def test_full_payloads_go_redacted_to_the_file_the_record_names(tmp_path: Path) 
     assert records[small.call_id].args == {"text": "short"}
 
 
+@pytest.mark.slow
 def test_the_cli_reads_back_the_marker_with_the_configured_limit(
     project: Path, toolgate_home: Path
 ) -> None:

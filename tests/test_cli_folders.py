@@ -18,6 +18,8 @@ import pytest
 from conftest import TOOLGATE, RunCli
 from folder_tools import require_program, write_tool
 
+pytestmark = pytest.mark.slow
+
 GREET_PY = """\
 import json, sys
 request = json.load(sys.stdin)

@@ -24,6 +24,8 @@ from toolgate.sources.declarations import (
     SourceLoad,
 )
 
+pytestmark = pytest.mark.slow
+
 
 @tool(namespace="fake")
 def echo(text: str) -> str:

@@ -13,6 +13,8 @@ from toolgate import Gateway, tool
 from toolgate.backends import js_host
 from toolgate.backends.js_install import install_folder
 
+pytestmark = pytest.mark.slow
+
 __all__ = ["js_runtime"]  # the fixture, used by name
 
 

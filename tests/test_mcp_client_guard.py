@@ -29,6 +29,8 @@ from toolgate.model import CallStatus, SideEffect
 from toolgate.sandbox.runner import Sandbox
 from toolgate.sources.mcp_servers import McpServerSpec, parse_mcp_server
 
+pytestmark = pytest.mark.slow
+
 TOKEN = "guard-test-t0ken"
 SECRETS = {"local-token": TOKEN}
 

@@ -55,6 +55,8 @@ from toolgate.sources.declarations import DeclarationSource, SourceContext, Sour
 from toolgate.sources.mcp_servers import McpServers, McpServerSpec, parse_mcp_server
 from toolgate.sources.mcp_tools import MAX_DESCRIPTION, tool_from_listing
 
+pytestmark = pytest.mark.slow
+
 BIN = Path(sys.executable).parent
 FIXTURES = Path(__file__).parent / "fixtures" / "mcp"
 CHANGING_SERVER = FIXTURES / "changing_server.py"

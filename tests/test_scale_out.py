@@ -39,6 +39,8 @@ pytest.importorskip("redis", reason="toolgate[redis] is not installed")
 
 from toolgate.stores.postgres_schema import SCHEMA_VERSION
 
+pytestmark = pytest.mark.slow
+
 REDIS_URL = os.environ.get("TOOLGATE_TEST_REDIS", "redis://127.0.0.1:6379/0")
 TOOLGATE = str(Path(sys.executable).parent / "toolgate")
 BOT_KEY = "tg_bot_" + uuid.uuid4().hex

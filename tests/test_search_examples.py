@@ -19,6 +19,8 @@ from toolgate.loaders.tool_folder import load_tool_folder
 from toolgate.registry import RegisteredTool
 from toolgate.search.examples_check import check_examples
 
+pytestmark = pytest.mark.slow
+
 FIXTURES = Path(__file__).parent / "fixtures"
 
 

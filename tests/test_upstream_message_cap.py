@@ -28,6 +28,8 @@ from toolgate.errors import ErrorCode
 from toolgate.model import CallStatus
 from toolgate.sources.mcp_servers import parse_mcp_server
 
+pytestmark = pytest.mark.slow
+
 SERVER = Path(__file__).parent / "fixtures" / "mcp" / "large_answer_server.py"
 MIB = 1024 * 1024
 
