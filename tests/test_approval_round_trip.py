@@ -235,7 +235,7 @@ def test_a_second_store_on_the_same_file_keeps_the_first_ones_view_fresh(tmp_pat
     """The server opens several stores on one file; another process closing the database must
     still see them and leave the WAL alone (opening the file outside SQLite dropped the first
     connection's locks, and that process deleted the WAL under the server)."""
-    from toolgate.stores.sqlite import SQLiteApprovalStore
+    from toolgate.stores.sqlite_approvals import SQLiteApprovalStore
     from toolgate.stores.sqlite_db import SQLiteDatabase
 
     path = tmp_path / "toolgate.db"

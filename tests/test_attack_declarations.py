@@ -29,8 +29,8 @@ from toolgate import ErrorCode, Gateway, tool
 from toolgate.backends.environment import SAFE_SYSTEM_VARIABLES, ScriptEnvironment
 from toolgate.backends.script import ScriptBackend
 from toolgate.errors import ToolDefinitionError
-from toolgate.loaders.diagnostics import Severity
-from toolgate.loaders.tool_folder import load_tool_folder
+from toolgate.formats._common.diagnostics import Severity
+from toolgate.formats.tool_folder.parse import load_tool_folder
 from toolgate.model import ImplementationKind, Permissions, SandboxMode, SandboxSpec
 from toolgate.model.hosts import (
     HostPattern,

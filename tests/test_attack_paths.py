@@ -35,9 +35,9 @@ from js_support import js_runtime
 from toolgate import Gateway
 from toolgate.config.build import build_gateway
 from toolgate.config.files import load_config
-from toolgate.loaders.plugin_permissions import parse_permissions
-from toolgate.loaders.tool_folder import load_tool_folder
-from toolgate.loaders.tool_folder_fields import Report
+from toolgate.formats._common.permissions import parse_permissions
+from toolgate.formats.tool_folder.parse import load_tool_folder
+from toolgate.formats.tool_folder.fields import Report
 from toolgate.model import SandboxMode, SandboxSpec, SideEffect, Tool
 from toolgate.path_policy import CONFIG_FOLDERS, CREDENTIAL_NAMES, KERNEL_FOLDERS, prefix_problem
 from toolgate.sandbox.host import HostCapabilities, probe_host

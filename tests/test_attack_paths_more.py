@@ -293,7 +293,7 @@ def test_egress_sockets_live_in_the_guarded_run_folder_no_tool_can_reach(
 
 
 def test_js_egress_folders_and_mcp_logs_are_made_in_the_run_folder() -> None:
-    from toolgate.sources.js_plugins import confinement
+    from toolgate.formats.plugin.js import confinement
 
     run = run_folder_path()
     log = stderr_file()

@@ -32,7 +32,7 @@ from toolgate import Gateway
 from toolgate.sandbox.host import probe_host
 from toolgate.sandbox.runner import Sandbox
 from toolgate.sandbox.settings import SandboxConfig
-from toolgate.sources.plugins import PluginSource
+from toolgate.formats.plugin.source import PluginSource
 
 pytestmark = pytest.mark.slow
 

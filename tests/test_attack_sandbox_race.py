@@ -33,7 +33,7 @@ from folder_tools import require_program, write_tool
 from toolgate import Gateway
 from toolgate.config.build import build_gateway
 from toolgate.config.files import load_config
-from toolgate.loaders.tool_folder import load_tool_folder
+from toolgate.formats.tool_folder.parse import load_tool_folder
 from toolgate.model import Tool
 from toolgate.sandbox.bwrap import BwrapSpec, HeldPaths, bwrap_argv
 from toolgate.sandbox.host import probe_host

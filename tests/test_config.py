@@ -27,7 +27,7 @@ from toolgate.errors import ErrorCode
 from toolgate.model import CallStatus, SideEffect
 from toolgate.pipeline.approval import DEFAULT_APPROVAL_TTL
 from toolgate.pipeline.approval_policy import ApprovalRule
-from toolgate.sources import FolderRoot
+from toolgate.formats.tool_folder.source import FolderRoot
 
 TOOLS_PY = '''
 from toolgate import tool

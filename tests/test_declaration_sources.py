@@ -13,16 +13,11 @@ import pytest
 
 from toolgate import Gateway, tool
 from toolgate.errors import ErrorCode
-from toolgate.loaders import Diagnostic
+from toolgate.formats._common.diagnostics import Diagnostic
 from toolgate.model import SourceFormat
 from toolgate.model.policy import AccessPolicy, PolicyAction, PolicyRule
 from toolgate.registry import RegisteredTool
-from toolgate.sources.declarations import (
-    DeclarationSource,
-    SourceAlert,
-    SourceContext,
-    SourceLoad,
-)
+from toolgate.formats.declarations import DeclarationSource, SourceAlert, SourceContext, SourceLoad
 
 pytestmark = pytest.mark.slow
 

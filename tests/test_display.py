@@ -17,7 +17,7 @@ from rich.console import Console
 
 from toolgate import DisplaySpec, TileArg, TileDisplay, Tool, tool
 from toolgate.cli.prompt import TerminalApprover, print_confirmation
-from toolgate.loaders import load_tool_folder
+from toolgate.formats.tool_folder.parse import load_tool_folder
 from toolgate.model import ApprovalRequest
 from toolgate.model.display import MAX_DISPLAY_CHARS, MAX_VALUE_CHARS, render_display, safe_text
 

@@ -31,12 +31,12 @@ import pytest
 from doc_blocks import doc_block
 from toolgate import CallStatus, ConfigError, ErrorCode, Gateway, SourceFormat
 from toolgate.exporters import EXAMPLES_META_KEY, EXPORT_FORMATS, UI_META_KEY, export_tool
-from toolgate.loaders import Diagnostic, Severity
-from toolgate.loaders.extension_info import load_extension_info
+from toolgate.formats._common.diagnostics import Diagnostic, Severity
+from toolgate.formats.extension_info.parse import load_extension_info
 from toolgate.model import ImplementationKind
 from toolgate.model.display import render_display
-from toolgate.sources.extension_info import ExtensionInfoSource
-from toolgate.sources.formats import detect_format, validate_path
+from toolgate.formats.extension_info.source import ExtensionInfoSource
+from toolgate.formats.detect import detect_format, validate_path
 
 RunCli = Callable[..., subprocess.CompletedProcess[str]]
 FIXTURES = Path(__file__).parent / "fixtures" / "extension_info"
@@ -463,7 +463,7 @@ def test_tool_folders_option_and_script_availability(tmp_path: Path) -> None:
 
 
 def _context() -> Any:
-    from toolgate.sources.declarations import SourceContext
+    from toolgate.formats.declarations import SourceContext
 
     return SourceContext(script_availability=lambda tool: "no python here")
 

@@ -17,7 +17,7 @@ from toolgate.errors import ErrorCode
 from toolgate.model import ApprovalRequest, CallOutcome, CallStatus, SideEffect
 from toolgate.sandbox.runner import Sandbox
 from toolgate.secrets import MemorySecretStore
-from toolgate.sources.capabilities import CapabilitySource
+from toolgate.formats.capability.source import CapabilitySource
 
 __all__ = ["js_runtime"]  # the fixture, used by name
 

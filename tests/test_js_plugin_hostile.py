@@ -14,7 +14,7 @@ from js_support import FIXTURES, js_runtime, plugin_copy
 from toolgate import Gateway
 from toolgate.audit import AuditRecord
 from toolgate.model import CallOutcome
-from toolgate.sources.plugins import PluginSource
+from toolgate.formats.plugin.source import PluginSource
 
 __all__ = ["js_runtime"]  # the fixture, used by name
 

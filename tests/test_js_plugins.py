@@ -16,7 +16,7 @@ from toolgate import Gateway
 from toolgate.model import SideEffect
 from toolgate.sandbox.runner import Sandbox
 from toolgate.sandbox.settings import SandboxConfig
-from toolgate.sources.plugins import PluginSource
+from toolgate.formats.plugin.source import PluginSource
 
 __all__ = ["js_runtime"]  # the fixture, used by name
 

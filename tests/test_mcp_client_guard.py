@@ -24,10 +24,10 @@ from toolgate.backends import rest_transport
 from toolgate.backends.mcp_client import grant_key
 from toolgate.config.files import load_config
 from toolgate.errors import ConfigError, ErrorCode
-from toolgate.loaders import Severity
+from toolgate.formats._common.diagnostics import Severity
 from toolgate.model import CallStatus, SideEffect
 from toolgate.sandbox.runner import Sandbox
-from toolgate.sources.mcp_servers import McpServerSpec, parse_mcp_server
+from toolgate.formats.mcp_server.source import McpServerSpec, parse_mcp_server
 
 pytestmark = pytest.mark.slow
 

@@ -39,8 +39,8 @@ from doc_blocks import doc_block
 from toolgate import Gateway
 from toolgate.backends.mcp_client import grant_key
 from toolgate.errors import ErrorCode
-from toolgate.loaders import Severity
-from toolgate.loaders.safe_yaml import load_yaml_documents
+from toolgate.formats._common.diagnostics import Severity
+from toolgate.formats._common.safe_yaml import load_yaml_documents
 from toolgate.model import (
     CallStatus,
     ImplementationKind,
@@ -51,9 +51,9 @@ from toolgate.model import (
     ToolSource,
 )
 from toolgate.sandbox.runner import Sandbox
-from toolgate.sources.declarations import DeclarationSource, SourceContext, SourceLoad
-from toolgate.sources.mcp_servers import McpServers, McpServerSpec, parse_mcp_server
-from toolgate.sources.mcp_tools import MAX_DESCRIPTION, tool_from_listing
+from toolgate.formats.declarations import DeclarationSource, SourceContext, SourceLoad
+from toolgate.formats.mcp_server.source import McpServers, McpServerSpec, parse_mcp_server
+from toolgate.formats.mcp_server.tools import MAX_DESCRIPTION, tool_from_listing
 
 pytestmark = pytest.mark.slow
 

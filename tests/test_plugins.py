@@ -26,10 +26,10 @@ import pytest
 
 from toolgate import Gateway
 from toolgate.errors import ConfigError
-from toolgate.loaders import Diagnostic, Severity
+from toolgate.formats._common.diagnostics import Diagnostic, Severity
 from toolgate.model import SandboxMode, SideEffect, SourceFormat
-from toolgate.sources.formats import detect_format, validate_path
-from toolgate.sources.plugins import PluginSource
+from toolgate.formats.detect import detect_format, validate_path
+from toolgate.formats.plugin.source import PluginSource
 
 FIXTURES = Path(__file__).parent / "fixtures" / "plugins"
 WEATHER_ID = "@pandorakit/weather:weather"

@@ -57,7 +57,7 @@ from toolgate.model import ApprovalStatus, Decision
 from toolgate.pipeline.idempotency import IdempotencyStage
 from toolgate.stores import DuplicateRequestError
 from toolgate.stores.agent_keys import AgentKeyExistsError, AgentKeyStore
-from toolgate.stores.idempotency_sqlite import SqlIdempotencyStore
+from toolgate.stores.sql_idempotency import SqlIdempotencyStore
 from toolgate.stores.sql_approvals import SqlApprovalStore
 
 pytest.importorskip("psycopg", reason="toolgate[postgres] is not installed")

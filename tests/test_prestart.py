@@ -355,7 +355,7 @@ def test_tools_show_says_how_processes_serve_calls(run_cli: RunCli, project: Pat
 
 def test_the_demo_tool_folders_answer_the_same_pre_started(tmp_path: Path) -> None:
     from toolgate.demo import TOOL_FOLDERS
-    from toolgate.sources import FolderRoot
+    from toolgate.formats.tool_folder.source import FolderRoot
 
     (tmp_path / "old.txt").write_text("alpha\nbeta\n", encoding="utf-8")
     (tmp_path / "new.txt").write_text("alpha\nBETA\ngamma\n", encoding="utf-8")

@@ -22,7 +22,7 @@ import pytest
 from folder_tools import clean_environ, require_program, write_tool
 from toolgate import ErrorCode, Gateway
 from toolgate.backends.script import ScriptBackend
-from toolgate.loaders.tool_folder import load_tool_folder
+from toolgate.formats.tool_folder.parse import load_tool_folder
 from toolgate.model import (
     ImplementationKind,
     Permissions,

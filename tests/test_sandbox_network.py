@@ -14,7 +14,7 @@ from egress_support import hello_server, test_resolver
 from folder_tools import clean_environ, require_program, write_tool
 from toolgate import Gateway
 from toolgate.backends.script import ScriptBackend
-from toolgate.loaders.tool_folder import load_tool_folder
+from toolgate.formats.tool_folder.parse import load_tool_folder
 from toolgate.model import ImplementationKind, Permissions, SandboxMode, SandboxSpec, Tool
 from toolgate.registry import RegisteredTool
 from toolgate.sandbox.host import probe_host

@@ -18,7 +18,7 @@ from conftest import RunCli
 from folder_tools import require_program
 from toolgate.config.build import config_sandbox
 from toolgate.config.files import load_config
-from toolgate.loaders.tool_folder import load_tool_folder
+from toolgate.formats.tool_folder.parse import load_tool_folder
 from toolgate.model import SandboxMode
 from toolgate.sandbox.host import probe_host
 

@@ -16,7 +16,7 @@ import yaml
 
 from conftest import RunCli
 from folder_tools import require_program
-from toolgate.loaders.resources import load_resources
+from toolgate.formats.resource.parse import load_resources
 from toolgate.model import SandboxMode
 from toolgate.sandbox.host import probe_host
 

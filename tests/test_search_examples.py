@@ -14,8 +14,8 @@ import yaml
 from conftest import RunCli
 from folder_tools import write_tool
 from toolgate import Gateway
-from toolgate.loaders.examples import MAX_EXAMPLE_CHARS, parse_examples
-from toolgate.loaders.tool_folder import load_tool_folder
+from toolgate.formats._common.examples import MAX_EXAMPLE_CHARS, parse_examples
+from toolgate.formats.tool_folder.parse import load_tool_folder
 from toolgate.registry import RegisteredTool
 from toolgate.search.examples_check import check_examples
 

@@ -131,7 +131,7 @@ async def test_a_newcomer_cannot_take_over_a_running_tool(root: Path) -> None:
 def test_a_folder_that_cannot_be_read_does_not_stop_the_others(
     root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from toolgate.sources import tool_folders
+    from toolgate.formats.tool_folder import source as tool_folders
 
     write_tool(root, "good", ECHO % 1)
     write_tool(root, "locked", ECHO % 2)

@@ -26,7 +26,7 @@ from toolgate import Gateway
 from toolgate.config import build_gateway, load_config
 from toolgate.errors import ErrorCode
 from toolgate.model import CallStatus
-from toolgate.sources.mcp_servers import parse_mcp_server
+from toolgate.formats.mcp_server.source import parse_mcp_server
 
 pytestmark = pytest.mark.slow
 
