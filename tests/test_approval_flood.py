@@ -27,6 +27,8 @@ from toolgate import tool
 from toolgate.errors import ErrorCode
 from toolgate.model import CallStatus
 
+pytestmark = pytest.mark.slow
+
 
 @tool(namespace="chat", effect="external_write")
 def send(text: str) -> str:

@@ -12,6 +12,7 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -46,6 +47,7 @@ async def write(path: str) -> str:
     return "written"
 
 
+@pytest.mark.slow
 async def test_a_burst_of_retries_after_always_runs_the_call_once_within_its_rate_limit(
     tmp_path: Path,
 ) -> None:
@@ -85,6 +87,7 @@ async def transfer(amount: int) -> str:
     return "done"
 
 
+@pytest.mark.slow
 async def test_dismissing_the_form_never_cuts_an_approved_run_in_half(
     tmp_path: Path, monkeypatch: Any
 ) -> None:

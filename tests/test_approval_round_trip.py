@@ -27,6 +27,8 @@ import pytest
 from postgres_support import scratch_database
 from serve_support import TOOLGATE, serving
 
+pytestmark = pytest.mark.slow
+
 # Each run of the tool appends "<pid> <text>" to ran.log: how often it ran, and in which process.
 TOOLS = '''
 import os

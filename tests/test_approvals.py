@@ -325,6 +325,7 @@ async def test_an_async_approver_and_await_call(tmp_path: Path) -> None:
     assert outcome.ok and len(RUNS) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "approver",
     [

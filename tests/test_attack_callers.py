@@ -41,6 +41,8 @@ from toolgate.serve.identity import AgentIdentity, key_sha256
 from toolgate.serve.mcp_http import McpHttp
 from toolgate.serve.oauth_setup import build_oauth
 
+pytestmark = pytest.mark.slow
+
 #: Every run of a tool, by id (a refused call must leave no trace here).
 RUNS: list[str] = []
 

@@ -37,6 +37,8 @@ from toolgate.serve.mcp_http import McpHttp
 from toolgate.serve.oauth_setup import build_oauth
 from toolgate.stores.agent_keys import AgentKeyStore
 
+pytestmark = pytest.mark.slow
+
 #: Every run of a tool of this module (a refused call must leave no trace here).
 RUNS: list[str] = []
 

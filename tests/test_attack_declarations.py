@@ -52,6 +52,8 @@ from toolgate.sandbox.runner import SANDBOX_ENV, Sandbox, SandboxUnavailableErro
 from toolgate.sandbox.runner import sandbox_environment as build_sandbox_environment
 from toolgate.sandbox.settings import SandboxConfig
 
+pytestmark = pytest.mark.slow
+
 JS_CAPABILITY = Path(__file__).parent / "fixtures" / "js_capabilities" / "probe"
 
 #: A clean script: what "the gateway keeps serving" calls.

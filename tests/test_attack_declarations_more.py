@@ -25,6 +25,8 @@ from toolgate.backends.environment import DeniedEnvironmentError, ScriptEnvironm
 from toolgate.model.hosts import parse_pattern
 from toolgate.model.permission_rules import env_name_refusal
 
+pytestmark = pytest.mark.slow
+
 #: Names the review found accepted, each of which runs code, picks a program or configuration,
 #: or redirects trust, traffic or the account a client acts as.
 MORE_DENIED = [

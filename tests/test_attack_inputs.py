@@ -34,6 +34,8 @@ from toolgate.serve.web import build_ui
 from web_support import make_gateway as web_gateway
 from web_support import serve
 
+pytestmark = pytest.mark.slow
+
 # -- the CLI: a script tool folder that records each run -------------------------------------------
 
 #: Appends the arguments it ran with to ``runs.log`` in the workspace, and echoes them.

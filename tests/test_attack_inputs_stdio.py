@@ -27,6 +27,8 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from conftest import TOOLGATE
 from test_mcp_server_helpers import runs, text_of, write_config
 
+pytestmark = pytest.mark.slow
+
 #: What the guard waits for an answer before failing the test (never reached when it works).
 PATIENCE = 120
 

@@ -20,6 +20,8 @@ from test_attack_inputs_stdio import META, Session, _call_line
 from test_mcp_server_helpers import runs
 from toolgate.serve.mcp_stdio import _CHUNK, MAX_LINE_BYTES, _LineReader, _TooLong
 
+pytestmark = pytest.mark.slow
+
 # The harness's fixtures: a ``toolgate mcp`` process and the file its tool notes its runs in.
 env = stdio.env
 log = stdio.log

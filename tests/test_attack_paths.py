@@ -45,6 +45,8 @@ from toolgate.sandbox.host import HostCapabilities, probe_host
 from toolgate.sandbox.runner import Sandbox, SandboxUnavailableError, SandboxWorkspaceError
 from toolgate.sandbox.settings import SandboxConfig
 
+pytestmark = pytest.mark.slow
+
 __all__ = ["js_runtime"]  # the fixture, used by name
 
 #: Writes a tool folder (a host-mode tool: no ``sandbox`` field) into its workspace's ``tools``.

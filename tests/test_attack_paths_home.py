@@ -28,6 +28,8 @@ from toolgate.path_policy import PathPolicy, prefix_problem, workspace_problem
 from toolgate.sandbox.host import probe_host
 from toolgate.sandbox.runner import SANDBOX_HOME
 
+pytestmark = pytest.mark.slow
+
 #: Writes ``evil.pth`` into ``<workspace>/<sub>``: a ``.pth`` in a site folder runs at start.
 PLANTER = """\
 import json, os, sys

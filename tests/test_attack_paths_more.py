@@ -41,6 +41,8 @@ from toolgate.sandbox.egress import EgressProxy
 from toolgate.sandbox.host import probe_host
 from toolgate.sandbox.runner import Sandbox
 
+pytestmark = pytest.mark.slow
+
 #: Writes an executable ``python3`` into its workspace: on a PATH folder it would be the
 #: gateway's Python the next time a runtime is looked up (it touches ``marker`` when run).
 PATHDROP = """\

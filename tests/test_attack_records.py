@@ -36,6 +36,8 @@ from otlp_support import OtlpReceiver, otlp_receiver
 from test_plugins import weather, weather_api
 from toolgate.serve.identity import key_sha256
 
+pytestmark = pytest.mark.slow
+
 __all__ = ["js_runtime", "weather", "weather_api"]  # fixtures, used by name
 
 OPS_KEY = "tg_ops-key-for-the-record-attacks"

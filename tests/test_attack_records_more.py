@@ -129,6 +129,7 @@ async def test_a_tool_echoing_a_hostile_megabyte_does_not_stall_the_audit(tmp_pa
     _nowhere(_stored(tmp_path), "hunter2pass")
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_many_redacted_values_do_not_slow_every_string() -> None:
     rnd = random.Random(22)

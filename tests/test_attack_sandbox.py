@@ -31,6 +31,8 @@ from js_support import js_runtime
 from toolgate.sandbox.bwrap import DEVICES, BwrapSpec, bwrap_argv
 from toolgate.sandbox.host import probe_host
 
+pytestmark = pytest.mark.slow
+
 #: The attacker's tool: runs the given commands, then tries to write and to read a file. It
 #: prints what happened (never an "error" key, which would make it a tool error).
 ATTACK = """\

@@ -34,6 +34,8 @@ from toolgate.sandbox.host import probe_host
 from toolgate.sandbox.runner import Sandbox
 from toolgate.sandbox.settings import SandboxConfig
 
+pytestmark = pytest.mark.slow
+
 __all__ = ["js_runtime"]  # the fixture, used by name
 
 SECRET = "SECRET=alias-attack-0d9f"

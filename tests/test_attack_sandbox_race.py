@@ -40,6 +40,8 @@ from toolgate.sandbox.host import probe_host
 from toolgate.sandbox.runner import Sandbox, SandboxWorkspaceError
 from toolgate.sandbox.settings import SandboxConfig
 
+pytestmark = pytest.mark.slow
+
 #: Says what its workspace holds, then writes a tool folder into the workspace's ``tools``.
 DROPPER = """\
 import json, os, sys

@@ -34,6 +34,8 @@ from toolgate.config import build_gateway, load_config
 from toolgate.errors import ErrorCode
 from toolgate.model import CallStatus
 
+pytestmark = pytest.mark.slow
+
 RunCli = Callable[..., subprocess.CompletedProcess[str]]
 
 SERVER = Path(__file__).parent / "fixtures" / "mcp" / "rug_pull_server.py"

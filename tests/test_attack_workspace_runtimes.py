@@ -24,6 +24,8 @@ from gateway_support import gateway_with
 from toolgate.backends.environment import ScriptEnvironment
 from toolgate.sandbox.host import probe_host
 
+pytestmark = pytest.mark.slow
+
 #: Plants bun's configuration in its working directory (the workspace): a ``bunfig.toml`` whose
 #: ``preload`` runs ``evil.ts``, which leaves ``PWNED`` there, and a ``.env`` bun would load.
 BUN_PLANTER = """\

@@ -661,6 +661,7 @@ def test_the_database_is_private(log: SQLiteAuditLog) -> None:
     assert stat.S_IMODE(os.stat(log.path).st_mode) == 0o600
 
 
+@pytest.mark.slow
 def test_db_upgrade_brings_an_old_audit_database_to_the_current_schema(
     run_cli: Any, toolgate_home: Path
 ) -> None:

@@ -15,6 +15,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from gateway_support import gateway_with
 from serve_support import TOOLGATE
 from toolgate import Gateway, ToolContext, tool
@@ -91,6 +93,7 @@ def test_full_payloads_go_redacted_to_the_file_the_record_names(tmp_path: Path) 
     assert records[small.call_id].args == {"text": "short"}
 
 
+@pytest.mark.slow
 def test_the_cli_reads_back_the_marker_with_the_configured_limit(
     project: Path, toolgate_home: Path
 ) -> None:

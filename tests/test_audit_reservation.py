@@ -20,6 +20,8 @@ from gateway_support import gateway_with
 from postgres_support import upgraded_database
 from toolgate import ErrorCode, Gateway, tool
 
+pytestmark = pytest.mark.slow
+
 UNAVAILABLE = (
     "Tool shop:charge is unavailable: the audit log cannot record calls right now, and a "
     "external_write tool never runs unaudited. Try again later or tell the user."

@@ -20,6 +20,8 @@ import yaml
 
 from serve_support import serving
 
+pytestmark = pytest.mark.slow
+
 SCRIPT = """#!/usr/bin/env bash
 # The arguments arrive as one JSON line on stdin: {{"work": "<folder>", ...}}
 work=$(sed -n 's/.*"work": *"\\([^"]*\\)".*/\\1/p')

@@ -29,6 +29,8 @@ from serve_support import TOOLGATE, serving
 from test_caller_gone import alive, assert_cut_off, audit_records, script_pids, tool_home, wait_for
 from test_mcp_server_helpers import text_of
 
+pytestmark = pytest.mark.slow
+
 
 @dataclass
 class Served:

@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 RunCli = Callable[..., subprocess.CompletedProcess[str]]
 
 TOOLS_PY = '''

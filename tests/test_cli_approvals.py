@@ -25,6 +25,8 @@ from toolgate import Gateway, tool
 from toolgate.cli.prompt import TerminalApprover, clean, parse_answer
 from toolgate.model import CallStatus, Decision
 
+pytestmark = pytest.mark.slow
+
 RunCli = Callable[..., subprocess.CompletedProcess[str]]
 TOOLGATE = Path(sys.executable).parent / "toolgate"
 

@@ -13,6 +13,8 @@ import pytest
 
 from conftest import RunCli
 
+pytestmark = pytest.mark.slow
+
 TOOLS_PY = '''
 from toolgate import tool
 

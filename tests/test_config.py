@@ -379,6 +379,7 @@ def test_approval_section_defaults_and_rules() -> None:
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("text", "message"),
     [

@@ -19,6 +19,8 @@ import pytest
 
 from doc_blocks import doc_block
 
+pytestmark = pytest.mark.slow
+
 TOOLGATE = Path(sys.executable).parent / "toolgate"
 FIXTURES = Path(__file__).parent / "fixtures" / "capabilities"
 SECRET = "secret_typed_at_the_terminal_9f3k"

@@ -19,6 +19,8 @@ from toolgate.model import SourceFormat
 from toolgate.model.policy import AccessPolicy, PolicyAction, PolicyRule
 from toolgate.registry import RegisteredTool
 
+pytestmark = pytest.mark.slow
+
 
 @tool(namespace="fake")
 def echo(text: str) -> str:

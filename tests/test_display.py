@@ -217,6 +217,7 @@ def test_hostile_argument_names_and_tile_texts_are_escaped_too() -> None:
     assert shown == "Run\\x1b]0;title\\x07 \\n 1"
 
 
+@pytest.mark.slow
 def test_values_and_the_line_are_bounded() -> None:
     huge = "x" * 10_000_000
     shown = render_display(SHOW_MAP, {"address": huge, "zoom": 12})
@@ -240,6 +241,7 @@ def test_safe_text() -> None:
     assert safe_text("abcdef", 4) == "abc…"
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(
     value=st.one_of(

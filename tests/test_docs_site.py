@@ -36,6 +36,8 @@ mkdocs = pytest.importorskip(
     "mkdocs", reason="the docs extra is not installed: pip install -e '.[docs]'"
 )
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:

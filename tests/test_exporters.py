@@ -939,6 +939,7 @@ def test_round_trip_through_the_gateway(format: str) -> None:
         assert _is_error(results[1], format) in (None, True)
 
 
+@pytest.mark.slow
 def test_exporters_do_not_import_provider_sdks() -> None:
     code = (
         "import json, sys, toolgate.exporters\n"

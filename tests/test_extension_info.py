@@ -844,6 +844,7 @@ def _ok(result: subprocess.CompletedProcess[str]) -> str:
     return result.stdout
 
 
+@pytest.mark.slow
 def test_cli_validate(run_cli: RunCli, configured: Path) -> None:
     out = _ok(run_cli("validate", "maps/maps.json"))
     assert "maps/maps.json: extension-info declaration" in out
@@ -861,6 +862,7 @@ def test_cli_validate(run_cli: RunCli, configured: Path) -> None:
     assert "does not load (1 error above)" in result.stderr
 
 
+@pytest.mark.slow
 def test_cli_tools_list_and_show(run_cli: RunCli, configured: Path) -> None:
     out = _ok(run_cli("tools", "list"))
     # Long ids fold in the ID column; each row still reads "python  extension-info  available".
@@ -883,6 +885,7 @@ def test_cli_tools_list_and_show(run_cli: RunCli, configured: Path) -> None:
     assert details["ui"]["args"][0] == {"name": "address", "prefix": "Of", "suffix": None}
 
 
+@pytest.mark.slow
 def test_cli_call_shows_the_display_before_the_result(run_cli: RunCli, configured: Path) -> None:
     result = run_cli("call", SHOW_MAP, "--args", json.dumps(CAIRO))
     out = _ok(result)
@@ -899,6 +902,7 @@ def test_cli_call_shows_the_display_before_the_result(run_cli: RunCli, configure
     assert json.loads(_ok(as_json))["status"] == "ok" and as_json.stderr == ""
 
 
+@pytest.mark.slow
 def test_cli_pending_approval_and_approvals_show_the_display(
     run_cli: RunCli, configured: Path
 ) -> None:
@@ -922,6 +926,7 @@ def test_cli_pending_approval_and_approvals_show_the_display(
     )
 
 
+@pytest.mark.slow
 def test_the_terminal_prompt_shows_the_display(configured: Path, toolgate_home: Path) -> None:
     pexpect = pytest.importorskip("pexpect")
     env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
@@ -956,6 +961,7 @@ def _doc_block(marker: str) -> str:
     return doc_block(f"extension-info:{marker}")
 
 
+@pytest.mark.slow
 def test_the_readme_example_works_as_written(run_cli: RunCli, project: Path) -> None:
     _write(project, "extensions/maps/maps.json", _doc_block("maps.json"))
     _write(project, "extensions/maps/maps.py", _doc_block("maps.py"))

@@ -30,6 +30,8 @@ from test_http_api_server import raw_exchange
 from toolgate import Gateway, tool
 from toolgate.serve.api import ApiLimits
 
+pytestmark = pytest.mark.slow
+
 SHAPE = (
     'A call body is {"arguments": {...}}, the tool\'s arguments by name, optionally with '
     '"session_id" and "workspace".'

@@ -25,6 +25,8 @@ from mcp.shared.exceptions import MCPError
 from test_mcp_server_helpers import bearer, configured_server, text_of
 from test_mcp_server_stdio import Setup, setup  # noqa: F401 - the fixture
 
+pytestmark = pytest.mark.slow
+
 #: A newcomer's "5 MB argument".
 FIVE_MB = "x" * 5_000_000
 #: The limit of ``serve.max_body_bytes`` by default.

@@ -17,6 +17,8 @@ from mcp.shared.exceptions import MCPError
 from doc_blocks import doc_block
 from test_serve_command import serve_env, serving  # noqa: F401 - the fixture
 
+pytestmark = pytest.mark.slow
+
 #: Where the README's example is addressed (the default port).
 README_BASE = "http://127.0.0.1:8470"
 LIMIT = "this server's limit of 1,048,576 bytes (set by serve.max_body_bytes in toolgate.yaml)"

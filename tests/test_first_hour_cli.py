@@ -34,6 +34,8 @@ from postgres_support import ADMIN_URL, START_HINT, upgraded_database
 from test_mcp_server_helpers import text_of
 from toolgate.cli.app import app
 
+pytestmark = pytest.mark.slow
+
 
 def _env(home: Path) -> dict[str, str]:
     return {"TOOLGATE_HOME": str(home), "PYTHONIOENCODING": "utf-8"}

@@ -139,6 +139,7 @@ def test_without_keys_loopback_callers_are_the_default_operator(gateway: Gateway
 # -- tools --------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("agent", ["ops", "alice", "bob"])
 def test_the_catalog_lists_exactly_what_the_agent_may_call(
     client: TestClient, gateway: Gateway, agent: str
@@ -261,6 +262,7 @@ def test_calls_answer_alike_on_the_fast_path_and_through_the_route(client: TestC
     )
 
 
+@pytest.mark.slow
 def test_a_call_times_out_within_its_own_timeout_not_the_request_timeout(
     gateway: Gateway,
 ) -> None:
@@ -357,6 +359,7 @@ def test_unknown_paths_and_methods_are_problems(client: TestClient) -> None:
     assert wrong.headers["allow"] == "GET"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "body",
     [b"{", b'{"arguments": {"a": 1,}}', b"\xff\xfe", b"[" * 100_000 + b"]" * 100_000],
@@ -417,6 +420,7 @@ def test_a_request_past_its_deadline_is_a_504_problem_and_is_cancelled() -> None
     assert cancelled == [True]
 
 
+@pytest.mark.slow
 def test_the_retry_that_runs_an_approved_call_gets_the_time_its_tool_needs(
     gateway: Gateway,
 ) -> None:

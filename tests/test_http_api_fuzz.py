@@ -33,6 +33,8 @@ from http_api_support import auth, live_server, make_app, make_gateway
 from toolgate import Gateway
 from toolgate.serve.api import build_api
 
+pytestmark = pytest.mark.slow
+
 #: Generated requests per operation and mode: enough to reach each field's edge cases, few
 #: enough to keep the whole module well under a minute on a loaded 2-core machine.
 EXAMPLES = 25

@@ -198,6 +198,7 @@ def test_a_gateway_without_approvals(tmp_path: Path) -> None:
 # -- audit, alerts, diagnostics -----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_audit_log_is_filtered_and_paged(client: TestClient, gateway: Gateway) -> None:
     for number in range(5):
         call(client, "bob", "t:add", a=number, b=1)
@@ -239,6 +240,7 @@ def test_the_audit_log_is_filtered_and_paged(client: TestClient, gateway: Gatewa
     )
 
 
+@pytest.mark.slow
 def test_alerts_and_diagnostics_are_for_operators(client: TestClient) -> None:
     alerts = client.get("/v1/alerts", headers=auth("ops")).json()["alerts"]
     assert [(a["source"], a["level"]) for a in alerts] == [("@pandorakit/search", "warning")]
@@ -277,6 +279,7 @@ def test_connect_a_capability_and_its_secret_is_never_shown(client: TestClient) 
     assert call(client, "alice", "github:whoAmI").json()["code"] == "unavailable"
 
 
+@pytest.mark.slow
 def test_connections_refuse_what_the_manifest_does_not_declare(client: TestClient) -> None:
     problem(
         client.post("/v1/connections/github", json={"values": {"tokn": "x"}}, headers=auth("ops")),

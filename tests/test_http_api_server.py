@@ -34,6 +34,8 @@ from toolgate.audit.sqlite_log import SQLiteAuditLog
 from toolgate.serve.api import ApiLimits
 from toolgate.serve.app import ServeApp, SubApp, http_authenticator
 
+pytestmark = pytest.mark.slow
+
 PROBLEM = "application/problem+json"
 
 

@@ -271,6 +271,7 @@ def test_the_serve_section_is_checked() -> None:
 # -- the agents commands --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_agents_add_prints_the_key_once_and_stores_only_its_hash(
     run_cli: RunCli, toolgate_home: Path
 ) -> None:
@@ -299,6 +300,7 @@ def test_agents_add_prints_the_key_once_and_stores_only_its_hash(
     assert key not in dump
 
 
+@pytest.mark.slow
 def test_agents_add_twice_needs_replace_and_revoke_ends_it(run_cli: RunCli) -> None:
     first = run_cli("agents", "add", "ci-bot").stdout.strip()
     again = run_cli("agents", "add", "ci-bot")
@@ -318,6 +320,7 @@ def test_agents_add_twice_needs_replace_and_revoke_ends_it(run_cli: RunCli) -> N
     assert "no key" in twice.stderr
 
 
+@pytest.mark.slow
 def test_agents_add_refuses_a_bad_name(run_cli: RunCli) -> None:
     result = run_cli("agents", "add", "../etc")
     assert result.returncode == 2
@@ -325,6 +328,7 @@ def test_agents_add_refuses_a_bad_name(run_cli: RunCli) -> None:
     assert result.stdout == ""
 
 
+@pytest.mark.slow
 def test_agents_list_merges_toolgate_yaml_and_the_store(run_cli: RunCli, project: Path) -> None:
     digest = key_sha256(new_key())
     (project / "toolgate.yaml").write_text(
@@ -346,6 +350,7 @@ def test_agents_list_merges_toolgate_yaml_and_the_store(run_cli: RunCli, project
     assert "agents.reader.key_sha256" in result.stderr
 
 
+@pytest.mark.slow
 def test_agents_list_without_any_agent_creates_nothing(
     run_cli: RunCli, toolgate_home: Path
 ) -> None:

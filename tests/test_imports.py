@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 # Third-party packages that belong to surfaces or stores, never to the core import.
 HEAVY = {
     "fastapi",

@@ -22,7 +22,7 @@ from toolgate.secrets import MemorySecretStore
 
 __all__ = ["js_runtime"]  # the fixture, used by name
 
-pytestmark = pytest.mark.usefixtures("js_runtime")
+pytestmark = [pytest.mark.usefixtures("js_runtime"), pytest.mark.slow]
 NOTION = Path(__file__).parent / "fixtures" / "js_capabilities" / "notion"
 PROBE = Path(__file__).parent / "fixtures" / "js_capabilities" / "probe"
 TOKEN = "secret_notion_token_1234"

@@ -14,6 +14,8 @@ from toolgate import tool
 from toolgate.backends import js_host
 from toolgate.backends.js_install import install_folder
 
+pytestmark = pytest.mark.slow
+
 __all__ = ["js_runtime"]  # the fixture, used by name
 
 

@@ -30,7 +30,7 @@ from toolgate.sandbox.runner import Sandbox
 
 __all__ = ["js_runtime"]  # the fixture, used by name
 
-pytestmark = pytest.mark.usefixtures("js_runtime")
+pytestmark = [pytest.mark.usefixtures("js_runtime"), pytest.mark.slow]
 WEATHER = "@pandorakit/weather:weather"
 SEARCH = "@pandorakit/search:search"
 HOST = "api.openweathermap.org"

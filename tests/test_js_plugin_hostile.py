@@ -20,7 +20,7 @@ from toolgate.model import CallOutcome
 __all__ = ["js_runtime"]  # the fixture, used by name
 
 PLUGIN = "@toolgate-test/probe"
-pytestmark = pytest.mark.usefixtures("js_runtime")
+pytestmark = [pytest.mark.usefixtures("js_runtime"), pytest.mark.slow]
 
 
 def _audited(gateway: Gateway, outcome: CallOutcome) -> AuditRecord:

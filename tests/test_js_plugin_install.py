@@ -14,7 +14,7 @@ from js_support import FIXTURES, js_runtime
 
 __all__ = ["js_runtime"]  # the fixture, used by name
 
-pytestmark = pytest.mark.usefixtures("js_runtime")
+pytestmark = [pytest.mark.usefixtures("js_runtime"), pytest.mark.slow]
 
 
 def test_install_call_and_remove_a_packaged_plugin(

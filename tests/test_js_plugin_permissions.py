@@ -18,7 +18,7 @@ from toolgate.sandbox.runner import Sandbox
 __all__ = ["js_runtime"]  # the fixture, used by name
 
 PLUGIN = "@toolgate-test/probe"
-pytestmark = pytest.mark.usefixtures("js_runtime")
+pytestmark = [pytest.mark.usefixtures("js_runtime"), pytest.mark.slow]
 
 
 def _call(

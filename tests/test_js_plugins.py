@@ -22,7 +22,7 @@ from toolgate.sandbox.settings import SandboxConfig
 __all__ = ["js_runtime"]  # the fixture, used by name
 
 PLUGIN = "@toolgate-test/probe"
-pytestmark = pytest.mark.usefixtures("js_runtime")
+pytestmark = [pytest.mark.usefixtures("js_runtime"), pytest.mark.slow]
 
 
 def _gateway(tmp_path: Path, environ: dict[str, str] | None = None, **entry: Any) -> Gateway:

@@ -26,7 +26,7 @@ from web_support import serve
 
 __all__ = ["js_runtime"]  # the fixture, used by name
 
-pytestmark = pytest.mark.usefixtures("js_runtime")
+pytestmark = [pytest.mark.usefixtures("js_runtime"), pytest.mark.slow]
 SEARCH = "@pandorakit/search:search"
 
 

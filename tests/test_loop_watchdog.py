@@ -20,6 +20,8 @@ from toolgate._loop_watchdog import LoopStalls
 from toolgate.errors import ErrorCode, ToolDefinitionError
 from toolgate.model import CallStatus
 
+pytestmark = pytest.mark.slow
+
 
 def _spin(seconds: float) -> None:
     started = time.monotonic()

@@ -29,6 +29,8 @@ from toolgate.formats.mcp_server.source import McpServerSpec, parse_mcp_server
 from toolgate.model import CallStatus, SideEffect
 from toolgate.sandbox.runner import Sandbox
 
+pytestmark = pytest.mark.slow
+
 TOKEN = "guard-test-t0ken"
 SECRETS = {"local-token": TOKEN}
 

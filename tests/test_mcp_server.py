@@ -339,6 +339,7 @@ async def test_list_changed_reaches_a_listening_2026_client(
     assert "extra__hello" not in before and "extra__hello" in after
 
 
+@pytest.mark.slow
 async def test_list_changed_reaches_a_legacy_session_on_hot_reload(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -19,6 +19,8 @@ from mcp.client.streamable_http import streamable_http_client
 from test_mcp_server_helpers import bearer, configured_server
 from toolgate.serve.mcp_fast import FastToolCalls
 
+pytestmark = pytest.mark.slow
+
 VERSION = "2026-07-28"
 ENVELOPE = {
     "io.modelcontextprotocol/protocolVersion": VERSION,

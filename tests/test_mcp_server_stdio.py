@@ -28,6 +28,8 @@ from doc_blocks import doc_block
 from folder_tools import write_tool
 from test_mcp_server_helpers import answer_with, approval_meta, runs, text_of, write_config
 
+pytestmark = pytest.mark.slow
+
 MODES = ["auto", "legacy"]
 
 

@@ -56,6 +56,8 @@ from toolgate.model import (
 )
 from toolgate.sandbox.runner import Sandbox
 
+pytestmark = pytest.mark.slow
+
 BIN = Path(sys.executable).parent
 FIXTURES = Path(__file__).parent / "fixtures" / "mcp"
 CHANGING_SERVER = FIXTURES / "changing_server.py"

@@ -46,6 +46,8 @@ from oauth_support import (
 )
 from test_mcp_server_helpers import free_port
 
+pytestmark = pytest.mark.slow
+
 TOOLS = textwrap.dedent(
     '''\
     """Tools that record every run, so a refused call can be shown not to have run."""

@@ -23,6 +23,8 @@ from toolgate.serve.identity import AgentIdentity, AuthenticationError, Principa
 from toolgate.serve.jwks import IssuerKeys, KeysUnavailableError, metadata_urls
 from toolgate.serve.resource_metadata import ResourceMetadata
 
+pytestmark = pytest.mark.slow
+
 # -- settings ------------------------------------------------------------------------------------
 
 

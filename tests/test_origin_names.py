@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import typer.main
 from typer.testing import CliRunner
 
@@ -88,6 +89,7 @@ def _commands(command: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, .
         yield from _commands(sub, (*path, name))
 
 
+@pytest.mark.slow
 def test_no_command_help_names_an_origin_project() -> None:
     runner = CliRunner()
     commands = list(_commands(typer.main.get_command(toolgate_app)))

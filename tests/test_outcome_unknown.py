@@ -31,6 +31,8 @@ import pytest
 from gateway_support import gateway_with
 from postgres_support import scratch_database
 
+pytestmark = pytest.mark.slow
+
 TOOLGATE = str(Path(sys.executable).parent / "toolgate")
 REDIS_URL = os.environ.get("TOOLGATE_TEST_REDIS", "redis://127.0.0.1:6379/0")
 KEY = "tg_bot_" + uuid.uuid4().hex

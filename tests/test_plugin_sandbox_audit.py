@@ -29,6 +29,8 @@ from toolgate.sandbox.host import probe_host
 from toolgate.sandbox.runner import Sandbox
 from toolgate.sandbox.settings import SandboxConfig
 
+pytestmark = pytest.mark.slow
+
 TOOL_ID = "@t/fetch:fetch"
 
 INDEX = """\

@@ -152,6 +152,7 @@ def test_weather_manifest_validates_and_is_detected(weather: Path) -> None:
     assert not (weather / "__pycache__").exists()  # validating imported nothing
 
 
+@pytest.mark.slow
 def test_weather_runs_through_the_pipeline_with_host_mode_opt_in(
     weather: Path, weather_api: tuple[str, list[dict[str, Any]]], caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -917,6 +918,7 @@ def test_toolgate_yaml_sources_entry(weather: Path, tmp_path: Path) -> None:
 # -- provider-safe names ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_weather_exports_with_provider_safe_names_and_calls_back(
     weather: Path, weather_api: tuple[str, list[dict[str, Any]]]
 ) -> None:

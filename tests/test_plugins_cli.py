@@ -27,6 +27,8 @@ from test_plugins import (
 )
 from toolgate.sandbox.host import probe_host
 
+pytestmark = pytest.mark.slow
+
 Run = Callable[..., subprocess.CompletedProcess[str]]
 
 

@@ -35,6 +35,8 @@ from toolgate.audit.postgres_log import PostgresAuditLog
 from toolgate.stores.postgres_db import PostgresDatabase
 from toolgate.stores.postgres_schema import upgrade
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def pg_url() -> Iterator[str]:

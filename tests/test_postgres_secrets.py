@@ -22,6 +22,8 @@ pytest.importorskip("psycopg", reason="toolgate[postgres] is not installed")
 from toolgate.secrets.database_store import DatabaseSecretStore
 from toolgate.stores.postgres_db import PostgresDatabase
 
+pytestmark = pytest.mark.slow
+
 KEY = base64.b64encode(b"k" * 32).decode()
 OTHER_KEY = base64.b64encode(b"o" * 32).decode()
 

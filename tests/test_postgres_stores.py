@@ -73,6 +73,8 @@ from toolgate.stores.postgres_schema import (
     upgrade,
 )
 
+pytestmark = pytest.mark.slow
+
 _TABLES = "approvals, grants, approval_events, idempotency_keys, agent_keys, rate_limit_counters"
 
 

@@ -27,6 +27,8 @@ from toolgate import CallStatus, ErrorCode, Gateway
 from toolgate.backends.prestart import PrestartSettings
 from toolgate.sandbox.host import probe_host
 
+pytestmark = pytest.mark.slow
+
 # Records its pid when it starts (before its input), then answers with what it saw.
 PROBE = """import json, os, sys, time
 started = time.time()

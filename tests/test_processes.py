@@ -229,6 +229,7 @@ async def test_start_error_leaks_no_descriptor(tmp_path: Path) -> None:
 # -- timeout and the process tree ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_timeout_kills_a_setsid_grandchild(tmp_path: Path) -> None:
     pid_file = tmp_path / "grandchild.pid"
     script = f"{spawn_reporting(pid_file)} & {until_written(pid_file)}; sleep 300"
@@ -239,6 +240,7 @@ async def test_timeout_kills_a_setsid_grandchild(tmp_path: Path) -> None:
     await assert_gone(grandchild)
 
 
+@pytest.mark.slow
 async def test_timeout_kills_a_double_forked_grandchild(tmp_path: Path) -> None:
     # The middle process exits at once: the grandchild is orphaned and in a session of its own
     # before any snapshot, but it still holds stdout, which is how it is found.
@@ -250,6 +252,7 @@ async def test_timeout_kills_a_double_forked_grandchild(tmp_path: Path) -> None:
     await assert_gone(grandchild)
 
 
+@pytest.mark.slow
 async def test_timeout_kills_a_tracked_double_forked_daemon(tmp_path: Path) -> None:
     # Output redirected: only tracking links it to the call (its parent lives past a snapshot).
     pid_file = tmp_path / "daemon.pid"
@@ -260,6 +263,7 @@ async def test_timeout_kills_a_tracked_double_forked_daemon(tmp_path: Path) -> N
     await assert_gone(grandchild)
 
 
+@pytest.mark.slow
 async def test_timeout_does_not_wait_for_the_sleep() -> None:
     result = await run_process(
         [sys.executable, "-c", "import time; print('started', flush=True); time.sleep(60)"],
@@ -291,6 +295,7 @@ async def test_escaped_holder_of_stdout_is_found_by_its_pipe(tmp_path: Path) -> 
     await assert_gone(await wait_pid_file(pid_file))
 
 
+@pytest.mark.slow
 async def test_daemon_tracked_while_the_call_runs_is_killed_after_it(tmp_path: Path) -> None:
     # A double-forked daemon with no handle on the output: the middle process lives 0.5 s, the
     # daemon is seen by a snapshot, orphaned, then killed when the program exits.
@@ -301,6 +306,7 @@ async def test_daemon_tracked_while_the_call_runs_is_killed_after_it(tmp_path: P
     await assert_gone(await wait_pid_file(pid_file))
 
 
+@pytest.mark.slow
 async def test_setsid_child_outliving_its_parent_is_killed(tmp_path: Path) -> None:
     pid_file = tmp_path / "child.pid"
     daemon = f"{spawn_reporting(pid_file)} </dev/null >/dev/null 2>&1"
@@ -318,6 +324,7 @@ async def test_nothing_outlives_a_normal_exit(tmp_path: Path) -> None:
     await assert_gone(await wait_pid_file(pid_file))
 
 
+@pytest.mark.slow
 async def test_deep_tree_is_killed(tmp_path: Path) -> None:
     # Each level starts the next in a session of its own, then waits.
     pid_files = [tmp_path / f"level{i}.pid" for i in range(4)]
@@ -335,6 +342,7 @@ def _quote(text: str) -> str:
     return "'" + text.replace("'", "'\\''") + "'"
 
 
+@pytest.mark.slow
 async def test_process_group_fallback_without_proc(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -441,6 +449,7 @@ async def test_fifty_calls_side_by_side() -> None:
     assert all(r.exit_code == 0 and r.stdout == b"ok\n" for r in results)
 
 
+@pytest.mark.slow
 async def test_no_zombies_after_a_batch(tmp_path: Path) -> None:
     scripts = [
         "true",
@@ -476,6 +485,7 @@ async def test_no_scan_for_a_fast_program(monkeypatch: pytest.MonkeyPatch) -> No
     assert scans[0] > before or scans[0] == 0
 
 
+@pytest.mark.slow
 async def test_tracking_scans_are_shared(monkeypatch: pytest.MonkeyPatch) -> None:
     scans = 0
     read_table = process_tree.read_process_table

@@ -8,8 +8,12 @@ import re
 import shlex
 from pathlib import Path
 
+import pytest
+
 from conftest import RunCli
 from doc_blocks import ROOT, doc_block
+
+pytestmark = [pytest.mark.slow, pytest.mark.slow]
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 

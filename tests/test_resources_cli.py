@@ -22,6 +22,8 @@ import yaml
 from conftest import TOOLGATE
 from doc_blocks import doc_block
 
+pytestmark = pytest.mark.slow
+
 FIXTURES = Path(__file__).parent / "fixtures" / "resources"
 
 Run = Callable[..., subprocess.CompletedProcess[str]]

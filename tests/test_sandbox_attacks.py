@@ -36,6 +36,8 @@ from toolgate.sandbox.host import probe_host
 from toolgate.sandbox.runner import SANDBOX_ENV, Sandbox
 from toolgate.sandbox.settings import SandboxConfig, SandboxLimitsConfig
 
+pytestmark = pytest.mark.slow
+
 PROBE = Path(__file__).parent / "fixtures" / "sandbox" / "probe.py"
 SECRET = "s3cret-value-" + uuid.uuid4().hex
 

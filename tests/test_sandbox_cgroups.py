@@ -49,6 +49,8 @@ from toolgate.sandbox.host import HostCapabilities, forget_probes, probe_host
 from toolgate.sandbox.runner import Sandbox
 from toolgate.sandbox.settings import SandboxConfig, SandboxLimitsConfig
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(autouse=True)
 def _needs_a_sandbox() -> Iterator[None]:

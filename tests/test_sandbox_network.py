@@ -21,6 +21,8 @@ from toolgate.registry import RegisteredTool
 from toolgate.sandbox.host import probe_host
 from toolgate.sandbox.runner import Sandbox
 
+pytestmark = pytest.mark.slow
+
 PROBE = Path(__file__).parent / "fixtures" / "sandbox" / "probe.py"
 
 pytest.importorskip("toolgate.sandbox.egress")

@@ -22,6 +22,8 @@ from toolgate.formats.tool_folder.parse import load_tool_folder
 from toolgate.model import SandboxMode
 from toolgate.sandbox.host import probe_host
 
+pytestmark = pytest.mark.slow
+
 #: Reads a file and says whether it could (no "error" key: that would make it a tool error).
 PEEK = """\
 import json, sys

@@ -20,6 +20,8 @@ from toolgate.formats.resource.parse import load_resources
 from toolgate.model import SandboxMode
 from toolgate.sandbox.host import probe_host
 
+pytestmark = pytest.mark.slow
+
 #: Reads a file and one environment variable (no "error" key: that would be a tool error).
 PEEK = """\
 import json, os, sys

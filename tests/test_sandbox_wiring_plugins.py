@@ -17,6 +17,8 @@ from toolgate.sandbox.host import probe_host
 from toolgate.sandbox.runner import Sandbox
 from toolgate.sandbox.settings import SandboxConfig
 
+pytestmark = pytest.mark.slow
+
 INDEX = """\
 import os, pathlib
 

@@ -21,6 +21,8 @@ from conftest import RunCli
 from toolgate.config.files import load_config
 from toolgate.errors import ConfigError
 
+pytestmark = pytest.mark.slow
+
 
 class _Hello(BaseHTTPRequestHandler):
     def do_GET(self) -> None:

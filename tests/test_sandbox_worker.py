@@ -31,6 +31,8 @@ from toolgate.sandbox.compartment import (
 from toolgate.sandbox.host import probe_host
 from toolgate.sandbox.runner import Sandbox
 
+pytestmark = pytest.mark.slow
+
 PLUGIN = Path(__file__).parent / "fixtures" / "sandbox" / "plugin"
 
 

@@ -39,6 +39,8 @@ pytest.importorskip("redis", reason="toolgate[redis] is not installed")
 
 from toolgate.stores.postgres_schema import SCHEMA_VERSION
 
+pytestmark = pytest.mark.slow
+
 REDIS_URL = os.environ.get("TOOLGATE_TEST_REDIS", "redis://127.0.0.1:6379/0")
 TOOLGATE = str(Path(sys.executable).parent / "toolgate")
 BOT_KEY = "tg_bot_" + uuid.uuid4().hex
@@ -674,6 +676,7 @@ def test_serve_refuses_several_workers_without_the_shared_state(tmp_path: Path) 
     assert "state:" in result.stderr
 
 
+@pytest.mark.exclusive
 @pytest.mark.skipif(
     os.geteuid() != 0
     or REDIS_URL != "redis://127.0.0.1:6379/0"
@@ -731,6 +734,7 @@ def _pg_ctl(action: str) -> None:
     )
 
 
+@pytest.mark.exclusive
 @pytest.mark.skipif(
     os.geteuid() != 0 or not Path("/etc/postgresql").is_dir(),
     reason="stopping the local PostgreSQL needs root and pg_ctlcluster (as in CI)",

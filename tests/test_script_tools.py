@@ -132,6 +132,7 @@ ECHO_SCRIPTS = {
 PROGRAMS = {"python": "python3", "bash": "bash", "node": "node", "bun": "bun", "go": "go"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("runtime", sorted(ECHO_SCRIPTS))
 def test_each_runtime_round_trips_json(tools_root: Path, runtime: str) -> None:
     require_program(PROGRAMS[runtime])
@@ -327,6 +328,7 @@ def test_folder_declarations_map_onto_the_model(tools_root: Path) -> None:
 # -- process control -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_timeout_kills_the_whole_tree_including_a_setsid_grandchild(
     tools_root: Path, tmp_path: Path
 ) -> None:
@@ -361,6 +363,7 @@ def test_output_over_the_cap_stops_the_script(tools_root: Path) -> None:
     assert "more than 65,536 bytes to stdout" in (outcome.message or "")
 
 
+@pytest.mark.slow
 async def test_scripts_run_side_by_side_and_the_per_tool_cap_holds(
     tools_root: Path, tmp_path: Path
 ) -> None:
@@ -498,6 +501,7 @@ def test_a_huge_error_value_is_cut(tools_root: Path) -> None:
     assert len(outcome.message or "") < 3_000 and "characters, cut" in (outcome.message or "")
 
 
+@pytest.mark.slow
 async def test_the_concurrency_cap_works_from_sync_and_async_callers_at_once(
     tools_root: Path,
 ) -> None:

@@ -11,6 +11,8 @@ from conftest import RunCli
 from toolgate import ConfigError
 from toolgate.config import load_gateway, parse_config
 
+pytestmark = pytest.mark.slow
+
 TOOLS = """\
 from toolgate import tool
 

@@ -20,6 +20,8 @@ from toolgate.formats.tool_folder.parse import load_tool_folder
 from toolgate.registry import RegisteredTool
 from toolgate.search.examples_check import check_examples
 
+pytestmark = pytest.mark.slow
+
 FIXTURES = Path(__file__).parent / "fixtures"
 
 

@@ -83,6 +83,7 @@ async def test_search_tools_returns_definitions_of_tools_the_agent_may_call(
         )
 
 
+@pytest.mark.slow
 async def test_progressive_disclosure_lists_core_tools_and_adds_found_ones_legacy(
     progressive: Any,
 ) -> None:
@@ -122,6 +123,7 @@ async def test_progressive_disclosure_lists_core_tools_and_adds_found_ones_legac
         }
 
 
+@pytest.mark.slow
 async def test_progressive_disclosure_for_a_2026_client(progressive: Any) -> None:
     async with client(progressive.url) as mcp:
         assert {tool.name for tool in (await mcp.list_tools()).tools} == {

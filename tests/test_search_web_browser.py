@@ -19,9 +19,12 @@ workspace = browser_tests.workspace
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(), reason=f"{CHROMIUM} is not installed (apt-get install chromium)"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not CHROMIUM.exists(), reason=f"{CHROMIUM} is not installed (apt-get install chromium)"
+    ),
+    pytest.mark.slow,
+]
 
 
 def test_the_search_box_ranks_tools_with_scores(session: Session) -> None:

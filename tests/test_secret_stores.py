@@ -148,6 +148,7 @@ def test_file_store_reports_a_broken_file(tmp_path: Path, content: str, expected
         store.set("notion", "accessToken", "tok")
 
 
+@pytest.mark.slow
 def test_file_store_sees_writes_of_other_processes(tmp_path: Path) -> None:
     path = tmp_path / "secrets" / "secrets.json"
     reader = FileSecretStore(path)
@@ -329,6 +330,7 @@ def test_auto_keeps_using_a_file_that_holds_secrets(tmp_path: Path, file_keyring
     assert store.get("notion", "accessToken") == "tok"
 
 
+@pytest.mark.slow
 def test_choosing_is_lazy(tmp_path: Path) -> None:
     """Building a gateway and listing tools never loads keyring; reading a secret does."""
     (tmp_path / "toolgate.yaml").write_text("python: []\n")

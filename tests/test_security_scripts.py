@@ -91,6 +91,7 @@ def test_the_four_outcomes(
         assert "no approver is configured" in (outcome.message or "")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("security", "reason"),
     [

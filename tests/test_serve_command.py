@@ -24,6 +24,8 @@ import pytest
 
 from conftest import TOOLGATE, RunCli
 
+pytestmark = pytest.mark.slow
+
 _URL = re.compile(r"toolgate is serving (\d+) tools from (.+) on (http://\S+)")
 
 

@@ -19,6 +19,8 @@ from mcp.client.streamable_http import streamable_http_client
 from doc_blocks import doc_block
 from serve_support import serving
 
+pytestmark = pytest.mark.slow
+
 CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOTS = Path(
     os.environ.get("TOOLGATE_SCREENSHOTS", Path(__file__).parent / "artifacts" / "screenshots")

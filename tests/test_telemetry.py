@@ -309,6 +309,7 @@ def test_from_environment_is_none_when_off() -> None:
     assert from_environment({"OTEL_SDK_DISABLED": "true", "OTEL_TRACES_EXPORTER": "otlp"}) is None
 
 
+@pytest.mark.slow
 def test_an_unreachable_collector_does_not_fail_calls(monkeypatch: pytest.MonkeyPatch) -> None:
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))
@@ -420,6 +421,7 @@ def test_the_call_log_costs_nothing_when_its_logger_is_off() -> None:
 # -- an upstream MCP server -----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_a_remote_mcp_tool_receives_the_client_spans_trace_context(
     exporter: InMemorySpanExporter,
 ) -> None:

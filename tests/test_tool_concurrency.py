@@ -313,6 +313,7 @@ def test_a_bad_pattern_in_toolgate_yaml_is_named(tmp_path: Path) -> None:
         load_config(tmp_path / "toolgate.yaml")
 
 
+@pytest.mark.slow
 def test_toolgate_serve_refuses_the_flood_and_keeps_answering_the_others(
     project: Path,
 ) -> None:

@@ -33,6 +33,7 @@ def root(tmp_path: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow
 async def test_add_change_break_and_delete_are_picked_up_while_serving(root: Path) -> None:
     write_tool(root, "stable", ECHO % 0)
     async with gateway_with(tool_folders=[root], environ=clean_environ()) as gateway:

@@ -28,6 +28,8 @@ from toolgate.errors import ErrorCode
 from toolgate.formats.mcp_server.source import parse_mcp_server
 from toolgate.model import CallStatus
 
+pytestmark = pytest.mark.slow
+
 SERVER = Path(__file__).parent / "fixtures" / "mcp" / "large_answer_server.py"
 MIB = 1024 * 1024
 

@@ -104,6 +104,7 @@ def test_catalog_tile_shows_the_connection_state_and_why_a_tool_cannot_run(
     assert "phase-unavailable" in tile
 
 
+@pytest.mark.slow
 def test_catalog_search_filters_tiles(console: Console) -> None:
     page = console.get("/", params={"q": "diff"}).text
     assert 'data-tool="demo:diff_text"' in page and 'data-tool="demo:file_diff"' in page
@@ -138,6 +139,7 @@ def test_try_it_calls_the_tool_as_the_console_agent(console: Console) -> None:
     assert record.agent == "web-ui" and record.session == "web-ui"
 
 
+@pytest.mark.slow
 def test_try_it_reports_bad_json_and_bad_arguments(console: Console) -> None:
     page = console.post("/tools/demo:add", {"arguments": "{not json"})
     assert page.status_code == 400 and "not valid JSON" in page.text
@@ -171,6 +173,7 @@ def test_inbox_shows_the_confirmation_and_the_exact_arguments(console: Console) 
         assert f'name="decision" value="{decision}"' in card
 
 
+@pytest.mark.slow
 def test_allow_once_records_the_decision_and_the_agents_retry_runs_it(console: Console) -> None:
     request_id = console.pending()
     page = console.post(f"/approvals/{request_id}", {"decision": "approve"})
@@ -200,6 +203,7 @@ def test_allow_once_records_the_decision_and_the_agents_retry_runs_it(console: C
     assert 'id="runs-on-retry"' not in shown
 
 
+@pytest.mark.slow
 def test_deny_ends_the_call_with_the_message(console: Console) -> None:
     request_id = console.pending()
     page = console.post(f"/approvals/{request_id}", {"decision": "deny", "message": "not today"})
@@ -209,6 +213,7 @@ def test_deny_ends_the_call_with_the_message(console: Console) -> None:
     assert "not today" in (outcome.message or "")
 
 
+@pytest.mark.slow
 def test_always_allow_stores_a_grant_listed_and_revoked_in_settings(console: Console) -> None:
     request_id = console.pending()
     console.post(f"/approvals/{request_id}", {"decision": "always"})
@@ -258,6 +263,7 @@ def test_inbox_polling_answers_204_until_the_queue_changes(console: Console) -> 
 # -- audit ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_audit_table_filters_by_tool_agent_and_status_and_pages(console: Console) -> None:
     gateway = console.gateway
     for n in range(7):
@@ -304,6 +310,7 @@ def _call_page(
     return page.text
 
 
+@pytest.mark.slow
 def test_each_visualization_type_is_rendered_as_people_expect(
     console: Console, tmp_path: Path
 ) -> None:
@@ -345,6 +352,7 @@ def test_each_visualization_type_is_rendered_as_people_expect(
 # -- escaping -------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_what_a_tool_wrote_renders_as_text_everywhere(console: Console) -> None:
     pages = [console.get("/").text, console.get("/tools/evil:inject").text]
     pages.append(console.post("/tools/evil:inject", {"arguments": "{}"}).text)
@@ -360,6 +368,7 @@ def test_what_a_tool_wrote_renders_as_text_everywhere(console: Console) -> None:
 # -- settings and connections ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_connecting_a_capability_stores_the_secret_and_never_shows_it(console: Console) -> None:
     secret = "sk-live-0123456789abcdef"
     page = console.post(
@@ -427,6 +436,7 @@ def test_pages_send_the_security_headers_and_a_strict_session_cookie(console: Co
     assert css and all(rule.startswith(".hl") for rule in css)  # styles code blocks only
 
 
+@pytest.mark.slow
 def test_state_changes_need_a_same_origin_form_with_the_session_token(console: Console) -> None:
     request_id = console.pending()
     path = f"/approvals/{request_id}"
@@ -488,6 +498,7 @@ def test_without_agent_keys_the_loopback_browser_is_the_operator(gateway: Gatewa
         assert "signed in as operator" in page.text and "by operator" in page.text
 
 
+@pytest.mark.slow
 def test_with_agent_keys_the_browser_signs_in_with_an_operator_key(gateway: Gateway) -> None:
     alice, bot = new_key(), new_key()
     identity = AgentIdentity(
@@ -536,6 +547,7 @@ def test_an_unreadable_audit_log_leaves_the_catalog_working(console: Console) ->
     assert audit.status_code == 503 and "The audit log cannot be read" in audit.text
 
 
+@pytest.mark.slow
 def test_bad_requests_never_take_the_console_down(console: Console) -> None:
     token = console.token()
     assert console.client.put("/approvals/x", content=b"x").status_code == 405

@@ -31,9 +31,12 @@ from web_support import (
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(), reason=f"{CHROMIUM} is not installed (apt-get install chromium)"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not CHROMIUM.exists(), reason=f"{CHROMIUM} is not installed (apt-get install chromium)"
+    ),
+    pytest.mark.slow,
+]
 
 
 @pytest.fixture(scope="module")

@@ -131,6 +131,7 @@ def test_a_worker_that_breaks_the_protocol_is_replaced(
     assert after.content["n"] == 0  # a new worker
 
 
+@pytest.mark.slow
 def test_a_worker_that_never_answers_times_out_and_is_killed_with_its_children(
     gateway: Gateway, tmp_path: Path
 ) -> None:
@@ -157,6 +158,7 @@ def test_a_worker_that_writes_past_the_cap_is_stopped(gateway: Gateway) -> None:
     assert _call(gateway).status is CallStatus.OK
 
 
+@pytest.mark.slow
 def test_a_worker_that_talks_between_calls_is_not_trusted_again(gateway: Gateway) -> None:
     chatty = _call(gateway, "chatty")
     assert chatty.status is CallStatus.OK
@@ -167,6 +169,7 @@ def test_a_worker_that_talks_between_calls_is_not_trusted_again(gateway: Gateway
     assert gone(chatty.content["pid"])
 
 
+@pytest.mark.slow
 def test_a_late_answer_never_reaches_the_next_call(gateway: Gateway) -> None:
     for _ in range(5):  # the late line lands during the next call, or between the two
         alice = _call(gateway, "late", secret="alice's")
@@ -180,6 +183,7 @@ def test_a_late_answer_never_reaches_the_next_call(gateway: Gateway) -> None:
         assert after.status is CallStatus.OK and after.content["pid"] != alice.content["pid"]
 
 
+@pytest.mark.slow
 async def test_calls_at_once_get_one_worker_each_then_reuse_them(root: Path) -> None:
     script = """import json, os, sys, time
 for line in sys.stdin:
@@ -208,6 +212,7 @@ def test_every_call_of_a_worker_is_audited(root: Path, tmp_path: Path) -> None:
     assert [r.status for r in reversed(records)] == ["ok", "error", "ok"]
 
 
+@pytest.mark.slow
 def test_idle_workers_are_stopped_and_close_stops_the_rest(root: Path) -> None:
     write_tool(root, "hostile", HOSTILE, runtime="python", protocol="worker")
     with gateway_with(
