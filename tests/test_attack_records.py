@@ -33,7 +33,7 @@ from folder_tools import write_tool
 from js_support import js_runtime, plugin_copy
 from otlp_support import OtlpReceiver, otlp_receiver
 from test_plugins import weather, weather_api
-from toolgate.serve.identity import key_sha256
+from toolgate.serve.auth.identity import key_sha256
 
 __all__ = ["js_runtime", "weather", "weather_api"]  # fixtures, used by name
 

@@ -33,7 +33,7 @@ from ..._rst import markdown_descriptions
 from ...gateway import Gateway
 from ...pipeline.approval_policy import ApprovalPolicy
 from ...telemetry.metrics import CallMetrics
-from ..identity import AuthenticationError, Connection, Principal
+from ..auth.identity import AuthenticationError, Connection, Principal
 from .approvals import approvals_router
 from .audit import audit_router
 from .calls import CALL_PREFIX, CALL_SUFFIX, FastCallMiddleware
@@ -156,7 +156,7 @@ def build_api(
     """The HTTP API over ``gateway``.
 
     ``authenticate(request)`` names the calling agent or raises
-    :class:`~toolgate.serve.identity.AuthenticationError` (401); ``is_operator(agent)`` says
+    :class:`~toolgate.serve.auth.identity.AuthenticationError` (401); ``is_operator(agent)`` says
     who may use the operator routes (default: nobody). ``approval_policy`` (the operator's
     ``approval.rules``) makes ``requires_approval`` in the catalog exact. ``limits`` bound
     every request's body and duration. ``approve_link`` is the web UI's page deciding a request

@@ -15,7 +15,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from ...errors import ErrorCode
 from ...gateway import Gateway
 from ...pipeline.approval_policy import ApprovalPolicy
-from ..identity import AuthenticationError, Connection, Principal
+from ..auth.identity import AuthenticationError, Connection, Principal
 from .models import Problem
 from .problems import ApiProblem, HttpErrorCode
 
@@ -43,8 +43,9 @@ class ApiContext:
     approve_link: str | None = None
     """The web UI's page deciding a request, with ``{id}`` (``None``: no UI is served)."""
     identify: Callable[[Connection], Awaitable[Principal]] | None = None
-    """Who is calling, bearer tokens included (:meth:`~toolgate.serve.callers.Callers.identify`);
-    ``None``: :attr:`authenticate` alone (API keys)."""
+    """Who is calling, bearer tokens included
+    (:meth:`~toolgate.serve.auth.callers.Callers.identify`); ``None``: :attr:`authenticate` alone
+    (API keys)."""
     challenge: Callable[[AuthenticationError], str] | None = None
     """The ``WWW-Authenticate`` value of a refusal (``None``: ``Bearer realm="toolgate"``)."""
 
