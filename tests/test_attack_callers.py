@@ -663,7 +663,7 @@ def _stored_request(approval_id: str, namespaces: frozenset[str] | None) -> Appr
 
 
 def test_an_approval_database_from_before_namespaces_upgrades(tmp_path: Path) -> None:
-    from toolgate.stores.sqlite import SQLiteApprovalStore
+    from toolgate.stores.sqlite_approvals import SQLiteApprovalStore
     from toolgate.stores.sqlite_schema import SCHEMA_VERSION
 
     path = tmp_path / "state.db"

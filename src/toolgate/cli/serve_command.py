@@ -30,7 +30,7 @@ from ..stores.agent_keys import AgentKeyStore
 from ..stores.shared_keys import shared_key
 from .errors import EXIT_CODES_HELP, CliFailure
 from .options import CliState, ConfigOption, LogFormat, LogFormatOption
-from .serve_workers import refuse_unshared, supervise, worker_command
+from .serve_processes import refuse_unshared, supervise, worker_command
 
 __all__ = ["register"]
 

@@ -18,8 +18,8 @@ from starlette.responses import Response
 from ...errors import ErrorCode
 from ...gateway import Gateway
 from ...secrets import SecretStore, SecretStoreError, store_names, store_problem
-from ...sources.capabilities import CapabilitySource, LoadedCapability
-from ...sources.connection_status import connection_status
+from ...formats.capability.source import CapabilitySource, LoadedCapability
+from ...formats.capability.connection_status import connection_status
 from .deps import ERRORS, Context, Operator
 from .models import ConnectionList, ConnectionView, ConnectRequest
 from .problems import ApiJSONResponse, ApiProblem, HttpErrorCode

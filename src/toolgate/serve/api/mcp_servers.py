@@ -2,7 +2,7 @@
 
 An upstream server may change a tool after it was accepted, add one, or describe one with hidden
 text; such a tool is held (unavailable) until an operator accepts it (see
-:mod:`toolgate.sources.mcp_pinning`). Accepting pins the definition the server lists now and
+:mod:`toolgate.formats.mcp_server.pinning`). Accepting pins the definition the server lists now and
 releases the tool at once, on every replica sharing the state.
 
 * ``GET /v1/mcp-servers`` — every declared server, with its held and flagged tools;
@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
 from ...errors import ErrorCode
-from ...sources.mcp_servers import AcceptError
+from ...formats.mcp_server.source import AcceptError
 from .deps import ERRORS, Context, Operator
 from .problems import ApiJSONResponse, ApiProblem, HttpErrorCode
 
