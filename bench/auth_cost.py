@@ -25,7 +25,7 @@ from typing import Any
 
 from toolgate import Gateway, tool
 from toolgate.serve.api import build_api
-from toolgate.serve.identity import AgentIdentity, key_sha256
+from toolgate.serve.auth.identity import AgentIdentity, key_sha256
 
 KEY = "bench-api-key"
 RESOURCE = "https://toolgate.bench"
@@ -61,8 +61,8 @@ def _rows() -> dict[str, tuple[App, str]]:
         from jwt import encode as jwt_encode
 
         from toolgate.config.schema import AuthConfig
-        from toolgate.serve.bearer_tokens import TokenVerifier
-        from toolgate.serve.callers import Callers
+        from toolgate.serve.auth.bearer import TokenVerifier
+        from toolgate.serve.auth.callers import Callers
     except ImportError as exc:  # another checkout, without OAuth
         print(f"(rows with OAuth skipped: {exc})")
         return rows

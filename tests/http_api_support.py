@@ -20,7 +20,7 @@ from gateway_support import gateway_with
 from toolgate import Gateway, ToolError, tool
 from toolgate.secrets import MemorySecretStore
 from toolgate.serve.app import ServeApp, build_app
-from toolgate.serve.identity import AgentIdentity, key_sha256
+from toolgate.serve.auth.identity import AgentIdentity, key_sha256
 
 FIXTURES = Path(__file__).parent / "fixtures"
 GITHUB = FIXTURES / "capabilities" / "github"

@@ -37,9 +37,9 @@ from toolgate.model import ApprovalRequest, ApprovalStatus
 from toolgate.model.policy import AccessPolicy, PolicyAction, PolicyRule
 from toolgate.secrets import MemorySecretStore
 from toolgate.serve.app import SubApp, build_app, mcp_authenticator
-from toolgate.serve.identity import AgentIdentity, key_sha256
-from toolgate.serve.mcp_http import McpHttp
-from toolgate.serve.oauth_setup import build_oauth
+from toolgate.serve.auth.identity import AgentIdentity, key_sha256
+from toolgate.serve.auth.oauth import build_oauth
+from toolgate.serve.mcp.http import McpHttp
 
 pytestmark = pytest.mark.slow
 

@@ -32,9 +32,9 @@ from toolgate import tool
 from toolgate.config.schema import AuthConfig
 from toolgate.secrets import MemorySecretStore
 from toolgate.serve.app import SubApp, build_app, mcp_authenticator
-from toolgate.serve.identity import AgentIdentity, key_sha256
-from toolgate.serve.mcp_http import McpHttp
-from toolgate.serve.oauth_setup import build_oauth
+from toolgate.serve.auth.identity import AgentIdentity, key_sha256
+from toolgate.serve.auth.oauth import build_oauth
+from toolgate.serve.mcp.http import McpHttp
 from toolgate.stores.agent_keys import AgentKeyStore
 
 pytestmark = pytest.mark.slow

@@ -18,7 +18,7 @@ import pytest
 import test_attack_inputs_stdio as stdio
 from test_attack_inputs_stdio import META, Session, _call_line
 from test_mcp_server_helpers import runs
-from toolgate.serve.mcp_stdio import _CHUNK, MAX_LINE_BYTES, _LineReader, _TooLong
+from toolgate.serve.mcp.stdio import _CHUNK, MAX_LINE_BYTES, _LineReader, _TooLong
 
 pytestmark = pytest.mark.slow
 

@@ -34,7 +34,7 @@ from gateway_support import gateway_with
 from js_support import js_runtime, plugin_copy
 from otlp_support import OtlpReceiver, otlp_receiver
 from test_plugins import weather, weather_api
-from toolgate.serve.identity import key_sha256
+from toolgate.serve.auth.identity import key_sha256
 
 pytestmark = pytest.mark.slow
 

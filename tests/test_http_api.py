@@ -31,7 +31,7 @@ from toolgate import Gateway
 from toolgate.exporters import EXPORT_FORMATS, export_tools
 from toolgate.serve.api import ApiLimits
 from toolgate.serve.api.limits import RequestLimitsMiddleware
-from toolgate.serve.identity import AgentIdentity
+from toolgate.serve.auth.identity import AgentIdentity
 
 
 @pytest.fixture(autouse=True)

@@ -17,7 +17,7 @@ import pytest
 from conftest import RunCli
 from toolgate.config import parse_config
 from toolgate.errors import ConfigError
-from toolgate.serve.identity import (
+from toolgate.serve.auth.identity import (
     DEFAULT_AGENT,
     AgentIdentity,
     AuthenticationError,

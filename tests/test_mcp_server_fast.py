@@ -17,7 +17,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from test_mcp_server_helpers import bearer, configured_server
-from toolgate.serve.mcp_fast import FastToolCalls
+from toolgate.serve.mcp.fast import FastToolCalls
 
 pytestmark = pytest.mark.slow
 

@@ -23,7 +23,7 @@ from starlette.requests import Request
 
 from toolgate import Gateway
 from toolgate.config import load_gateway
-from toolgate.serve.mcp_http import McpHttp
+from toolgate.serve.mcp.http import McpHttp
 
 T = TypeVar("T")
 

@@ -17,11 +17,11 @@ from oauth_support import AuthorizationServer, authorization_server, b64url
 from toolgate.config import parse_config
 from toolgate.config.schema import AuthConfig
 from toolgate.errors import ConfigError
-from toolgate.serve.bearer_tokens import TokenVerifier
-from toolgate.serve.callers import Callers
-from toolgate.serve.identity import AgentIdentity, AuthenticationError, Principal, key_sha256
-from toolgate.serve.jwks import IssuerKeys, KeysUnavailableError, metadata_urls
-from toolgate.serve.resource_metadata import ResourceMetadata
+from toolgate.serve.auth.bearer import TokenVerifier
+from toolgate.serve.auth.callers import Callers
+from toolgate.serve.auth.identity import AgentIdentity, AuthenticationError, Principal, key_sha256
+from toolgate.serve.auth.jwks import IssuerKeys, KeysUnavailableError, metadata_urls
+from toolgate.serve.auth.metadata import ResourceMetadata
 
 pytestmark = pytest.mark.slow
 

@@ -29,7 +29,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from otlp_support import OtlpReceiver, ReceivedSpan, Upstream, otlp_receiver, upstream_rest
-from toolgate.serve.identity import key_sha256
+from toolgate.serve.auth.identity import key_sha256
 
 pytestmark = pytest.mark.slow
 

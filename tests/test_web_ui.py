@@ -16,7 +16,7 @@ from starlette.requests import Request
 from toolgate import Gateway
 from toolgate.demo import tools as demo_tools
 from toolgate.model import ApprovalStatus, CallStatus
-from toolgate.serve.identity import AgentIdentity, key_sha256, new_key
+from toolgate.serve.auth.identity import AgentIdentity, key_sha256, new_key
 from toolgate.serve.web import build_ui, identity_operator
 from web_support import Served, make_gateway, serve
 

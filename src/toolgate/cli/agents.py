@@ -25,7 +25,7 @@ from rich.text import Text
 from ..config import STATE_FILE_NAME, LoadedConfig, load_config, toolgate_home
 from ..config.schema import OPERATOR_ROLE
 from ..config.shared_state import open_state_database, state_urls
-from ..serve.identity import fingerprint, key_sha256, new_key
+from ..serve.auth.identity import fingerprint, key_sha256, new_key
 from ..stores.agent_keys import AgentKey, AgentKeyExistsError, AgentKeyStore
 from .errors import EXIT_CODES_HELP, CliFailure, CliUsageError
 from .options import CliState, print_json

@@ -158,7 +158,7 @@ def _serve_url(host: str, port: int) -> str | None:
 
 async def _serve(gateway: Gateway, agent: str | None, ui_url: str | None, elicit: bool) -> None:
     # The SDK is imported here, not at module level: other commands must not pay for it.
-    from ..serve.mcp_stdio import serve_stdio
+    from ..serve.mcp.stdio import serve_stdio
 
     try:
         await serve_stdio(gateway, agent=agent, approvals_url=ui_url, elicitation=elicit)

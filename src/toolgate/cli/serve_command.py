@@ -25,7 +25,7 @@ from rich.text import Text
 from ..config import STATE_FILE_NAME, build_gateway, load_config, toolgate_home
 from ..config.shared_state import SharedState, open_shared_state
 from ..pipeline.approval_policy import ApprovalPolicy
-from ..serve.identity import AgentIdentity, check_bind
+from ..serve.auth.identity import AgentIdentity, check_bind
 from ..stores.agent_keys import AgentKeyStore
 from ..stores.shared_keys import shared_key
 from .errors import EXIT_CODES_HELP, CliFailure
@@ -157,7 +157,7 @@ def serve(
         # OAuth: bearer tokens beside the API keys; credentials are then always required.
         oauth = None
         if auth is not None:
-            from ..serve.oauth_setup import build_oauth
+            from ..serve.auth.oauth import build_oauth
 
             oauth = build_oauth(auth, identity)  # ConfigError: exit 3
         # UnsafeBindError (a ConfigError): exit 3
@@ -181,7 +181,7 @@ def serve(
 
         from ..serve.api import ApiLimits
         from ..serve.app import SubApp, build_app, http_authenticator, mcp_authenticator
-        from ..serve.mcp_http import McpHttp
+        from ..serve.mcp.http import McpHttp
         from ..serve.web import DEFAULT_ALLOWED_HOSTS, build_ui, identity_operator
 
         # A worker of `serve --workers N` serves the supervisor's socket.

@@ -8,7 +8,7 @@ it documents):
   web UI when they are served);
 * ``/mcp`` and ``/mcp/…`` → the MCP sub-app (streamable HTTP), when given;
 * ``/.well-known/oauth-protected-resource`` and ``…/mcp`` → the OAuth Protected Resource
-  Metadata (:mod:`toolgate.serve.resource_metadata`), when ``auth:`` is configured;
+  Metadata (:mod:`toolgate.serve.auth.metadata`), when ``auth:`` is configured;
 * anything else → the web UI sub-app, when given (else the API, which answers ``404``).
 
 The MCP and UI sub-apps are plain ASGI apps, optionally wrapped in :class:`SubApp` with a
@@ -39,8 +39,8 @@ from ..gateway import Gateway
 from ..pipeline.approval_policy import ApprovalPolicy
 from ..telemetry.metrics import CallMetrics
 from .api import ApiLimits, build_api
-from .identity import AuthenticationError, Connection, Principal
-from .resource_metadata import ResourceMetadata
+from .auth.identity import AuthenticationError, Connection, Principal
+from .auth.metadata import ResourceMetadata
 
 __all__ = [
     "API_PATHS",
@@ -73,7 +73,7 @@ class SubApp:
 
 def http_authenticator(authenticate: Callable[[Request], str]) -> Callable[[Request], str]:
     """``authenticate`` raising Starlette's ``HTTPException(401)`` (with ``WWW-Authenticate:
-    Bearer``) instead of :class:`~toolgate.serve.identity.AuthenticationError`, for sub-apps
+    Bearer``) instead of :class:`~toolgate.serve.auth.identity.AuthenticationError`, for sub-apps
     that answer HTTP errors themselves (the MCP surface)."""
 
     def checked(request: Request) -> str:
@@ -211,14 +211,14 @@ def build_app(
     ``/`` when given.
 
     ``authenticate`` and ``is_operator`` are the identity rules
-    (:class:`~toolgate.serve.identity.AgentIdentity`), shared with the sub-apps by whoever
+    (:class:`~toolgate.serve.auth.identity.AgentIdentity`), shared with the sub-apps by whoever
     builds them. ``public_url`` (``http://127.0.0.1:8470``) prefixes the web UI link agents get
     for a call that waits for approval. With ``manage_gateway`` (the default) the app's
     lifespan starts and closes the gateway. ``metrics`` (told about the gateway's calls) are
     served to operators at ``/metrics``.
 
     With OAuth (``auth:``), ``identify`` names callers by API key or bearer token
-    (:meth:`~toolgate.serve.callers.Callers.identify`) and ``resource_metadata`` is served at
+    (:meth:`~toolgate.serve.auth.callers.Callers.identify`) and ``resource_metadata`` is served at
     the well-known paths and named in every 401's challenge.
 
     While it is served, a :class:`~toolgate._loop_watchdog.LoopWatchdog` reports the event loop

@@ -26,26 +26,25 @@ from typing import Any
 
 from fastapi import Depends, FastAPI
 from fastapi.routing import APIRoute
-from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from ..._rst import markdown_descriptions
 from ...gateway import Gateway
 from ...pipeline.approval_policy import ApprovalPolicy
 from ...telemetry.metrics import CallMetrics
-from ..identity import AuthenticationError, Connection, Principal
-from .approvals import approvals_router
-from .audit import audit_router
+from ..auth.identity import AuthenticationError, Connection, Principal
+from .approvals import router as approvals_router
+from .audit import router as audit_router
 from .calls import CALL_PREFIX, CALL_SUFFIX, FastCallMiddleware
-from .connections import connections_router
-from .deps import ERRORS, ApiContext, reject_unknown_query
-from .index import index_router
+from .connections import router as connections_router
+from .deps import CONTEXT_STATE_KEY, ApiContext, reject_unknown_query
+from .health import router as health_router
+from .index import router as index_router
 from .limits import CALL_MARGIN, ApiLimits, RequestLimitsMiddleware
-from .mcp_servers import mcp_servers_router
-from .metrics import metrics_router
-from .models import Health
+from .mcp_servers import router as mcp_servers_router
+from .metrics import router as metrics_router
 from .problems import PROBLEM_JSON, ApiJSONResponse, install_problem_handlers
-from .tools import tools_router
+from .tools import router as tools_router
 
 __all__ = ["HttpApi", "build_api"]
 
@@ -156,7 +155,7 @@ def build_api(
     """The HTTP API over ``gateway``.
 
     ``authenticate(request)`` names the calling agent or raises
-    :class:`~toolgate.serve.identity.AuthenticationError` (401); ``is_operator(agent)`` says
+    :class:`~toolgate.serve.auth.identity.AuthenticationError` (401); ``is_operator(agent)`` says
     who may use the operator routes (default: nobody). ``approval_policy`` (the operator's
     ``approval.rules``) makes ``requires_approval`` in the catalog exact. ``limits`` bound
     every request's body and duration. ``approve_link`` is the web UI's page deciding a request
@@ -197,40 +196,19 @@ def build_api(
         approve_link=approve_link,
         identify=identify,
         challenge=challenge,
+        metrics=metrics,
+        version=app.version,
+        index_links=dict(index_links or {}),
     )
-    app.include_router(index_router(_version(), index_links), tags=["server"])
-    app.include_router(tools_router(context), tags=["tools"])
-    app.include_router(approvals_router(context), tags=["approvals"])
-    app.include_router(audit_router(context), tags=["operators"])
-    app.include_router(connections_router(context), tags=["connections"])
-    app.include_router(mcp_servers_router(context), tags=["mcp-servers"])
-    app.include_router(metrics_router(context, metrics), tags=["operators"])
-
-    @app.get(
-        "/healthz", response_model=Health, responses=ERRORS, tags=["server"], summary="Liveness"
-    )
-    def healthz() -> Response:
-        """Alive, how many tools are registered, the audit log's health and the shared state's
-        (no key needed). `degraded` when the audit log failed to write (tools above local_write
-        then refuse to run until it recovers) or when the shared PostgreSQL or Redis does not
-        answer (calls that need it end `unavailable` until it is back)."""
-        log = gateway.audit
-        healthy = log is None or log.healthy
-        state = gateway.state_health()
-        reachable = all(up is not False for up in state.values())
-        return ApiJSONResponse(
-            {
-                "status": "ok" if healthy and reachable else "degraded",
-                "state": {"shared": any(up is not None for up in state.values()), **state},
-                "tools": len(gateway.registry),
-                "audit": {
-                    "enabled": log is not None,
-                    "healthy": healthy,
-                    "lost": 0 if log is None else log.lost,
-                    "pending": 0 if log is None else log.pending,
-                },
-            }
-        )
-
+    # What the routes' dependencies read (deps.api_context).
+    setattr(app.state, CONTEXT_STATE_KEY, context)
+    app.include_router(index_router, tags=["server"])
+    app.include_router(tools_router, tags=["tools"])
+    app.include_router(approvals_router, tags=["approvals"])
+    app.include_router(audit_router, tags=["operators"])
+    app.include_router(connections_router, tags=["connections"])
+    app.include_router(mcp_servers_router, tags=["mcp-servers"])
+    app.include_router(metrics_router, tags=["operators"])
+    app.include_router(health_router, tags=["server"])
     app.openapi = _problems_only(app)  # type: ignore[method-assign]
     return HttpApi(app, context=context, limits=limits, budget=_call_budget(gateway))

@@ -24,8 +24,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..._json import StrictJsonError, loads_strict
 from ...model import CallStatus
+from ..auth.identity import AuthenticationError
 from ..caller_gone import Gone, runs_to_its_end, unless_gone
-from ..identity import AuthenticationError
 from .deps import ApiContext
 from .limits import BODY_SCOPE_KEY
 from .models import CallRequest
@@ -117,14 +117,14 @@ async def run_call(
     return ApiJSONResponse(data, status_code=status, headers=headers)
 
 
-#: The headers :meth:`~toolgate.serve.identity.AgentIdentity.authenticate` reads.
+#: The headers :meth:`~toolgate.serve.auth.identity.AgentIdentity.authenticate` reads.
 _IDENTITY_HEADERS: Final = {
     name.encode("latin-1"): name for name in ("authorization", "host", "origin", "sec-fetch-site")
 }
 
 
 class _ScopeConnection:
-    """The request as :meth:`~toolgate.serve.identity.AgentIdentity.authenticate` reads it,
+    """The request as :meth:`~toolgate.serve.auth.identity.AgentIdentity.authenticate` reads it,
     straight from the ASGI scope (a Starlette ``Request`` and its ``Headers`` cost more than the
     lookups themselves): only the headers it reads, the first of repeated ones winning, as with
     Starlette."""

@@ -18,10 +18,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .call_body import CALL_BODY
-from .deps import ERRORS
+from .deps import ERRORS, Context
 from .problems import ApiJSONResponse
 
-__all__ = ["ApiIndex", "index_router"]
+__all__ = ["ApiIndex", "router"]
 
 #: Where the OpenAPI document is served.
 OPENAPI_PATH: Final = "/openapi.json"
@@ -129,21 +129,20 @@ def _index(app: FastAPI, version: str, base: str, extra: Mapping[str, str]) -> d
     }
 
 
-def index_router(version: str, links: Mapping[str, str] | None = None) -> APIRouter:
-    """``GET /v1`` (and ``GET /v1/``, the same answer, left out of the OpenAPI document).
-    ``links`` are added to the index's own (the MCP endpoint, the web UI)."""
-    router = APIRouter(responses=ERRORS)
-    extra = dict(links or {})
+router = APIRouter(responses=ERRORS)
+"""``GET /v1`` (and ``GET /v1/``, the same answer, left out of the OpenAPI document), with the
+context's ``index_links`` added to the index's own (the MCP endpoint, the web UI)."""
 
-    @router.get("/v1", response_model=ApiIndex, summary="What this API offers")
-    def api_index(request: Request) -> Response:
-        """The API's front door (no key needed): how to authenticate, what a call's body looks
-        like, where the OpenAPI document and the docs are, links to the main routes, and every
-        operation with its summary."""
-        app = request.app
-        assert isinstance(app, FastAPI)
-        base = str(request.base_url).rstrip("/")
-        return ApiJSONResponse(_index(app, version, base, extra))
 
-    router.add_api_route("/v1/", api_index, methods=["GET"], include_in_schema=False)
-    return router
+@router.get("/v1", response_model=ApiIndex, summary="What this API offers")
+def api_index(request: Request, context: Context) -> Response:
+    """The API's front door (no key needed): how to authenticate, what a call's body looks
+    like, where the OpenAPI document and the docs are, links to the main routes, and every
+    operation with its summary."""
+    app = request.app
+    assert isinstance(app, FastAPI)
+    base = str(request.base_url).rstrip("/")
+    return ApiJSONResponse(_index(app, context.version, base, context.index_links))
+
+
+router.add_api_route("/v1/", api_index, methods=["GET"], include_in_schema=False)

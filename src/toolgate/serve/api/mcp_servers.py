@@ -16,18 +16,18 @@ releases the tool at once, on every replica sharing the state.
 
 # No ``from __future__ import annotations``: FastAPI reads the route annotations at runtime.
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
 from ...errors import ErrorCode
 from ...formats.mcp_server.source import AcceptError
-from .deps import ERRORS, ApiContext, Caller, caller_dependencies
+from .deps import ERRORS, Context, Operator
 from .problems import ApiJSONResponse, ApiProblem, HttpErrorCode
 
-__all__ = ["AcceptRequest", "mcp_servers_router"]
+__all__ = ["AcceptRequest", "router"]
 
 
 class AcceptRequest(BaseModel):
@@ -48,67 +48,64 @@ class AcceptRequest(BaseModel):
     )
 
 
-def mcp_servers_router(context: ApiContext) -> APIRouter:
-    """The MCP server review routes (operators only)."""
+router = APIRouter(prefix="/v1", responses=ERRORS)
+"""The MCP server review routes (operators only)."""
+
+
+@router.get("/mcp-servers", summary="Upstream MCP servers")
+def list_servers(who: Operator, context: Context) -> Response:
+    """Every declared MCP server: connected or not, its pin mode, and which of its tools are
+    held or flagged (operators only)."""
+    rows: list[dict[str, Any]] = []
+    for name, (_source, servers) in sorted(context.gateway.mcp_servers().items()):
+        rows.append(servers.summary(name))
+    return ApiJSONResponse({"servers": rows})
+
+
+@router.get("/mcp-servers/{server}", summary="An upstream MCP server's tools")
+def show_server(server: str, who: Operator, context: Context) -> Response:
+    """Each tool the server lists now: accepted or held and why, what changed since it was
+    accepted, what hides in its texts, and its definition as listed (operators only)."""
+    try:
+        reviews = context.gateway.review_mcp_server(server)
+    except AcceptError as exc:
+        raise ApiProblem(404, HttpErrorCode.NOT_FOUND, str(exc)) from None
+    return ApiJSONResponse(
+        {"server": server, "tools": [review.to_dict() for review in reviews.values()]}
+    )
+
+
+@router.post("/mcp-servers/{server}/accept", summary="Accept an MCP server's tools")
+async def accept_tools(
+    server: str, body: AcceptRequest, who: Operator, context: Context
+) -> Response:
+    """Accept the definitions the server lists now for the named tools, each at the hash
+    the operator reviewed (``hashes``, required); they are served from now on, until the
+    server changes them (operators only)."""
     gateway = context.gateway
-    _, operator = caller_dependencies(context)
-    Operator = Annotated[Caller, Depends(operator)]
-    router = APIRouter(prefix="/v1", responses=ERRORS)
-
-    def not_found(exc: AcceptError) -> ApiProblem:
-        return ApiProblem(404, HttpErrorCode.NOT_FOUND, str(exc))
-
-    @router.get("/mcp-servers", summary="Upstream MCP servers")
-    def list_servers(who: Operator) -> Response:
-        """Every declared MCP server: connected or not, its pin mode, and which of its tools are
-        held or flagged (operators only)."""
-        rows: list[dict[str, Any]] = []
-        for name, (_source, servers) in sorted(gateway.mcp_servers().items()):
-            rows.append(servers.summary(name))
-        return ApiJSONResponse({"servers": rows})
-
-    @router.get("/mcp-servers/{server}", summary="An upstream MCP server's tools")
-    def show_server(server: str, who: Operator) -> Response:
-        """Each tool the server lists now: accepted or held and why, what changed since it was
-        accepted, what hides in its texts, and its definition as listed (operators only)."""
-        try:
-            reviews = gateway.review_mcp_server(server)
-        except AcceptError as exc:
-            raise not_found(exc) from None
-        return ApiJSONResponse(
-            {"server": server, "tools": [review.to_dict() for review in reviews.values()]}
+    # On the event loop, where every other reload of the registry happens.
+    if server not in gateway.mcp_servers():
+        known = ", ".join(sorted(gateway.mcp_servers())) or "none"
+        raise ApiProblem(
+            404,
+            HttpErrorCode.NOT_FOUND,
+            f"no MCP server {server!r} is declared (declared: {known})",
         )
-
-    @router.post("/mcp-servers/{server}/accept", summary="Accept an MCP server's tools")
-    async def accept_tools(server: str, body: AcceptRequest, who: Operator) -> Response:
-        """Accept the definitions the server lists now for the named tools, each at the hash
-        the operator reviewed (``hashes``, required); they are served from now on, until the
-        server changes them (operators only)."""
-        # On the event loop, where every other reload of the registry happens.
-        if server not in gateway.mcp_servers():
-            known = ", ".join(sorted(gateway.mcp_servers())) or "none"
-            raise ApiProblem(
-                404,
-                HttpErrorCode.NOT_FOUND,
-                f"no MCP server {server!r} is declared (declared: {known})",
-            )
-        # Checked here, after the operator check and the server's: an agent learns nothing.
-        tools = body.tools or list(body.hashes)
-        unhashed = [tool for tool in tools if tool not in body.hashes]
-        if not tools or unhashed:
-            missing = ", ".join(repr(tool) for tool in unhashed) or "every tool to accept"
-            raise ApiProblem(
-                400,
-                HttpErrorCode.INVALID_REQUEST,
-                f"the field 'hashes' must give the definition hash you reviewed (GET "
-                f"/v1/mcp-servers/{server}) for {missing}; nothing was accepted",
-            )
-        try:
-            accepted = gateway.accept_mcp_tools(server, tools, by=who.agent, expected=body.hashes)
-        except AcceptError as exc:
-            raise ApiProblem(409, ErrorCode.UNAVAILABLE, str(exc)) from None
-        return ApiJSONResponse(
-            {"server": server, "accepted": [review.to_dict() for review in accepted]}
+    # Checked here, after the operator check and the server's: an agent learns nothing.
+    tools = body.tools or list(body.hashes)
+    unhashed = [tool for tool in tools if tool not in body.hashes]
+    if not tools or unhashed:
+        missing = ", ".join(repr(tool) for tool in unhashed) or "every tool to accept"
+        raise ApiProblem(
+            400,
+            HttpErrorCode.INVALID_REQUEST,
+            f"the field 'hashes' must give the definition hash you reviewed (GET "
+            f"/v1/mcp-servers/{server}) for {missing}; nothing was accepted",
         )
-
-    return router
+    try:
+        accepted = gateway.accept_mcp_tools(server, tools, by=who.agent, expected=body.hashes)
+    except AcceptError as exc:
+        raise ApiProblem(409, ErrorCode.UNAVAILABLE, str(exc)) from None
+    return ApiJSONResponse(
+        {"server": server, "accepted": [review.to_dict() for review in accepted]}
+    )

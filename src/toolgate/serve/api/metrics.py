@@ -3,20 +3,22 @@
 # No ``from __future__ import annotations``: FastAPI reads the route annotations at runtime.
 
 from collections.abc import Iterator
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from ..._loop_watchdog import LOOP_STALLS, LoopStalls
 from ...telemetry.metrics import CallMetrics
-from .deps import ERRORS, ApiContext, Caller, caller_dependencies
+from .deps import ERRORS, Context, Operator
 from .problems import ApiProblem, HttpErrorCode
 
-__all__ = ["METRICS_PATH", "metrics_router"]
+__all__ = ["METRICS_PATH", "router"]
 
 #: Where Prometheus scrapes (its default ``metrics_path``).
 METRICS_PATH = "/metrics"
+#: Where an application keeps its exposition (made on the first scrape) in its state.
+_EXPOSITION_STATE_KEY = "prometheus_exposition"
 
 _TEXT: dict[int | str, dict[str, Any]] = {
     200: {
@@ -26,38 +28,39 @@ _TEXT: dict[int | str, dict[str, Any]] = {
 }
 
 
-def metrics_router(context: ApiContext, metrics: CallMetrics | None) -> APIRouter:
-    """The ``/metrics`` route over ``metrics`` (``None``: it answers ``404``)."""
-    _, operator = caller_dependencies(context)
-    Operator = Annotated[Caller, Depends(operator)]
-    router = APIRouter(responses=ERRORS)
-    exposition: Any = None
+router = APIRouter(responses=ERRORS)
+"""The ``/metrics`` route over the context's ``metrics`` (``None``: it answers ``404``)."""
 
-    @router.get(
-        METRICS_PATH,
-        summary="Metrics (Prometheus)",
-        response_class=Response,
-        responses=_TEXT,
-    )
-    def prometheus_metrics(who: Operator) -> Response:
-        """Calls by tool and outcome, errors by code, the call-duration histogram, approvals
-        pending, the audit queue's depth and the event-loop stalls, in the Prometheus text
-        format (operators only: give the scraper an operator's key)."""
-        nonlocal exposition
-        if metrics is None:
-            raise ApiProblem(
-                404, HttpErrorCode.NOT_FOUND, "this server does not collect call metrics"
-            )
-        if exposition is None:
-            # prometheus_client is loaded on the first scrape, never by a server nobody scrapes.
-            from ...telemetry.prometheus import CONTENT_TYPE, PrometheusExposition
 
-            exposition = (PrometheusExposition(metrics), CONTENT_TYPE)
-            exposition[0].registry.register(_stall_collector(LOOP_STALLS))
-        body: bytes = exposition[0].render()
-        return Response(body, media_type=exposition[1])
+def _exposition(request: Request, metrics: CallMetrics) -> tuple[Any, str]:
+    """The application's Prometheus exposition of ``metrics`` and its content type, made on
+    the first scrape: ``prometheus_client`` is never loaded by a server nobody scrapes."""
+    state = request.app.state
+    exposition: tuple[Any, str] | None = getattr(state, _EXPOSITION_STATE_KEY, None)
+    if exposition is None:
+        from ...telemetry.prometheus import CONTENT_TYPE, PrometheusExposition
 
-    return router
+        exposition = (PrometheusExposition(metrics), CONTENT_TYPE)
+        exposition[0].registry.register(_stall_collector(LOOP_STALLS))
+        setattr(state, _EXPOSITION_STATE_KEY, exposition)
+    return exposition
+
+
+@router.get(
+    METRICS_PATH,
+    summary="Metrics (Prometheus)",
+    response_class=Response,
+    responses=_TEXT,
+)
+def prometheus_metrics(who: Operator, context: Context, request: Request) -> Response:
+    """Calls by tool and outcome, errors by code, the call-duration histogram, approvals
+    pending, the audit queue's depth and the event-loop stalls, in the Prometheus text
+    format (operators only: give the scraper an operator's key)."""
+    if context.metrics is None:
+        raise ApiProblem(404, HttpErrorCode.NOT_FOUND, "this server does not collect call metrics")
+    exposition, content_type = _exposition(request, context.metrics)
+    body: bytes = exposition.render()
+    return Response(body, media_type=content_type)
 
 
 def _stall_collector(stalls: LoopStalls) -> Any:

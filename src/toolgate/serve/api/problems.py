@@ -32,7 +32,7 @@ from starlette.responses import JSONResponse, Response
 
 from ...audit.log_base import AuditStoreError
 from ...errors import ApprovalClosedError, ErrorCode, StateUnavailableError, ToolNotFoundError
-from ..identity import AuthenticationError
+from ..auth.identity import AuthenticationError
 
 __all__ = [
     "PROBLEM_JSON",

@@ -14,12 +14,13 @@ from starlette.responses import Response
 
 from ...errors import ErrorCode, SearchQueryError
 from ...exporters import EXPORT_FORMATS, export_tools
+from ...gateway import Gateway
 from ...model.names import to_provider_name
 from ...registry import RegisteredTool
 from ...search.query import DEFAULT_LIMIT, clean_query
 from .call_body import call_route_class
 from .calls import is_json, run_call, strict_call_body, workspace_exists
-from .deps import ERRORS, ApiContext, Caller, caller_dependencies
+from .deps import ERRORS, Agent, Caller, Context, context_of
 from .models import (
     AgentInfo,
     CallOutcomeView,
@@ -32,7 +33,7 @@ from .models import (
 from .problems import ApiJSONResponse, ApiProblem
 from .views import status_view, tool_detail, tool_summary
 
-__all__ = ["tools_router"]
+__all__ = ["router"]
 
 #: Where the call route keeps its caller for the problems of a malformed body.
 _CALLER_SCOPE_KEY = "toolgate.caller"
@@ -46,207 +47,212 @@ _EXPORT_SUMMARIES = {
 }
 
 
-def tools_router(context: ApiContext) -> APIRouter:
-    """The agent-facing routes."""
-    gateway = context.gateway
-    caller, _ = caller_dependencies(context)
-    Agent = Annotated[Caller, Depends(caller)]
-    router = APIRouter(prefix="/v1", responses=ERRORS)
+router = APIRouter(prefix="/v1", responses=ERRORS)
+"""The agent-facing routes."""
 
-    def visible(who: Caller, tool_id: str) -> RegisteredTool:
-        entry = gateway.registry.get(tool_id)
-        if entry is not None and gateway.access.visible(entry.tool, who.agent, who.namespaces):
-            return entry
-        # Not "forbidden", and no suggestion of a tool it may not see: to this caller a hidden
-        # tool does not exist.
-        suggestions = list(gateway.pipeline.suggestions(tool_id, who.agent, who.namespaces))
-        hint = f"; did you mean {', '.join(suggestions)}?" if suggestions else ""
+
+def _visible(gateway: Gateway, who: Caller, tool_id: str) -> RegisteredTool:
+    """The tool ``tool_id`` when ``who`` may see it, else the ``404`` of an unknown tool."""
+    entry = gateway.registry.get(tool_id)
+    if entry is not None and gateway.access.visible(entry.tool, who.agent, who.namespaces):
+        return entry
+    # Not "forbidden", and no suggestion of a tool it may not see: to this caller a hidden
+    # tool does not exist.
+    suggestions = list(gateway.pipeline.suggestions(tool_id, who.agent, who.namespaces))
+    hint = f"; did you mean {', '.join(suggestions)}?" if suggestions else ""
+    raise ApiProblem(
+        404,
+        ErrorCode.TOOL_NOT_FOUND,
+        f"no tool named {tool_id!r}{hint}",
+        extra={"suggestions": suggestions},
+    )
+
+
+@router.get("/tools", response_model=ToolList, summary="List the tools this agent may call")
+def list_tools(who: Agent, context: Context) -> Response:
+    """Every tool the calling agent may call, with its side-effect level, whether calls
+    need approval, phase, source format and provider name."""
+    gateway = context.gateway
+    allowed = {tool.id for tool in gateway.list_tools(agent=who.agent, namespaces=who.namespaces)}
+    rows = [
+        tool_summary(entry, gateway.status(entry.tool.id), context.approval_policy)
+        for entry in gateway.entries()
+        if entry.tool.id in allowed
+    ]
+    return ApiJSONResponse({"tools": rows})
+
+
+# Before /tools/{tool_id:path}, which would take "search" for a tool id.
+@router.get("/tools/search", response_model=SearchResults, summary="Search the tools")
+def search_tools(
+    who: Agent,
+    context: Context,
+    q: Annotated[str, Query(description="What the tool should do, in plain words.")],
+    limit: Annotated[int, Query(description="How many tools (1-100).")] = DEFAULT_LIMIT,
+    mode: Annotated[
+        Literal["lexical", "semantic", "fused"] | None,
+        Query(description="Ranking (default: fused with toolgate[search], else lexical)."),
+    ] = None,
+) -> Response:
+    """The tools this agent may call that best match `q`, best first, with their
+    definitions (input schema, provider name) and scores. Unavailable tools are left out.
+    An empty or over-long `q`, or a `limit` outside 1-100, is a 422 naming the field."""
+    gateway = context.gateway
+    try:
+        query = clean_query(q, field="q")
+        hits = gateway.search_tools(
+            query, agent=who.agent, namespaces=who.namespaces, limit=limit, mode=mode
+        )
+    except SearchQueryError as error:
         raise ApiProblem(
-            404,
-            ErrorCode.TOOL_NOT_FOUND,
-            f"no tool named {tool_id!r}{hint}",
-            extra={"suggestions": suggestions},
-        )
-
-    @router.get("/tools", response_model=ToolList, summary="List the tools this agent may call")
-    def list_tools(who: Agent) -> Response:
-        """Every tool the calling agent may call, with its side-effect level, whether calls
-        need approval, phase, source format and provider name."""
-        allowed = {
-            tool.id for tool in gateway.list_tools(agent=who.agent, namespaces=who.namespaces)
+            422, ErrorCode.INVALID_ARGUMENTS, str(error), extra={"field": error.field}
+        ) from None
+    except RuntimeError as error:  # semantic ranking asked for without the extra
+        raise ApiProblem(
+            422, ErrorCode.INVALID_ARGUMENTS, f"mode: {error}", extra={"field": "mode"}
+        ) from None
+    chosen = mode or ("fused" if gateway.search_index.semantic else "lexical")
+    rows = [
+        {
+            "rank": rank,
+            "id": hit.tool.id,
+            "provider_name": to_provider_name(hit.tool.id),
+            "title": hit.tool.display_title,
+            "description": hit.tool.description,
+            "input_schema": hit.tool.input_schema_dict(),
+            "score": hit.score,
+            "lexical_rank": hit.lexical_rank,
+            "semantic_rank": hit.semantic_rank,
         }
-        rows = [
-            tool_summary(entry, gateway.status(entry.tool.id), context.approval_policy)
-            for entry in gateway.entries()
-            if entry.tool.id in allowed
-        ]
-        return ApiJSONResponse({"tools": rows})
-
-    # Before /tools/{tool_id:path}, which would take "search" for a tool id.
-    @router.get("/tools/search", response_model=SearchResults, summary="Search the tools")
-    def search_tools(
-        who: Agent,
-        q: Annotated[str, Query(description="What the tool should do, in plain words.")],
-        limit: Annotated[int, Query(description="How many tools (1-100).")] = DEFAULT_LIMIT,
-        mode: Annotated[
-            Literal["lexical", "semantic", "fused"] | None,
-            Query(description="Ranking (default: fused with toolgate[search], else lexical)."),
-        ] = None,
-    ) -> Response:
-        """The tools this agent may call that best match `q`, best first, with their
-        definitions (input schema, provider name) and scores. Unavailable tools are left out.
-        An empty or over-long `q`, or a `limit` outside 1-100, is a 422 naming the field."""
-        try:
-            query = clean_query(q, field="q")
-            hits = gateway.search_tools(
-                query, agent=who.agent, namespaces=who.namespaces, limit=limit, mode=mode
-            )
-        except SearchQueryError as error:
-            raise ApiProblem(
-                422, ErrorCode.INVALID_ARGUMENTS, str(error), extra={"field": error.field}
-            ) from None
-        except RuntimeError as error:  # semantic ranking asked for without the extra
-            raise ApiProblem(
-                422, ErrorCode.INVALID_ARGUMENTS, f"mode: {error}", extra={"field": "mode"}
-            ) from None
-        chosen = mode or ("fused" if gateway.search_index.semantic else "lexical")
-        rows = [
-            {
-                "rank": rank,
-                "id": hit.tool.id,
-                "provider_name": to_provider_name(hit.tool.id),
-                "title": hit.tool.display_title,
-                "description": hit.tool.description,
-                "input_schema": hit.tool.input_schema_dict(),
-                "score": hit.score,
-                "lexical_rank": hit.lexical_rank,
-                "semantic_rank": hit.semantic_rank,
-            }
-            for rank, hit in enumerate(hits, start=1)
-        ]
-        return ApiJSONResponse({"query": query, "mode": chosen, "tools": rows})
-
-    @router.get(
-        "/tools/{tool_id:path}",
-        response_model=ToolDetail,
-        summary="Show a tool",
-    )
-    def show_tool(tool_id: str, who: Agent) -> Response:
-        """One tool (by id or provider name): description, schemas, hints, health."""
-        entry = visible(who, tool_id)
-        status = gateway.status(entry.tool.id)
-        return ApiJSONResponse(tool_detail(entry, status, context.approval_policy))
-
-    async def call_caller(request: Request, who: Agent) -> Caller:
-        """The caller, kept in the request for :func:`tool_arguments` (the call route's body
-        problems are written after its dependencies ran)."""
-        request.scope[_CALLER_SCOPE_KEY] = who
-        return who
-
-    def tool_arguments(request: Request) -> tuple[str, frozenset[str]] | None:
-        """The called tool's id and argument names, when the caller may see it."""
-        who = request.scope.get(_CALLER_SCOPE_KEY)
-        entry = gateway.registry.get(str(request.path_params.get("tool_id", "")))
-        if (
-            not isinstance(who, Caller)
-            or entry is None
-            or not gateway.access.visible(entry.tool, who.agent, who.namespaces)
-        ):
-            return None
-        properties = entry.tool.input_schema_dict().get("properties")
-        return entry.tool.id, frozenset(properties) if isinstance(properties, dict) else frozenset()
-
-    async def call_tool(
-        tool_id: str,
-        who: Annotated[Caller, Depends(call_caller)],
-        raw: Request,
-        body: Annotated[CallRequest | None, Body()] = None,
-    ) -> Response:
-        """Call a tool through the whole pipeline (validation, access, rate limits, approval,
-        execution, shaping, audit). Send the body as JSON (`Content-Type: application/json`):
-        `{"arguments": {...}}`, the tool's arguments by name, optionally with `session_id` and
-        `workspace`; it may be left out for a tool without arguments. The call's own errors are
-        not HTTP errors: the body's `status` is `error` with a stable `code` and a `message`
-        written for the model (and the HTTP status 200)."""
-        # FastAPI parsed the body leniently; the gateway's own parser has the last word.
-        strict_call_body(await raw.body(), is_json(raw.scope))
-        request = body or CallRequest()
-        if not workspace_exists(request):
-            raise ApiProblem(
-                422,
-                ErrorCode.INVALID_ARGUMENTS,
-                f"workspace: no such folder on the gateway's host: {request.workspace}",
-            )
-        # A client that goes away cuts its call off, as on the fast path (calls.py).
-        return await run_call(
-            context, who.agent, tool_id, request, who.namespaces, receive=raw.receive
-        )
-
-    router.add_api_route(
-        "/tools/{tool_id:path}/call",
-        call_tool,
-        methods=["POST"],
-        response_model=CallOutcomeView,
-        summary="Call a tool",
-        responses={
-            202: {
-                "model": CallOutcomeView,
-                "description": "The call waits for a person's approval: `approval` says which "
-                "request, where to follow it and where to decide it. Calling again with the "
-                "same arguments attaches to the same request and, once approved, returns the "
-                "result.",
-            }
-        },
-        route_class_override=call_route_class(tool_arguments),
-    )
-
-    @router.get("/status", response_model=StatusList, summary="Health of the tools")
-    def list_statuses(who: Agent) -> Response:
-        """Phase, calls and failure rate over 7 days, latency and last error of each tool this
-        agent may call; operators also see declarations that fail to load (phase Failed)."""
-        if who.operator:
-            found = gateway.statuses()
-        else:
-            found = [
-                gateway.status(tool.id)
-                for tool in gateway.list_tools(agent=who.agent, namespaces=who.namespaces)
-            ]
-        return ApiJSONResponse({"tools": [status_view(status) for status in found]})
-
-    @router.get("/me", response_model=AgentInfo, summary="Who is calling")
-    def whoami(who: Agent) -> Response:
-        """The agent this request was authenticated as, whether it is an operator, and the
-        capability guides it should be given (MCP server instructions): only of the tools it
-        may see."""
-        return ApiJSONResponse(
-            {
-                "agent": who.agent,
-                "operator": who.operator,
-                "instructions": gateway.agent_context(agent=who.agent, namespaces=who.namespaces),
-            }
-        )
-
-    for export_format in EXPORT_FORMATS:
-        router.add_api_route(
-            f"/export/{export_format}",
-            _exporter(context, export_format, caller),
-            methods=["GET"],
-            response_model=list[dict[str, Any]],
-            summary=f"Tool definitions as {_EXPORT_SUMMARIES[export_format]}",
-            description="The tools this agent may call, ready to pass to the provider.",
-            operation_id=f"export_{export_format.replace('-', '_')}",
-        )
-    return router
+        for rank, hit in enumerate(hits, start=1)
+    ]
+    return ApiJSONResponse({"query": query, "mode": chosen, "tools": rows})
 
 
-def _exporter(context: ApiContext, export_format: str, caller: Any) -> Any:
+@router.get(
+    "/tools/{tool_id:path}",
+    response_model=ToolDetail,
+    summary="Show a tool",
+)
+def show_tool(tool_id: str, who: Agent, context: Context) -> Response:
+    """One tool (by id or provider name): description, schemas, hints, health."""
     gateway = context.gateway
+    entry = _visible(gateway, who, tool_id)
+    status = gateway.status(entry.tool.id)
+    return ApiJSONResponse(tool_detail(entry, status, context.approval_policy))
 
-    def export(who: Annotated[Caller, Depends(caller)]) -> Response:
-        return ApiJSONResponse(
-            export_tools(
-                gateway.list_tools(agent=who.agent, namespaces=who.namespaces), export_format
-            )
+
+async def _call_caller(request: Request, who: Agent) -> Caller:
+    """The caller, kept in the request for :func:`_tool_arguments` (the call route's body
+    problems are written after its dependencies ran)."""
+    request.scope[_CALLER_SCOPE_KEY] = who
+    return who
+
+
+def _tool_arguments(request: Request) -> tuple[str, frozenset[str]] | None:
+    """The called tool's id and argument names, when the caller may see it."""
+    who = request.scope.get(_CALLER_SCOPE_KEY)
+    gateway = context_of(request).gateway
+    entry = gateway.registry.get(str(request.path_params.get("tool_id", "")))
+    if (
+        not isinstance(who, Caller)
+        or entry is None
+        or not gateway.access.visible(entry.tool, who.agent, who.namespaces)
+    ):
+        return None
+    properties = entry.tool.input_schema_dict().get("properties")
+    return entry.tool.id, frozenset(properties) if isinstance(properties, dict) else frozenset()
+
+
+async def call_tool(
+    tool_id: str,
+    who: Annotated[Caller, Depends(_call_caller)],
+    context: Context,
+    raw: Request,
+    body: Annotated[CallRequest | None, Body()] = None,
+) -> Response:
+    """Call a tool through the whole pipeline (validation, access, rate limits, approval,
+    execution, shaping, audit). Send the body as JSON (`Content-Type: application/json`):
+    `{"arguments": {...}}`, the tool's arguments by name, optionally with `session_id` and
+    `workspace`; it may be left out for a tool without arguments. The call's own errors are
+    not HTTP errors: the body's `status` is `error` with a stable `code` and a `message`
+    written for the model (and the HTTP status 200)."""
+    # Well-formed calls are answered before FastAPI (calls.py); this route answers the rest.
+    # FastAPI parsed the body leniently; the gateway's own parser has the last word.
+    strict_call_body(await raw.body(), is_json(raw.scope))
+    request = body or CallRequest()
+    if not workspace_exists(request):
+        raise ApiProblem(
+            422,
+            ErrorCode.INVALID_ARGUMENTS,
+            f"workspace: no such folder on the gateway's host: {request.workspace}",
         )
+    # A client that goes away cuts its call off, as on the fast path (calls.py).
+    return await run_call(context, who.agent, tool_id, request, who.namespaces, receive=raw.receive)
+
+
+router.add_api_route(
+    "/tools/{tool_id:path}/call",
+    call_tool,
+    methods=["POST"],
+    response_model=CallOutcomeView,
+    summary="Call a tool",
+    responses={
+        202: {
+            "model": CallOutcomeView,
+            "description": "The call waits for a person's approval: `approval` says which "
+            "request, where to follow it and where to decide it. Calling again with the "
+            "same arguments attaches to the same request and, once approved, returns the "
+            "result.",
+        }
+    },
+    route_class_override=call_route_class(_tool_arguments),
+)
+
+
+@router.get("/status", response_model=StatusList, summary="Health of the tools")
+def list_statuses(who: Agent, context: Context) -> Response:
+    """Phase, calls and failure rate over 7 days, latency and last error of each tool this
+    agent may call; operators also see declarations that fail to load (phase Failed)."""
+    gateway = context.gateway
+    if who.operator:
+        found = gateway.statuses()
+    else:
+        found = [
+            gateway.status(tool.id)
+            for tool in gateway.list_tools(agent=who.agent, namespaces=who.namespaces)
+        ]
+    return ApiJSONResponse({"tools": [status_view(status) for status in found]})
+
+
+@router.get("/me", response_model=AgentInfo, summary="Who is calling")
+def whoami(who: Agent, context: Context) -> Response:
+    """The agent this request was authenticated as, whether it is an operator, and the
+    capability guides it should be given (MCP server instructions): only of the tools it
+    may see."""
+    instructions = context.gateway.agent_context(agent=who.agent, namespaces=who.namespaces)
+    return ApiJSONResponse(
+        {"agent": who.agent, "operator": who.operator, "instructions": instructions}
+    )
+
+
+def _exporter(export_format: str) -> Any:
+    """The route answering the tools the caller may call in ``export_format``."""
+
+    def export(who: Agent, context: Context) -> Response:
+        tools = context.gateway.list_tools(agent=who.agent, namespaces=who.namespaces)
+        return ApiJSONResponse(export_tools(tools, export_format))
 
     return export
+
+
+for _export_format in EXPORT_FORMATS:
+    router.add_api_route(
+        f"/export/{_export_format}",
+        _exporter(_export_format),
+        methods=["GET"],
+        response_model=list[dict[str, Any]],
+        summary=f"Tool definitions as {_EXPORT_SUMMARIES[_export_format]}",
+        description="The tools this agent may call, ready to pass to the provider.",
+        operation_id=f"export_{_export_format.replace('-', '_')}",
+    )

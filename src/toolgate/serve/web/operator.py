@@ -1,6 +1,6 @@
 """Who may use the console when the server has agent identities (``toolgate serve``).
 
-:func:`identity_operator` turns an :class:`~toolgate.serve.identity.AgentIdentity` into the
+:func:`identity_operator` turns an :class:`~toolgate.serve.auth.identity.AgentIdentity` into the
 console's operator check:
 
 * **No agent keys** (a loopback server): the person at a loopback browser is the operator,
@@ -28,7 +28,7 @@ from typing import Any
 
 from starlette.requests import Request
 
-from ..identity import AgentIdentity, AuthenticationError
+from ..auth.identity import AgentIdentity, AuthenticationError
 from .security import OperatorCheck, SignInRequired, loopback_operator
 
 __all__ = ["identity_operator"]

@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from starlette.types import Receive, Scope, Send
 
-from ..config.schema import AuthConfig
+from ...config.schema import AuthConfig
 from .identity import AuthenticationError
 
 __all__ = ["MCP_METADATA_PATH", "METADATA_PATH", "ResourceMetadata"]

@@ -14,15 +14,15 @@ whole pipeline for every call.
   message written for the model (invalid arguments name the field), except an unknown tool, which
   the spec makes a protocol error (``-32602``). ``structuredContent`` is sent when the tool
   declares an output schema; a visualization never is; an overflowed result is the preview and
-  note the gateway wrote. Calls that need approval: :mod:`toolgate.serve.mcp_approvals`.
+  note the gateway wrote. Calls that need approval: :mod:`toolgate.serve.mcp.approvals`.
 * Server instructions are ``gateway.agent_context(agent=...)`` (the capability guides), computed
   per agent for ``initialize`` and ``server/discover``.
-* Tool list changes reach every live client: :mod:`toolgate.serve.mcp_changes`.
+* Tool list changes reach every live client: :mod:`toolgate.serve.mcp.changes`.
 * Progressive disclosure (``gateway.disclosure``, the ``search.progressive`` setting):
   ``tools/list`` shows the core tools and ``search_tools``; the tools a session's search finds
   join its list, ``list_changed`` is sent, and a tool not shown to a session is unknown to it.
 
-Transports: :mod:`toolgate.serve.mcp_stdio` and :mod:`toolgate.serve.mcp_http`.
+Transports: :mod:`toolgate.serve.mcp.stdio` and :mod:`toolgate.serve.mcp.http`.
 """
 
 from __future__ import annotations
@@ -49,16 +49,16 @@ from mcp_types import (
     PaginatedRequestParams,
 )
 
-from .. import __version__
-from ..errors import ErrorCode
-from ..exporters.mcp import mcp_call_tool_result, mcp_tool
-from ..gateway import Gateway
-from ..model import CallOutcome, CallStatus
-from ..pipeline.approval import DEFAULT_APPROVAL_TTL
-from ..search.tool import SEARCH_TOOL_ID
-from .caller_gone import outliving_cancellation, runs_to_its_end
-from .mcp_approvals import NO_PROMPT, McpApprovals, pending_result
-from .mcp_changes import ToolListChanges
+from ... import __version__
+from ...errors import ErrorCode
+from ...exporters.mcp import mcp_call_tool_result, mcp_tool
+from ...gateway import Gateway
+from ...model import CallOutcome, CallStatus
+from ...pipeline.approval import DEFAULT_APPROVAL_TTL
+from ...search.tool import SEARCH_TOOL_ID
+from ..caller_gone import outliving_cancellation, runs_to_its_end
+from .approvals import NO_PROMPT, McpApprovals, pending_result
+from .changes import ToolListChanges
 
 __all__ = [
     "PRECOMPUTED_OUTCOME_KEY",
@@ -75,7 +75,7 @@ logger = logging.getLogger(__name__)
 SERVER_NAME: Final = "toolgate"
 
 #: ASGI scope key: the outcome of a call the HTTP fast path made and handed over to be answered
-#: here (see :mod:`toolgate.serve.mcp_fast`), as ``(name, arguments, outcome)``.
+#: here (see :mod:`toolgate.serve.mcp.fast`), as ``(name, arguments, outcome)``.
 PRECOMPUTED_OUTCOME_KEY: Final = "toolgate.mcp.outcome"
 
 #: Who is calling: given the transport's request (a Starlette ``Request`` on HTTP, ``None`` on
@@ -145,7 +145,7 @@ class McpSurface:
             approvals_url: The web UI's base URL (``http://127.0.0.1:8470``); pending results
                 link to ``<url>/approvals/<id>``. ``None``: only the CLI command is named.
             elicitation: Ask clients that declare form elicitation to approve calls (see
-                :mod:`toolgate.serve.mcp_approvals` for the trust this implies).
+                :mod:`toolgate.serve.mcp.approvals` for the trust this implies).
             session_id: The session id calls carry when the transport has none of its own
                 (stdio: one per process).
             request_state_key: The key sealing the approval ids handed out as
@@ -176,7 +176,7 @@ class McpSurface:
             "notifications/initialized", NotificationParams, self._initialized
         )
         server.middleware.append(self._instructions)
-        # Seal the approval id handed out as requestState (see mcp_approvals), bound to the
+        # Seal the approval id handed out as requestState (see serve.mcp.approvals), bound to the
         # agent as well as to the tool and its exact arguments.
         server.middleware.append(
             RequestStateBoundary(

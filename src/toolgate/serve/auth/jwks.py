@@ -29,7 +29,7 @@ import httpx2
 from jwt import PyJWK
 from jwt.exceptions import PyJWKError
 
-from ..config.auth_schema import is_loopback_name
+from ...config.auth_schema import is_loopback_name
 
 __all__ = ["IssuerKeys", "KeysUnavailableError", "metadata_urls"]
 

@@ -55,9 +55,9 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.types import Message, Receive, Scope, Send
 
-from ..model import ApprovalStatus, CallOutcome, CallStatus
-from .caller_gone import Gone, runs_to_its_end, unless_gone
-from .mcp_server import PRECOMPUTED_OUTCOME_KEY, McpSurface
+from ...model import ApprovalStatus, CallOutcome, CallStatus
+from ..caller_gone import Gone, runs_to_its_end, unless_gone
+from .server import PRECOMPUTED_OUTCOME_KEY, McpSurface
 
 __all__ = ["FastToolCalls", "ReadBody", "read_body"]
 

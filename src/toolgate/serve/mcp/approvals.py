@@ -43,10 +43,10 @@ from mcp_types import (
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from ..approvals import ApprovalService
-from ..errors import ApprovalClosedError
-from ..gateway import Gateway
-from ..model import ApprovalRequest, ApprovalStatus, CallOutcome, Decision
+from ...approvals import ApprovalService
+from ...errors import ApprovalClosedError
+from ...gateway import Gateway
+from ...model import ApprovalRequest, ApprovalStatus, CallOutcome, Decision
 
 __all__ = [
     "APPROVAL_INPUT_KEY",

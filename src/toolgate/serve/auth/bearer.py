@@ -5,7 +5,7 @@ A token is accepted only when all of these hold (OAuth 2.1 resource server, MCP 
 * its header names one of the pinned asymmetric algorithms (``auth.algorithms``): ``none`` and
   every HMAC algorithm are refused before any key is looked at, so a token "signed" with the
   issuer's public key as an HMAC secret (key confusion) never verifies;
-* it is signed by a key the issuer publishes (:class:`~toolgate.serve.jwks.IssuerKeys`), of the
+* it is signed by a key the issuer publishes (:class:`~toolgate.serve.auth.jwks.IssuerKeys`), of the
   algorithm the token names (PyJWT binds a JWK to one algorithm);
 * it is an access token: with ``auth.require_at_jwt`` its header's ``typ`` is ``at+jwt``
   (RFC 9068); without, its ``typ`` names no other kind of JWT and it carries no claim only an
@@ -31,7 +31,7 @@ from typing import Any, Final
 
 import jwt
 
-from ..config.schema import AuthConfig
+from ...config.schema import AuthConfig
 from .identity import AuthenticationError, Principal
 from .jwks import IssuerKeys, KeysUnavailableError
 

@@ -24,7 +24,7 @@ over the HTTP API) are agents labelled ``role: operator`` in ``toolgate.yaml``; 
 local ``default`` caller is. Nobody decides a request their own agent name made.
 
 With ``auth:`` in ``toolgate.yaml``, bearer JWTs from an identity provider are accepted too
-(:mod:`toolgate.serve.callers` tells the two apart; :mod:`toolgate.serve.bearer_tokens` checks a
+(:mod:`toolgate.serve.auth.callers` tells the two apart; :mod:`toolgate.serve.auth.bearer` checks a
 token). Either way a request is made by a :class:`Principal`: an agent name, and for a token the
 namespaces its scopes allow.
 """
@@ -43,11 +43,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
 from urllib.parse import urlsplit
 
-from ..config.schema import OPERATOR_ROLE, GatewayConfig
-from ..errors import ConfigError
+from ...config.schema import OPERATOR_ROLE, GatewayConfig
+from ...errors import ConfigError
 
 if TYPE_CHECKING:
-    from ..stores.agent_keys import AgentKeyStore
+    from ...stores.agent_keys import AgentKeyStore
 
 __all__ = [
     "DEFAULT_AGENT",
@@ -233,7 +233,7 @@ class AgentIdentity:
     def has_key(self, agent: str) -> bool:
         """Whether ``agent`` is an API-key agent: it has, or had (revoked since), a key in
         ``toolgate.yaml`` or the store. Such a name is never a bearer token's agent
-        (:class:`~toolgate.serve.callers.Callers`), so what the key's calls left behind — their
+        (:class:`~toolgate.serve.auth.callers.Callers`), so what the key's calls left behind — their
         idempotent outcomes, their approvals — is never a token's, nor the other way round."""
         self._keys()
         return agent in self._key_names

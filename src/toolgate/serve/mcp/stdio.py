@@ -35,9 +35,9 @@ import mcp_types as types
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
-from .._json import StrictJsonError, loads_strict
-from ..gateway import Gateway
-from .mcp_server import build_mcp_server
+from ..._json import StrictJsonError, loads_strict
+from ...gateway import Gateway
+from .server import build_mcp_server
 
 __all__ = ["LINE_MAX_DEPTH", "MAX_LINE_BYTES", "serve_stdio"]
 

@@ -1,11 +1,11 @@
 """Who makes a request: an agent's API key, or — with ``auth:`` — a bearer JWT.
 
-:class:`Callers` tells the two apart and answers a :class:`~toolgate.serve.identity.Principal`.
+:class:`Callers` tells the two apart and answers a :class:`~toolgate.serve.auth.identity.Principal`.
 An API key is always checked as an API key: a key minted by toolgate (``tg_…``) is never read as
 a token, nor is any key an agent has (one from ``toolgate.yaml`` may have dots in it); only a
 credential shaped like a JWT (three dot-separated parts, the first a JSON object) that is no
 agent's key is checked as a token. API keys keep working exactly as before
-(:class:`~toolgate.serve.identity.AgentIdentity`), at the same cost: their prefix is looked at.
+(:class:`~toolgate.serve.auth.identity.AgentIdentity`), at the same cost: their prefix is looked at.
 
 The two kinds of credentials never share an agent: a token whose agent claim names an agent that
 has (or had) an API key is refused (``invalid_token``). An agent's name is what its idempotent
@@ -20,7 +20,7 @@ OAuth client without a token gets the ``401`` that starts its authorization flow
 
 from __future__ import annotations
 
-from .bearer_tokens import INVALID_TOKEN, TokenVerifier, looks_like_jwt
+from .bearer import INVALID_TOKEN, TokenVerifier, looks_like_jwt
 from .identity import KEY_PREFIX, AgentIdentity, AuthenticationError, Connection, Principal
 
 __all__ = ["Callers"]
@@ -38,7 +38,7 @@ class Callers:
 
     async def identify(self, connection: Connection) -> Principal:
         """The principal making this request. Raises
-        :class:`~toolgate.serve.identity.AuthenticationError`."""
+        :class:`~toolgate.serve.auth.identity.AuthenticationError`."""
         tokens = self.tokens
         if tokens is not None:
             header = connection.headers.get("authorization")

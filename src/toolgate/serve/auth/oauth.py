@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..config.schema import AuthConfig
-from ..errors import ConfigError
+from ...config.schema import AuthConfig
+from ...errors import ConfigError
 from .identity import AgentIdentity
-from .resource_metadata import ResourceMetadata
+from .metadata import ResourceMetadata
 
 if TYPE_CHECKING:
     from .callers import Callers
@@ -40,7 +40,7 @@ def build_oauth(config: AuthConfig, identity: AgentIdentity) -> OAuthParts:
         raise ConfigError(
             "auth: in toolgate.yaml needs PyJWT with cryptography: pip install 'toolgate[oauth]'"
         ) from None
-    from .bearer_tokens import TokenVerifier
+    from .bearer import TokenVerifier
     from .callers import Callers
 
     return OAuthParts(Callers(identity, TokenVerifier(config)), ResourceMetadata(config))

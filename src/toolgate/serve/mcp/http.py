@@ -6,11 +6,12 @@
     app = Starlette(routes=[mcp.route("/mcp"), ...], lifespan=...)  # enter mcp.lifespan() there
 
 Every HTTP request is authenticated first, by the injected ``authenticate(request)``: it returns
-the agent name (``None``: the default agent) or a :class:`~toolgate.serve.identity.Principal` (an
-agent and the namespaces its OAuth token allows), or a Starlette ``Response`` to send instead (a
-401), or raises ``HTTPException``; anything else it raises is a 500 and the request is refused
-(fail closed). The agent is then fixed for the request; a handshake-era session is bound to the
-agent that opened it (another key gets 404, as for an unknown session).
+the agent name (``None``: the default agent) or a
+:class:`~toolgate.serve.auth.identity.Principal` (an agent and the namespaces its OAuth token
+allows), or a Starlette ``Response`` to send instead (a 401), or raises ``HTTPException``;
+anything else it raises is a 500 and the request is refused (fail closed). The agent is then
+fixed for the request; a handshake-era session is bound to the agent that opened it (another key
+gets 404, as for an unknown session).
 
 Sessions: the SDK's session manager serves both protocol eras on one URL. A 2026-07-28 request is
 one self-contained POST (no session at all); handshake-era clients get stateful sessions, which
@@ -51,12 +52,12 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .._json import StrictJsonError, loads_strict
-from ..gateway import Gateway
-from .identity import Principal
-from .mcp_fast import FastToolCalls, read_body
-from .mcp_server import McpSurface, build_mcp_server
-from .oversized import DROP_MAX_BYTES, drop_rest
+from ..._json import StrictJsonError, loads_strict
+from ...gateway import Gateway
+from ..auth.identity import Principal
+from ..oversized import DROP_MAX_BYTES, drop_rest
+from .fast import FastToolCalls, read_body
+from .server import McpSurface, build_mcp_server
 
 __all__ = ["AGENT_SCOPE_KEY", "DEFAULT_MAX_BODY", "NAMESPACES_SCOPE_KEY", "Authenticate", "McpHttp"]
 
@@ -110,7 +111,7 @@ class McpHttp:
             elicitation: Ask clients that declare form elicitation to approve calls.
             stateless: Serve handshake-era clients without sessions (see above).
             request_state_key: The key sealing pending approvals' ``requestState``, shared by
-                replicas (see :class:`~toolgate.serve.mcp_server.McpSurface`).
+                replicas (see :class:`~toolgate.serve.mcp.server.McpSurface`).
             host: The address the server binds; a loopback one turns on Host/Origin checks.
             allowed_hosts: ``Host`` values to accept (``"name:*"`` for any port); given, the
                 checks are on whatever ``host`` is.
@@ -120,7 +121,7 @@ class McpHttp:
             max_sessions: Most handshake-era sessions open at once.
             session_idle_timeout: Seconds of inactivity after which such a session is closed.
             fast_path: Answer plain 2026-07-28 ``tools/call`` POSTs directly
-                (:mod:`toolgate.serve.mcp_fast`); off, the SDK answers every request.
+                (:mod:`toolgate.serve.mcp.fast`); off, the SDK answers every request.
         """
         self._authenticate = authenticate
         self._max_body = max_body

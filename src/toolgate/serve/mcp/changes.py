@@ -28,7 +28,7 @@ from typing import Any
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 
-from ..registry import Registry
+from ...registry import Registry
 
 __all__ = ["MAX_TRACKED_SESSIONS", "ToolListChanges"]
 
