@@ -27,7 +27,7 @@ from http_api_support import (
     make_gateway,
     problem,
 )
-from toolgate import Gateway
+from toolgate import Gateway, GatewaySettings, StateSettings
 from toolgate.exporters import EXPORT_FORMATS, export_tools
 from toolgate.serve.api import ApiLimits
 from toolgate.serve.api.limits import RequestLimitsMiddleware
@@ -453,7 +453,9 @@ class _BrokenGateway(Gateway):
 
 
 def test_a_bug_is_a_500_problem_and_the_server_keeps_serving(tmp_path: Path) -> None:
-    gateway = _BrokenGateway(approver="queue", state_path=tmp_path / "s.db")
+    gateway = _BrokenGateway(
+        GatewaySettings(state=StateSettings(path=tmp_path / "s.db")), approver="queue"
+    )
     gateway.add(TOOLS)
     with TestClient(make_app(gateway), client=LOCAL, raise_server_exceptions=False) as client:
         body = problem(client.get("/v1/status", headers=auth("ops")), 500, "crashed")
@@ -476,7 +478,9 @@ class _FailingOnceGateway(Gateway):
 def test_a_bug_in_the_fast_call_path_is_a_500_problem_and_the_next_call_works(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    gateway = _FailingOnceGateway(approver="queue", state_path=tmp_path / "s.db")
+    gateway = _FailingOnceGateway(
+        GatewaySettings(state=StateSettings(path=tmp_path / "s.db")), approver="queue"
+    )
     gateway.add(TOOLS)
     with TestClient(make_app(gateway), client=LOCAL, raise_server_exceptions=False) as client:
         body = problem(call(client, "bob", "t:add", a=1, b=1), 500, "crashed")

@@ -29,7 +29,7 @@ from http_api_support import (
     make_gateway,
     make_identity,
 )
-from toolgate import Gateway
+from toolgate import Gateway, GatewaySettings, StateSettings
 from toolgate.audit.sqlite_log import SQLiteAuditLog
 from toolgate.serve.api import ApiLimits
 from toolgate.serve.app import ServeApp, SubApp, http_authenticator
@@ -209,7 +209,11 @@ def test_mcp_and_ui_sub_apps_are_routed_by_path_with_their_lifespans(tmp_path: P
     events: list[str] = []
     tools = tmp_path / "watched"
     tools.mkdir()
-    gateway = RecordingGateway(approver="queue", state_path=tmp_path / "s.db", tool_folders=[tools])
+    gateway = RecordingGateway(
+        GatewaySettings(state=StateSettings(path=tmp_path / "s.db")),
+        approver="queue",
+        tool_folders=[tools],
+    )
     gateway.events = events
     gateway.add(TOOLS)
     mcp, ui = DummySubApp("mcp", events), DummySubApp("ui", events)
@@ -274,7 +278,9 @@ def test_a_pending_call_links_to_the_web_ui_when_one_is_served(tmp_path: Path) -
 
 def test_a_sub_app_that_fails_to_start_leaves_the_gateway_closed(tmp_path: Path) -> None:
     events: list[str] = []
-    gateway = RecordingGateway(approver="queue", state_path=tmp_path / "s.db")
+    gateway = RecordingGateway(
+        GatewaySettings(state=StateSettings(path=tmp_path / "s.db")), approver="queue"
+    )
     gateway.events = events
 
     @contextlib.asynccontextmanager
