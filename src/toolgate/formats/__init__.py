@@ -7,8 +7,8 @@
 - ``plugin``: plugin manifests (Python and JavaScript plugins, installed or in a folder).
 - ``extension_info``: extension info schemas with prompt examples and a tile display.
 - ``resource``: Kubernetes-style ``Tool`` resources (REST, MCP, OS command, function) and
-  ``AccessPolicy`` documents.
-- ``mcp_server``: ``McpServer`` resources: upstream MCP servers whose tools are served.
+  ``Policy`` documents.
+- ``mcp_server``: ``MCPServer`` resources: upstream MCP servers whose tools are served.
 
 Shared by all of them: ``_common`` (diagnostics, strict JSON and YAML, field helpers, the
 permission vocabulary) and ``declarations`` (the base of every source). A format package never
