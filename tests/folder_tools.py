@@ -6,6 +6,8 @@ import json
 import os
 import shutil
 import stat
+import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +80,17 @@ def gone(pid: int) -> bool:
             return handle.read().rpartition(")")[2].split()[0] == "Z"
     except FileNotFoundError:
         return True
+
+
+def all_gone(pids: Iterable[int], within: float = 10.0) -> bool:
+    """True once every pid is :func:`gone`, waiting at most ``within`` seconds: a killed process
+    dies when the kernel next schedules it, not when ``kill`` returns."""
+    deadline = time.monotonic() + within
+    while not all(gone(pid) for pid in pids):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def read_json(path: Path) -> Any:
