@@ -157,6 +157,32 @@ def test_add_source_refuses_a_file_in_no_known_format(tmp_path: Path) -> None:
         gateway.add_source(path)
 
 
+@pytest.mark.parametrize(
+    ("name", "text", "reason"),
+    [
+        ("deep.json", "[" * 100_000 + "]" * 100_000, "deep.json: nested too deeply"),
+        ("broken.json", '{"id": "x",}', "broken.json: invalid JSON: Expecting property name"),
+        ("latin.yaml", "id: caf\xe9\n", "latin.yaml: not UTF-8 text"),
+    ],
+)
+def test_a_declaration_that_cannot_be_parsed_is_refused_with_the_reason(
+    tmp_path: Path, name: str, text: str, reason: str
+) -> None:
+    # Detection reads the file to tell its format: one it cannot read must be refused with why
+    # (a JSON nested 100,000 deep once ended the CLI in a RecursionError traceback).
+    from toolgate.errors import ConfigError
+
+    path = tmp_path / name
+    path.write_bytes(text.encode("latin-1"))
+    with Gateway() as gateway, pytest.raises(ConfigError) as refused:
+        gateway.add_source(path)
+    assert "not a declaration in a known format" in str(refused.value)
+    assert f"it could not be read: {reason}" in str(refused.value)
+    result = _toolgate("validate", str(path))
+    assert result.returncode == 1 and "Traceback" not in result.stdout + result.stderr
+    assert reason in result.stdout
+
+
 def _toolgate(*args: str) -> subprocess.CompletedProcess[str]:
     exe = Path(sys.executable).parent / "toolgate"
     return subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=60)

@@ -66,15 +66,36 @@ def _first_document(path: Path) -> Any:
 def detect_format(path: Path) -> str | None:
     """The format of a declaration file, or of the first recognised file directly in a folder;
     ``None`` when nothing there is in a known format. Parses, never imports or runs."""
+    return _detect(path)[0]
+
+
+def _detect(path: Path) -> tuple[str | None, str | None]:
+    """The format, or ``None`` and why the first file that could not be read was not (for the
+    error: a declaration with a syntax error is otherwise "in no known format")."""
+    problem: str | None = None
     for candidate in _candidate_files(path):
         try:
             first = _first_document(candidate)
-        except (OSError, UnicodeDecodeError, ValueError):  # YamlError and JSON errors included
+        except RecursionError:  # nesting deeper than the parser's stack
+            problem = problem or f"{candidate.name}: nested too deeply to be a declaration"
+            continue
+        except (OSError, UnicodeDecodeError, ValueError) as exc:  # YAML and JSON errors too
+            problem = problem or f"{candidate.name}: {_reason(exc)}"
             continue
         for name in FORMATS:
             if source_class(name).claims(candidate, first):
-                return name
-    return None
+                return name, None
+    return None, problem
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, UnicodeDecodeError):
+        return "not UTF-8 text"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+    if isinstance(exc, OSError):
+        return exc.strerror or str(exc)
+    return str(exc)
 
 
 def open_source(
@@ -90,12 +111,9 @@ def open_source(
     """
     if not path.exists():
         raise ConfigError(f"{path}: no such file or folder")
-    name = format_name or detect_format(path)
+    name, problem = (format_name, None) if format_name else _detect(path)
     if name is None:
-        raise ConfigError(
-            f"{path}: not a declaration in a known format ({', '.join(FORMATS)}); "
-            "name the format with 'format:'"
-        )
+        raise ConfigError(f"{path}: {_unknown(problem)}; name the format with 'format:'")
     return source_class(name).open(path, context, options or {})
 
 
@@ -105,11 +123,12 @@ def validate_path(
     """Check a declaration without running anything: its format and its diagnostics."""
     if not path.exists():
         return None, [Diagnostic(str(path), None, "no such file or folder")]
-    name = format_name or detect_format(path)
+    name, problem = (format_name, None) if format_name else _detect(path)
     if name is None:
-        return None, [
-            Diagnostic(
-                str(path), None, f"not a declaration in a known format ({', '.join(FORMATS)})"
-            )
-        ]
+        return None, [Diagnostic(str(path), None, _unknown(problem))]
     return name, source_class(name).validate(path)
+
+
+def _unknown(problem: str | None) -> str:
+    unreadable = f" (it could not be read: {problem})" if problem else ""
+    return f"not a declaration in a known format ({', '.join(FORMATS)}){unreadable}"

@@ -26,8 +26,10 @@ def kind_of(value: Any) -> str:
 
 
 def got(value: Any) -> str:
-    """``got number 5`` / ``got array``: what a field holds instead, for messages."""
-    if isinstance(value, (Mapping, list, tuple)) or kind_of(value) == type(value).__name__:
+    """``got number 5`` / ``got array`` / ``got set {'A'}``: what a field holds instead, for
+    messages. Containers are named, not shown; anything else is shown, including the Python
+    values (a ``set``, a ``date``, ``b'…'``) only a tool object written in Python can hold."""
+    if isinstance(value, (Mapping, list, tuple)):
         return f"got {kind_of(value)}"
     return f"got {kind_of(value)} {show(value)}"
 
