@@ -167,7 +167,12 @@ class GatewayCatalog:
 
     def statuses(self) -> list[ToolStatus]:
         """Health of every registered tool, and ``Failed`` for declarations that do not load."""
-        found = [self.status(entry.tool.id) for entry in self.registry]
+        return [*(self.status(entry.tool.id) for entry in self.registry), *self.failed_statuses()]
+
+    def failed_statuses(self) -> list[ToolStatus]:
+        """``Failed`` for each declaration that does not load (one per path), without reading
+        any tool's statistics."""
+        found: list[ToolStatus] = []
         seen: set[str] = set()
         for problem in self.diagnostics():
             if problem.severity == "error" and problem.path not in seen:
