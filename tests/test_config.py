@@ -202,6 +202,7 @@ def test_demo_and_overflow_settings(tmp_path: Path) -> None:
         ("scripts: {max_ouput: 1}\n", r"^toolgate\.yaml: scripts\.max_ouput: unknown key"),
         ("scripts: {max_output: 0}\n", r"^toolgate\.yaml: scripts\.max_output: .*greater"),
         ("scripts: {concurrency: -1}\n", r"^toolgate\.yaml: scripts\.concurrency: .*greater"),
+        ("serve: {mcp_page_size: 0}\n", r"^toolgate\.yaml: serve\.mcp_page_size: .*greater"),
         (
             "scripts: {env_from_process: [A, 3]}\n",
             r"^toolgate\.yaml: scripts\.env_from_process: must be a list of variable names, or "

@@ -242,6 +242,6 @@ def test_unknown_keys_in_toolgate_yaml_get_a_did_you_mean_as_tool_md_fields_do(
         "toolgate.yaml: processes.prestart.enabeld: unknown key; did you mean 'enabled'?",
         # Nothing close: the keys that section takes.
         "toolgate.yaml: serve.zzz: unknown key (check the spelling); the keys here are host, "
-        "port, max_body_bytes, request_timeout, mcp_sessions, loop_blocked_after",
+        "port, max_body_bytes, request_timeout, mcp_sessions, mcp_page_size, loop_blocked_after",
     ):
         assert any(line.endswith(expected) for line in lines), (expected, failed.stderr)

@@ -448,7 +448,7 @@ def test_the_retry_that_runs_an_approved_call_gets_the_time_its_tool_needs(
 
 
 class _BrokenGateway(Gateway):
-    def statuses(self) -> list[Any]:
+    def status(self, tool_id: str) -> Any:
         raise RuntimeError("boom")
 
 

@@ -82,6 +82,29 @@ def setup(tmp_path: Path) -> Setup:
     return Setup(home, project, config, tmp_path / "runs.txt", tmp_path / "stderr.txt")
 
 
+async def test_serve_mcp_page_size_pages_tools_list_over_stdio(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / "tools").mkdir(parents=True)
+    project = tmp_path / "project"
+    project.mkdir()
+    config = write_config(project, demo=True, extra="serve:\n  mcp_page_size: 4\n")
+    setup = Setup(home, project, config, tmp_path / "runs.txt", tmp_path / "stderr.txt")
+    pages: list[list[str]] = []
+    with setup.client() as client:
+        async with client as mcp:
+            cursor = None
+            while True:
+                result = await mcp.list_tools(cursor=cursor)
+                pages.append([tool.name for tool in result.tools])
+                cursor = result.next_cursor
+                if cursor is None:
+                    break
+    names = [name for page in pages for name in page]
+    assert all(len(page) == 4 for page in pages[:-1]) and 1 <= len(pages[-1]) <= 4
+    assert len(pages) > 2 and len(names) == len(set(names))  # each tool once
+    assert {"t__add", "demo__add"} <= set(names) and "t__secret" not in names
+
+
 @pytest.mark.parametrize("mode", MODES)
 async def test_list_and_calls_over_stdio(setup: Setup, mode: str) -> None:
     with setup.client(mode=mode) as client:

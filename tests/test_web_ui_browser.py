@@ -136,6 +136,38 @@ def test_catalog_shows_the_demo_tools(session: Session) -> None:
     session.shot("tool-page")
 
 
+def test_catalog_pages_through_a_catalog_larger_than_a_page(browser: Any, tmp_path: Path) -> None:
+    gateway = make_gateway(tmp_path)
+    try:
+        entries = [entry.tool.id for entry in gateway.entries()]
+        size = 5
+        with serve(build_ui(gateway, catalog_page_size=size)) as served:
+            session = Session(browser, gateway, served)
+            try:
+                page = session.open("/")
+                shown = page.locator("article.tile").evaluate_all(
+                    "tiles => tiles.map(tile => tile.dataset.tool)"
+                )
+                assert shown == entries[:size]
+                pages = -(-len(entries) // size)
+                total = page.locator("#catalog-total").inner_text()
+                assert total == f"{len(entries)} tools · 1–{size} on page 1 of {pages}"
+                page.locator('nav.pager a[rel="next"]').click()
+                page.wait_for_url(re.compile(r"/\?page=2$"))
+                shown = page.locator("article.tile").evaluate_all(
+                    "tiles => tiles.map(tile => tile.dataset.tool)"
+                )
+                assert shown == entries[size : 2 * size]
+                page.locator('nav.pager a[rel="prev"]').click()
+                page.wait_for_url(re.compile(r"/\?page=1$"))
+                assert page.locator("article.tile").count() == size
+                session.check()
+            finally:
+                session.context.close()
+    finally:
+        gateway.close()
+
+
 def test_approve_a_pending_call_and_see_it_complete_on_the_agents_retry(session: Session) -> None:
     page = session.open("/approvals")
     assert page.locator("#inbox .empty").is_visible()

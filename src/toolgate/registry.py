@@ -42,6 +42,7 @@ class Registry:
         self._tools: dict[str, RegisteredTool] = {}
         self._by_provider_name: dict[str, str] = {}
         self._listeners: list[Callable[[], None]] = []
+        self._sorted: list[RegisteredTool] | None = None
         self.version = 0
         """Increases on every change; surfaces use it to notice list changes."""
 
@@ -49,7 +50,12 @@ class Registry:
         return len(self._tools)
 
     def __iter__(self) -> Iterator[RegisteredTool]:
-        return iter(sorted(self._tools.values(), key=lambda e: e.tool.id))
+        # Sorted once per change, not on every listing (a catalog of 10,000 tools is listed
+        # by every tools/list, catalog page and search); a change makes a new list, so an
+        # iteration in progress goes on over the tools as they were.
+        if self._sorted is None:
+            self._sorted = sorted(self._tools.values(), key=lambda e: e.tool.id)
+        return iter(self._sorted)
 
     def __contains__(self, tool_id: object) -> bool:
         return tool_id in self._tools
@@ -59,6 +65,7 @@ class Registry:
         self._listeners.append(listener)
 
     def _changed(self) -> None:
+        self._sorted = None
         self.version += 1
         for listener in self._listeners:
             listener()

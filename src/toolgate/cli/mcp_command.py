@@ -126,7 +126,8 @@ def mcp(
     if ui_url is None:
         ui_url = _serve_url(loaded.config.serve.host, loaded.config.serve.port)
     try:
-        asyncio.run(_serve(gateway, agent, ui_url, not no_elicitation))
+        page_size = loaded.config.serve.mcp_page_size
+        asyncio.run(_serve(gateway, agent, ui_url, not no_elicitation, page_size))
     except KeyboardInterrupt:
         raise typer.Exit(130) from None  # Ctrl-C in a terminal: stop quietly
 
@@ -156,11 +157,19 @@ def _serve_url(host: str, port: int) -> str | None:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-async def _serve(gateway: Gateway, agent: str | None, ui_url: str | None, elicit: bool) -> None:
+async def _serve(
+    gateway: Gateway, agent: str | None, ui_url: str | None, elicit: bool, page_size: int
+) -> None:
     # The SDK is imported here, not at module level: other commands must not pay for it.
     from ..serve.mcp.stdio import serve_stdio
 
     try:
-        await serve_stdio(gateway, agent=agent, approvals_url=ui_url, elicitation=elicit)
+        await serve_stdio(
+            gateway,
+            agent=agent,
+            approvals_url=ui_url,
+            elicitation=elicit,
+            page_size=page_size,
+        )
     finally:
         await gateway.aclose()

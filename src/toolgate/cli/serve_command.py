@@ -216,6 +216,7 @@ def serve(
             approvals_url=url,
             host=host,
             max_body=settings.max_body_bytes,
+            page_size=settings.mcp_page_size,
             **_replica_mcp_options(shared, settings.mcp_sessions),
         )
         ui = build_ui(

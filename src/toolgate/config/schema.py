@@ -392,6 +392,8 @@ class AgentConfig(_Section):
 DEFAULT_SERVE_PORT = 8470
 #: The largest request body the HTTP API reads (1 MiB).
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+#: Tools per MCP ``tools/list`` page: catalogs up to this size are answered in one page.
+DEFAULT_MCP_PAGE_SIZE = 1000
 #: Seconds an HTTP API request may take (calling a tool, or approving a call, gets the tool's
 #: timeout plus a margin when that is longer).
 DEFAULT_REQUEST_TIMEOUT = 30.0
@@ -414,6 +416,9 @@ class ServeConfig(_Section):
     elicitation and ``tools/list_changed``), ``stateless`` (any replica may answer any request),
     or ``auto``: stateless with shared state (``state:``), else stateful. Behind a load balancer
     that keeps each ``Mcp-Session-Id`` on one replica, ``stateful`` gives those clients both."""
+    mcp_page_size: int = Field(default=DEFAULT_MCP_PAGE_SIZE, ge=1, le=100_000)
+    """Tools per MCP ``tools/list`` page (``toolgate serve`` and ``toolgate mcp``): a larger
+    catalog is answered in pages, each but the last with a ``nextCursor`` the client follows."""
     loop_blocked_after: float = Field(default=1.0, ge=0, le=600)
     """Seconds the event loop may go without answering (an async tool computing without
     awaiting holds every request) before a warning names the tool call running on it and

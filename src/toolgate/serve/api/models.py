@@ -142,7 +142,13 @@ class ToolSummary(BaseModel):
 
 
 class ToolList(BaseModel):
+    """One page of the tools the agent may call, sorted by id."""
+
     tools: list[ToolSummary]
+    total: int = Field(description="How many tools the agent may call, on every page.")
+    next_cursor: str | None = Field(
+        description="Pass as `cursor` for the next page; `null` on the last page."
+    )
 
 
 class SearchHitView(BaseModel):
@@ -191,7 +197,14 @@ class ToolDetail(ToolSummary):
 
 
 class StatusList(BaseModel):
+    """One page of the tools' health, sorted by tool id (operators: with the declarations
+    that fail to load, their path as `tool`)."""
+
     tools: list[ToolStatusView]
+    total: int = Field(description="How many entries there are, on every page.")
+    next_cursor: str | None = Field(
+        description="Pass as `cursor` for the next page; `null` on the last page."
+    )
 
 
 class PendingApprovalView(BaseModel):

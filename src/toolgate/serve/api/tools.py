@@ -2,11 +2,16 @@
 
 Everything here is filtered by the calling agent: a tool is listed, shown and exported exactly
 when a call by that agent would not be refused as ``forbidden``.
+
+``GET /v1/tools`` and ``GET /v1/status`` answer pages (``limit``, default 200, at most 1,000)
+sorted by id, each but the last with a ``next_cursor`` to pass as ``cursor``
+(:mod:`toolgate.serve.paging`); health figures are computed only for the page.
 """
 
 # No ``from __future__ import annotations``: FastAPI reads the route annotations at runtime.
 
-from typing import Annotated, Any, Literal
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, Final, Literal
 
 from fastapi import APIRouter, Body, Depends, Query
 from starlette.requests import Request
@@ -15,9 +20,11 @@ from starlette.responses import Response
 from ...errors import ErrorCode, SearchQueryError
 from ...exporters import EXPORT_FORMATS, export_tools
 from ...gateway import Gateway
+from ...health import ToolStatus
 from ...model.names import to_provider_name
 from ...registry import RegisteredTool
 from ...search.query import DEFAULT_LIMIT, clean_query
+from ..paging import CursorError, decode_cursor, encode_cursor, page_after
 from .call_body import call_route_class
 from .calls import is_json, run_call, strict_call_body, workspace_exists
 from .deps import ERRORS, Agent, Caller, Context, context_of
@@ -33,7 +40,12 @@ from .models import (
 from .problems import ApiJSONResponse, ApiProblem
 from .views import status_view, tool_detail, tool_summary
 
-__all__ = ["router"]
+__all__ = ["DEFAULT_PAGE_LIMIT", "MAX_PAGE_LIMIT", "router"]
+
+#: Entries per page of ``GET /v1/tools`` and ``GET /v1/status`` unless ``limit`` says.
+DEFAULT_PAGE_LIMIT: Final = 200
+#: The largest ``limit``.
+MAX_PAGE_LIMIT: Final = 1000
 
 #: Where the call route keeps its caller for the problems of a malformed body.
 _CALLER_SCOPE_KEY = "toolgate.caller"
@@ -68,18 +80,51 @@ def _visible(gateway: Gateway, who: Caller, tool_id: str) -> RegisteredTool:
     )
 
 
+_LIMIT_DESCRIPTION = f"Entries per page (1-{MAX_PAGE_LIMIT})."
+_CURSOR_DESCRIPTION = "The `next_cursor` of the previous page; leave out for the first page."
+Limit = Annotated[int, Query(description=_LIMIT_DESCRIPTION)]
+Cursor = Annotated[str | None, Query(description=_CURSOR_DESCRIPTION)]
+
+
+def _page(
+    kind: str, ids: Sequence[str], limit: int, cursor: str | None
+) -> tuple[int, int, str | None]:
+    """The page of ``ids`` (sorted) that ``limit`` and ``cursor`` ask for: its start, end and
+    next cursor; a ``422`` naming the parameter when either is not acceptable."""
+    if not 1 <= limit <= MAX_PAGE_LIMIT:
+        raise ApiProblem(
+            422,
+            ErrorCode.INVALID_ARGUMENTS,
+            f"limit: between 1 and {MAX_PAGE_LIMIT} entries per page, got {limit}",
+            extra={"field": "limit"},
+        )
+    try:
+        after = None if cursor is None else decode_cursor(kind, cursor)
+    except CursorError as error:
+        raise ApiProblem(
+            422, ErrorCode.INVALID_ARGUMENTS, error.message, extra={"field": error.field}
+        ) from None
+    start, end, last = page_after(ids, after, limit)
+    return start, end, None if last is None else encode_cursor(kind, last)
+
+
 @router.get("/tools", response_model=ToolList, summary="List the tools this agent may call")
-def list_tools(who: Agent, context: Context) -> Response:
-    """Every tool the calling agent may call, with its side-effect level, whether calls
-    need approval, phase, source format and provider name."""
+def list_tools(
+    who: Agent, context: Context, limit: Limit = DEFAULT_PAGE_LIMIT, cursor: Cursor = None
+) -> Response:
+    """The tools the calling agent may call, sorted by id, a page at a time: each with its
+    side-effect level, whether calls need approval, phase, source format and provider name.
+    `total` counts them all; follow `next_cursor` (passed as `cursor`) until it is `null`. A
+    `limit` outside 1-1000 or a cursor not taken from a previous page is a 422 naming it."""
     gateway = context.gateway
-    allowed = {tool.id for tool in gateway.list_tools(agent=who.agent, namespaces=who.namespaces)}
-    rows = [
-        tool_summary(entry, gateway.status(entry.tool.id), context.approval_policy)
-        for entry in gateway.entries()
-        if entry.tool.id in allowed
-    ]
-    return ApiJSONResponse({"tools": rows})
+    allowed = gateway.list_tools(agent=who.agent, namespaces=who.namespaces)
+    start, end, next_cursor = _page("api-tools", [tool.id for tool in allowed], limit, cursor)
+    rows = []
+    for tool in allowed[start:end]:
+        entry = gateway.registry.get(tool.id)
+        if entry is not None:
+            rows.append(tool_summary(entry, gateway.status(tool.id), context.approval_policy))
+    return ApiJSONResponse({"tools": rows, "total": len(allowed), "next_cursor": next_cursor})
 
 
 # Before /tools/{tool_id:path}, which would take "search" for a tool id.
@@ -211,18 +256,32 @@ router.add_api_route(
 
 
 @router.get("/status", response_model=StatusList, summary="Health of the tools")
-def list_statuses(who: Agent, context: Context) -> Response:
+def list_statuses(
+    who: Agent, context: Context, limit: Limit = DEFAULT_PAGE_LIMIT, cursor: Cursor = None
+) -> Response:
     """Phase, calls and failure rate over 7 days, latency and last error of each tool this
-    agent may call; operators also see declarations that fail to load (phase Failed)."""
+    agent may call, sorted by id, a page at a time (`limit`, `cursor` and `next_cursor` as for
+    `GET /v1/tools`); operators also see declarations that fail to load (phase Failed)."""
     gateway = context.gateway
+    items: list[tuple[str, Callable[[], ToolStatus]]]
     if who.operator:
-        found = gateway.statuses()
+        items = [(entry.tool.id, _status_of(gateway, entry.tool.id)) for entry in gateway.registry]
+        items += [(failed.tool_id, _known(failed)) for failed in gateway.failed_statuses()]
     else:
-        found = [
-            gateway.status(tool.id)
-            for tool in gateway.list_tools(agent=who.agent, namespaces=who.namespaces)
-        ]
-    return ApiJSONResponse({"tools": [status_view(status) for status in found]})
+        allowed = gateway.list_tools(agent=who.agent, namespaces=who.namespaces)
+        items = [(tool.id, _status_of(gateway, tool.id)) for tool in allowed]
+    items.sort(key=lambda item: item[0])
+    start, end, next_cursor = _page("api-status", [item[0] for item in items], limit, cursor)
+    rows = [status_view(status()) for _, status in items[start:end]]
+    return ApiJSONResponse({"tools": rows, "total": len(items), "next_cursor": next_cursor})
+
+
+def _status_of(gateway: Gateway, tool_id: str) -> Callable[[], ToolStatus]:
+    return lambda: gateway.status(tool_id)
+
+
+def _known(status: ToolStatus) -> Callable[[], ToolStatus]:
+    return lambda: status
 
 
 @router.get("/me", response_model=AgentInfo, summary="Who is calling")

@@ -57,7 +57,7 @@ from ...gateway import Gateway
 from ..auth.identity import Principal
 from ..oversized import DROP_MAX_BYTES, drop_rest
 from .fast import FastToolCalls, read_body
-from .server import McpSurface, build_mcp_server
+from .server import DEFAULT_PAGE_SIZE, McpSurface, build_mcp_server
 
 __all__ = ["AGENT_SCOPE_KEY", "DEFAULT_MAX_BODY", "NAMESPACES_SCOPE_KEY", "Authenticate", "McpHttp"]
 
@@ -102,6 +102,7 @@ class McpHttp:
         max_sessions: int = 1000,
         session_idle_timeout: float = 30 * 60,
         fast_path: bool = True,
+        page_size: int = DEFAULT_PAGE_SIZE,
     ) -> None:
         """
         Args:
@@ -122,6 +123,8 @@ class McpHttp:
             session_idle_timeout: Seconds of inactivity after which such a session is closed.
             fast_path: Answer plain 2026-07-28 ``tools/call`` POSTs directly
                 (:mod:`toolgate.serve.mcp.fast`); off, the SDK answers every request.
+            page_size: Tools per ``tools/list`` page (``toolgate serve``:
+                ``serve.mcp_page_size``).
         """
         self._authenticate = authenticate
         self._max_body = max_body
@@ -133,6 +136,7 @@ class McpHttp:
             approvals_url=approvals_url,
             elicitation=elicitation,
             request_state_key=request_state_key,
+            page_size=page_size,
         )
         security = _security(host, allowed_hosts, allowed_origins)
         self._fast = (

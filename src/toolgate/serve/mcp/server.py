@@ -7,7 +7,12 @@ whole pipeline for every call.
 * ``tools/list`` — the tools the caller's agent may call (``gateway.list_tools(agent=...)``), as
   the MCP exporter writes them: provider-safe name, title, description, ``inputSchema``,
   ``outputSchema`` (object schemas), annotations from the side-effect level, ``_meta`` examples
-  and tile. Built once per (agent, registry version).
+  and tile. In pages of ``page_size`` tools (``serve.mcp_page_size``, 1,000 by default: smaller
+  catalogs are one page) sorted by id, each but the last with a ``nextCursor``
+  (:mod:`toolgate.serve.paging`: a cursor followed after the catalog changed continues after
+  the last tool of its page; a malformed or foreign one is ``-32602``). Which tools the caller
+  sees is computed once per (agent, registry version); each entry is converted when a page first
+  holds it.
 * ``tools/call`` — ``gateway.call``. A call whose client cancels it (``notifications/cancelled``)
   or goes away is cut off and audited ``cancelled`` (:mod:`toolgate.serve.caller_gone`). Every
   failed call is a result with ``isError: true`` and the
@@ -33,6 +38,7 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from mcp.server import NotificationOptions, Server
@@ -53,14 +59,17 @@ from ... import __version__
 from ...errors import ErrorCode
 from ...exporters.mcp import mcp_call_tool_result, mcp_tool
 from ...gateway import Gateway
-from ...model import CallOutcome, CallStatus
+from ...model import CallOutcome, CallStatus, Tool
+from ...model.names import to_provider_name
 from ...pipeline.approval import DEFAULT_APPROVAL_TTL
 from ...search.tool import SEARCH_TOOL_ID
 from ..caller_gone import outliving_cancellation, runs_to_its_end
+from ..paging import CursorError, decode_cursor, encode_cursor, page_after
 from .approvals import NO_PROMPT, McpApprovals, pending_result
 from .changes import ToolListChanges
 
 __all__ = [
+    "DEFAULT_PAGE_SIZE",
     "PRECOMPUTED_OUTCOME_KEY",
     "SERVER_NAME",
     "AgentFor",
@@ -73,6 +82,11 @@ logger = logging.getLogger(__name__)
 
 #: ``serverInfo.name``, and the audience sealed request states are bound to.
 SERVER_NAME: Final = "toolgate"
+
+#: Tools per ``tools/list`` page unless configured (``serve.mcp_page_size``).
+DEFAULT_PAGE_SIZE: Final = 1000
+#: The list a ``tools/list`` cursor belongs to (a cursor of another list is refused).
+_CURSOR_KIND: Final = "mcp-tools"
 
 #: ASGI scope key: the outcome of a call the HTTP fast path made and handed over to be answered
 #: here (see :mod:`toolgate.serve.mcp.fast`), as ``(name, arguments, outcome)``.
@@ -95,6 +109,27 @@ def _unrestricted(_request: Any) -> frozenset[str] | None:
 #: transport where the request is authenticated (:meth:`McpSurface.answering`).
 _REQUEST: ContextVar[Any] = ContextVar("toolgate_mcp_request")
 _NO_REQUEST: Final = object()
+
+
+@dataclass(slots=True)
+class _Listing:
+    """The tools one caller sees, sorted by id, and their ``tools/list`` entries as far as
+    pages have needed them."""
+
+    key: object
+    tools: list[Tool]
+    ids: list[str]
+    entries: list[dict[str, Any] | None] = field(default_factory=list)
+
+    def entries_between(self, start: int, end: int) -> list[dict[str, Any]]:
+        entries = self.entries
+        found = []
+        for index in range(start, end):
+            entry = entries[index]
+            if entry is None:
+                entry = entries[index] = mcp_tool(self.tools[index])
+            found.append(entry)
+        return found
 
 
 class _ToolgateServer(Server[Any]):
@@ -136,6 +171,7 @@ class McpSurface:
         session_id: str | None = None,
         namespaces: NamespacesFor = _unrestricted,
         request_state_key: bytes | None = None,
+        page_size: int = DEFAULT_PAGE_SIZE,
     ) -> None:
         """
         Args:
@@ -151,7 +187,11 @@ class McpSurface:
             request_state_key: The key sealing the approval ids handed out as
                 ``requestState`` (32 bytes). Replicas behind one load balancer share it, so a
                 retry may land on any of them; default: a random key of this process.
+            page_size: Tools per ``tools/list`` page (at least 1).
         """
+        if page_size < 1:
+            raise ValueError(f"page_size: at least 1 tool per tools/list page, got {page_size}")
+        self.page_size = page_size
         self.gateway = gateway
         self.approvals_url = approvals_url
         self.approvals = McpApprovals(gateway, elicitation=elicitation)
@@ -159,7 +199,7 @@ class McpSurface:
         self._agent_for = agent
         self._namespaces_for = namespaces
         self._session_id = session_id
-        self._catalog: dict[object, tuple[Any, list[dict[str, Any]]]] = {}
+        self._catalog: dict[object, _Listing] = {}
         server = _ToolgateServer(
             SERVER_NAME,
             version=__version__,
@@ -223,45 +263,80 @@ class McpSurface:
         """Whose tool list this request sees under progressive disclosure: agent and session."""
         return self.agent(ctx), self._call_session(ctx)
 
+    def _listing(
+        self,
+        agent: str | None,
+        namespaces: frozenset[str] | None,
+        conversation: object,
+    ) -> _Listing:
+        """The tools ``agent`` sees with credentials allowing ``namespaces`` (cached until the
+        tools or policies change); under progressive disclosure, those shown to
+        ``conversation``."""
+        disclosure = self.gateway.disclosure
+        revision = None if disclosure is None else disclosure.revision(conversation)
+        key = (self.gateway.registry.version, self.gateway.access.policies, revision)
+        cache_key = (agent, namespaces) if disclosure is None else (agent, namespaces, conversation)
+        cached = self._catalog.get(cache_key)
+        if cached is not None and cached.key == key:
+            return cached
+        allowed = self.gateway.list_tools(agent=agent, namespaces=namespaces)
+        if disclosure is not None:
+            allowed = disclosure.visible(conversation, allowed)
+        tools = sorted(allowed, key=lambda tool: tool.id)  # the order cursors rely on
+        listing = _Listing(key, tools, [tool.id for tool in tools], [None] * len(tools))
+        if len(self._catalog) > 1024:  # agent names come from configuration; bound it anyway
+            self._catalog.clear()
+        self._catalog[cache_key] = listing
+        return listing
+
     def tools_for(
         self,
         agent: str | None,
         namespaces: frozenset[str] | None = None,
         conversation: object = None,
     ) -> list[dict[str, Any]]:
-        """The ``tools/list`` entries ``agent`` sees with credentials allowing ``namespaces``
-        (cached until the tools or policies change); under progressive disclosure, those shown
-        to ``conversation``."""
-        disclosure = self.gateway.disclosure
-        revision = None if disclosure is None else disclosure.revision(conversation)
-        key = (self.gateway.registry.version, self.gateway.access.policies, revision)
-        cache_key = (agent, namespaces) if disclosure is None else (agent, namespaces, conversation)
-        cached = self._catalog.get(cache_key)
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        allowed = self.gateway.list_tools(agent=agent, namespaces=namespaces)
-        if disclosure is not None:
-            allowed = disclosure.visible(conversation, allowed)
-        tools = [mcp_tool(tool) for tool in allowed]
-        if len(self._catalog) > 1024:  # agent names come from configuration; bound it anyway
-            self._catalog.clear()
-        self._catalog[cache_key] = (key, tools)
-        return tools
+        """Every ``tools/list`` entry ``agent`` sees with credentials allowing ``namespaces``
+        (all pages); under progressive disclosure, those shown to ``conversation``."""
+        listing = self._listing(agent, namespaces, conversation)
+        return listing.entries_between(0, len(listing.tools))
+
+    def page_for(
+        self,
+        agent: str | None,
+        namespaces: frozenset[str] | None = None,
+        conversation: object = None,
+        cursor: str | None = None,
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """One ``tools/list`` page of what :meth:`tools_for` lists: the page after ``cursor``
+        (``None``: the first) and the cursor of the next one (``None``: this is the last).
+        Raises :class:`~toolgate.serve.paging.CursorError` for a cursor this server did not
+        write."""
+        after = None if cursor is None else decode_cursor(_CURSOR_KIND, cursor)
+        listing = self._listing(agent, namespaces, conversation)
+        start, end, last = page_after(listing.ids, after, self.page_size)
+        entries = listing.entries_between(start, end)
+        return entries, None if last is None else encode_cursor(_CURSOR_KIND, last)
 
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams
     ) -> dict[str, Any]:
-        if params.cursor is not None:
-            # Every tool fits on the first page, so no cursor was ever handed out.
-            raise MCPError(INVALID_PARAMS, "Invalid cursor: tools/list has a single page")
+        try:
+            tools, next_cursor = self.page_for(
+                self.agent(ctx), self.namespaces(ctx), self.conversation(ctx), params.cursor
+            )
+        except CursorError as error:
+            raise MCPError(INVALID_PARAMS, f"Invalid {error.message}") from None
         # The 2026-07-28 result fields (the SDK drops them for handshake-era clients): the list
         # depends on the agent and may change at any moment, so it is private and never fresh.
-        return {
-            "tools": self.tools_for(self.agent(ctx), self.namespaces(ctx), self.conversation(ctx)),
+        result: dict[str, Any] = {
+            "tools": tools,
             "ttlMs": 0,
             "cacheScope": "private",
             "resultType": "complete",
         }
+        if next_cursor is not None:
+            result["nextCursor"] = next_cursor
+        return result
 
     @contextmanager
     def answering(self, request: Any) -> Iterator[None]:
@@ -426,7 +501,8 @@ class McpSurface:
         the list ``conversation`` sees, so nothing tells these cases apart."""
         # The gateway's own message suggests ids from every tool; name only the ones this agent
         # sees, so a tool hidden from it is not revealed.
-        visible = [tool["name"] for tool in self.tools_for(agent, namespaces, conversation)]
+        listing = self._listing(agent, namespaces, conversation)
+        visible = [to_provider_name(tool.id) for tool in listing.tools]
         close = difflib.get_close_matches(name, visible, n=3, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else "; call tools/list for the tools"
         return MCPError(INVALID_PARAMS, f"Unknown tool: {name}{hint}")
@@ -508,6 +584,7 @@ def build_mcp_server(
     session_id: str | None = None,
     namespaces: NamespacesFor = _unrestricted,
     request_state_key: bytes | None = None,
+    page_size: int = DEFAULT_PAGE_SIZE,
 ) -> McpSurface:
     """The gateway as an MCP server (``.server`` is the SDK's low-level ``Server``).
 
@@ -524,4 +601,5 @@ def build_mcp_server(
         session_id=session_id,
         namespaces=namespaces,
         request_state_key=request_state_key,
+        page_size=page_size,
     )

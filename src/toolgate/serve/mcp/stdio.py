@@ -37,7 +37,7 @@ from mcp.shared.message import SessionMessage
 
 from ..._json import StrictJsonError, loads_strict
 from ...gateway import Gateway
-from .server import build_mcp_server
+from .server import DEFAULT_PAGE_SIZE, build_mcp_server
 
 __all__ = ["LINE_MAX_DEPTH", "MAX_LINE_BYTES", "serve_stdio"]
 
@@ -271,17 +271,20 @@ async def serve_stdio(
     agent: str | None = None,
     approvals_url: str | None = None,
     elicitation: bool = True,
+    page_size: int = DEFAULT_PAGE_SIZE,
 ) -> None:
     """Serve ``gateway`` over this process's stdin and stdout until the client closes stdin.
 
     Watches the tool folders (hot reload) while serving, and tells the client when the tool list
-    changes. Every call is made as ``agent`` (``None``: the default agent).
+    changes. Every call is made as ``agent`` (``None``: the default agent). ``tools/list``
+    answers pages of ``page_size`` tools (``serve.mcp_page_size``).
     """
     surface = build_mcp_server(
         gateway,
         agent=agent,
         approvals_url=approvals_url,
         elicitation=elicitation,
+        page_size=page_size,
         # One client per process: its calls share one session (overflow files, scripts' sessionId).
         session_id=f"mcp-{uuid.uuid4().hex[:12]}",
     )

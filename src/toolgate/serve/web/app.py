@@ -44,6 +44,7 @@ def build_ui(
     allowed_hosts: Iterable[str] | None = DEFAULT_ALLOWED_HOSTS,
     poll_interval: float = 2.0,
     page_size: int = 50,
+    catalog_page_size: int = 100,
     csrf_key: bytes | None = None,
 ) -> Starlette:
     """The web console for ``gateway``: catalog, approvals inbox, audit and settings.
@@ -64,11 +65,15 @@ def build_ui(
             accepts any (only behind a proxy that checks the host itself).
         poll_interval: Seconds between the inbox's checks for new approval requests.
         page_size: Rows per page of the audit table.
+        catalog_page_size: Tools per page of the catalog (health figures are read only for
+            the tools of the page shown).
         csrf_key: The key that signs form tokens (default: random per process, so a restart
             asks open pages to reload before their forms are accepted).
     """
-    if poll_interval <= 0 or page_size < 1:
-        raise ValueError("poll_interval must be positive and page_size at least 1")
+    if poll_interval <= 0 or page_size < 1 or catalog_page_size < 1:
+        raise ValueError(
+            "poll_interval must be positive, and page_size and catalog_page_size at least 1"
+        )
     ui = WebUi(
         gateway,
         UiOptions(
@@ -77,6 +82,7 @@ def build_ui(
             workspace=None if workspace is None else Path(workspace).expanduser().resolve(),
             poll_interval=poll_interval,
             page_size=page_size,
+            catalog_page_size=catalog_page_size,
         ),
     )
     refusals = make_environment().get_template("refused.html")

@@ -1,9 +1,15 @@
-"""The catalog: every tool as a tile, a page per tool, and a form to try a call."""
+"""The catalog: the tools as tiles, a page of them at a time (``?page=N``, 100 tools by
+default, sorted by id and grouped by namespace), a page per tool, and a form to try a call.
+
+Health figures are read from the audit log only for the tools of the page shown (or of the
+search results), so the page costs the same whatever the size of the catalog."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,14 +83,43 @@ def _tile(
     return Tile(tool, status, entry.unavailable_reason, _tile_display(tool), connection)
 
 
-def _statuses(ui: WebUi) -> tuple[list[ToolStatus], str | None]:
-    """Every tool's health, or none and why (the audit log, their source, cannot be read)."""
+def _statuses(ui: WebUi, tool_ids: Iterable[str]) -> tuple[list[ToolStatus], str | None]:
+    """The health of these tools, or none and why (the audit log, their source, cannot be
+    read)."""
     try:
-        statuses = ui.gateway.statuses()
+        statuses = [ui.gateway.status(tool_id) for tool_id in tool_ids]
     except AuditStoreError as exc:
         return [], f"health figures are unavailable: {exc}"
     problem = next((s.stats_error for s in statuses if s.stats_error), None)
     return statuses, None if problem is None else f"health figures are unavailable: {problem}"
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogPage:
+    """Which page of the catalog is shown: ``number`` of ``pages`` (1-based), ``first`` and
+    ``last`` the positions (1-based) of its first and last tool among ``total``."""
+
+    number: int
+    pages: int
+    total: int
+    first: int
+    last: int
+    problem: str | None = None
+
+
+def _page_of(request: Request, total: int, size: int) -> CatalogPage:
+    """The page ``?page=`` asks for, kept within the pages there are."""
+    pages = max(1, math.ceil(total / size))
+    text = request.query_params.get("page", "1").strip() or "1"
+    problem = None
+    try:
+        number = int(text)
+    except ValueError:
+        number, problem = 1, f"page: not a page number ({text[:40]!r}); showing the first page"
+    number = max(1, min(number, pages))
+    first = (number - 1) * size
+    last = min(first + size, total)
+    return CatalogPage(number, pages, total, first + 1 if total else 0, last, problem)
 
 
 def _status(ui: WebUi, tool_id: str) -> tuple[ToolStatus | None, str | None]:
@@ -108,15 +143,14 @@ def _search(ui: WebUi, query: str) -> tuple[list[SearchHit], str | None]:
 async def catalog(request: Request) -> Response:
     ui = ui_of(request)
     query = request.query_params.get("q", "").strip()[:MAX_QUERY_CHARS]
-    statuses, health_error = await ui.blocking(_statuses, ui)
-    by_id = {status.tool_id: status for status in statuses}
     connections = _connections(ui)
     entries = ui.gateway.entries()
     registered = {entry.tool.id for entry in entries}
-    failed = [s for s in statuses if s.phase is Phase.FAILED and s.tool_id not in registered]
-    groups: dict[str, list[Tile]] = {}
+    failed = [s for s in ui.gateway.failed_statuses() if s.tool_id not in registered]
+    groups: dict[str, list[RegisteredTool]] = {}
     scores: dict[str, float] = {}
     search_error = None
+    page = None
     if query:
         # Ranked by the tool search, best first, in one group; the first search after a
         # change rebuilds the index, so it runs off the event loop.
@@ -125,19 +159,28 @@ async def catalog(request: Request) -> Response:
         found = [by_tool[hit.tool.id] for hit in hits if hit.tool.id in by_tool]
         scores = {hit.tool.id: hit.score for hit in hits}
         if found:
-            groups[f"Best matches for “{query}”"] = [
-                _tile(entry, by_id.get(entry.tool.id), connections) for entry in found
-            ]
+            groups[f"Best matches for “{query}”"] = found
     else:
-        for entry in entries:
-            tile = _tile(entry, by_id.get(entry.tool.id), connections)
-            groups.setdefault(tile.tool.namespace, []).append(tile)
+        size = ui.options.catalog_page_size
+        page = _page_of(request, len(entries), size)
+        for entry in entries[(page.number - 1) * size : page.number * size]:
+            groups.setdefault(entry.tool.namespace, []).append(entry)
+    shown = [entry.tool.id for group in groups.values() for entry in group]
+    statuses, health_error = await ui.blocking(_statuses, ui, shown)
+    by_id = {status.tool_id: status for status in statuses}
+    tiles = {
+        name: [_tile(entry, by_id.get(entry.tool.id), connections) for entry in group]
+        for name, group in groups.items()
+    }
+    in_namespace = Counter(entry.tool.namespace for entry in entries) if page else Counter()
     return ui.page(
         request,
         "catalog.html",
         {
             "nav": "catalog",
-            "groups": groups,
+            "groups": tiles,
+            "in_namespace": in_namespace,
+            "page": page,
             "failed": failed,
             "query": query,
             "scores": scores,

@@ -36,6 +36,8 @@ class UiOptions:
     """Seconds between the inbox's checks for new approval requests."""
     page_size: int = 50
     """Rows per page of the audit table."""
+    catalog_page_size: int = 100
+    """Tools per page of the catalog."""
 
 
 class WebUi:
