@@ -27,9 +27,9 @@ from typing import IO, Any, Final
 from ..model.stats import ToolStats
 from ..pipeline.observers import FinishedCall
 from .acknowledgements import Acknowledgements
-from .query import build_stats, fetch_stats
 from .query import where as _where
 from .record import AuditRecord
+from .rollup import fetch_stats
 from .sqlite_rows import dump, record_from_row
 from .sqlite_schema import COLUMNS
 from .writer import BatchWriter, Flush
@@ -323,9 +323,10 @@ class AuditLog(BatchWriter):
     # -- health statistics ----------------------------------------------------------------------
 
     def _stats(self, since: float, tool_id: str | None) -> dict[str, ToolStats]:
+        # From the summary tables the writer keeps (toolgate.audit.rollup): the cost follows the
+        # window's minutes and hours, not its records.
         with self._reading() as conn:
-            rows = fetch_stats(conn, since, tool_id)
-        return build_stats(rows)
+            return fetch_stats(conn, since, tool_id)
 
     def stats(self, tool_id: str, *, since: float) -> ToolStats:
         """The health figures of one tool since ``since`` (see :class:`ToolStats`)."""
