@@ -5,14 +5,14 @@ The audit writer adds every batch to two summary tables, in the same transaction
 
 * ``audit_minutes`` — per tool and minute: finished calls, tool failures, and the newest
   failure (time, code, message — already redacted, as in its record);
-* ``audit_durations`` — per tool, hour and duration bucket: how many calls that ran took that
-  long. Buckets grow by a factor of 2^(1/16) (4.4 %), and a bucket is read back as its
-  geometric middle, so a percentile is within 2.2 % of the exact nearest-rank value.
+* ``audit_durations`` — per tool, span (an hour, and a day) and duration bucket: how many calls
+  that ran took that long. Buckets grow by a factor of 2^(1/16) (4.4 %), and a bucket is read
+  back as its geometric middle, so a percentile is within 2.2 % of the exact nearest-rank value.
 
-Reading the figures of a window is then proportional to its minutes and hours, not to its
-records. The counts and the last error are exact for any ``since`` (the part of the first
-minute after ``since`` is read from the records themselves: one minute of them); percentiles
-cover the whole hours the window touches.
+Reading the figures of a window then costs its minutes, and for durations its whole days plus
+the hours at both ends, never its records. The counts and the last error are exact for any
+``since`` (the part of the first minute after ``since`` is read from the records themselves:
+one minute of them); percentiles cover the whole hours the window touches.
 
 One SQL for SQLite and PostgreSQL, as in :mod:`toolgate.audit.query`. This module imports
 nothing from either driver.
@@ -41,6 +41,9 @@ __all__ = [
 
 MINUTE: Final = 60
 HOUR: Final = 3600
+DAY: Final = 86_400
+#: The spans durations are summed over: hours for the ends of a window, days for its middle.
+SPANS: Final = (HOUR, DAY)
 
 #: Duration buckets per doubling: 16 makes each bucket 4.4 % wide.
 BUCKETS_PER_DOUBLING: Final = 16
@@ -90,14 +93,14 @@ class Rollup:
     minutes: list[tuple[Any, ...]] = field(default_factory=list)
     """Rows of ``audit_minutes``: tool, minute, total, failures, error time, code, message."""
     durations: list[tuple[Any, ...]] = field(default_factory=list)
-    """Rows of ``audit_durations``: tool, hour, bucket, count."""
+    """Rows of ``audit_durations``: tool, span, start (in spans), bucket, count."""
 
 
 def rollup_of(records: Iterable[AuditRecord]) -> Rollup:
     """Sum ``records`` (in the order they are written) by tool and minute, and by tool, hour
     and duration bucket."""
     minutes: dict[tuple[str, int], _Minute] = {}
-    durations: dict[tuple[str, int, int], int] = {}
+    durations: dict[tuple[str, int, int, int], int] = {}
     for record in records:
         if record.status == "pending_approval":
             continue  # not finished: counted when its decision's record comes
@@ -112,8 +115,10 @@ def rollup_of(records: Iterable[AuditRecord]) -> Rollup:
             if minute.error is None or record.time >= minute.error[0]:
                 minute.error = (record.time, record.code, record.message)
         if record.status == "ok" or failed:
-            where = (record.tool_id, int(record.time // HOUR), bucket_of(record.duration))
-            durations[where] = durations.get(where, 0) + 1
+            bucket = bucket_of(record.duration)
+            for span in SPANS:
+                where = (record.tool_id, span, int(record.time // span), bucket)
+                durations[where] = durations.get(where, 0) + 1
     return Rollup(
         minutes=[
             (tool, at, m.total, m.failures, *(m.error or (None, None, None)))
@@ -126,9 +131,11 @@ def rollup_of(records: Iterable[AuditRecord]) -> Rollup:
 # -- the tables -------------------------------------------------------------------------------
 
 
-def create_statements(*, integer: str, real: str) -> tuple[str, ...]:
+def create_statements(*, integer: str, real: str, without_rowid: bool) -> tuple[str, ...]:
     """The two tables and their time indexes, with the store's names for 64-bit integers and
-    floating-point numbers."""
+    floating-point numbers (and, in SQLite, stored in the order of their keys: a window is
+    then one contiguous range of the table, read without a lookup per row)."""
+    clustered = " WITHOUT ROWID" if without_rowid else ""
     return (
         f"""
         CREATE TABLE IF NOT EXISTS audit_minutes (
@@ -140,23 +147,24 @@ def create_statements(*, integer: str, real: str) -> tuple[str, ...]:
             error_code TEXT,
             error_message TEXT,
             PRIMARY KEY (tool_id, minute)
-        )
+        ){clustered}
         """,
         f"""
         CREATE TABLE IF NOT EXISTS audit_durations (
             tool_id TEXT NOT NULL,
-            hour {integer} NOT NULL,
+            span {integer} NOT NULL,
+            start {integer} NOT NULL,
             bucket {integer} NOT NULL,
             n {integer} NOT NULL,
-            PRIMARY KEY (tool_id, hour, bucket)
-        )
+            PRIMARY KEY (tool_id, span, start, bucket)
+        ){clustered}
         """,
         "CREATE INDEX IF NOT EXISTS audit_minutes_time ON audit_minutes (minute)",
-        "CREATE INDEX IF NOT EXISTS audit_durations_time ON audit_durations (hour)",
+        "CREATE INDEX IF NOT EXISTS audit_durations_time ON audit_durations (span, start)",
     )
 
 
-def backfill_statements(*, floor_div: str, bucket: str) -> tuple[str, str]:
+def backfill_statements(*, floor_div: str, bucket: str) -> tuple[str, ...]:
     """Fill the tables from the records already there (when a database written by an older
     toolgate is upgraded). ``floor_div`` is the store's SQL for ``floor({x} / {y})`` as an
     integer, ``bucket`` its SQL for :func:`bucket_of` of ``duration``."""
@@ -174,10 +182,14 @@ def backfill_statements(*, floor_div: str, bucket: str) -> tuple[str, str]:
         "ORDER BY time DESC, id DESC) AS rn "
         "FROM audit_records WHERE status != 'pending_approval') AS finished "
         "GROUP BY tool_id, minute",
-        f"INSERT INTO audit_durations ({DURATION_COLUMNS}) "
-        f"SELECT tool_id, hour, bucket, COUNT(*) FROM (SELECT tool_id, "
-        f"{floor_div.format(x='time', y=HOUR)} AS hour, {bucket} AS bucket FROM audit_records "
-        f"WHERE status = 'ok' OR {FAILURE_SQL}) AS ran GROUP BY tool_id, hour, bucket",
+        *(
+            f"INSERT INTO audit_durations ({DURATION_COLUMNS}) "
+            f"SELECT tool_id, {span}, start, bucket, COUNT(*) FROM (SELECT tool_id, "
+            f"{floor_div.format(x='time', y=span)} AS start, {bucket} AS bucket "
+            f"FROM audit_records WHERE status = 'ok' OR {FAILURE_SQL}) AS ran "
+            "GROUP BY tool_id, start, bucket"
+            for span in SPANS
+        ),
     )
 
 
@@ -202,10 +214,10 @@ ADD_MINUTES: Final = (
     f"error_time = {_newer('error_time')}"
 )
 ADD_DURATIONS: Final = (
-    " ON CONFLICT (tool_id, hour, bucket) DO UPDATE SET n = audit_durations.n + excluded.n"
+    " ON CONFLICT (tool_id, span, start, bucket) DO UPDATE SET n = audit_durations.n + excluded.n"
 )
 MINUTE_COLUMNS: Final = "tool_id, minute, total, failures, error_time, error_code, error_message"
-DURATION_COLUMNS: Final = "tool_id, hour, bucket, n"
+DURATION_COLUMNS: Final = "tool_id, span, start, bucket, n"
 
 
 def values(rows: int, width: int) -> str:
@@ -220,7 +232,7 @@ def upserts(rollup: Rollup, per_statement: int) -> list[tuple[str, list[Any]]]:
     statements: list[tuple[str, list[Any]]] = []
     for table, columns, width, rows, conflict in (
         ("audit_minutes", MINUTE_COLUMNS, 7, rollup.minutes, ADD_MINUTES),
-        ("audit_durations", DURATION_COLUMNS, 4, rollup.durations, ADD_DURATIONS),
+        ("audit_durations", DURATION_COLUMNS, 5, rollup.durations, ADD_DURATIONS),
     ):
         for start in range(0, len(rows), per_statement):
             chunk = rows[start : start + per_statement]
@@ -230,11 +242,17 @@ def upserts(rollup: Rollup, per_statement: int) -> list[tuple[str, list[Any]]]:
 
 
 def prune_statements(cutoff: float) -> list[tuple[str, tuple[Any, ...]]]:
-    """Delete what only records older than ``cutoff`` made (a bucket stays while any of its
-    minute or hour is within the retention)."""
+    """Delete what only records older than ``cutoff`` made (a row stays while any of its
+    minute, hour or day is within the retention)."""
     return [
         ("DELETE FROM audit_minutes WHERE minute < ?", (int(cutoff // MINUTE),)),
-        ("DELETE FROM audit_durations WHERE hour < ?", (int(cutoff // HOUR),)),
+        *(
+            (
+                "DELETE FROM audit_durations WHERE span = ? AND start < ?",
+                (span, int(cutoff // span)),
+            )
+            for span in SPANS
+        ),
     ]
 
 
@@ -261,15 +279,18 @@ def fetch_stats(conn: Any, since: float, tool_id: str | None) -> dict[str, ToolS
         (first_whole, *scope),
     ).fetchall():
         totals[row["tool_id"]] = [int(row["total"]), int(row["failures"])]
-    for row in conn.execute(
-        "SELECT tool_id, error_time, error_code, error_message FROM ("
-        "SELECT tool_id, error_time, error_code, error_message, ROW_NUMBER() OVER "
-        "(PARTITION BY tool_id ORDER BY error_time DESC, minute DESC) AS rn "
-        f"FROM audit_minutes WHERE minute >= ?{one} AND error_time IS NOT NULL"
-        ") AS latest WHERE rn = 1",
-        (first_whole, *scope),
-    ).fetchall():
-        newest(row["tool_id"], row["error_time"], row["error_code"], row["error_message"])
+    for tool, (_, failures) in totals.items():
+        if failures:
+            # The newest failure is in the latest minute that has one: a short walk back along
+            # the table's key from the window's end.
+            row = conn.execute(
+                "SELECT error_time, error_code, error_message FROM audit_minutes "
+                "WHERE tool_id = ? AND minute >= ? AND error_time IS NOT NULL "
+                "ORDER BY minute DESC LIMIT 1",
+                (tool, first_whole),
+            ).fetchone()
+            if row is not None:
+                newest(tool, row["error_time"], row["error_code"], row["error_message"])
     # The part of the first minute that is inside the window, from the records themselves.
     partial_end = first_whole * MINUTE
     if since < partial_end:
@@ -287,11 +308,19 @@ def fetch_stats(conn: Any, since: float, tool_id: str | None) -> dict[str, ToolS
                 counts[1] += 1
                 newest(row["tool_id"], row["time"], code, row["message"])
 
+    # Durations: the hours from the window's first one up to the first whole day, then whole
+    # days (the last one still filling): at most a day of hours and eight days per bucket.
+    first_hour = int(since // HOUR)
+    first_day = -(-first_hour * HOUR // DAY)
     histograms: dict[str, list[tuple[int, int]]] = {}
     for row in conn.execute(
-        "SELECT tool_id, bucket, SUM(n) AS n FROM audit_durations "
-        f"WHERE hour >= ?{one} GROUP BY tool_id, bucket ORDER BY tool_id, bucket",
-        (int(since // HOUR), *scope),
+        "SELECT tool_id, bucket, SUM(n) AS n FROM ("
+        "SELECT tool_id, bucket, n FROM audit_durations "
+        f"WHERE span = ? AND start >= ? AND start < ?{one} UNION ALL "
+        "SELECT tool_id, bucket, n FROM audit_durations "
+        f"WHERE span = ? AND start >= ?{one}"
+        ") AS ran GROUP BY tool_id, bucket ORDER BY tool_id, bucket",
+        (HOUR, first_hour, first_day * DAY // HOUR, *scope, DAY, first_day, *scope),
     ).fetchall():
         histograms.setdefault(row["tool_id"], []).append((int(row["bucket"]), int(row["n"])))
 

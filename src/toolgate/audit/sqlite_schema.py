@@ -49,7 +49,7 @@ _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     ),
     # 2: the health figures' summary tables (toolgate.audit.rollup), filled from the records.
     (
-        *create_statements(integer="INTEGER", real="REAL"),
+        *create_statements(integer="INTEGER", real="REAL", without_rowid=True),
         *backfill_statements(floor_div="CAST({x} / {y} AS INTEGER)", bucket=f"{_BUCKET}(duration)"),
     ),
 )

@@ -28,10 +28,16 @@ _BUCKET = (
 
 
 def upgrade() -> None:
-    for statement in create_statements(integer="BIGINT", real="DOUBLE PRECISION"):
+    for statement in create_statements(
+        integer="BIGINT", real="DOUBLE PRECISION", without_rowid=False
+    ):
         op.execute(statement)
     for statement in backfill_statements(floor_div="FLOOR({x} / {y})::BIGINT", bucket=_BUCKET):
         op.execute(statement)
+    # Statistics for the planner now, not at autovacuum's next pass: the first reads after an
+    # upgrade of a large log would otherwise scan the tables instead of walking their keys.
+    op.execute("ANALYZE audit_minutes")
+    op.execute("ANALYZE audit_durations")
 
 
 def downgrade() -> None:
