@@ -7,6 +7,7 @@ Agents: ``ops`` (operator), ``alice`` and ``bob``; see :mod:`http_api_support`.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +23,9 @@ from http_api_support import (
     make_gateway,
     problem,
 )
+from test_audit import finished
 from toolgate import Gateway
+from toolgate.audit.log_base import COUNT_LIMIT
 
 
 @pytest.fixture(autouse=True)
@@ -238,6 +241,28 @@ def test_the_audit_log_is_filtered_and_paged(client: TestClient, gateway: Gatewa
         422,
         "invalid_request",
     )
+
+
+def test_a_large_audit_log_is_counted_up_to_a_limit_and_paged_to_its_end(
+    client: TestClient, gateway: Gateway
+) -> None:
+    # Counting every match of a log of millions is what made a page slow: past COUNT_LIMIT the
+    # page says so (total_exact false) and next_offset alone says whether the pages go on.
+    assert gateway.audit is not None
+    now = time.time()
+    for n in range(COUNT_LIMIT + 5):
+        gateway.audit.observe(finished(tool_id="t:add", started_at=now - n, call_id=f"c{n}"))
+    assert gateway.audit.flush(60)
+    get = lambda **query: client.get("/v1/audit", params=query, headers=auth("ops")).json()  # noqa: E731
+    first = get(limit=100)
+    assert (first["total"], first["total_exact"], first["next_offset"]) == (COUNT_LIMIT, False, 100)
+    counted_end = get(limit=100, offset=COUNT_LIMIT - 100)  # the pages go on past the count
+    assert (len(counted_end["records"]), counted_end["next_offset"]) == (100, COUNT_LIMIT)
+    last = get(limit=100, offset=COUNT_LIMIT)
+    assert (len(last["records"]), last["next_offset"]) == (5, None)
+    assert last["records"][-1]["call_id"] == f"c{COUNT_LIMIT + 4}"  # the oldest
+    small = get(until=now - COUNT_LIMIT + 0.5, limit=100)  # 5 match: counted exactly
+    assert (small["total"], small["total_exact"], small["next_offset"]) == (5, True, None)
 
 
 @pytest.mark.slow

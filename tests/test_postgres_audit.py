@@ -8,6 +8,7 @@ The behaviour tests imported from ``test_audit`` run here unchanged against Post
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,12 +17,15 @@ import pytest
 
 from postgres_support import drop_database, scratch_database, upgraded_database
 from test_audit import (  # noqa: F401 - collected here again, against PostgreSQL
+    _random_calls,
     finished,
     test_a_call_that_cannot_be_recorded_loses_only_its_record,
     test_a_lone_surrogate_in_a_result_does_not_cost_the_batch,
     test_a_record_that_cannot_be_serialized_loses_only_itself,
     test_every_outcome_is_recorded_with_its_approval,
     test_export_jsonl,
+    test_health_figures_match_the_records_for_any_window,
+    test_pruning_removes_the_summary_of_what_it_removes,
     test_query_filters_and_paging,
     test_stats_percentiles_and_the_failure_rule,
 )
@@ -51,7 +55,7 @@ def _empty_audit(request: pytest.FixtureRequest) -> None:
         return
     db = PostgresDatabase(request.getfixturevalue("pg_url"), max_size=1)
     with db.write() as conn:
-        conn.execute("TRUNCATE audit_records")
+        conn.execute("TRUNCATE audit_records, audit_minutes, audit_durations")
     db.close()
 
 
@@ -219,3 +223,20 @@ def test_a_call_a_durable_log_never_stored_is_never_reported_recorded(
     log.observe(finished(call_id="after-close"))
     assert log.recorded_sync("after-close", 1) == "the audit log is closed"
     assert log.lost == 1
+
+
+def test_upgrading_a_database_with_records_fills_the_summary(
+    log: PostgresAuditLog, pg: PostgresDatabase
+) -> None:
+    # A database written before the summary tables existed: schema 0005 with records.
+    now = time.time()
+    for call in _random_calls(11, now, 1500):
+        log.observe(call)
+    assert log.flush(10)
+    since = now - 4 * 3600
+    written = log.all_stats(since)
+    with pg.write() as conn:
+        conn.execute("DROP TABLE audit_minutes, audit_durations")
+        conn.execute("UPDATE alembic_version SET version_num = '0005'")
+    assert upgrade(pg) == (5, 6)
+    assert log.all_stats(since) == written

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,9 @@ import httpx2
 import pytest
 from starlette.requests import Request
 
+from test_audit import finished
 from toolgate import Gateway
+from toolgate.audit.log_base import COUNT_LIMIT
 from toolgate.demo import tools as demo_tools
 from toolgate.model import ApprovalStatus, CallStatus
 from toolgate.serve.auth.identity import AgentIdentity, key_sha256, new_key
@@ -289,6 +292,22 @@ def test_audit_table_filters_by_tool_agent_and_status_and_pages(console: Console
     assert "is not a date" in console.get("/audit", params={"until": "0001-01-01T00:00"}).text
     bad = console.get("/audit", params={"since": "yesterday", "page": "x"})
     assert bad.status_code == 200 and "is not a date and time" in bad.text
+
+
+@pytest.mark.slow
+def test_a_large_audit_log_shows_more_than_the_counted_and_pages_on(console: Console) -> None:
+    audit = console.gateway.audit
+    assert audit is not None
+    now = time.time()
+    for n in range(COUNT_LIMIT + 3):
+        audit.observe(finished(tool_id="demo:add", started_at=now - n, call_id=f"c{n}"))
+    assert audit.flush(60)
+    first = console.get("/audit").text
+    assert f'id="audit-total">more than {COUNT_LIMIT:,} calls · page 1 of 2000+' in first
+    assert 'rel="next"' in first
+    # Past the counted pages the table goes on to the oldest record, and ends there.
+    last = console.get("/audit", params={"page": str(COUNT_LIMIT // 5 + 1)}).text
+    assert last.count("data-call=") == 3 and 'rel="next"' not in last
 
 
 def test_audit_call_page_needs_the_time_from_its_link(console: Console) -> None:

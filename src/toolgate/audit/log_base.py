@@ -27,19 +27,23 @@ from typing import IO, Any, Final
 from ..model.stats import ToolStats
 from ..pipeline.observers import FinishedCall
 from .acknowledgements import Acknowledgements
-from .query import build_stats, fetch_stats
 from .query import where as _where
 from .record import AuditRecord
+from .rollup import fetch_stats
 from .sqlite_rows import dump, record_from_row
 from .sqlite_schema import COLUMNS
 from .writer import BatchWriter, Flush
 
-__all__ = ["UNRECORDED", "AuditLog", "AuditStoreError"]
+__all__ = ["COUNT_LIMIT", "UNRECORDED", "AuditLog", "AuditStoreError"]
 
 #: What a caller is told when its call's record could not be written (details: ``last_error``).
 UNRECORDED: Final = "the audit log could not write it"
 
 _DAY: Final = 86_400.0
+
+#: How far the surfaces (the HTTP API, the web UI) count the records a query matches: past it
+#: they say "more than" and keep paging, so a page costs the same in any size of log.
+COUNT_LIMIT: Final = 10_000
 
 
 class AuditStoreError(RuntimeError):
@@ -286,11 +290,17 @@ class AuditLog(BatchWriter):
             rows = conn.execute(sql, params).fetchall()
         return [record_from_row(row) for row in rows]
 
-    def count(self, **filters: Any) -> int:
-        """How many records match ``filters`` (those of :meth:`query`, without paging)."""
+    def count(self, *, up_to: int | None = None, **filters: Any) -> int:
+        """How many records match ``filters`` (those of :meth:`query`, without paging); with
+        ``up_to``, counting stops there (the answer is at most ``up_to``): a page of a large
+        log then costs the same as a page of a small one."""
         where, params = _where(**filters)
+        sql = f"SELECT COUNT(*) AS n FROM audit_records{where}"
+        if up_to is not None:
+            sql = f"SELECT COUNT(*) AS n FROM (SELECT 1 FROM audit_records{where} LIMIT ?) AS m"
+            params.append(up_to)
         with self._reading() as conn:
-            row = conn.execute(f"SELECT COUNT(*) AS n FROM audit_records{where}", params).fetchone()
+            row = conn.execute(sql, params).fetchone()
         return int(row["n"])
 
     def export_jsonl(self, file: IO[str] | Path | str, **filters: Any) -> int:
@@ -323,9 +333,10 @@ class AuditLog(BatchWriter):
     # -- health statistics ----------------------------------------------------------------------
 
     def _stats(self, since: float, tool_id: str | None) -> dict[str, ToolStats]:
+        # From the summary tables the writer keeps (toolgate.audit.rollup): the cost follows the
+        # window's minutes and hours, not its records.
         with self._reading() as conn:
-            rows = fetch_stats(conn, since, tool_id)
-        return build_stats(rows)
+            return fetch_stats(conn, since, tool_id)
 
     def stats(self, tool_id: str, *, since: float) -> ToolStats:
         """The health figures of one tool since ``since`` (see :class:`ToolStats`)."""

@@ -35,6 +35,7 @@ from ..errors import StateUnavailableError
 from ..stores.postgres_db import PostgresDatabase
 from .log_base import UNRECORDED, AuditLog, AuditStoreError
 from .record import AuditRecord
+from .rollup import prune_statements, rollup_of, upserts
 from .sqlite_rows import row_from_record
 from .sqlite_schema import COLUMNS
 
@@ -51,6 +52,21 @@ _ROW: Final = "(" + ", ".join(["?"] * len(COLUMNS.split(","))) + ")"
 @functools.lru_cache(maxsize=INSERT_ROWS)
 def _insert(rows: int) -> str:
     return f"INSERT INTO audit_records ({COLUMNS}) VALUES " + ", ".join([_ROW] * rows)
+
+
+def _one_statement(statements: list[tuple[str, list[Any]]]) -> tuple[str, list[Any]]:
+    """``statements`` as one: all but the last become data-modifying ``WITH`` queries, which
+    PostgreSQL runs exactly once each, atomically with the last (one round trip)."""
+    *first, (last, last_params) = statements
+    if not first:
+        return last, last_params
+    named = ", ".join(f"step{i} AS ({sql})" for i, (sql, _) in enumerate(first))
+    params = [value for _, values in first for value in values]
+    return f"WITH {named} {last}", [*params, *last_params]
+
+
+#: Summary rows one upsert carries at most.
+ROLLUP_ROWS: Final = 1000
 
 
 #: Records one pruning statement deletes at most.
@@ -132,15 +148,22 @@ class PostgresAuditLog(AuditLog):
             written.append(record)
         if not rows:
             return
+        # The health figures' summary is written with the records, atomically.
+        summary = upserts(rollup_of(written), ROLLUP_ROWS)
         try:
-            with self.db.autocommit() as conn:  # one statement, atomic on its own
-                if len(rows) <= INSERT_ROWS:
-                    # A few rows (a durable caller waits): one round trip, where COPY takes two.
-                    conn.execute(_insert(len(rows)), list(itertools.chain.from_iterable(rows)))
-                else:
+            if len(rows) <= INSERT_ROWS and len(summary) <= 2:
+                # A few rows (a durable caller waits): one statement, one round trip, where
+                # COPY and a transaction take several.
+                insert = (_insert(len(rows)), list(itertools.chain.from_iterable(rows)))
+                with self.db.autocommit() as conn:
+                    conn.execute(*_one_statement([insert, *summary]))
+            else:
+                with self.db.write() as conn:
                     with conn.raw.cursor() as cursor, cursor.copy(_COPY) as copy:
                         for row in rows:
                             copy.write_row(row)
+                    for statement, params in summary:
+                        conn.execute(statement, params)
         except (StateUnavailableError, psycopg.Error) as exc:
             self._lose(len(rows))
             self._fail("cannot write to the audit log in PostgreSQL", exc)
@@ -205,7 +228,14 @@ class PostgresAuditLog(AuditLog):
                 raise AuditStoreError(f"cannot prune the audit log in PostgreSQL: {exc}") from exc
             deleted += int(chunk)
             if chunk < PRUNE_CHUNK:
-                return deleted
+                break
+        try:
+            with self.db.autocommit() as conn:  # at most a few thousand summary rows each
+                for statement, params in prune_statements(cutoff):
+                    conn.execute(statement, params)
+        except (StateUnavailableError, psycopg.Error) as exc:
+            raise AuditStoreError(f"cannot prune the audit log in PostgreSQL: {exc}") from exc
+        return deleted
 
     def _release(self) -> None:
         # The database belongs to the gateway's shared state, which closes it.

@@ -33,6 +33,7 @@ from ..model.stats import NOT_TOOL_FAILURES, ToolStats
 from ..stores.sqlite_schema import write_transaction
 from .log_base import AuditLog, AuditStoreError
 from .record import AuditRecord
+from .rollup import prune_statements, rollup_of, upserts
 from .sqlite_rows import insert_rows, row_from_record
 from .sqlite_schema import SCHEMA_VERSION, ensure_private_file, migrate
 
@@ -51,6 +52,9 @@ BUSY_TIMEOUT: Final = 5.0
 #: Seconds a reservation waits for another connection's write lock: a held lock longer than
 #: this is not a batch being written, and the call it holds is refused rather than kept waiting.
 RESERVE_WAIT: Final = 1.0
+
+#: Summary rows one upsert carries at most (7 parameters each: well within SQLite's limit).
+ROLLUP_ROWS: Final = 100
 
 #: The path that opens a private, in-memory database (tests).
 MEMORY: Final = ":memory:"
@@ -182,6 +186,9 @@ class SQLiteAuditLog(AuditLog):
             try:
                 with write_transaction(conn):
                     insert_rows(conn, rows)
+                    # The health figures' summary, in the same transaction as its records.
+                    for statement, params in upserts(rollup_of(records), ROLLUP_ROWS):
+                        conn.execute(statement, params)
             except Exception as exc:  # noqa: BLE001 - counted and reported, never raised
                 self._lose(len(records))
                 self._fail("cannot write to the audit database", exc)
@@ -240,6 +247,8 @@ class SQLiteAuditLog(AuditLog):
     def _delete_before(self, cutoff: float) -> int:
         with self._reading() as conn, write_transaction(conn):
             deleted = conn.execute("DELETE FROM audit_records WHERE time < ?", (cutoff,))
+            for statement, params in prune_statements(cutoff):
+                conn.execute(statement, params)
         return int(deleted.rowcount)
 
     def _release(self) -> None:

@@ -9,8 +9,12 @@ import sqlite3
 from typing import Final
 
 from ..stores.sqlite_schema import ensure_private_file, run_migrations
+from .rollup import backfill_statements, bucket_of, create_statements
 
 __all__ = ["COLUMNS", "SCHEMA_VERSION", "ensure_private_file", "migrate"]
+
+#: The SQL name of :func:`~toolgate.audit.rollup.bucket_of` on an audit connection.
+_BUCKET: Final = "toolgate_duration_bucket"
 
 _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     (
@@ -43,6 +47,11 @@ _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         "CREATE INDEX IF NOT EXISTS audit_agent ON audit_records (agent, time)",
         "CREATE INDEX IF NOT EXISTS audit_status ON audit_records (status, time)",
     ),
+    # 2: the health figures' summary tables (toolgate.audit.rollup), filled from the records.
+    (
+        *create_statements(integer="INTEGER", real="REAL", without_rowid=True),
+        *backfill_statements(floor_div="CAST({x} / {y} AS INTEGER)", bucket=f"{_BUCKET}(duration)"),
+    ),
 )
 
 #: The schema version this code writes (SQLite's ``PRAGMA user_version``).
@@ -57,4 +66,5 @@ COLUMNS: Final = (
 
 def migrate(conn: sqlite3.Connection) -> None:
     """Bring the audit schema to :data:`SCHEMA_VERSION`."""
+    conn.create_function(_BUCKET, 1, bucket_of, deterministic=True)
     run_migrations(conn, _MIGRATIONS, database="audit")

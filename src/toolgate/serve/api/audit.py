@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query
 from pydantic import Field
 from starlette.responses import Response
 
+from ...audit.log_base import COUNT_LIMIT
 from .deps import ERRORS, Context, Operator
 from .models import AlertList, AuditPage, DiagnosticList
 from .problems import ApiJSONResponse
@@ -66,6 +67,7 @@ def query_audit(
                 "enabled": False,
                 "records": [],
                 "total": 0,
+                "total_exact": True,
                 "limit": limit,
                 "offset": offset,
                 "next_offset": None,
@@ -79,17 +81,21 @@ def query_audit(
         "since": _seconds(since),
         "until": _seconds(until),
     }
-    records = log.query(**filters, limit=limit, offset=offset)
-    total = log.count(**filters)
-    following = offset + len(records)
+    # One record more than the page says whether a next page exists; the count stops at
+    # COUNT_LIMIT, so a page of ten million records costs what a page of ten thousand does.
+    records = log.query(**filters, limit=limit + 1, offset=offset)
+    more = len(records) > limit
+    records = records[:limit]
+    counted = log.count(**filters, up_to=COUNT_LIMIT + 1)
     return ApiJSONResponse(
         {
             "enabled": True,
             "records": [record.to_dict() for record in records],
-            "total": total,
+            "total": min(counted, COUNT_LIMIT),
+            "total_exact": counted <= COUNT_LIMIT,
             "limit": limit,
             "offset": offset,
-            "next_offset": following if records and following < total else None,
+            "next_offset": offset + len(records) if more else None,
         }
     )
 

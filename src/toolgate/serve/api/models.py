@@ -332,7 +332,14 @@ class AuditRecordView(BaseModel):
 class AuditPage(BaseModel):
     enabled: bool = Field(description="False when this gateway keeps no audit log.")
     records: list[AuditRecordView]
-    total: int = Field(description="Records matching the filters.")
+    total: int = Field(
+        description="Records matching the filters, counted up to 10,000 (see `total_exact`)."
+    )
+    total_exact: bool = Field(
+        default=True,
+        description="False when more than 10,000 records match: `total` is then 10,000 and "
+        "the pages go on while `next_offset` is set.",
+    )
     limit: int
     offset: int
     next_offset: int | None = Field(description="The ``offset`` of the next page, if any.")

@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from ...audit.log_base import COUNT_LIMIT
 from ...audit.record import AuditRecord
 from ...model import CallStatus
 from ...model.display import render_display
@@ -107,14 +108,28 @@ def _display(ui: WebUi, record: AuditRecord) -> str | None:
     return render_display(entry.tool, record.args)
 
 
-def _search(ui: WebUi, filters: Filters) -> tuple[list[AuditRecord], int]:
+@dataclass(frozen=True)
+class _Found:
+    records: list[AuditRecord]
+    total: int
+    """Matching records, counted up to :data:`COUNT_LIMIT` (``exact`` says whether it is all)."""
+    exact: bool
+    more: bool
+    """Whether an older page exists."""
+
+
+def _search(ui: WebUi, filters: Filters) -> _Found:
     audit = ui.gateway.audit
     assert audit is not None
     query = filters.query(time.time())
     size = ui.options.page_size
-    total = audit.count(**query)
-    records = audit.query(**query, limit=size, offset=(filters.page - 1) * size)
-    return records, total
+    # The count stops at COUNT_LIMIT and one record past the page says whether there is an
+    # older one: a page of a log of millions costs what a page of a small one does.
+    counted = audit.count(**query, up_to=COUNT_LIMIT + 1)
+    records = audit.query(**query, limit=size + 1, offset=(filters.page - 1) * size)
+    return _Found(
+        records[:size], min(counted, COUNT_LIMIT), counted <= COUNT_LIMIT, len(records) > size
+    )
 
 
 async def audit_page(request: Request) -> Response:
@@ -126,8 +141,9 @@ async def audit_page(request: Request) -> Response:
             "audit.html",
             {"nav": "audit", "off_message": _AUDIT_OFF, "filters": filters, "rows": []},
         )
-    records, total = await ui.blocking(_search, ui, filters)
-    pages = max(1, math.ceil(total / ui.options.page_size))
+    found = await ui.blocking(_search, ui, filters)
+    records, total = found.records, found.total
+    pages = max(1, math.ceil(total / ui.options.page_size), filters.page + found.more)
     return ui.page(
         request,
         "audit.html",
@@ -138,6 +154,8 @@ async def audit_page(request: Request) -> Response:
             "rows": [(record, _display(ui, record)) for record in records],
             "total": total,
             "pages": pages,
+            "exact": found.exact,
+            "more": found.more,
             "ranges": list(RANGES),
             "statuses": _STATUSES,
             "tool_ids": [entry.tool.id for entry in ui.gateway.entries()],
