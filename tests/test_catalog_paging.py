@@ -208,9 +208,7 @@ def test_api_bad_limit_or_cursor_is_a_422_naming_it(
     api: TestClient, params: dict[str, Any], field: str, says: str
 ) -> None:
     for path in ("/v1/tools", "/v1/status"):
-        body = problem(
-            api.get(path, params=params, headers=auth("alice")), 422, "invalid_arguments"
-        )
+        body = problem(api.get(path, params=params, headers=auth("alice")), 422, "invalid_request")
         assert says in body["detail"]
         assert body["field"] == field
 
@@ -226,7 +224,7 @@ def test_api_status_pages_and_refuses_a_cursor_of_the_tool_list(
 ) -> None:
     first = api.get("/v1/tools", params={"limit": 10}, headers=auth("alice")).json()
     foreign = api.get("/v1/status", params={"cursor": first["next_cursor"]}, headers=auth("alice"))
-    assert "a cursor of another list" in problem(foreign, 422, "invalid_arguments")["detail"]
+    assert "a cursor of another list" in problem(foreign, 422, "invalid_request")["detail"]
     gateway.computed.clear()
     page = api.get("/v1/status", params={"limit": 20}, headers=auth("ops")).json()
     assert len(page["tools"]) == 20 and page["total"] == TOOL_COUNT + 1

@@ -37,7 +37,7 @@ from .models import (
     ToolDetail,
     ToolList,
 )
-from .problems import ApiJSONResponse, ApiProblem
+from .problems import ApiJSONResponse, ApiProblem, HttpErrorCode
 from .views import status_view, tool_detail, tool_summary
 
 __all__ = ["DEFAULT_PAGE_LIMIT", "MAX_PAGE_LIMIT", "router"]
@@ -92,20 +92,31 @@ def _page(
     """The page of ``ids`` (sorted) that ``limit`` and ``cursor`` ask for: its start, end and
     next cursor; a ``422`` naming the parameter when either is not acceptable."""
     if not 1 <= limit <= MAX_PAGE_LIMIT:
-        raise ApiProblem(
-            422,
-            ErrorCode.INVALID_ARGUMENTS,
-            f"limit: between 1 and {MAX_PAGE_LIMIT} entries per page, got {limit}",
-            extra={"field": "limit"},
+        raise _query_problem(
+            "limit", f"between 1 and {MAX_PAGE_LIMIT} entries per page, got {limit}"
         )
     try:
         after = None if cursor is None else decode_cursor(kind, cursor)
     except CursorError as error:
-        raise ApiProblem(
-            422, ErrorCode.INVALID_ARGUMENTS, error.message, extra={"field": error.field}
-        ) from None
+        raise _query_problem(error.field, error.message.removeprefix(f"{error.field}: ")) from None
     start, end, last = page_after(ids, after, limit)
     return start, end, None if last is None else encode_cursor(kind, last)
+
+
+def _query_problem(parameter: str, message: str) -> ApiProblem:
+    """A ``422 invalid_request`` naming a query parameter, shaped like the problems of the
+    parameters FastAPI checks itself (an ``errors`` list with ``in`` and ``pointer``)."""
+    return ApiProblem(
+        422,
+        HttpErrorCode.INVALID_REQUEST,
+        f"{parameter}: {message}",
+        extra={
+            "field": parameter,
+            "errors": [
+                {"in": "query", "pointer": f"/{parameter}", "message": message, "type": "value"}
+            ],
+        },
+    )
 
 
 @router.get("/tools", response_model=ToolList, summary="List the tools this agent may call")
