@@ -4,6 +4,7 @@ and the ``toolgate audit`` commands."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import sqlite3
@@ -678,6 +679,68 @@ def test_pruning_removes_the_summary_of_what_it_removes(log: SQLiteAuditLog) -> 
     assert after.total == 1 and after.p95 == pytest.approx(0.01, rel=PERCENTILE_ERROR)
 
 
+def test_text_no_store_can_hold_costs_no_record_of_the_batch(log: SQLiteAuditLog) -> None:
+    # A lone surrogate (an agent can send "\\ud800" in JSON arguments a tool echoes into its
+    # error, or call a tool id holding one) and a NUL once failed the summary's upsert, which
+    # rolled back the whole batch: every caller's record in it was lost.
+    now = time.time()
+    log.observe(finished(READ, started_at=now - 2, call_id="good"))
+    log.observe(
+        finished(
+            tool_id="demo:echo\ud800",
+            status=CallStatus.ERROR,
+            code=ErrorCode.TOOL_ERROR,
+            message="no such file /etc/x\ud800 \x00",
+            started_at=now - 1,
+            call_id="odd",
+        )
+    )
+    assert log.flush(10)
+    assert log.lost == 0 and log.healthy
+    assert {r.call_id for r in log.query()} == {"good", "odd"}
+    assert log.stats(READ.id, since=now - 60).total == 1
+    odd = log.all_stats(now - 60)["demo:echo\\ud800"]
+    assert odd.failures == 1 and odd.last_error == "[tool_error] no such file /etc/x\\ud800 \\x00"
+
+
+def test_pruning_keeps_the_figures_exact_for_the_records_left(log: SQLiteAuditLog) -> None:
+    # Pruning goes by whole minutes: a minute holding records on both sides of the retention's
+    # edge is kept whole, so its counts and last error are those of records still there.
+    now = time.time()
+    cutoff = now - 86_400
+    edge = (cutoff // 60) * 60 + 30  # the middle of the cutoff's minute
+    log.observe(
+        finished(
+            READ,
+            status=CallStatus.ERROR,
+            code=ErrorCode.TOOL_ERROR,
+            message="old failure",
+            started_at=edge - 20,
+            call_id="before",
+        )
+    )
+    log.observe(finished(READ, started_at=edge + 20, call_id="after"))
+    log.observe(finished(READ, started_at=edge - 120, call_id="gone"))
+    assert log.flush(5)
+    log.retention_days = 1
+    log.prune(now)
+    left = log.query(tool_id=READ.id)
+    stats = log.stats(READ.id, since=now - 7 * 86_400)
+    assert stats.total == len(left) and "gone" not in {r.call_id for r in left}
+    failed = [r for r in left if r.status == "error"]
+    assert stats.failures == len(failed)
+    assert (stats.last_error is None) == (not failed)
+
+
+def test_an_infinite_duration_reads_back_as_infinity(log: SQLiteAuditLog) -> None:
+    now = time.time()
+    log.observe(finished(READ, duration=0.01, started_at=now - 2, call_id="a"))
+    log.observe(finished(READ, duration=math.inf, started_at=now - 1, call_id="b"))
+    assert log.flush(5)
+    stats = log.stats(READ.id, since=now - 60)
+    assert stats.p50 == pytest.approx(0.01, rel=PERCENTILE_ERROR) and stats.p95 == math.inf
+
+
 def test_opening_an_older_database_fills_the_summary_from_its_records(tmp_path: Path) -> None:
     # Written by this toolgate, then made to look like one written before the summary tables
     # existed (schema 1): opening it again rebuilds them from the records, to the same figures.
@@ -686,9 +749,12 @@ def test_opening_an_older_database_fills_the_summary_from_its_records(tmp_path: 
     with SQLiteAuditLog(path, retention_days=None) as log:
         for call in _random_calls(3, now, 2000):
             log.observe(call)
+        # Before 1970: the backfill must floor as the writer does (SQL's CAST truncates).
+        log.observe(finished(READ, started_at=-30.5, call_id="early"))
         assert log.flush(10)
         since = now - 4 * 3600
         written = log.all_stats(since)
+        early = log.all_stats(-3600.0)[READ.id]
     conn = sqlite3.connect(path)
     conn.executescript(
         "DROP TABLE audit_minutes; DROP TABLE audit_durations; PRAGMA user_version = 1;"
@@ -696,6 +762,8 @@ def test_opening_an_older_database_fills_the_summary_from_its_records(tmp_path: 
     conn.close()
     with SQLiteAuditLog(path, retention_days=None) as log:
         assert log.all_stats(since) == written
+        assert log.all_stats(-3600.0)[READ.id] == early
+        assert log.stats(READ.id, since=0.0).total == early.total - 1
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == audit_schema.SCHEMA_VERSION
     conn.close()

@@ -120,6 +120,11 @@ async def test_a_catalog_within_the_page_size_is_one_page_without_a_cursor(
     assert result.next_cursor is None
 
 
+def _deep_cursor() -> str:
+    """base64url of ``[[[[…`` 1,500 deep: within the length cap, past the JSON parser's stack."""
+    return base64.urlsafe_b64encode(b"[" * 1500).decode("ascii").rstrip("=")
+
+
 @pytest.mark.parametrize(
     ("cursor", "says"),
     [
@@ -128,6 +133,7 @@ async def test_a_catalog_within_the_page_size_is_one_page_without_a_cursor(
         (_cursor({"k": "mcp-tools", "a": 3}), "not a cursor this gateway issued"),
         (_cursor({"k": "api-tools", "a": "p:tool_03"}), "a cursor of another list"),
         ("A" * 5000, "too long"),
+        (_deep_cursor(), "not a cursor this gateway issued"),
     ],
 )
 async def test_a_bad_cursor_is_invalid_params_naming_it(
@@ -202,6 +208,8 @@ def test_api_tools_default_page_holds_a_small_catalog(api: TestClient) -> None:
         ({"limit": 1001}, "limit", "limit: between 1 and 1000 entries per page, got 1001"),
         ({"cursor": "%%%"}, "cursor", "cursor: not a cursor this gateway issued"),
         ({"cursor": _cursor({"k": "mcp-tools", "a": "p:x"})}, "cursor", "another list"),
+        # JSON nested past the parser's stack once answered 500 "a bug".
+        ({"cursor": _deep_cursor()}, "cursor", "not a cursor this gateway issued"),
     ],
 )
 def test_api_bad_limit_or_cursor_is_a_422_naming_it(

@@ -8,7 +8,10 @@ The behaviour tests imported from ``test_audit`` run here unchanged against Post
 from __future__ import annotations
 
 import asyncio
+import random
+import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,12 +25,15 @@ from test_audit import (  # noqa: F401 - collected here again, against PostgreSQ
     test_a_call_that_cannot_be_recorded_loses_only_its_record,
     test_a_lone_surrogate_in_a_result_does_not_cost_the_batch,
     test_a_record_that_cannot_be_serialized_loses_only_itself,
+    test_an_infinite_duration_reads_back_as_infinity,
     test_every_outcome_is_recorded_with_its_approval,
     test_export_jsonl,
     test_health_figures_match_the_records_for_any_window,
+    test_pruning_keeps_the_figures_exact_for_the_records_left,
     test_pruning_removes_the_summary_of_what_it_removes,
     test_query_filters_and_paging,
     test_stats_percentiles_and_the_failure_rule,
+    test_text_no_store_can_hold_costs_no_record_of_the_batch,
 )
 from toolgate import CallStatus, ErrorCode, Gateway, tool
 from toolgate.model import CallOutcome
@@ -36,6 +42,7 @@ pytest.importorskip("psycopg", reason="toolgate[postgres] is not installed")
 
 from gateway_support import gateway_with
 from toolgate.audit.postgres_log import PostgresAuditLog
+from toolgate.audit.record import AuditRecord
 from toolgate.stores.postgres_db import PostgresDatabase
 from toolgate.stores.postgres_schema import upgrade
 
@@ -240,3 +247,45 @@ def test_upgrading_a_database_with_records_fills_the_summary(
         conn.execute("UPDATE alembic_version SET version_num = '0005'")
     assert upgrade(pg) == (5, 6)
     assert log.all_stats(since) == written
+
+
+def test_replicas_adding_to_the_same_figures_lose_nothing(pg: PostgresDatabase) -> None:
+    # Four writers, small batches (one WITH statement) mixed with large ones (COPY, then the
+    # summary), on the same tools and minutes: their row locks meet in opposite orders, and
+    # PostgreSQL breaks the deadlock by rolling one back, which is then written again.
+    now = time.time()
+    tools = [f"t:{i}" for i in range(40)]
+
+    def batch(rng: random.Random) -> list[AuditRecord]:
+        return [
+            AuditRecord(
+                time=now - rng.random() * 600,
+                call_id=uuid.uuid4().hex,
+                tool_id=rng.choice(tools),
+                status=rng.choice(["ok", "error"]),
+                code="tool_error",
+                message="m",
+                duration=rng.random(),
+            )
+            for _ in range(rng.choice([5, 300]))
+        ]
+
+    logs = [PostgresAuditLog(pg, retention_days=None) for _ in range(4)]
+    try:
+
+        def write(log: PostgresAuditLog, seed: int) -> None:
+            rng = random.Random(seed)
+            for _ in range(12):
+                log._write_records(batch(rng))
+
+        threads = [threading.Thread(target=write, args=(log, i)) for i, log in enumerate(logs)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert [log.lost for log in logs] == [0, 0, 0, 0]
+        figures = logs[0].all_stats(now - 3600)
+        assert sum(s.total for s in figures.values()) == logs[0].count()
+    finally:
+        for log in logs:
+            log.close()

@@ -279,6 +279,8 @@ def test_audit_table_filters_by_tool_agent_and_status_and_pages(console: Console
     assert page.count("data-call=") == 5
     older = console.get("/audit", params={"page": "2"}).text
     assert older.count("data-call=") == 4
+    past_the_end = console.get("/audit", params={"page": "999"}).text
+    assert "9 calls · page 999 of 2" in past_the_end and 'rel="next"' not in past_the_end
     by_tool = console.get("/audit", params={"tool": "demo:diff_text"}).text
     assert "1 call<" in by_tool and "Diff two texts" in by_tool
     by_agent = console.get("/audit", params={"agent": "bob"}).text

@@ -29,7 +29,7 @@ from ..pipeline.observers import FinishedCall
 from .acknowledgements import Acknowledgements
 from .query import where as _where
 from .record import AuditRecord
-from .rollup import fetch_stats
+from .rollup import fetch_stats, prune_cutoff
 from .sqlite_rows import dump, record_from_row
 from .sqlite_schema import COLUMNS
 from .writer import BatchWriter, Flush
@@ -324,11 +324,14 @@ class AuditLog(BatchWriter):
         return written
 
     def prune(self, now: float) -> int:
-        """Delete records older than the retention (``now`` minus ``retention_days``); returns
-        how many were deleted (0 without a retention)."""
+        """Delete records older than the retention (``now`` minus ``retention_days``, rounded
+        down to the minute); returns how many were deleted (0 without a retention).
+
+        Rounded so that whole minutes go: the health figures' minute rows then count exactly
+        the records that are left."""
         if self.retention_days is None:
             return 0
-        return self._delete_before(now - self.retention_days * _DAY)
+        return self._delete_before(prune_cutoff(now - self.retention_days * _DAY))
 
     # -- health statistics ----------------------------------------------------------------------
 

@@ -65,6 +65,10 @@ def _one_statement(statements: list[tuple[str, list[Any]]]) -> tuple[str, list[A
     return f"WITH {named} {last}", [*params, *last_params]
 
 
+#: Times a batch is written again after PostgreSQL chose it as a deadlock's victim.
+DEADLOCK_RETRIES: Final = 5
+_ROLLED_BACK: Final = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
+
 #: Summary rows one upsert carries at most.
 ROLLUP_ROWS: Final = 1000
 
@@ -148,23 +152,9 @@ class PostgresAuditLog(AuditLog):
             written.append(record)
         if not rows:
             return
-        # The health figures' summary is written with the records, atomically.
-        summary = upserts(rollup_of(written), ROLLUP_ROWS)
         try:
-            if len(rows) <= INSERT_ROWS and len(summary) <= 2:
-                # A few rows (a durable caller waits): one statement, one round trip, where
-                # COPY and a transaction take several.
-                insert = (_insert(len(rows)), list(itertools.chain.from_iterable(rows)))
-                with self.db.autocommit() as conn:
-                    conn.execute(*_one_statement([insert, *summary]))
-            else:
-                with self.db.write() as conn:
-                    with conn.raw.cursor() as cursor, cursor.copy(_COPY) as copy:
-                        for row in rows:
-                            copy.write_row(row)
-                    for statement, params in summary:
-                        conn.execute(statement, params)
-        except (StateUnavailableError, psycopg.Error) as exc:
+            self._commit(rows, upserts(rollup_of(written), ROLLUP_ROWS))
+        except Exception as exc:  # noqa: BLE001 - counted, reported and settled, never raised
             self._lose(len(rows))
             self._fail("cannot write to the audit log in PostgreSQL", exc)
             self._settle(ids, UNRECORDED)
@@ -173,6 +163,36 @@ class PostgresAuditLog(AuditLog):
         self._settle(ids, None)
         if self._append_jsonl(written):
             self._healthy = True
+
+    def _commit(self, rows: list[tuple[Any, ...]], summary: list[tuple[str, list[Any]]]) -> None:
+        """Write ``rows`` and add them to the health figures' summary, atomically.
+
+        Two replicas adding to the same summary rows can deadlock (the statements of a
+        ``WITH`` run in no set order, so row locks cannot be taken in one): PostgreSQL then
+        rolls one transaction back whole, and it is written again, so nothing is lost or
+        counted twice."""
+        for attempt in range(DEADLOCK_RETRIES + 1):
+            try:
+                if len(rows) <= INSERT_ROWS and len(summary) <= 2:
+                    # A few rows (a durable caller waits): one statement, one round trip,
+                    # where COPY and a transaction take several.
+                    insert = (_insert(len(rows)), list(itertools.chain.from_iterable(rows)))
+                    with self.db.autocommit() as conn:
+                        conn.execute(*_one_statement([insert, *summary]))
+                else:
+                    with self.db.write() as conn:
+                        with conn.raw.cursor() as cursor, cursor.copy(_COPY) as copy:
+                            for row in rows:
+                                copy.write_row(row)
+                        for statement, params in summary:
+                            conn.execute(statement, params)
+                return
+            except (StateUnavailableError, psycopg.Error) as exc:
+                # The database layer reports a rolled-back transaction as unavailability; what
+                # PostgreSQL said is its cause.
+                cause = exc.__cause__ if isinstance(exc, StateUnavailableError) else exc
+                if attempt == DEADLOCK_RETRIES or not isinstance(cause, _ROLLED_BACK):
+                    raise
 
     def _reserve(self) -> None:
         # One round trip on a pooled connection: the server answers, and would accept a write
@@ -215,6 +235,14 @@ class PostgresAuditLog(AuditLog):
     def _delete_before(self, cutoff: float) -> int:
         # In chunks: each a short statement (within the statement timeout) holding few row
         # locks, however much is due; replicas pruning at once skip each other's rows.
+        # The minute rows first: a prune stopped between the two statements leaves records
+        # uncounted that the next prune deletes anyway, never counts of deleted records.
+        try:
+            with self.db.autocommit() as conn:  # at most a few thousand summary rows each
+                for statement, params in prune_statements(cutoff):
+                    conn.execute(statement, params)
+        except (StateUnavailableError, psycopg.Error) as exc:
+            raise AuditStoreError(f"cannot prune the audit log in PostgreSQL: {exc}") from exc
         deleted = 0
         while True:
             try:
@@ -228,14 +256,7 @@ class PostgresAuditLog(AuditLog):
                 raise AuditStoreError(f"cannot prune the audit log in PostgreSQL: {exc}") from exc
             deleted += int(chunk)
             if chunk < PRUNE_CHUNK:
-                break
-        try:
-            with self.db.autocommit() as conn:  # at most a few thousand summary rows each
-                for statement, params in prune_statements(cutoff):
-                    conn.execute(statement, params)
-        except (StateUnavailableError, psycopg.Error) as exc:
-            raise AuditStoreError(f"cannot prune the audit log in PostgreSQL: {exc}") from exc
-        return deleted
+                return deleted
 
     def _release(self) -> None:
         # The database belongs to the gateway's shared state, which closes it.

@@ -30,13 +30,16 @@ from .record import AuditRecord
 
 __all__ = [
     "BUCKETS_PER_DOUBLING",
+    "INFINITE_BUCKET",
     "PERCENTILE_ERROR",
     "ZERO_BUCKET",
     "Rollup",
     "bucket_of",
     "bucket_value",
     "fetch_stats",
+    "prune_cutoff",
     "rollup_of",
+    "storable",
 ]
 
 MINUTE: Final = 60
@@ -49,6 +52,8 @@ SPANS: Final = (HOUR, DAY)
 BUCKETS_PER_DOUBLING: Final = 16
 #: How far a percentile read back may be from the exact one, relatively: half a bucket.
 PERCENTILE_ERROR: Final = 2 ** (1 / (2 * BUCKETS_PER_DOUBLING)) - 1
+#: The bucket of an infinite duration (no call has one; above every finite duration's).
+INFINITE_BUCKET: Final = 1024 * BUCKETS_PER_DOUBLING
 #: The bucket of a zero (or negative) duration, read back as exactly 0.
 ZERO_BUCKET: Final = -(10**6)
 
@@ -62,15 +67,37 @@ def bucket_of(duration: float) -> int:
     if not duration > 0:
         return ZERO_BUCKET
     if math.isinf(duration):
-        return 1024 * BUCKETS_PER_DOUBLING  # no call takes that long; log2 would not be finite
+        return INFINITE_BUCKET  # no call takes that long; log2 would not be finite
     return math.floor(math.log2(duration) * BUCKETS_PER_DOUBLING)
 
 
 def bucket_value(bucket: int) -> float:
-    """The duration a bucket stands for: its geometric middle (0 for :data:`ZERO_BUCKET`)."""
+    """The duration a bucket stands for: its geometric middle (0 for :data:`ZERO_BUCKET`,
+    infinity for :data:`INFINITE_BUCKET`)."""
     if bucket == ZERO_BUCKET:
         return 0.0
+    if bucket >= INFINITE_BUCKET:
+        return math.inf
     return float(2 ** ((bucket + 0.5) / BUCKETS_PER_DOUBLING))
+
+
+def prune_cutoff(cutoff: float) -> float:
+    """``cutoff`` rounded down to its minute: pruning whole minutes keeps the minute rows
+    exact for the records left."""
+    return math.floor(cutoff / MINUTE) * MINUTE
+
+
+def storable(text: str | None) -> str | None:
+    """``text`` as both stores can hold it: lone surrogates (which no UTF-8 text holds) and NUL
+    characters (which PostgreSQL text refuses) escaped, as the records' own text is. A summary
+    row that cannot be bound would cost the whole batch of records with it."""
+    if text is None or (text.isascii() and "\x00" not in text):
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text.replace("\x00", "\\x00")
 
 
 def _is_failure(record: AuditRecord) -> bool:
@@ -104,7 +131,8 @@ def rollup_of(records: Iterable[AuditRecord]) -> Rollup:
     for record in records:
         if record.status == "pending_approval":
             continue  # not finished: counted when its decision's record comes
-        key = (record.tool_id, int(record.time // MINUTE))
+        tool_id = storable(record.tool_id) or ""
+        key = (tool_id, int(record.time // MINUTE))
         minute = minutes.get(key)
         if minute is None:
             minute = minutes[key] = _Minute()
@@ -113,11 +141,11 @@ def rollup_of(records: Iterable[AuditRecord]) -> Rollup:
         if failed:
             minute.failures += 1
             if minute.error is None or record.time >= minute.error[0]:
-                minute.error = (record.time, record.code, record.message)
+                minute.error = (record.time, storable(record.code), storable(record.message))
         if record.status == "ok" or failed:
             bucket = bucket_of(record.duration)
             for span in SPANS:
-                where = (record.tool_id, span, int(record.time // span), bucket)
+                where = (tool_id, span, int(record.time // span), bucket)
                 durations[where] = durations.get(where, 0) + 1
     return Rollup(
         minutes=[

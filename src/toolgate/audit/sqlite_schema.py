@@ -50,7 +50,11 @@ _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     # 2: the health figures' summary tables (toolgate.audit.rollup), filled from the records.
     (
         *create_statements(integer="INTEGER", real="REAL", without_rowid=True),
-        *backfill_statements(floor_div="CAST({x} / {y} AS INTEGER)", bucket=f"{_BUCKET}(duration)"),
+        *backfill_statements(
+            # floor(), which SQLite may lack: CAST truncates toward zero, one too high below 0.
+            floor_div="(CAST({x} / {y} AS INTEGER) - ({x} / {y} < CAST({x} / {y} AS INTEGER)))",
+            bucket=f"{_BUCKET}(duration)",
+        ),
     ),
 )
 

@@ -62,7 +62,7 @@ def decode_cursor(kind: str, cursor: str, *, field: str = "cursor") -> str:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         data = json.loads(raw.decode("utf-8"))
-    except (binascii.Error, ValueError):
+    except (binascii.Error, ValueError, RecursionError):  # RecursionError: "[[[[…" nested deep
         data = None
     if (
         not isinstance(data, dict)

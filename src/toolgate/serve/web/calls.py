@@ -143,7 +143,10 @@ async def audit_page(request: Request) -> Response:
         )
     found = await ui.blocking(_search, ui, filters)
     records, total = found.records, found.total
-    pages = max(1, math.ceil(total / ui.options.page_size), filters.page + found.more)
+    pages = max(1, math.ceil(total / ui.options.page_size))
+    if not found.exact and found.records:
+        # Past the counted records: as many pages as this one shows to exist.
+        pages = max(pages, filters.page + found.more)
     return ui.page(
         request,
         "audit.html",

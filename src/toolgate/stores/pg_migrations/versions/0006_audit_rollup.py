@@ -9,6 +9,7 @@ from alembic.util import CommandError
 
 from toolgate.audit.rollup import (
     BUCKETS_PER_DOUBLING,
+    INFINITE_BUCKET,
     ZERO_BUCKET,
     backfill_statements,
     create_statements,
@@ -22,7 +23,7 @@ depends_on = None
 # toolgate.audit.rollup.bucket_of in SQL (an infinite duration, which no call has, in the top).
 _BUCKET = (
     f"CASE WHEN duration = 'NaN' OR NOT duration > 0 THEN {ZERO_BUCKET} "
-    f"WHEN duration = 'Infinity' THEN {1024 * BUCKETS_PER_DOUBLING} "
+    f"WHEN duration = 'Infinity' THEN {INFINITE_BUCKET} "
     f"ELSE FLOOR(LN(duration) / LN(2) * {BUCKETS_PER_DOUBLING})::BIGINT END"
 )
 
