@@ -161,8 +161,11 @@ def rollup_of(records: Iterable[AuditRecord]) -> Rollup:
 
 def create_statements(*, integer: str, real: str, without_rowid: bool) -> tuple[str, ...]:
     """The two tables and their time indexes, with the store's names for 64-bit integers and
-    floating-point numbers (and, in SQLite, stored in the order of their keys: a window is
-    then one contiguous range of the table, read without a lookup per row)."""
+    floating-point numbers (and, in SQLite, stored in the order of their keys: a window is then
+    one contiguous range of the table, read without a lookup per row).
+
+    SQLite's audit schema 2 is built from this and :func:`backfill_statements`: a change here
+    needs a migration of its own (PostgreSQL's 0006 has its SQL written out)."""
     clustered = " WITHOUT ROWID" if without_rowid else ""
     return (
         f"""
