@@ -5,6 +5,7 @@ Used by :mod:`toolgate.audit.sqlite_log`; this module imports :mod:`sqlite3`.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from typing import Final
 
@@ -12,6 +13,8 @@ from ..stores.sqlite_schema import ensure_private_file, run_migrations
 from .rollup import backfill_statements, bucket_of, create_statements
 
 __all__ = ["COLUMNS", "SCHEMA_VERSION", "ensure_private_file", "migrate"]
+
+_log = logging.getLogger(__name__)
 
 #: The SQL name of :func:`~toolgate.audit.rollup.bucket_of` on an audit connection.
 _BUCKET: Final = "toolgate_duration_bucket"
@@ -71,4 +74,13 @@ COLUMNS: Final = (
 def migrate(conn: sqlite3.Connection) -> None:
     """Bring the audit schema to :data:`SCHEMA_VERSION`."""
     conn.create_function(_BUCKET, 1, bucket_of, deterministic=True)
+    if int(conn.execute("PRAGMA user_version").fetchone()[0]) == 1:
+        # Filling the summary reads every record once: say why the start waits.
+        row = conn.execute("SELECT MAX(id) FROM audit_records").fetchone()
+        if row[0]:
+            _log.warning(
+                "the audit database was written by an older toolgate: filling the health "
+                "figures' summary from its %s records, once (about 8 s per million)",
+                f"{row[0]:,}",
+            )
     run_migrations(conn, _MIGRATIONS, database="audit")
