@@ -56,8 +56,10 @@ def _module_tools(module: ModuleType, where: str) -> list[Any]:
     if isinstance(listed, (list, tuple)):
         return list(listed)
     found: list[Any] = []
+    seen: set[int] = set()  # by identity: one tool bound to two names is listed once
     for value in vars(module).values():
-        if isinstance(value, FunctionTool) and all(value is not f for f in found):
+        if isinstance(value, FunctionTool) and id(value) not in seen:
+            seen.add(id(value))
             found.append(value)
     if not found:
         raise ConfigError(
