@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 import pytest
 from pydantic import Field
 
+from toolgate.errors import ToolDefinitionError
 from toolgate.python import schema as schema_module
 from toolgate.python.schema import inspect_function
 
@@ -103,3 +104,39 @@ def test_other_shapes_still_go_through_pydantic(func: Any, monkeypatch: pytest.M
     signature = inspect_function(func, description=None)
     assert calls == []
     assert signature.input_schema == _with_pydantic(func, monkeypatch)
+
+
+def test_equal_annotations_written_in_another_order_keep_their_own_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # typing says Union[int, str] == Union[str, int] (and likewise for Literal): a cache keyed
+    # on the annotation alone gave the second spelling the first one's schema.
+    def first(x: Union[int, str], mode: Literal["a", "b"]) -> None:  # noqa: UP007
+        """First."""
+
+    def second(x: Union[str, int], mode: Literal["b", "a"]) -> None:  # noqa: UP007
+        """Second."""
+
+    inspect_function(first, description=None)
+    fast = inspect_function(second, description=None).input_schema
+    assert json.dumps(fast) == json.dumps(_with_pydantic(second, monkeypatch))
+    assert fast["properties"]["mode"]["enum"] == ["b", "a"]
+
+
+def named_default(default: int = 1, properties: list[str] | None = None) -> None:
+    """Pydantic leaves what is under these two names unsorted."""
+
+
+def test_parameters_pydantic_leaves_unsorted_go_through_pydantic(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fast = inspect_function(named_default, description=None).input_schema
+    assert json.dumps(fast) == json.dumps(_with_pydantic(named_default, monkeypatch))
+
+
+def test_a_malformed_annotation_is_a_tool_definition_error() -> None:
+    def broken(x: dict[str]) -> None:  # type: ignore[type-arg]
+        """dict takes two type arguments."""
+
+    with pytest.raises(ToolDefinitionError, match="cannot build an input schema"):
+        inspect_function(broken, description=None)

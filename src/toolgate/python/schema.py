@@ -98,11 +98,22 @@ def _field(
 _PLAIN_DEFAULTS = (str, int, float, bool, type(None))
 
 
-@functools.lru_cache(maxsize=1024)
 def _type_schema(annotation: Any) -> str:
     """The JSON Schema of one JSON-native type, as JSON text (cached: a catalog repeats the
     same few types thousands of times)."""
+    # Keyed on the spelling too: typing compares Union[int, str] equal to Union[str, int], and
+    # Literal["a", "b"] to Literal["b", "a"], but their schemas list them in written order.
+    return _cached_type_schema(repr(annotation), annotation)
+
+
+@functools.lru_cache(maxsize=1024)
+def _cached_type_schema(spelling: str, annotation: Any) -> str:
     return json.dumps(TypeAdapter(annotation).json_schema(schema_generator=_NoFieldTitles))
+
+
+#: Parameter names whose schema pydantic leaves unsorted (it does not sort what is under a key
+#: named so): those signatures go through pydantic.
+_UNSORTED_NAMES = frozenset({"properties", "default"})
 
 
 def _plain_parameter(annotation: Any, default: Any, description: str | None) -> Any:
@@ -191,7 +202,11 @@ def inspect_function(func: Callable[..., Any], *, description: str | None) -> Fu
         fields[internal] = (annotation, default, param_docs.get(param.name), param.name)
         names[internal] = param.name
         if plain is not None:
-            simple = _plain_parameter(annotation, default, param_docs.get(param.name))
+            simple = (
+                None
+                if param.name in _UNSORTED_NAMES
+                else _plain_parameter(annotation, default, param_docs.get(param.name))
+            )
             if simple is None:
                 plain = None
             else:
@@ -201,7 +216,10 @@ def inspect_function(func: Callable[..., Any], *, description: str | None) -> Fu
     if native and plain is not None:
         # JSON-native parameters need no conversion, so no model: only its schema, written
         # directly (tests/test_python_schema_fast_path.py checks it is pydantic's, byte for byte).
-        schema = _plain_schema(plain)
+        try:
+            schema = _plain_schema(plain)
+        except Exception as exc:  # a malformed annotation (dict[str]): as pydantic's path says
+            raise ToolDefinitionError(f"{where}: cannot build an input schema ({exc})") from exc
     else:
         try:
             # Fields only now: most signatures take the path above and need none.
