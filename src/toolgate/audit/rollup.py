@@ -100,9 +100,9 @@ def storable(text: str | None) -> str | None:
     return text.replace("\x00", "\\x00")
 
 
-def _is_failure(record: AuditRecord) -> bool:
-    code = record.code
-    return record.status == "error" and (code is None or code not in NOT_TOOL_FAILURES)
+def _is_failure(status: str, code: str | None) -> bool:
+    """The record is a tool failure (see :data:`~toolgate.model.stats.NOT_TOOL_FAILURES`)."""
+    return status == "error" and (code is None or code not in NOT_TOOL_FAILURES)
 
 
 @dataclass
@@ -137,7 +137,7 @@ def rollup_of(records: Iterable[AuditRecord]) -> Rollup:
         if minute is None:
             minute = minutes[key] = _Minute()
         minute.total += 1
-        failed = _is_failure(record)
+        failed = _is_failure(record.status, record.code)
         if failed:
             minute.failures += 1
             if minute.error is None or record.time >= minute.error[0]:
@@ -335,7 +335,7 @@ def fetch_stats(conn: Any, since: float, tool_id: str | None) -> dict[str, ToolS
             counts = totals.setdefault(row["tool_id"], [0, 0])
             counts[0] += 1
             code = row["code"]
-            if row["status"] == "error" and (code is None or code not in NOT_TOOL_FAILURES):
+            if _is_failure(row["status"], code):
                 counts[1] += 1
                 newest(row["tool_id"], row["time"], code, row["message"])
 

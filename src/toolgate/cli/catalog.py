@@ -213,6 +213,31 @@ def _phase_text(status: ToolStatus | None) -> Text:
 PLAIN_TABLE_ROWS = 500
 
 
+def _cells(
+    entry: RegisteredTool,
+    policy: ApprovalPolicy | None,
+    statuses: Mapping[str, ToolStatus] | None,
+) -> list[Text]:
+    """One row of the catalog table, each cell with its style."""
+    tool = entry.tool
+    approval = needs_approval(tool, policy)
+    cells = [
+        Text(tool.id, style="bold"),
+        Text(escape_hidden(tool.display_title)),
+        Text(str(tool.side_effect)),
+        Text(_yes_no(approval), style="yellow" if approval else ""),
+        Text(str(tool.kind)),
+        Text(str(tool.source.format)),
+        Text(
+            "available" if entry.available else "unavailable (see below)",
+            style="" if entry.available else "red",
+        ),
+    ]
+    if statuses is not None:
+        cells.append(_phase_text(statuses.get(tool.id)))
+    return cells
+
+
 def _print_plain_table(
     entries: Sequence[RegisteredTool],
     console: Console,
@@ -220,22 +245,7 @@ def _print_plain_table(
     policy: ApprovalPolicy | None,
     statuses: Mapping[str, ToolStatus] | None,
 ) -> None:
-    rows = []
-    for entry in entries:
-        tool = entry.tool
-        row = [
-            tool.id,
-            escape_hidden(tool.display_title),
-            str(tool.side_effect),
-            _yes_no(needs_approval(tool, policy)),
-            str(tool.kind),
-            str(tool.source.format),
-            "available" if entry.available else "unavailable (see below)",
-        ]
-        if statuses is not None:
-            status = statuses.get(tool.id)
-            row.append("-" if status is None else str(status.phase))
-        rows.append(row)
+    rows = [[cell.plain for cell in _cells(entry, policy, statuses)] for entry in entries]
     widths = [max(len(header), *(len(row[i]) for row in rows)) for i, header in enumerate(headers)]
 
     def line(cells: list[str]) -> str:
@@ -259,25 +269,7 @@ def _print_rich_table(
     for header in headers:
         table.add_column(header, overflow="fold")
     for entry in entries:
-        tool = entry.tool
-        approval = needs_approval(tool, policy)
-        cells = [
-            Text(tool.id, style="bold"),
-            Text(escape_hidden(tool.display_title)),
-            Text(str(tool.side_effect)),
-            Text(_yes_no(approval), style="yellow" if approval else ""),
-            Text(str(tool.kind)),
-            Text(str(tool.source.format)),
-        ]
-        cells.append(
-            Text(
-                "available" if entry.available else "unavailable (see below)",
-                style="" if entry.available else "red",
-            )
-        )
-        if statuses is not None:
-            cells.append(_phase_text(statuses.get(tool.id)))
-        table.add_row(*cells)
+        table.add_row(*_cells(entry, policy, statuses))
     console.print(table)
 
 
