@@ -105,11 +105,13 @@ def _type_schema(annotation: Any) -> str:
     same few types thousands of times)."""
     # Keyed on the spelling too: typing compares Union[int, str] equal to Union[str, int], and
     # Literal["a", "b"] to Literal["b", "a"], but their schemas list them in written order.
-    return _cached_type_schema(repr(annotation), annotation)
+    # A class is its own spelling (and repr() of 30,000 annotations was a tenth of a second).
+    spelling = annotation if isinstance(annotation, type) else repr(annotation)
+    return _cached_type_schema(spelling, annotation)
 
 
 @functools.lru_cache(maxsize=1024)
-def _cached_type_schema(spelling: str, annotation: Any) -> str:
+def _cached_type_schema(spelling: object, annotation: Any) -> str:
     return json.dumps(TypeAdapter(annotation).json_schema(schema_generator=_NoFieldTitles))
 
 
