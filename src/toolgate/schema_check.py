@@ -55,16 +55,19 @@ def check_schema(schema: Mapping[str, Any], where: str) -> None:
 
 
 def compile_schema(
-    schema: Mapping[str, Any], where: str, *, check_formats: bool = True
+    schema: Mapping[str, Any], where: str, *, check_formats: bool = True, checked: bool = False
 ) -> jsonschema_rs.Validator:
     """Compile a schema once; raise :class:`ToolDefinitionError` naming ``where`` if it is bad.
 
     ``format`` is checked (``check_formats``) for every format the validator knows, whatever
     the draft (2019-09 and 2020-12 would otherwise treat it as a note); a format it does not
     know (a declaration's own, say ``"format": "sku"``) is ignored, so such a schema still
-    loads.
+    loads. ``checked``: the caller has just checked ``schema`` against its meta-schema and
+    dialect as :func:`check_schema` does (a tool folder's loader, with messages of its own),
+    so it is not checked twice.
     """
-    check_schema(schema, where)
+    if not checked:
+        check_schema(schema, where)
     try:
         return jsonschema_rs.validator_for(
             thaw(schema),

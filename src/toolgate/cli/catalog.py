@@ -202,10 +202,15 @@ def describe_tool(
     }
 
 
-def _phase_text(status: ToolStatus | None) -> Text:
+def _phase_cell(status: ToolStatus | None) -> tuple[str, str]:
     if status is None:
-        return Text("-", style="dim")
-    return Text(str(status.phase), style=_PHASE_STYLES.get(status.phase, ""))
+        return "-", "dim"
+    return str(status.phase), _PHASE_STYLES.get(status.phase, "")
+
+
+def _phase_text(status: ToolStatus | None) -> Text:
+    text, style = _phase_cell(status)
+    return Text(text, style=style)
 
 
 #: Past this many tools the table is printed as plain aligned columns: Rich measures every cell
@@ -217,24 +222,25 @@ def _cells(
     entry: RegisteredTool,
     policy: ApprovalPolicy | None,
     statuses: Mapping[str, ToolStatus] | None,
-) -> list[Text]:
-    """One row of the catalog table, each cell with its style."""
+) -> list[tuple[str, str]]:
+    """One row of the catalog table: each cell's text and its style (plain strings: a Rich
+    ``Text`` per cell cost about 0.4 s for 10,000 rows, which the plain table does not need)."""
     tool = entry.tool
     approval = needs_approval(tool, policy)
     cells = [
-        Text(tool.id, style="bold"),
-        Text(escape_hidden(tool.display_title)),
-        Text(str(tool.side_effect)),
-        Text(_yes_no(approval), style="yellow" if approval else ""),
-        Text(str(tool.kind)),
-        Text(str(tool.source.format)),
-        Text(
+        (tool.id, "bold"),
+        (escape_hidden(tool.display_title), ""),
+        (str(tool.side_effect), ""),
+        (_yes_no(approval), "yellow" if approval else ""),
+        (str(tool.kind), ""),
+        (str(tool.source.format), ""),
+        (
             "available" if entry.available else "unavailable (see below)",
-            style="" if entry.available else "red",
+            "" if entry.available else "red",
         ),
     ]
     if statuses is not None:
-        cells.append(_phase_text(statuses.get(tool.id)))
+        cells.append(_phase_cell(statuses.get(tool.id)))
     return cells
 
 
@@ -245,7 +251,7 @@ def _print_plain_table(
     policy: ApprovalPolicy | None,
     statuses: Mapping[str, ToolStatus] | None,
 ) -> None:
-    rows = [[cell.plain for cell in _cells(entry, policy, statuses)] for entry in entries]
+    rows = [[text for text, _ in _cells(entry, policy, statuses)] for entry in entries]
     widths = [max(len(header), *(len(row[i]) for row in rows)) for i, header in enumerate(headers)]
 
     def line(cells: list[str]) -> str:
@@ -269,7 +275,7 @@ def _print_rich_table(
     for header in headers:
         table.add_column(header, overflow="fold")
     for entry in entries:
-        table.add_row(*_cells(entry, policy, statuses))
+        table.add_row(*(Text(text, style=style) for text, style in _cells(entry, policy, statuses)))
     console.print(table)
 
 

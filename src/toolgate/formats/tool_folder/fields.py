@@ -431,7 +431,7 @@ def _schema(
     # not a regex): compile it as the gateway will, so the problem is reported here rather than
     # on every call.
     try:
-        compile_schema(value, f"'{field}'")
+        compile_schema(value, f"'{field}'", checked=True)  # dialect and meta-schema: above
     except ToolDefinitionError as exc:
         report.error(field, _one_line(str(exc)))
         return None
