@@ -68,6 +68,17 @@ def _close_open_hubs() -> None:
 atexit.register(_close_open_hubs)
 
 
+def _new_loop() -> asyncio.AbstractEventLoop:
+    """The hub's loop: uvloop's where it is installed (``uvicorn[standard]`` brings it), whose
+    socket I/O costs a fraction of the selector loop's — the hub's thread does every upstream
+    request of the source, so its loop bounds how many proxied calls a process answers."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - not on every platform
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
 class McpHub:
     """Every MCP connection of one declaration source, on one private event loop thread."""
 
@@ -89,7 +100,7 @@ class McpHub:
 
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
-            loop = asyncio.new_event_loop()
+            loop = _new_loop()
             thread = threading.Thread(target=loop.run_forever, name=self._name, daemon=True)
             thread.start()
             self._loop, self._thread = loop, thread

@@ -28,8 +28,9 @@ The response:
   response echoes it, and the tool declares the secret (``Tool.secrets``) so the audit log
   redacts it from everything it records.
 
-Each call uses its own client (no cookies or connections shared between tools or calls); the TLS
-context is made once. Every connection goes through
+Calls of one tool share a kept-alive client (:mod:`.rest_clients`): its connections stay open
+between calls, no cookie is kept, nothing is shared between tools; the TLS context is made
+once. Every connection goes through
 :class:`~toolgate.backends.rest_transport.GuardedTransport` (issue 8, SSRF protection): the host is
 resolved once, and the request is refused unless every address is public or inside the operator's
 CIDR grant for the tool (metadata addresses never); each redirect hop is checked again. Proxies
@@ -56,6 +57,7 @@ from ..sandbox.addresses import EgressRefusedError
 from ..secrets import SecretResolver
 from ..trace_context import OUTGOING
 from .base import ArgumentConversionError, BackendUnavailableError, ToolTimeoutError
+from .rest_clients import KEEPALIVE_EXPIRY, MAX_CONNECTIONS, ClientPool, no_cookie_jar
 
 if TYPE_CHECKING:
     import ssl
@@ -358,6 +360,15 @@ class RestBackend:
         self.cidr_grants = cidr_grants or (lambda tool: ())
         #: The gateway's own listening ports, never a REST destination.
         self.deny_ports = tuple(deny_ports)
+        self._clients = ClientPool()
+
+    def close(self) -> None:
+        """Close the kept connections (:mod:`.rest_clients`)."""
+        self._clients.close()
+
+    async def aclose(self) -> None:
+        """:meth:`close`, waiting for those of the running loop."""
+        await self._clients.aclose()
 
     def can_run_inline(self, entry: RegisteredTool) -> bool:
         return False
@@ -400,13 +411,28 @@ class RestBackend:
             raise BackendUnavailableError(
                 "REST tools need the httpx2 package: pip install 'toolgate[rest]'"
             ) from None
-        try:
+        grants = tuple(self.cidr_grants(tool))
+
+        def make_client() -> Any:
             transport = GuardedTransport(
                 verify=_tls(httpx2),
-                cidr_grants=tuple(self.cidr_grants(tool)),
+                cidr_grants=grants,
                 deny_ports=self.deny_ports,
                 resolver=self.resolver,
+                max_connections=MAX_CONNECTIONS,
+                keepalive_expiry=KEEPALIVE_EXPIRY,
             )
+            client = httpx2.AsyncClient(
+                transport=transport,
+                follow_redirects=False,
+                trust_env=False,
+                cookies=no_cookie_jar(),
+            )
+            return client, transport
+
+        try:
+            # One kept client per tool and rule set (rest_clients): its connections stay open.
+            client = self._clients.client((tool.id, grants), make_client)
         except ValueError as exc:
             raise BackendUnavailableError(f"the network grant of {tool.id}: {exc}") from None
         token = self._token(tool, endpoint)
@@ -417,26 +443,21 @@ class RestBackend:
             headers["Content-Type"] = "application/json"
         if token is not None:
             headers["Authorization"] = f"Bearer {token}"
+        timeout = httpx2.Timeout(tool.timeout)
         try:
-            async with httpx2.AsyncClient(
-                transport=transport,
-                timeout=httpx2.Timeout(tool.timeout),
-                follow_redirects=False,
-                trust_env=False,
-            ) as client:
-                outgoing = OUTGOING.get()
-                if outgoing is None:
-                    response = await self._send(client, httpx2, prepared, headers, what)
-                else:
-                    # Traced: a client span, whose context the endpoint receives (traceparent).
-                    with outgoing.client_span(
-                        prepared.method, _span_attributes(prepared.method, prepared.url)
-                    ) as span:
-                        span.inject(headers)
-                        response = await self._send(client, httpx2, prepared, headers, what)
-                        span.set_attribute("http.response.status_code", response.status)
-                        if response.status >= 400:
-                            span.fail(str(response.status))
+            outgoing = OUTGOING.get()
+            if outgoing is None:
+                response = await self._send(client, httpx2, prepared, headers, what, timeout)
+            else:
+                # Traced: a client span, whose context the endpoint receives (traceparent).
+                with outgoing.client_span(
+                    prepared.method, _span_attributes(prepared.method, prepared.url)
+                ) as span:
+                    span.inject(headers)
+                    response = await self._send(client, httpx2, prepared, headers, what, timeout)
+                    span.set_attribute("http.response.status_code", response.status)
+                    if response.status >= 400:
+                        span.fail(str(response.status))
         except EgressRefusedError as exc:
             raise ToolError(
                 f"{what} was not sent: {exc}. Tell the user: the operator can allow a private "
@@ -462,11 +483,14 @@ class RestBackend:
         prepared: PreparedRequest,
         headers: dict[str, str],
         what: str,
+        timeout: Any,
     ) -> HttpResponse:
         method, url, body = prepared.method, httpx2.URL(prepared.url), prepared.body
         origin = url.origin
         for _hop in range(self.max_redirects + 1):
-            request = client.build_request(method, url, headers=headers, content=body)
+            request = client.build_request(
+                method, url, headers=headers, content=body, timeout=timeout
+            )
             response = await client.send(request, stream=True)
             try:
                 location = response.headers.get("location")

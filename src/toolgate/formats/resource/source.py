@@ -309,12 +309,14 @@ class ResourceSource(DeclarationSource):
                 await task
         if self._mcp is not None:
             await self._mcp.aclose()
+        await self._rest.aclose()
 
     def close(self) -> None:
         """:meth:`aclose` for synchronous code: ends the MCP connections (their processes).
         The change watch only runs on a started gateway's loop, which ends it."""
         if self._mcp is not None:
             self._mcp.close()
+        self._rest.close()
 
     # -- binding ---------------------------------------------------------------------------------
 
