@@ -150,3 +150,12 @@ def test_an_explicit_bool_tag_on_another_word_is_a_yaml_error() -> None:
     # PyYAML's bool constructor raised a bare KeyError here, which escaped load_yaml.
     with pytest.raises(YamlError, match="'maybe' is not a boolean"):
         load_yaml('a: !!bool "maybe"\n', source="t.yaml")
+
+
+@pytest.mark.parametrize("text", ["a: b\ud800\n", "\ud800: 1\n", "- '\udfff'\n"])
+def test_a_lone_surrogate_is_a_yaml_error_naming_the_character(text: str) -> None:
+    # The C parser encodes the text as it is built; that failure must not escape load_yaml.
+    with pytest.raises(YamlError, match="not allowed in YAML"):
+        load_yaml(text, source="f.yaml")
+    with pytest.raises(YamlError, match="not allowed in YAML"):
+        safe_yaml.load_yaml_documents(text, source="f.yaml")

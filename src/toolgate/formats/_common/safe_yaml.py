@@ -241,7 +241,12 @@ def _load_with_libyaml(text: str, *, max_nodes: int, max_depth: int) -> tuple[bo
     """
     if _CParser is None or _LIBYAML_DIFFERS.search(text) is not None:
         return False, None
-    loader: Any = _CLoader(text)
+    try:
+        # The C parser encodes the text to UTF-8 as it is built: a lone surrogate fails here,
+        # and the Python loader words that error like any other.
+        loader: Any = _CLoader(text)
+    except Exception:  # noqa: BLE001 - any refusal: the Python loader gives the answer
+        return False, None
     try:
         node = loader.get_single_node()
         if node is None:

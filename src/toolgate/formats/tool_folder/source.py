@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,11 +29,15 @@ from ...errors import DuplicateToolError
 from ...model import Tool
 from ...registry import RegisteredTool, Registry
 from .._common.diagnostics import Diagnostic, Severity
+from .fingerprint import Fingerprint, fingerprint
 from .parse import FolderLoad, load_tool_folder
 
 __all__ = ["DEFAULT_RESCAN_INTERVAL", "FolderRoot", "ScanReport", "ToolFolderSource"]
 
 log = logging.getLogger("toolgate.sources")
+
+#: A folder's fingerprint (``None``: none could be taken) and what reading it gave.
+_Read = tuple[Fingerprint | None, FolderLoad]
 
 #: The tool folder format: the server "scans every 60 seconds".
 DEFAULT_RESCAN_INTERVAL = 60.0
@@ -87,6 +91,8 @@ class ToolFolderSource:
         self._diagnostics: dict[Path, tuple[Diagnostic, ...]] = {}
         self._task: asyncio.Task[None] | None = None
         self._stop: asyncio.Event | None = None
+        self._reads: dict[Path, _Read] = {}
+        """The last scan's fingerprint and load of every folder (see :meth:`start`)."""
         self.scans = 0
         """How many scans ran (for tests and status pages)."""
 
@@ -126,16 +132,26 @@ class ToolFolderSource:
     def load(self) -> list[FolderLoad]:
         """Read and parse every folder. Touches no shared state but the record of each root's
         first scan: safe to run in a thread."""
-        loads: list[FolderLoad] = []
+        return [loaded for _, loaded in self._read()]
+
+    def _read(self, reuse: Mapping[Path, _Read] | None = None) -> list[_Read]:
+        """Every folder's fingerprint (taken before it is read, so a change while it is read
+        shows at the next comparison) and load; a folder whose fingerprint equals its entry in
+        ``reuse`` is not read again. Safe to run in a thread, like :meth:`load`."""
+        reads: list[_Read] = []
         for folder, root in self._folders():
+            taken = fingerprint(folder)
+            earlier = None if reuse is None else reuse.get(folder)
+            if taken is not None and earlier is not None and earlier[0] == taken:
+                reads.append(earlier)
+                continue
             try:
-                loaded = load_tool_folder(folder, namespace=root.namespace)
+                loaded = self._confined(load_tool_folder(folder, namespace=root.namespace), root)
             except Exception as exc:  # noqa: BLE001 - one folder must never stop the others
                 problem = Diagnostic(str(folder), None, f"cannot be loaded: {exc}")
-                loads.append(FolderLoad(folder, None, (problem,), None))
-                continue
-            loads.append(self._confined(loaded, root))
-        return loads
+                loaded = FolderLoad(folder, None, (problem,), None)
+            reads.append((taken, loaded))
+        return reads
 
     def _confined(self, loaded: FolderLoad, root: FolderRoot) -> FolderLoad:
         """``loaded`` in the mode its location grants, when its folder appeared after the
@@ -154,7 +170,11 @@ class ToolFolderSource:
 
     def scan(self) -> ScanReport:
         """Load every folder now and bring the registry in step. Never raises for bad folders."""
-        return self.apply(self.load())
+        return self._apply_reads(self._read())
+
+    def _apply_reads(self, reads: list[_Read]) -> ScanReport:
+        self._reads = {loaded.folder: (taken, loaded) for taken, loaded in reads}
+        return self.apply([loaded for _, loaded in reads])
 
     def apply(self, loads: list[FolderLoad]) -> ScanReport:
         """Bring the registry in step with freshly loaded folders."""
@@ -233,21 +253,17 @@ class ToolFolderSource:
     # -- watching -------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Scan (now, when nothing was scanned yet; else in the background), then watch the
-        roots and rescan periodically until :meth:`stop`."""
+        """Bring the registry in step with the folders as they are now, then watch the roots
+        and rescan periodically until :meth:`stop`."""
         if self._task is not None:
             return
-        # Every root is scanned as it is added, so the folders were read when the gateway was
-        # built: catching up on what changed since then runs beside the watcher, its reading in
-        # a thread, and serving does not wait for a second read of every folder (about as long
-        # as the first: seconds for 10,000 folders).
-        catch_up = self.scans > 0
-        if not catch_up:
-            self.scan()
+        # The folders were read when the gateway was built; what changed since (a folder
+        # removed, a declaration tightened) must not be served in its old form, so start
+        # compares every folder's fingerprint and reads again only those that changed: a few
+        # stat calls per folder instead of a second read of every one.
+        self._apply_reads(self._read(reuse=self._reads))
         self._stop = asyncio.Event()
-        self._task = asyncio.create_task(
-            self._watch(self._stop, catch_up=catch_up), name="toolgate-tool-folders"
-        )
+        self._task = asyncio.create_task(self._watch(self._stop), name="toolgate-tool-folders")
 
     async def stop(self) -> None:
         """Stop watching (idempotent)."""
@@ -260,13 +276,13 @@ class ToolFolderSource:
         with contextlib.suppress(asyncio.CancelledError):
             await task
 
-    async def _watch(self, stop: asyncio.Event, *, catch_up: bool = False) -> None:
+    async def _watch(self, stop: asyncio.Event) -> None:
         from watchfiles import awatch  # the watcher thread only exists while serving
 
         roots = [root.path for root in self.roots]
         for path in roots:
             path.mkdir(parents=True, exist_ok=True)
-        rescans = asyncio.create_task(self._rescan_periodically(stop, catch_up=catch_up))
+        rescans = asyncio.create_task(self._rescan_periodically(stop))
         try:
             async for _changes in awatch(*roots, stop_event=stop, debounce=200, step=50):
                 await self._safe_scan()
@@ -275,9 +291,7 @@ class ToolFolderSource:
             with contextlib.suppress(asyncio.CancelledError):
                 await rescans
 
-    async def _rescan_periodically(self, stop: asyncio.Event, *, catch_up: bool = False) -> None:
-        if catch_up:
-            await self._safe_scan()
+    async def _rescan_periodically(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), self.rescan_interval)
@@ -288,6 +302,6 @@ class ToolFolderSource:
         # Reading and parsing happen in a thread, so a slow disk or a large folder never stalls
         # the event loop; only the registry update runs on the loop.
         try:
-            self.apply(await asyncio.to_thread(self.load))
+            self._apply_reads(await asyncio.to_thread(self._read))
         except Exception:
             log.exception("tool folder scan failed")
