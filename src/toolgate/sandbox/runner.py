@@ -9,13 +9,16 @@ For a tool whose mode (:meth:`~toolgate.sandbox.settings.SandboxConfig.mode_for`
 the command is returned unchanged. For ``compartment``:
 
 * the host works (:func:`~toolgate.sandbox.host.probe_host`): the command runs under
-  ``bwrap`` + ``prlimit`` (see :mod:`toolgate.sandbox.bwrap`), with an environment of the
+  ``bwrap`` (see :mod:`toolgate.sandbox.bwrap`) with the call's rlimits (set by ``prlimit``, or
+  by the cgroup's join shell: :mod:`toolgate.sandbox.limits`), with an environment of the
   declared ``env`` keys only, plus a fixed ``PATH``, ``HOME=/run/toolgate-home`` (an empty
   tmpfs of its own, where no workspace can be), ``TMPDIR=/tmp`` and ``LANG=C.UTF-8`` (sandbox
   values, never the gateway's). When the host has a usable pids
   cgroup, ``bwrap`` starts inside a fresh cgroup of the call (:mod:`toolgate.sandbox.cgroups`)
   whose ``pids.max`` is the process limit; it is emptied and removed when the context exits,
-  however the call ended. A workspace, or a declared ``fs`` prefix, that is, holds or lies in a
+  however the call ended. The path checks below are worked out once and reused while the
+  gateway's folders are unchanged (:mod:`toolgate.sandbox.path_checks`); what a call opens is
+  checked every time. A workspace, or a declared ``fs`` prefix, that is, holds or lies in a
   system folder, a home or credential folder, or one of the gateway's own folders is refused
   (:class:`SandboxWorkspaceError`, :class:`SandboxUnavailableError`; the rule is
   :mod:`toolgate.path_policy`, checked again here because the gateway's folders are known only
@@ -64,6 +67,13 @@ from .command import (
     SandboxWorkspaceError,
     no_call,
     sandbox_environment,
+)
+from .held_binds import (
+    checked_workspace,
+    held_prefixes,
+    hold,
+    own_folder,
+    workspace_message,
 )
 from .host import HostCapabilities, probe_host
 from .identity import IdentityGuard
@@ -181,7 +191,7 @@ class Sandbox:
             return None
         checks = self.checks()
         problem = checks.workspace_problem(workspace, writable=tool.side_effect.writes)
-        return None if problem is None else _workspace_message(tool, problem)
+        return None if problem is None else workspace_message(tool, problem)
 
     def confine_new_folder(self, tool: Tool) -> tuple[Tool, str | None]:
         """``tool``, of a tool folder that appeared while the gateway runs, in the mode its
@@ -212,7 +222,7 @@ class Sandbox:
             return None
         return self.prefix_refusal(
             tool.sandbox.permissions.fs,
-            own=[*code, *_own_folder(tool)],
+            own=[*code, *own_folder(tool)],
             where=f"{tool.source.location or tool.id}: permissions.fs",
             checks=checks,
         )
@@ -420,7 +430,7 @@ class Sandbox:
         declared = tuple(dict.fromkeys((*tool.env, *perms.env)))
         sandbox_env = sandbox_environment(declared, env)
         ro = self._held_fs(tool, code, held, checks)
-        ro += _hold(tool, held, [*map(Path, self.config.system_paths), *code])
+        ro += hold(tool, held, [*map(Path, self.config.system_paths), *code])
         argv = list(argv)
         for program in programs:
             # A shim (pyenv, asdf…) becomes the interpreter it runs, with its root bound; found
@@ -436,7 +446,7 @@ class Sandbox:
                     f"Tool {tool.id} is unavailable: it runs in sandbox mode 'compartment', "
                     f"but {contained.problem}"
                 )
-            ro += _hold(tool, held, contained.read_only)
+            ro += hold(tool, held, contained.read_only)
             if argv and argv[0] == program:
                 argv[0] = contained.program
         async with contextlib.AsyncExitStack() as stack:
@@ -473,7 +483,7 @@ class Sandbox:
                 )
                 python = os.path.realpath(sys.executable)
                 command, extra = _behind_bridge(python, Path(proxy.socket_path), command)
-                ro += _hold(tool, held, install_root(python))
+                ro += hold(tool, held, install_root(python))
                 events = proxy.events
                 bind_call = functools.partial(setattr, proxy, "call_id")
             spec = BwrapSpec(
@@ -506,35 +516,13 @@ class Sandbox:
     def _checked_workspace(
         self, tool: Tool, workspace: Path, held: HeldPaths, checks: CheckedPolicy
     ) -> Path:
-        """The real path of the folder ``workspace`` opened as in ``held`` (what is bound), or
-        :class:`SandboxWorkspaceError` when :meth:`workspace_refusal` refuses it: as given (the
-        caller's spelling in the message) and as what was opened. A link swapped in between the
-        two, or after them, changes nothing: the descriptor is bound, not the path. A workspace
-        that changes while it is looked at (``os.path.realpath`` meets a link that is a folder
-        when it reads it) is refused too."""
-        # Through the public check (the one the pipeline runs), with this call's path checks.
+        """:func:`~toolgate.sandbox.held_binds.checked_workspace` through the public check (the
+        one the pipeline runs), with this call's path checks."""
         preparing = _PREPARING.set(checks)
         try:
-            refused = self.workspace_refusal(tool, workspace)
-            if refused is None:
-                real = held.hold(workspace, directory=True)
-                refused = self.workspace_refusal(tool, real)
-            if refused is None:
-                # The same folder under another name (a bind mount) passes the text rule.
-                guard = checks.guard(writable=tool.side_effect.writes)
-                problem = guard.problem(held.fd(real), real)
-                if problem is not None:
-                    refused = _workspace_message(tool, f"{real} {problem}")
-        except OSError as exc:
-            raise SandboxWorkspaceError(
-                f"Tool {tool.id} runs in a sandbox and did not run: the workspace {workspace} "
-                f"cannot be opened: {exc.strerror or exc}"
-            ) from None
+            return checked_workspace(tool, workspace, held, checks, self.workspace_refusal)
         finally:
             _PREPARING.reset(preparing)
-        if refused is not None:
-            raise SandboxWorkspaceError(refused)
-        return real
 
     def _held_fs(
         self, tool: Tool, code: Sequence[Path], held: HeldPaths, checks: CheckedPolicy
@@ -543,7 +531,7 @@ class Sandbox:
         checked (:func:`~toolgate.path_policy.prefix_problem`) as what was opened."""
         if not tool.sandbox.permissions.fs:
             return []
-        own = [*code, *_own_folder(tool)]
+        own = [*code, *own_folder(tool)]
         where = f"{tool.source.location or tool.id}: permissions.fs"
         return self.held_prefixes(
             tool.id, tool.sandbox.permissions.fs, held, own=own, where=where, checks=checks
@@ -566,28 +554,7 @@ class Sandbox:
         (:mod:`toolgate.sandbox.identity`). Raises :class:`SandboxUnavailableError`.
         ``checks`` (or ``policy``, default :meth:`paths` now): what they are checked against."""
         checks = checks or self.checks(policy)
-        own = [*own, *(Path(os.path.realpath(folder)) for folder in own)]
-        found: list[Path] = []
-        for index, prefix in enumerate(prefixes):
-            real = _hold_one(tool_id, held, Path(prefix))
-            if real is None:
-                continue
-            problem = checks.prefix_problem(real, own=own)
-            if problem is None:
-                guard = checks.guard(writable=True)
-                try:
-                    problem = guard.problem(held.fd(real), real, own=own)
-                except OSError as exc:
-                    problem = f"cannot be checked: {exc.strerror or exc}"
-                if problem is not None:
-                    problem = f"{real} {problem}"
-            if problem is not None:
-                raise SandboxUnavailableError(
-                    f"Tool {tool_id} did not run: {where}[{index}] ({prefix}): {problem}: a "
-                    "sandbox never shows it to a tool"
-                )
-            found.append(real)
-        return found
+        return held_prefixes(tool_id, prefixes, held, checks, own=own, where=where)
 
     def identity_guard(self, policy: PathPolicy) -> IdentityGuard:
         """The identities of ``policy``'s folders and of the protected paths (see
@@ -613,41 +580,6 @@ class Sandbox:
                 f"cannot create the call's pids cgroup in {host.pids_cgroup.parent}: "
                 f"{exc.strerror or exc}"
             ) from None
-
-
-def _hold(tool: Tool, held: HeldPaths, paths: Sequence[Path]) -> list[Path]:
-    """``paths`` that exist, opened in ``held``: their real paths (bound read-only)."""
-    return [real for path in paths if (real := _hold_one(tool.id, held, path)) is not None]
-
-
-def _hold_one(tool_id: str, held: HeldPaths, path: Path) -> Path | None:
-    try:
-        return held.hold(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None  # as before: a path that does not exist is not bound
-    except OSError as exc:
-        raise SandboxUnavailableError(
-            f"Tool {tool_id} did not run: {path} cannot be opened to be bound into its "
-            f"sandbox: {exc.strerror or exc}"
-        ) from None
-
-
-def _workspace_message(tool: Tool, problem: str) -> str:
-    return (
-        f"Tool {tool.id} runs in a sandbox and did not run: the workspace {problem}, which a "
-        "sandbox never binds. Call it with a project folder as the workspace that holds none "
-        "of the gateway's own folders (its home, tool folders, sources, toolgate.yaml, the "
-        "folders its programs and Python code come from, its run and spill folders)."
-    )
-
-
-def _own_folder(tool: Tool) -> list[Path]:
-    """The folder ``tool`` was declared in (its own files: an ``fs`` prefix there is its code)."""
-    location = tool.source.location
-    if not location or not location.startswith("/"):
-        return []
-    path = Path(location)
-    return [path if path.is_dir() else path.parent]
 
 
 def _egress() -> Any:
