@@ -73,17 +73,27 @@ def _summary(values: list[float]) -> dict[str, float]:
 
 
 def _calls(gw: Gateway, ids: dict[str, str], workspace: Path, calls: int) -> dict[str, list[float]]:
-    """Host and sandboxed calls through ``gw``, alternating (first one, then the other)."""
-    times: dict[str, list[float]] = {"host": [], "sandboxed": []}
+    """Host and sandboxed calls through ``gw``, alternating (first one, then the other): wall
+    milliseconds, and the gateway process's own CPU milliseconds (``time.process_time``, all
+    its threads, not the tools'), which machine load does not inflate."""
+    times: dict[str, list[float]] = {
+        "host": [],
+        "sandboxed": [],
+        "host cpu": [],
+        "sandboxed cpu": [],
+    }
     for index in range(calls + WARM_UP):
         for name in ("host", "sandboxed") if index % 2 else ("sandboxed", "host"):
+            cpu = time.process_time()
             started = time.perf_counter()
             outcome = gw.call_sync(ids[name], {}, workspace=workspace)
             elapsed = (time.perf_counter() - started) * 1000
+            used = (time.process_time() - cpu) * 1000
             if outcome.content != {"ok": True}:
                 raise SystemExit(f"{name}: {outcome.code} {outcome.message}")
             if index >= WARM_UP:  # warm-up calls are not counted
                 times[name].append(elapsed)
+                times[f"{name} cpu"].append(used)
     return times
 
 
@@ -159,6 +169,8 @@ def measure(calls: int, split: bool) -> dict[str, Any]:
     report: dict[str, Any] = {name: _summary(values) for name, values in times.items()}
     added = report["sandboxed"]["median_ms"] - report["host"]["median_ms"]
     report["added_median_ms"] = {"value": round(added, 2), "goal": GOAL_SANDBOX_MS}
+    cpu = report["sandboxed cpu"]["median_ms"] - report["host cpu"]["median_ms"]
+    report["added_cpu_median_ms"] = round(cpu, 2)
     if split:
         processes = report["prepared argv"]["median_ms"] - report["bare"]["median_ms"]
         report["processes_added_median_ms"] = round(processes, 2)
@@ -167,7 +179,15 @@ def measure(calls: int, split: bool) -> dict[str, Any]:
 
 def _print(report: dict[str, Any]) -> None:
     print(f"{'':16}{'median ms':>12}{'p90 ms':>10}")
-    for name in ("host", "sandboxed", "prepare", "bare", "prepared argv"):
+    for name in (
+        "host",
+        "sandboxed",
+        "host cpu",
+        "sandboxed cpu",
+        "prepare",
+        "bare",
+        "prepared argv",
+    ):
         if name in report:
             row = report[name]
             print(f"{name:16}{row['median_ms']:>12.2f}{row['p90_ms']:>10.2f}")
@@ -180,6 +200,7 @@ def _print(report: dict[str, Any]) -> None:
             f"{report['processes_added_median_ms']:.2f} ms, preparing it in the gateway: "
             f"{report['prepare']['median_ms']:.2f} ms"
         )
+    print(f"the gateway's own CPU per call: {report['added_cpu_median_ms']:.2f} ms more sandboxed")
 
 
 def _compare(baseline: str, rounds: int, calls: int) -> dict[str, Any]:
@@ -201,6 +222,7 @@ def _compare(baseline: str, rounds: int, calls: int) -> dict[str, Any]:
     for side, reports in found.items():
         per_round = {key: [r[key]["median_ms"] for r in reports] for key in ("host", "sandboxed")}
         added = [r["added_median_ms"]["value"] for r in reports]
+        cpu = [r["sandboxed cpu"]["median_ms"] - r["host cpu"]["median_ms"] for r in reports]
         result[side] = {
             "source": sides[side],
             **{
@@ -208,6 +230,7 @@ def _compare(baseline: str, rounds: int, calls: int) -> dict[str, Any]:
                 for key, v in per_round.items()
             },
             "added_ms": {"median": statistics.median(added), "min": min(added), "max": max(added)},
+            "added_cpu_ms": {"median": statistics.median(cpu), "min": min(cpu), "max": max(cpu)},
         }
     return result
 
@@ -231,15 +254,16 @@ def main() -> int:
             return 0
         print(f"{args.rounds} alternating rounds of {args.calls} calls per side; medians of the")
         print("rounds' medians (min-max over the rounds), ms")
-        print(f"{'':8}{'host':>22}{'sandboxed':>22}{'sandbox adds':>22}")
+        print(f"{'':8}{'host':>22}{'sandboxed':>22}{'sandbox adds':>22}{'gateway CPU adds':>22}")
         for side in ("before", "after"):
             row = compared[side]
             cells = [
                 f"{row[key]['median_ms']:.2f} ({row[key]['min']:.1f}-{row[key]['max']:.1f})"
                 for key in ("host", "sandboxed")
             ]
-            add = row["added_ms"]
-            cells.append(f"{add['median']:.2f} ({add['min']:.1f}-{add['max']:.1f})")
+            for key in ("added_ms", "added_cpu_ms"):
+                add = row[key]
+                cells.append(f"{add['median']:.2f} ({add['min']:.1f}-{add['max']:.1f})")
             print(f"{side:8}" + "".join(f"{cell:>22}" for cell in cells))
         return 0
     report = measure(args.calls, args.split)
