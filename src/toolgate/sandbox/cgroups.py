@@ -26,7 +26,10 @@ never starts (it fails closed). This costs one ``exec`` of ``sh`` (about 0.3 ms 
 measured with ``bench/run.py --only sandbox`` with and without it), less than holding ``bwrap``
 with ``--block-fd`` and moving its processes from the gateway, which would also need file
 descriptors passed through the process runner. No ``preexec_fn`` (not safe with threads).
-Why ``tasks`` on v1: see :attr:`CallCgroup.join_file`.
+Why ``tasks`` on v1: see :attr:`CallCgroup.join_file`. Where it can
+(:attr:`PidsHierarchy.shell_limits`, proven by the probe), the same shell also sets the call's
+rlimits (:data:`~toolgate.sandbox.limits.ULIMIT_SCRIPT`), and the ``prlimit`` program is then not
+started at all (see :mod:`toolgate.sandbox.limits`).
 
 After the call, whatever is left in the cgroup is killed (``cgroup.kill`` on v2 when the kernel
 has it, otherwise ``SIGKILL`` through pidfds of the pids in ``cgroup.procs``, so a reused pid is
@@ -40,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import dataclasses
 import errno
 import os
 import re
@@ -52,6 +56,9 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from .exits import wait_exited
+from .limits import ULIMIT_SCRIPT, ResourceLimits, shell_limit_args
 
 __all__ = [
     "BRIDGE_TASKS",
@@ -78,9 +85,14 @@ BRIDGE_TASKS = 2
 PREFIX = "toolgate-"
 #: The join wrapper: move this shell into the cgroup (``0`` is "the writer itself"), then
 #: become the command. It fails closed: if the write fails, the command never starts.
-JOIN_SCRIPT = (
-    'echo 0 > "$1" || { echo "toolgate: cannot join the call\'s pids cgroup" >&2; exit 126; }\n'
-    'shift\nexec "$@"'
+_JOIN = 'echo 0 > "$1" || { echo "toolgate: cannot join the call\'s pids cgroup" >&2; exit 126; }\n'
+JOIN_SCRIPT = _JOIN + 'shift\nexec "$@"'
+#: The join wrapper that also sets the call's rlimits (three words after the join file).
+JOIN_LIMITS_SCRIPT = _JOIN + "shift\n" + ULIMIT_SCRIPT + 'exec "$@"'
+#: The limits the probe sets through the shell and reads back (odd figures, so that a shell
+#: counting in other units than :func:`~toolgate.sandbox.limits.shell_limit_args` is caught).
+PROBE_LIMITS = ResourceLimits(
+    cpu_seconds=7, memory_bytes=1536 * 1024 * 1024, file_size_bytes=3 * 1024 * 1024
 )
 #: Seconds an empty per-call cgroup of a gateway that looks gone must be old to be swept.
 STALE_AFTER = 60.0
@@ -88,6 +100,8 @@ STALE_AFTER = 60.0
 PROBE_TIMEOUT = 10.0
 #: Pauses between attempts to remove a call's cgroup while its last tasks exit (~1.6 s in all).
 REMOVE_RETRIES = (0.0, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.4, 0.8)
+#: Seconds to wait for the tasks left at the end of a call to exit before the retries above.
+EXIT_WAIT = 0.05
 
 _SAFE_PATH = "/usr/bin:/bin"
 
@@ -102,6 +116,9 @@ class PidsHierarchy:
     """The cgroup folder the per-call cgroups are created in."""
     shell: str
     """The POSIX shell that runs the join wrapper (an absolute path)."""
+    shell_limits: bool = False
+    """The shell sets the rlimits exactly as :data:`JOIN_LIMITS_SCRIPT` asks (proven by the
+    probe), so a call can have them set there instead of by ``prlimit``."""
 
     def describe(self) -> str:
         """``pids cgroup v1`` or ``pids cgroup v2``."""
@@ -158,7 +175,8 @@ def _probe(parent: str | None) -> CgroupProbe:
         problem = _try(hierarchy)
         if problem is None:
             sweep_stale(folder)
-            return CgroupProbe(hierarchy, None)
+            limits = _shell_sets_limits(hierarchy)
+            return CgroupProbe(dataclasses.replace(hierarchy, shell_limits=limits), None)
         problems.append(f"cgroup v{version} at {folder}: {problem}")
     return CgroupProbe(None, "; ".join(problems))
 
@@ -248,6 +266,54 @@ def _try(hierarchy: PidsHierarchy) -> str | None:
         CallCgroup(test, hierarchy.version, hierarchy.shell).remove_now()
 
 
+def _shell_sets_limits(hierarchy: PidsHierarchy) -> bool:
+    """Whether the join wrapper with limits sets exactly :data:`PROBE_LIMITS` (soft and hard)
+    in a test cgroup of ``hierarchy``: read back from ``/proc/self/limits``."""
+    test = hierarchy.parent / f"{PREFIX}{os.getpid()}-probe{uuid.uuid4().hex[:8]}"
+    try:
+        os.mkdir(test)
+    except OSError:
+        return False
+    joining = CallCgroup(test, hierarchy.version, hierarchy.shell, sets_limits=True)
+    try:
+        done = subprocess.run(
+            joining.wrap(["cat", "/proc/self/limits"], limits=PROBE_LIMITS),
+            capture_output=True,
+            timeout=PROBE_TIMEOUT,
+            env={"PATH": _SAFE_PATH},
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    finally:
+        joining.remove_now()
+    if done.returncode != 0:
+        return False
+    return limits_read(done.stdout.decode("ascii", "replace")) == expected_limits(PROBE_LIMITS)
+
+
+def expected_limits(limits: ResourceLimits) -> dict[str, tuple[str, str]]:
+    """The ``/proc/<pid>/limits`` rows (soft, hard) that ``limits`` sets."""
+    return {
+        "Max cpu time": (str(limits.cpu_seconds),) * 2,
+        "Max file size": (str(limits.file_size_bytes),) * 2,
+        "Max core file size": ("0", "0"),
+        "Max address space": (str(limits.memory_bytes),) * 2,
+    }
+
+
+def limits_read(text: str) -> dict[str, tuple[str, str]]:
+    """The rows of ``/proc/<pid>/limits`` that :func:`expected_limits` names."""
+    found: dict[str, tuple[str, str]] = {}
+    for name in expected_limits(PROBE_LIMITS):
+        for line in text.splitlines():
+            if line.startswith(name + " "):
+                words = line[len(name) :].split()
+                if len(words) >= 2:
+                    found[name] = (words[0], words[1])
+    return found
+
+
 def _enable_pids(parent: Path) -> str | None:
     """Make the v2 cgroup ``parent`` give the pids controller to its children."""
     try:
@@ -319,13 +385,15 @@ class CallCgroup:
     path: Path
     version: int
     shell: str
+    sets_limits: bool = False
+    """:meth:`wrap` can set the call's rlimits too (:attr:`PidsHierarchy.shell_limits`)."""
 
     @classmethod
     def create(cls, hierarchy: PidsHierarchy, max_pids: int) -> CallCgroup:
         """A new cgroup in ``hierarchy`` with ``pids.max`` = ``max_pids``; raises ``OSError``."""
         path = hierarchy.parent / f"{PREFIX}{os.getpid()}-{uuid.uuid4().hex[:12]}"
         os.mkdir(path)
-        made = cls(path, hierarchy.version, hierarchy.shell)
+        made = cls(path, hierarchy.version, hierarchy.shell, hierarchy.shell_limits)
         try:
             _write(path / "pids.max", str(max_pids))
         except OSError:
@@ -333,9 +401,17 @@ class CallCgroup:
             raise
         return made
 
-    def wrap(self, argv: Sequence[str]) -> list[str]:
-        """``argv`` started inside this cgroup (see the module documentation)."""
-        return [self.shell, "-c", JOIN_SCRIPT, "sh", str(self.path / self.join_file), *argv]
+    def wrap(self, argv: Sequence[str], *, limits: ResourceLimits | None = None) -> list[str]:
+        """``argv`` started inside this cgroup (see the module documentation), with ``limits``
+        set as rlimits first when given (only where :attr:`sets_limits`; raises
+        :class:`ValueError` otherwise, or when the shell cannot say them exactly)."""
+        join = str(self.path / self.join_file)
+        if limits is None:
+            return [self.shell, "-c", JOIN_SCRIPT, "sh", join, *argv]
+        words = shell_limit_args(limits)
+        if not self.sets_limits or words is None:
+            raise ValueError(f"the join shell of {self.path} cannot set these limits exactly")
+        return [self.shell, "-c", JOIN_LIMITS_SCRIPT, "sh", join, *words, *argv]
 
     @property
     def join_file(self) -> str:
@@ -396,11 +472,16 @@ class CallCgroup:
     async def close(self) -> None:
         """Remove the cgroup after the call (ok, error, timeout or cancellation).
 
-        Retries while its last tasks exit; a folder still busy after that is remembered and
-        retried at the next call's end and when the gateway exits.
+        Waits for its last tasks to exit (:func:`~toolgate.sandbox.exits.wait_exited`: the
+        sandbox's PID 1 still tearing its namespaces down), then retries; a folder still busy
+        after that is remembered and retried at the next call's end and when the gateway exits.
         """
         _retry_leftovers()
         try:
+            if self.remove_now():
+                return
+            # Everything left was sent SIGKILL: wait for it to be gone, woken by the kernel.
+            await wait_exited(self.pids(), EXIT_WAIT)
             for delay in REMOVE_RETRIES:
                 if delay:
                     await asyncio.sleep(delay)

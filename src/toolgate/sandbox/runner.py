@@ -9,13 +9,16 @@ For a tool whose mode (:meth:`~toolgate.sandbox.settings.SandboxConfig.mode_for`
 the command is returned unchanged. For ``compartment``:
 
 * the host works (:func:`~toolgate.sandbox.host.probe_host`): the command runs under
-  ``bwrap`` + ``prlimit`` (see :mod:`toolgate.sandbox.bwrap`), with an environment of the
+  ``bwrap`` (see :mod:`toolgate.sandbox.bwrap`) with the call's rlimits (set by ``prlimit``, or
+  by the cgroup's join shell: :mod:`toolgate.sandbox.limits`), with an environment of the
   declared ``env`` keys only, plus a fixed ``PATH``, ``HOME=/run/toolgate-home`` (an empty
   tmpfs of its own, where no workspace can be), ``TMPDIR=/tmp`` and ``LANG=C.UTF-8`` (sandbox
   values, never the gateway's). When the host has a usable pids
   cgroup, ``bwrap`` starts inside a fresh cgroup of the call (:mod:`toolgate.sandbox.cgroups`)
   whose ``pids.max`` is the process limit; it is emptied and removed when the context exits,
-  however the call ended. A workspace, or a declared ``fs`` prefix, that is, holds or lies in a
+  however the call ended. The path checks below are worked out once and reused while the
+  gateway's folders are unchanged (:mod:`toolgate.sandbox.path_checks`); what a call opens is
+  checked every time. A workspace, or a declared ``fs`` prefix, that is, holds or lies in a
   system folder, a home or credential folder, or one of the gateway's own folders is refused
   (:class:`SandboxWorkspaceError`, :class:`SandboxUnavailableError`; the rule is
   :mod:`toolgate.path_policy`, checked again here because the gateway's folders are known only
@@ -45,23 +48,39 @@ import importlib
 import os
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
-from ..errors import ToolError
 from ..model import SandboxMode, SandboxSpec, Tool
 from ..model.permission_rules import env_refusal
-from ..path_policy import PathPolicy, outside_system, prefix_problem
+from ..path_policy import PathPolicy, outside_system
 from .addresses import tool_grant
 from .bwrap import BwrapSpec, HeldPaths, bwrap_argv, install_root
 from .cgroups import BRIDGE_TASKS, BWRAP_TASKS, CallCgroup
+from .command import (
+    SANDBOX_ENV,
+    SANDBOX_HOME,
+    UNSANDBOXED_LABEL,
+    SandboxedCommand,
+    SandboxUnavailableError,
+    SandboxWorkspaceError,
+    no_call,
+    sandbox_environment,
+)
+from .held_binds import (
+    checked_workspace,
+    held_prefixes,
+    hold,
+    own_folder,
+    workspace_message,
+)
 from .host import HostCapabilities, probe_host
 from .identity import IdentityGuard
-from .limits import ResourceLimits, prlimit_argv
+from .limits import ResourceLimits, prlimit_argv, shell_limit_args
+from .path_checks import CheckedPolicy, PathChecks
 from .programs import ContainedProgram, contain_program, contained_before, resolved_folders
 from .settings import SandboxConfig
-from .workspaces import workspace_problem
 
 __all__ = [
     "SANDBOX_ENV",
@@ -74,91 +93,15 @@ __all__ = [
     "sandbox_environment",
 ]
 
-#: The label every outcome of a compartment tool run on an unsandboxed host carries.
-UNSANDBOXED_LABEL = "unsandboxed-host"
-
-#: The sandbox's home folder: an empty tmpfs of its own that ``bwrap_argv`` mounts. It lies
-#: under ``/run``, a system folder no workspace or ``fs`` prefix may be, is or contain.
-SANDBOX_HOME = "/run/toolgate-home"
-
-#: The fixed variables of every sandbox (sandbox values, not the gateway's).
-SANDBOX_ENV: dict[str, str] = {
-    "PATH": "/usr/local/bin:/usr/bin:/bin",
-    # Its own small tmpfs (see toolgate.sandbox.bwrap): under /run, where no workspace or fs
-    # prefix is ever bound, so no folder a caller chose is ever $HOME/.local or the like.
-    "HOME": SANDBOX_HOME,
-    "TMPDIR": "/tmp",
-    "LANG": "C.UTF-8",
-}
-
 #: The port the egress bridge listens on inside the sandbox's network namespace.
 BRIDGE_PORT = 3128
 #: Where the egress socket's folder appears inside the sandbox.
 EGRESS_MOUNT = "/run/toolgate-egress"
 
 
-class SandboxUnavailableError(ToolError):
-    """A compartment tool cannot run: the host cannot sandbox, or a permission cannot be given."""
-
-
-@dataclass(frozen=True, slots=True)
-class SandboxedCommand:
-    """The command a backend starts."""
-
-    argv: list[str]
-    env: dict[str, str]
-    cwd: Path
-    """The working directory of ``bwrap`` (the sandbox's own is set with ``--chdir``) or of the
-    host process."""
-    workspace: Path
-    """The tool's working directory as the tool sees it (``workspacePath`` of script input)."""
-    sandboxed: bool
-    label: str | None = None
-    """``"unsandboxed-host"`` when a compartment tool runs on the host by operator choice."""
-    egress_events: Sequence[Any] = ()
-    """The egress proxy's connection records (allowed and refused), filled during the call."""
-    not_enforced: tuple[str, ...] = ()
-    """Limits the operator accepted are not enforced here (``("processes",)``)."""
-    bind_call: Callable[[str], None] = field(
-        default=lambda call_id: None, repr=False, compare=False
-    )
-    """Name the call the sandbox serves, when it was prepared before the call (warm): the
-    egress proxy records its connections under that call id."""
-    pass_fds: tuple[int, ...] = ()
-    """Descriptors the process that runs :attr:`argv` must inherit (``pass_fds``): what the
-    sandbox binds (``--bind-fd``), open until the ``prepare`` context exits."""
-
-    def describe(self) -> dict[str, Any] | None:
-        """What the outcome's ``metadata["sandbox"]`` says (``None`` for host-mode tools)."""
-        if self.sandboxed:
-            egress = [_event(event) for event in self.egress_events]
-            described = {"mode": "compartment", "enforced": True, "egress": egress}
-            if self.not_enforced:
-                described["not_enforced"] = list(self.not_enforced)
-            return described
-        if self.label is not None:
-            return {"mode": "compartment", "enforced": False, "label": self.label}
-        return None
-
-
-def sandbox_environment(declared: Sequence[str], env: Mapping[str, str]) -> dict[str, str]:
-    """The sandbox's environment: :data:`SANDBOX_ENV` plus the declared keys found in ``env``.
-
-    Values starting with ``()`` (bash function import, Shellshock) or holding NUL are dropped.
-    A declared key that makes a runtime load or run code (``BASH_ENV``, ``LD_PRELOAD``,
-    ``PATH``…, :mod:`toolgate.model.permission_rules`) raises :class:`SandboxUnavailableError`:
-    the processes that start first in a sandbox are toolgate's own (``prlimit``, the egress
-    bridge, the Python worker), and such a key would run other code inside them.
-    """
-    refusal = env_refusal("this tool", declared)
-    if refusal is not None:
-        raise SandboxUnavailableError(refusal)
-    result = dict(SANDBOX_ENV)
-    for name in declared:
-        value = env.get(name)
-        if value is not None and not value.startswith("()") and "\0" not in value:
-            result[name] = value
-    return result
+#: The path checks of the call being prepared (set only around its synchronous checks), so the
+#: public checks it calls (:meth:`Sandbox.workspace_refusal`) use them rather than taking new ones.
+_PREPARING: ContextVar[CheckedPolicy | None] = ContextVar("toolgate_sandbox_checks", default=None)
 
 
 def _env_refusal(tool: Tool) -> str | None:
@@ -208,6 +151,7 @@ class Sandbox:
             processes=lim.processes,
             tmp_size_mb=lim.tmp_size_mb,
         )
+        self._checks = PathChecks()
 
     def guard(self, folders: Sequence[Path], *, state: bool = False) -> None:
         """Count ``folders`` among the gateway's own (see :attr:`gateway_folders`), or with
@@ -226,6 +170,17 @@ class Sandbox:
             gateway_folders=(*self.gateway_folders, *programs), state_folders=self.state_folders
         ).with_code()
 
+    def checks(self, policy: PathPolicy | None = None) -> CheckedPolicy:
+        """The path rule and identity guard of ``policy`` (default: :meth:`paths` now) with
+        the protected paths, worked out once and reused while the folders they name are the
+        same (:mod:`toolgate.sandbox.path_checks`)."""
+        if policy is None:
+            preparing = _PREPARING.get()
+            if preparing is not None:
+                return preparing
+            policy = self.paths()
+        return self._checks.of(policy, self.protected)
+
     def workspace_refusal(self, tool: Tool, workspace: Path) -> str | None:
         """Why a call of ``tool`` cannot have ``workspace`` (``None``: it can): for the pipeline,
         before anything runs, and again when the sandbox is prepared. Host-mode tools run with
@@ -234,9 +189,9 @@ class Sandbox:
         level writes gets it writable, so it must not hold the gateway's own folders either."""
         if self.mode_for(tool) is SandboxMode.HOST:
             return None
-        policy = self.paths()
-        problem = workspace_problem(workspace, policy, writable=tool.side_effect.writes)
-        return None if problem is None else _workspace_message(tool, problem)
+        checks = self.checks()
+        problem = checks.workspace_problem(workspace, writable=tool.side_effect.writes)
+        return None if problem is None else workspace_message(tool, problem)
 
     def confine_new_folder(self, tool: Tool) -> tuple[Tool, str | None]:
         """``tool``, of a tool folder that appeared while the gateway runs, in the mode its
@@ -259,22 +214,32 @@ class Sandbox:
             f"host mode ('sandbox: {{namespaces: {{{namespace}: host}}}}' in toolgate.yaml)."
         )
 
-    def fs_refusal(self, tool: Tool, code: Sequence[Path] = ()) -> str | None:
+    def fs_refusal(
+        self, tool: Tool, code: Sequence[Path] = (), *, checks: CheckedPolicy | None = None
+    ) -> str | None:
         """Why a declared ``fs`` prefix of ``tool`` cannot be bound (``None``: all can)."""
+        if not tool.sandbox.permissions.fs:
+            return None
         return self.prefix_refusal(
             tool.sandbox.permissions.fs,
-            own=[*code, *_own_folder(tool)],
+            own=[*code, *own_folder(tool)],
             where=f"{tool.source.location or tool.id}: permissions.fs",
+            checks=checks,
         )
 
     def prefix_refusal(
-        self, prefixes: Sequence[str], *, own: Sequence[Path], where: str
+        self,
+        prefixes: Sequence[str],
+        *,
+        own: Sequence[Path],
+        where: str,
+        checks: CheckedPolicy | None = None,
     ) -> str | None:
         """Why one of ``prefixes`` (granted at ``where``, e.g. ``file: permissions.fs``)
         cannot be bound (``None``: all can); a prefix inside ``own`` is the tool's own code."""
-        policy = self.paths()
+        checks = checks or self.checks()
         for index, prefix in enumerate(prefixes):
-            problem = prefix_problem(prefix, policy, own=own)
+            problem = checks.prefix_problem(prefix, own=own)
             if problem is not None:
                 return (
                     f"{where}[{index}]: {problem}: a sandbox never shows it to a tool. Grant "
@@ -297,17 +262,19 @@ class Sandbox:
         programs: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
         code: Sequence[Path] = (),
+        checks: CheckedPolicy | None = None,
     ) -> str | None:
         """Why ``tool`` cannot run here (``None``: it can); for the registry. ``programs`` are
         the runtime programs it starts as found on ``env``'s ``PATH``: one that cannot be
         contained (:mod:`toolgate.sandbox.programs`) makes the tool unavailable too; ``code``
-        are the tool's own folders (a program there is never started to ask)."""
+        are the tool's own folders (a program there is never started to ask); ``checks``: the
+        path checks to use (default: :meth:`checks` now)."""
         refusal = _env_refusal(tool)
         if refusal is not None:
             return refusal
         if self.mode_for(tool) is SandboxMode.HOST:
             return None
-        refused = self.fs_refusal(tool)
+        refused = self.fs_refusal(tool, checks=checks)
         if refused is not None:
             return refused
         host = self.host()
@@ -416,7 +383,9 @@ class Sandbox:
         if self.mode_for(tool) is SandboxMode.HOST:
             yield SandboxedCommand(list(argv), dict(env), host_cwd, host_cwd, sandboxed=False)
             return
-        reason = self.unavailable_reason(tool)
+        # The path checks of the gateway's folders as they are now, for the whole preparation.
+        checks = self.checks()
+        reason = self.unavailable_reason(tool, checks=checks)
         if reason is not None:
             raise SandboxUnavailableError(f"Tool {tool.id} is unavailable: {reason}")
         host = self.host()
@@ -431,7 +400,7 @@ class Sandbox:
         # points to, and bound from the descriptor: nothing is resolved by name again.
         with HeldPaths() as held:
             async with self._prepared(
-                tool, argv, env, host, held, workspace, code, programs, call_id
+                tool, argv, env, host, held, checks, workspace, code, programs, call_id
             ) as command:
                 yield command
 
@@ -443,6 +412,7 @@ class Sandbox:
         env: Mapping[str, str],
         host: HostCapabilities,
         held: HeldPaths,
+        checks: CheckedPolicy,
         workspace: Path | None,
         code: Sequence[Path],
         programs: Sequence[str],
@@ -451,15 +421,16 @@ class Sandbox:
         """:meth:`prepare` of a compartment tool on a host that sandboxes."""
         assert host.bwrap is not None and host.prlimit is not None
         if workspace is not None:
-            workspace = self._checked_workspace(tool, workspace, held)
-        refused = self.fs_refusal(tool, code)
+            workspace = self._checked_workspace(tool, workspace, held, checks)
+        refused = self.fs_refusal(tool, code, checks=checks)
         if refused is not None:
             raise SandboxUnavailableError(f"Tool {tool.id} did not run: {refused}")
         perms = tool.sandbox.permissions
+        network = bool(perms.network)
         declared = tuple(dict.fromkeys((*tool.env, *perms.env)))
         sandbox_env = sandbox_environment(declared, env)
-        ro = self._held_fs(tool, code, held)
-        ro += _hold(tool, held, [*map(Path, self.config.system_paths), *code])
+        ro = self._held_fs(tool, code, held, checks)
+        ro += hold(tool, held, [*map(Path, self.config.system_paths), *code])
         argv = list(argv)
         for program in programs:
             # A shim (pyenv, asdf…) becomes the interpreter it runs, with its root bound; found
@@ -475,19 +446,31 @@ class Sandbox:
                     f"Tool {tool.id} is unavailable: it runs in sandbox mode 'compartment', "
                     f"but {contained.problem}"
                 )
-            ro += _hold(tool, held, contained.read_only)
+            ro += hold(tool, held, contained.read_only)
             if argv and argv[0] == program:
                 argv[0] = contained.program
-        command = [*prlimit_argv(host.prlimit, self.limits), *argv]
         async with contextlib.AsyncExitStack() as stack:
-            cgroup = self._call_cgroup(host, network=bool(perms.network))
+            cgroup = self._call_cgroup(host, network=network)
             if cgroup is not None:
                 # Registered first, so it runs last: after the process and the egress proxy.
                 stack.push_async_callback(cgroup.close)
+            # The rlimits are set by the shell that joins the cgroup, before bwrap starts,
+            # where that shell sets them exactly (probed) and RLIMIT_NPROC, the one limit that
+            # must be set inside the sandbox's user namespace, means nothing anyway (the kernel
+            # exempts root from it). An egress bridge runs first in the sandbox and is not the
+            # tool's: then, and everywhere else, prlimit sets them inside, as the tool starts.
+            outside = (
+                cgroup is not None
+                and cgroup.sets_limits
+                and shell_limit_args(self.limits) is not None
+                and not host.nproc_enforced
+                and not network
+            )
+            command = argv if outside else [*prlimit_argv(host.prlimit, self.limits), *argv]
             extra: list[tuple[Path, Path]] = []
             events: Sequence[Any] = ()
-            bind_call: Callable[[str], None] = _no_call
-            if perms.network:
+            bind_call: Callable[[str], None] = no_call
+            if network:
                 proxy = await stack.enter_async_context(
                     _egress().EgressProxy.start(
                         perms,
@@ -500,7 +483,7 @@ class Sandbox:
                 )
                 python = os.path.realpath(sys.executable)
                 command, extra = _behind_bridge(python, Path(proxy.socket_path), command)
-                ro += _hold(tool, held, install_root(python))
+                ro += hold(tool, held, install_root(python))
                 events = proxy.events
                 bind_call = functools.partial(setattr, proxy, "call_id")
             spec = BwrapSpec(
@@ -509,15 +492,17 @@ class Sandbox:
                 workspace_writable=tool.side_effect.writes,
                 ro_paths=ro,
                 protected=self.protected,
-                network=bool(perms.network),
+                network=network,
                 extra_binds=extra,
                 tmp_size=self.limits.tmp_size_bytes,
                 held=held.held,
                 require_held=True,
             )
             sandboxed = bwrap_argv(host.bwrap, spec)
+            if cgroup is not None:
+                sandboxed = cgroup.wrap(sandboxed, limits=self.limits if outside else None)
             yield SandboxedCommand(
-                cgroup.wrap(sandboxed) if cgroup is not None else sandboxed,
+                sandboxed,
                 sandbox_env,
                 Path("/"),
                 workspace or Path("/tmp"),
@@ -528,43 +513,28 @@ class Sandbox:
                 pass_fds=spec.pass_fds,
             )
 
-    def _checked_workspace(self, tool: Tool, workspace: Path, held: HeldPaths) -> Path:
-        """The real path of the folder ``workspace`` opened as in ``held`` (what is bound), or
-        :class:`SandboxWorkspaceError` when :meth:`workspace_refusal` refuses it: as given (the
-        caller's spelling in the message) and as what was opened. A link swapped in between the
-        two, or after them, changes nothing: the descriptor is bound, not the path. A workspace
-        that changes while it is looked at (``os.path.realpath`` meets a link that is a folder
-        when it reads it) is refused too."""
+    def _checked_workspace(
+        self, tool: Tool, workspace: Path, held: HeldPaths, checks: CheckedPolicy
+    ) -> Path:
+        """:func:`~toolgate.sandbox.held_binds.checked_workspace` through the public check (the
+        one the pipeline runs), with this call's path checks."""
+        preparing = _PREPARING.set(checks)
         try:
-            refused = self.workspace_refusal(tool, workspace)
-            if refused is None:
-                real = held.hold(workspace, directory=True)
-                refused = self.workspace_refusal(tool, real)
-            if refused is None:
-                # The same folder under another name (a bind mount) passes the text rule.
-                policy = self.paths()
-                if not tool.side_effect.writes:
-                    policy = policy.read_only()
-                problem = self.identity_guard(policy).problem(held.fd(real), real)
-                if problem is not None:
-                    refused = _workspace_message(tool, f"{real} {problem}")
-        except OSError as exc:
-            raise SandboxWorkspaceError(
-                f"Tool {tool.id} runs in a sandbox and did not run: the workspace {workspace} "
-                f"cannot be opened: {exc.strerror or exc}"
-            ) from None
-        if refused is not None:
-            raise SandboxWorkspaceError(refused)
-        return real
+            return checked_workspace(tool, workspace, held, checks, self.workspace_refusal)
+        finally:
+            _PREPARING.reset(preparing)
 
-    def _held_fs(self, tool: Tool, code: Sequence[Path], held: HeldPaths) -> list[Path]:
+    def _held_fs(
+        self, tool: Tool, code: Sequence[Path], held: HeldPaths, checks: CheckedPolicy
+    ) -> list[Path]:
         """The declared ``fs`` prefixes that exist, opened in ``held``: their real paths, each
         checked (:func:`~toolgate.path_policy.prefix_problem`) as what was opened."""
-        policy = self.paths()
-        own = [*code, *_own_folder(tool)]
+        if not tool.sandbox.permissions.fs:
+            return []
+        own = [*code, *own_folder(tool)]
         where = f"{tool.source.location or tool.id}: permissions.fs"
         return self.held_prefixes(
-            tool.id, tool.sandbox.permissions.fs, held, own=own, where=where, policy=policy
+            tool.id, tool.sandbox.permissions.fs, held, own=own, where=where, checks=checks
         )
 
     def held_prefixes(
@@ -576,35 +546,15 @@ class Sandbox:
         own: Sequence[Path],
         where: str,
         policy: PathPolicy | None = None,
+        checks: CheckedPolicy | None = None,
     ) -> list[Path]:
         """The ``prefixes`` (granted at ``where``) that exist, opened in ``held``: their real
         paths, each checked as what was opened, by the path rule
         (:func:`~toolgate.path_policy.prefix_problem`) and by identity
-        (:mod:`toolgate.sandbox.identity`). Raises :class:`SandboxUnavailableError`."""
-        policy = policy or self.paths()
-        own = [*own, *(Path(os.path.realpath(folder)) for folder in own)]
-        guard: IdentityGuard | None = None
-        found: list[Path] = []
-        for index, prefix in enumerate(prefixes):
-            real = _hold_one(tool_id, held, Path(prefix))
-            if real is None:
-                continue
-            problem = prefix_problem(real, policy, own=own)
-            if problem is None:
-                guard = guard or self.identity_guard(policy)
-                try:
-                    problem = guard.problem(held.fd(real), real, own=own)
-                except OSError as exc:
-                    problem = f"cannot be checked: {exc.strerror or exc}"
-                if problem is not None:
-                    problem = f"{real} {problem}"
-            if problem is not None:
-                raise SandboxUnavailableError(
-                    f"Tool {tool_id} did not run: {where}[{index}] ({prefix}): {problem}: a "
-                    "sandbox never shows it to a tool"
-                )
-            found.append(real)
-        return found
+        (:mod:`toolgate.sandbox.identity`). Raises :class:`SandboxUnavailableError`.
+        ``checks`` (or ``policy``, default :meth:`paths` now): what they are checked against."""
+        checks = checks or self.checks(policy)
+        return held_prefixes(tool_id, prefixes, held, checks, own=own, where=where)
 
     def identity_guard(self, policy: PathPolicy) -> IdentityGuard:
         """The identities of ``policy``'s folders and of the protected paths (see
@@ -632,49 +582,6 @@ class Sandbox:
             ) from None
 
 
-def _hold(tool: Tool, held: HeldPaths, paths: Sequence[Path]) -> list[Path]:
-    """``paths`` that exist, opened in ``held``: their real paths (bound read-only)."""
-    return [real for path in paths if (real := _hold_one(tool.id, held, path)) is not None]
-
-
-def _hold_one(tool_id: str, held: HeldPaths, path: Path) -> Path | None:
-    try:
-        return held.hold(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None  # as before: a path that does not exist is not bound
-    except OSError as exc:
-        raise SandboxUnavailableError(
-            f"Tool {tool_id} did not run: {path} cannot be opened to be bound into its "
-            f"sandbox: {exc.strerror or exc}"
-        ) from None
-
-
-def _no_call(call_id: str) -> None:
-    """A sandbox without an egress proxy records nothing per call."""
-
-
-class SandboxWorkspaceError(ToolError):
-    """The call's workspace cannot be bound into a sandbox (see :mod:`.workspaces`)."""
-
-
-def _workspace_message(tool: Tool, problem: str) -> str:
-    return (
-        f"Tool {tool.id} runs in a sandbox and did not run: the workspace {problem}, which a "
-        "sandbox never binds. Call it with a project folder as the workspace that holds none "
-        "of the gateway's own folders (its home, tool folders, sources, toolgate.yaml, the "
-        "folders its programs and Python code come from, its run and spill folders)."
-    )
-
-
-def _own_folder(tool: Tool) -> list[Path]:
-    """The folder ``tool`` was declared in (its own files: an ``fs`` prefix there is its code)."""
-    location = tool.source.location
-    if not location or not location.startswith("/"):
-        return []
-    path = Path(location)
-    return [path if path.is_dir() else path.parent]
-
-
 def _egress() -> Any:
     """The egress module, or ``None`` when it is not part of this installation."""
     try:
@@ -692,10 +599,3 @@ def _behind_bridge(
     inside = f"{EGRESS_MOUNT}/{socket_path.name}"
     wrapped = bridge.bridge_argv(python, inside, BRIDGE_PORT, command)
     return list(wrapped), [(socket_path.parent, Path(EGRESS_MOUNT))]
-
-
-def _event(event: Any) -> Any:
-    """An egress record as JSON-ready data (the proxy's records are dataclasses)."""
-    if dataclasses.is_dataclass(event) and not isinstance(event, type):
-        return dataclasses.asdict(event)
-    return event
