@@ -156,6 +156,31 @@ def test_a_gateway_folder_link_pointed_elsewhere_is_checked_again(scene: Scene) 
     assert _refused(scene.call(tool, second))
 
 
+@pytest.mark.parametrize("how", ["renamed", "made-again"])
+def test_a_gateway_folder_moved_under_a_workspace_is_checked_again(scene: Scene, how: str) -> None:
+    # Moved with rename (same inode) or removed and made again elsewhere (ext4 often gives the
+    # inode number back), the link re-pointed: the folder's identity alone is unchanged, but
+    # the workspace now holds it.
+    old, workspace = scene.root / "a" / "guarded", scene.root / "b"
+    old.mkdir(parents=True)
+    workspace.mkdir()
+    link = scene.root / "current"
+    link.symlink_to(old)
+    scene.sandbox.guard([link], state=True)
+    tool = scene.add("moved")
+    for _ in range(2):
+        assert _ran(scene.call(tool, workspace))
+    if how == "renamed":
+        old.rename(workspace / "guarded")
+    else:
+        old.rmdir()
+        (workspace / "guarded").mkdir()
+    link.unlink()
+    link.symlink_to(workspace / "guarded")
+    outcome = scene.call(tool, workspace)
+    assert outcome.code is not None and "guarded" in (outcome.message or ""), outcome
+
+
 def test_a_changed_fs_declaration_is_checked_again(scene: Scene) -> None:
     data = scene.root / "data"
     data.mkdir()

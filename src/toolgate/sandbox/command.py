@@ -96,8 +96,9 @@ def sandbox_environment(declared: Sequence[str], env: Mapping[str, str]) -> dict
     Values starting with ``()`` (bash function import, Shellshock) or holding NUL are dropped.
     A declared key that makes a runtime load or run code (``BASH_ENV``, ``LD_PRELOAD``,
     ``PATH``…, :mod:`toolgate.model.permission_rules`) raises :class:`SandboxUnavailableError`:
-    the processes that start first in a sandbox are toolgate's own (``prlimit``, the egress
-    bridge, the Python worker), and such a key would run other code inside them.
+    the processes that start first in a sandbox are toolgate's own (the join shell or
+    ``prlimit`` that sets the limits, the egress bridge, the Python worker), and such a key
+    would run other code inside them.
     """
     refusal = env_refusal("this tool", declared)
     if refusal is not None:

@@ -12,13 +12,17 @@ load), and it is the same work every call as long as nothing it depends on chang
 folders are the gateway's: a folder added with :meth:`~toolgate.sandbox.runner.Sandbox.guard`,
 a runtime resolved, a module imported from elsewhere is a new policy, checked from scratch):
 
-* the work is used again only while its **stamp** is unchanged: the identity (``st_dev``,
-  ``st_ino``, links followed) of every folder of the policy, of every protected path and of the
-  gateway user's home (a missing one counts as missing: one that appears changes the stamp),
+* the work is used again only while its **stamp** is unchanged: the real location and the
+  identity (``st_dev``, ``st_ino``, links followed, both read from one ``O_PATH`` descriptor) of
+  every folder of the policy, of every protected path and of the gateway user's home (a missing
+  one counts as missing: one that appears changes the stamp), the identity of every folder
+  above them,
   the identity and modification time of ``/home`` (a home folder added or removed), and the
   variables the rule reads (``HOME``, ``PYTHONUSERBASE``, ``GOPATH``). A link re-pointed, a
   folder removed and made again, a home added: the stamp differs and everything is worked out
-  again. One ``stat`` per folder per call;
+  again, and so does a folder moved with ``rename`` (which keeps its inode) or removed and
+  made again elsewhere (which may get the same inode back). One descriptor per folder and one
+  ``stat`` per folder above them, per call;
 * a path that passes the text rule is remembered as passing, only for a path that *is* its own
   real path when it is checked (its real path is resolved again on every check, and a path with
   a link in it is never answered from memory): a folder that became a link since, or whose
@@ -65,6 +69,40 @@ def _identity(path: Path | str) -> tuple[int, int] | None:
     return info.st_dev, info.st_ino
 
 
+def _located(path: Path | str) -> tuple[str, int, int] | None:
+    """Where ``path`` really is (links followed) and its identity, from one descriptor so the
+    two belong together. The identity alone is not enough: a folder moved with ``rename``
+    keeps its inode, and one removed and made again elsewhere often gets the same number back
+    (ext4 reuses them), so a re-pointed link would keep the stamp while the folder sits under
+    another parent."""
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except (OSError, ValueError):
+        return None
+    try:
+        info = os.fstat(fd)
+        try:
+            real = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # no /proc: the slower resolution by name
+            real = os.path.realpath(path)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return real, info.st_dev, info.st_ino
+
+
+def _ancestry(located: Iterable[tuple[str, int, int] | None]) -> tuple[object, ...]:
+    """The identity of every folder above the located folders (each once): the identity
+    guard keeps the ancestors of the policy's folders, so a parent replaced under an unchanged
+    path must change the stamp too."""
+    above: set[str] = set()
+    for entry in located:
+        if entry is not None:
+            above.update(str(parent) for parent in Path(entry[0]).parents)
+    return tuple((folder, _identity(folder)) for folder in sorted(above))
+
+
 def policy_stamp(policy: PathPolicy, protected: Sequence[Path]) -> Stamp:
     """What the checks of ``policy`` (with the ``protected`` paths) depend on, now (see the
     module documentation): equal stamps, equal answers."""
@@ -76,12 +114,9 @@ def policy_stamp(policy: PathPolicy, protected: Sequence[Path]) -> Stamp:
         home_state = None
     variables = tuple(os.environ.get(name) for name in RULE_VARIABLES)
     user_home = policy.home or os.environ.get("HOME")
-    return (
-        variables,
-        home_state,
-        None if user_home is None else _identity(user_home),
-        tuple(_identity(folder) for folder in folders),
-    )
+    located = tuple(_located(folder) for folder in folders)
+    home = None if user_home is None else _located(user_home)
+    return (variables, home_state, home, located, _ancestry((*located, home)))
 
 
 class CheckedPolicy:
