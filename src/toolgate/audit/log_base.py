@@ -213,7 +213,14 @@ class AuditLog(BatchWriter):
         finally:
             # Settles what _write_records did not: a call whose record could not be built, or
             # every call of a batch whose write failed unexpectedly. No caller waits in vain.
-            self._settle([call.call_id for call in calls], UNRECORDED)
+            call_ids = [call.call_id for call in calls]
+            self._settle(call_ids, UNRECORDED)
+            self._leftover_writes(call_ids)
+
+    def _leftover_writes(self, call_ids: list[str]) -> None:
+        """Run the writes the stores handed over for ``call_ids`` that no batch carried (a log
+        that takes such writes: see :mod:`toolgate.stores.call_writes`). Called after every
+        batch, and once per wake of the writer with no calls."""
 
     @abc.abstractmethod
     def _reading(self) -> AbstractContextManager[Any]:

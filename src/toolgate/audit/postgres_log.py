@@ -11,6 +11,10 @@ the middle of calls has recorded every call it answered. Batches still form on t
 one batch is being committed, the calls that end meanwhile wait for the next one, so under load
 one commit carries many records (a few rows are one ``INSERT``, more go through ``COPY``).
 
+A durable log also commits, in the statement of a batch, the writes the stores hand over for
+the calls of that batch (:mod:`toolgate.stores.call_writes`): a keyed call's outcome is then
+kept by the same commit as its record, one flush of the server's log where there were two.
+
 When PostgreSQL does not answer, the batch is lost and counted, its callers are told that their
 calls were not recorded (``metadata.audit`` of the outcome), and the log is unhealthy until a
 later batch is committed: meanwhile the AuditGuard stage refuses tools above ``local_write``.
@@ -23,8 +27,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+import logging
+import random
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
@@ -32,14 +39,18 @@ from typing import Any, Final
 import psycopg
 
 from ..errors import StateUnavailableError
+from ..stores.call_writes import CallWrite
 from ..stores.postgres_db import PostgresDatabase
-from .log_base import UNRECORDED, AuditLog, AuditStoreError
+from .caller_commit import CallerCommit
+from .log_base import UNRECORDED, AuditStoreError
 from .record import AuditRecord
 from .rollup import prune_statements, rollup_of, upserts
 from .sqlite_rows import row_from_record
 from .sqlite_schema import COLUMNS
 
 __all__ = ["PostgresAuditLog"]
+
+log = logging.getLogger("toolgate.audit")
 
 _COPY: Final = f"COPY audit_records ({COLUMNS}) FROM STDIN"
 
@@ -67,6 +78,8 @@ def _one_statement(statements: list[tuple[str, list[Any]]]) -> tuple[str, list[A
 
 #: Times a batch is written again after PostgreSQL chose it as a deadlock's victim.
 DEADLOCK_RETRIES: Final = 5
+#: Longest pause (seconds) before the first retry of a rolled-back batch; it grows per attempt.
+DEADLOCK_PAUSE: Final = 0.01
 _ROLLED_BACK: Final = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
 
 #: Summary rows one upsert carries at most.
@@ -90,12 +103,13 @@ def _storable(value: Any) -> Any:
     return value.replace("\x00", "\\x00")
 
 
-class PostgresAuditLog(AuditLog):
+class PostgresAuditLog(CallerCommit):
     """The audit log of a replica, kept in the shared PostgreSQL database ``db``.
 
     The options are those of :class:`~toolgate.audit.sqlite_log.SQLiteAuditLog`; ``durable``
-    (default ``True``) makes :meth:`recorded` wait for the commit of a call's record. Retention
-    pruning runs on every replica; deleting the same old rows twice is harmless.
+    (default ``True``) makes :meth:`recorded` wait for the commit of a call's record (a lone
+    ``call_sync`` caller commits its own: :mod:`.caller_commit`). Retention pruning runs on
+    every replica; deleting the same old rows twice is harmless.
     """
 
     unlimited = "LIMIT ALL"
@@ -114,6 +128,8 @@ class PostgresAuditLog(AuditLog):
     ) -> None:
         self.db = db
         self._pruner: threading.Thread | None = None
+        # Batches are written by the writer thread and by callers writing their own record.
+        self._jsonl_lock = threading.Lock()
         super().__init__(
             batch_size=batch_size,
             flush_interval=flush_interval,
@@ -123,7 +139,16 @@ class PostgresAuditLog(AuditLog):
             prune_interval=prune_interval,
             durable=durable,
         )
+        self._init_caller_commit()
         self._start()
+        db.call_writes.attach(self)
+
+    @property
+    def takes_writes(self) -> bool:
+        """Whether stores may hand over writes to commit with the records (:mod:`toolgate.
+        stores.call_writes`): while the log is durable (each record is committed as soon as it
+        is queued, and its caller waits for that) and open."""
+        return self.durable and not self._closed
 
     def __repr__(self) -> str:
         db = getattr(self, "db", None)
@@ -140,6 +165,9 @@ class PostgresAuditLog(AuditLog):
         rows: list[tuple[Any, ...]] = []
         ids: list[str] = []
         written: list[AuditRecord] = []
+        # The stores' writes for these calls, even those whose record cannot be built: they
+        # commit with the batch.
+        writes = self.db.call_writes.take(record.call_id for record in batch)
         for record in batch:
             try:
                 rows.append(tuple(_storable(value) for value in row_from_record(record)))
@@ -151,26 +179,46 @@ class PostgresAuditLog(AuditLog):
             ids.append(record.call_id)
             written.append(record)
         if not rows:
+            _run_alone(self.db, writes)
             return
         try:
-            self._commit(rows, upserts(rollup_of(written), ROLLUP_ROWS))
+            self._commit(rows, upserts(rollup_of(written), ROLLUP_ROWS), writes)
         except Exception as exc:  # noqa: BLE001 - counted, reported and settled, never raised
             self._lose(len(rows))
             self._fail("cannot write to the audit log in PostgreSQL", exc)
             self._settle(ids, UNRECORDED)
+            # Kept without their records if the server takes them (a record it refused).
+            _run_alone(self.db, writes)
             return
-        self._written += len(rows)
+        _tell(writes, None)
+        with self._count_lock:
+            self._written += len(rows)
         self._settle(ids, None)
-        if self._append_jsonl(written):
+        with self._jsonl_lock:
+            appended = self._append_jsonl(written)
+        if appended:
             self._healthy = True
 
-    def _commit(self, rows: list[tuple[Any, ...]], summary: list[tuple[str, list[Any]]]) -> None:
-        """Write ``rows`` and add them to the health figures' summary, atomically.
+    def _leftover_writes(self, call_ids: list[str]) -> None:
+        # Writes whose record never reached a batch (it could not be built), and any that
+        # waited too long for theirs (a call this log never saw): on their own.
+        db = self.db
+        _run_alone(db, db.call_writes.take(call_ids) + db.call_writes.stale())
+
+    def _commit(
+        self,
+        rows: list[tuple[Any, ...]],
+        summary: list[tuple[str, list[Any]]],
+        writes: Sequence[CallWrite] = (),
+    ) -> None:
+        """Write ``rows``, add them to the health figures' summary and run the stores'
+        ``writes`` for these calls, atomically.
 
         Two replicas adding to the same summary rows can deadlock (the statements of a
         ``WITH`` run in no set order, so row locks cannot be taken in one): PostgreSQL then
         rolls one transaction back whole, and it is written again, so nothing is lost or
         counted twice."""
+        extra = [(write.sql, list(write.params)) for write in writes]
         for attempt in range(DEADLOCK_RETRIES + 1):
             try:
                 if len(rows) <= INSERT_ROWS and len(summary) <= 2:
@@ -178,13 +226,13 @@ class PostgresAuditLog(AuditLog):
                     # where COPY and a transaction take several.
                     insert = (_insert(len(rows)), list(itertools.chain.from_iterable(rows)))
                     with self.db.autocommit() as conn:
-                        conn.execute(*_one_statement([insert, *summary]))
+                        conn.execute(*_one_statement([insert, *summary, *extra]))
                 else:
                     with self.db.write() as conn:
                         with conn.raw.cursor() as cursor, cursor.copy(_COPY) as copy:
                             for row in rows:
                                 copy.write_row(row)
-                        for statement, params in summary:
+                        for statement, params in [*summary, *extra]:
                             conn.execute(statement, params)
                 return
             except (StateUnavailableError, psycopg.Error) as exc:
@@ -193,8 +241,14 @@ class PostgresAuditLog(AuditLog):
                 cause = exc.__cause__ if isinstance(exc, StateUnavailableError) else exc
                 if attempt == DEADLOCK_RETRIES or not isinstance(cause, _ROLLED_BACK):
                     raise
+                # Apart, at random: two writers retrying at once would meet again.
+                time.sleep(random.uniform(0, DEADLOCK_PAUSE * (attempt + 1)))
 
     def _reserve(self) -> None:
+        if self.db.wrote_just_now():
+            # This thread's call committed its idempotency claim here a moment ago: the server
+            # answered and accepted a write, which is what the round trip below would ask.
+            return
         # One round trip on a pooled connection: the server answers, and would accept a write
         # (not a standby, not a read-only session).
         with self.db.autocommit() as conn:
@@ -259,5 +313,27 @@ class PostgresAuditLog(AuditLog):
                 return deleted
 
     def _release(self) -> None:
-        # The database belongs to the gateway's shared state, which closes it.
-        return None
+        # The database belongs to the gateway's shared state, which closes it. Writes still
+        # waiting for a record run now, if no other log on the database will take them.
+        _run_alone(self.db, self.db.call_writes.detach(self))
+
+
+def _run_alone(db: PostgresDatabase, writes: list[CallWrite]) -> None:
+    """Run each write in a statement of its own (its record was not written with it)."""
+    for write in writes:
+        try:
+            with db.autocommit() as conn:
+                conn.execute(write.sql, write.params)
+        except Exception as exc:  # noqa: BLE001 - told to the write's owner, never raised
+            _tell([write], exc)
+        else:
+            _tell([write], None)
+
+
+def _tell(writes: list[CallWrite], error: BaseException | None) -> None:
+    """Tell each write's owner how it went; an owner that fails does not stop the writer."""
+    for write in writes:
+        try:
+            write.then(error)
+        except Exception:
+            log.exception("the owner of a write committed with an audit record failed")

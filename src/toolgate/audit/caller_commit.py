@@ -1,0 +1,123 @@
+"""A lone synchronous caller commits its own record: no hand-off to the writer thread and back.
+
+A durable log answers a call once the call's record is committed. Through the writer thread that
+costs two thread hand-offs on top of the commit — the caller wakes the writer, the writer wakes
+the caller — which on a busy machine are a large part of a ``call_sync`` on the shared database.
+:class:`CallerCommit` lets the caller write the record itself, on its own thread, when that
+cannot cost anyone a shared commit:
+
+* the call ends on a thread without an event loop (``call_sync``: nothing else runs there), the
+  log is durable, nothing is queued for the writer and no other caller is writing its own —
+  then the call is *parked* instead of queued;
+* :meth:`~CallerCommit.recorded_sync` (the caller's wait for its record) takes its parked call
+  back and writes it, exactly as the writer would (the same batch code: redaction, the payload
+  cap, the summary tables, the stores' writes for the call), then returns the settlement;
+* a parked call nobody takes within :data:`PARK_TIMEOUT` seconds (a record of a call whose
+  caller does not wait: a denial, say) is queued for the writer at its next wake, and
+  :meth:`~CallerCommit.flush` and closing queue every parked call first and wait for the
+  callers' writes in progress, so neither returns before those records are committed.
+
+Under concurrent calls the queue is rarely empty, and calls go to the writer as before, sharing
+its commits. Whoever takes a parked call out of the table writes it: the caller or the writer,
+never both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Final
+
+from ..pipeline.observers import FinishedCall
+from .log_base import UNRECORDED, AuditLog
+
+__all__ = ["PARK_TIMEOUT", "CallerCommit"]
+
+#: Seconds a parked call waits for its caller before the writer takes it.
+PARK_TIMEOUT: Final = 0.05
+
+
+class CallerCommit(AuditLog):
+    """An :class:`~toolgate.audit.log_base.AuditLog` whose lone synchronous callers commit their
+    own records (see the module docstring). Subclasses call :meth:`_init_caller_commit`."""
+
+    def _init_caller_commit(self) -> None:
+        self._parked: dict[str, tuple[FinishedCall, float]] = {}
+        self._own = threading.Condition()
+        self._own_writing = 0
+        self._closing = False
+
+    def _parkable(self) -> bool:
+        return (
+            self.durable
+            and not self._closing
+            and not self._queue
+            and not self._own_writing
+            and asyncio._get_running_loop() is None
+        )
+
+    def observe(self, call: FinishedCall) -> None:
+        """:meth:`AuditLog.observe`; a call a lone synchronous caller will write is parked."""
+        if not self._parkable():
+            super().observe(call)
+            return
+        try:
+            self._acks.expect(call.call_id)
+            self._parked[call.call_id] = (call, time.monotonic())
+        except Exception:  # noqa: BLE001 - an observer must never raise into the call
+            self._lose(1)
+            self._settle([call.call_id], UNRECORDED)
+
+    def recorded_sync(self, call_id: str, timeout: float) -> str | None:
+        """:meth:`AuditLog.recorded_sync`, writing the call's record first when it is parked."""
+        parked = self._parked.pop(call_id, None)
+        if parked is not None:
+            with self._own:
+                self._own_writing += 1
+            try:
+                # The writer's own path for one call: a failure settles it, never raises.
+                self._write([parked[0]])
+            finally:
+                with self._own:
+                    self._own_writing -= 1
+                    self._own.notify_all()
+        return super().recorded_sync(call_id, timeout)
+
+    def _unpark(self, older_than: float | None = None) -> None:
+        """Queue the parked calls (those parked ``older_than`` seconds ago or more) for the
+        writer."""
+        now = time.monotonic()
+        for call_id, (_, at) in list(self._parked.items()):
+            if older_than is not None and now - at < older_than:
+                continue
+            found = self._parked.pop(call_id, None)
+            if found is not None:
+                self._queue.append(found[0])
+                self._wake.set()
+
+    def _await_own_writes(self, timeout: float | None) -> bool:
+        """Wait until no caller is writing its own record; False on timeout."""
+        with self._own:
+            return self._own.wait_for(lambda: not self._own_writing, timeout)
+
+    def _leftover_writes(self, call_ids: list[str]) -> None:
+        super()._leftover_writes(call_ids)
+        self._unpark(PARK_TIMEOUT)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """:meth:`AuditLog.flush`, parked calls and the callers' writes in progress included."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        self._unpark()
+        if not super().flush(timeout):
+            return False
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        return self._await_own_writes(left)
+
+    def close(self) -> None:
+        """:meth:`AuditLog.close`, once the parked calls are queued and the callers' writes in
+        progress are committed."""
+        self._closing = True
+        self._unpark()
+        self._await_own_writes(None)
+        super().close()
