@@ -204,6 +204,7 @@ class PostgresAuditLog(CallerCommit):
         # waited too long for theirs (a call this log never saw): on their own.
         db = self.db
         _run_alone(db, db.call_writes.take(call_ids) + db.call_writes.stale())
+        super()._leftover_writes(call_ids)
 
     def _commit(
         self,
