@@ -6,12 +6,13 @@ the caller — which on a busy machine are a large part of a ``call_sync`` on th
 :class:`CallerCommit` lets the caller write the record itself, on its own thread, when that
 cannot cost anyone a shared commit:
 
-* the call ends on a thread without an event loop (``call_sync``: nothing else runs there), the
-  log is durable, nothing is queued for the writer and no other caller is writing its own —
-  then the call is *parked* instead of queued;
-* :meth:`~CallerCommit.recorded_sync` (the caller's wait for its record) takes its parked call
-  back and writes it, exactly as the writer would (the same batch code: redaction, the payload
-  cap, the summary tables, the stores' writes for the call), then returns the settlement;
+* when a call ends, the log is durable, nothing is queued for the writer and no other caller
+  is writing its own, the call is *parked* instead of queued;
+* :meth:`~CallerCommit.recorded_sync` (a ``call_sync`` caller's wait for its record) takes its
+  parked call back and writes it on its own thread, exactly as the writer would (the same batch
+  code: redaction, the payload cap, the summary tables, the stores' writes for the call), then
+  returns the settlement; :meth:`~CallerCommit.recorded` (an async caller's wait) hands its
+  parked call to the writer at once instead: nothing blocks an event loop;
 * a parked call nobody takes within :data:`PARK_TIMEOUT` seconds (a record of a call whose
   caller does not wait: a denial, say) is queued for the writer at its next wake, and
   :meth:`~CallerCommit.flush` and closing queue every parked call first and wait for the
@@ -24,7 +25,6 @@ never both.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from typing import Final
@@ -49,13 +49,7 @@ class CallerCommit(AuditLog):
         self._closing = False
 
     def _parkable(self) -> bool:
-        return (
-            self.durable
-            and not self._closing
-            and not self._queue
-            and not self._own_writing
-            and asyncio._get_running_loop() is None
-        )
+        return self.durable and not self._closing and not self._queue and not self._own_writing
 
     def observe(self, call: FinishedCall) -> None:
         """:meth:`AuditLog.observe`; a call a lone synchronous caller will write is parked."""
@@ -83,6 +77,15 @@ class CallerCommit(AuditLog):
                     self._own_writing -= 1
                     self._own.notify_all()
         return super().recorded_sync(call_id, timeout)
+
+    async def recorded(self, call_id: str, timeout: float) -> str | None:
+        """:meth:`AuditLog.recorded`: an async caller never writes on its event loop; its parked
+        call goes to the writer at once."""
+        parked = self._parked.pop(call_id, None)
+        if parked is not None:
+            self._queue.append(parked[0])
+            self._wake.set()
+        return await super().recorded(call_id, timeout)
 
     def _unpark(self, older_than: float | None = None) -> None:
         """Queue the parked calls (those parked ``older_than`` seconds ago or more) for the
