@@ -11,10 +11,6 @@ the middle of calls has recorded every call it answered. Batches still form on t
 one batch is being committed, the calls that end meanwhile wait for the next one, so under load
 one commit carries many records (a few rows are one ``INSERT``, more go through ``COPY``).
 
-A durable log also commits, in the statement of a batch, the writes the stores hand over for
-the calls of that batch (:mod:`toolgate.stores.call_writes`): a keyed call's outcome is then
-kept by the same commit as its record, one flush of the server's log where there were two.
-
 When PostgreSQL does not answer, the batch is lost and counted, its callers are told that their
 calls were not recorded (``metadata.audit`` of the outcome), and the log is unhealthy until a
 later batch is committed: meanwhile the AuditGuard stage refuses tools above ``local_write``.
@@ -27,11 +23,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
-import logging
 import random
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
@@ -39,7 +34,6 @@ from typing import Any, Final
 import psycopg
 
 from ..errors import StateUnavailableError
-from ..stores.call_writes import CallWrite
 from ..stores.postgres_db import PostgresDatabase
 from .caller_commit import CallerCommit
 from .log_base import UNRECORDED, AuditStoreError
@@ -49,8 +43,6 @@ from .sqlite_rows import row_from_record
 from .sqlite_schema import COLUMNS
 
 __all__ = ["PostgresAuditLog"]
-
-log = logging.getLogger("toolgate.audit")
 
 _COPY: Final = f"COPY audit_records ({COLUMNS}) FROM STDIN"
 
@@ -141,14 +133,6 @@ class PostgresAuditLog(CallerCommit):
         )
         self._init_caller_commit()
         self._start()
-        db.call_writes.attach(self)
-
-    @property
-    def takes_writes(self) -> bool:
-        """Whether stores may hand over writes to commit with the records (:mod:`toolgate.
-        stores.call_writes`): while the log is durable (each record is committed as soon as it
-        is queued, and its caller waits for that) and open."""
-        return self.durable and not self._closed
 
     def __repr__(self) -> str:
         db = getattr(self, "db", None)
@@ -165,9 +149,6 @@ class PostgresAuditLog(CallerCommit):
         rows: list[tuple[Any, ...]] = []
         ids: list[str] = []
         written: list[AuditRecord] = []
-        # The stores' writes for these calls, even those whose record cannot be built: they
-        # commit with the batch.
-        writes = self.db.call_writes.take(record.call_id for record in batch)
         for record in batch:
             try:
                 rows.append(tuple(_storable(value) for value in row_from_record(record)))
@@ -179,18 +160,14 @@ class PostgresAuditLog(CallerCommit):
             ids.append(record.call_id)
             written.append(record)
         if not rows:
-            _run_alone(self.db, writes)
             return
         try:
-            self._commit(rows, upserts(rollup_of(written), ROLLUP_ROWS), writes)
+            self._commit(rows, upserts(rollup_of(written), ROLLUP_ROWS))
         except Exception as exc:  # noqa: BLE001 - counted, reported and settled, never raised
             self._lose(len(rows))
             self._fail("cannot write to the audit log in PostgreSQL", exc)
             self._settle(ids, UNRECORDED)
-            # Kept without their records if the server takes them (a record it refused).
-            _run_alone(self.db, writes)
             return
-        _tell(writes, None)
         with self._count_lock:
             self._written += len(rows)
         self._settle(ids, None)
@@ -199,27 +176,13 @@ class PostgresAuditLog(CallerCommit):
         if appended:
             self._healthy = True
 
-    def _leftover_writes(self, call_ids: list[str]) -> None:
-        # Writes whose record never reached a batch (it could not be built), and any that
-        # waited too long for theirs (a call this log never saw): on their own.
-        db = self.db
-        _run_alone(db, db.call_writes.take(call_ids) + db.call_writes.stale())
-        super()._leftover_writes(call_ids)
-
-    def _commit(
-        self,
-        rows: list[tuple[Any, ...]],
-        summary: list[tuple[str, list[Any]]],
-        writes: Sequence[CallWrite] = (),
-    ) -> None:
-        """Write ``rows``, add them to the health figures' summary and run the stores'
-        ``writes`` for these calls, atomically.
+    def _commit(self, rows: list[tuple[Any, ...]], summary: list[tuple[str, list[Any]]]) -> None:
+        """Write ``rows`` and add them to the health figures' summary, atomically.
 
         Two replicas adding to the same summary rows can deadlock (the statements of a
         ``WITH`` run in no set order, so row locks cannot be taken in one): PostgreSQL then
         rolls one transaction back whole, and it is written again, so nothing is lost or
         counted twice."""
-        extra = [(write.sql, list(write.params)) for write in writes]
         for attempt in range(DEADLOCK_RETRIES + 1):
             try:
                 if len(rows) <= INSERT_ROWS and len(summary) <= 2:
@@ -227,13 +190,13 @@ class PostgresAuditLog(CallerCommit):
                     # where COPY and a transaction take several.
                     insert = (_insert(len(rows)), list(itertools.chain.from_iterable(rows)))
                     with self.db.autocommit() as conn:
-                        conn.execute(*_one_statement([insert, *summary, *extra]))
+                        conn.execute(*_one_statement([insert, *summary]))
                 else:
                     with self.db.write() as conn:
                         with conn.raw.cursor() as cursor, cursor.copy(_COPY) as copy:
                             for row in rows:
                                 copy.write_row(row)
-                        for statement, params in [*summary, *extra]:
+                        for statement, params in summary:
                             conn.execute(statement, params)
                 return
             except (StateUnavailableError, psycopg.Error) as exc:
@@ -314,27 +277,5 @@ class PostgresAuditLog(CallerCommit):
                 return deleted
 
     def _release(self) -> None:
-        # The database belongs to the gateway's shared state, which closes it. Writes still
-        # waiting for a record run now, if no other log on the database will take them.
-        _run_alone(self.db, self.db.call_writes.detach(self))
-
-
-def _run_alone(db: PostgresDatabase, writes: list[CallWrite]) -> None:
-    """Run each write in a statement of its own (its record was not written with it)."""
-    for write in writes:
-        try:
-            with db.autocommit() as conn:
-                conn.execute(write.sql, write.params)
-        except Exception as exc:  # noqa: BLE001 - told to the write's owner, never raised
-            _tell([write], exc)
-        else:
-            _tell([write], None)
-
-
-def _tell(writes: list[CallWrite], error: BaseException | None) -> None:
-    """Tell each write's owner how it went; an owner that fails does not stop the writer."""
-    for write in writes:
-        try:
-            write.then(error)
-        except Exception:
-            log.exception("the owner of a write committed with an audit record failed")
+        # The database belongs to the gateway's shared state, which closes it.
+        return None

@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import functools
 import logging
 import threading
 import time
@@ -62,7 +61,6 @@ from ..errors import ErrorCode
 from ..model import CallOutcome, CallStatus, Overflow, Tool
 from ..registry import RegisteredTool
 from ..stores.idempotency import (
-    CompleteWithRecord,
     IdempotencyRecord,
     IdempotencyStatus,
     IdempotencyStore,
@@ -214,10 +212,6 @@ class IdempotencyStage:
         # waiter: a call nobody waits for makes none).
         self._signals: dict[tuple[str, str], concurrent.futures.Future[None] | None] = {}
         self._signals_lock = threading.Lock()
-        # A store that can commit an outcome with its call's audit record (PostgreSQL's).
-        self._with_record: CompleteWithRecord | None = getattr(
-            self.store, "complete_with_record", None
-        )
 
     @classmethod
     def sqlite(
@@ -324,83 +318,49 @@ class IdempotencyStage:
         with self._signals_lock:
             self._signals[slot] = None
         state.metadata["idempotency"] = {"key": key, "replayed": False}
-        later = False
         try:
             try:
                 outcome = await proceed(state)
             except BaseException:
                 self.store.release(mine.tool_id, mine.key, call_id=mine.call_id)
                 raise
-            later = self._settle(state, mine, outcome)
+            self._settle(state, mine, outcome)
             return outcome
         finally:
-            if not later:
-                self._wake(slot)
+            with self._signals_lock:
+                signal = self._signals.pop(slot, None)
+            if signal is not None:
+                signal.set_result(None)
 
-    def _wake(self, slot: tuple[str, str]) -> None:
-        """The key's outcome is settled: wake the calls of this process waiting for it."""
-        with self._signals_lock:
-            signal = self._signals.pop(slot, None)
-        if signal is not None:
-            signal.set_result(None)
-
-    def _settle(self, state: CallState, mine: IdempotencyRecord, outcome: CallOutcome) -> bool:
-        """Keep a final outcome for the window; give the key up for a pending one. True when
-        the outcome commits later, with the call's audit record (the waiters are woken then)."""
+    def _settle(self, state: CallState, mine: IdempotencyRecord, outcome: CallOutcome) -> None:
+        """Keep a final outcome for the window; give the key up for a pending one."""
         try:
             if outcome.status is CallStatus.PENDING_APPROVAL or state.refused_before_run:
                 # Nothing ran (it waits for a person, or was refused busy or for want of an
                 # audit record): the retry must be free to run it.
                 self.store.release(mine.tool_id, mine.key, call_id=mine.call_id)
-                return False
-            record = self._kept(state.tool, outcome_to_record(outcome))
-            expires_at = mine.created_at + state.tool.idempotency.window
+                return
+            window = state.tool.idempotency.window
             # ``if_running``: an outcome settled meanwhile as unknown (this call overran its
             # lease) stays the one answer every retry gets.
-            with_record = self._with_record
-            if with_record is not None and with_record(
-                mine.tool_id,
-                mine.key,
-                call_id=mine.call_id,
-                outcome=record,
-                expires_at=expires_at,
-                then=functools.partial(self._stored, mine),
-            ):
-                # One durable commit for the outcome and the call's audit record, which the
-                # caller waits for anyway (a durable log in the same database).
-                return True
             self.store.complete(
                 mine.tool_id,
                 mine.key,
                 call_id=mine.call_id,
-                outcome=record,
-                expires_at=expires_at,
+                outcome=self._kept(state.tool, outcome_to_record(outcome)),
+                expires_at=mine.created_at + window,
                 if_running=True,
             )
-        except Exception as exc:  # noqa: BLE001 - logged; the outcome still goes to the caller
-            self._not_stored(mine, exc)
-        return False
-
-    def _stored(self, mine: IdempotencyRecord, error: BaseException | None) -> None:
-        """The outcome handed over with the audit record is committed (``error`` is ``None``)
-        or not; on the audit log's thread."""
-        try:
-            if error is not None:
-                self._not_stored(mine, error)
-        finally:
-            self._wake((mine.tool_id, mine.key))
-
-    def _not_stored(self, mine: IdempotencyRecord, error: BaseException) -> None:
-        # The tool ran: its outcome goes to the caller even if it cannot be kept.
-        log.error(
-            "could not store the outcome of call %s for idempotency key %r of %s",
-            mine.call_id,
-            mine.key,
-            mine.tool_id,
-            exc_info=error,
-        )
-        with suppress(Exception):
-            self.store.release(mine.tool_id, mine.key, call_id=mine.call_id)
+        except Exception:
+            # The tool ran: its outcome goes to the caller even if it cannot be kept.
+            log.exception(
+                "could not store the outcome of call %s for idempotency key %r of %s",
+                mine.call_id,
+                mine.key,
+                mine.tool_id,
+            )
+            with suppress(Exception):
+                self.store.release(mine.tool_id, mine.key, call_id=mine.call_id)
 
     def _kept(self, tool: Tool, record: dict[str, Any]) -> dict[str, Any]:
         if self.scrub is None:

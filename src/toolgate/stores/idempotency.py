@@ -19,13 +19,12 @@ from __future__ import annotations
 import copy
 import heapq
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any, Protocol
 
 __all__ = [
-    "CompleteWithRecord",
     "IdempotencyRecord",
     "IdempotencyStatus",
     "IdempotencyStore",
@@ -96,25 +95,6 @@ class IdempotencyStore(Protocol):
     def close(self) -> None:
         """Release the store's resources."""
         ...
-
-
-class CompleteWithRecord(Protocol):
-    """A store's ``complete_with_record`` (PostgreSQL's): :meth:`IdempotencyStore.complete`
-    with ``if_running``, committed with the audit record of the call ``call_id`` in one
-    statement. ``then`` is told later, on the audit log's thread, how it went (``None``:
-    committed). False when nothing takes it now (the caller completes it itself)."""
-
-    def __call__(
-        self,
-        tool_id: str,
-        key: str,
-        /,
-        *,
-        call_id: str,
-        outcome: Mapping[str, Any],
-        expires_at: float,
-        then: Callable[[BaseException | None], None],
-    ) -> bool: ...
 
 
 class MemoryIdempotencyStore:

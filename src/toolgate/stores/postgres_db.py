@@ -38,7 +38,6 @@ from psycopg.rows import dict_row
 
 from .._urls import redact_url, scrub_reason
 from ..errors import StateUnavailableError
-from .call_writes import CallWrites
 
 __all__ = ["PostgresConnection", "PostgresDatabase", "redact_url"]
 
@@ -121,8 +120,6 @@ class PostgresDatabase:
         self._prober: threading.Thread | None = None
         self._closed = False
         self._local = threading.local()
-        self.call_writes = CallWrites()
-        """Writes waiting to commit with their call's audit record (:mod:`.call_writes`)."""
         connect_timeout = max(1, int(timeout))
         try:
             psycopg.connect(url, connect_timeout=connect_timeout, autocommit=True).close()

@@ -6,9 +6,6 @@ after a crash that a call started and never finished. Processes sharing the data
 coordinate through it: a ``running`` record tells a second process — or replica, on PostgreSQL —
 that the key is taken (it polls until the record has an outcome). Of two racing claims exactly
 one wins.
-
-On PostgreSQL, a call's outcome can instead be committed with the call's audit record, in one
-statement (:meth:`SqlIdempotencyStore.complete_with_record`; see :mod:`.call_writes`).
 """
 
 from __future__ import annotations
@@ -18,7 +15,6 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final, Self
 
 from .._json import canonical_json
-from .call_writes import CallWrite, CallWrites
 from .idempotency import IdempotencyRecord, IdempotencyStatus
 from .sql import SqlDatabase
 
@@ -44,14 +40,6 @@ _CLAIM: Final = f"""
     WHERE idempotency_keys.expires_at <= :now
     RETURNING call_id
 """
-
-
-# Stores a call's outcome, while that call holds the key (and, with the suffix, still runs).
-_COMPLETE: Final = (
-    "UPDATE idempotency_keys SET status = ?, outcome = ?, expires_at = ? "
-    "WHERE tool_id = ? AND key = ? AND call_id = ?"
-)
-_IF_RUNNING: Final = " AND status = 'running'"
 
 
 def _record_from_row(row: Any) -> IdempotencyRecord:
@@ -80,9 +68,9 @@ class SqlIdempotencyStore:
     def __init__(self, db: SqlDatabase) -> None:
         self._db = db
         self._claims = 0
-        # PostgreSQL's: a claim shows the server accepts writes; outcomes can ride with records.
+        # PostgreSQL's: a claim shows the server accepts writes (it stands in for the audit
+        # reservation's round trip).
         self._wrote: Callable[[], None] | None = getattr(db, "wrote", None)
-        self._call_writes: CallWrites | None = getattr(db, "call_writes", None)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._db!r})"
@@ -136,34 +124,14 @@ class SqlIdempotencyStore:
         text = canonical_json(outcome)
         # One conditional statement: of an owner storing its outcome and another call settling
         # on its behalf, whichever comes second sees the row as the first left it.
+        running = " AND status = 'running'" if if_running else ""
         with self._db.autocommit() as conn:
             cursor = conn.execute(
-                _COMPLETE + (_IF_RUNNING if if_running else ""),
+                "UPDATE idempotency_keys SET status = ?, outcome = ?, expires_at = ? "
+                f"WHERE tool_id = ? AND key = ? AND call_id = ?{running}",
                 (IdempotencyStatus.DONE.value, text, expires_at, tool_id, key, call_id),
             )
             return bool(cursor.rowcount == 1)
-
-    def complete_with_record(
-        self,
-        tool_id: str,
-        key: str,
-        *,
-        call_id: str,
-        outcome: Mapping[str, Any],
-        expires_at: float,
-        then: Callable[[BaseException | None], None],
-    ) -> bool:
-        """:meth:`complete` with ``if_running``, committed in the statement that writes the
-        audit record of ``call_id`` (the caller's own call), when a durable audit log on this
-        database takes it: one commit for both, and both or neither kept. ``then`` is told
-        later, on the log's thread, how it went (``None``: committed; the statement changes no
-        row when the call no longer holds the key, as :meth:`complete` would). False when no
-        log takes it now: call :meth:`complete`."""
-        writes = self._call_writes
-        if writes is None:
-            return False
-        params = (IdempotencyStatus.DONE.value, canonical_json(outcome), expires_at, tool_id, key)
-        return writes.add(call_id, CallWrite(_COMPLETE + _IF_RUNNING, (*params, call_id), then))
 
     def release(self, tool_id: str, key: str, *, call_id: str, if_running: bool = False) -> bool:
         """See :meth:`~toolgate.stores.idempotency.IdempotencyStore.release`."""
