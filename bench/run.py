@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import http_throughput
 import shared_audit_scenarios  # noqa: F401 - registers the PostgreSQL audit scenarios
+import shared_state_floor  # noqa: F401 - registers g_full_pg_floor
 import toolgate
 from _report import render, to_json
 from _timing import Budget, Samples, Summary, summarize

@@ -188,7 +188,10 @@ class AuditLog(BatchWriter):
     def reserve(self) -> str | None:
         """Make sure, with a real round trip, that the store can write now: called right
         before a tool above ``local_write`` runs, so that a store that went away since the last
-        batch stops the tool instead of leaving its call unrecorded. ``None`` when it can write;
+        batch stops the tool instead of leaving its call unrecorded. (On PostgreSQL a write the
+        same thread committed to the same database less than
+        :data:`~toolgate.stores.postgres_db.WRITE_PROOF_AGE` seconds earlier — the call's
+        idempotency claim — stands in for that round trip.) ``None`` when it can write;
         else why not (for the caller, never the database's address). A failure makes the log
         unhealthy, like a failed batch, until a later batch is written."""
         if self._closed:
@@ -214,6 +217,11 @@ class AuditLog(BatchWriter):
             # Settles what _write_records did not: a call whose record could not be built, or
             # every call of a batch whose write failed unexpectedly. No caller waits in vain.
             self._settle([call.call_id for call in calls], UNRECORDED)
+            self._after_batch()
+
+    def _after_batch(self) -> None:
+        """Called after every batch (on the thread that wrote it), and once per wake of the
+        writer with no calls (a subclass's housekeeping: see :mod:`.caller_commit`)."""
 
     @abc.abstractmethod
     def _reading(self) -> AbstractContextManager[Any]:

@@ -23,7 +23,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+import random
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,7 +35,8 @@ import psycopg
 
 from ..errors import StateUnavailableError
 from ..stores.postgres_db import PostgresDatabase
-from .log_base import UNRECORDED, AuditLog, AuditStoreError
+from .caller_commit import CallerCommit
+from .log_base import UNRECORDED, AuditStoreError
 from .record import AuditRecord
 from .rollup import prune_statements, rollup_of, upserts
 from .sqlite_rows import row_from_record
@@ -67,6 +70,8 @@ def _one_statement(statements: list[tuple[str, list[Any]]]) -> tuple[str, list[A
 
 #: Times a batch is written again after PostgreSQL chose it as a deadlock's victim.
 DEADLOCK_RETRIES: Final = 5
+#: Longest pause (seconds) before the first retry of a rolled-back batch; it grows per attempt.
+DEADLOCK_PAUSE: Final = 0.01
 _ROLLED_BACK: Final = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
 
 #: Summary rows one upsert carries at most.
@@ -90,12 +95,13 @@ def _storable(value: Any) -> Any:
     return value.replace("\x00", "\\x00")
 
 
-class PostgresAuditLog(AuditLog):
+class PostgresAuditLog(CallerCommit):
     """The audit log of a replica, kept in the shared PostgreSQL database ``db``.
 
     The options are those of :class:`~toolgate.audit.sqlite_log.SQLiteAuditLog`; ``durable``
-    (default ``True``) makes :meth:`recorded` wait for the commit of a call's record. Retention
-    pruning runs on every replica; deleting the same old rows twice is harmless.
+    (default ``True``) makes :meth:`recorded` wait for the commit of a call's record (a lone
+    ``call_sync`` caller commits its own: :mod:`.caller_commit`). Retention pruning runs on
+    every replica; deleting the same old rows twice is harmless.
     """
 
     unlimited = "LIMIT ALL"
@@ -114,6 +120,8 @@ class PostgresAuditLog(AuditLog):
     ) -> None:
         self.db = db
         self._pruner: threading.Thread | None = None
+        # Batches are written by the writer thread and by callers writing their own record.
+        self._jsonl_lock = threading.Lock()
         super().__init__(
             batch_size=batch_size,
             flush_interval=flush_interval,
@@ -123,6 +131,7 @@ class PostgresAuditLog(AuditLog):
             prune_interval=prune_interval,
             durable=durable,
         )
+        self._init_caller_commit()
         self._start()
 
     def __repr__(self) -> str:
@@ -159,9 +168,12 @@ class PostgresAuditLog(AuditLog):
             self._fail("cannot write to the audit log in PostgreSQL", exc)
             self._settle(ids, UNRECORDED)
             return
-        self._written += len(rows)
+        with self._count_lock:
+            self._written += len(rows)
         self._settle(ids, None)
-        if self._append_jsonl(written):
+        with self._jsonl_lock:
+            appended = self._append_jsonl(written)
+        if appended:
             self._healthy = True
 
     def _commit(self, rows: list[tuple[Any, ...]], summary: list[tuple[str, list[Any]]]) -> None:
@@ -193,8 +205,14 @@ class PostgresAuditLog(AuditLog):
                 cause = exc.__cause__ if isinstance(exc, StateUnavailableError) else exc
                 if attempt == DEADLOCK_RETRIES or not isinstance(cause, _ROLLED_BACK):
                     raise
+                # Apart, at random: two writers retrying at once would meet again.
+                time.sleep(random.uniform(0, DEADLOCK_PAUSE * (attempt + 1)))
 
     def _reserve(self) -> None:
+        if self.db.wrote_just_now():
+            # This thread's call committed its idempotency claim here a moment ago: the server
+            # answered and accepted a write, which is what the round trip below would ask.
+            return
         # One round trip on a pooled connection: the server answers, and would accept a write
         # (not a standby, not a read-only session).
         with self.db.autocommit() as conn:

@@ -48,14 +48,13 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-import re
 import threading
 import time
 from collections.abc import Callable, Mapping
 from contextlib import suppress
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from .._json import canonical_json, digest, thaw
 from ..errors import ErrorCode
@@ -67,11 +66,9 @@ from ..stores.idempotency import (
     IdempotencyStore,
     MemoryIdempotencyStore,
 )
+from .key_templates import KeyTemplateError, compile_fast, render_error
+from .key_templates import template as compiled_template
 from .state import CallState, Handler, error_outcome
-
-if TYPE_CHECKING:
-    from jinja2 import Template
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 __all__ = ["LEASE_GRACE", "IdempotencyStage", "KeyTemplateError", "render_key"]
 
@@ -84,106 +81,13 @@ _POLL_MAX: Final = 0.5
 log = logging.getLogger("toolgate.pipeline.idempotency")
 
 
-class KeyTemplateError(Exception):
-    """The key template could not be rendered. ``code`` says whose fault it is."""
-
-    def __init__(self, message: str, code: ErrorCode) -> None:
-        super().__init__(message)
-        self.message = message
-        self.code = code
-
-
-def _hash(value: Any) -> str:
-    """The ``hash`` filter: SHA-256 hex of the canonical JSON of ``value``. (An undefined value
-    raises ``UndefinedError`` when serialized: ``StrictUndefined`` refuses ``str()``.)"""
-    return digest(value)
-
-
-_environment: ImmutableSandboxedEnvironment | None = None
-_templates: dict[str, Template] = {}
-_environment_lock = threading.Lock()
-
-
-def _template(source: str) -> Template:
-    global _environment
-    found = _templates.get(source)
-    if found is not None:
-        return found
-    with _environment_lock:
-        if _environment is None:
-            from jinja2 import StrictUndefined
-            from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-            environment = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
-            environment.filters["hash"] = _hash
-            _environment = environment
-        compiled = _environment.from_string(source)
-        if len(_templates) < 4096:
-            _templates[source] = compiled
-        return compiled
-
-
-# The common templates — literal text and ``{{ args.name }}`` with ``| lower`` / ``| hash`` —
-# are rendered by a compiled Python function instead of the Jinja sandbox (~10 µs per call).
-# Anything else, and any value that is not a plain string or number, goes to Jinja, so the
-# result is always Jinja's (a test compares the two on many templates).
-_SIMPLE_PART = re.compile(
-    r"\{\{\s*args\.([A-Za-z_][A-Za-z0-9_]*)\s*((?:\|\s*(?:lower|hash)\s*)*)\}\}"
-)
-_DICT_ATTRIBUTES = frozenset(dir(dict))
-_FAST_TYPES = (str, int, float)
+# Simple templates → their compiled renderer (None: the template needs Jinja).
 _fast: dict[str, Callable[[Mapping[str, Any]], str | None] | None] = {}
-
-
-def _compile_fast(source: str) -> Callable[[Mapping[str, Any]], str | None] | None:
-    """A renderer for a simple template, or ``None`` when the template needs Jinja."""
-    pieces: list[str | tuple[str, tuple[str, ...]]] = []
-    position = 0
-    for match in _SIMPLE_PART.finditer(source):
-        literal = source[position : match.start()]
-        if "{" in literal or "}" in literal:
-            return None
-        pieces.append(literal)
-        name = match.group(1)
-        if name in _DICT_ATTRIBUTES:
-            return None  # Jinja would find the dict's method, not the argument
-        filters = tuple(f.strip() for f in match.group(2).split("|") if f.strip())
-        pieces.append((name, filters))
-        position = match.end()
-    tail = source[position:]
-    if "{" in tail or "}" in tail or not any(isinstance(p, tuple) for p in pieces):
-        return None
-    pieces.append(tail)
-
-    def render(arguments: Mapping[str, Any]) -> str | None:
-        out: list[str] = []
-        for piece in pieces:
-            if isinstance(piece, str):
-                out.append(piece)
-                continue
-            name, filters = piece
-            value = arguments.get(name, _MISSING)
-            if type(value) not in _FAST_TYPES or type(value) is bool:
-                return None  # missing, or not a plain value: Jinja decides (and explains)
-            for applied in filters:
-                if applied == "hash":
-                    value = _hash(value)
-                elif isinstance(value, str):
-                    value = value.lower()
-                else:
-                    return None  # ``lower`` of a number: leave it to Jinja
-            out.append(str(value))
-        return "".join(out)
-
-    return render
-
-
-_MISSING = object()
 
 
 def _fast_render(source: str, arguments: Mapping[str, Any]) -> str | None:
     if source not in _fast:
-        _fast[source] = _compile_fast(source) if len(_fast) < 4096 else None
+        _fast[source] = compile_fast(source) if len(_fast) < 4096 else None
     render = _fast[source]
     return None if render is None else render(arguments)
 
@@ -207,9 +111,9 @@ def render_key(
     if session is not None:
         context["session"] = session
     try:
-        key = _template(template).render(context)
+        key = compiled_template(template).render(context)
     except Exception as exc:
-        raise _render_error(exc) from exc
+        raise render_error(exc) from exc
     key = key.strip()
     if not key:
         raise KeyTemplateError(
@@ -218,32 +122,6 @@ def render_key(
             ErrorCode.INVALID_ARGUMENTS,
         )
     return key
-
-
-def _render_error(exc: Exception) -> KeyTemplateError:
-    """Why a key template failed, and whose fault it is."""
-    from jinja2.exceptions import SecurityError, TemplateSyntaxError, UndefinedError
-
-    if isinstance(exc, TemplateSyntaxError):
-        return KeyTemplateError(
-            f"its idempotency key template is malformed (line {exc.lineno}: {exc.message})",
-            ErrorCode.UNAVAILABLE,
-        )
-    if isinstance(exc, SecurityError):
-        return KeyTemplateError(
-            f"its idempotency key template breaks the sandbox ({exc})", ErrorCode.UNAVAILABLE
-        )
-    if isinstance(exc, UndefinedError):
-        return KeyTemplateError(
-            f"its idempotency key needs a value this call does not provide ({exc.message}); "
-            "pass the argument the key is built from",
-            ErrorCode.INVALID_ARGUMENTS,
-        )
-    return KeyTemplateError(
-        f"its idempotency key could not be built from these arguments "
-        f"({type(exc).__name__}: {exc})",
-        ErrorCode.INVALID_ARGUMENTS,
-    )
 
 
 def call_lease(tool: Tool, grace: float) -> float:

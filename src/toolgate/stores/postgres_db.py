@@ -51,6 +51,10 @@ PROBE_INTERVAL: Final = 0.5
 #: Seconds a statement may run before the server cancels it.
 STATEMENT_TIMEOUT_MS: Final = 5000
 
+#: Seconds for which a write a thread just committed shows that the server accepts writes
+#: (see :meth:`PostgresDatabase.wrote`).
+WRITE_PROOF_AGE: Final = 0.05
+
 _NAMED = re.compile(r"(?<!:):([A-Za-z_][A-Za-z0-9_]*)")
 
 
@@ -115,6 +119,7 @@ class PostgresDatabase:
         """While the server is known to be gone: the error every operation raises at once."""
         self._prober: threading.Thread | None = None
         self._closed = False
+        self._local = threading.local()
         connect_timeout = max(1, int(timeout))
         try:
             psycopg.connect(url, connect_timeout=connect_timeout, autocommit=True).close()
@@ -248,6 +253,22 @@ class PostgresDatabase:
                 yield PostgresConnection(conn)
         except psycopg.OperationalError as exc:
             raise self._errors(exc) from exc
+
+    def wrote(self) -> None:
+        """This thread has just committed a write here (an idempotency claim): for
+        :data:`WRITE_PROOF_AGE` seconds that stands in for a round trip asking whether the server
+        accepts writes (:meth:`wrote_just_now`)."""
+        self._local.wrote_at = time.monotonic()
+
+    def wrote_just_now(self) -> bool:
+        """Whether this thread committed a write here within :data:`WRITE_PROOF_AGE` seconds
+        (and the server is not known to be down since). Each write answers once: a second ask
+        needs a write of its own."""
+        at: float | None = getattr(self._local, "wrote_at", None)
+        if at is None:
+            return False
+        self._local.wrote_at = None
+        return self._down is None and time.monotonic() - at <= WRITE_PROOF_AGE
 
     def check(self) -> bool:
         """Whether the server answers now."""

@@ -11,7 +11,7 @@ one wins.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final, Self
 
 from .._json import canonical_json
@@ -68,6 +68,9 @@ class SqlIdempotencyStore:
     def __init__(self, db: SqlDatabase) -> None:
         self._db = db
         self._claims = 0
+        # PostgreSQL's: a claim shows the server accepts writes (it stands in for the audit
+        # reservation's round trip).
+        self._wrote: Callable[[], None] | None = getattr(db, "wrote", None)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._db!r})"
@@ -99,6 +102,8 @@ class SqlIdempotencyStore:
                     if row is not None and row["expires_at"] > now:
                         return _record_from_row(row)
                     continue
+                if self._wrote is not None:
+                    self._wrote()
                 self._claims += 1
                 if self._claims % _SWEEP_EVERY == 0:
                     conn.execute("DELETE FROM idempotency_keys WHERE expires_at <= ?", (now,))
