@@ -874,3 +874,29 @@ def test_db_upgrade_brings_an_old_audit_database_to_the_current_schema(
     with sqlite3.connect(toolgate_home / "audit.db") as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == audit_schema.SCHEMA_VERSION
         conn.execute("SELECT COUNT(*) FROM audit_records").fetchone()
+
+
+def test_text_no_store_can_hold_reads_the_same_from_the_records_and_the_summary(
+    log: SQLiteAuditLog,
+) -> None:
+    # A window starting inside a minute reads that minute's part from the records, the rest
+    # from the summary rows: the same error must read the same from both (it once showed a raw
+    # NUL from the records and an escaped one from the summary, depending on the clock).
+    minute_middle = (time.time() // 60) * 60 - 30
+    log.observe(
+        finished(
+            tool_id="demo:echo\x00",
+            status=CallStatus.ERROR,
+            code=ErrorCode.TOOL_ERROR,
+            message="no such file /etc/x\ud800 \x00",
+            started_at=minute_middle,
+            call_id="odd",
+        )
+    )
+    assert log.flush(10)
+    from_records = log.all_stats(minute_middle - 10)
+    from_summary = log.all_stats(minute_middle - 100)
+    assert from_records == from_summary
+    assert from_records["demo:echo\\x00"].last_error == (
+        "[tool_error] no such file /etc/x\\ud800 \\x00"
+    )

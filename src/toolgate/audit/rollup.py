@@ -332,12 +332,15 @@ def fetch_stats(conn: Any, since: float, tool_id: str | None) -> dict[str, ToolS
         ).fetchall():
             if row["status"] == "pending_approval":
                 continue
-            counts = totals.setdefault(row["tool_id"], [0, 0])
+            # As the summary rows hold them (storable), so the figures read the same whichever
+            # side of a minute's edge the window starts (SQLite records keep a NUL as it is).
+            tool = storable(row["tool_id"]) or ""
+            counts = totals.setdefault(tool, [0, 0])
             counts[0] += 1
             code = row["code"]
             if _is_failure(row["status"], code):
                 counts[1] += 1
-                newest(row["tool_id"], row["time"], code, row["message"])
+                newest(tool, row["time"], code, storable(row["message"]))
 
     # Durations: the hours from the window's first one up to the first whole day, then whole
     # days (the last one still filling): at most a day of hours and eight days per bucket.
