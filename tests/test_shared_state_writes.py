@@ -350,24 +350,23 @@ def _finished(call_id: str) -> FinishedCall:
     )
 
 
-def test_a_record_its_caller_never_collects_is_written_and_flush_waits_for_it(
+def test_a_record_its_caller_never_asks_for_is_written_and_flush_waits_for_it(
     pg_url: str,
 ) -> None:
     db = PostgresDatabase(pg_url)
     log = PostgresAuditLog(db, retention_days=None)
     try:
-        # Observed on a thread without an event loop, nothing queued: parked for its caller,
-        # who never asks (a denial's record, say). The writer takes it.
+        # A record whose caller never asks for it (a denial's record, say): the writer takes it.
         log.observe(_finished("c-parked"))
         deadline = time.monotonic() + 10
         while log.count(tool_id="shop:charge") == 0:
             assert time.monotonic() < deadline, "the parked record was never written"
             time.sleep(0.02)
-        # flush() returns only once a parked record is committed.
+        # flush() returns only once an observed record is committed.
         log.observe(_finished("c-flushed"))
         assert log.flush(10)
         assert log.count(tool_id="shop:charge") == 2
-        # The caller who asks writes its own, and is told it is recorded.
+        # The caller who asks is told it is recorded once it is.
         log.observe(_finished("c-own"))
         assert log.recorded_sync("c-own", 10) is None
         assert _rows(pg_url, "SELECT 1 AS one FROM audit_records WHERE call_id = ?", "c-own")
@@ -645,7 +644,7 @@ def test_an_audit_commit_slower_than_the_lease_keeps_the_outcome(
         second_replica.close()
 
 
-def test_closing_the_log_while_a_call_is_parked_strands_no_record(pg_url: str) -> None:
+def test_closing_the_log_while_a_call_ends_strands_no_record(pg_url: str) -> None:
     db = PostgresDatabase(pg_url)
     log = PostgresAuditLog(db, retention_days=None)
     expect = log._acks.expect
@@ -661,7 +660,6 @@ def test_closing_the_log_while_a_call_is_parked_strands_no_record(pg_url: str) -
         time.sleep(0.05)
         log.close()  # the gateway shuts down while a call ends
         observer.join()
-        assert not log._parked
         started = time.monotonic()
         why = asyncio.run(log.recorded("c-closing", 3))
         assert time.monotonic() - started < 1, "the caller waited its whole timeout"

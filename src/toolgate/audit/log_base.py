@@ -88,6 +88,10 @@ class AuditLog(BatchWriter):
         self._healthy = True
         self._last_error: str | None = None
         self._closed = False
+        # Taken around "not closed, so queue it" and around closing: a call observed while the
+        # log closes is either queued before the writer's last drain or refused at once, never
+        # queued after it (its caller would wait out its whole timeout).
+        self._admitting = threading.Lock()
         self._stopping = False
         self._thread = threading.Thread(
             target=self._run, name=f"toolgate-audit:{self!r}", daemon=True
@@ -139,27 +143,32 @@ class AuditLog(BatchWriter):
         log is closed, the call is counted in :attr:`lost`. Redaction happens on the writer
         thread, so the caller pays only for the append."""
         try:
-            if self._closed or len(self._queue) >= self.queue_size:
-                self._lose(1)
+            with self._admitting:
+                if self._closed or len(self._queue) >= self.queue_size:
+                    self._lose(1)
+                    if self.durable:
+                        full = (
+                            "the audit log is closed" if self._closed else "the audit queue is full"
+                        )
+                        self._acks.refuse(call.call_id, full)
+                    if not self._closed:
+                        # Records are being dropped: tools above local_write must stop running
+                        # unaudited until the writer catches up (its next write clears this).
+                        self._healthy = False
+                        self._last_error = (
+                            f"the audit queue is full ({self.queue_size:,} calls waiting): the "
+                            "writer cannot keep up, and calls are being dropped"
+                        )
+                    return
                 if self.durable:
-                    full = "the audit log is closed" if self._closed else "the audit queue is full"
-                    self._acks.refuse(call.call_id, full)
-                if not self._closed:
-                    # Records are being dropped: tools above local_write must stop running
-                    # unaudited until the writer catches up (its next write clears this).
-                    self._healthy = False
-                    self._last_error = (
-                        f"the audit queue is full ({self.queue_size:,} calls waiting): the "
-                        "writer cannot keep up, and calls are being dropped"
-                    )
-                return
-            if self.durable:
-                self._acks.expect(call.call_id)
-            self._queue.append(call)
-            # Wake the writer for a full batch (at once for a durable log: a caller waits), and
-            # only once: setting a set Event still takes its lock and notifies.
-            if (self.durable or len(self._queue) >= self.batch_size) and not self._wake.is_set():
-                self._wake.set()
+                    self._acks.expect(call.call_id)
+                self._queue.append(call)
+                # Wake the writer for a full batch (at once for a durable log: a caller waits), and
+                # only once: setting a set Event still takes its lock and notifies.
+                if (
+                    self.durable or len(self._queue) >= self.batch_size
+                ) and not self._wake.is_set():
+                    self._wake.set()
         except Exception:  # noqa: BLE001 - an observer must never raise into the call
             self._lose(1)
             if self.durable:
@@ -217,11 +226,6 @@ class AuditLog(BatchWriter):
             # Settles what _write_records did not: a call whose record could not be built, or
             # every call of a batch whose write failed unexpectedly. No caller waits in vain.
             self._settle([call.call_id for call in calls], UNRECORDED)
-            self._after_batch()
-
-    def _after_batch(self) -> None:
-        """Called after every batch (on the thread that wrote it), and once per wake of the
-        writer with no calls (a subclass's housekeeping: see :mod:`.caller_commit`)."""
 
     @abc.abstractmethod
     def _reading(self) -> AbstractContextManager[Any]:
@@ -249,9 +253,10 @@ class AuditLog(BatchWriter):
 
     def close(self) -> None:
         """Write what is queued, stop the writer and release the storage (idempotent)."""
-        if self._closed:
-            return
-        self._closed = True
+        with self._admitting:
+            if self._closed:
+                return
+            self._closed = True
         self._stopping = True
         self._wake.set()
         if self._thread.is_alive():

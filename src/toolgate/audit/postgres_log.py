@@ -35,8 +35,7 @@ import psycopg
 
 from ..errors import StateUnavailableError
 from ..stores.postgres_db import PostgresDatabase
-from .caller_commit import CallerCommit
-from .log_base import UNRECORDED, AuditStoreError
+from .log_base import UNRECORDED, AuditLog, AuditStoreError
 from .record import AuditRecord
 from .rollup import prune_statements, rollup_of, upserts
 from .sqlite_rows import row_from_record
@@ -95,13 +94,12 @@ def _storable(value: Any) -> Any:
     return value.replace("\x00", "\\x00")
 
 
-class PostgresAuditLog(CallerCommit):
+class PostgresAuditLog(AuditLog):
     """The audit log of a replica, kept in the shared PostgreSQL database ``db``.
 
     The options are those of :class:`~toolgate.audit.sqlite_log.SQLiteAuditLog`; ``durable``
-    (default ``True``) makes :meth:`recorded` wait for the commit of a call's record (a lone
-    ``call_sync`` caller commits its own: :mod:`.caller_commit`). Retention pruning runs on
-    every replica; deleting the same old rows twice is harmless.
+    (default ``True``) makes :meth:`recorded` wait for the commit of a call's record. Retention
+    pruning runs on every replica; deleting the same old rows twice is harmless.
     """
 
     unlimited = "LIMIT ALL"
@@ -120,8 +118,6 @@ class PostgresAuditLog(CallerCommit):
     ) -> None:
         self.db = db
         self._pruner: threading.Thread | None = None
-        # Batches are written by the writer thread and by callers writing their own record.
-        self._jsonl_lock = threading.Lock()
         super().__init__(
             batch_size=batch_size,
             flush_interval=flush_interval,
@@ -131,7 +127,6 @@ class PostgresAuditLog(CallerCommit):
             prune_interval=prune_interval,
             durable=durable,
         )
-        self._init_caller_commit()
         self._start()
 
     def __repr__(self) -> str:
@@ -168,12 +163,9 @@ class PostgresAuditLog(CallerCommit):
             self._fail("cannot write to the audit log in PostgreSQL", exc)
             self._settle(ids, UNRECORDED)
             return
-        with self._count_lock:
-            self._written += len(rows)
+        self._written += len(rows)
         self._settle(ids, None)
-        with self._jsonl_lock:
-            appended = self._append_jsonl(written)
-        if appended:
+        if self._append_jsonl(written):
             self._healthy = True
 
     def _commit(self, rows: list[tuple[Any, ...]], summary: list[tuple[str, list[Any]]]) -> None:
