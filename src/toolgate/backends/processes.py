@@ -66,6 +66,19 @@ the first 20 ms) cannot be linked to the call and escapes. Where that matters, r
 container or a cgroup of their own.
 
 Without ``/proc`` (macOS, BSD) the runner kills the process group only.
+
+The status pipe
+===============
+
+A program started with ``status=True`` gets one more pipe, named to it by the environment
+variable :data:`STATUS_ENV` (the runtime shims of :mod:`toolgate.backends.fast_exit` take it out
+of the environment before the script runs). A program whose result is final — every exit
+handler has run, its output is flushed and its stdout and stderr are closed — writes its exit
+code there as one line (``"0\n"``) and then ends without its interpreter's teardown. The runner
+takes that line for the program's exit: the output gets its grace period as after an exit, the
+tree is killed as always, and the result carries the reported code; the process itself, already
+dying, is reaped in the background (:func:`reap_pending` waits for those). Anything else on the
+pipe, or nothing, changes nothing: the exit status comes from the process as usual.
 """
 
 from __future__ import annotations
@@ -74,7 +87,9 @@ import asyncio
 import contextlib
 import errno
 import os
+import re
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,9 +100,11 @@ from .process_tree import ProcessTree, pipe_holders
 
 __all__ = [
     "DEFAULT_MAX_OUTPUT",
+    "STATUS_ENV",
     "ProcessResult",
     "ProcessStartError",
     "StartedProcess",
+    "reap_pending",
     "run_process",
     "spawn_process",
 ]
@@ -106,7 +123,28 @@ FIRST_SNAPSHOT = 0.02
 #: Seconds between later records of the descendants.
 SNAPSHOT_INTERVAL = 0.15
 
+#: The variable that names the status pipe's descriptor to a program started with ``status``.
+STATUS_ENV = "TOOLGATE_STATUS_FD"
+
 _CHUNK = 64 * 1024
+#: A status line: an exit code of at most three digits and a newline.
+_STATUS_MAX = 4
+_STATUS_LINE = re.compile(rb"[0-9]{1,3}\n")
+
+# Exit futures of programs that reported their status and were killed but not reaped yet, per
+# event loop: :func:`reap_pending` waits for them (a gateway does before its loop closes).
+_PENDING: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, set[asyncio.Future[int]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+async def reap_pending(timeout: float = 1.0) -> None:
+    """Wait (at most ``timeout`` seconds) until the programs of the running event loop that
+    were answered from their status pipe, and killed, have also been reaped."""
+    pending = _PENDING.get(asyncio.get_running_loop())
+    if pending:
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.gather(*pending, return_exceptions=True), timeout)
 
 
 class ProcessStartError(Exception):
@@ -142,6 +180,7 @@ async def run_process(
     timeout: float,
     max_output: int = DEFAULT_MAX_OUTPUT,
     pass_fds: Sequence[int] = (),
+    status: bool = False,
 ) -> ProcessResult:
     """Run ``argv`` with ``stdin`` as its input and return what it wrote and how it ended.
 
@@ -150,13 +189,14 @@ async def run_process(
     ``--bind-fd`` folders). After ``timeout`` seconds, or as soon as stdout or stderr goes past
     ``max_output`` bytes, the program and everything it started is killed. When the call ends
     for any reason, including cancellation of the awaiting task, no process the program started
-    is left running (see the module documentation for how, and for the limits).
+    is left running (see the module documentation for how, and for the limits). ``status``:
+    give the program a status pipe (see the module documentation).
 
     Raises :class:`ProcessStartError` when the program cannot be started.
     """
     if max_output < 0:
         raise ValueError(f"max_output must be >= 0, not {max_output}")
-    started = await spawn_process(argv, env=env, cwd=cwd, pass_fds=pass_fds)
+    started = await spawn_process(argv, env=env, cwd=cwd, pass_fds=pass_fds, status=status)
     return await started.run(stdin, timeout=timeout, max_output=max_output)
 
 
@@ -166,11 +206,13 @@ async def spawn_process(
     env: Mapping[str, str],
     cwd: Path | None,
     pass_fds: Sequence[int] = (),
+    status: bool = False,
 ) -> StartedProcess:
     """Start ``argv`` with its three pipes, but give it no input yet.
 
     The program runs (an interpreter starts and imports) and then waits for its stdin until
     :meth:`StartedProcess.run` gives it one; :func:`run_process` is this plus that, at once.
+    ``status``: give it a status pipe too (see the module documentation).
     Raises :class:`ProcessStartError` when the program cannot be started.
     """
     if not argv:
@@ -179,7 +221,17 @@ async def spawn_process(
     stdin_read, stdin_write = os.pipe()
     stdout_read, stdout_write = os.pipe()
     stderr_read, stderr_write = os.pipe()
-    parent_ends = (stdin_write, stdout_read, stderr_read)
+    child_ends = [stdin_read, stdout_write, stderr_write]
+    parent_ends = [stdin_write, stdout_read, stderr_read]
+    env = dict(env)
+    inherited = tuple(pass_fds)
+    status_fd = -1
+    if status:
+        status_fd, status_write = os.pipe()
+        child_ends.append(status_write)
+        parent_ends.append(status_fd)
+        env[STATUS_ENV] = str(status_write)
+        inherited += (status_write,)
     try:
         try:
             proc = await asyncio.create_subprocess_exec(
@@ -187,13 +239,13 @@ async def spawn_process(
                 stdin=stdin_read,
                 stdout=stdout_write,
                 stderr=stderr_write,
-                env=dict(env),
+                env=env,
                 cwd=cwd,
                 start_new_session=True,
-                pass_fds=tuple(pass_fds),
+                pass_fds=inherited,
             )
         finally:
-            for fd in (stdin_read, stdout_write, stderr_write):
+            for fd in child_ends:
                 os.close(fd)
     except OSError as exc:
         _close_all(parent_ends)
@@ -202,7 +254,12 @@ async def spawn_process(
         _close_all(parent_ends)
         raise
     return StartedProcess(
-        proc, spawned=spawned, stdin_fd=stdin_write, stdout_fd=stdout_read, stderr_fd=stderr_read
+        proc,
+        spawned=spawned,
+        stdin_fd=stdin_write,
+        stdout_fd=stdout_read,
+        stderr_fd=stderr_read,
+        status_fd=status_fd,
     )
 
 
@@ -222,13 +279,14 @@ class StartedProcess:
         stdin_fd: int,
         stdout_fd: int,
         stderr_fd: int,
+        status_fd: int = -1,
     ) -> None:
         self.pid = proc.pid
         """The program's process id."""
         self.spawned = spawned
         """When it was started (``time.monotonic()``)."""
         self._proc = proc
-        self._fds: tuple[int, int, int] | None = (stdin_fd, stdout_fd, stderr_fd)
+        self._fds: tuple[int, int, int, int] | None = (stdin_fd, stdout_fd, stderr_fd, status_fd)
         self._exit: asyncio.Future[int] = asyncio.ensure_future(proc.wait())
         self.setup: Any = None
         """What was prepared for the program (a warm sandbox's command), if anything."""
@@ -256,7 +314,7 @@ class StartedProcess:
             raise ValueError(f"max_output must be >= 0, not {max_output}")
         if self._fds is None:
             raise RuntimeError("this process was already used or discarded")
-        stdin_fd, stdout_fd, stderr_fd = self._fds
+        stdin_fd, stdout_fd, stderr_fd, status_fd = self._fds
         self._fds = None
         call = _Call(
             self._proc,
@@ -266,6 +324,7 @@ class StartedProcess:
             stdin_fd=stdin_fd,
             stdout_fd=stdout_fd,
             stderr_fd=stderr_fd,
+            status_fd=status_fd,
             max_output=max_output,
         )
         return await call.run(stdin, timeout)
@@ -284,7 +343,7 @@ class StartedProcess:
             ProcessTree(self._proc.pid, self.spawned).kill()
         # Thread-safe (a gateway may be closed from another thread): signals and closing file
         # descriptors only; the event loop's child watcher reaps the process.
-        _close_all(fds)
+        _close_all([fd for fd in fds if fd >= 0])
 
 
 def _start_error_message(argv: Sequence[str], cwd: Path | None, exc: OSError) -> str:
@@ -332,6 +391,7 @@ class _Call:
         stdout_fd: int,
         stderr_fd: int,
         max_output: int,
+        status_fd: int = -1,
     ) -> None:
         self._loop = asyncio.get_running_loop()
         self._proc = proc
@@ -348,6 +408,10 @@ class _Call:
         self._tree = ProcessTree(proc.pid, spawned)
         self._snapshot_handle: asyncio.TimerHandle | None = None
         self._exit = exit
+        self._status_fd = status_fd
+        self._status = bytearray()
+        #: The exit code the program reported on its status pipe (``None``: none, or not valid).
+        self._reported: int | None = None
 
     async def run(self, stdin: bytes, timeout: float) -> ProcessResult:
         try:
@@ -368,7 +432,16 @@ class _Call:
             raise
         finally:
             self._close_io()
-        returncode = await self._reap()
+        reported = self._reported
+        if reported is not None and not timed_out and self._exceeded is None:
+            # The program's result was final when it reported it, and its tree was killed: it
+            # is reaped in the background, not on the call's path.
+            if not self._exit.done():
+                _PENDING.setdefault(self._loop, set()).add(self._exit)
+                self._exit.add_done_callback(_PENDING[self._loop].discard)
+            returncode = reported
+        else:
+            returncode = await self._reap()
         return ProcessResult(
             exit_code=returncode if returncode >= 0 else None,
             stdout=bytes(self._stdout.buffer),
@@ -394,7 +467,7 @@ class _Call:
             if self._exceeded is not None:
                 return False
             now = time.monotonic()
-            if exited_at is None and self._exit.done():
+            if exited_at is None and (self._exit.done() or self._reported is not None):
                 exited_at = now
             if exited_at is not None:
                 if self._stdout.done and self._stderr.done:
@@ -492,6 +565,9 @@ class _Call:
         for stream in (self._stdout, self._stderr):
             os.set_blocking(stream.fd, False)
             self._loop.add_reader(stream.fd, self._on_readable, stream)
+        if self._status_fd >= 0:
+            os.set_blocking(self._status_fd, False)
+            self._loop.add_reader(self._status_fd, self._on_status)
         assert self._stdin_fd is not None
         os.set_blocking(self._stdin_fd, False)
         self._stdin_data = memoryview(stdin)
@@ -548,6 +624,32 @@ class _Call:
             return
         stream.buffer += data
 
+    def _on_status(self) -> None:
+        try:
+            data = os.read(self._status_fd, _STATUS_MAX + 1)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        self._status += data
+        if data and len(self._status) <= _STATUS_MAX and not self._status.endswith(b"\n"):
+            return  # the rest of the line is on its way
+        # One line, once: a status that is not exactly "<code>\n" is ignored, and the exit
+        # status comes from the process itself.
+        self._stop_status()
+        if _STATUS_LINE.fullmatch(self._status):
+            # Taken even when the exit is already known: a shim that reported ends itself by
+            # a signal (node), so the reported code is the script's.
+            self._reported = int(self._status) & 0xFF
+            self._notify()
+
+    def _stop_status(self) -> None:
+        fd, self._status_fd = self._status_fd, -1
+        if fd >= 0:
+            self._loop.remove_reader(fd)
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
     def _finish_stream(self, stream: _Stream) -> None:
         if not stream.done:
             stream.done = True
@@ -565,6 +667,7 @@ class _Call:
 
     def _close_io(self) -> None:
         self._stop_stdin()
+        self._stop_status()
         for stream in (self._stdout, self._stderr):
             if stream.fd < 0:
                 continue

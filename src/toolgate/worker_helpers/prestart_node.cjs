@@ -1,0 +1,73 @@
+// Loaded with `node --require THIS_FILE SCRIPT` by the gateway for a pre-started node tool: the
+// unchanged script runs as the main module, and its end is reported as soon as it is final.
+//
+// Node ends a script by emitting 'exit' (when its event loop is empty, on process.exit(), after
+// an uncaught exception) and then tearing down V8 and its threads: several milliseconds that run
+// no JavaScript. Once every 'exit' listener has run, the exit code is final (process.exitCode,
+// which a listener may still set) and everything the script wrote is written (stdout and stderr
+// are synchronous for pipes on Linux). This file then closes stdout and stderr, writes the exit
+// code on the status pipe the gateway gave it (TOOLGATE_STATUS_FD) and ends the process with
+// SIGKILL instead of the teardown; the gateway answers from that status.
+//
+// Nothing changes when the status cannot be written (the variable is missing, or the script
+// closed the descriptor): node ends as always. After an uncaught exception node prints the
+// error *after* 'exit'; then this file stays out of the way too, so the message is not lost.
+"use strict";
+
+const fs = require("node:fs");
+
+const fdText = process.env.TOOLGATE_STATUS_FD;
+delete process.env.TOOLGATE_STATUS_FD;
+// Not passed on to child processes (child_process.fork reuses process.execArgv).
+for (let i = 0; i < process.execArgv.length - 1; i++) {
+  if (process.execArgv[i] === "--require" && process.execArgv[i + 1] === __filename) {
+    process.execArgv.splice(i, 2);
+    break;
+  }
+}
+
+const statusFd = /^[0-9]+$/.test(fdText || "") ? Number(fdText) : -1;
+if (statusFd >= 0) {
+  let fatal = false;
+  // A monitor, not a handler: it changes nothing about how an uncaught exception ends node.
+  process.on("uncaughtExceptionMonitor", () => {
+    fatal = true;
+  });
+  // process.stdout and process.stderr are created on first use; created now, before the
+  // input arrives, they cost the call nothing (creating them writes nothing).
+  void process.stdout;
+  void process.stderr;
+  const emit = process.emit;
+  process.emit = function (event, ...args) {
+    const result = Reflect.apply(emit, this, [event, ...args]);
+    if (event === "exit" && !fatal) {
+      finish(args[0]);
+    }
+    return result;
+  };
+
+  function finish(emitted) {
+    let code = process.exitCode;
+    if (code === undefined || code === null) {
+      code = emitted === undefined ? 0 : emitted;
+    }
+    code = Number(code) & 0xff;
+    try {
+      fs.fstatSync(statusFd);
+    } catch {
+      return; // no gateway to tell (the script closed it): end as usual
+    }
+    for (const fd of [1, 2]) {
+      try {
+        fs.closeSync(fd);
+      } catch {
+        // already closed by the script
+      }
+    }
+    try {
+      fs.writeSync(statusFd, `${code}\n`);
+    } finally {
+      process.kill(process.pid, "SIGKILL");
+    }
+  }
+}
