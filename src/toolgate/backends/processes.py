@@ -129,7 +129,7 @@ STATUS_ENV = "TOOLGATE_STATUS_FD"
 _CHUNK = 64 * 1024
 #: A status line: an exit code of at most three digits and a newline.
 _STATUS_MAX = 4
-_STATUS_LINE = re.compile(rb"[0-9]{1,3}\n")
+_STATUS_CODE = re.compile(rb"[0-9]{1,3}")
 
 # Exit futures of programs that reported their status and were killed but not reaped yet, per
 # event loop: :func:`reap_pending` waits for them (a gateway does before its loop closes).
@@ -410,6 +410,7 @@ class _Call:
         self._exit = exit
         self._status_fd = status_fd
         self._status = bytearray()
+        self._status_reading = False
         #: The exit code the program reported on its status pipe (``None``: none, or not valid).
         self._reported: int | None = None
 
@@ -568,6 +569,7 @@ class _Call:
         if self._status_fd >= 0:
             os.set_blocking(self._status_fd, False)
             self._loop.add_reader(self._status_fd, self._on_status)
+            self._status_reading = True
         assert self._stdin_fd is not None
         os.set_blocking(self._stdin_fd, False)
         self._stdin_data = memoryview(stdin)
@@ -626,27 +628,32 @@ class _Call:
 
     def _on_status(self) -> None:
         try:
-            data = os.read(self._status_fd, _STATUS_MAX + 1)
+            data = os.read(self._status_fd, _STATUS_MAX + 1 - len(self._status))
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
             data = b""
         self._status += data
-        if data and len(self._status) <= _STATUS_MAX and not self._status.endswith(b"\n"):
+        line, newline, _ = self._status.partition(b"\n")
+        if data and not newline and len(self._status) <= _STATUS_MAX:
             return  # the rest of the line is on its way
-        # One line, once: a status that is not exactly "<code>\n" is ignored, and the exit
-        # status comes from the process itself.
-        self._stop_status()
-        if _STATUS_LINE.fullmatch(self._status):
-            # Taken even when the exit is already known: a shim that reported ends itself by
-            # a signal (node), so the reported code is the script's.
-            self._reported = int(self._status) & 0xFF
+        # The first line, once: one that is not an exit code is ignored, and the exit status
+        # comes from the process itself. The pipe stays open (a shim waits on it, alive, for
+        # the tree's kill) until the call's descriptors are closed.
+        self._status_reading = False
+        self._loop.remove_reader(self._status_fd)
+        if newline and _STATUS_CODE.fullmatch(line):
+            # Taken even when the exit is already known: a shim that reported ends by a signal
+            # (the tree's kill, or its own), so the reported code is the script's.
+            self._reported = int(line) & 0xFF
             self._notify()
 
     def _stop_status(self) -> None:
         fd, self._status_fd = self._status_fd, -1
         if fd >= 0:
-            self._loop.remove_reader(fd)
+            if self._status_reading:
+                self._status_reading = False
+                self._loop.remove_reader(fd)
             with contextlib.suppress(OSError):
                 os.close(fd)
 
@@ -667,7 +674,7 @@ class _Call:
 
     def _close_io(self) -> None:
         self._stop_stdin()
-        self._stop_status()
+        self._stop_status()  # after the tree's kill: a shim waiting on it ends now
         for stream in (self._stdout, self._stderr):
             if stream.fd < 0:
                 continue

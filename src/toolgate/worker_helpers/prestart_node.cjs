@@ -6,8 +6,9 @@
 // no JavaScript. Once every 'exit' listener has run, the exit code is final (process.exitCode,
 // which a listener may still set) and everything the script wrote is written (stdout and stderr
 // are synchronous for pipes on Linux). This file then closes stdout and stderr, writes the exit
-// code on the status pipe the gateway gave it (TOOLGATE_STATUS_FD) and ends the process with
-// SIGKILL instead of the teardown; the gateway answers from that status.
+// code on the status pipe the gateway gave it (TOOLGATE_STATUS_FD) and waits there, alive, for
+// the gateway to kill the process tree — never running the teardown; the gateway answers from
+// that status.
 //
 // Nothing changes when the status cannot be written (the variable is missing, or the script
 // closed the descriptor): node ends as always. After an uncaught exception node prints the
@@ -66,6 +67,15 @@ if (statusFd >= 0) {
     }
     try {
       fs.writeSync(statusFd, `${code}\n`);
+      // Then wait, alive, for the gateway to kill the tree (it closes this pipe once it has):
+      // what the script started stays attached to this process meanwhile, so the gateway's
+      // walk of the tree finds it. A full pipe blocks the write; a closed one throws.
+      const padding = Buffer.alloc(65536);
+      for (;;) {
+        fs.writeSync(statusFd, padding);
+      }
+    } catch {
+      // the pipe is closed: the gateway is done with this process
     } finally {
       process.kill(process.pid, "SIGKILL");
     }

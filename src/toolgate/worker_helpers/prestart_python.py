@@ -10,8 +10,9 @@ the interpreter down (freeing every module, 2-3 ms that no script can observe), 
 Python's shutdown does that a script can observe — the script's own globals are cleared (their
 ``__del__`` methods run, unclosed files are flushed), the standard streams are flushed (a failure
 is exit code 120) — closes its standard streams, writes its exit code on the status pipe the
-gateway gave it (``TOOLGATE_STATUS_FD``) and leaves with ``os._exit``. The gateway answers the
-call as soon as that status and the end of the output arrive.
+gateway gave it (``TOOLGATE_STATUS_FD``) and waits there, alive, for the gateway to kill the
+process tree (``os._exit`` if the pipe closes first). The gateway answers the call as soon as
+that status and the end of the output arrive; the teardown never runs.
 
 Not done, as Python does not promise it either: the teardown of *imported* modules (objects
 that live in a library's globals are not finalized).
@@ -40,16 +41,40 @@ def _run() -> None:
     script = os.path.abspath(sys.argv[0])
     # python3 SCRIPT puts the folder of the script (its symlinks resolved) first on sys.path.
     sys.path[0] = os.path.dirname(os.path.realpath(script))
-    namespace = sys.modules["__main__"].__dict__
     outcome = {"code": 0, "interrupted": False}
+    # The interpreter's own objects are never garbage: the collection at the end then looks at
+    # the script's objects only (1 ms less), as it finds the same garbage.
+    gc.freeze()
+    with open(script, "rb") as handle:
+        source = handle.read()
+    code = compile(source, script, "exec", dont_inherit=True)
+    # A __main__ module of its own, made after the freeze so that its globals can be collected.
+    main = type(sys)("__main__")
+    namespace = main.__dict__
+    namespace.update(  # what Python's own __main__ holds when the script starts
+        __annotations__={},
+        __name__="__main__",
+        __doc__=None,
+        __package__=None,
+        __loader__=SourceFileLoader("__main__", script),
+        __spec__=None,
+        __file__=script,
+        __cached__=None,
+        __builtins__=builtins,
+    )
+    sys.modules["__main__"] = main
+    del main
 
     def finish() -> None:
         # Registered before the script runs: called after every handler the script registers.
-        # What module teardown does to __main__: names starting with "_" first, then the rest.
-        for first in (True, False):
-            for name in list(namespace):
-                if name != "__builtins__" and name.startswith("_") == first:
-                    namespace[name] = None
+        # What the teardown does to the script's globals: the module leaves sys.modules, the
+        # traceback kept for it and the exit handlers let go of it, and the garbage collector
+        # finalizes what is left (every __del__ first, while the globals are still there).
+        nonlocal namespace
+        sys.last_type = sys.last_value = sys.last_traceback = None
+        atexit._clear()
+        sys.modules.pop("__main__", None)
+        del namespace
         gc.collect()
         code = outcome["code"]
         seen = set()
@@ -75,28 +100,17 @@ def _run() -> None:
                     pass
             try:
                 os.write(status_fd, b"%d\n" % (code & 0xFF))
+                # Then wait, alive, for the gateway to kill the tree (it closes this pipe once
+                # it has): what the script started stays attached to this process meanwhile,
+                # so the gateway's walk of the tree finds it. A full pipe blocks the write.
+                padding = bytes(65536)
+                while True:
+                    os.write(status_fd, padding)
             except OSError:
                 pass
         os._exit(code & 0xFF)
 
     atexit.register(finish)
-    # The interpreter's own objects are never garbage: the collection at the end then looks at
-    # the script's objects only (1 ms less), as it finds the same garbage.
-    gc.freeze()
-    with open(script, "rb") as handle:
-        source = handle.read()
-    code = compile(source, script, "exec", dont_inherit=True)
-    namespace.clear()
-    namespace.update(
-        __name__="__main__",
-        __doc__=None,
-        __package__=None,
-        __loader__=SourceFileLoader("__main__", script),
-        __spec__=None,
-        __file__=script,
-        __cached__=None,
-        __builtins__=builtins,
-    )
     del source
     try:
         exec(code, namespace)  # the tool's own script, as python3 SCRIPT runs it
@@ -121,6 +135,8 @@ def _run() -> None:
         outcome["code"] = 1
         outcome["interrupted"] = isinstance(exc, KeyboardInterrupt)
         del tb, exc
+    del code
 
 
-_run()
+if __name__ == "__main__":  # never when imported
+    _run()
