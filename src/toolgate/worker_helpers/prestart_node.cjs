@@ -58,6 +58,16 @@ if (statusFd >= 0) {
     } catch {
       return; // no gateway to tell (the script closed it): end as usual
     }
+    // In a call the gateway has written the input and closed the pipe; a process that ends
+    // before that (a script that never reads its input) ends at once, as always. (stdin, a
+    // pipe, is non-blocking once process.stdin exists: no data and no end is EAGAIN.)
+    let inCall = true;
+    try {
+      void process.stdin;
+      fs.readSync(0, Buffer.alloc(1), 0, 1, null);
+    } catch (error) {
+      inCall = error.code !== "EAGAIN";
+    }
     for (const fd of [1, 2]) {
       try {
         fs.closeSync(fd);
@@ -69,9 +79,10 @@ if (statusFd >= 0) {
       fs.writeSync(statusFd, `${code}\n`);
       // Then wait, alive, for the gateway to kill the tree (it closes this pipe once it has):
       // what the script started stays attached to this process meanwhile, so the gateway's
-      // walk of the tree finds it. A full pipe blocks the write; a closed one throws.
+      // walk of the tree finds it. A full pipe blocks the write; a closed one throws. (Bounded:
+      // a pipe holds at most 1 MiB unless its owner raised the limit.)
       const padding = Buffer.alloc(65536);
-      for (;;) {
+      for (let i = 0; i < (inCall ? 32 : 0); i++) {
         fs.writeSync(statusFd, padding);
       }
     } catch {

@@ -93,6 +93,16 @@ def _run() -> None:
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGINT)
         if status_fd >= 0:
+            # In a call the gateway has written the input and closed the pipe; a process that
+            # ends before that (a script that never reads its input) ends at once, as always.
+            in_call = True
+            try:
+                os.set_blocking(0, False)
+                os.read(0, 1)
+            except BlockingIOError:
+                in_call = False
+            except OSError:
+                pass
             for fd in (1, 2):
                 try:
                     os.close(fd)
@@ -103,8 +113,9 @@ def _run() -> None:
                 # Then wait, alive, for the gateway to kill the tree (it closes this pipe once
                 # it has): what the script started stays attached to this process meanwhile,
                 # so the gateway's walk of the tree finds it. A full pipe blocks the write.
+                # (Bounded: a pipe holds at most 1 MiB unless its owner raised the limit.)
                 padding = bytes(65536)
-                while True:
+                for _ in range(32 if in_call else 0):
                     os.write(status_fd, padding)
             except OSError:
                 pass
