@@ -74,11 +74,12 @@ A program started with ``status=True`` gets one more pipe, named to it by the en
 variable :data:`STATUS_ENV` (the runtime shims of :mod:`toolgate.backends.fast_exit` take it out
 of the environment before the script runs). A program whose result is final — every exit
 handler has run, its output is flushed and its stdout and stderr are closed — writes its exit
-code there as one line (``"0\n"``) and then ends without its interpreter's teardown. The runner
-takes that line for the program's exit: the output gets its grace period as after an exit, the
-tree is killed as always, and the result carries the reported code; the process itself, already
-dying, is reaped in the background (:func:`reap_pending` waits for those). Anything else on the
-pipe, or nothing, changes nothing: the exit status comes from the process as usual.
+code there as one line (``"0\n"``) and waits, alive, until the runner closes the pipe. The
+runner takes that line for the program's exit: the output gets its grace period as after an
+exit, the tree is killed as always (the program still alive, so what it started is still
+attached to it), then the pipe is closed, and the result carries the reported code; the killed
+process is reaped in the background (:func:`reap_pending` waits for those). A first line that
+is not an exit code, or none, changes nothing: the exit status comes from the process as usual.
 """
 
 from __future__ import annotations

@@ -143,7 +143,9 @@ class ScriptBackend:
     How many processes of one tool run at once is the gateway's per-tool concurrency limit
     (:mod:`toolgate.pipeline.concurrency`, ``concurrency:`` in toolgate.yaml; the older
     ``scripts.concurrency`` is its running limit for script tools): the limit holds a call's
-    slot until its process tree is killed and reaped, so this backend keeps no count of its own.
+    slot until its process tree is killed and reaped (a pre-started process answered from its
+    shim's status: killed, and reaped in the background), so this backend keeps no count of
+    its own.
 
     Host-mode tools may have processes started ahead of their calls (``prestart``, see
     :mod:`~toolgate.backends.prestart`); ``protocol: worker`` tools run on long-lived workers
