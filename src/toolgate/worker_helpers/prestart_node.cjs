@@ -38,6 +38,7 @@ if (statusFd >= 0) {
   // input arrives, they cost the call nothing (creating them writes nothing).
   void process.stdout;
   void process.stderr;
+  warmUp();
   const emit = process.emit;
   process.emit = function (event, ...args) {
     const result = Reflect.apply(emit, this, [event, ...args]);
@@ -46,6 +47,31 @@ if (statusFd >= 0) {
     }
     return result;
   };
+
+  // What a script does with its input runs through code V8 compiles on its first use: a
+  // stream's 'data' and 'end', JSON, console.log's formatting. Run once here, on objects of
+  // this file's own (no descriptor is touched), while the process waits for its input: about
+  // 1 ms less per call.
+  function warmUp() {
+    const { Readable, Writable } = require("node:stream");
+    const { Console } = require("node:console");
+    const sink = new Writable({
+      write(chunk, encoding, callback) {
+        callback();
+      },
+    });
+    const quiet = new Console(sink);
+    const source = new Readable({ read() {} });
+    let text = "";
+    source.on("data", (chunk) => {
+      text += chunk;
+    });
+    source.on("end", () => {
+      quiet.log(JSON.stringify(JSON.parse(text)));
+    });
+    source.push(Buffer.from('{"warm":[1,"x",true,null,{"a":0.5}]}'));
+    source.push(null);
+  }
 
   function finish(emitted) {
     let code = process.exitCode;
