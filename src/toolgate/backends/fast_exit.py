@@ -11,17 +11,22 @@ process runs the unchanged script through a small shim (``toolgate/worker_helper
   Python's own up to the teardown (the exit code of ``SystemExit`` or of an uncaught exception,
   non-daemon threads joined, every ``atexit`` handler, the script's globals cleared so their
   ``__del__`` and unclosed files run and flush, the standard streams flushed, 120 when that
-  fails); then the process reports its exit code and leaves with ``os._exit``.
+  fails); then the process reports its exit code.
 * **node** — ``node --require prestart_node.cjs SCRIPT``: after the last ``'exit'`` listener
   has run, the exit code is final and stdout and stderr are written (synchronous pipes); the
-  shim reports the code and ends the process with ``SIGKILL``. After an uncaught exception (whose
-  message node prints after ``'exit'``) it stays out of the way.
+  shim reports the code. After an uncaught exception (whose
+  message node prints after ``'exit'``) it stays out of the way. While the process waits for
+  its input, the shim creates ``process.stdout``/``process.stderr`` and runs the stream, JSON
+  and console code once on objects of its own, so that V8 has compiled it before the call.
 
 Either way the shim closes stdout and stderr, then writes the exit code on the status pipe of
-:func:`~toolgate.backends.processes.spawn_process`; the runner answers from it, still kills the
-process tree and gives the output its grace period as after any exit, and reaps the process in
-the background. A shim that cannot report (the script closed the pipe, a process ended by a
-signal) changes nothing: the call ends at the process's exit as always.
+:func:`~toolgate.backends.processes.spawn_process` and waits there, alive, until the runner has
+killed the process tree (so what the script started is still attached to it for the tree's
+walk) and closed the pipe; the teardown never runs. The runner answers from the status, gives
+the output its grace period as after any exit, and reaps the process in the background. A
+process that ends before its input came (a script that never reads it) does not wait. A shim
+that cannot report (the script closed the pipe, a process ended by a signal) changes nothing:
+the call ends at the process's exit as always.
 
 What is not kept: python3's teardown of *imported* modules (a library's global objects are not
 finalized — Python does not promise it either), and node's native add-ons' exit hooks.
