@@ -88,15 +88,14 @@ import asyncio
 import contextlib
 import errno
 import os
-import re
 import time
-import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from . import process_tree
+from .process_status import STATUS_ENV, StatusPipe, reap_later, reap_pending
 from .process_tree import ProcessTree, pipe_holders
 
 __all__ = [
@@ -124,28 +123,7 @@ FIRST_SNAPSHOT = 0.02
 #: Seconds between later records of the descendants.
 SNAPSHOT_INTERVAL = 0.15
 
-#: The variable that names the status pipe's descriptor to a program started with ``status``.
-STATUS_ENV = "TOOLGATE_STATUS_FD"
-
 _CHUNK = 64 * 1024
-#: A status line: an exit code of at most three digits and a newline.
-_STATUS_MAX = 4
-_STATUS_CODE = re.compile(rb"[0-9]{1,3}")
-
-# Exit futures of programs that reported their status and were killed but not reaped yet, per
-# event loop: :func:`reap_pending` waits for them (a gateway does before its loop closes).
-_PENDING: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, set[asyncio.Future[int]]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-async def reap_pending(timeout: float = 1.0) -> None:
-    """Wait (at most ``timeout`` seconds) until the programs of the running event loop that
-    were answered from their status pipe, and killed, have also been reaped."""
-    pending = _PENDING.get(asyncio.get_running_loop())
-    if pending:
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(asyncio.gather(*pending, return_exceptions=True), timeout)
 
 
 class ProcessStartError(Exception):
@@ -409,11 +387,7 @@ class _Call:
         self._tree = ProcessTree(proc.pid, spawned)
         self._snapshot_handle: asyncio.TimerHandle | None = None
         self._exit = exit
-        self._status_fd = status_fd
-        self._status = bytearray()
-        self._status_reading = False
-        #: The exit code the program reported on its status pipe (``None``: none, or not valid).
-        self._reported: int | None = None
+        self._status = StatusPipe(self._loop, status_fd, self._notify) if status_fd >= 0 else None
 
     async def run(self, stdin: bytes, timeout: float) -> ProcessResult:
         try:
@@ -434,13 +408,11 @@ class _Call:
             raise
         finally:
             self._close_io()
-        reported = self._reported
+        reported = self._reported()
         if reported is not None and not timed_out and self._exceeded is None:
             # The program's result was final when it reported it, and its tree was killed: it
             # is reaped in the background, not on the call's path.
-            if not self._exit.done():
-                _PENDING.setdefault(self._loop, set()).add(self._exit)
-                self._exit.add_done_callback(_PENDING[self._loop].discard)
+            reap_later(self._loop, self._exit)
             returncode = reported
         else:
             returncode = await self._reap()
@@ -469,7 +441,7 @@ class _Call:
             if self._exceeded is not None:
                 return False
             now = time.monotonic()
-            if exited_at is None and (self._exit.done() or self._reported is not None):
+            if exited_at is None and (self._exit.done() or self._reported() is not None):
                 exited_at = now
             if exited_at is not None:
                 if self._stdout.done and self._stderr.done:
@@ -567,10 +539,8 @@ class _Call:
         for stream in (self._stdout, self._stderr):
             os.set_blocking(stream.fd, False)
             self._loop.add_reader(stream.fd, self._on_readable, stream)
-        if self._status_fd >= 0:
-            os.set_blocking(self._status_fd, False)
-            self._loop.add_reader(self._status_fd, self._on_status)
-            self._status_reading = True
+        if self._status is not None:
+            self._status.start()
         assert self._stdin_fd is not None
         os.set_blocking(self._stdin_fd, False)
         self._stdin_data = memoryview(stdin)
@@ -627,36 +597,13 @@ class _Call:
             return
         stream.buffer += data
 
-    def _on_status(self) -> None:
-        try:
-            data = os.read(self._status_fd, _STATUS_MAX + 1 - len(self._status))
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            data = b""
-        self._status += data
-        line, newline, _ = self._status.partition(b"\n")
-        if data and not newline and len(self._status) <= _STATUS_MAX:
-            return  # the rest of the line is on its way
-        # The first line, once: one that is not an exit code is ignored, and the exit status
-        # comes from the process itself. The pipe stays open (a shim waits on it, alive, for
-        # the tree's kill) until the call's descriptors are closed.
-        self._status_reading = False
-        self._loop.remove_reader(self._status_fd)
-        if newline and _STATUS_CODE.fullmatch(line):
-            # Taken even when the exit is already known: a shim that reported ends by a signal
-            # (the tree's kill, or its own), so the reported code is the script's.
-            self._reported = int(line) & 0xFF
-            self._notify()
+    def _reported(self) -> int | None:
+        """The exit code the program reported on its status pipe (``None``: none, not valid)."""
+        return self._status.reported if self._status is not None else None
 
     def _stop_status(self) -> None:
-        fd, self._status_fd = self._status_fd, -1
-        if fd >= 0:
-            if self._status_reading:
-                self._status_reading = False
-                self._loop.remove_reader(fd)
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        if self._status is not None:
+            self._status.close()
 
     def _finish_stream(self, stream: _Stream) -> None:
         if not stream.done:
