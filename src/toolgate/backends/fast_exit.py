@@ -28,6 +28,12 @@ process that ends before its input came (a script that never reads it) does not 
 that cannot report (the script closed the pipe, a process ended by a signal) changes nothing:
 the call ends at the process's exit as always.
 
+The shim moves the status pipe to a close-on-exec descriptor of its own and checks that it is
+still that pipe before writing (a script may close descriptors and reuse the number); only the
+process it started reports (not a forked child); node's ``process.emit`` wrapper stays the
+outermost one. Every difference from a fresh run that is left is listed in the guide
+(``docs/guides/processes.md``, "How a pre-started python3 or node script ends").
+
 What is not kept: python3's teardown of *imported* modules (a library's global objects are not
 finalized — Python does not promise it either), and node's native add-ons' exit hooks.
 ``PrestartSettings(fast_exit=False)`` (``processes.prestart.fast_exit: false``) turns this off.

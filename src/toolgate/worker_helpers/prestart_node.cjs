@@ -27,7 +27,26 @@ for (let i = 0; i < process.execArgv.length - 1; i++) {
   }
 }
 
-const statusFd = /^[0-9]+$/.test(fdText || "") ? Number(fdText) : -1;
+let statusFd = /^[0-9]+$/.test(fdText || "") ? Number(fdText) : -1;
+let statusId = "";
+if (statusFd >= 0) {
+  // Reopened (libuv opens it close-on-exec: never the script's children's) and recorded, so
+  // that the status is written only into this very pipe, even if the script closes
+  // descriptors and its files reuse the number.
+  try {
+    const reopened = fs.openSync(`/proc/self/fd/${statusFd}`, fs.constants.O_WRONLY);
+    fs.closeSync(statusFd);
+    statusFd = reopened;
+  } catch {
+    // no /proc: where it is
+  }
+  try {
+    const info = fs.fstatSync(statusFd);
+    statusId = `${info.dev}:${info.ino}`;
+  } catch {
+    statusFd = -1;
+  }
+}
 if (statusFd >= 0) {
   let fatal = false;
   // A monitor, not a handler: it changes nothing about how an uncaught exception ends node.
@@ -39,14 +58,38 @@ if (statusFd >= 0) {
   void process.stdout;
   void process.stderr;
   warmUp();
-  const emit = process.emit;
-  process.emit = function (event, ...args) {
-    const result = Reflect.apply(emit, this, [event, ...args]);
-    if (event === "exit" && !fatal) {
-      finish(args[0]);
-    }
-    return result;
-  };
+  // The shim's wrapper stays the outermost one: a wrapper the script (or a library such as
+  // signal-exit) assigns to process.emit is wrapped in turn, and the status is reported only
+  // when the outermost 'exit' emit returns, after every wrapper has run.
+  let depth = 0;
+  const wrap = (inner) =>
+    function emit(event, ...args) {
+      if (event !== "exit") {
+        return Reflect.apply(inner, this, [event, ...args]);
+      }
+      depth++;
+      let result;
+      try {
+        result = Reflect.apply(inner, this, [event, ...args]);
+      } finally {
+        depth--;
+      }
+      if (depth === 0 && !fatal) {
+        finish(args[0]);
+      }
+      return result;
+    };
+  let current = wrap(process.emit);
+  Object.defineProperty(process, "emit", {
+    configurable: true,
+    enumerable: false,
+    get() {
+      return current;
+    },
+    set(value) {
+      current = typeof value === "function" ? wrap(value) : value;
+    },
+  });
 
   // What a script does with its input runs through code V8 compiles on its first use: a
   // stream's 'data' and 'end', JSON, console.log's formatting. Run once here, on objects of
@@ -80,7 +123,10 @@ if (statusFd >= 0) {
     }
     code = Number(code) & 0xff;
     try {
-      fs.fstatSync(statusFd);
+      const info = fs.fstatSync(statusFd);
+      if (`${info.dev}:${info.ino}` !== statusId) {
+        return; // the script closed it, and the number is another file's: end as usual
+      }
     } catch {
       return; // no gateway to tell (the script closed it): end as usual
     }

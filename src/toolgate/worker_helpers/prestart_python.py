@@ -22,6 +22,7 @@ that live in a library's globals are not finalized).
 def _run() -> None:
     # One function, and everything in it a local (imports included): the script's globals
     # replace this module's, as this module is ``__main__``; this frame outlives them.
+    import _weakref
     import atexit
     import builtins
     import gc
@@ -31,11 +32,34 @@ def _run() -> None:
 
     fd_text = os.environ.pop("TOOLGATE_STATUS_FD", "")
     status_fd = int(fd_text) if fd_text.isdigit() else -1
+    status_id = None
     if status_fd >= 0:
+        # Moved out of the script's way, to a high number never passed on to children (a script
+        # that closes its descriptors and opens files may reuse the low one); recorded, so that
+        # the status is written only into this very pipe.
         try:
-            os.set_inheritable(status_fd, False)  # never the script's children's
+            try:
+                high = os.dup2(status_fd, 1000 + status_fd % 16, inheritable=False)
+                os.close(status_fd)
+                status_fd = high
+            except OSError:  # a low limit of descriptors: where it is
+                os.set_inheritable(status_fd, False)
+            info = os.fstat(status_fd)
+            status_id = (info.st_dev, info.st_ino)
         except OSError:
             status_fd = -1
+    shim_pid = os.getpid()  # a forked child reports nothing: the status is this process's
+
+    def _forget_status() -> None:
+        nonlocal status_fd
+        if status_fd >= 0 and os.getpid() != shim_pid:
+            try:
+                os.close(status_fd)
+            except OSError:
+                pass
+            status_fd = -1
+
+    os.register_at_fork(after_in_child=_forget_status)
     del sys.argv[0]
     # As given in sys.argv[0]; __file__ and tracebacks have it absolute, as Python does.
     script = os.path.abspath(sys.argv[0])
@@ -45,9 +69,16 @@ def _run() -> None:
     # The interpreter's own objects are never garbage: the collection at the end then looks at
     # the script's objects only (1 ms less), as it finds the same garbage.
     gc.freeze()
-    with open(script, "rb") as handle:
-        source = handle.read()
-    code = compile(source, script, "exec", dont_inherit=True)
+    try:
+        with open(script, "rb") as handle:
+            source = handle.read()
+    except OSError as exc:  # as Python says it, exit code 2
+        print(
+            f"{sys.orig_argv[0]}: can't open file {script!r}: [Errno {exc.errno}] {exc.strerror}",
+            file=sys.stderr,
+        )
+        sys.stderr.flush()
+        os._exit(2)
     # A __main__ module of its own, made after the freeze so that its globals can be collected.
     main = type(sys)("__main__")
     namespace = main.__dict__
@@ -65,6 +96,13 @@ def _run() -> None:
     sys.modules["__main__"] = main
     del main
 
+    def _still_the_pipe() -> bool:
+        try:
+            info = os.fstat(status_fd)
+        except OSError:
+            return False
+        return (info.st_dev, info.st_ino) == status_id
+
     def finish() -> None:
         # Registered before the script runs: called after every handler the script registers.
         # What the teardown does to the script's globals: the module leaves sys.modules, the
@@ -74,8 +112,27 @@ def _run() -> None:
         sys.last_type = sys.last_value = sys.last_traceback = None
         atexit._clear()
         sys.modules.pop("__main__", None)
+        # Its loader, which only the globals hold, tells whether they outlive the collection.
+        try:
+            kept = _weakref.ref(namespace["__loader__"])
+        except (KeyError, TypeError):
+            kept = None
         del namespace
         gc.collect()
+        loader = kept() if kept is not None else None
+        if loader is not None:
+            # Something still refers to them (a signal handler, a logging handler of a script's
+            # class, sys.excepthook): as Python's teardown, clear them — names that begin with
+            # "_" first, then the others, __builtins__ kept — and collect what is left.
+            for held in gc.get_referrers(loader):
+                if type(held) is dict and held.get("__loader__") is loader:
+                    for underscore in (True, False):
+                        for name in list(held):
+                            if name != "__builtins__" and name.startswith("_") is underscore:
+                                held[name] = None
+                    break
+            del loader, held
+            gc.collect()
         code = outcome["code"]
         seen = set()
         for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
@@ -92,7 +149,7 @@ def _run() -> None:
 
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGINT)
-        if status_fd >= 0:
+        if status_fd >= 0 and os.getpid() == shim_pid and _still_the_pipe():
             # In a call the gateway has written the input and closed the pipe; a process that
             # ends before that (a script that never reads its input) ends at once, as always.
             in_call = True
@@ -103,6 +160,27 @@ def _run() -> None:
                 in_call = False
             except OSError:
                 pass
+            libc = None
+            threads = sys.modules.get("threading")
+            if in_call and threads is not None and threads.active_count() > 1:
+                # Daemon threads still run. Python's teardown stops them (they never get the
+                # GIL back); here the rest is done through libc with the GIL held, to the same
+                # effect. (ctypes is imported only for such a script.)
+                try:
+                    import ctypes
+
+                    libc = ctypes.PyDLL(None)  # its calls keep the GIL
+                except (ImportError, OSError):
+                    libc = None
+            if libc is not None:
+                libc.close(1)
+                libc.close(2)
+                line = b"%d\n" % (code & 0xFF)
+                if libc.write(status_fd, line, len(line)) == len(line):
+                    poll_fd = (ctypes.c_int * 2)(status_fd, 8)  # {fd, events=POLLERR, 0}
+                    while libc.poll(poll_fd, 1, -1) == 0:
+                        pass
+                os._exit(code & 0xFF)
             for fd in (1, 2):
                 try:
                     os.close(fd)
@@ -110,20 +188,28 @@ def _run() -> None:
                     pass
             try:
                 os.write(status_fd, b"%d\n" % (code & 0xFF))
-                # Then wait, alive, for the gateway to kill the tree (it closes this pipe once
-                # it has): what the script started stays attached to this process meanwhile,
-                # so the gateway's walk of the tree finds it. A full pipe blocks the write.
-                # (Bounded: a pipe holds at most 1 MiB unless its owner raised the limit.)
-                padding = bytes(65536)
-                for _ in range(32 if in_call else 0):
-                    os.write(status_fd, padding)
+                if in_call:
+                    # Then wait, alive, for the gateway to kill the tree (it closes this pipe
+                    # once it has; the write end then reports an error): what the script
+                    # started stays attached to this process meanwhile, so the gateway's walk
+                    # of the tree finds it.
+                    import select
+
+                    waiting = select.poll()
+                    waiting.register(status_fd, select.POLLERR)
+                    while not waiting.poll():
+                        pass
             except OSError:
                 pass
         os._exit(code & 0xFF)
 
     atexit.register(finish)
-    del source
+    # The exit code of an end that does not come back here (an error in sys.excepthook).
+    outcome["code"] = 1
     try:
+        # Compiled here: a SyntaxError is printed as python3 SCRIPT prints it.
+        code = compile(source, script, "exec", dont_inherit=True)
+        del source
         exec(code, namespace)  # the tool's own script, as python3 SCRIPT runs it
     except SystemExit as exc:
         value = exc.code
@@ -142,11 +228,29 @@ def _run() -> None:
         tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
         exc.with_traceback(tb)  # what is printed is the exception's own traceback
         sys.last_type, sys.last_value, sys.last_traceback = type(exc), exc, tb
-        sys.excepthook(type(exc), exc, tb)
-        outcome["code"] = 1
         outcome["interrupted"] = isinstance(exc, KeyboardInterrupt)
+        try:
+            sys.excepthook(type(exc), exc, tb)
+        except SystemExit as hook_exit:  # as Python: the hook's exit is the process's
+            outcome["interrupted"] = False
+            value = hook_exit.code
+            outcome["code"] = value if isinstance(value, int) else 0 if value is None else 1
+        except BaseException as hook_exc:  # noqa: BLE001 - as Python reports it
+            hook_tb = hook_exc.__traceback__
+            hook_tb = hook_tb.tb_next if hook_tb is not None else None
+            hook_exc.with_traceback(hook_tb)
+            hook_exc.__context__ = None  # raised from C in python3 SCRIPT: no context
+            try:
+                print("Error in sys.excepthook:", file=sys.stderr)
+                sys.__excepthook__(type(hook_exc), hook_exc, hook_tb)
+                print("\nOriginal exception was:", file=sys.stderr)
+                sys.__excepthook__(type(exc), exc, tb)
+            except BaseException:  # noqa: BLE001
+                pass
+            del hook_exc, hook_tb
         del tb, exc
-    del code
+    else:
+        outcome["code"] = 0
 
 
 if __name__ == "__main__":  # never when imported
