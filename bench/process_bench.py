@@ -131,7 +131,10 @@ def _stats(samples: list[tuple[float, float]]) -> dict[str, float]:
 
 
 async def _run(args: argparse.Namespace) -> dict[str, dict[str, dict[str, float]]]:
-    runtimes = [r for r in args.runtimes.split(",") if shutil.which(PROGRAMS[r])]
+    # A runtime by its name in a tool folder or by its program's (python3 is python).
+    names = {program: name for name, program in PROGRAMS.items()}
+    wanted = [names.get(r, r) for r in args.runtimes.split(",")]
+    runtimes = [r for r in wanted if shutil.which(PROGRAMS[r])]
     sandbox_works = probe_host().works
     results: dict[str, dict[str, dict[str, float]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
