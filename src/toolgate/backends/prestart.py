@@ -61,6 +61,9 @@ class PrestartSettings:
     """Processes kept ready in all."""
     idle_timeout: float = 60.0
     """Seconds a ready process may wait for a call before it is killed."""
+    fast_exit: bool = True
+    """python3 and node processes end without their interpreter's teardown, through a shim
+    that reports the exit code once it is final (:mod:`~toolgate.backends.fast_exit`)."""
 
     def wants(self, tool_id: str, *, declared: bool) -> bool:
         """Whether calls of ``tool_id`` (which asks for it when ``declared``) get one."""
@@ -88,6 +91,9 @@ class PoolKey:
     pass_fds: tuple[int, ...] = ()
     """Descriptors the process inherits (what its bubblewrap binds with ``--ro-bind-fd``); the
     key's owner keeps them open as long as a process may be started from the key."""
+    status: bool = False
+    """Whether the process gets a status pipe (its command runs through a shim of
+    :mod:`~toolgate.backends.fast_exit`)."""
 
     @classmethod
     def of(
@@ -98,6 +104,7 @@ class PoolKey:
         cwd: Path,
         *,
         where: str = "host",
+        status: bool = False,
     ) -> PoolKey:
         """The key of a process of ``tool`` started with ``argv``, ``env`` and ``cwd``."""
         return cls(
@@ -107,6 +114,7 @@ class PoolKey:
             str(cwd),
             tool.definition_hash,
             where,
+            status=status,
         )
 
 
@@ -274,7 +282,9 @@ class PrestartPool:
             if slot.starter is not None:
                 process = await slot.starter()
             else:
-                process = await spawn_process(key.argv, env=dict(key.env), cwd=Path(key.cwd))
+                process = await spawn_process(
+                    key.argv, env=dict(key.env), cwd=Path(key.cwd), status=key.status
+                )
         except (ProcessStartError, ToolError, OSError) as exc:
             # The call that wanted it starts its own process and reports the error itself; a
             # tool that keeps failing to start is no longer pre-started.

@@ -66,6 +66,20 @@ the first 20 ms) cannot be linked to the call and escapes. Where that matters, r
 container or a cgroup of their own.
 
 Without ``/proc`` (macOS, BSD) the runner kills the process group only.
+
+The status pipe
+===============
+
+A program started with ``status=True`` gets one more pipe, named to it by the environment
+variable :data:`STATUS_ENV` (the runtime shims of :mod:`toolgate.backends.fast_exit` take it out
+of the environment before the script runs). A program whose result is final — every exit
+handler has run, its output is flushed and its stdout and stderr are closed — writes its exit
+code there as one line (``"0\n"``) and waits, alive, until the runner closes the pipe. The
+runner takes that line for the program's exit: the output gets its grace period as after an
+exit, the tree is killed as always (the program still alive, so what it started is still
+attached to it), then the pipe is closed, and the result carries the reported code; the killed
+process is reaped in the background (:func:`reap_pending` waits for those). A first line that
+is not an exit code, or none, changes nothing: the exit status comes from the process as usual.
 """
 
 from __future__ import annotations
@@ -81,13 +95,16 @@ from pathlib import Path
 from typing import Any
 
 from . import process_tree
+from .process_status import STATUS_ENV, StatusPipe, reap_later, reap_pending
 from .process_tree import ProcessTree, pipe_holders
 
 __all__ = [
     "DEFAULT_MAX_OUTPUT",
+    "STATUS_ENV",
     "ProcessResult",
     "ProcessStartError",
     "StartedProcess",
+    "reap_pending",
     "run_process",
     "spawn_process",
 ]
@@ -142,6 +159,7 @@ async def run_process(
     timeout: float,
     max_output: int = DEFAULT_MAX_OUTPUT,
     pass_fds: Sequence[int] = (),
+    status: bool = False,
 ) -> ProcessResult:
     """Run ``argv`` with ``stdin`` as its input and return what it wrote and how it ended.
 
@@ -150,13 +168,14 @@ async def run_process(
     ``--bind-fd`` folders). After ``timeout`` seconds, or as soon as stdout or stderr goes past
     ``max_output`` bytes, the program and everything it started is killed. When the call ends
     for any reason, including cancellation of the awaiting task, no process the program started
-    is left running (see the module documentation for how, and for the limits).
+    is left running (see the module documentation for how, and for the limits). ``status``:
+    give the program a status pipe (see the module documentation).
 
     Raises :class:`ProcessStartError` when the program cannot be started.
     """
     if max_output < 0:
         raise ValueError(f"max_output must be >= 0, not {max_output}")
-    started = await spawn_process(argv, env=env, cwd=cwd, pass_fds=pass_fds)
+    started = await spawn_process(argv, env=env, cwd=cwd, pass_fds=pass_fds, status=status)
     return await started.run(stdin, timeout=timeout, max_output=max_output)
 
 
@@ -166,11 +185,13 @@ async def spawn_process(
     env: Mapping[str, str],
     cwd: Path | None,
     pass_fds: Sequence[int] = (),
+    status: bool = False,
 ) -> StartedProcess:
     """Start ``argv`` with its three pipes, but give it no input yet.
 
     The program runs (an interpreter starts and imports) and then waits for its stdin until
     :meth:`StartedProcess.run` gives it one; :func:`run_process` is this plus that, at once.
+    ``status``: give it a status pipe too (see the module documentation).
     Raises :class:`ProcessStartError` when the program cannot be started.
     """
     if not argv:
@@ -179,7 +200,17 @@ async def spawn_process(
     stdin_read, stdin_write = os.pipe()
     stdout_read, stdout_write = os.pipe()
     stderr_read, stderr_write = os.pipe()
-    parent_ends = (stdin_write, stdout_read, stderr_read)
+    child_ends = [stdin_read, stdout_write, stderr_write]
+    parent_ends = [stdin_write, stdout_read, stderr_read]
+    env = dict(env)
+    inherited = tuple(pass_fds)
+    status_fd = -1
+    if status:
+        status_fd, status_write = os.pipe()
+        child_ends.append(status_write)
+        parent_ends.append(status_fd)
+        env[STATUS_ENV] = str(status_write)
+        inherited += (status_write,)
     try:
         try:
             proc = await asyncio.create_subprocess_exec(
@@ -187,13 +218,13 @@ async def spawn_process(
                 stdin=stdin_read,
                 stdout=stdout_write,
                 stderr=stderr_write,
-                env=dict(env),
+                env=env,
                 cwd=cwd,
                 start_new_session=True,
-                pass_fds=tuple(pass_fds),
+                pass_fds=inherited,
             )
         finally:
-            for fd in (stdin_read, stdout_write, stderr_write):
+            for fd in child_ends:
                 os.close(fd)
     except OSError as exc:
         _close_all(parent_ends)
@@ -202,7 +233,12 @@ async def spawn_process(
         _close_all(parent_ends)
         raise
     return StartedProcess(
-        proc, spawned=spawned, stdin_fd=stdin_write, stdout_fd=stdout_read, stderr_fd=stderr_read
+        proc,
+        spawned=spawned,
+        stdin_fd=stdin_write,
+        stdout_fd=stdout_read,
+        stderr_fd=stderr_read,
+        status_fd=status_fd,
     )
 
 
@@ -222,13 +258,14 @@ class StartedProcess:
         stdin_fd: int,
         stdout_fd: int,
         stderr_fd: int,
+        status_fd: int = -1,
     ) -> None:
         self.pid = proc.pid
         """The program's process id."""
         self.spawned = spawned
         """When it was started (``time.monotonic()``)."""
         self._proc = proc
-        self._fds: tuple[int, int, int] | None = (stdin_fd, stdout_fd, stderr_fd)
+        self._fds: tuple[int, int, int, int] | None = (stdin_fd, stdout_fd, stderr_fd, status_fd)
         self._exit: asyncio.Future[int] = asyncio.ensure_future(proc.wait())
         self.setup: Any = None
         """What was prepared for the program (a warm sandbox's command), if anything."""
@@ -256,7 +293,7 @@ class StartedProcess:
             raise ValueError(f"max_output must be >= 0, not {max_output}")
         if self._fds is None:
             raise RuntimeError("this process was already used or discarded")
-        stdin_fd, stdout_fd, stderr_fd = self._fds
+        stdin_fd, stdout_fd, stderr_fd, status_fd = self._fds
         self._fds = None
         call = _Call(
             self._proc,
@@ -266,6 +303,7 @@ class StartedProcess:
             stdin_fd=stdin_fd,
             stdout_fd=stdout_fd,
             stderr_fd=stderr_fd,
+            status_fd=status_fd,
             max_output=max_output,
         )
         return await call.run(stdin, timeout)
@@ -284,7 +322,7 @@ class StartedProcess:
             ProcessTree(self._proc.pid, self.spawned).kill()
         # Thread-safe (a gateway may be closed from another thread): signals and closing file
         # descriptors only; the event loop's child watcher reaps the process.
-        _close_all(fds)
+        _close_all([fd for fd in fds if fd >= 0])
 
 
 def _start_error_message(argv: Sequence[str], cwd: Path | None, exc: OSError) -> str:
@@ -332,6 +370,7 @@ class _Call:
         stdout_fd: int,
         stderr_fd: int,
         max_output: int,
+        status_fd: int = -1,
     ) -> None:
         self._loop = asyncio.get_running_loop()
         self._proc = proc
@@ -348,6 +387,7 @@ class _Call:
         self._tree = ProcessTree(proc.pid, spawned)
         self._snapshot_handle: asyncio.TimerHandle | None = None
         self._exit = exit
+        self._status = StatusPipe(self._loop, status_fd, self._notify) if status_fd >= 0 else None
 
     async def run(self, stdin: bytes, timeout: float) -> ProcessResult:
         try:
@@ -368,7 +408,14 @@ class _Call:
             raise
         finally:
             self._close_io()
-        returncode = await self._reap()
+        reported = self._reported()
+        if reported is not None and not timed_out and self._exceeded is None:
+            # The program's result was final when it reported it, and its tree was killed: it
+            # is reaped in the background, not on the call's path.
+            reap_later(self._loop, self._exit)
+            returncode = reported
+        else:
+            returncode = await self._reap()
         return ProcessResult(
             exit_code=returncode if returncode >= 0 else None,
             stdout=bytes(self._stdout.buffer),
@@ -394,7 +441,7 @@ class _Call:
             if self._exceeded is not None:
                 return False
             now = time.monotonic()
-            if exited_at is None and self._exit.done():
+            if exited_at is None and (self._exit.done() or self._reported() is not None):
                 exited_at = now
             if exited_at is not None:
                 if self._stdout.done and self._stderr.done:
@@ -492,6 +539,8 @@ class _Call:
         for stream in (self._stdout, self._stderr):
             os.set_blocking(stream.fd, False)
             self._loop.add_reader(stream.fd, self._on_readable, stream)
+        if self._status is not None:
+            self._status.start()
         assert self._stdin_fd is not None
         os.set_blocking(self._stdin_fd, False)
         self._stdin_data = memoryview(stdin)
@@ -548,6 +597,14 @@ class _Call:
             return
         stream.buffer += data
 
+    def _reported(self) -> int | None:
+        """The exit code the program reported on its status pipe (``None``: none, not valid)."""
+        return self._status.reported if self._status is not None else None
+
+    def _stop_status(self) -> None:
+        if self._status is not None:
+            self._status.close()
+
     def _finish_stream(self, stream: _Stream) -> None:
         if not stream.done:
             stream.done = True
@@ -565,6 +622,7 @@ class _Call:
 
     def _close_io(self) -> None:
         self._stop_stdin()
+        self._stop_status()  # after the tree's kill: a shim waiting on it ends now
         for stream in (self._stdout, self._stderr):
             if stream.fd < 0:
                 continue

@@ -35,12 +35,14 @@ from ..runtimes import RUNTIMES, Runtime, runtime_for_extension
 from ..sandbox.runner import Sandbox, SandboxedCommand, SandboxUnavailableError
 from .base import BackendUnavailableError, ToolTimeoutError
 from .environment import ScriptEnvironment
+from .fast_exit import shimmed_argv
 from .prestart import PoolKey, PrestartPool, PrestartSettings, Starter
 from .processes import (
     DEFAULT_MAX_OUTPUT,
     ProcessResult,
     ProcessStartError,
     StartedProcess,
+    reap_pending,
     run_process,
     spawn_process,
 )
@@ -141,7 +143,9 @@ class ScriptBackend:
     How many processes of one tool run at once is the gateway's per-tool concurrency limit
     (:mod:`toolgate.pipeline.concurrency`, ``concurrency:`` in toolgate.yaml; the older
     ``scripts.concurrency`` is its running limit for script tools): the limit holds a call's
-    slot until its process tree is killed and reaped, so this backend keeps no count of its own.
+    slot until its process tree is killed and reaped (a pre-started process answered from its
+    shim's status: killed, and reaped in the background), so this backend keeps no count of
+    its own.
 
     Host-mode tools may have processes started ahead of their calls (``prestart``, see
     :mod:`~toolgate.backends.prestart`); ``protocol: worker`` tools run on long-lived workers
@@ -235,7 +239,7 @@ class ScriptBackend:
                 continue  # its calls say why
             pool = pool or self.pool()
             if self._on_host(tool):
-                pool.fill(PoolKey.of(tool, command.argv, command.env, cwd))
+                pool.fill(self._host_key(tool, command, cwd))
             else:
                 key, starter = self._warm_sandbox(tool, command, self.cwd)
                 pool.fill(key, starter)
@@ -248,6 +252,7 @@ class ScriptBackend:
         """Kill the running event loop's pre-started processes and idle workers, and wait until
         they are reaped; then :meth:`close` the others."""
         loop = asyncio.get_running_loop()
+        await reap_pending()
         if (pool := self._pools.pop(loop, None)) is not None:
             await pool.aclose()
         if (workers := self._worker_pools.pop(loop, None)) is not None:
@@ -341,15 +346,22 @@ class ScriptBackend:
                 )
                 return interpret_result(tool.id, result, self.max_output)
             pool = self.pool()
-            key = PoolKey.of(tool, command.argv, command.env, cwd)
+            key = self._host_key(tool, command, cwd)
             process = pool.take(key)
             try:
                 if process is not None:
                     state.metadata["process"] = "prestarted"
                     result = await run_started(tool, process, stdin, self.max_output)
                 else:
+                    # Started now, but as the pool's processes are: the same shim, if any.
                     result = await start_process(
-                        tool, command.argv, stdin, command.env, cwd, self.max_output
+                        tool,
+                        list(key.argv),
+                        stdin,
+                        command.env,
+                        cwd,
+                        self.max_output,
+                        status=key.status,
                     )
             finally:
                 pool.replenish(key)  # after the call: starting one blocks the loop a bit
@@ -370,6 +382,15 @@ class ScriptBackend:
             settings=command.settings,
         )
         return interpret_result(tool.id, result, self.max_output)
+
+    def _host_key(self, tool: Tool, command: ScriptCommand, cwd: Path) -> PoolKey:
+        """The pool key of a pre-started host tool's calls in ``cwd``: its command, run through
+        its runtime's shim when it has one and :attr:`PrestartSettings.fast_exit` is on."""
+        entry, _ = _entry(tool)
+        shimmed = shimmed_argv(entry.runtime, command.argv) if self.prestart.fast_exit else None
+        if shimmed is None:
+            return PoolKey.of(tool, command.argv, command.env, cwd)
+        return PoolKey.of(tool, shimmed, command.env, cwd, status=True)
 
     def _warm_sandbox(
         self, tool: Tool, command: ScriptCommand, workspace: Path | None
@@ -456,9 +477,12 @@ async def start_process(
     cwd: Path,
     max_output: int,
     pass_fds: Sequence[int] = (),
+    *,
+    status: bool = False,
 ) -> ProcessResult:
     """Run a tool's process (script or ``os`` command) under its timeout, plus a backstop; a
-    process that cannot start is a :class:`ToolError` naming the tool."""
+    process that cannot start is a :class:`ToolError` naming the tool. ``status``: it runs
+    through a shim of :mod:`~toolgate.backends.fast_exit` and gets its status pipe."""
     try:
         return await run_process(
             argv,
@@ -468,6 +492,7 @@ async def start_process(
             timeout=tool.timeout + _BACKSTOP_MARGIN,
             max_output=max_output,
             pass_fds=pass_fds,
+            status=status,
         )
     except ProcessStartError as exc:
         raise ToolError(f"Tool {tool.id} could not be started: {exc}") from None

@@ -208,6 +208,9 @@ class PrestartSection(_Section):
     """Processes kept ready in all."""
     idle_timeout: float = Field(default=60, gt=0)
     """Seconds a ready process waits for a call before it is stopped."""
+    fast_exit: bool = True
+    """python3 and node tools end without their interpreter's teardown (a shim reports the exit
+    code once it is final); `false`: they end as fresh processes do."""
 
     @field_validator("tools")
     @classmethod
@@ -225,6 +228,7 @@ class PrestartSection(_Section):
             per_tool=self.per_tool,
             total=self.total,
             idle_timeout=self.idle_timeout,
+            fast_exit=self.fast_exit,
         )
 
 
