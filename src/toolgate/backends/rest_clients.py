@@ -15,11 +15,15 @@ What sharing a client does not change:
 * Nothing of one call reaches the next: the token and the body are the request's; the client
   keeps no cookies (its jar refuses every cookie); timeouts are the request's.
 * A kept connection the endpoint closed is noticed before it is used (the pool checks whether an
-  idle socket became readable) and replaced; connections idle longer than
-  :data:`KEEPALIVE_EXPIRY` are closed.
+  idle socket became readable) and replaced; a connection whose answer came with more bytes than
+  it declared is closed, never reused (those bytes would be the next caller's answer,
+  :mod:`.rest_transport`); connections idle longer than :data:`KEEPALIVE_EXPIRY` are closed by a
+  sweep every :data:`SWEEP_EVERY` seconds on their loop.
 
-Clients belong to the loop they were made on (their sockets do); the pool keeps them per loop,
-weakly, and closes the least recently used beyond :data:`MAX_CLIENTS` per loop.
+Clients belong to the loop they were made on (their sockets do); the pool keeps them per loop
+and closes the least recently used beyond :data:`MAX_CLIENTS` per loop. The clients of a loop
+that was closed (``asyncio.run`` per call) are dropped, and their sockets shut, at the next
+:meth:`ClientPool.client` call on any loop or at :meth:`ClientPool.close`.
 """
 
 from __future__ import annotations
@@ -39,16 +43,26 @@ __all__ = ["KEEPALIVE_EXPIRY", "MAX_CLIENTS", "MAX_CONNECTIONS", "ClientPool", "
 MAX_CLIENTS = 256
 #: Connections one client opens at most to its endpoint (calls beyond wait for one).
 MAX_CONNECTIONS = 100
-#: Seconds an idle kept connection stays open.
-KEEPALIVE_EXPIRY = 5.0
+#: Seconds an idle kept connection stays open: below the 5 s idle timeout of common servers
+#: (uvicorn, node), so the endpoint rarely closes a connection just as a call reuses it.
+KEEPALIVE_EXPIRY = 4.0
+#: Seconds between sweeps closing the expired idle connections of a loop's clients.
+SWEEP_EVERY = 1.0
+#: Seconds :meth:`ClientPool.close` waits for the clients of a loop running in another thread.
+CLOSE_WAIT = 5.0
 #: Seconds between checks whether an evicted client is still in use.
 RETIRE_CHECK = 1.0
 
 
 class Idle(Protocol):
-    """A client's transport: whether any call is using it."""
+    """A client's transport: whether any call is using it; closing idle connections past their
+    expiry; ending every connection without the event loop."""
 
     def idle(self) -> bool: ...
+
+    async def close_expired(self) -> None: ...
+
+    def shut(self) -> None: ...
 
 
 _Kept = tuple[Any, Idle]
@@ -76,6 +90,19 @@ class ClientPool:
             asyncio.AbstractEventLoop, OrderedDict[Hashable, _Kept]
         ] = weakref.WeakKeyDictionary()
         self._retiring: set[asyncio.Task[None]] = set()
+        self._sweepers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task[None]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def _drop_closed_loops(self) -> list[_Kept]:
+        """Remove the clients of closed loops (their sockets hold the loop, so the weak keys
+        alone never free them); the caller shuts them. Under the lock."""
+        dead = [loop for loop in self._loops if loop.is_closed()]
+        dropped: list[_Kept] = []
+        for loop in dead:
+            dropped.extend(self._loops.pop(loop).values())
+            self._sweepers.pop(loop, None)
+        return dropped
 
     def client(self, key: Hashable, make: Callable[[], tuple[Any, Idle]]) -> Any:
         """The running loop's client for ``key``. ``make()`` gives a new client and its
@@ -83,21 +110,48 @@ class ClientPool:
         loop = asyncio.get_running_loop()
         evicted: list[_Kept] = []
         with self._lock:
+            dropped = self._drop_closed_loops()
             clients = self._loops.get(loop)
             if clients is None:
                 clients = self._loops[loop] = OrderedDict()
+            if loop not in self._sweepers:
+                self._sweepers[loop] = loop.create_task(self._sweep(loop))
             kept = clients.get(key)
             if kept is not None:
                 clients.move_to_end(key)
-                return kept[0]
-            kept = clients[key] = make()
-            while len(clients) > self.max_clients:
-                evicted.append(clients.popitem(last=False)[1])
+            else:
+                kept = clients[key] = make()
+                while len(clients) > self.max_clients:
+                    evicted.append(clients.popitem(last=False)[1])
+        for _client, transport in dropped:
+            transport.shut()
         for old in evicted:
             task = loop.create_task(_retire(old))
             self._retiring.add(task)
             task.add_done_callback(self._retiring.discard)
         return kept[0]
+
+    async def _sweep(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Every :data:`SWEEP_EVERY` s, close the expired idle connections of this loop's
+        clients; ends when the loop has none left (the next :meth:`client` starts another)."""
+        try:
+            while True:
+                await asyncio.sleep(SWEEP_EVERY)
+                with self._lock:
+                    clients = self._loops.get(loop)
+                    transports = [t for _c, t in clients.values()] if clients else []
+                    if not transports:
+                        if self._sweepers.get(loop) is asyncio.current_task():
+                            del self._sweepers[loop]
+                        return
+                for transport in transports:
+                    with contextlib.suppress(Exception):
+                        await transport.close_expired()
+        except asyncio.CancelledError:
+            with self._lock:
+                if self._sweepers.get(loop) is asyncio.current_task():
+                    del self._sweepers[loop]
+            raise
 
     def clients(self) -> int:
         """Clients kept now, on every loop."""
@@ -105,22 +159,41 @@ class ClientPool:
             return sum(len(clients) for clients in self._loops.values())
 
     def close(self) -> None:
-        """Close every kept client: on its own loop when that loop runs (without waiting),
-        else its sockets are left to the garbage collector of the closed loop."""
+        """Close every kept client: on its own loop when that loop runs in another thread
+        (waiting up to :data:`CLOSE_WAIT` s); on the running loop, queued (this call cannot wait
+        for its own loop); on a loop that does not run, its sockets are shut at once."""
         with self._lock:
             loops = list(self._loops.items())
             self._loops.clear()
+            sweepers = list(self._sweepers.items())
+            self._sweepers.clear()
         try:
             running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
             running = None
+        for loop, task in sweepers:
+            if loop is running:
+                task.cancel()
+            elif loop.is_running() and not loop.is_closed():
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(task.cancel)
         for loop, clients in loops:
-            for client, _transport in clients.values():
-                if loop is running:
+            kept = list(clients.values())
+            if loop is running:
+                for client, _transport in kept:
                     loop.create_task(_close_quietly(client))
-                elif loop.is_running() and not loop.is_closed():
-                    with contextlib.suppress(RuntimeError):  # the loop stopped meanwhile
-                        asyncio.run_coroutine_threadsafe(_close_quietly(client), loop)
+                continue
+            closed = False
+            if loop.is_running() and not loop.is_closed():
+                try:
+                    future = asyncio.run_coroutine_threadsafe(_close_all(kept), loop)
+                    future.result(CLOSE_WAIT)
+                    closed = True
+                except Exception:  # noqa: BLE001 - the loop stopped meanwhile, or too slow
+                    closed = False
+            if not closed:
+                for _client, transport in kept:
+                    transport.shut()
 
     async def aclose(self) -> None:
         """Close the clients of the running loop and wait for it; the others as :meth:`close`."""
@@ -137,6 +210,10 @@ async def _retire(kept: _Kept) -> None:
     while not transport.idle():
         await asyncio.sleep(RETIRE_CHECK)
     await _close_quietly(client)
+
+
+async def _close_all(kept: list[_Kept]) -> None:
+    await asyncio.gather(*(_close_quietly(client) for client, _ in kept))
 
 
 async def _close_quietly(client: Any) -> None:

@@ -22,9 +22,12 @@ would make the proxy, not this transport, choose the address).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import select
+import socket
 import ssl
+import weakref
 from collections.abc import Collection, Iterable
 from typing import Any
 
@@ -71,15 +74,25 @@ class _KeptStream(httpcore2.AsyncNetworkStream):
       the next read (HTTP/1.1 always reads the answer after its last write) or until
       :data:`HOLD_BYTES` are held, when they go at once — so a large body still streams."""
 
-    __slots__ = ("_fd", "_held", "_held_timeout", "_inner")
+    __slots__ = ("_fd", "_held", "_held_timeout", "_inner", "_sock")
 
     def __init__(self, inner: httpcore2.AsyncNetworkStream) -> None:
         self._inner = inner
         self._held = b""
         self._held_timeout: float | None = None
         sock = inner.get_extra_info("socket")
+        self._sock = sock
         fd = sock.fileno() if sock is not None else -1
         self._fd = fd if fd >= 0 and hasattr(select, "poll") else None
+
+    def shut(self) -> None:
+        """End the connection now without its event loop (which may be closed): a ``shutdown``
+        of the socket (the peer sees the end at once); the descriptor itself is closed when the
+        stream is freed (closing it here could close a descriptor reused meanwhile)."""
+        sock, self._sock, self._fd = self._sock, None, None
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
     async def _flush(self) -> None:
         held, self._held = self._held, b""
@@ -102,6 +115,7 @@ class _KeptStream(httpcore2.AsyncNetworkStream):
 
     async def aclose(self) -> None:
         self._fd = None  # the descriptor may be reused by another socket once closed
+        self._sock = None
         self._held = b""
         await self._inner.aclose()
 
@@ -160,7 +174,9 @@ class _GuardedBackend(httpcore2.AsyncNetworkBackend):
                 failures.append(f"{address}: {exc}")
                 continue
             guard.record(name, port, texts, True, "allowed")
-            return _KeptStream(stream)
+            kept = _KeptStream(stream)
+            guard.streams.add(kept)
+            return kept
         raise httpcore2.ConnectError(f"cannot connect to {name}:{port}: {'; '.join(failures)}")
 
     async def connect_unix_socket(
@@ -173,6 +189,46 @@ class _GuardedBackend(httpcore2.AsyncNetworkBackend):
 
     async def sleep(self, seconds: float) -> None:
         await self._inner.sleep(seconds)
+
+
+def _holds_unread(connection: Any) -> bool:
+    """True when an idle connection's HTTP/1.1 parser holds bytes nobody asked for: the
+    endpoint sent more than its answer (a Content-Length counting characters, a body on a 204 or
+    a HEAD answer, …). Those bytes would be read as the *next* request's answer — another
+    caller's — so such a connection is never reused. Fails closed: a connection whose parser
+    cannot be inspected counts as holding bytes."""
+    http11 = getattr(connection, "_connection", None)
+    if http11 is None:
+        return False  # still connecting: no answer was read on it
+    state = getattr(http11, "_h11_state", None)
+    if state is None:
+        return not isinstance(http11, httpcore2.AsyncHTTP2Connection)
+    try:
+        data, closed = state.trailing_data
+    except Exception:  # noqa: BLE001 - an h11 without it: fail closed
+        return True
+    return bool(data) or closed
+
+
+class _CleanPool(httpcore2.AsyncConnectionPool):
+    """httpcore2's pool, except that a connection whose parser holds unread bytes when its
+    answer is done is closed instead of kept (:func:`_holds_unread`). The readability check of
+    idle connections cannot see those bytes: they were already read from the socket."""
+
+    def _assign_requests_to_connections(self) -> list[Any]:
+        reserved = {r.connection for r in self._requests}
+        dirty = [
+            c for c in self._connections if c not in reserved and c.is_idle() and _holds_unread(c)
+        ]
+        if dirty:
+            self._connections = [c for c in self._connections if c not in dirty]
+        return dirty + super()._assign_requests_to_connections()
+
+    def expired(self) -> list[Any]:
+        """Remove and return the idle connections past their keep-alive expiry (or that the
+        endpoint closed); the caller closes them (:meth:`_close_connections`)."""
+        with self._optional_thread_lock:
+            return self._assign_requests_to_connections()
 
 
 class GuardedTransport(httpx2.AsyncBaseTransport):
@@ -203,6 +259,8 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
         self.deny_ports = frozenset(deny_ports)
         self.resolver = resolver or system_resolver
         self.events = events
+        #: The streams of this transport's connections (to end them without their loop).
+        self.streams: weakref.WeakSet[_KeptStream] = weakref.WeakSet()
         context = (
             verify if isinstance(verify, ssl.SSLContext) else httpx2.create_ssl_context(verify)
         )
@@ -215,7 +273,12 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
             )
         # The pool is httpx2's own (its exception mapping and streams stay as they are); only
         # the network backend that opens connections is ours.
-        self._inner._pool = httpcore2.AsyncConnectionPool(
+        if not hasattr(httpcore2.AsyncConnectionPool, "_assign_requests_to_connections"):
+            raise RuntimeError(
+                f"httpcore2 {httpcore2.__version__} is not supported by toolgate's guarded "
+                "transport"
+            )
+        self._inner._pool = _CleanPool(
             ssl_context=context,
             max_connections=max_connections,
             keepalive_expiry=keepalive_expiry,
@@ -278,6 +341,18 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
         port = request.url.port or _DEFAULT_PORTS.get(scheme, 0)
         self.check(scheme, host, port)
         return await self._inner.handle_async_request(request)
+
+    async def close_expired(self) -> None:
+        """Close the idle connections past their keep-alive expiry now (httpcore2 itself looks
+        only when this transport handles another request)."""
+        pool = self._inner._pool
+        if isinstance(pool, _CleanPool):
+            await pool._close_connections(pool.expired())
+
+    def shut(self) -> None:
+        """End every connection now, without the event loop (:meth:`_KeptStream.shut`)."""
+        for stream in list(self.streams):
+            stream.shut()
 
     async def aclose(self) -> None:
         await self._inner.aclose()
