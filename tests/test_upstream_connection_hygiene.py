@@ -87,11 +87,13 @@ def make_gateway(
         docs = [
             _tool("render", f"http://127.0.0.1:{port}/render"),
             _tool("ok", f"http://127.0.0.1:{port}/ok"),
+            _tool("late", f"http://127.0.0.1:{port}/late"),
         ]
         (tmp_path / "up.yaml").write_text("---\n".join(docs))
         (tmp_path / "toolgate.yaml").write_text(
             "sources:\n  - path: ./up.yaml\nsandbox:\n  network_grants:\n"
             "    rest:render: [127.0.0.1/32]\n    rest:ok: [127.0.0.1/32]\n"
+            "    rest:late: [127.0.0.1/32]\n"
             "audit:\n  enabled: false\n"
         )
         monkeypatch.setenv("TOOLGATE_HOME", str(tmp_path / "home"))
@@ -151,6 +153,27 @@ def test_bytes_past_a_declared_length_never_become_another_callers_answer(
     assert c.status is CallStatus.OK and c.content == "hello from C", (c.content, c.message)
 
 
+def test_bytes_an_upstream_sends_late_never_become_another_callers_answer(
+    upstream: int, make_gateway: tuple[list[Gateway], object]
+) -> None:
+    # The tail arrives 50 ms after a well-framed answer: no check at hand-out can see it, so a
+    # connection is never used for a second call (a second attack on kept connections).
+    _made, make = make_gateway
+    gateway = make(upstream)  # type: ignore[operator]
+    forged = '{"balance": 0, "note": "sent by agent A"}'
+    payload = (
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(forged)}\r\n\r\n" + forged
+    )
+    a = gateway.call_sync("rest:late", {"text": payload}, agent="agent-a")
+    assert a.status is CallStatus.OK and a.content == {"who": payload}, (a.content, a.message)
+    for agent in ("agent-b", "agent-c"):  # at once: the tail arrives while B waits
+        text = f"hello from {agent}"
+        outcome = gateway.call_sync("rest:late", {"text": text}, agent=agent)
+        assert outcome.status is CallStatus.OK, outcome.message
+        assert outcome.content == {"who": text}, outcome.content
+
+
 def test_calls_each_on_its_own_asyncio_run_leave_a_bounded_number_of_sockets(
     upstream: int, make_gateway: tuple[list[Gateway], object]
 ) -> None:
@@ -192,14 +215,14 @@ def test_idle_connections_are_closed_after_their_expiry_without_another_call(
     assert all(not t._inner._pool.connections for t in transports)
 
 
-def test_gateway_close_closes_the_kept_sockets(
+def test_no_socket_outlives_its_call_or_the_gateway(
     upstream: int, make_gateway: tuple[list[Gateway], object]
 ) -> None:
     made, make = make_gateway
     gateway = make(upstream)  # type: ignore[operator]
     for name in ("ok", "render"):
         assert gateway.call_sync(f"rest:{name}", {"text": "x"}).status is CallStatus.OK
-    assert _sockets_to(upstream) == 2
+    assert _sockets_to(upstream) == 0  # a REST connection serves one call
     gateway.close()
     made.remove(gateway)
     assert _sockets_to(upstream) == 0

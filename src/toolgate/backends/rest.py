@@ -28,13 +28,14 @@ The response:
   response echoes it, and the tool declares the secret (``Tool.secrets``) so the audit log
   redacts it from everything it records.
 
-Calls of one tool share a kept-alive client (:mod:`.rest_clients`): its connections stay open
-between calls, no cookie is kept, nothing is shared between tools; the TLS context is made
-once. Every connection goes through
-:class:`~toolgate.backends.rest_transport.GuardedTransport` (issue 8, SSRF protection): the host is
-resolved once, and the request is refused unless every address is public or inside the operator's
-CIDR grant for the tool (metadata addresses never); each redirect hop is checked again. Proxies
-from the environment are not used (``trust_env=False``): a proxy would choose the address instead.
+Calls of one tool share a client (:mod:`.rest_clients`; no cookie is kept, nothing is shared
+between tools; the TLS context is made once), but never a connection: each call opens its own,
+as an upstream's stray bytes after one answer must never become the next caller's. Every
+connection goes through :class:`~toolgate.backends.rest_transport.GuardedTransport` (issue 8,
+SSRF protection): the host is resolved once, and the request is refused unless every address is
+public or inside the operator's CIDR grant for the tool (metadata addresses never); each
+redirect hop is checked again. Proxies from the environment are not used (``trust_env=False``):
+a proxy would choose the address instead.
 """
 
 from __future__ import annotations
@@ -421,6 +422,10 @@ class RestBackend:
                 resolver=self.resolver,
                 max_connections=MAX_CONNECTIONS,
                 keepalive_expiry=KEEPALIVE_EXPIRY,
+                # Never a connection for a second call: bytes an upstream sends after an
+                # answer (a mis-framed length, a late tail) would be read as the next caller's
+                # answer, and no check before reuse can see bytes still on their way.
+                max_keepalive_connections=0,
             )
             client = httpx2.AsyncClient(
                 transport=transport,

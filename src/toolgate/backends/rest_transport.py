@@ -251,6 +251,7 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
         events: list[EgressEvent] | None = None,
         max_connections: int = 10,
         keepalive_expiry: float | None = 5.0,
+        max_keepalive_connections: int | None = None,
     ) -> None:
         self.patterns: tuple[HostPattern, ...] | None = (
             None if hosts is None else parse_allowlist(hosts)
@@ -281,6 +282,7 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
         self._inner._pool = _CleanPool(
             ssl_context=context,
             max_connections=max_connections,
+            max_keepalive_connections=max_keepalive_connections,
             keepalive_expiry=keepalive_expiry,
             network_backend=_GuardedBackend(self),
         )
