@@ -226,3 +226,23 @@ def test_no_socket_outlives_its_call_or_the_gateway(
     gateway.close()
     made.remove(gateway)
     assert _sockets_to(upstream) == 0
+
+
+def test_a_loop_closed_after_a_call_leaves_no_pending_task(
+    upstream: int, make_gateway: tuple[list[Gateway], object], caplog: pytest.LogCaptureFixture
+) -> None:
+    # Scripts drive a call with run_until_complete and close the loop without cancelling its
+    # tasks: nothing of toolgate's may be left pending there ("Task was destroyed but it is
+    # pending!" on the asyncio logger).
+    _made, make = make_gateway
+    gateway = make(upstream)  # type: ignore[operator]
+    for i in range(3):
+        loop = asyncio.new_event_loop()
+        try:
+            out = loop.run_until_complete(gateway.call("rest:ok", {"text": str(i)}))
+            assert out.status is CallStatus.OK, out.message
+        finally:
+            loop.close()
+        del loop
+        gc.collect()
+    assert "Task was destroyed but it is pending" not in caplog.text

@@ -361,7 +361,9 @@ class RestBackend:
         self.cidr_grants = cidr_grants or (lambda tool: ())
         #: The gateway's own listening ports, never a REST destination.
         self.deny_ports = tuple(deny_ports)
-        self._clients = ClientPool()
+        # No connection outlives its call (max_keepalive_connections=0 below): nothing idle to
+        # sweep, and no task left on loops closed without cancelling their tasks.
+        self._clients = ClientPool(sweep=False)
 
     def close(self) -> None:
         """Close the kept connections (:mod:`.rest_clients`)."""

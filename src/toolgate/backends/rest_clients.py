@@ -83,8 +83,11 @@ def no_cookie_jar() -> http.cookiejar.CookieJar:
 class ClientPool:
     """Kept clients per event loop (module documentation). Thread-safe."""
 
-    def __init__(self, max_clients: int = MAX_CLIENTS) -> None:
+    def __init__(self, max_clients: int = MAX_CLIENTS, *, sweep: bool = True) -> None:
         self.max_clients = max_clients
+        #: Whether each loop runs a task closing expired idle connections (not needed when the
+        #: clients keep no connection between requests).
+        self.sweep = sweep
         self._lock = threading.Lock()
         self._loops: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, OrderedDict[Hashable, _Kept]
@@ -114,7 +117,7 @@ class ClientPool:
             clients = self._loops.get(loop)
             if clients is None:
                 clients = self._loops[loop] = OrderedDict()
-            if loop not in self._sweepers:
+            if self.sweep and loop not in self._sweepers:
                 self._sweepers[loop] = loop.create_task(self._sweep(loop))
             kept = clients.get(key)
             if kept is not None:
