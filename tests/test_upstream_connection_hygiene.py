@@ -22,7 +22,6 @@ from pathlib import Path
 import pytest
 
 from toolgate import Gateway
-from toolgate.backends import rest_clients
 from toolgate.config.build import load_gateway
 from toolgate.model import CallStatus
 
@@ -187,32 +186,6 @@ def test_calls_each_on_its_own_asyncio_run_leave_a_bounded_number_of_sockets(
     # The last loop's client (its loop closed since) until the next call; nothing before it.
     assert _sockets_to(upstream) <= 1
     assert _sockets_to(upstream, None) <= 1
-
-
-def test_idle_connections_are_closed_after_their_expiry_without_another_call(
-    upstream: int, make_gateway: tuple[list[Gateway], object], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(rest_clients, "SWEEP_EVERY", 0.05)
-    _made, make = make_gateway
-    gateway = make(upstream)  # type: ignore[operator]
-    transports = []
-    import toolgate.backends.rest_transport as rest_transport
-
-    real = rest_transport.GuardedTransport.__init__
-
-    def short_expiry(self: rest_transport.GuardedTransport, **kwargs: object) -> None:
-        kwargs["keepalive_expiry"] = 0.2
-        real(self, **kwargs)  # type: ignore[arg-type]
-        transports.append(self)
-
-    monkeypatch.setattr(rest_transport.GuardedTransport, "__init__", short_expiry)
-    assert gateway.call_sync("rest:ok", {"text": "x"}).status is CallStatus.OK
-    assert transports
-    deadline = time.monotonic() + 30
-    while _sockets_to(upstream) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert _sockets_to(upstream) == 0
-    assert all(not t._inner._pool.connections for t in transports)
 
 
 def test_no_socket_outlives_its_call_or_the_gateway(

@@ -58,7 +58,7 @@ from ..sandbox.addresses import EgressRefusedError
 from ..secrets import SecretResolver
 from ..trace_context import OUTGOING
 from .base import ArgumentConversionError, BackendUnavailableError, ToolTimeoutError
-from .rest_clients import KEEPALIVE_EXPIRY, MAX_CONNECTIONS, ClientPool, no_cookie_jar
+from .rest_clients import MAX_CONNECTIONS, ClientPool, no_cookie_jar
 
 if TYPE_CHECKING:
     import ssl
@@ -361,9 +361,7 @@ class RestBackend:
         self.cidr_grants = cidr_grants or (lambda tool: ())
         #: The gateway's own listening ports, never a REST destination.
         self.deny_ports = tuple(deny_ports)
-        # No connection outlives its call (max_keepalive_connections=0 below): nothing idle to
-        # sweep, and no task left on loops closed without cancelling their tasks.
-        self._clients = ClientPool(sweep=False)
+        self._clients = ClientPool()
 
     def close(self) -> None:
         """Close the kept connections (:mod:`.rest_clients`)."""
@@ -423,7 +421,6 @@ class RestBackend:
                 deny_ports=self.deny_ports,
                 resolver=self.resolver,
                 max_connections=MAX_CONNECTIONS,
-                keepalive_expiry=KEEPALIVE_EXPIRY,
                 # Never a connection for a second call: bytes an upstream sends after an
                 # answer (a mis-framed length, a late tail) would be read as the next caller's
                 # answer, and no check before reuse can see bytes still on their way.

@@ -1,28 +1,23 @@
-"""Kept-alive HTTP clients of REST tools: one per event loop and network rule set.
+"""The HTTP clients of REST tools: one per event loop and network rule set.
 
-A REST call used to build its own client, and so open (and check, and close) a new TCP
-connection: about 1 ms of the gateway's CPU per call, most of a proxied call. A
-:class:`ClientPool` keeps one ``httpx2.AsyncClient`` per (event loop, tool's network rules) whose
-connections stay open between calls (HTTP keep-alive), so a call reuses a connection to the
-endpoint that the guard already checked.
+A REST call used to build its own client (transport, pool, settings). A :class:`ClientPool` keeps
+one ``httpx2.AsyncClient`` per (event loop, tool's network rules) instead. Its connections are
+**not** kept between calls (:mod:`.rest`: ``max_keepalive_connections=0``): an upstream's bytes
+after one answer — a mis-framed length, a tail sent late — would otherwise be read as the next
+caller's answer, and no check before reuse can see bytes still on their way.
 
 What sharing a client does not change:
 
 * Every request still goes through :class:`~toolgate.backends.rest_transport.GuardedTransport`
-  (the scheme, the host and the gateway's ports per request; the resolved addresses per new
-  connection — a kept connection stays at the address that was checked, so DNS rebinding cannot
-  move it), and a client is never shared between tools (the key holds the tool's id and grants).
+  (the scheme, the host and the gateway's ports per request, the resolved addresses per
+  connection), and a client is never shared between tools (the key holds the tool's id and
+  grants).
 * Nothing of one call reaches the next: the token and the body are the request's; the client
   keeps no cookies (its jar refuses every cookie); timeouts are the request's.
-* A kept connection the endpoint closed is noticed before it is used (the pool checks whether an
-  idle socket became readable) and replaced; a connection whose answer came with more bytes than
-  it declared is closed, never reused (those bytes would be the next caller's answer,
-  :mod:`.rest_transport`); connections idle longer than :data:`KEEPALIVE_EXPIRY` are closed by a
-  sweep every :data:`SWEEP_EVERY` seconds on their loop.
 
-Clients belong to the loop they were made on (their sockets do); the pool keeps them per loop
-and closes the least recently used beyond :data:`MAX_CLIENTS` per loop. The clients of a loop
-that was closed (``asyncio.run`` per call) are dropped, and their sockets shut, at the next
+Clients belong to the loop they were made on; the pool keeps them per loop and closes the least
+recently used beyond :data:`MAX_CLIENTS` per loop. The clients of a loop that was closed
+(``asyncio.run`` per call) are dropped, and their sockets shut, at the next
 :meth:`ClientPool.client` call on any loop or at :meth:`ClientPool.close`.
 """
 
@@ -37,17 +32,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any, Protocol
 
-__all__ = ["KEEPALIVE_EXPIRY", "MAX_CLIENTS", "MAX_CONNECTIONS", "ClientPool", "no_cookie_jar"]
+__all__ = ["MAX_CLIENTS", "MAX_CONNECTIONS", "ClientPool", "no_cookie_jar"]
 
 #: Clients (tools × rule sets) one event loop keeps; past this the least recently used closes.
 MAX_CLIENTS = 256
 #: Connections one client opens at most to its endpoint (calls beyond wait for one).
 MAX_CONNECTIONS = 100
-#: Seconds an idle kept connection stays open: below the 5 s idle timeout of common servers
-#: (uvicorn, node), so the endpoint rarely closes a connection just as a call reuses it.
-KEEPALIVE_EXPIRY = 4.0
-#: Seconds between sweeps closing the expired idle connections of a loop's clients.
-SWEEP_EVERY = 1.0
 #: Seconds :meth:`ClientPool.close` waits for the clients of a loop running in another thread.
 CLOSE_WAIT = 5.0
 #: Seconds between checks whether an evicted client is still in use.
@@ -55,12 +45,10 @@ RETIRE_CHECK = 1.0
 
 
 class Idle(Protocol):
-    """A client's transport: whether any call is using it; closing idle connections past their
-    expiry; ending every connection without the event loop."""
+    """A client's transport: whether any call is using it; ending every connection without the
+    event loop."""
 
     def idle(self) -> bool: ...
-
-    async def close_expired(self) -> None: ...
 
     def shut(self) -> None: ...
 
@@ -83,19 +71,13 @@ def no_cookie_jar() -> http.cookiejar.CookieJar:
 class ClientPool:
     """Kept clients per event loop (module documentation). Thread-safe."""
 
-    def __init__(self, max_clients: int = MAX_CLIENTS, *, sweep: bool = True) -> None:
+    def __init__(self, max_clients: int = MAX_CLIENTS) -> None:
         self.max_clients = max_clients
-        #: Whether each loop runs a task closing expired idle connections (not needed when the
-        #: clients keep no connection between requests).
-        self.sweep = sweep
         self._lock = threading.Lock()
         self._loops: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, OrderedDict[Hashable, _Kept]
         ] = weakref.WeakKeyDictionary()
         self._retiring: set[asyncio.Task[None]] = set()
-        self._sweepers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task[None]] = (
-            weakref.WeakKeyDictionary()
-        )
 
     def _drop_closed_loops(self) -> list[_Kept]:
         """Remove the clients of closed loops (their sockets hold the loop, so the weak keys
@@ -104,7 +86,6 @@ class ClientPool:
         dropped: list[_Kept] = []
         for loop in dead:
             dropped.extend(self._loops.pop(loop).values())
-            self._sweepers.pop(loop, None)
         return dropped
 
     def client(self, key: Hashable, make: Callable[[], tuple[Any, Idle]]) -> Any:
@@ -117,8 +98,6 @@ class ClientPool:
             clients = self._loops.get(loop)
             if clients is None:
                 clients = self._loops[loop] = OrderedDict()
-            if self.sweep and loop not in self._sweepers:
-                self._sweepers[loop] = loop.create_task(self._sweep(loop))
             kept = clients.get(key)
             if kept is not None:
                 clients.move_to_end(key)
@@ -134,28 +113,6 @@ class ClientPool:
             task.add_done_callback(self._retiring.discard)
         return kept[0]
 
-    async def _sweep(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Every :data:`SWEEP_EVERY` s, close the expired idle connections of this loop's
-        clients; ends when the loop has none left (the next :meth:`client` starts another)."""
-        try:
-            while True:
-                await asyncio.sleep(SWEEP_EVERY)
-                with self._lock:
-                    clients = self._loops.get(loop)
-                    transports = [t for _c, t in clients.values()] if clients else []
-                    if not transports:
-                        if self._sweepers.get(loop) is asyncio.current_task():
-                            del self._sweepers[loop]
-                        return
-                for transport in transports:
-                    with contextlib.suppress(Exception):
-                        await transport.close_expired()
-        except asyncio.CancelledError:
-            with self._lock:
-                if self._sweepers.get(loop) is asyncio.current_task():
-                    del self._sweepers[loop]
-            raise
-
     def clients(self) -> int:
         """Clients kept now, on every loop."""
         with self._lock:
@@ -168,18 +125,10 @@ class ClientPool:
         with self._lock:
             loops = list(self._loops.items())
             self._loops.clear()
-            sweepers = list(self._sweepers.items())
-            self._sweepers.clear()
         try:
             running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
             running = None
-        for loop, task in sweepers:
-            if loop is running:
-                task.cancel()
-            elif loop.is_running() and not loop.is_closed():
-                with contextlib.suppress(RuntimeError):
-                    loop.call_soon_threadsafe(task.cancel)
         for loop, clients in loops:
             kept = list(clients.values())
             if loop is running:

@@ -224,12 +224,6 @@ class _CleanPool(httpcore2.AsyncConnectionPool):
             self._connections = [c for c in self._connections if c not in dirty]
         return dirty + super()._assign_requests_to_connections()
 
-    def expired(self) -> list[Any]:
-        """Remove and return the idle connections past their keep-alive expiry (or that the
-        endpoint closed); the caller closes them (:meth:`_close_connections`)."""
-        with self._optional_thread_lock:
-            return self._assign_requests_to_connections()
-
 
 class GuardedTransport(httpx2.AsyncBaseTransport):
     """An ``httpx2`` async transport that refuses disallowed destinations (module docs).
@@ -343,13 +337,6 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
         port = request.url.port or _DEFAULT_PORTS.get(scheme, 0)
         self.check(scheme, host, port)
         return await self._inner.handle_async_request(request)
-
-    async def close_expired(self) -> None:
-        """Close the idle connections past their keep-alive expiry now (httpcore2 itself looks
-        only when this transport handles another request)."""
-        pool = self._inner._pool
-        if isinstance(pool, _CleanPool):
-            await pool._close_connections(pool.expired())
 
     def shut(self) -> None:
         """End every connection now, without the event loop (:meth:`_KeptStream.shut`)."""
