@@ -108,8 +108,8 @@ def _annotations(tool: Tool, upstream: McpToolMetadata | None) -> dict[str, Any]
     annotations: dict[str, Any] | None = None
     if upstream is not None and upstream.annotations is not None:
         annotations = thaw(upstream.annotations)
-    if upstream is None or upstream.own_hints:
-        hints = tool.resolved_hints
+    hints = tool.resolved_hints if upstream is None else upstream.hints
+    if hints is not None:
         annotations = annotations or {}
         annotations["readOnlyHint"] = hints.read_only
         annotations["destructiveHint"] = hints.destructive

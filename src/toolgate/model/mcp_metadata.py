@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._json import freeze
+from .effects import ToolHints
 
 __all__ = ["MAX_METADATA_CHARS", "McpToolMetadata", "bounded_json"]
 
@@ -50,7 +51,7 @@ class McpToolMetadata:
     icons: tuple[Any, ...] | None = None
     meta: Mapping[str, Any] | None = None
     """The upstream's ``_meta``."""
-    own_hints: bool = False
-    """The operator declared the level (``MCPServer`` ``spec.sideEffects.level`` or a ``Tool``
-    resource): the four behaviour hints are toolgate's, resolved from that level, and replace
-    the upstream's."""
+    hints: ToolHints | None = None
+    """Set when the operator declared the level (``MCPServer`` ``spec.sideEffects.level``, a
+    ``Tool`` resource): the four behaviour hints toolgate shows instead of the upstream's,
+    resolved from that declaration."""

@@ -94,9 +94,10 @@ def hints_from_annotations(annotations: Mapping[str, Any]) -> ToolHints:
     )
 
 
-def metadata_of(listed: Mapping[str, Any], *, own_hints: bool) -> McpToolMetadata:
+def metadata_of(listed: Mapping[str, Any], *, level: SideEffect | None) -> McpToolMetadata:
     """What a ``tools/list`` entry declares to be passed on (see the module doc): each field as
-    given, or ``None`` when absent, of the wrong JSON type or too large."""
+    given, or ``None`` when absent, of the wrong JSON type or too large; with the operator's
+    ``level``, the behaviour hints shown are that level's."""
     title = listed.get("title")
     return McpToolMetadata(
         title=title if isinstance(title, str) and len(title) <= MAX_TITLE else None,
@@ -104,7 +105,7 @@ def metadata_of(listed: Mapping[str, Any], *, own_hints: bool) -> McpToolMetadat
         execution=bounded_json(listed.get("execution"), dict),
         icons=bounded_json(listed.get("icons"), list),
         meta=bounded_json(listed.get("_meta"), dict),
-        own_hints=own_hints,
+        hints=None if level is None else ToolHints().resolved(level),
     )
 
 
@@ -186,7 +187,7 @@ def tool_from_listing(
             entry=McpEntry(
                 server=spec.name,
                 remote_name=name,
-                metadata=metadata_of(listed, own_hints=spec.level is not None),
+                metadata=metadata_of(listed, level=spec.level),
             ),
             title=title,
             output_schema=output_schema,
@@ -226,7 +227,9 @@ def merge_ref(ref: Tool, remote: Tool | None) -> Tool:
         # The resource is the operator's declaration of this tool: its level gives the hints,
         # and its title (when it has one) is the title clients see.
         passed_on = dataclasses.replace(
-            passed_on, own_hints=True, title=ref.title or passed_on.title
+            passed_on,
+            hints=ref.hints.resolved(ref.side_effect),
+            title=ref.title or passed_on.title,
         )
         changes["entry"] = dataclasses.replace(ref.entry, metadata=passed_on)
     return dataclasses.replace(ref, **changes) if changes else ref
