@@ -65,6 +65,7 @@ from ...pipeline.approval import DEFAULT_APPROVAL_TTL
 from ...search.tool import SEARCH_TOOL_ID
 from ..caller_gone import outliving_cancellation, runs_to_its_end
 from ..paging import CursorError, decode_cursor, encode_cursor, page_after
+from .approval_link import ApprovalDirections
 from .approvals import NO_PROMPT, McpApprovals, pending_result
 from .changes import ToolListChanges
 
@@ -172,6 +173,7 @@ class McpSurface:
         namespaces: NamespacesFor = _unrestricted,
         request_state_key: bytes | None = None,
         page_size: int = DEFAULT_PAGE_SIZE,
+        directions: ApprovalDirections | None = None,
     ) -> None:
         """
         Args:
@@ -188,12 +190,15 @@ class McpSurface:
                 ``requestState`` (32 bytes). Replicas behind one load balancer share it, so a
                 retry may land on any of them; default: a random key of this process.
             page_size: Tools per ``tools/list`` page (at least 1).
+            directions: Where pending results send the person (default: ``approvals_url``
+                as given, and plain ``toolgate``); stdio checks its guessed address.
         """
         if page_size < 1:
             raise ValueError(f"page_size: at least 1 tool per tools/list page, got {page_size}")
         self.page_size = page_size
         self.gateway = gateway
         self.approvals_url = approvals_url
+        self.directions = directions or ApprovalDirections(approvals_url)
         self.approvals = McpApprovals(gateway, elicitation=elicitation)
         self.changes = ToolListChanges(gateway.registry)
         self._agent_for = agent
@@ -415,6 +420,8 @@ class McpSurface:
             outcome = step
         if disclosure is not None and outcome.tool_id == SEARCH_TOOL_ID:
             self._disclose(ctx, outcome)
+        if outcome.status is CallStatus.PENDING_APPROVAL:
+            await self.directions.refresh()
         return self.result(outcome, agent, params.name, namespaces, conversation)
 
     def _shown(
@@ -456,7 +463,7 @@ class McpSurface:
         """The ``CallToolResult`` for the outcome of calling ``name`` (raises ``MCPError`` for an
         unknown tool, suggesting from what ``conversation`` was shown)."""
         if outcome.status is CallStatus.PENDING_APPROVAL:
-            result = pending_result(outcome, self.approvals_url)
+            result = pending_result(outcome, self.directions.url, command=self.directions.command)
         elif outcome.code is ErrorCode.TOOL_NOT_FOUND or (
             outcome.code is ErrorCode.FORBIDDEN
             and not self.callable_by(outcome.tool_id, agent, namespaces)
@@ -585,6 +592,7 @@ def build_mcp_server(
     namespaces: NamespacesFor = _unrestricted,
     request_state_key: bytes | None = None,
     page_size: int = DEFAULT_PAGE_SIZE,
+    directions: ApprovalDirections | None = None,
 ) -> McpSurface:
     """The gateway as an MCP server (``.server`` is the SDK's low-level ``Server``).
 
@@ -602,4 +610,5 @@ def build_mcp_server(
         namespaces=namespaces,
         request_state_key=request_state_key,
         page_size=page_size,
+        directions=directions,
     )
