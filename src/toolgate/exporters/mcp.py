@@ -28,6 +28,7 @@ from typing import Any
 
 from ..errors import ToolCallParseError
 from ..model.call import CallOutcome, CallStatus, ToolCall
+from ..model.content import ContentResult
 from ..model.names import to_provider_name
 from ..model.tool import Tool
 from ._common import (
@@ -117,11 +118,22 @@ def mcp_call_tool_result(outcome: CallOutcome) -> dict[str, Any]:
     """The ``CallToolResult`` for an outcome: one text block with ``outcome.text``,
     ``structuredContent`` when the call succeeded with a JSON object, and ``isError``.
 
+    A result made of content blocks (:class:`~toolgate.model.content.ContentResult`) is sent as
+    the same blocks, each with its ``annotations`` and ``_meta`` as the upstream gave them (after
+    the pipeline's masking and overflow), and its ``structuredContent`` when it has one.
+
     Tool errors are reported inside the result with ``isError: true`` (not as JSON-RPC errors),
     as MCP asks, so the model can read them and correct itself.
     """
+    content = outcome.content if outcome.status is CallStatus.OK else None
+    if isinstance(content, ContentResult):
+        rich: dict[str, Any] = {"content": content.to_mcp()}
+        if content.structured is not None:
+            rich["structuredContent"] = json_ready(content.structured)
+        rich["isError"] = False
+        return rich
     result: dict[str, Any] = {"content": [{"type": "text", "text": outcome.text}]}
-    if outcome.status is CallStatus.OK and isinstance(outcome.content, Mapping):
-        result["structuredContent"] = json_ready(outcome.content)
+    if isinstance(content, Mapping):
+        result["structuredContent"] = json_ready(content)
     result["isError"] = outcome.is_error
     return result
