@@ -11,6 +11,8 @@ from __future__ import annotations
 import base64
 import json
 import re
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +44,7 @@ from toolgate.model.content import (
     content_from_fields,
 )
 from toolgate.pipeline.content_shaping import spill_blocks
+from toolgate.pipeline.idempotency import outcome_from_record, outcome_to_record
 from toolgate.pipeline.overflow import OverflowSpiller
 
 SECRET = "sk-live-0123456789abcdef"
@@ -322,3 +325,31 @@ def test_the_outcome_dict_has_the_blocks_and_a_readable_content() -> None:
     structured = _ok(ContentResult.from_mcp(BLOCKS, {"x": 1})).to_dict()
     assert structured["content"] == {"x": 1}
     assert "blocks" not in _ok("plain").to_dict()
+
+
+def test_an_idempotent_replay_gives_the_same_blocks() -> None:
+    outcome = _ok(ContentResult.from_mcp(BLOCKS, {"x": 1}))
+    stored = json.loads(json.dumps(outcome_to_record(outcome)))
+    replayed = outcome_from_record(stored, tool_id=outcome.tool_id, call_id="c2", metadata={})
+    assert replayed.content == outcome.content
+
+
+def test_toolgate_call_prints_a_note_per_image_not_base64(
+    run_cli: Callable[..., subprocess.CompletedProcess[str]], project: Path
+) -> None:
+    (project / "tools.py").write_text(
+        "from toolgate import tool\n"
+        "from toolgate.model.content import ContentResult\n\n"
+        "@tool(namespace='pics', effect='read_only')\n"
+        "def tiny() -> object:\n"
+        '    """A picture."""\n'
+        f"    return ContentResult.from_mcp({BLOCKS[:2]!r})\n",
+        encoding="utf-8",
+    )
+    (project / "toolgate.yaml").write_text("python:\n  - ./tools.py\n", encoding="utf-8")
+    shown = run_cli("call", "pics:tiny")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout == "Here you are:\n\n[image: image/png, 48 bytes]\n"
+    as_json = run_cli("call", "pics:tiny", "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    assert json.loads(as_json.stdout)["blocks"] == BLOCKS[:2]
