@@ -24,6 +24,7 @@ from openai.types.responses.response_input_item_param import FunctionCallOutput
 
 from gateway_support import gateway_with
 from test_exporters import typed_dict
+from test_web_ui import Console
 from toolgate import CallOutcome, CallStatus, ToolCall, ToolContext, ToolError, tool
 from toolgate.backends.mcp_results import result_value
 from toolgate.exporters import (
@@ -46,6 +47,8 @@ from toolgate.model.content import (
 from toolgate.pipeline.content_shaping import spill_blocks
 from toolgate.pipeline.idempotency import outcome_from_record, outcome_to_record
 from toolgate.pipeline.overflow import OverflowSpiller
+from toolgate.serve.web import build_ui
+from web_support import make_gateway, serve
 
 SECRET = "sk-live-0123456789abcdef"
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(range(40))).decode()
@@ -353,3 +356,32 @@ def test_toolgate_call_prints_a_note_per_image_not_base64(
     as_json = run_cli("call", "pics:tiny", "--json")
     assert as_json.returncode == 0, as_json.stderr
     assert json.loads(as_json.stdout)["blocks"] == BLOCKS[:2]
+
+
+def test_the_web_ui_shows_notes_for_blocks_in_a_call_and_its_audit_page(tmp_path: Path) -> None:
+    @tool(namespace="pics", effect="read_only")
+    def tiny() -> Any:
+        """A picture."""
+        return ContentResult.from_mcp(BLOCKS[:2])
+
+    gateway = make_gateway(tmp_path)
+    try:
+        gateway.add(tiny)
+        with serve(build_ui(gateway)) as served:
+            console = Console(gateway, served)
+            try:
+                page = console.post("/tools/pics:tiny", {"arguments": "{}"})
+                assert page.status_code == 200, page.text
+                assert 'data-status="ok"' in page.text and PNG not in page.text
+                assert "[image: image/png, 48 bytes]" in page.text
+                assert gateway.audit is not None and gateway.audit.flush(10)
+                (record,) = gateway.audit.query(tool_id="pics:tiny", limit=None)
+                call_page = console.get(
+                    f"/audit/calls/{record.call_id}", params={"at": str(record.time)}
+                )
+                assert call_page.status_code == 200, call_page.text
+                assert PNG not in call_page.text and "image/png" in call_page.text
+            finally:
+                console.client.close()
+    finally:
+        gateway.close()
