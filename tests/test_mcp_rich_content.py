@@ -5,7 +5,8 @@ Python client calls its tools through toolgate's ``/mcp`` and, for comparison, d
 second instance of the same server. The blocks must be equal field by field: an image keeps its
 data and ``mimeType``, resource links and embedded resources stay what they are, annotations
 come through. The HTTP API returns the same blocks in ``blocks``, and the audit log keeps a
-summary (type, mime type, size) rather than the base64.
+summary (type, mime type, size) rather than the base64. ``toolgate mcp`` (stdio) passes the same
+blocks.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from serve_support import serving
+from serve_support import TOOLGATE, serving
 from toolgate.model.names import to_provider_name
 
 pytestmark = pytest.mark.slow
@@ -89,15 +90,20 @@ async def _direct(everything: str) -> list[list[dict[str, Any]]]:
 
 async def _through(url: str) -> list[list[dict[str, Any]]]:
     async with Client(streamable_http_client(url + "/mcp")) as gateway:
-        listed = {tool.name for tool in (await gateway.list_tools()).tools}
-        names = [to_provider_name(f"everything:{name}") for name, _ in CALLS]
-        assert set(names) <= listed, sorted(listed)
-        answers = []
-        for name, (_, args) in zip(names, CALLS, strict=True):
-            result = await gateway.call_tool(name, args)
-            assert not result.is_error, result
-            answers.append(_blocks(result))
-        return answers
+        return await _calls(gateway)
+
+
+async def _calls(gateway: Client) -> list[list[dict[str, Any]]]:
+    """Every call of :data:`CALLS` through toolgate, by the name toolgate lists."""
+    listed = {tool.name for tool in (await gateway.list_tools()).tools}
+    names = [to_provider_name(f"everything:{name}") for name, _ in CALLS]
+    assert set(names) <= listed, sorted(listed)
+    answers = []
+    for name, (_, args) in zip(names, CALLS, strict=True):
+        result = await gateway.call_tool(name, args)
+        assert not result.is_error, result
+        answers.append(_blocks(result))
+    return answers
 
 
 async def test_rich_blocks_come_through_as_the_upstream_sent_them(
@@ -138,3 +144,15 @@ async def test_rich_blocks_come_through_as_the_upstream_sent_them(
     recorded = json.dumps(records)
     assert image["data"] not in recorded
     assert '"mimeType": "image/png"' in recorded and '"size": ' in recorded
+
+
+async def test_rich_blocks_come_through_toolgate_mcp_over_stdio(
+    tmp_path: Path, everything: str
+) -> None:
+    direct = await _direct(everything)
+    env = _project(tmp_path, everything)
+    params = StdioServerParameters(command=TOOLGATE, args=["mcp"], env=env, cwd=str(tmp_path))
+    async with Client(stdio_client(params)) as gateway:
+        through = await _calls(gateway)
+    for (name, args), expected, got in zip(CALLS, direct, through, strict=True):
+        assert got == expected, (name, args)
