@@ -19,13 +19,29 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..model.call import CallOutcome, CallStatus
 from ..model.content import ContentResult, ImageContent
+from ._common import json_ready
 
-__all__ = ["anthropic_content", "gemini_parts", "responses_output"]
+__all__ = ["anthropic_content", "gemini_parts", "mcp_content_result", "responses_output"]
 
 _ANTHROPIC_IMAGES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 _OPENAI_IMAGES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 _GEMINI_IMAGES = frozenset({"image/jpeg", "image/png", "image/webp"})
+
+
+def mcp_content_result(outcome: CallOutcome) -> dict[str, Any] | None:
+    """The ``CallToolResult`` of a successful outcome made of content blocks: the same blocks
+    (``annotations`` and ``_meta`` kept) and its ``structuredContent`` when it has one; ``None``
+    for any other outcome."""
+    content = outcome.content if outcome.status is CallStatus.OK else None
+    if not isinstance(content, ContentResult):
+        return None
+    result: dict[str, Any] = {"content": content.to_mcp()}
+    if content.structured is not None:
+        result["structuredContent"] = json_ready(content.structured)
+    result["isError"] = False
+    return result
 
 
 def anthropic_content(result: ContentResult) -> list[dict[str, Any]]:

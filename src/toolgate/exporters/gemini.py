@@ -14,11 +14,6 @@ So declarations use ``parametersJsonSchema``, and ``responseJsonSchema`` for a d
 schema. Keys are camelCase, as the REST API spells them (the SDK's types accept both spellings);
 :func:`gemini_function_declaration` returns one declaration, to be sent as
 ``{"functionDeclarations": [...]}`` in a ``Tool``. Gemini has no place for prompt examples.
-
-A result made of content blocks (an MCP upstream's image, resource link…) is answered with
-``{"output": <structuredContent, else the blocks' text and notes>}`` and, for each PNG, JPEG or
-WebP image, an ``inlineData`` part in the ``functionResponse``'s ``parts`` (multimodal function
-responses), named by a ``displayName`` the text mentions (:mod:`toolgate.exporters.content_parts`).
 """
 
 from __future__ import annotations
@@ -31,6 +26,7 @@ from ..model.call import CallOutcome, CallStatus, ToolCall
 from ..model.content import ContentResult
 from ..model.names import to_provider_name
 from ..model.tool import Tool
+from . import content_parts
 from ._common import (
     as_mapping,
     function_name_for,
@@ -42,7 +38,6 @@ from ._common import (
     require_str,
     tool_id_for,
 )
-from .content_parts import gemini_parts
 
 __all__ = ["gemini_function_declaration", "gemini_function_response", "parse_gemini_function_calls"]
 
@@ -124,12 +119,17 @@ def gemini_function_response(outcome: CallOutcome, call: ToolCall | None = None)
     pending-approval text) and ``{"error": {"code", "message"}}`` for an error, the keys Gemini
     documents for the two cases. ``name`` is the function name the model called; ``id`` is set
     only when the parsed ``call`` carries one (Gemini call ids are optional, and the outcome's
-    own id is the gateway's, which the model never saw). A result made of content blocks adds
-    ``parts`` with its images (see the module documentation).
+    own id is the gateway's, which the model never saw).
+
+    A result made of content blocks (an MCP upstream's image, resource link…) is answered with
+    ``{"output": <structuredContent, else the blocks' text and notes>}`` and, for each PNG, JPEG
+    or WebP image, an ``inlineData`` part in the ``functionResponse``'s ``parts`` (multimodal
+    function responses), named by a ``displayName`` the text mentions
+    (:mod:`toolgate.exporters.content_parts`).
     """
     parts: list[dict[str, Any]] = []
     if outcome.status is CallStatus.OK and isinstance(outcome.content, ContentResult):
-        text, parts = gemini_parts(outcome.content)
+        text, parts = content_parts.gemini_parts(outcome.content)
         structured = outcome.content.structured
         response: dict[str, Any] = {
             "output": text if structured is None else json_ready(structured)

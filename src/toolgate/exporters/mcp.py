@@ -28,7 +28,6 @@ from typing import Any
 
 from ..errors import ToolCallParseError
 from ..model.call import CallOutcome, CallStatus, ToolCall
-from ..model.content import ContentResult
 from ..model.names import to_provider_name
 from ..model.tool import Tool
 from ._common import (
@@ -39,6 +38,7 @@ from ._common import (
     require_str,
     tool_id_for,
 )
+from .content_parts import mcp_content_result
 
 __all__ = [
     "EXAMPLES_META_KEY",
@@ -125,15 +125,11 @@ def mcp_call_tool_result(outcome: CallOutcome) -> dict[str, Any]:
     Tool errors are reported inside the result with ``isError: true`` (not as JSON-RPC errors),
     as MCP asks, so the model can read them and correct itself.
     """
-    content = outcome.content if outcome.status is CallStatus.OK else None
-    if isinstance(content, ContentResult):
-        rich: dict[str, Any] = {"content": content.to_mcp()}
-        if content.structured is not None:
-            rich["structuredContent"] = json_ready(content.structured)
-        rich["isError"] = False
+    rich = mcp_content_result(outcome)
+    if rich is not None:
         return rich
     result: dict[str, Any] = {"content": [{"type": "text", "text": outcome.text}]}
-    if isinstance(content, Mapping):
-        result["structuredContent"] = json_ready(content)
+    if outcome.status is CallStatus.OK and isinstance(outcome.content, Mapping):
+        result["structuredContent"] = json_ready(outcome.content)
     result["isError"] = outcome.is_error
     return result
