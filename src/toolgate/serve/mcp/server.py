@@ -67,6 +67,8 @@ from ..caller_gone import outliving_cancellation, runs_to_its_end
 from ..paging import CursorError, decode_cursor, encode_cursor, page_after
 from .approvals import NO_PROMPT, McpApprovals, pending_result
 from .changes import ToolListChanges
+from .prompts import McpPrompts
+from .resources import McpResources
 
 __all__ = [
     "DEFAULT_PAGE_SIZE",
@@ -147,7 +149,10 @@ class _ToolgateServer(Server[Any]):
         extensions: dict[str, dict[str, Any]] | None = None,
     ) -> InitializationOptions:
         return super().create_initialization_options(
-            notification_options or NotificationOptions(tools_changed=True),
+            notification_options
+            or NotificationOptions(
+                tools_changed=True, resources_changed=True, prompts_changed=True
+            ),
             experimental_capabilities,
             extensions,
         )
@@ -229,16 +234,20 @@ class McpSurface:
             )
         )
         self.server: Server[Any] = server
+        self.resources = McpResources(self)
+        self.prompts = McpPrompts(self)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> None:
         """Deliver tool list changes on the running event loop."""
         self.changes.start()
+        self.resources.start()
 
     def stop(self) -> None:
         """Stop delivering changes and end the open listen streams."""
         self.changes.stop()
+        self.resources.stop()
 
     # -- identity -------------------------------------------------------------------------------
 
@@ -253,6 +262,10 @@ class McpSurface:
     def _principal(self, ctx: ServerRequestContext[Any, Any]) -> str | None:
         agent = self.agent(ctx)
         return None if agent is None else f"agent:{agent}"
+
+    def session_of(self, ctx: ServerRequestContext[Any, Any]) -> str | None:
+        """The session this request belongs to (what calls and audit records carry)."""
+        return _session_of(ctx.request, self._session_id)
 
     def _call_session(self, ctx: ServerRequestContext[Any, Any]) -> str | None:
         return _session_of(ctx.request, self._session_id)
