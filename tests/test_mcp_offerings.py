@@ -3,7 +3,8 @@
 each answer compared field by field with the same request sent to the upstream directly. The
 only differences allowed are listed here: prompt names carry the namespace
 (``everything__<name>``, :func:`~toolgate.model.names.to_provider_name`); resource URIs
-and templates are the upstream's as written (no clash).
+and templates are the upstream's as written (no clash); the clock time the reference server
+writes into a dynamic resource when it is read.
 
 In-process: the access rules (a policy denying an agent the namespace hides every resource and
 prompt of it, and a read or get is refused and audited ``forbidden``), the audit record of a read
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 import sys
 from collections.abc import AsyncIterator
@@ -21,11 +23,16 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
+import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.subscriptions import ResourceUpdated
 
 from conftest import TOOLGATE
+from test_serve_command import serve_env, serving  # noqa: F401 - the fixture
 from toolgate.backends.base import BackendUnavailableError
 from toolgate.config import build_gateway, load_config
 from toolgate.model.names import to_provider_name
@@ -71,6 +78,14 @@ def _declare(project: Path, command: str, *, policy: bool = False) -> Path:
     config = project / "toolgate.yaml"
     config.write_text("sources:\n  - path: upstream.yaml\n    format: resource\n")
     return config
+
+
+_CLOCK = re.compile(r"\d{1,2}:\d{2}:\d{2}( [AP]M)?")
+
+
+def _untimed(value: Any) -> Any:
+    """``value`` with clock times (``5:51:56 AM``) replaced: a read's time is not its content."""
+    return json.loads(_CLOCK.sub("<time>", json.dumps(value)))
 
 
 def _prompt_name(name: str) -> str:
@@ -124,54 +139,119 @@ async def test_resources_and_prompts_match_the_upstream_through_toolgate_mcp(
 ) -> None:
     config = _declare(project, everything)
     async with _direct(everything) as direct, _through(config, toolgate_home, project) as gate:
-        capabilities = gate.server_capabilities
-        assert capabilities.resources is not None and capabilities.prompts is not None
+        await _compare(direct, gate)
 
-        upstream = await _all(direct, "list_resources", "resources")
-        served = await _all(gate, "list_resources", "resources")
-        assert upstream, "the reference server lists resources"
-        # Same entries, field by field; toolgate sorts by URI for its cursors.
-        assert sorted(served, key=lambda r: r["uri"]) == sorted(upstream, key=lambda r: r["uri"])
 
-        upstream_templates = await _all(direct, "list_resource_templates", "resource_templates")
-        served_templates = await _all(gate, "list_resource_templates", "resource_templates")
-        assert upstream_templates
-        key = lambda t: t["uriTemplate"]  # noqa: E731
-        assert sorted(served_templates, key=key) == sorted(upstream_templates, key=key)
+async def test_resources_and_prompts_match_the_upstream_through_toolgate_serve(
+    everything: str,
+    project: Path,
+    serve_env: dict[str, str],  # noqa: F811
+) -> None:
+    _declare(project, everything)
+    with serving(cwd=project, env=serve_env) as served:
+        async with (
+            _direct(everything) as direct,
+            Client(streamable_http_client(f"{served.url}/mcp")) as gate,
+        ):
+            await _compare(direct, gate)
 
-        # A static resource, read both ways.
-        static = upstream[0]["uri"]
-        assert _dump(await gate.read_resource(static)) == _dump(await direct.read_resource(static))
-        # A templated one: the template expanded as a client would.
-        template = upstream_templates[0]["uriTemplate"]
-        expanded = template.split("{")[0] + "1"
-        direct_read = _dump(await direct.read_resource(expanded))
-        assert _dump(await gate.read_resource(expanded)) == direct_read
 
-        upstream_prompts = await _all(direct, "list_prompts", "prompts")
-        served_prompts = await _all(gate, "list_prompts", "prompts")
-        assert upstream_prompts
-        renamed = [{**p, "name": _prompt_name(p["name"])} for p in upstream_prompts]
-        assert sorted(served_prompts, key=lambda p: p["name"]) == sorted(
-            renamed, key=lambda p: p["name"]
-        )
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_subscription_through_toolgate_delivers_the_upstreams_updates(
+    everything: str, project: Path, toolgate_home: Path, mode: str
+) -> None:
+    """Handshake era: ``resources/subscribe``; 2026-07-28: the URI on a listen stream."""
+    config = _declare(project, everything)
+    updated: list[str] = []
+    arrived = anyio.Event()
 
-        # prompts/get with arguments: every prompt whose arguments are all plain strings.
-        for prompt in upstream_prompts:
-            arguments = {a["name"]: "1" for a in prompt.get("arguments", [])}
-            try:
-                expected = _dump(await direct.get_prompt(prompt["name"], arguments))
-            except Exception:  # noqa: BLE001 - a prompt that wants other values: compare the error
-                with pytest.raises(Exception):  # noqa: B017
-                    await gate.get_prompt(_prompt_name(prompt["name"]), arguments)
-                continue
-            got = _dump(await gate.get_prompt(_prompt_name(prompt["name"]), arguments))
-            assert got == expected, prompt["name"]
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            updated.append(str(message.params.uri))
+            arrived.set()
 
-        with pytest.raises(Exception, match="no resource"):
-            await gate.read_resource("nothing://here")
-        with pytest.raises(Exception, match="no prompt"):
-            await gate.get_prompt("everything__no-such-prompt", {})
+    params = StdioServerParameters(
+        command=str(TOOLGATE),
+        args=["--config", str(config), "mcp"],
+        env={"TOOLGATE_HOME": str(toolgate_home), "PYTHONIOENCODING": "utf-8"},
+        cwd=str(project),
+    )
+    async with Client(stdio_client(params), message_handler=on_message, mode=mode) as gate:
+        assert gate.server_capabilities.resources is not None
+        assert gate.server_capabilities.resources.subscribe
+        uri = str((await gate.list_resources()).resources[0].uri)
+        # The reference server sends simulated updates of subscribed resources every 5 s once
+        # this tool is called (on its session: toolgate's).
+        toggle_name = to_provider_name(f"{NAMESPACE}:toggle-subscriber-updates")
+        if mode == "legacy":
+            await gate.subscribe_resource(uri)
+            toggle = await gate.call_tool(toggle_name, {})
+            assert not toggle.is_error, toggle
+            with anyio.fail_after(60):
+                await arrived.wait()
+            assert updated[0] == uri
+            await gate.unsubscribe_resource(uri)
+            return
+        async with gate.listen(resource_subscriptions=[uri]) as subscription:
+            toggle = await gate.call_tool(toggle_name, {})
+            assert not toggle.is_error, toggle
+            with anyio.fail_after(60):
+                async for event in subscription:
+                    if isinstance(event, ResourceUpdated):
+                        assert event.uri == uri
+                        break
+
+
+async def _compare(direct: Client, gate: Client) -> None:
+    capabilities = gate.server_capabilities
+    assert capabilities.resources is not None and capabilities.prompts is not None
+
+    upstream = await _all(direct, "list_resources", "resources")
+    served = await _all(gate, "list_resources", "resources")
+    assert upstream, "the reference server lists resources"
+    # Same entries, field by field; toolgate sorts by URI for its cursors.
+    assert sorted(served, key=lambda r: r["uri"]) == sorted(upstream, key=lambda r: r["uri"])
+
+    upstream_templates = await _all(direct, "list_resource_templates", "resource_templates")
+    served_templates = await _all(gate, "list_resource_templates", "resource_templates")
+    assert upstream_templates
+    key = lambda t: t["uriTemplate"]  # noqa: E731
+    assert sorted(served_templates, key=key) == sorted(upstream_templates, key=key)
+
+    # A static resource, read both ways.
+    static = upstream[0]["uri"]
+    assert _dump(await gate.read_resource(static)) == _dump(await direct.read_resource(static))
+    # A templated one: the template expanded as a client would.
+    template = upstream_templates[0]["uriTemplate"]
+    expanded = template.split("{")[0] + "1"
+    # The reference server writes the time of the read into a dynamic resource.
+    direct_read = _untimed(_dump(await direct.read_resource(expanded)))
+    assert _untimed(_dump(await gate.read_resource(expanded))) == direct_read
+
+    upstream_prompts = await _all(direct, "list_prompts", "prompts")
+    served_prompts = await _all(gate, "list_prompts", "prompts")
+    assert upstream_prompts
+    renamed = [{**p, "name": _prompt_name(p["name"])} for p in upstream_prompts]
+    assert sorted(served_prompts, key=lambda p: p["name"]) == sorted(
+        renamed, key=lambda p: p["name"]
+    )
+
+    # prompts/get with arguments: every prompt whose arguments are all plain strings.
+    for prompt in upstream_prompts:
+        arguments = {a["name"]: "1" for a in prompt.get("arguments", [])}
+        try:
+            expected = _dump(await direct.get_prompt(prompt["name"], arguments))
+        except Exception:  # noqa: BLE001 - a prompt that wants other values: compare the error
+            with pytest.raises(Exception):  # noqa: B017
+                await gate.get_prompt(_prompt_name(prompt["name"]), arguments)
+            continue
+        got = _dump(await gate.get_prompt(_prompt_name(prompt["name"]), arguments))
+        assert got == expected, prompt["name"]
+
+    with pytest.raises(Exception, match="no resource"):
+        await gate.read_resource("nothing://here")
+    with pytest.raises(Exception, match="no prompt"):
+        await gate.get_prompt("everything__no-such-prompt", {})
 
 
 @asynccontextmanager

@@ -32,6 +32,7 @@ import contextlib
 import logging
 import threading
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
@@ -533,10 +534,13 @@ class Connection:
                     return await session.read_resource(params["uri"])
                 if method == "prompts/get":
                     return await session.get_prompt(params["name"], params.get("arguments"))
-                if method == "resources/subscribe":
-                    return await session.subscribe_resource(params["uri"])
-                if method == "resources/unsubscribe":
-                    return await session.unsubscribe_resource(params["uri"])
+                # Deprecated for 2026-07-28 servers only; used with handshake-era ones.
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    if method == "resources/subscribe":
+                        return await session.subscribe_resource(params["uri"])
+                    if method == "resources/unsubscribe":
+                        return await session.unsubscribe_resource(params["uri"])
             raise ValueError(f"not an offering request: {method}")
 
         what = f"{method} of {params.get('uri') or params.get('name')!r}"

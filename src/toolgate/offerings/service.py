@@ -360,6 +360,7 @@ class GatewayOfferings:
             result: dict[str, Any] = {
                 "description": prompt.entry.get("description"),
                 "messages": [{"role": "user", "content": {"type": "text", "text": prompt.guide}}],
+                "resultType": "complete",
             }
             self._audit(
                 target,
@@ -384,6 +385,15 @@ class GatewayOfferings:
         count = len(messages) if isinstance(messages, list) else 0
         self._audit(target, agent, session, started, info=info, summary={"messages": count})
         return result
+
+    def check_resource(
+        self, uri: str, *, agent: str | None = None, namespaces: frozenset[str] | None = None
+    ) -> None:
+        """Raise :class:`OfferingNotFound` (or :class:`OfferingAmbiguous`) unless ``uri``
+        names a resource this caller may see."""
+        visible = self._visible(agent, namespaces)
+        if self._resolve(uri, [s for s in self._servers() if visible(s.namespace)]) is None:
+            raise OfferingNotFound(f"There is no resource {uri!r}.")
 
     async def subscribe(
         self,

@@ -11,9 +11,10 @@ access rules of tools, per namespace; every read audited); this module speaks th
   has, is ``-32602`` (the 2026-07-28 spec's code for an unknown resource); the upstream's own
   MCP errors keep their code; a server that is down or does not answer is ``-32603`` with the
   reason.
-* ``resources/subscribe`` / ``resources/unsubscribe`` (handshake-era clients; the 2026-07-28
-  protocol has no such pair) — subscribe on the upstream, and relay its
-  ``notifications/resources/updated`` to every client session subscribed to that URI.
+* ``resources/subscribe`` / ``resources/unsubscribe`` (handshake-era clients) and the resource
+  URIs of a ``subscriptions/listen`` stream (2026-07-28 clients, whose protocol has no such
+  pair) — the upstream is subscribed while any session or stream follows the URI, and its
+  ``notifications/resources/updated`` is relayed to each of them.
 * ``notifications/resources/list_changed`` (and ``prompts/list_changed``, see
   :mod:`.prompts`) to every live client when an upstream's listing or availability changes;
   2026-07-28 clients get them on their ``subscriptions/listen`` stream.
@@ -28,21 +29,24 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
+import anyio
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
-from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged
+from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ResourceUpdated
 from mcp_types import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     PaginatedRequestParams,
     ReadResourceRequestParams,
     SubscribeRequestParams,
+    SubscriptionsListenRequestParams,
     UnsubscribeRequestParams,
 )
 
 from ...backends.mcp_offerings import OfferingRefused
 from ...offerings import OfferingAmbiguous, OfferingNotFound
 from ..paging import CursorError, decode_cursor, encode_cursor, page_after
+from .changes import _connection_of
 
 if TYPE_CHECKING:
     from mcp.server.session import ServerSession
@@ -55,6 +59,10 @@ logger = logging.getLogger(__name__)
 
 #: Sessions subscribed to one URI at most (a bound when a client subscribes in a loop).
 _MAX_SUBSCRIBERS = 1000
+#: Resource URIs one ``subscriptions/listen`` stream subscribes upstream at most.
+_MAX_LISTENED_URIS = 100
+#: Seconds an upstream unsubscribe may take when a listen stream ends.
+_RELEASE_GRACE = 10.0
 
 
 def page_of(
@@ -102,7 +110,12 @@ class McpResources:
         self.surface = surface
         self.offerings = surface.gateway.offerings
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._subscribers: dict[str, weakref.WeakSet[ServerSession]] = {}
+        self._subscribers: dict[str, dict[int, ServerSession]] = {}
+        """URI → the handshake-era sessions subscribed to it, by connection (a session object
+        is made per request; its connection lives as long as the client's)."""
+        self._upstream: dict[str, int] = {}
+        """URI (as shown) → subscriptions toolgate holds for it: the upstream is subscribed
+        while any session or listen stream follows it."""
         self._tasks: set[asyncio.Task[None]] = set()
         self._unlisten: list[Callable[[], None]] = []
         server = surface.server
@@ -114,6 +127,11 @@ class McpResources:
         server.add_request_handler("resources/subscribe", SubscribeRequestParams, self._subscribe)
         server.add_request_handler(
             "resources/unsubscribe", UnsubscribeRequestParams, self._unsubscribe
+        )
+        # 2026-07-28 clients follow resources on their listen stream: subscribe upstream for
+        # the stream's URIs, then serve it as the tool list changes do.
+        server.add_request_handler(
+            "subscriptions/listen", SubscriptionsListenRequestParams, self._listen
         )
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -172,7 +190,8 @@ class McpResources:
                 logger.debug("could not notify an MCP session of a list change", exc_info=True)
 
     async def _deliver_update(self, uri: str) -> None:
-        for session in list(self._subscribers.get(uri, ())):
+        await self.surface.changes.bus.publish(ResourceUpdated(uri))
+        for session in list(self._subscribers.get(uri, {}).values()):
             try:
                 await session.send_resource_updated(uri)
             except Exception:
@@ -211,35 +230,97 @@ class McpResources:
         except Exception as exc:  # noqa: BLE001 - every failure is answered as an MCP error
             raise answer_failure(exc) from None
 
-    async def _subscribe(
-        self, ctx: ServerRequestContext[Any, Any], params: SubscribeRequestParams
-    ) -> dict[str, Any]:
-        uri = str(params.uri)
+    async def _acquire(self, ctx: ServerRequestContext[Any, Any], uri: str) -> None:
+        """Follow ``uri`` for this caller: subscribed upstream unless toolgate already is.
+        Raises :func:`answer_failure`'s errors."""
         try:
-            await self.offerings.subscribe(
-                uri, session=self.surface.session_of(ctx), **self._caller(ctx)
-            )
+            if self._upstream.get(uri, 0) == 0:
+                await self.offerings.subscribe(
+                    uri, session=self.surface.session_of(ctx), **self._caller(ctx)
+                )
+            else:
+                # Already followed upstream: still only for a caller that may see it.
+                self.offerings.check_resource(uri, **self._caller(ctx))
         except Exception as exc:  # noqa: BLE001 - every failure is answered as an MCP error
             raise answer_failure(exc) from None
-        sessions = self._subscribers.setdefault(uri, weakref.WeakSet())
-        if len(sessions) < _MAX_SUBSCRIBERS:
-            sessions.add(ctx.session)
-        return {}
+        self._upstream[uri] = self._upstream.get(uri, 0) + 1
 
-    async def _unsubscribe(
-        self, ctx: ServerRequestContext[Any, Any], params: UnsubscribeRequestParams
-    ) -> dict[str, Any]:
-        uri = str(params.uri)
-        sessions = self._subscribers.get(uri)
-        if sessions is not None:
-            sessions.discard(ctx.session)
-            if sessions:
-                return {}  # other sessions still follow it upstream
-            self._subscribers.pop(uri, None)
+    async def _release(self, ctx: ServerRequestContext[Any, Any], uri: str) -> None:
+        left = self._upstream.get(uri, 0) - 1
+        if left > 0:
+            self._upstream[uri] = left
+            return
+        self._upstream.pop(uri, None)
         try:
             await self.offerings.subscribe(
                 uri, subscribe=False, session=self.surface.session_of(ctx), **self._caller(ctx)
             )
         except Exception as exc:  # noqa: BLE001 - every failure is answered as an MCP error
             raise answer_failure(exc) from None
+
+    async def _subscribe(
+        self, ctx: ServerRequestContext[Any, Any], params: SubscribeRequestParams
+    ) -> dict[str, Any]:
+        uri = str(params.uri)
+        sessions = self._subscribers.setdefault(uri, {})
+        connection = _connection_of(ctx.session)
+        key = id(connection if connection is not None else ctx.session)
+        if key in sessions:
+            return {}  # subscribed already: once per connection
+        if len(sessions) >= _MAX_SUBSCRIBERS:
+            raise MCPError(INTERNAL_ERROR, f"too many sessions follow {uri!r}")
+        await self._acquire(ctx, uri)
+        sessions[key] = ctx.session
+        if connection is not None:
+            # The client went away without unsubscribing: forget it, and release upstream.
+            connection.exit_stack.push_async_callback(self._gone, uri, key, ctx)
         return {}
+
+    async def _gone(self, uri: str, key: int, ctx: ServerRequestContext[Any, Any]) -> None:
+        sessions = self._subscribers.get(uri)
+        if sessions is None or sessions.pop(key, None) is None:
+            return
+        if not sessions:
+            self._subscribers.pop(uri, None)
+        with (
+            anyio.CancelScope(shield=True),
+            anyio.move_on_after(_RELEASE_GRACE),
+            contextlib.suppress(Exception),
+        ):
+            await self._release(ctx, uri)
+
+    async def _unsubscribe(
+        self, ctx: ServerRequestContext[Any, Any], params: UnsubscribeRequestParams
+    ) -> dict[str, Any]:
+        uri = str(params.uri)
+        sessions = self._subscribers.get(uri)
+        connection = _connection_of(ctx.session)
+        key = id(connection if connection is not None else ctx.session)
+        if sessions is None or sessions.pop(key, None) is None:
+            return {}  # not subscribed: nothing to undo
+        if not sessions:
+            self._subscribers.pop(uri, None)
+        await self._release(ctx, uri)
+        return {}
+
+    async def _listen(
+        self, ctx: ServerRequestContext[Any, Any], params: SubscriptionsListenRequestParams
+    ) -> Any:
+        """A ``subscriptions/listen`` stream: its resource URIs this caller may see are
+        followed upstream while it is open (others simply never fire, as the SDK's listen
+        handler does for a URI nothing publishes)."""
+        wanted = list(params.notifications.resource_subscriptions or ())[:_MAX_LISTENED_URIS]
+        held: list[str] = []
+        try:
+            for uri in wanted:
+                try:
+                    await self._acquire(ctx, uri)
+                except MCPError:
+                    continue
+                held.append(uri)
+            return await self.surface.changes.listen(ctx, params)
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(_RELEASE_GRACE):
+                for uri in held:
+                    with contextlib.suppress(MCPError):
+                        await self._release(ctx, uri)
