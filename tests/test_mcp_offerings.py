@@ -347,6 +347,7 @@ async def test_an_upstream_that_is_down_gives_a_clear_error(
     (project / "upstream.yaml").write_text(
         "apiVersion: joch.dev/v1alpha1\nkind: MCPServer\nmetadata: {name: once}\nspec:\n"
         f"  command: {json.dumps(sys.executable)}\n  args: [{json.dumps(str(script))}]\n"
+        "  sideEffects: {level: read_only}\n"
         "  reconnect: {initialDelaySeconds: 30, maxDelaySeconds: 60}\n"
         "  healthCheck: {periodSeconds: 0.5, timeoutSeconds: 5}\n"
     )
@@ -357,7 +358,8 @@ async def test_an_upstream_that_is_down_gives_a_clear_error(
         await _connected(gateway)
         read = await gateway.offerings.read_resource("memo://one")
         assert read["contents"][0]["text"] == "one"
-        await gateway.call("once:quit", {})
+        quit_call = await gateway.call("once:quit", {})
+        assert quit_call.status != "pending_approval", quit_call.message
         servers = gateway.mcp_servers()["once"][1]
         for _ in range(600):
             snapshot = servers.server("once")[1]

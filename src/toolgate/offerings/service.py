@@ -99,6 +99,7 @@ class GatewayOfferings:
         self._listeners: list[Callable[[], None]] = []
         self._update_listeners: list[Callable[[str], None]] = []
         self._watched: set[int] = set()
+        self._known: tuple[int, frozenset[str]] | None = None
 
     # -- the upstreams --------------------------------------------------------------------------
 
@@ -161,7 +162,7 @@ class GatewayOfferings:
         allowed = {
             tool.namespace for tool in self._catalog.list_tools(agent=agent, namespaces=namespaces)
         }
-        known = {entry.tool.namespace for entry in self._catalog.registry}
+        known = self._known_namespaces()
 
         def visible(namespace: str) -> bool:
             if namespace in allowed:
@@ -179,6 +180,15 @@ class GatewayOfferings:
             return self._catalog.access.decide(stand_in, agent, namespaces).allowed
 
         return visible
+
+    def _known_namespaces(self) -> frozenset[str]:
+        """Every namespace with a registered tool (kept until the registry changes)."""
+        version = self._catalog.registry.version
+        cached = self._known
+        if cached is None or cached[0] != version:
+            names = frozenset(entry.tool.namespace for entry in self._catalog.registry)
+            cached = self._known = (version, names)
+        return cached[1]
 
     # -- listings -------------------------------------------------------------------------------
 
