@@ -36,7 +36,7 @@ from test_serve_command import serve_env, serving  # noqa: F401 - the fixture
 from toolgate.backends.base import BackendUnavailableError
 from toolgate.config import build_gateway, load_config
 from toolgate.model.names import to_provider_name
-from toolgate.offerings import OfferingNotFound
+from toolgate.offerings import OfferingAmbiguous, OfferingNotFound, unwrap, wrap
 from toolgate.pipeline.observers import FinishedCall
 
 pytestmark = pytest.mark.slow
@@ -370,3 +370,45 @@ async def test_an_upstream_that_is_down_gives_a_clear_error(
         assert [r["uri"] for r in gateway.offerings.resources()] == ["memo://one"]
         with pytest.raises(BackendUnavailableError, match="MCP server once is not connected"):
             await gateway.offerings.read_resource("memo://one")
+
+
+async def test_two_servers_listing_the_same_uris_are_told_apart_by_wrapped_uris(
+    everything: str, project: Path, toolgate_home: Path
+) -> None:
+    documents = [
+        "apiVersion: joch.dev/v1alpha1\nkind: MCPServer\n"
+        f"metadata: {{name: {name}}}\nspec:\n  command: {json.dumps(everything)}\n"
+        "  args: [stdio]\n  sideEffects: {level: read_only}\n"
+        for name in ("alpha", "beta")
+    ]
+    (project / "upstream.yaml").write_text("---\n".join(documents))
+    (project / "toolgate.yaml").write_text(
+        "sources:\n  - path: upstream.yaml\n    format: resource\n"
+    )
+    async with _gateway(project, toolgate_home) as gateway:
+        offerings = gateway.offerings
+        for _ in range(600):
+            if {r["uri"].split("/")[2] for r in offerings.resources()} >= {"alpha", "beta"}:
+                break
+            await asyncio.sleep(0.1)
+        listed = [r["uri"] for r in offerings.resources()]
+        assert listed and all(uri.startswith("toolgate://") for uri in listed)
+        raw = unwrap(listed[0])
+        assert raw is not None
+        namespace, upstream = raw
+        assert wrap(namespace, upstream) == listed[0]
+        # The wrapped URI reads from its server, the contents naming it as listed.
+        read = await offerings.read_resource(listed[0])
+        assert read["contents"][0]["uri"] == listed[0]
+        # The upstream URI alone matches both servers: refused, naming both wrapped forms.
+        with pytest.raises(OfferingAmbiguous) as refused:
+            await offerings.read_resource(upstream)
+        assert wrap("alpha", upstream) in str(refused.value)
+        assert wrap("beta", upstream) in str(refused.value)
+        # Templates keep their uriTemplate; an expansion matching both is refused alike.
+        template = offerings.templates()[0]["uriTemplate"]
+        with pytest.raises(OfferingAmbiguous):
+            await offerings.read_resource(template.split("{")[0] + "1")
+        names = {p["name"] for p in offerings.prompts()}
+        assert to_provider_name("alpha:simple-prompt") in names
+        assert to_provider_name("beta:simple-prompt") in names
