@@ -34,6 +34,7 @@ from mcp.shared.subscriptions import ResourceUpdated
 from conftest import TOOLGATE
 from test_serve_command import serve_env, serving  # noqa: F401 - the fixture
 from toolgate.backends.base import BackendUnavailableError
+from toolgate.backends.mcp_offerings import MAX_DESCRIPTION
 from toolgate.config import build_gateway, load_config
 from toolgate.model.names import to_provider_name
 from toolgate.offerings import OfferingAmbiguous, OfferingNotFound, unwrap, wrap
@@ -412,3 +413,26 @@ async def test_two_servers_listing_the_same_uris_are_told_apart_by_wrapped_uris(
         names = {p["name"] for p in offerings.prompts()}
         assert to_provider_name("alpha:simple-prompt") in names
         assert to_provider_name("beta:simple-prompt") in names
+
+
+async def test_a_server_without_templates_still_serves_its_resources_bounded(
+    project: Path, toolgate_home: Path
+) -> None:
+    server = Path(__file__).parent / "fixtures" / "mcp" / "resources_only_server.py"
+    (project / "upstream.yaml").write_text(
+        "apiVersion: joch.dev/v1alpha1\nkind: MCPServer\nmetadata: {name: memo}\nspec:\n"
+        f"  command: {json.dumps(sys.executable)}\n  args: [{json.dumps(str(server))}]\n"
+    )
+    (project / "toolgate.yaml").write_text(
+        "sources:\n  - path: upstream.yaml\n    format: resource\n"
+    )
+    async with _gateway(project, toolgate_home) as gateway:
+        await _connected(gateway)
+        offerings = gateway.offerings
+        resources = offerings.resources()
+        assert [r["uri"] for r in resources] == ["memo://kept", "memo://second"]
+        assert len(resources[0]["description"]) == MAX_DESCRIPTION  # cut, not refused
+        assert resources[1]["mimeType"] == "text/plain"
+        assert offerings.templates() == [] and offerings.prompts() == []
+        read = await offerings.read_resource("memo://second")
+        assert read["contents"][0]["text"] == "memo"

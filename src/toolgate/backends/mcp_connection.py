@@ -653,6 +653,8 @@ async def _list_tools(client: Client) -> tuple[Mapping[str, Any], ...]:
     or across pages) is kept twice, for :func:`toolgate.formats.mcp_server.pinning.listing_entries`
     to decide on (exact repeats count once; different definitions hold the name). A cursor
     seen before ends the listing (a server paging in a loop)."""
+    if client.server_capabilities.tools is None:
+        return ()  # a server of resources or prompts only: never asked (it would be -32601)
     tools: list[Mapping[str, Any]] = []
     cursor: str | None = None
     seen: set[str] = set()

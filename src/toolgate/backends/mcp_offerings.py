@@ -15,6 +15,7 @@ reason), a server that is down or drops the connection is a clear error naming i
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -37,6 +38,8 @@ __all__ = [
     "list_offerings",
     "request",
 ]
+
+log = logging.getLogger("toolgate.mcp")
 
 #: Pages of one listing walk and entries kept of each kind (a paginator that never ends cannot
 #: hang it; a server listing a million resources cannot fill the gateway's memory).
@@ -137,7 +140,29 @@ async def _walk(
     check: Callable[[Mapping[str, Any]], Mapping[str, Any] | None],
 ) -> tuple[Mapping[str, Any], ...]:
     """Every page of one listing, bounded; a cursor seen before ends it (a server paging in a
-    loop). A repeated key (URI, template, name) is kept once: the first listing wins."""
+    loop). A repeated key (URI, template, name) is kept once: the first listing wins.
+
+    A server that answers one listing with an MCP error (many declare ``resources`` and answer
+    ``resources/templates/list`` with ``-32601``) offers none of that kind: its tools and other
+    lists still count. A lost connection or a timeout still fails the listing (and with it the
+    connection's check)."""
+    from mcp import MCPError
+    from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
+    try:
+        return await _pages(fetch, field, check)
+    except MCPError as exc:
+        if exc.code in (CONNECTION_CLOSED, REQUEST_TIMEOUT):
+            raise
+        log.info("an MCP server answered its %s listing with an error: %s", field, exc.message)
+        return ()
+
+
+async def _pages(
+    fetch: Callable[[str | None], Awaitable[Any]],
+    field: str,
+    check: Callable[[Mapping[str, Any]], Mapping[str, Any] | None],
+) -> tuple[Mapping[str, Any], ...]:
     found: list[Mapping[str, Any]] = []
     keys: set[str] = set()
     cursor: str | None = None

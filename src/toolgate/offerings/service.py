@@ -48,6 +48,8 @@ __all__ = ["GUIDE_PROMPT", "GatewayOfferings", "OfferingAmbiguous", "OfferingNot
 GUIDE_PROMPT = "guide"
 #: Contents summarized in one audit record.
 _AUDITED_CONTENTS = 20
+#: Characters of the target (``resource:<uri>``) an audit record keeps.
+_MAX_TARGET = 2_100
 
 
 class OfferingNotFound(LookupError):
@@ -480,6 +482,8 @@ class GatewayOfferings:
     ) -> None:
         call_id = new_call_id()
         metadata = {"offering": dict(info or {})}
+        if len(target) > _MAX_TARGET:  # a client's URI or name: bounded in the log
+            target = target[: _MAX_TARGET - 1] + "…"
         outcome = CallOutcome(
             status=CallStatus.OK if error is None else CallStatus.ERROR,
             tool_id=target,
