@@ -67,8 +67,6 @@ from ..caller_gone import outliving_cancellation, runs_to_its_end
 from ..paging import CursorError, decode_cursor, encode_cursor, page_after
 from .approvals import NO_PROMPT, McpApprovals, pending_result
 from .changes import ToolListChanges
-from .prompts import McpPrompts
-from .resources import McpResources
 
 __all__ = [
     "DEFAULT_PAGE_SIZE",
@@ -213,6 +211,7 @@ class McpSurface:
             on_subscriptions_listen=self.changes.listen,
             get_tool_input_schema=self._input_schema,
         )
+        self._offerings(server)
         # Registered by method: these handlers answer wire dicts (the catalog is cached as
         # such), which the constructor's typed on_* parameters do not admit.
         server.add_request_handler("tools/list", PaginatedRequestParams, self._list_tools)
@@ -234,6 +233,13 @@ class McpSurface:
             )
         )
         self.server: Server[Any] = server
+
+    def _offerings(self, server: Server[Any]) -> None:
+        """Register ``resources/*`` and ``prompts/*`` (:mod:`.resources`, :mod:`.prompts`)."""
+        from .prompts import McpPrompts
+        from .resources import McpResources
+
+        self.server = server
         self.resources = McpResources(self)
         self.prompts = McpPrompts(self)
 
@@ -246,8 +252,8 @@ class McpSurface:
 
     def stop(self) -> None:
         """Stop delivering changes and end the open listen streams."""
-        self.changes.stop()
         self.resources.stop()
+        self.changes.stop()
 
     # -- identity -------------------------------------------------------------------------------
 
