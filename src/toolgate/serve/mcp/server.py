@@ -148,7 +148,10 @@ class _ToolgateServer(Server[Any]):
         extensions: dict[str, dict[str, Any]] | None = None,
     ) -> InitializationOptions:
         return super().create_initialization_options(
-            notification_options or NotificationOptions(tools_changed=True),
+            notification_options
+            or NotificationOptions(
+                tools_changed=True, resources_changed=True, prompts_changed=True
+            ),
             experimental_capabilities,
             extensions,
         )
@@ -213,6 +216,7 @@ class McpSurface:
             on_subscriptions_listen=self.changes.listen,
             get_tool_input_schema=self._input_schema,
         )
+        self._offerings(server)
         # Registered by method: these handlers answer wire dicts (the catalog is cached as
         # such), which the constructor's typed on_* parameters do not admit.
         server.add_request_handler("tools/list", PaginatedRequestParams, self._list_tools)
@@ -235,14 +239,25 @@ class McpSurface:
         )
         self.server: Server[Any] = server
 
+    def _offerings(self, server: Server[Any]) -> None:
+        """Register ``resources/*`` and ``prompts/*`` (:mod:`.resources`, :mod:`.prompts`)."""
+        from .prompts import McpPrompts
+        from .resources import McpResources
+
+        self.server = server
+        self.resources = McpResources(self)
+        self.prompts = McpPrompts(self)
+
     # -- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> None:
         """Deliver tool list changes on the running event loop."""
         self.changes.start()
+        self.resources.start()
 
     def stop(self) -> None:
         """Stop delivering changes and end the open listen streams."""
+        self.resources.stop()
         self.changes.stop()
 
     # -- identity -------------------------------------------------------------------------------
@@ -258,6 +273,10 @@ class McpSurface:
     def _principal(self, ctx: ServerRequestContext[Any, Any]) -> str | None:
         agent = self.agent(ctx)
         return None if agent is None else f"agent:{agent}"
+
+    def session_of(self, ctx: ServerRequestContext[Any, Any]) -> str | None:
+        """The session this request belongs to (what calls and audit records carry)."""
+        return _session_of(ctx.request, self._session_id)
 
     def _call_session(self, ctx: ServerRequestContext[Any, Any]) -> str | None:
         return _session_of(ctx.request, self._session_id)
