@@ -67,6 +67,7 @@ from ..caller_gone import outliving_cancellation, runs_to_its_end
 from ..paging import CursorError, decode_cursor, encode_cursor, page_after
 from .approvals import NO_PROMPT, McpApprovals, pending_result
 from .changes import ToolListChanges
+from .tasks import McpTasks
 
 __all__ = [
     "DEFAULT_PAGE_SIZE",
@@ -228,6 +229,9 @@ class McpSurface:
                 default_audience=SERVER_NAME,
             )
         )
+        # Task-augmented tools/call and tasks/* (2025-11-25): serve.mcp.tasks.
+        self.tasks = McpTasks(self)
+        self.tasks.install(server)
         self.server: Server[Any] = server
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -239,6 +243,7 @@ class McpSurface:
     def stop(self) -> None:
         """Stop delivering changes and end the open listen streams."""
         self.changes.stop()
+        self.tasks.close()
 
     # -- identity -------------------------------------------------------------------------------
 
