@@ -20,6 +20,7 @@ import shutil
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -29,7 +30,7 @@ from mcp import Client, MCPError
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from serve_support import serving
+from serve_support import TOOLGATE, serving
 from toolgate.backends.mcp_tasks import call_as_task, task_support
 
 pytestmark = pytest.mark.slow
@@ -58,12 +59,20 @@ def _everything() -> str:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("tasks")
     (folder / "mcp.yaml").write_text(MCP_YAML.format(command=_everything()))
     (folder / "toolgate.yaml").write_text("sources:\n  - path: ./mcp.yaml\n")
-    env = {**os.environ, "TOOLGATE_HOME": str(folder / "home")}
-    with serving(folder, env) as (url, _pid):
+    return folder
+
+
+def _env(folder: Path) -> dict[str, str]:
+    return {**os.environ, "TOOLGATE_HOME": str(folder / "home")}
+
+
+@pytest.fixture(scope="module")
+def served(folder: Path) -> Iterator[str]:
+    with serving(folder, _env(folder)) as (url, _pid):
         yield url
 
 
@@ -245,3 +254,27 @@ async def test_the_backend_cancels_the_upstream_task_of_an_abandoned_call() -> N
             await call
         task = await raw(upstream, "tasks/get", {"taskId": listed[0]["taskId"]})
         assert task["status"] == "cancelled"
+
+
+async def test_tasks_over_stdio_belong_to_the_process_session(folder: Path) -> None:
+    """``toolgate mcp`` (stdio) serves the same tasks; cancelled before the upstream's first
+    stage ends, so no full run is spent here."""
+    params = StdioServerParameters(
+        command=TOOLGATE, args=["mcp"], cwd=str(folder), env=_env(folder)
+    )
+    async with Client(params, mode="legacy") as client:
+        assert client.server_capabilities.tasks is not None
+        name = await tool_name(client)
+        created = await raw(
+            client, "tools/call", {"name": name, "arguments": {"topic": "x"}, "task": {"ttl": 1}}
+        )
+        task = created["task"]
+        assert task["status"] == "working" and task["ttl"] == 1  # what was asked, under the cap
+        listed = await raw(client, "tasks/list", {})
+        assert [t["taskId"] for t in listed["tasks"]] == [task["taskId"]]
+        cancelled = await raw(client, "tasks/cancel", {"taskId": task["taskId"]})
+        assert cancelled["status"] == "cancelled"
+        # An unknown tool is refused at once, as for a plain call, not inside a task.
+        with pytest.raises(MCPError) as unknown:
+            await raw(client, "tools/call", {"name": "nope", "arguments": {}, "task": {}})
+        assert unknown.value.code == -32602 and "Unknown tool" in unknown.value.message
