@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
+import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -48,6 +50,14 @@ spec:
   args: ["stdio"]
   sideEffects:
     level: read_only                  # no approval: the calls run at once
+---
+apiVersion: joch.dev/v1alpha1
+kind: MCPServer
+metadata:
+  name: gated                         # the default level: a call waits for a person's approval
+spec:
+  command: {command}
+  args: ["stdio"]
 """
 
 
@@ -101,10 +111,17 @@ async def raw(client: Client, method: str, params: dict[str, Any]) -> dict[str, 
     return answer
 
 
-async def tool_name(client: Client) -> str:
-    listed = await client.list_tools()
-    names = [tool.name for tool in listed.tools if tool.name.endswith(TOOL.replace("-", "-2d"))]
-    names += [tool.name for tool in listed.tools if tool.name.endswith(TOOL)]
+async def tool_name(client: Client, server: str = "everything") -> str:
+    """The name toolgate lists ``server``'s research tool under (once the server is connected:
+    the servers start in parallel with ``toolgate serve``)."""
+    deadline = time.monotonic() + 60
+    while True:
+        listed = await client.list_tools()
+        ours = [tool.name for tool in listed.tools if tool.name.startswith(server)]
+        names = [name for name in ours if name.endswith((TOOL, TOOL.replace("-", "-2d")))]
+        if names or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.5)
     assert len(names) == 1, [tool.name for tool in listed.tools]
     return names[0]
 
@@ -193,7 +210,7 @@ async def test_a_task_through_toolgate_completes_with_the_upstream_result(served
 
 def test_a_plain_http_call_runs_the_upstream_task_to_its_end(served: str) -> None:
     tools = httpx.get(f"{served}/v1/tools", timeout=30).json()
-    ids = [tool["id"] for tool in tools["tools"] if tool["id"].endswith(TOOL)]
+    ids = [t["id"] for t in tools["tools"] if t["id"].startswith("everything") and TOOL in t["id"]]
     assert len(ids) == 1, tools
     answer = httpx.post(
         f"{served}/v1/tools/{ids[0]}/call", json={"arguments": {"topic": "moss"}}, timeout=60
@@ -222,7 +239,7 @@ async def test_a_cancelled_task_is_cut_off_and_audited_cancelled(served: str) ->
         assert time.monotonic() < deadline, statuses
         await asyncio.sleep(0.3)
         audit = httpx.get(f"{served}/v1/audit", params={"limit": 50}, timeout=30).json()
-        records = [r for r in audit["records"] if r["tool_id"].endswith(TOOL)]
+        records = [r for r in audit["records"] if TOOL in r["tool_id"]]
         statuses = [(r["status"], r["code"]) for r in records]
 
 
@@ -278,3 +295,35 @@ async def test_tasks_over_stdio_belong_to_the_process_session(folder: Path) -> N
         with pytest.raises(MCPError) as unknown:
             await raw(client, "tools/call", {"name": "nope", "arguments": {}, "task": {}})
         assert unknown.value.code == -32602 and "Unknown tool" in unknown.value.message
+
+
+async def test_a_task_waits_for_approval_as_input_required(folder: Path, served: str) -> None:
+    """A call that needs a person's approval: ``input_required`` with where to decide; once
+    approved (with the CLI, as a person does), the task runs and completes."""
+    async with through(served) as client:
+        name = await tool_name(client, "gated")
+        created = await raw(
+            client, "tools/call", {"name": name, "arguments": {"topic": "ok"}, "task": {}}
+        )
+        task_id = created["task"]["taskId"]
+        deadline = time.monotonic() + 30
+        task = created["task"]
+        while task["status"] != "input_required":
+            assert task["status"] == "working" and time.monotonic() < deadline, task
+            await asyncio.sleep(0.2)
+            task = await raw(client, "tasks/get", {"taskId": task_id})
+        found = re.search(r"toolgate approvals approve (\S+?)`", task["statusMessage"])
+        assert found, task
+        approved = subprocess.run(
+            [TOOLGATE, "approvals", "approve", found.group(1)],
+            cwd=folder,
+            env=_env(folder),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert approved.returncode == 0, approved.stderr
+        result = await raw(client, "tasks/result", {"taskId": task_id})
+        assert not result.get("isError"), result
+        assert "# Research Report: ok" in result["content"][0]["text"]
+        assert (await raw(client, "tasks/get", {"taskId": task_id}))["status"] == "completed"
