@@ -134,3 +134,24 @@ async def test_another_agent_cannot_reach_a_task(gateway: Gateway) -> None:
             with pytest.raises(MCPError) as hidden:
                 await raw(bob, method, {"taskId": task_id})
             assert hidden.value.code == -32602
+
+
+async def test_a_2026_client_gets_no_tasks_and_a_plain_answer(gateway: Gateway) -> None:
+    """2026-07-28 has no tasks: nothing announced or added, and a ``task`` field is ignored."""
+    surface = build_mcp_server(gateway, agent="alice")
+    async with Client(surface.server) as client:
+        assert client.protocol_version == "2026-07-28"
+        assert client.server_capabilities.tasks is None
+        tools = (await client.list_tools()).tools
+        assert all(entry.execution is None for entry in tools)
+        data: dict[str, Any] = {
+            "method": "tools/call",
+            "params": {"name": name_of(tools, "quick"), "arguments": {"word": "v"}, "task": {}},
+        }
+        options: dict[str, Any] = {"timeout": 30}
+        client.session._stamp(data, options)  # the era's _meta, as the SDK sends it
+        answer = await client.session._dispatcher.send_raw_request(
+            "tools/call", data["params"], options
+        )
+        assert "task" not in answer
+        assert answer["content"] == [{"type": "text", "text": "quick v"}]
