@@ -33,6 +33,7 @@ from .base import BackendUnavailableError, ToolTimeoutError
 from .mcp_connection import Connection, Snapshot
 from .mcp_launch import HttpLaunch, Launch, LaunchUnavailable, StdioLaunch, Timing, grant_key
 from .mcp_limits import DEFAULT_MAX_MESSAGE
+from .mcp_tasks import task_required
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE",
@@ -183,7 +184,10 @@ class McpHub:
         loop = self._loop
         if connection is None or loop is None or self._closed:
             raise BackendUnavailableError(f"the MCP server {server} is not connected")
-        return asyncio.run_coroutine_threadsafe(connection.call(tool, arguments, timeout), loop)
+        # An upstream tool that may only run as a task is called as one (see .mcp_tasks).
+        required = task_required(connection.snapshot.tools, tool)
+        call = connection.call_task if required else connection.call
+        return asyncio.run_coroutine_threadsafe(call(tool, arguments, timeout), loop)
 
     async def call(self, server: str, tool: str, arguments: dict[str, Any], timeout: float) -> Any:
         """Call ``tool`` on ``server`` from any event loop; cancelling this cancels the call."""

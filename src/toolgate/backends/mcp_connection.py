@@ -592,6 +592,20 @@ class Connection:
             tool=tool,
         )
 
+    async def call_task(self, tool: str, arguments: dict[str, Any], timeout: float) -> Any:
+        """``tool`` run as an MCP task on the live session (an upstream tool whose listing says
+        ``taskSupport: required``, see :mod:`.mcp_tasks`); the raw toolgate result."""
+        from .mcp_tasks import call_as_task
+
+        live = self.live
+        client = None if live is None or live.broken else live.client
+        if live is None or client is None:
+            raise BackendUnavailableError(
+                self.snapshot.reason or f"the MCP server {self.name} is not connected yet"
+            )
+        result = await call_as_task(client.session, tool, arguments, timeout, server=self.name)
+        return result_value(result, server=self.name, tool=tool)
+
     async def _call(
         self, live: _Live, client: Client, tool: str, arguments: dict[str, Any], timeout: float
     ) -> Any:

@@ -68,6 +68,7 @@ from ..paging import CursorError, decode_cursor, encode_cursor, page_after
 from .approval_link import ApprovalDirections
 from .approvals import NO_PROMPT, McpApprovals, pending_result
 from .changes import ToolListChanges
+from .tasks import McpTasks
 
 __all__ = [
     "DEFAULT_PAGE_SIZE",
@@ -237,6 +238,9 @@ class McpSurface:
                 default_audience=SERVER_NAME,
             )
         )
+        # Task-augmented tools/call and tasks/* (2025-11-25): serve.mcp.tasks.
+        self.tasks = McpTasks(self)
+        self.tasks.install(server)
         self.server: Server[Any] = server
 
     def _offerings(self, server: Server[Any]) -> None:
@@ -259,6 +263,7 @@ class McpSurface:
         """Stop delivering changes and end the open listen streams."""
         self.resources.stop()
         self.changes.stop()
+        self.tasks.close()
 
     # -- identity -------------------------------------------------------------------------------
 
