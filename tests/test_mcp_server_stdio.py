@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import mcp_types as types
 import pytest
 from mcp import Client
@@ -26,7 +27,14 @@ from mcp.shared.subscriptions import ToolsListChanged
 from conftest import TOOLGATE
 from doc_blocks import doc_block
 from folder_tools import write_tool
-from test_mcp_server_helpers import answer_with, approval_meta, runs, text_of, write_config
+from test_mcp_server_helpers import (
+    answer_with,
+    approval_meta,
+    free_port,
+    runs,
+    text_of,
+    write_config,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -142,15 +150,22 @@ async def test_agent_option_decides_what_is_listed_and_callable(setup: Setup) ->
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_pending_approval_then_cli_approval_then_retry(setup: Setup, mode: str) -> None:
+    port = free_port()
+    write_config(setup.project, demo=True, extra=f"serve:\n  port: {port}\n")
     with setup.client(mode=mode) as client:
         async with client as mcp:
             first = await mcp.call_tool("t__send", {"to": "bob", "text": "hi"})
             assert first.is_error
             request_id = approval_meta(first)["id"]
             text = text_of(first)
-            assert f"toolgate approvals approve {request_id}" in text
-            # serve: is not configured, so the link is where `toolgate serve` listens by default.
-            assert f"http://127.0.0.1:8470/approvals/{request_id}" in text
+            # The command works from the person's own shell: this process's home and config.
+            command = (
+                f"TOOLGATE_HOME={setup.home} toolgate --config {setup.config} "
+                f"approvals approve {request_id}"
+            )
+            assert command in text
+            # No `toolgate serve` answers where serve: says it would listen: no dead link.
+            assert "http://" not in text and "url" not in approval_meta(first)
             again = await mcp.call_tool("t__send", {"to": "bob", "text": "hi"})
             assert approval_meta(again)["id"] == request_id
 
@@ -167,6 +182,41 @@ async def test_pending_approval_then_cli_approval_then_retry(setup: Setup, mode:
             assert anew.is_error and approval_meta(anew)["id"] != request_id
     assert not retried.is_error and text_of(retried) == "sent to bob"
     assert runs(setup.runs) == ["bob:hi"]
+
+
+async def test_pending_approval_links_the_web_ui_once_a_server_answers_there(
+    setup: Setup,
+) -> None:
+    port = free_port()
+    write_config(setup.project, demo=True, extra=f"serve:\n  port: {port}\n")
+    url = f"http://127.0.0.1:{port}"
+    with setup.client() as client:
+        async with client as mcp:
+            before = await mcp.call_tool("t__send", {"to": "bob", "text": "hi"})
+            request_id = approval_meta(before)["id"]
+            assert url not in text_of(before)
+            server = subprocess.Popen(
+                [str(TOOLGATE), "--config", str(setup.config), "serve"],
+                cwd=setup.project,
+                env={**os.environ, **setup.env},
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            try:
+                for _ in range(300):
+                    try:
+                        if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                            break
+                    except httpx.HTTPError:
+                        pass
+                    await anyio.sleep(0.1)
+                after = await mcp.call_tool("t__send", {"to": "bob", "text": "hi"})
+            finally:
+                server.terminate()
+                server.wait(timeout=30)
+    assert approval_meta(after)["id"] == request_id
+    assert f"open {url}/approvals/{request_id}" in text_of(after)
+    assert approval_meta(after)["url"] == f"{url}/approvals/{request_id}"
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -359,8 +359,11 @@ def test_call_sync_runs_a_stdio_tool_through_the_pipeline(
         weather = gateway.call_sync("everything:get-structured-content", {"location": "Chicago"})
         assert set(weather.content) == {"temperature", "conditions", "humidity"}
         image = gateway.call_sync("everything:get-tiny-image", {})
-        kinds = [block["type"] for block in image.content["content"]]
+        # Rich content stays typed blocks (issue 27), not one JSON value with base64 inside.
+        kinds = [block.type for block in image.content.blocks]
         assert "image" in kinds and "text" in kinds
+        data = next(block.data for block in image.content.blocks if block.type == "image")
+        assert data not in image.text and "[image: image/png" in image.text
     finally:
         close(gateway, source)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
     from .audit.log_base import AuditLog
     from .formats.mcp_server.pinning import ToolReview
     from .formats.mcp_server.source import McpServers
+    from .offerings import GatewayOfferings
     from .stores.sql import SqlDatabase
 
 __all__ = ["Addable", "Gateway", "GatewaySettings"]
@@ -401,6 +403,13 @@ class Gateway(GatewayCatalog):
             for name in servers.server_names():
                 found.setdefault(name, (source, servers))
         return found
+
+    @functools.cached_property
+    def offerings(self) -> GatewayOfferings:
+        """The resources and prompts served besides tools (:mod:`toolgate.offerings`)."""
+        from .offerings import GatewayOfferings
+
+        return GatewayOfferings(self, self.pipeline.notify)
 
     def _mcp_server(self, server: str) -> tuple[DeclarationSource, McpServers]:
         from .formats.mcp_server.source import AcceptError

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model import CallStatus, Tool
+from ..model.content import record_form
 from ..pipeline.observers import FinishedCall
 from ..redaction import Masker, record_masker, redact, redact_edges, redact_text, redact_values
 
@@ -144,6 +145,8 @@ def record_from(call: FinishedCall) -> AuditRecord:
     arguments at all.
     """
     outcome = call.outcome
+    # Content blocks are recorded without their base64 (type, mime type and size instead).
+    content = record_form(outcome.content)
     tool = call.tool
     spec = tool.observability if tool is not None else None
     paths = spec.redact_fields if spec is not None else ()
@@ -161,7 +164,7 @@ def record_from(call: FinishedCall) -> AuditRecord:
         return _record(
             call,
             args=redact_values(call.arguments, urls) if log_args else None,
-            result=redact_values(outcome.content, urls) if (ok and log_result) else None,
+            result=redact_values(content, urls) if (ok and log_result) else None,
             visualization=(
                 redact_values(outcome.visualization, urls) if (ok and log_result) else None
             ),
@@ -181,7 +184,7 @@ def record_from(call: FinishedCall) -> AuditRecord:
             # Spilled: the outcome holds a preview string, so mask by path in the whole result
             # only to learn the values, which are then scrubbed from the preview below.
             redact(call.full_content, paths, prefix="result", secrets=(), removed=removed)
-        result = redact(outcome.content, paths, prefix="result", removed=removed)
+        result = redact(content, paths, prefix="result", removed=removed)
     if outcome.visualization is not None:
         vis = redact(
             outcome.visualization,

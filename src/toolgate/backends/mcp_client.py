@@ -33,6 +33,7 @@ from .base import BackendUnavailableError, ToolTimeoutError
 from .mcp_connection import Connection, Snapshot
 from .mcp_launch import HttpLaunch, Launch, LaunchUnavailable, StdioLaunch, Timing, grant_key
 from .mcp_limits import DEFAULT_MAX_MESSAGE
+from .mcp_tasks import task_required
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE",
@@ -96,6 +97,9 @@ class McpHub:
         self._closed = False
         self.changes = 0
         """Counts published changes, so a late listener can tell whether it missed one."""
+        self.on_resource_updated: Callable[[str, str], None] | None = None
+        """Told ``(server, uri)`` on the hub's thread when a server says a subscribed resource
+        changed."""
         _OPEN_HUBS.add(self)
 
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
@@ -134,6 +138,7 @@ class McpHub:
                 return
             old = self._connections.pop(name, None)
             connection = Connection(name, launch, timing, self._changed, max_message)
+            connection.on_resource_updated = self._resource_updated
             self._connections[name] = connection
             self._tokens[name] = token
             loop = self._ensure_loop()
@@ -179,7 +184,10 @@ class McpHub:
         loop = self._loop
         if connection is None or loop is None or self._closed:
             raise BackendUnavailableError(f"the MCP server {server} is not connected")
-        return asyncio.run_coroutine_threadsafe(connection.call(tool, arguments, timeout), loop)
+        # An upstream tool that may only run as a task is called as one (see .mcp_tasks).
+        required = task_required(connection.snapshot.tools, tool)
+        call = connection.call_task if required else connection.call
+        return asyncio.run_coroutine_threadsafe(call(tool, arguments, timeout), loop)
 
     async def call(self, server: str, tool: str, arguments: dict[str, Any], timeout: float) -> Any:
         """Call ``tool`` on ``server`` from any event loop; cancelling this cancels the call."""
@@ -197,6 +205,28 @@ class McpHub:
         except concurrent.futures.TimeoutError:
             future.cancel()
             raise ToolTimeoutError(f"no answer within {timeout:g} s") from None
+
+    # -- resources and prompts ------------------------------------------------------------------
+
+    def _resource_updated(self, server: str, uri: str) -> None:
+        listener = self.on_resource_updated
+        if listener is not None:
+            listener(server, uri)
+
+    async def offering(
+        self, server: str, method: str, params: dict[str, Any], timeout: float
+    ) -> dict[str, Any]:
+        """``resources/read``, ``prompts/get``, ``resources/subscribe`` or
+        ``resources/unsubscribe`` on ``server`` from any event loop (see
+        :meth:`Connection.offering`); cancelling this cancels the request."""
+        connection = self._connections.get(server)
+        loop = self._loop
+        if connection is None or loop is None or self._closed:
+            raise BackendUnavailableError(f"the MCP server {server} is not connected")
+        future = asyncio.run_coroutine_threadsafe(
+            connection.offering(method, params, timeout), loop
+        )
+        return await asyncio.wrap_future(future)
 
     # -- lifecycle ------------------------------------------------------------------------------
 

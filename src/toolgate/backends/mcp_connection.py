@@ -32,6 +32,7 @@ import contextlib
 import logging
 import threading
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
@@ -56,6 +57,7 @@ from .mcp_launch import (
     trim_stderr,
 )
 from .mcp_limits import DEFAULT_MAX_MESSAGE, MessageLimit, MessageTooLarge
+from .mcp_offerings import Offerings, list_offerings, request
 from .mcp_results import result_value
 
 if TYPE_CHECKING:
@@ -92,6 +94,9 @@ class Snapshot:
     detail: str | None = None
     """:attr:`reason` plus the end of a stdio server's stderr, for the operator (diagnostics,
     the log)."""
+    offerings: Offerings | None = None
+    """The last listing of the server's resources, templates and prompts (``None`` until one
+    succeeded; kept, like :attr:`tools`, while the server is down)."""
 
 
 def _client_version() -> str:
@@ -109,6 +114,7 @@ class _Live:
         self.launch = launch
         self.client: Client | None = None
         self.tools: tuple[Mapping[str, Any], ...] = ()
+        self.offerings = Offerings()
         self.relist = False
         """Fetch the tool list again soon (a change was announced, or a check is due)."""
         self.broken = False
@@ -128,9 +134,25 @@ class _Live:
 
     async def on_message(self, message: Any) -> None:
         """The SDK's message handler: server notifications and transport errors."""
-        from mcp_types import ToolListChangedNotification
+        from mcp_types import (
+            PromptListChangedNotification,
+            ResourceListChangedNotification,
+            ResourceUpdatedNotification,
+            ToolListChangedNotification,
+        )
 
-        if isinstance(message, (Exception, ToolListChangedNotification)):
+        if isinstance(message, ResourceUpdatedNotification):
+            self.connection.resource_updated(message.params.uri)
+            return
+        if isinstance(
+            message,
+            (
+                Exception,
+                ToolListChangedNotification,
+                ResourceListChangedNotification,
+                PromptListChangedNotification,
+            ),
+        ):
             # A transport error may or may not have ended the connection: check by listing.
             self.relist = True
             self.connection.poke()
@@ -158,6 +180,9 @@ class Connection:
         self._launch = launch
         self._timing = timing
         self._on_change = on_change
+        self.on_resource_updated: Callable[[str, str], None] | None = None
+        """Told ``(server, uri)`` when the server says a subscribed resource changed (on the
+        hub's thread; set by the hub)."""
         self._stopping = False
         self._wake: asyncio.Event | None = None
         self._connect_scope: anyio.CancelScope | None = None
@@ -177,13 +202,19 @@ class Connection:
         self.poke()
 
     def _publish(
-        self, connected: bool, reason: str | None, tools: Any = None, detail: str | None = None
+        self,
+        connected: bool,
+        reason: str | None,
+        tools: Any = None,
+        detail: str | None = None,
+        offerings: Offerings | None = None,
     ) -> None:
         new = Snapshot(
             tools=self.snapshot.tools if tools is None else tools,
             connected=connected,
             reason=reason,
             detail=detail or reason,
+            offerings=self.snapshot.offerings if offerings is None else offerings,
         )
         if new != self.snapshot:
             if not connected and new.detail != self.snapshot.detail:
@@ -271,7 +302,7 @@ class Connection:
             self._connect_scope = None
         self.live = live
         log.info("MCP server %s connected with %d tools", self.name, len(live.tools))
-        self._publish(True, None, live.tools)
+        self._publish(True, None, live.tools, offerings=live.offerings)
         return live
 
     @staticmethod
@@ -310,17 +341,14 @@ class Connection:
                 await stack.enter_async_context(client)
                 live.client = client
                 live.tools = await _list_tools(client)
-                tools = client.server_capabilities.tools
-                listens = (
-                    client.protocol_version in MODERN_PROTOCOL_VERSIONS
-                    and tools is not None
-                    and bool(tools.list_changed)
-                )
+                live.offerings = await list_offerings(client)
+                changes = _announced_changes(client)
+                listens = client.protocol_version in MODERN_PROTOCOL_VERSIONS and any(changes)
                 task_status.started()
                 started = True
                 async with anyio.create_task_group() as inner:
                     if listens:
-                        inner.start_soon(self._listen, client, live)
+                        inner.start_soon(self._listen, client, live, changes)
                     await live.stop.wait()
                     inner.cancel_scope.cancel()
         except Exception as exc:
@@ -404,13 +432,19 @@ class Connection:
         # The capped transport bounds events; the SDK's own cap (1 MiB) would cut them sooner.
         return streamable_http_client(launch.url, http_client=http, max_sse_event_size=None)
 
-    async def _listen(self, client: Client, live: _Live) -> None:
-        """2026-07-28 connections announce tool list changes on a listen stream."""
+    async def _listen(self, client: Client, live: _Live, changes: tuple[bool, bool, bool]) -> None:
+        """2026-07-28 connections announce list changes (tools, resources, prompts: what the
+        server's capabilities say it announces) on a listen stream."""
         from mcp.client.subscriptions import SubscriptionLost
 
+        tools, resources, prompts = changes
         for _attempt in range(3):
             try:
-                async with client.listen(tools_list_changed=True) as subscription:
+                async with client.listen(
+                    tools_list_changed=tools,
+                    resources_list_changed=resources,
+                    prompts_list_changed=prompts,
+                ) as subscription:
                     async for _event in subscription:
                         live.relist = True
                         self.poke()
@@ -453,19 +487,76 @@ class Connection:
         try:
             with anyio.fail_after(self._timing.probe_timeout):
                 tools = await _list_tools(client)
+                offerings = await list_offerings(client)
         except Exception as exc:  # noqa: BLE001 - any failure means the connection is unusable
             live.broken = True
             live.error = live.error or self._detail(exc, live, self._timing.probe_timeout)
             return
-        if tools != live.tools:
+        if tools != live.tools or offerings != live.offerings:
             log.info("MCP server %s now lists %d tools", self.name, len(tools))
             live.tools = tools
-            self._publish(True, None, tools)
+            live.offerings = offerings
+            self._publish(True, None, tools, offerings=offerings)
 
     async def _release(self, live: _Live) -> None:
         live.stop.set()
         with anyio.move_on_after(CLOSE_GRACE):
             await live.finished.wait()
+
+    # -- resources and prompts ------------------------------------------------------------------
+
+    def resource_updated(self, uri: str) -> None:
+        """The server says resource ``uri`` changed (a subscription's update)."""
+        listener = self.on_resource_updated
+        if listener is not None:
+            try:
+                listener(self.name, uri)
+            except Exception:
+                log.exception("relaying an update of a resource of %s failed", self.name)
+
+    async def offering(self, method: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """``resources/read``, ``prompts/get``, ``resources/subscribe`` or
+        ``resources/unsubscribe`` on the live session, bounded by ``timeout``; the result as
+        JSON. Failures as :func:`~toolgate.backends.mcp_offerings.request` words them; an
+        answer past the message limit fails with that limit."""
+        live = self.live
+        client = None if live is None or live.broken else live.client
+        if live is None or client is None:
+            raise BackendUnavailableError(
+                self.snapshot.reason or f"the MCP server {self.name} is not connected yet"
+            )
+        session = client.session
+        started = time.monotonic()
+
+        async def send() -> Any:
+            with anyio.fail_after(timeout):
+                if method == "resources/read":
+                    return await session.read_resource(params["uri"])
+                if method == "prompts/get":
+                    return await session.get_prompt(params["name"], params.get("arguments"))
+                # Deprecated for 2026-07-28 servers only; used with handshake-era ones.
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    if method == "resources/subscribe":
+                        return await session.subscribe_resource(params["uri"])
+                    if method == "resources/unsubscribe":
+                        return await session.unsubscribe_resource(params["uri"])
+            raise ValueError(f"not an offering request: {method}")
+
+        what = f"{method} of {params.get('uri') or params.get('name')!r}"
+        try:
+            return await request(self.name, what, send, lambda why: self._lost(live, why))
+        except TimeoutError:
+            raise ToolTimeoutError(
+                f"the MCP server {self.name} did not answer {what} within {timeout:g} s"
+            ) from None
+        except Exception:
+            cut = live.oversize
+            if cut is not None and cut[1] >= started:
+                if not live.broken:
+                    live.oversize = None
+                raise ToolError(cut[0].limit.explain(reset=live.broken)) from None
+            raise
 
     # -- calls ----------------------------------------------------------------------------------
 
@@ -500,6 +591,20 @@ class Connection:
             server=self.name,
             tool=tool,
         )
+
+    async def call_task(self, tool: str, arguments: dict[str, Any], timeout: float) -> Any:
+        """``tool`` run as an MCP task on the live session (an upstream tool whose listing says
+        ``taskSupport: required``, see :mod:`.mcp_tasks`); the raw toolgate result."""
+        from .mcp_tasks import call_as_task
+
+        live = self.live
+        client = None if live is None or live.broken else live.client
+        if live is None or client is None:
+            raise BackendUnavailableError(
+                self.snapshot.reason or f"the MCP server {self.name} is not connected yet"
+            )
+        result = await call_as_task(client.session, tool, arguments, timeout, server=self.name)
+        return result_value(result, server=self.name, tool=tool)
 
     async def _call(
         self, live: _Live, client: Client, tool: str, arguments: dict[str, Any], timeout: float
@@ -547,11 +652,23 @@ class Connection:
         return result
 
 
+def _announced_changes(client: Client) -> tuple[bool, bool, bool]:
+    """Whether the server announces changes of its tools, resources and prompts."""
+    capabilities = client.server_capabilities
+    return (
+        capabilities.tools is not None and bool(capabilities.tools.list_changed),
+        capabilities.resources is not None and bool(capabilities.resources.list_changed),
+        capabilities.prompts is not None and bool(capabilities.prompts.list_changed),
+    )
+
+
 async def _list_tools(client: Client) -> tuple[Mapping[str, Any], ...]:
     """Every page of the server's ``tools/list``, as listed: a name listed twice (on one page
     or across pages) is kept twice, for :func:`toolgate.formats.mcp_server.pinning.listing_entries`
     to decide on (exact repeats count once; different definitions hold the name). A cursor
     seen before ends the listing (a server paging in a loop)."""
+    if client.server_capabilities.tools is None:
+        return ()  # a server of resources or prompts only: never asked (it would be -32601)
     tools: list[Mapping[str, Any]] = []
     cursor: str | None = None
     seen: set[str] = set()

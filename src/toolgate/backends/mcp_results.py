@@ -2,13 +2,15 @@
 
 * ``isError: true`` → :class:`~toolgate.ToolError` with the server's text (bounded), so the
   outcome is ``tool_error`` and the model reads what the server said.
-* ``structuredContent`` → that object is the result (checked against the output schema by the
-  pipeline's shaping, as for every tool).
-* Only text blocks → their text, joined by blank lines (what the model reads).
-* Any other block (image, audio, resource, resource link) → ``{"content": [blocks]}``, each block
-  as MCP defines it (``{"type": "image", "data": …, "mimeType": …}``); large ones are spilled to a
-  file by the pipeline's overflow protection like any large result.
-* No content at all → ``""``.
+* Only plain text blocks (no ``annotations``, no ``_meta``) → their text, joined by blank lines
+  (what the model reads); with ``structuredContent`` → that object is the result (checked
+  against the output schema by the pipeline's shaping, as for every tool).
+* Any other block (image, audio, resource, resource link, annotated text, a type this version
+  does not know) → a :class:`~toolgate.model.content.ContentResult`: the same blocks, typed,
+  with their annotations and ``_meta``, and the ``structuredContent`` beside them when there is
+  one. The pipeline shapes it block by block (:mod:`toolgate.pipeline.content_shaping`). A
+  malformed or oversized block is a tool error naming the block.
+* No content at all → ``""`` (or the ``structuredContent``).
 
 Works on the JSON form of the result (``model_dump(by_alias=True)``), so nothing here needs the
 MCP SDK.
@@ -20,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import ToolError
+from ..model.content import ContentError, ContentResult, is_plain_text
 
 __all__ = ["MAX_ERROR_TEXT", "result_value"]
 
@@ -62,9 +65,16 @@ def result_value(result: Mapping[str, Any], *, server: str, tool: str) -> Any:
     if result.get("isError"):
         raise ToolError(_error_text(server, tool, blocks))
     structured = result.get("structuredContent")
-    if structured is not None:
-        return structured
-    texts = _texts(blocks)
-    if texts is not None:
-        return "\n\n".join(texts)
-    return {"content": list(blocks)}
+    if is_plain_text(blocks):
+        if structured is not None:
+            return structured
+        return "\n\n".join(block["text"] for block in blocks)
+    try:
+        return ContentResult.from_mcp(
+            blocks, structured if isinstance(structured, Mapping) else None
+        )
+    except ContentError as exc:
+        raise ToolError(
+            f"The MCP server {server} answered tool {tool} with content toolgate cannot carry: "
+            f"{exc}."
+        ) from None

@@ -4,7 +4,9 @@ Desktop and IDE agents start it as a subprocess (``"command": "toolgate", "args"
 Every call goes through the gateway's whole pipeline as agent ``--agent`` (default: the default
 agent). Calls that need approval ask the user through the client when it supports elicitation;
 otherwise they wait in ``$TOOLGATE_HOME/toolgate.db`` for ``toolgate approvals approve ID`` or the
-web UI of ``toolgate serve`` (``--ui-url`` names it in the message the agent gets).
+web UI of ``toolgate serve`` (``--ui-url`` names it in the message the agent gets, while a
+toolgate server answers there; the command is written with this process's ``--config`` and
+``TOOLGATE_HOME`` so that it works from the person's own shell).
 
 Without a ``toolgate.yaml`` it serves the bundled demo tools, as ``toolgate serve`` does. Only
 protocol goes to stdout; configuration errors, logs and one line saying which tools are served
@@ -23,6 +25,7 @@ from rich.text import Text
 
 from ..config import build_gateway, load_config
 from ..gateway import Gateway
+from ..serve.mcp.approval_link import approval_command_prefix
 from ..telemetry import from_environment
 from ..telemetry.call_log import FIELDS, CallLog, use_json_logs
 from .errors import CliUsageError
@@ -127,7 +130,8 @@ def mcp(
         ui_url = _serve_url(loaded.config.serve.host, loaded.config.serve.port)
     try:
         page_size = loaded.config.serve.mcp_page_size
-        asyncio.run(_serve(gateway, agent, ui_url, not no_elicitation, page_size))
+        command = approval_command_prefix(loaded.path)
+        asyncio.run(_serve(gateway, agent, ui_url, not no_elicitation, page_size, command))
     except KeyboardInterrupt:
         raise typer.Exit(130) from None  # Ctrl-C in a terminal: stop quietly
 
@@ -158,7 +162,12 @@ def _serve_url(host: str, port: int) -> str | None:
 
 
 async def _serve(
-    gateway: Gateway, agent: str | None, ui_url: str | None, elicit: bool, page_size: int
+    gateway: Gateway,
+    agent: str | None,
+    ui_url: str | None,
+    elicit: bool,
+    page_size: int,
+    command: str,
 ) -> None:
     # The SDK is imported here, not at module level: other commands must not pay for it.
     from ..serve.mcp.stdio import serve_stdio
@@ -170,6 +179,7 @@ async def _serve(
             approvals_url=ui_url,
             elicitation=elicit,
             page_size=page_size,
+            approval_command=command,
         )
     finally:
         await gateway.aclose()

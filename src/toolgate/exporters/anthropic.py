@@ -5,6 +5,10 @@ Anthropic's ``input_examples`` takes example *argument objects*; a tool's
 ``display.examples`` are example *prompts* that should select it, so they do not fit there and
 are not exported. ``strict`` (Anthropic's structured tool use) is left to the caller: it has its
 own schema subset, and leaving it out keeps the default behaviour every model supports.
+
+A ``tool_result``'s ``content`` is ``outcome.text``, or for a result made of content blocks (an
+MCP upstream's image, resource link…) a list of ``text`` and base64 ``image`` blocks
+(:mod:`toolgate.exporters.content_parts`).
 """
 
 from __future__ import annotations
@@ -13,7 +17,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ToolCallParseError
-from ..model.call import CallOutcome, ToolCall
+from ..model.call import CallOutcome, CallStatus, ToolCall
+from ..model.content import ContentResult
 from ..model.names import to_provider_name
 from ..model.tool import Tool
 from ._common import (
@@ -26,6 +31,7 @@ from ._common import (
     require_str,
     tool_id_for,
 )
+from .content_parts import anthropic_content
 
 __all__ = ["anthropic_tool", "anthropic_tool_result", "parse_anthropic_tool_calls"]
 
@@ -81,10 +87,15 @@ def anthropic_tool_result(outcome: CallOutcome, call: ToolCall | None = None) ->
 
     ``tool_use_id`` is ``call.call_id`` when the parsed call is given (the id of the model's
     ``tool_use`` block), else the outcome's own id. The block goes in a ``user`` message.
+    ``content`` is ``outcome.text``, or text and image blocks for a result made of content
+    blocks.
     """
+    content: Any = outcome.text
+    if outcome.status is CallStatus.OK and isinstance(outcome.content, ContentResult):
+        content = anthropic_content(outcome.content) or outcome.text
     return {
         "type": "tool_result",
         "tool_use_id": call_id_for(outcome, call),
-        "content": outcome.text,
+        "content": content,
         "is_error": outcome.is_error,
     }

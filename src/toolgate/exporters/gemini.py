@@ -26,8 +26,10 @@ from typing import Any
 
 from ..errors import ToolCallParseError
 from ..model.call import CallOutcome, CallStatus, ToolCall
+from ..model.content import ContentResult
 from ..model.names import to_provider_name
 from ..model.tool import Tool
+from . import content_parts
 from ._common import (
     as_mapping,
     function_name_for,
@@ -122,9 +124,22 @@ def gemini_function_response(outcome: CallOutcome, call: ToolCall | None = None)
     documents for the two cases. ``name`` is the function name the model called; ``id`` is set
     only when the parsed ``call`` carries one (Gemini call ids are optional, and the outcome's
     own id is the gateway's, which the model never saw).
+
+    A result made of content blocks (an MCP upstream's image, resource link…) is answered with
+    ``{"output": <structuredContent, else the blocks' text and notes>}`` and, for each PNG, JPEG
+    or WebP image, an ``inlineData`` part in the ``functionResponse``'s ``parts`` (multimodal
+    function responses), named by a ``displayName`` the text mentions
+    (:mod:`toolgate.exporters.content_parts`).
     """
-    if outcome.status is CallStatus.ERROR:
+    parts: list[dict[str, Any]] = []
+    if outcome.status is CallStatus.OK and isinstance(outcome.content, ContentResult):
+        text, parts = content_parts.gemini_parts(outcome.content)
+        structured = outcome.content.structured
         response: dict[str, Any] = {
+            "output": text if structured is None else json_ready(structured)
+        }
+    elif outcome.status is CallStatus.ERROR:
+        response = {
             "error": {
                 "code": None if outcome.code is None else str(outcome.code),
                 "message": outcome.message,
@@ -138,4 +153,6 @@ def gemini_function_response(outcome: CallOutcome, call: ToolCall | None = None)
     if call is not None and call.call_id:
         function_response["id"] = call.call_id
     function_response["response"] = response
+    if parts:
+        function_response["parts"] = parts
     return {"functionResponse": function_response}

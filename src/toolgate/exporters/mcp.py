@@ -48,6 +48,7 @@ from ._common import (
     require_str,
     tool_id_for,
 )
+from .content_parts import mcp_content_result
 
 __all__ = [
     "EXAMPLES_META_KEY",
@@ -146,9 +147,16 @@ def mcp_call_tool_result(outcome: CallOutcome) -> dict[str, Any]:
     """The ``CallToolResult`` for an outcome: one text block with ``outcome.text``,
     ``structuredContent`` when the call succeeded with a JSON object, and ``isError``.
 
+    A result made of content blocks (:class:`~toolgate.model.content.ContentResult`) is sent as
+    the same blocks, each with its ``annotations`` and ``_meta`` as the upstream gave them (after
+    the pipeline's masking and overflow), and its ``structuredContent`` when it has one.
+
     Tool errors are reported inside the result with ``isError: true`` (not as JSON-RPC errors),
     as MCP asks, so the model can read them and correct itself.
     """
+    rich = mcp_content_result(outcome)
+    if rich is not None:
+        return rich
     result: dict[str, Any] = {"content": [{"type": "text", "text": outcome.text}]}
     if outcome.status is CallStatus.OK and isinstance(outcome.content, Mapping):
         result["structuredContent"] = json_ready(outcome.content)

@@ -6,8 +6,13 @@ because the Responses API treats a missing ``strict`` as ``true`` and would then
 with optional parameters. Schemas are never rewritten to make them fit.
 
 OpenAI has no field for prompt examples (``tool.display.examples``) nor for an output schema on
-Chat Completions, so neither is exported. Tool results are plain text (``outcome.text``); OpenAI
+Chat Completions, so neither is exported. Tool results are text (``outcome.text``); OpenAI
 has no error flag, so an error is recognisable by its ``Error [code]: message`` text.
+
+A result made of content blocks (an MCP upstream's image, resource link…): Chat Completions tool
+messages take text only, so each block is its text or a one-line note (an image's type and size,
+never its base64). The Responses API takes a list of parts in ``function_call_output``: images
+go as ``input_image`` parts, the rest as ``input_text`` (:mod:`toolgate.exporters.content_parts`).
 """
 
 from __future__ import annotations
@@ -16,7 +21,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ToolCallParseError
-from ..model.call import CallOutcome, ToolCall
+from ..model.call import CallOutcome, CallStatus, ToolCall
+from ..model.content import ContentResult
 from ..model.names import to_provider_name
 from ..model.tool import Tool
 from ._common import (
@@ -29,6 +35,7 @@ from ._common import (
     require_str,
     tool_id_for,
 )
+from .content_parts import responses_output
 from .schema_compat import is_strict_compatible
 
 __all__ = [
@@ -175,9 +182,15 @@ def openai_responses_tool_result(
     outcome: CallOutcome, call: ToolCall | None = None
 ) -> dict[str, Any]:
     """The Responses API input item for an outcome: ``{"type": "function_call_output",
-    "call_id", "output"}``, with ``call_id`` from the parsed ``call`` when given."""
+    "call_id", "output"}``, with ``call_id`` from the parsed ``call`` when given.
+
+    ``output`` is ``outcome.text``, or for a result made of content blocks a list of
+    ``input_text`` and ``input_image`` parts."""
+    output: Any = outcome.text
+    if outcome.status is CallStatus.OK and isinstance(outcome.content, ContentResult):
+        output = responses_output(outcome.content) or outcome.text
     return {
         "type": "function_call_output",
         "call_id": call_id_for(outcome, call),
-        "output": outcome.text,
+        "output": output,
     }

@@ -157,6 +157,11 @@ class DeclarationSource(ABC):
         accepting their tools."""
         return None
 
+    def guides(self) -> list[tuple[str, str, str]]:
+        """``(namespace, title, guide)`` of each declaration of this source that has a guide
+        for agents (a capability's): served as the MCP prompt ``<namespace>__guide``."""
+        return []
+
     async def start(self, changed: Callable[[], None]) -> None:  # noqa: B027 - optional hook
         """Begin background work (connections, watching). ``changed()`` asks for a reload."""
 

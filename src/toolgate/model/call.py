@@ -10,6 +10,7 @@ from typing import Any
 from .._json import to_text
 from ..errors import ErrorCode
 from .approval import ApprovalRequest
+from .content import ContentResult, content_fields
 
 __all__ = [
     "ApprovalRequest",
@@ -62,7 +63,9 @@ class CallOutcome:
     tool_id: str
     call_id: str
     content: Any = None
-    """Model-facing content: a JSON value, or a string preview after an overflow."""
+    """Model-facing content: a JSON value, a string preview after an overflow, or a
+    :class:`~toolgate.model.content.ContentResult` when the tool answered with content blocks
+    (images, resource links… from an MCP upstream)."""
     code: ErrorCode | None = None
     """For errors: the stable machine code."""
     message: str | None = None
@@ -91,20 +94,34 @@ class CallOutcome:
     def text(self) -> str:
         """The text to hand to the model for this outcome."""
         if self.status is CallStatus.OK:
+            if isinstance(self.content, ContentResult):
+                # Text blocks' text and a note per other block: never base64.
+                return self.content.text
             return to_text(self.content)
         if self.status is CallStatus.PENDING_APPROVAL and self.approval is not None:
             return self.message or f"Approval pending (request {self.approval.id})."
         return f"Error [{self.code}]: {self.message}"
 
+    @property
+    def blocks(self) -> list[dict[str, Any]] | None:
+        """The result's content blocks as MCP defines them (base64 included) when the tool
+        answered with content blocks, else ``None``."""
+        if self.status is CallStatus.OK and isinstance(self.content, ContentResult):
+            return self.content.to_mcp()
+        return None
+
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready summary (what the CLI's ``--json`` prints and surfaces send)."""
+        """A JSON-ready summary (what the CLI's ``--json`` prints and surfaces send).
+
+        For a result made of content blocks, ``content`` is its ``structuredContent`` when the
+        tool gave one, else its text (:attr:`text`), and ``blocks`` holds the blocks."""
         data: dict[str, Any] = {
             "status": str(self.status),
             "tool": self.tool_id,
             "call_id": self.call_id,
         }
         if self.status is CallStatus.OK:
-            data["content"] = self.content
+            data.update(content_fields(self.content))
         else:
             data["code"] = None if self.code is None else str(self.code)
             data["message"] = self.message

@@ -7,6 +7,7 @@ from typing import Any
 
 from ..errors import ErrorCode
 from ..model import ApprovalRequest, CallOutcome, CallStatus
+from ..model.content import content_from_fields
 
 __all__ = ["denied_outcome", "replayed_outcome"]
 
@@ -51,7 +52,7 @@ def replayed_outcome(
         status=CallStatus(stored.get("status", "error")),
         tool_id=request.tool_id,
         call_id=str(stored.get("call_id", call_id)),
-        content=stored.get("content"),
+        content=content_from_fields(stored),
         code=None if code is None else ErrorCode(code),
         message=stored.get("message"),
         visualization=stored.get("visualization"),

@@ -59,6 +59,7 @@ from typing import Any, Final
 from .._json import canonical_json, digest, thaw
 from ..errors import ErrorCode
 from ..model import CallOutcome, CallStatus, Overflow, Tool
+from ..model.content import content_fields, content_from_fields
 from ..registry import RegisteredTool
 from ..stores.idempotency import (
     IdempotencyRecord,
@@ -142,7 +143,7 @@ def outcome_to_record(outcome: CallOutcome) -> dict[str, Any]:
     record: dict[str, Any] = {
         "status": str(outcome.status),
         "call_id": outcome.call_id,
-        "content": outcome.content,
+        **content_fields(outcome.content),
         "code": None if outcome.code is None else str(outcome.code),
         "message": outcome.message,
         "duration": outcome.duration,
@@ -167,7 +168,7 @@ def outcome_from_record(
         status=CallStatus(stored.get("status", "error")),
         tool_id=tool_id,
         call_id=call_id,
-        content=stored.get("content"),
+        content=content_from_fields(stored),
         code=None if code is None else ErrorCode(code),
         message=stored.get("message"),
         visualization=stored.get("visualization"),

@@ -9,6 +9,11 @@ Order (the tool folder format's rules for visualizations and context overflow, f
 3. the bookkeeping keys ``_persisted``, ``_filePath``, ``_originalSize`` are removed;
 4. the content is checked against the output schema (``invalid_output``);
 5. content over the overflow limit is spilled to a file and replaced by a preview and a note.
+
+A result made of content blocks (:class:`~toolgate.model.content.ContentResult`, from an MCP
+upstream) goes through the same steps on its parts: the bookkeeping keys leave its
+``structuredContent``, which is what the output schema checks; secrets are masked in the text of
+its blocks; and overflow is decided block by block (:mod:`toolgate.pipeline.content_shaping`).
 """
 
 from __future__ import annotations
@@ -23,7 +28,9 @@ from pydantic import BaseModel
 from .._json import to_text
 from ..errors import ErrorCode
 from ..model import CallOutcome, CallStatus, InvalidVisualization, validate_visualization
+from ..model.content import ContentError, ContentResult
 from ..redaction import Masker, redact_values
+from .content_shaping import spill_blocks
 from .overflow import OverflowSpiller
 from .state import CallState, error_outcome
 from .validation import SchemaValidator
@@ -85,6 +92,10 @@ class ResultShaper:
         content = _jsonable(result)
         visualization: Mapping[str, Any] | None = None
         detail: str | None = None
+        rich = content if isinstance(content, ContentResult) else None
+        if rich is not None:
+            # The structured part is the JSON result: checked, and its bookkeeping removed.
+            content = None if rich.structured is None else dict(rich.structured)
         if isinstance(content, dict) and not _BOOKKEEPING_KEYS.isdisjoint(content):
             raw_visualization = content.get(VISUALIZATION_KEY)
             content = {k: v for k, v in content.items() if k not in _BOOKKEEPING_KEYS}
@@ -112,6 +123,11 @@ class ResultShaper:
             content = redact_values(content, masker)
             if visualization is not None:
                 visualization = redact_values(visualization, masker)
+
+        if rich is not None:
+            return self._shape_blocks(
+                state, rich, content, visualization, detail, duration, masker=masker
+            )
 
         overflow = None
         if isinstance(content, str):
@@ -149,6 +165,48 @@ class ResultShaper:
             content=content,
             visualization=visualization,
             overflow=overflow,
+            duration=duration,
+            detail=detail,
+            metadata=state.metadata,
+        )
+
+    def _shape_blocks(
+        self,
+        state: CallState,
+        rich: ContentResult,
+        structured: Any,
+        visualization: Mapping[str, Any] | None,
+        detail: str | None,
+        duration: float,
+        *,
+        masker: Masker | None,
+    ) -> CallOutcome:
+        """The outcome of a result made of content blocks: ``structured`` is its checked,
+        masked ``structuredContent``; the blocks are masked, then spilled where too large."""
+        rich = ContentResult(rich.blocks, structured)
+        if masker is not None:
+            rich = rich.map_text(masker.sub)
+        try:
+            shaped = spill_blocks(
+                rich, self.spiller, session_id=state.session_id, call_id=state.call_id
+            )
+        except ContentError as exc:
+            return error_outcome(
+                state,
+                ErrorCode.INVALID_OUTPUT,
+                f"Tool {state.tool.id} returned content that cannot be passed on: {exc}.",
+                duration=duration,
+            )
+        if shaped.overflow is not None:
+            # The audit log reads the whole result from here: its form without base64.
+            state.full_content = rich.record()
+        return CallOutcome(
+            status=CallStatus.OK,
+            tool_id=state.tool.id,
+            call_id=state.call_id,
+            content=shaped.result,
+            visualization=visualization,
+            overflow=shaped.overflow,
             duration=duration,
             detail=detail,
             metadata=state.metadata,

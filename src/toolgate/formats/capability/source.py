@@ -266,6 +266,17 @@ class CapabilitySource(DeclarationSource):
                 )
         return "\n\n".join(parts) or None
 
+    def guides(self) -> list[tuple[str, str, str]]:
+        """``(namespace, title, guide)`` of each loaded capability with a guide and a tool (its
+        namespace is its tools')."""
+        found: list[tuple[str, str, str]] = []
+        for capability in self._capabilities:
+            manifest = capability.manifest
+            if manifest.guide and capability.tool_ids:
+                namespace = capability.tool_ids[0].rpartition(":")[0]
+                found.append((namespace, manifest.title, manifest.guide))
+        return found
+
     async def start(self, changed: Callable[[], None]) -> None:
         """Check the connections every ``refresh_interval`` seconds; reload on a change."""
         self._changed = changed

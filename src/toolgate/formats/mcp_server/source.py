@@ -51,6 +51,7 @@ from .tools import merge_ref, tool_from_listing
 if TYPE_CHECKING:
     from ...backends.base import Backend
     from ...backends.mcp_client import Launch, McpHub, Snapshot
+    from ...backends.mcp_offerings import Offerings
 
 __all__ = ["AcceptError", "McpServerSpec", "McpServers", "parse_mcp_server"]
 
@@ -95,6 +96,12 @@ class McpServers:
         """Servers whose pins could not be read (their tools are all held), and why."""
         self._pin_generation: int | None = None
         self._pin_task: asyncio.Task[None] | None = None
+        self.on_offerings_changed: Callable[[], None] | None = None
+        """Told (on the hub's thread) whenever a server's listing or availability changes: the
+        resources and prompts served may have changed (:mod:`toolgate.offerings`)."""
+        self.on_resource_updated: Callable[[str, str], None] | None = None
+        """Told ``(server, uri)`` (on the hub's thread) when a server says a subscribed
+        resource changed."""
 
     # -- configuration --------------------------------------------------------------------------
 
@@ -126,6 +133,7 @@ class McpServers:
             from ...backends.mcp_client import McpHub
 
             self._hub = McpHub(self._hub_changed)
+            self._hub.on_resource_updated = self._resource_updated
         return self._hub
 
     def _sync(self, hub: McpHub) -> None:
@@ -543,6 +551,29 @@ class McpServers:
         self._mapped[spec.name] = (spec, snapshot, (listed, refused))
         return listed, refused
 
+    # -- resources and prompts ------------------------------------------------------------------
+
+    def offerings(self, name: str) -> Offerings | None:
+        """What server ``name`` last listed besides tools (``None``: nothing listed yet, or no
+        such server). Kept while the server is down, like its tools."""
+        hub = self._hub
+        snapshot = None if hub is None or name not in self._servers else hub.snapshot(name)
+        return None if snapshot is None else snapshot.offerings
+
+    async def offering(self, name: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Send ``resources/read``, ``prompts/get``, ``resources/subscribe`` or
+        ``resources/unsubscribe`` to server ``name``, bounded by its ``spec.timeout``; the
+        result as JSON. Raises :class:`~toolgate.backends.base.BackendUnavailableError` when
+        the server is not connected, or the errors of
+        :func:`~toolgate.backends.mcp_offerings.request`."""
+        from ...backends.base import BackendUnavailableError
+
+        spec = self._servers.get(name)
+        hub = self._hub
+        if spec is None or hub is None or self._closed:
+            raise BackendUnavailableError(f"the MCP server {name} is not connected")
+        return await hub.offering(name, method, params, spec.timeout)
+
     def secrets(self) -> dict[str, list[str]]:
         """Secret name → the servers that need it (``auth.secretRef`` and ``env`` secrets), for
         listings such as ``toolgate secrets list``. Reads no value."""
@@ -563,9 +594,20 @@ class McpServers:
 
     # -- lifecycle ------------------------------------------------------------------------------
 
+    def _resource_updated(self, server: str, uri: str) -> None:
+        listener = self.on_resource_updated
+        if listener is not None:
+            listener(server, uri)
+
     def _hub_changed(self) -> None:
         # On the hub's thread: reload on the loop that started us, never here (a reload calls
         # entries(), and the registry belongs to that loop).
+        offerings = self.on_offerings_changed
+        if offerings is not None:
+            try:
+                offerings()
+            except Exception:
+                log.exception("reporting a change of MCP resources or prompts failed")
         loop = self._loop
         if loop is None or self._changed is None:
             return

@@ -224,13 +224,19 @@ class PendingApprovalView(BaseModel):
 
 
 class CallOutcomeView(BaseModel):
-    """How a call ended. ``text`` is what a model should read."""
+    """How a call ended. ``text`` is what a model should read.
+
+    ``blocks`` is set when the tool answered with MCP content blocks (images, audio, resource
+    links, embedded resources, annotated text): each block as MCP defines it, base64 data,
+    ``annotations`` and ``_meta`` included. ``content`` is then the ``structuredContent`` when
+    the tool gave one, else the same text as ``text``."""
 
     status: Literal["ok", "error", "pending_approval"]
     tool: str
     call_id: str
     text: str
     content: Any = None
+    blocks: list[dict[str, Any]] | None = None
     code: str | None = None
     message: str | None = None
     visualization: dict[str, Any] | None = None

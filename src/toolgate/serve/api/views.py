@@ -105,6 +105,7 @@ def outcome_view(outcome: CallOutcome, *, approve_link: str | None = None) -> di
     data = outcome.to_dict()
     data["text"] = outcome.text
     data.setdefault("content", None)
+    data.setdefault("blocks", None)
     data.setdefault("code", None)
     data.setdefault("message", None)
     request = outcome.approval

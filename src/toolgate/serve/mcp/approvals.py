@@ -147,15 +147,18 @@ def read_decision(response: Any) -> Decision | None:
     return None
 
 
-def pending_result(outcome: CallOutcome, approvals_url: str | None) -> dict[str, Any]:
-    """The ``isError`` result for a pending call: the gateway's message plus where to decide."""
+def pending_result(
+    outcome: CallOutcome, approvals_url: str | None, *, command: str = "toolgate"
+) -> dict[str, Any]:
+    """The ``isError`` result for a pending call: the gateway's message plus where to decide
+    (the web UI page when ``approvals_url`` is given, and ``command approvals approve ID``)."""
     request = outcome.approval
     text = outcome.text
     meta: dict[str, Any] = {}
     if request is not None:
         meta = {"id": request.id, "status": str(request.status)}
         if request.status is ApprovalStatus.PENDING:
-            where = [f"run `toolgate approvals approve {request.id}`"]
+            where = [f"run `{command} approvals approve {request.id}`"]
             if approvals_url:
                 url = f"{approvals_url.rstrip('/')}/approvals/{request.id}"
                 meta["url"] = url

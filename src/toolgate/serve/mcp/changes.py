@@ -92,6 +92,10 @@ class ToolListChanges:
             # The connection unwinds its exit stack when it closes: forget the session then.
             connection.exit_stack.callback(self._sessions.pop, key, None)
 
+    def sessions(self) -> list[ServerSession]:
+        """The handshake-era sessions remembered now (other list changes are sent to them)."""
+        return list(self._sessions.values())
+
     @property
     def tracked(self) -> int:
         """How many handshake-era sessions are remembered now."""

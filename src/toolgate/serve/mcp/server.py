@@ -65,8 +65,10 @@ from ...pipeline.approval import DEFAULT_APPROVAL_TTL
 from ...search.tool import SEARCH_TOOL_ID
 from ..caller_gone import outliving_cancellation, runs_to_its_end
 from ..paging import CursorError, decode_cursor, encode_cursor, page_after
+from .approval_link import ApprovalDirections
 from .approvals import NO_PROMPT, McpApprovals, pending_result
 from .changes import ToolListChanges
+from .tasks import McpTasks
 
 __all__ = [
     "DEFAULT_PAGE_SIZE",
@@ -147,7 +149,10 @@ class _ToolgateServer(Server[Any]):
         extensions: dict[str, dict[str, Any]] | None = None,
     ) -> InitializationOptions:
         return super().create_initialization_options(
-            notification_options or NotificationOptions(tools_changed=True),
+            notification_options
+            or NotificationOptions(
+                tools_changed=True, resources_changed=True, prompts_changed=True
+            ),
             experimental_capabilities,
             extensions,
         )
@@ -172,6 +177,7 @@ class McpSurface:
         namespaces: NamespacesFor = _unrestricted,
         request_state_key: bytes | None = None,
         page_size: int = DEFAULT_PAGE_SIZE,
+        directions: ApprovalDirections | None = None,
     ) -> None:
         """
         Args:
@@ -188,12 +194,15 @@ class McpSurface:
                 ``requestState`` (32 bytes). Replicas behind one load balancer share it, so a
                 retry may land on any of them; default: a random key of this process.
             page_size: Tools per ``tools/list`` page (at least 1).
+            directions: Where pending results send the person (default: ``approvals_url``
+                as given, and plain ``toolgate``); stdio checks its guessed address.
         """
         if page_size < 1:
             raise ValueError(f"page_size: at least 1 tool per tools/list page, got {page_size}")
         self.page_size = page_size
         self.gateway = gateway
         self.approvals_url = approvals_url
+        self.directions = directions or ApprovalDirections(approvals_url)
         self.approvals = McpApprovals(gateway, elicitation=elicitation)
         self.changes = ToolListChanges(gateway.registry)
         self._agent_for = agent
@@ -208,6 +217,7 @@ class McpSurface:
             on_subscriptions_listen=self.changes.listen,
             get_tool_input_schema=self._input_schema,
         )
+        self._offerings(server)
         # Registered by method: these handlers answer wire dicts (the catalog is cached as
         # such), which the constructor's typed on_* parameters do not admit.
         server.add_request_handler("tools/list", PaginatedRequestParams, self._list_tools)
@@ -228,17 +238,32 @@ class McpSurface:
                 default_audience=SERVER_NAME,
             )
         )
+        # Task-augmented tools/call and tasks/* (2025-11-25): serve.mcp.tasks.
+        self.tasks = McpTasks(self)
+        self.tasks.install(server)
         self.server: Server[Any] = server
+
+    def _offerings(self, server: Server[Any]) -> None:
+        """Register ``resources/*`` and ``prompts/*`` (:mod:`.resources`, :mod:`.prompts`)."""
+        from .prompts import McpPrompts
+        from .resources import McpResources
+
+        self.server = server
+        self.resources = McpResources(self)
+        self.prompts = McpPrompts(self)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> None:
         """Deliver tool list changes on the running event loop."""
         self.changes.start()
+        self.resources.start()
 
     def stop(self) -> None:
         """Stop delivering changes and end the open listen streams."""
+        self.resources.stop()
         self.changes.stop()
+        self.tasks.close()
 
     # -- identity -------------------------------------------------------------------------------
 
@@ -253,6 +278,10 @@ class McpSurface:
     def _principal(self, ctx: ServerRequestContext[Any, Any]) -> str | None:
         agent = self.agent(ctx)
         return None if agent is None else f"agent:{agent}"
+
+    def session_of(self, ctx: ServerRequestContext[Any, Any]) -> str | None:
+        """The session this request belongs to (what calls and audit records carry)."""
+        return _session_of(ctx.request, self._session_id)
 
     def _call_session(self, ctx: ServerRequestContext[Any, Any]) -> str | None:
         return _session_of(ctx.request, self._session_id)
@@ -415,6 +444,8 @@ class McpSurface:
             outcome = step
         if disclosure is not None and outcome.tool_id == SEARCH_TOOL_ID:
             self._disclose(ctx, outcome)
+        if outcome.status is CallStatus.PENDING_APPROVAL:
+            await self.directions.refresh()
         return self.result(outcome, agent, params.name, namespaces, conversation)
 
     def _shown(
@@ -456,7 +487,7 @@ class McpSurface:
         """The ``CallToolResult`` for the outcome of calling ``name`` (raises ``MCPError`` for an
         unknown tool, suggesting from what ``conversation`` was shown)."""
         if outcome.status is CallStatus.PENDING_APPROVAL:
-            result = pending_result(outcome, self.approvals_url)
+            result = pending_result(outcome, self.directions.url, command=self.directions.command)
         elif outcome.code is ErrorCode.TOOL_NOT_FOUND or (
             outcome.code is ErrorCode.FORBIDDEN
             and not self.callable_by(outcome.tool_id, agent, namespaces)
@@ -585,6 +616,7 @@ def build_mcp_server(
     namespaces: NamespacesFor = _unrestricted,
     request_state_key: bytes | None = None,
     page_size: int = DEFAULT_PAGE_SIZE,
+    directions: ApprovalDirections | None = None,
 ) -> McpSurface:
     """The gateway as an MCP server (``.server`` is the SDK's low-level ``Server``).
 
@@ -602,4 +634,5 @@ def build_mcp_server(
         namespaces=namespaces,
         request_state_key=request_state_key,
         page_size=page_size,
+        directions=directions,
     )

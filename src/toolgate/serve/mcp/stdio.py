@@ -37,6 +37,7 @@ from mcp.shared.message import SessionMessage
 
 from ..._json import StrictJsonError, loads_strict
 from ...gateway import Gateway
+from .approval_link import ApprovalDirections
 from .server import DEFAULT_PAGE_SIZE, build_mcp_server
 
 __all__ = ["LINE_MAX_DEPTH", "MAX_LINE_BYTES", "serve_stdio"]
@@ -272,12 +273,15 @@ async def serve_stdio(
     approvals_url: str | None = None,
     elicitation: bool = True,
     page_size: int = DEFAULT_PAGE_SIZE,
+    approval_command: str = "toolgate",
 ) -> None:
     """Serve ``gateway`` over this process's stdin and stdout until the client closes stdin.
 
     Watches the tool folders (hot reload) while serving, and tells the client when the tool list
     changes. Every call is made as ``agent`` (``None``: the default agent). ``tools/list``
-    answers pages of ``page_size`` tools (``serve.mcp_page_size``).
+    answers pages of ``page_size`` tools (``serve.mcp_page_size``). A call pending approval
+    links to ``approvals_url`` only while a toolgate server answers there, and always names
+    ``approval_command approvals approve ID`` (see :mod:`toolgate.serve.mcp.approval_link`).
     """
     surface = build_mcp_server(
         gateway,
@@ -285,6 +289,7 @@ async def serve_stdio(
         approvals_url=approvals_url,
         elicitation=elicitation,
         page_size=page_size,
+        directions=ApprovalDirections(approvals_url, checked=True, command=approval_command),
         # One client per process: its calls share one session (overflow files, scripts' sessionId).
         session_id=f"mcp-{uuid.uuid4().hex[:12]}",
     )

@@ -12,6 +12,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
 from ..._json import thaw
+from ...model.content import ContentResult
 from ...model.hidden_text import escape_hidden
 from .visualize import cell_text, checked_visualization, highlight, markdown, safe_url
 
@@ -64,7 +65,10 @@ def _segment(value: Any) -> str:
 
 
 def _text(value: Any) -> str:
-    """Content for people: strings as they are, anything else as indented JSON."""
+    """Content for people: strings as they are, content blocks as their text and notes (no
+    base64), anything else as indented JSON."""
+    if isinstance(value, ContentResult):
+        return value.text
     return value if isinstance(value, str) else _pretty_json(value)
 
 

@@ -1,0 +1,392 @@
+"""MCP tasks toward the client: task-augmented ``tools/call`` through toolgate (2025-11-25).
+
+A client that negotiated protocol 2025-11-25 may send ``tools/call`` with ``params.task:
+{ttl}``. toolgate answers at once with a ``CreateTaskResult`` and runs the call — the whole
+pipeline, as ``gateway.call``: access, approvals, limits, audit — in the background:
+
+* ``tasks/get`` — the task: ``working``; ``input_required`` while a person's approval is pending
+  (the status message says where to decide; the decision is made in the web UI or with
+  ``toolgate approvals``, not by the client); then ``completed``, ``failed`` (the result is an
+  ``isError`` result) or ``cancelled``.
+* ``tasks/result`` — waits for the end and returns the ``CallToolResult`` a plain call would have
+  returned, with ``_meta["io.modelcontextprotocol/related-task"]``.
+* ``tasks/cancel`` — cuts the call off (audited ``cancelled``; an upstream MCP task is cancelled
+  upstream, see :mod:`toolgate.backends.mcp_tasks`); a terminal task cannot be cancelled
+  (``-32602``).
+* ``tasks/list`` — the caller's own tasks, newest first (one page: they are bounded).
+
+Tasks belong to their caller: the agent, its credentials' namespaces and the session (the
+``Mcp-Session-Id`` on HTTP, the process on stdio). Another caller asking for a task id gets the
+answer an unknown id gets (``-32602``, "Task not found"); ids are 192-bit random. A caller holds
+at most ``max_live`` unfinished tasks (more is refused at ``tools/call``), and at most
+``max_kept`` in all (the oldest finished ones are forgotten first). A task and its result are kept
+for its ``ttl`` from creation — the requested one, capped at ``max_ttl`` — and at least
+:data:`GRACE` after it finished, then forgotten.
+
+Which tools: every tool the caller may call accepts a task-augmented call, so on 2025-11-25
+connections every ``tools/list`` entry says ``execution.taskSupport: "optional"`` — also for an
+upstream tool whose server says ``required``: toolgate runs that one as an upstream task itself,
+so a plain call through toolgate works as well. The ``initialize`` answer announces
+``capabilities.tasks`` (``list``, ``cancel``, ``requests.tools.call``).
+
+2026-07-28 clients: that protocol (and this SDK for it) has no tasks. Nothing is announced, no
+``execution`` is added, and a ``task`` field in their ``tools/call`` is ignored (the call runs
+and answers as a plain call) — the spec's rule for a receiver without the capability.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Final
+
+from mcp.server import Server
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp_types import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    CallToolRequestParams,
+    CancelTaskRequestParams,
+    GetTaskPayloadRequestParams,
+    GetTaskRequestParams,
+    PaginatedRequestParams,
+)
+
+from ...errors import ErrorCode
+from ...model import CallOutcome, CallStatus
+from ...pipeline.approval import DEFAULT_APPROVAL_TTL
+from ...pipeline.timeouts import CALLER_GONE
+from .approvals import pending_result
+
+if TYPE_CHECKING:
+    from .server import McpSurface
+
+__all__ = [
+    "DEFAULT_TTL",
+    "GRACE",
+    "MAX_KEPT",
+    "MAX_LIVE",
+    "MAX_TTL",
+    "RELATED_TASK_KEY",
+    "TASKS_VERSION",
+    "McpTasks",
+]
+
+logger = logging.getLogger(__name__)
+
+#: The one protocol version with the tasks utility.
+TASKS_VERSION: Final = "2025-11-25"
+#: ``_meta`` key tying a message to its task.
+RELATED_TASK_KEY: Final = "io.modelcontextprotocol/related-task"
+#: Seconds a task is kept when the client asks for no ``ttl``, and the most it may ask for.
+DEFAULT_TTL: Final = 600.0
+MAX_TTL: Final = 3600.0
+#: Seconds a finished task is kept at least (a task that outlived its ttl can still be read).
+GRACE: Final = 60.0
+#: Unfinished tasks per caller, and tasks kept per caller in all.
+MAX_LIVE: Final = 16
+MAX_KEPT: Final = 256
+#: The ``pollInterval`` suggested to clients (milliseconds).
+POLL_INTERVAL_MS: Final = 500
+#: Seconds ``tasks/cancel`` waits for the cut-off call to be recorded.
+CANCEL_WAIT: Final = 10.0
+#: What ``capabilities.tasks`` says in ``initialize``.
+CAPABILITY: Final[dict[str, Any]] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+
+_TERMINAL: Final = frozenset({"completed", "failed", "cancelled"})
+
+#: Who owns a task: agent, credentials' namespaces, session.
+Owner = tuple["str | None", "frozenset[str] | None", "str | None"]
+
+
+def _iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).isoformat().replace("+00:00", "Z")
+
+
+@dataclass(slots=True, eq=False)
+class _Task:
+    """One task-augmented call and, once it ended, its result."""
+
+    id: str
+    owner: Owner
+    tool: str
+    ttl: float
+    created: float = field(default_factory=time.time)
+    updated: float = field(default_factory=time.time)
+    status: str = "working"
+    message: str | None = None
+    result: dict[str, Any] | None = None
+    runner: asyncio.Task[None] | None = None
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    finished_at: float | None = None
+    cancelling: bool = False
+
+    def set(self, status: str, message: str | None) -> None:
+        if self.status in _TERMINAL:
+            return
+        self.status, self.message, self.updated = status, message, time.time()
+
+    def finish(self, status: str, message: str | None, result: dict[str, Any]) -> None:
+        if self.status in _TERMINAL:
+            return
+        self.set(status, message)
+        self.result = result
+        self.finished_at = time.monotonic()
+        self.done.set()
+
+    def expired(self, now_wall: float, now: float) -> bool:
+        if self.finished_at is None:
+            return False
+        return now_wall > self.created + self.ttl and now > self.finished_at + GRACE
+
+    def wire(self) -> dict[str, Any]:
+        """The ``Task`` object of the protocol."""
+        task: dict[str, Any] = {
+            "taskId": self.id,
+            "status": self.status,
+            "ttl": round(self.ttl * 1000),
+            "createdAt": _iso(self.created),
+            "lastUpdatedAt": _iso(self.updated),
+            "pollInterval": POLL_INTERVAL_MS,
+        }
+        if self.message:
+            task["statusMessage"] = self.message
+        return task
+
+
+class McpTasks:
+    """The tasks of one MCP surface: task-augmented calls and ``tasks/*``."""
+
+    def __init__(
+        self,
+        surface: McpSurface,
+        *,
+        max_ttl: float = MAX_TTL,
+        max_live: int = MAX_LIVE,
+        max_kept: int = MAX_KEPT,
+    ) -> None:
+        if max_ttl <= 0 or max_live < 1 or max_kept < max_live:
+            raise ValueError(
+                "max_ttl must be positive, max_live at least 1 and max_kept at least max_live"
+            )
+        self.surface = surface
+        self.max_ttl = max_ttl
+        self.max_live = max_live
+        self.max_kept = max_kept
+        self._tasks: dict[str, _Task] = {}
+
+    def install(self, server: Server[Any]) -> None:
+        """Serve ``tasks/*`` on ``server``, and task-augmented ``tools/call``."""
+        server.add_request_handler("tasks/get", GetTaskRequestParams, self._get)
+        server.add_request_handler("tasks/result", GetTaskPayloadRequestParams, self._result)
+        server.add_request_handler("tasks/cancel", CancelTaskRequestParams, self._cancel)
+        server.add_request_handler("tasks/list", PaginatedRequestParams, self._list)
+        server.middleware.append(self._middleware)
+
+    def close(self) -> None:
+        """Cut off every unfinished task (at shutdown)."""
+        for task in list(self._tasks.values()):
+            if task.runner is not None and not task.runner.done():
+                task.runner.cancel(CALLER_GONE)
+
+    # -- the middleware: initialize, tools/list, task-augmented tools/call ----------------------
+
+    async def _middleware(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        method = ctx.method
+        if method == "tools/call" and ctx.protocol_version == TASKS_VERSION:
+            params = ctx.params
+            if isinstance(params, Mapping) and params.get("task") is not None:
+                # Answered here: the SDK checks every tools/call result as a CallToolResult,
+                # which a CreateTaskResult is not.
+                return await self._create(ctx, params)
+        result = await call_next(ctx)
+        if method == "initialize" and isinstance(result, dict):
+            if result.get("protocolVersion") == TASKS_VERSION:
+                capabilities = dict(result.get("capabilities") or {})
+                capabilities["tasks"] = CAPABILITY
+                result = {**result, "capabilities": capabilities}
+        elif (
+            method == "tools/list"
+            and ctx.protocol_version == TASKS_VERSION
+            and isinstance(result, dict)
+            and isinstance(result.get("tools"), list)
+        ):
+            tools = [
+                {**entry, "execution": {"taskSupport": "optional"}}
+                if isinstance(entry, Mapping)
+                else entry
+                for entry in result["tools"]
+            ]
+            result = {**result, "tools": tools}
+        return result
+
+    # -- ownership ------------------------------------------------------------------------------
+
+    def _owner(self, ctx: ServerRequestContext[Any, Any]) -> Owner:
+        surface = self.surface
+        agent, session = surface.conversation(ctx)
+        return agent, surface.namespaces(ctx), session
+
+    def _purge(self) -> None:
+        now_wall, now = time.time(), time.monotonic()
+        for task_id in [key for key, task in self._tasks.items() if task.expired(now_wall, now)]:
+            del self._tasks[task_id]
+
+    def _find(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> _Task:
+        self._purge()
+        task = self._tasks.get(task_id)
+        if task is None or task.owner != self._owner(ctx):
+            # Another caller's task is answered as a missing one: nothing tells them apart.
+            raise MCPError(INVALID_PARAMS, "Failed to retrieve task: Task not found")
+        return task
+
+    # -- tools/call with a task -----------------------------------------------------------------
+
+    async def _create(
+        self, ctx: ServerRequestContext[Any, Any], raw: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        surface = self.surface
+        params = CallToolRequestParams.model_validate(raw, by_name=False)
+        agent, namespaces, _session = owner = self._owner(ctx)
+        conversation = surface.conversation(ctx)
+        name = params.name
+        entry = surface.gateway.registry.get(name)
+        # An unknown tool, one hidden from the caller or not shown to its session, is the
+        # protocol error a plain call gets, now rather than in the task.
+        if (
+            entry is None
+            or not surface.callable_by(entry.tool.id, agent, namespaces)
+            or not surface._shown(conversation, name, agent, namespaces)
+        ):
+            raise surface.unknown_tool(name, agent, namespaces, conversation)
+        self._purge()
+        mine = [task for task in self._tasks.values() if task.owner == owner]
+        if sum(task.status not in _TERMINAL for task in mine) >= self.max_live:
+            raise MCPError(
+                INVALID_REQUEST,
+                f"Too many tasks in flight: at most {self.max_live} unfinished tasks per caller; "
+                "wait for one to finish or cancel one",
+            )
+        finished = sorted(
+            (task for task in mine if task.status in _TERMINAL), key=lambda task: task.created
+        )
+        for old in finished[: max(0, len(mine) + 1 - self.max_kept)]:
+            del self._tasks[old.id]
+        requested = params.task.ttl if params.task is not None else None
+        ttl = DEFAULT_TTL if requested is None else max(0.0, requested / 1000)
+        task = _Task(secrets.token_urlsafe(24), owner, name, min(ttl, self.max_ttl))
+        self._tasks[task.id] = task
+        arguments = dict(params.arguments or {})
+        task.runner = asyncio.ensure_future(self._run(task, arguments, owner, conversation))
+        return {"task": task.wire()}
+
+    async def _run(
+        self, task: _Task, arguments: dict[str, Any], owner: Owner, conversation: object
+    ) -> None:
+        surface = self.surface
+        agent, namespaces, session = owner
+        outcome: CallOutcome | None = None
+        try:
+            outcome = await surface.gateway.call(
+                task.tool, arguments, agent=agent, session_id=session, namespaces=namespaces
+            )
+            if outcome.status is CallStatus.PENDING_APPROVAL:
+                outcome = await self._approval(task, outcome)
+            result = surface.result(outcome, agent, task.tool, namespaces, conversation)
+        except asyncio.CancelledError:
+            task.finish("cancelled", "The call was cancelled.", _cancelled_result())
+            raise
+        except MCPError as error:
+            # The tool went away (or out of the caller's reach) after the task was created.
+            result = {"content": [{"type": "text", "text": error.error.message}], "isError": True}
+        except Exception:
+            logger.exception("task %s (%s) failed", task.id, task.tool)
+            result = {
+                "content": [{"type": "text", "text": "The call failed inside toolgate."}],
+                "isError": True,
+            }
+        failed = bool(result.get("isError"))
+        text = _first_text(result) if failed else None
+        if task.cancelling or (outcome is not None and outcome.code is ErrorCode.CANCELLED):
+            task.finish("cancelled", "Cancelled by the client.", result)
+        else:
+            task.finish("failed" if failed else "completed", text, result)
+
+    async def _approval(self, task: _Task, outcome: CallOutcome) -> CallOutcome:
+        """Wait (``input_required``) for a person's decision on a pending call; the outcome
+        then, or the pending outcome when nobody decided in time."""
+        service = self.surface.gateway.approvals
+        request = outcome.approval
+        if service is None or request is None:
+            return outcome
+        pending = pending_result(outcome, self.surface.approvals_url)
+        task.set("input_required", _first_text(pending))
+        decided = await service.wait(request, DEFAULT_APPROVAL_TTL)
+        task.set("working", None)
+        return outcome if decided is None else decided
+
+    # -- tasks/* --------------------------------------------------------------------------------
+
+    async def _get(
+        self, ctx: ServerRequestContext[Any, Any], params: GetTaskRequestParams
+    ) -> dict[str, Any]:
+        return self._find(ctx, params.task_id).wire()
+
+    async def _result(
+        self, ctx: ServerRequestContext[Any, Any], params: GetTaskPayloadRequestParams
+    ) -> dict[str, Any]:
+        task = self._find(ctx, params.task_id)
+        await task.done.wait()
+        result = dict(task.result or _cancelled_result())
+        meta = dict(result.get("_meta") or {})
+        meta[RELATED_TASK_KEY] = {"taskId": task.id}
+        result["_meta"] = meta
+        return result
+
+    async def _cancel(
+        self, ctx: ServerRequestContext[Any, Any], params: CancelTaskRequestParams
+    ) -> dict[str, Any]:
+        task = self._find(ctx, params.task_id)
+        if task.status in _TERMINAL:
+            raise MCPError(
+                INVALID_PARAMS, f"Cannot cancel task: already in terminal status '{task.status}'"
+            )
+        runner = task.runner
+        if runner is not None and not runner.done():
+            task.cancelling = True
+            runner.cancel(CALLER_GONE)  # the pipeline records the call cancelled
+            # Answer once the call is recorded (and an upstream task was told), bounded.
+            await asyncio.wait([runner], timeout=CANCEL_WAIT)
+        task.finish("cancelled", "Cancelled by the client.", _cancelled_result())
+        return task.wire()
+
+    async def _list(
+        self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams
+    ) -> dict[str, Any]:
+        if params.cursor is not None:
+            raise MCPError(INVALID_PARAMS, "Invalid cursor: tasks/list has one page")
+        self._purge()
+        owner = self._owner(ctx)
+        mine = [task for task in self._tasks.values() if task.owner == owner]
+        mine.sort(key=lambda task: task.created, reverse=True)
+        return {"tasks": [task.wire() for task in mine]}
+
+
+def _cancelled_result() -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": "The call was cancelled."}], "isError": True}
+
+
+def _first_text(result: Mapping[str, Any]) -> str | None:
+    for block in result.get("content") or ():
+        if isinstance(block, Mapping) and isinstance(block.get("text"), str):
+            text: str = block["text"]
+            return text
+    return None
