@@ -298,3 +298,38 @@ def test_explicit_description_and_display_options() -> None:
 def test_decorating_twice_is_an_error() -> None:
     with pytest.raises(ToolDefinitionError, match="already a tool"):
         tool(plain)  # type: ignore[call-overload]
+
+
+def test_a_summary_that_wraps_stays_one_paragraph() -> None:
+    @tool(namespace="x")
+    def send(to: str) -> str:
+        """Send a short message to someone (a demo: nothing is
+        sent anywhere; the receipt says what would have been).
+
+        It needs a person's approval first.
+
+        Args:
+            to: Who the message is for.
+        """
+        return to
+
+    @tool(namespace="x")
+    def numpy_style(to: str) -> str:
+        """Send a message to someone, in a summary that
+        wraps too.
+
+        Parameters
+        ----------
+        to : str
+            Who it is for.
+        """
+        return to
+
+    assert send.tool.description == (
+        "Send a short message to someone (a demo: nothing is\n"
+        "sent anywhere; the receipt says what would have been).\n\n"
+        "It needs a person's approval first."
+    )
+    wrapped = "Send a message to someone, in a summary that\nwraps too."
+    assert numpy_style.tool.description == wrapped
+    assert send.tool.input_schema["properties"]["to"]["description"] == "Who the message is for."

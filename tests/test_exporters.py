@@ -59,7 +59,7 @@ from toolgate.exporters import (
     strict_schema_problems,
     tool_result,
 )
-from toolgate.model.names import from_provider_name, to_provider_name
+from toolgate.model.names import from_provider_name, to_mcp_name, to_provider_name
 
 # -- tools --------------------------------------------------------------------------------------
 
@@ -412,16 +412,21 @@ def test_strict_incompatible_schemas(schema: dict[str, Any]) -> None:
 
 PROVIDER_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 GEMINI_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_.:-]{0,63}$")
+MCP_NAME = re.compile(r"^[a-zA-Z0-9_.-]{1,128}$")
 
 
 @pytest.mark.parametrize("format", EXPORT_FORMATS)
 def test_every_exported_name_is_provider_safe_and_unique(format: str) -> None:
     names = [name_of(d, format) for d in export_tools(TOOLS, format)]
-    for name in names:
-        assert PROVIDER_NAME.match(name), name
-        assert GEMINI_NAME.match(name), name
+    if format == "mcp":  # MCP names keep "." and need no leading letter (up to 128 characters)
+        assert all(MCP_NAME.match(name) for name in names), names
+        assert names == [to_mcp_name(t.id) for t in TOOLS]
+    else:
+        for name in names:
+            assert PROVIDER_NAME.match(name), name
+            assert GEMINI_NAME.match(name), name
+        assert names == [to_provider_name(t.id) for t in TOOLS]
     assert len(set(names)) == len(names)
-    assert names == [to_provider_name(t.id) for t in TOOLS]
 
 
 @pytest.mark.parametrize("format", EXPORT_FORMATS)
@@ -433,7 +438,7 @@ def test_exported_names_map_back_to_the_tool(format: str) -> None:
         for definition, exported in zip(TOOLS, export_tools(TOOLS, format), strict=True):
             name = name_of(exported, format)
             decoded = from_provider_name(name)
-            if definition is LONG:
+            if definition is LONG and format != "mcp":  # 128 characters fit MCP names
                 assert decoded is None  # shortened: resolved by the registry's table instead
             else:
                 assert decoded == definition.id
@@ -446,9 +451,8 @@ def test_exported_names_map_back_to_the_tool(format: str) -> None:
 
 def test_mcp_entry_has_title_annotations_output_schema_and_examples() -> None:
     entry = export_tool(forecast.tool, "mcp")
-    assert entry["title"] == "forecast"
+    assert "title" not in entry  # no title declared: none is made up from the name
     assert entry["annotations"] == {
-        "title": "forecast",
         "readOnlyHint": True,
         "destructiveHint": False,
         "idempotentHint": True,
@@ -458,7 +462,8 @@ def test_mcp_entry_has_title_annotations_output_schema_and_examples() -> None:
     assert "outputSchema" not in entry
 
     crm = export_tool(register.tool, "mcp")
-    assert crm["title"] == crm["annotations"]["title"] == "Register a person"
+    assert crm["title"] == "Register a person"
+    assert "title" not in crm["annotations"]  # the declaration's title is said once
     assert crm["outputSchema"] == register.tool.output_schema_dict()
     hints = register.tool.resolved_hints
     assert crm["annotations"]["readOnlyHint"] is hints.read_only is False
@@ -660,16 +665,17 @@ def test_names_that_do_not_decode_are_kept_as_given() -> None:
 
 
 def test_shortened_names_are_resolved_by_the_gateway_not_decoded() -> None:
-    # A shortened name ("-h" + hash) does not decode; the parsers pass it on unchanged and the
-    # gateway's registry resolves it through its own table.
+    # A shortened name ("-30" + hash) does not decode; the parsers pass it on unchanged and the
+    # gateway's registry resolves it through its own table. (MCP names, up to 128 characters,
+    # need no shortening here.)
     long_tool = Tool(
         id="vendor.plugin-suite.enterprise:" + "synchronise_every_calendar_entry" * 2 + "x",
         description="Synchronise calendars.",
         input_schema={"type": "object", "properties": {"place": {"type": "string"}}},
     )
     name = to_provider_name(long_tool.id)
-    assert name.endswith("-h7f6c1788") and from_provider_name(name) is None
-    for format in EXPORT_FORMATS:
+    assert name.endswith("-307f6c1788") and from_provider_name(name) is None
+    for format in (f for f in EXPORT_FORMATS if f != "mcp"):
         [exported] = export_tools([long_tool], format)
         assert name_of(exported, format) == name
     payload = {"type": "tool_use", "id": "t1", "name": name, "input": {"place": "Oslo"}}

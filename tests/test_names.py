@@ -1,27 +1,39 @@
-"""The one id ↔ provider-name mapping: safe names, exact round trips, no collisions.
+"""The id ↔ name mappings (MCP and providers): safe names, exact round trips, no collisions,
+older spellings still resolving.
 
-A property test over a deterministic generated set of ids (no extra dependencies), plus the
-edge cases the encoding exists for.
+Property tests over a deterministic generated set of ids and over hypothesis-drawn ids, an
+exhaustive check over a small alphabet, plus the edge cases the encoding exists for.
 """
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from toolgate.model import split_tool_id
+from toolgate.errors import DuplicateToolError
+from toolgate.model import Tool, split_tool_id
 from toolgate.model.names import (
+    MAX_MCP_NAME,
     MAX_PROVIDER_NAME,
+    MCP_NAME_PATTERN,
     PROVIDER_NAME_PATTERN,
+    from_name,
     from_provider_name,
+    legacy_provider_name,
+    to_mcp_name,
     to_provider_name,
 )
+from toolgate.registry import RegisteredTool, Registry
 
 OPENAI_ANTHROPIC = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 GEMINI = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_.:-]{0,63}$")
-HASHED = re.compile(r"^[a-zA-Z0-9_-]{54}-h[0-9a-f]{8}$")
+HASHED = re.compile(r"^[a-zA-Z0-9_-]{53}-30[0-9a-f]{8}$")
+MCP_HASHED = re.compile(r"^[a-zA-Z0-9_.-]{117}-30[0-9a-f]{8}$")
 
 # Characters ids really contain (Pandora scopes, dotted plugins, snake and kebab case), plus
 # the separators and escape characters of the encoding itself, plus non-ASCII text.
@@ -57,7 +69,13 @@ EDGE_CASES = {
     "_a:b": "_-5fa__b",  # a leading underscore would look like the marker
     "a:b_": "a__b-5f",
     "1abc:x": "_1abc__x",  # names must start with a letter or underscore
-    "a-b:c": "a-2db__c",  # "-" is the escape character
+    "a-b:c": "a-b__c",  # "-" stays as written…
+    "a-1f:c": "a-2d1f__c",  # …unless two lowercase hex digits follow it (it would read as one)
+    "a-1F:c": "a-1F__c",  # escapes are lowercase: this one cannot be mistaken
+    "a-f:c": "a-f__c",  # one hex digit is no escape
+    "a-:c": "a-__c",
+    "everything:get-sum": "everything__get-sum",
+    "demo:file.diff": "demo__file-2ediff",  # providers refuse "."
     "a:b:c": "a-3ab__c",  # split at the last colon
     "ns:日本": "ns__-e6-97-a5-e6-9c-ac",
 }
@@ -117,13 +135,14 @@ def test_long_ids_get_the_hashed_form() -> None:
         assert len(name) == MAX_PROVIDER_NAME
         assert HASHED.match(name) and PROVIDER_NAME_PATTERN.match(name)
         assert from_provider_name(name) != tool_id  # resolved by the registry's table instead
-    assert len(set(names)) == len(names)  # same 54-character prefix, different hashes
-    assert names[0][:54] == names[1][:54]
+    assert len(set(names)) == len(names)  # same 53-character prefix, different hashes
+    assert names[0][:53] == names[1][:53]
 
 
 @pytest.mark.parametrize(
     "name",
-    ["demo", "demo__", "__add", "a-zz__b", "a__b__c", "A-41__b", "a-5F__b", "_demo__add", ""],
+    # "A-41" spells "AA", whose name is "AA"; "_demo__add" has a marker "demo" needs not.
+    ["demo", "demo__", "__add", "a__b__c", "A-41__b", "_demo__add", "a-30__b", ""],
 )
 def test_names_that_are_not_ours_do_not_decode(name: str) -> None:
     assert from_provider_name(name) is None
@@ -142,3 +161,180 @@ def test_the_demo_tools_need_no_escaping() -> None:
     assert [tool_id for tool_id in ids if "word" in tool_id] == ["demo:word_count"]
     for tool_id in ids:
         assert to_provider_name(tool_id) == tool_id.replace(":", "__"), tool_id
+
+
+# -- the MCP mapping --------------------------------------------------------------------------
+
+MCP_EDGE_CASES = {
+    "everything:get-sum": "everything__get-sum",
+    "time:get_current_time": "time__get_current_time",
+    "demo:file-diff": "demo__file-diff",
+    "demo:file.diff": "demo__file.diff",  # MCP allows "."
+    "@scope/weather:weather": "-40scope-2fweather__weather",  # no marker: MCP has no first rule
+    "1abc:x": "1abc__x",
+    "a-1f:c": "a-2d1f__c",
+    "a__b:c": "a-5f-5fb__c",
+    "ns:日本": "ns__-e6-97-a5-e6-9c-ac",
+}
+
+
+@pytest.mark.parametrize(("tool_id", "name"), MCP_EDGE_CASES.items(), ids=list(MCP_EDGE_CASES))
+def test_mcp_names_keep_what_mcp_allows(tool_id: str, name: str) -> None:
+    assert to_mcp_name(tool_id) == name
+    assert from_name(name) == tool_id
+    assert from_provider_name(name) == tool_id  # the strict check accepts both surfaces' names
+
+
+def test_generated_ids_give_mcp_names_that_round_trip() -> None:
+    names: dict[str, str] = {}
+    for tool_id in IDS:
+        name = to_mcp_name(tool_id)
+        assert MCP_NAME_PATTERN.match(name), (tool_id, name)
+        if from_name(name) == tool_id:
+            assert from_provider_name(name) == tool_id
+        else:
+            assert MCP_HASHED.match(name), (tool_id, name)
+            assert from_provider_name(name) is None
+        names[name] = tool_id
+    assert len(names) == len(IDS)
+
+
+def test_long_ids_get_a_shortened_mcp_name_of_128_characters() -> None:
+    tool_id = "everything:" + "x" * 200
+    name = to_mcp_name(tool_id)
+    assert len(name) == MAX_MCP_NAME and MCP_HASHED.match(name)
+    assert from_name(name) is None  # the registry's table resolves it
+    # 64 characters fit MCP but not providers: only the provider name is shortened.
+    medium = "everything:" + "y" * 60
+    assert to_mcp_name(medium) == "everything__" + "y" * 60
+    assert len(to_provider_name(medium)) == MAX_PROVIDER_NAME
+
+
+# -- properties -------------------------------------------------------------------------------
+
+_ID_CHARS = st.sampled_from([*"abf019AF_-.:@/~ é", "日"])
+_id_parts = st.text(_ID_CHARS, min_size=1, max_size=12)
+
+
+def _valid_id(namespace: str, name: str) -> str | None:
+    tool_id = f"{namespace}:{name.replace(':', 'c')}"
+    try:
+        split_tool_id(tool_id)
+    except ValueError:
+        return None
+    return tool_id
+
+
+@given(_id_parts, _id_parts)
+def test_both_mappings_round_trip_and_stay_in_their_alphabets(namespace: str, name: str) -> None:
+    tool_id = _valid_id(namespace, name)
+    if tool_id is None:
+        return
+    for name, pattern, hashed in (
+        (to_mcp_name(tool_id), MCP_NAME_PATTERN, MCP_HASHED),
+        (to_provider_name(tool_id), PROVIDER_NAME_PATTERN, HASHED),
+    ):
+        assert pattern.match(name), name
+        if hashed.match(name):  # shortened: looked up, never decoded
+            assert from_name(name) is None and from_provider_name(name) is None
+        else:
+            assert from_name(name) == tool_id == from_provider_name(name)
+            assert "-30" not in name  # the shortened marker never occurs in a full name
+    # The older spelling (every "-" escaped) still spells the same id, unless shortened.
+    legacy = legacy_provider_name(tool_id)
+    if legacy[-10:-8] != "-h":
+        assert from_name(legacy) == tool_id
+
+
+def test_every_id_over_a_small_alphabet_has_its_own_names() -> None:
+    """Exhaustive: every id whose parts are 1–3 characters of ``a 0 f _ - .`` (the characters
+    the rules turn on) maps to names no other such id has, that decode back to it."""
+    alphabet = "a0f_-."
+    parts = ["".join(p) for n in (1, 2, 3) for p in itertools.product(alphabet, repeat=n)]
+    seen_mcp: dict[str, str] = {}
+    seen_provider: dict[str, str] = {}
+    for namespace, name in itertools.product(parts, parts):
+        tool_id = f"{namespace}:{name}"
+        mcp_name, provider_name = to_mcp_name(tool_id), to_provider_name(tool_id)
+        assert seen_mcp.setdefault(mcp_name, tool_id) == tool_id
+        assert seen_provider.setdefault(provider_name, tool_id) == tool_id
+        assert from_name(mcp_name) == tool_id == from_name(provider_name)
+    assert len(seen_mcp) == len(parts) ** 2
+
+
+# -- older spellings --------------------------------------------------------------------------
+
+LEGACY = {
+    "everything:get-sum": "everything__get-2dsum",
+    "demo:file-diff": "demo__file-2ddiff",
+    "demo:file.diff": "demo__file-2ediff",
+    "@scope/weather:weather": "_-40scope-2fweather__weather",
+}
+
+
+@pytest.mark.parametrize(("tool_id", "name"), LEGACY.items(), ids=list(LEGACY))
+def test_the_older_spelling_still_decodes(tool_id: str, name: str) -> None:
+    assert legacy_provider_name(tool_id) == name
+    assert from_name(name) == tool_id
+    if name not in (to_mcp_name(tool_id), to_provider_name(tool_id)):
+        assert from_provider_name(name) is None  # not a name toolgate gives any more
+
+
+def _registry_with(*tool_ids: str) -> Registry:
+    registry = Registry()
+    for tool_id in tool_ids:
+        registry.add(RegisteredTool(Tool(tool_id, "d", {"type": "object"}), binding=None))
+    return registry
+
+
+def test_the_registry_resolves_every_spelling_of_a_tool() -> None:
+    long_id = "vendor:" + "synchronise-every-calendar-entry" * 3
+    registry = _registry_with("everything:get-sum", "demo:file.diff", long_id)
+    for name in (
+        "everything:get-sum",
+        "everything__get-sum",
+        "everything__get-2dsum",  # before names kept "-"
+        "_everything__get-2dsum",  # … with a needless marker, still one spelling of the id
+    ):
+        entry = registry.get(name)
+        assert entry is not None and entry.tool.id == "everything:get-sum", name
+    for name in ("demo__file.diff", "demo__file-2ediff"):
+        entry = registry.get(name)
+        assert entry is not None and entry.tool.id == "demo:file.diff", name
+    for name in (to_mcp_name(long_id), to_provider_name(long_id), legacy_provider_name(long_id)):
+        entry = registry.get(name)
+        assert entry is not None and entry.tool.id == long_id, name
+    # An old spelling of a tool that does not exist resolves to nothing.
+    assert registry.get("everything__get-2dproduct") is None
+    registry.remove(long_id)
+    assert registry.get(to_provider_name(long_id)) is None
+    assert registry.get(legacy_provider_name(long_id)) is None
+
+
+def test_the_registry_refuses_two_ids_with_one_name() -> None:
+    """Distinct ids only meet in a shortened name: two ids whose names share the first 53
+    characters and whose hashes are made to meet (patched) are refused, naming both."""
+    import toolgate.model.names as names
+
+    first = "vendor:" + "a" * 80
+    second = "vendor:" + "a" * 79 + "b"
+    original = names.hashlib.sha256
+
+    class _SameHash:
+        def __init__(self, data: bytes) -> None:
+            del data
+
+        def hexdigest(self) -> str:
+            return "0" * 64
+
+    registry = _registry_with(first)
+    names.hashlib.sha256 = _SameHash  # type: ignore[assignment]
+    try:
+        registry_clash = Registry()
+        registry_clash.add(RegisteredTool(Tool(first, "d", {"type": "object"}), binding=None))
+        with pytest.raises(DuplicateToolError, match="map to the same name") as raised:
+            registry_clash.add(RegisteredTool(Tool(second, "d", {"type": "object"}), binding=None))
+    finally:
+        names.hashlib.sha256 = original  # type: ignore[assignment]
+    assert first in str(raised.value) and second in str(raised.value)
+    assert registry.get(to_provider_name(first)) is not None

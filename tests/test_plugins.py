@@ -969,11 +969,14 @@ def test_weather_exports_with_provider_safe_names_and_calls_back(
         "openai-responses": definitions["openai-responses"]["name"],
         "anthropic": definitions["anthropic"]["name"],
         "gemini": definitions["gemini"]["name"],
-        "mcp": definitions["mcp"]["name"],
     }
     assert set(names.values()) == {name}
+    # MCP names need no leading letter: the same name without the "_" marker (either resolves).
+    assert (
+        definitions["mcp"]["name"] == name.removeprefix("_") == "-40pandorakit-2fweather__weather"
+    )
     # The SDKs' own types accept the definitions (Gemini and MCP have the strictest rules).
     gemini_types.FunctionDeclaration.model_validate(definitions["gemini"])
-    assert mcp_types.Tool.model_validate(definitions["mcp"]).name == name
+    assert mcp_types.Tool.model_validate(definitions["mcp"]).name == name.removeprefix("_")
     assert definitions["mcp"]["annotations"]["readOnlyHint"] is True
     assert all(outcome.ok and outcome.content["name"] == "Cairo" for outcome in outcomes.values())

@@ -9,7 +9,7 @@ from typing import Any
 
 from .errors import DuplicateToolError
 from .model import Tool
-from .model.names import from_provider_name, to_provider_name
+from .model.names import from_name, legacy_provider_name, to_mcp_name, to_provider_name
 
 __all__ = ["RegisteredTool", "Registry"]
 
@@ -30,17 +30,34 @@ class RegisteredTool:
         return self.unavailable_reason is None
 
 
+def _surface_names(tool_id: str) -> tuple[str, ...]:
+    """The tool's MCP and provider names (one when they are the same)."""
+    mcp_name, provider_name = to_mcp_name(tool_id), to_provider_name(tool_id)
+    return (mcp_name,) if mcp_name == provider_name else (mcp_name, provider_name)
+
+
+def _legacy_shortened_name(tool_id: str) -> str | None:
+    """The older mapping's name when it was shortened (the others decode without a table)."""
+    legacy = legacy_provider_name(tool_id)
+    return legacy if legacy[-10:-8] == "-h" and len(legacy) == 64 else None
+
+
 def _describe_source(tool: Tool) -> str:
     where = tool.source.location or "an unnamed source"
     return f"{tool.source.format} declaration at {where}"
 
 
 class Registry:
-    """Tools by id. Lookups accept the id or its provider-safe name (``demo__add``)."""
+    """Tools by id. Lookups accept the id, its MCP or provider name (``demo__add``,
+    ``demo__file.diff``, ``demo__file-2ediff``) or the older spelling that escaped every ``-``
+    (:mod:`toolgate.model.names`)."""
 
     def __init__(self) -> None:
         self._tools: dict[str, RegisteredTool] = {}
-        self._by_provider_name: dict[str, str] = {}
+        # Every surface's name of every tool (shortened ones can only be found here).
+        self._by_name: dict[str, str] = {}
+        # Older shortened names (``…-h`` and a hash), which no longer decode.
+        self._by_legacy_name: dict[str, str] = {}
         self._listeners: list[Callable[[], None]] = []
         self._sorted: list[RegisteredTool] | None = None
         self.version = 0
@@ -79,15 +96,20 @@ class Registry:
                 f"tool {tool_id!r} is declared twice: by the {_describe_source(existing.tool)} "
                 f"and by the {_describe_source(entry.tool)}"
             )
-        provider_name = to_provider_name(tool_id)
-        clash = self._by_provider_name.get(provider_name)
-        if clash is not None:
-            raise DuplicateToolError(
-                f"tools {clash!r} and {tool_id!r} map to the same provider name "
-                f"{provider_name!r}; rename one of them"
-            )
+        names = _surface_names(tool_id)
+        for name in names:
+            clash = self._by_name.get(name)
+            if clash is not None:
+                raise DuplicateToolError(
+                    f"tools {clash!r} and {tool_id!r} map to the same name {name!r}; "
+                    "rename one of them"
+                )
         self._tools[tool_id] = entry
-        self._by_provider_name[provider_name] = tool_id
+        for name in names:
+            self._by_name[name] = tool_id
+        legacy = _legacy_shortened_name(tool_id)
+        if legacy is not None:
+            self._by_legacy_name.setdefault(legacy, tool_id)
         self._changed()
 
     def replace(self, entry: RegisteredTool) -> None:
@@ -103,16 +125,22 @@ class Registry:
         """Remove a tool; returns whether it was there."""
         if self._tools.pop(tool_id, None) is None:
             return False
-        self._by_provider_name.pop(to_provider_name(tool_id), None)
+        for name in _surface_names(tool_id):
+            self._by_name.pop(name, None)
+        legacy = _legacy_shortened_name(tool_id)
+        if legacy is not None and self._by_legacy_name.get(legacy) == tool_id:
+            del self._by_legacy_name[legacy]
         self._changed()
         return True
 
     def get(self, name: str) -> RegisteredTool | None:
-        """The tool for an id or a provider-safe name, or ``None``."""
+        """The tool for an id, a surface's name or an older spelling of one, or ``None``."""
         entry = self._tools.get(name)
         if entry is not None:
             return entry
-        tool_id = self._by_provider_name.get(name) or from_provider_name(name)
+        # Exact names first: a name one surface gives a tool is never an older spelling of
+        # another's (:func:`~toolgate.model.names.from_name` inverts every mapped name).
+        tool_id = self._by_name.get(name) or self._by_legacy_name.get(name) or from_name(name)
         return None if tool_id is None else self._tools.get(tool_id)
 
     def suggestions(

@@ -17,7 +17,7 @@ from ..health import Phase, ToolStatus
 from ..model import ImplementationKind, SandboxMode, ScriptEntry, SourceFormat, TileDisplay, Tool
 from ..model.display import safe_text
 from ..model.hidden_text import escape_hidden, tool_findings
-from ..model.names import to_provider_name
+from ..model.names import to_mcp_name, to_provider_name
 from ..pipeline.approval_policy import ApprovalPolicy
 from ..registry import RegisteredTool
 from ..sandbox.addresses import tool_grant
@@ -70,6 +70,7 @@ def summarize_tool(entry: RegisteredTool, policy: ApprovalPolicy | None = None) 
         "title": tool.display_title,
         "description": tool.description,
         "provider_name": to_provider_name(tool.id),
+        "mcp_name": to_mcp_name(tool.id),
         "side_effect": str(tool.side_effect),
         "requires_approval": needs_approval(tool, policy),
         "kind": str(tool.kind),
@@ -353,6 +354,7 @@ def print_tool(
     rows = [
         ("Title", tool.display_title),
         ("Provider name", to_provider_name(tool.id)),
+        ("MCP name", to_mcp_name(tool.id)),
         ("Side effect", str(tool.side_effect)),
         ("Approval", "required" if needs_approval(tool, policy) else "not required"),
         ("Timeout", f"{tool.timeout:g} s"),

@@ -1,8 +1,9 @@
 """Serve tools to any model provider: definitions out, calls in, results out.
 
 Pure functions over the model: no I/O, and no provider SDK is imported (tests check the output
-against the SDKs' own types). Every provider name comes from
-:func:`toolgate.model.names.to_provider_name`, the one reversible id ↔ name mapping.
+against the SDKs' own types). Every provider's function name comes from
+:func:`toolgate.model.names.to_provider_name`, every MCP name from
+:func:`~toolgate.model.names.to_mcp_name`: one reversible rule, in the characters each allows.
 
 =====================  ===============================================================
 format                 target

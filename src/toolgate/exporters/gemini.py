@@ -11,9 +11,12 @@
   declaration from a Python callable (``use_json_schema=True``).
 
 So declarations use ``parametersJsonSchema``, and ``responseJsonSchema`` for a declared output
-schema. Keys are camelCase, as the REST API spells them (the SDK's types accept both spellings);
-:func:`gemini_function_declaration` returns one declaration, to be sent as
-``{"functionDeclarations": [...]}`` in a ``Tool``. Gemini has no place for prompt examples.
+schema, each in the subset of JSON Schema Gemini's ``JSONSchema`` type accepts
+(:func:`~toolgate.exporters.gemini_schema.gemini_json_schema`: ``$schema`` and other keywords it
+forbids are left out, ``const`` becomes a one-value ``enum``). Keys are camelCase, as the REST
+API spells them (the SDK's types accept both spellings); :func:`gemini_function_declaration`
+returns one declaration, to be sent as ``{"functionDeclarations": [...]}`` in a ``Tool``.
+Gemini has no place for prompt examples.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from ._common import (
     require_str,
     tool_id_for,
 )
+from .gemini_schema import gemini_json_schema
 
 __all__ = ["gemini_function_declaration", "gemini_function_response", "parse_gemini_function_calls"]
 
@@ -50,11 +54,11 @@ def gemini_function_declaration(tool: Tool) -> dict[str, Any]:
     declaration: dict[str, Any] = {
         "name": to_provider_name(tool.id),
         "description": tool.description,
-        "parametersJsonSchema": object_schema(tool.input_schema),
+        "parametersJsonSchema": gemini_json_schema(object_schema(tool.input_schema)),
     }
     output_schema = tool.output_schema_dict()
     if output_schema is not None:
-        declaration["responseJsonSchema"] = output_schema
+        declaration["responseJsonSchema"] = gemini_json_schema(output_schema)
     return declaration
 
 

@@ -1,10 +1,18 @@
 """Model Context Protocol: ``tools/list`` entries, ``tools/call`` params and ``CallToolResult``.
 
-Names are the same provider-safe names as everywhere else (MCP clients usually hand them on to a
-model provider unchanged). ``annotations`` carries the four behaviour hints resolved from the
-side-effect level, so a client always sees explicit booleans. ``outputSchema`` is exported when
-the tool declares one whose root is an object: up to protocol version 2025-11-25 MCP restricts
-``outputSchema`` and ``structuredContent`` to objects.
+Names are MCP names (:func:`~toolgate.model.names.to_mcp_name`): the upstream's name kept as
+written after the namespace (``everything__get-sum``, ``demo__file.diff``), with only what MCP
+forbids escaped. ``title`` is exported only when the declaration has one. ``annotations`` carries
+the four behaviour hints resolved from the side-effect level, so a client sees explicit booleans
+— toolgate's own declaration. ``outputSchema`` is exported when the tool declares one whose root
+is an object: up to protocol version 2025-11-25 MCP restricts ``outputSchema`` and
+``structuredContent`` to objects.
+
+A tool of an upstream MCP server is shown as the upstream shows it: its ``title``,
+``annotations``, ``execution`` (``taskSupport``), ``icons`` and ``_meta`` exactly as listed and
+only when listed (:class:`~toolgate.model.McpToolMetadata`); nothing is invented. The operator's
+declarations win where they say something: a declared level replaces the four hints, a ``Tool``
+resource's title and description replace the upstream's.
 
 MCP is the one target with a place for extra, non-model data, ``_meta`` (keys ``prefix/name``;
 ``toolgate/`` is not one of the prefixes MCP reserves). Two things go there:
@@ -26,10 +34,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .._json import thaw
 from ..errors import ToolCallParseError
 from ..model.call import CallOutcome, CallStatus, ToolCall
-from ..model.names import to_provider_name
-from ..model.tool import Tool
+from ..model.mcp_metadata import McpToolMetadata
+from ..model.names import to_mcp_name
+from ..model.tool import McpEntry, Tool
 from ._common import (
     as_mapping,
     json_ready,
@@ -55,27 +65,30 @@ UI_META_KEY = "toolgate/ui"
 
 
 def mcp_tool(tool: Tool) -> dict[str, Any]:
-    """The ``tools/list`` entry: ``name``, ``title``, ``description``, ``inputSchema``,
-    ``outputSchema`` (object output schemas only), ``annotations`` and ``_meta`` (examples and
-    tile, when the tool has them)."""
-    hints = tool.resolved_hints
-    entry: dict[str, Any] = {
-        "name": to_provider_name(tool.id),
-        "title": tool.display_title,
-        "description": tool.description,
-        "inputSchema": object_schema(tool.input_schema),
-    }
+    """The ``tools/list`` entry: ``name``, ``title`` (when declared), ``description``,
+    ``inputSchema``, ``outputSchema`` (object output schemas only), ``annotations``,
+    ``execution`` and ``icons`` (upstream tools that list them) and ``_meta`` (the upstream's,
+    plus examples and tile when the tool has them)."""
+    upstream = tool.entry.metadata if isinstance(tool.entry, McpEntry) else None
+    entry: dict[str, Any] = {"name": to_mcp_name(tool.id)}
+    title = tool.title if upstream is None else upstream.title
+    if title is not None:
+        entry["title"] = title
+    entry["description"] = tool.description
+    entry["inputSchema"] = object_schema(tool.input_schema)
     output_schema = tool.output_schema_dict()
     if output_schema is not None and output_schema.get("type") == "object":
         entry["outputSchema"] = output_schema
-    entry["annotations"] = {
-        "title": tool.display_title,
-        "readOnlyHint": hints.read_only,
-        "destructiveHint": hints.destructive,
-        "idempotentHint": hints.idempotent,
-        "openWorldHint": hints.open_world,
-    }
+    annotations = _annotations(tool, upstream)
+    if annotations is not None:
+        entry["annotations"] = annotations
+    if upstream is not None and upstream.execution is not None:
+        entry["execution"] = thaw(upstream.execution)
+    if upstream is not None and upstream.icons is not None:
+        entry["icons"] = thaw(upstream.icons)
     meta: dict[str, Any] = {}
+    if upstream is not None and upstream.meta is not None:
+        meta.update(thaw(upstream.meta))
     if tool.display.examples:
         meta[EXAMPLES_META_KEY] = list(tool.display.examples)
     ui = tool.display.ui
@@ -88,6 +101,22 @@ def mcp_tool(tool: Tool) -> dict[str, Any]:
     if meta:
         entry["_meta"] = meta
     return entry
+
+
+def _annotations(tool: Tool, upstream: McpToolMetadata | None) -> dict[str, Any] | None:
+    """The upstream's annotations as listed; toolgate's resolved hints where it declares the
+    level (every tool of its own formats, an upstream tool whose level the operator set)."""
+    annotations: dict[str, Any] | None = None
+    if upstream is not None and upstream.annotations is not None:
+        annotations = thaw(upstream.annotations)
+    hints = tool.resolved_hints if upstream is None else upstream.hints
+    if hints is not None:
+        annotations = annotations or {}
+        annotations["readOnlyHint"] = hints.read_only
+        annotations["destructiveHint"] = hints.destructive
+        annotations["idempotentHint"] = hints.idempotent
+        annotations["openWorldHint"] = hints.open_world
+    return annotations
 
 
 def parse_mcp_tool_call(payload: Any) -> ToolCall:

@@ -17,6 +17,7 @@ from .effects import (
     level_from_dangerous,
     requires_approval_by_default,
 )
+from .mcp_metadata import McpToolMetadata
 from .security import SecurityVerdict, parse_verdict
 from .tool import (
     ApprovalSpec,
@@ -63,6 +64,7 @@ __all__ = [
     "ImplementationKind",
     "InvalidVisualization",
     "McpEntry",
+    "McpToolMetadata",
     "ObservabilitySpec",
     "OsCommandEntry",
     "Overflow",

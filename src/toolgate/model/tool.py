@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from .._json import digest, freeze, thaw
 from .effects import SideEffect, ToolHints, requires_approval_by_default
+from .mcp_metadata import McpToolMetadata
 
 __all__ = [
     "DEFAULT_IDEMPOTENCY_WINDOW",
@@ -169,6 +170,12 @@ class McpEntry:
     """Name of the ``MCPServer`` resource."""
     remote_name: str
     """The tool's name on that server."""
+    # Display only (the gateway decides nothing from it), so kept out of the repr the definition
+    # hash is taken over: approvals and grants made before it existed still apply, and a change
+    # of the server's listing is the pinning review's to catch.
+    metadata: McpToolMetadata | None = field(default=None, repr=False, compare=False)
+    """What the server's ``tools/list`` declared beyond name, description and schemas, passed
+    on unchanged to MCP clients (``None`` for a ``Tool`` resource never matched to a listing)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ Something a caller may not see does not exist for it: reading or getting it is a
 reading what does not exist, and the audit log records it ``forbidden`` for the operator.
 
 **Names.** A prompt is named like a tool: ``<namespace>__<name>``
-(:func:`~toolgate.model.names.to_provider_name` of ``<namespace>:<name>``). A resource keeps
+(:func:`~toolgate.model.names.to_mcp_name` of ``<namespace>:<name>``). A resource keeps
 its upstream URI (:mod:`.uris` says why, and the one exception, a URI two servers list).
 toolgate's own prompts: ``<namespace>__guide``, a capability's guide (:data:`GUIDE_PROMPT`).
 
@@ -31,7 +31,7 @@ from ..backends.base import BackendUnavailableError, ToolTimeoutError
 from ..call_state import new_call_id
 from ..errors import ErrorCode, ToolError
 from ..model import CallOutcome, CallStatus, SideEffect, Tool
-from ..model.names import to_provider_name
+from ..model.names import to_mcp_name
 from ..pipeline.observers import FinishedCall
 from .uris import matches_template, unwrap, wrap
 
@@ -242,7 +242,7 @@ class GatewayOfferings:
         found: dict[str, _Prompt] = {}
         for source in self._catalog.declarations.sources:
             for namespace, title, guide in source.guides():
-                name = to_provider_name(f"{namespace}:{GUIDE_PROMPT}")
+                name = to_mcp_name(f"{namespace}:{GUIDE_PROMPT}")
                 entry = {
                     "name": name,
                     "title": f"{title}: guide",
@@ -252,7 +252,7 @@ class GatewayOfferings:
         for server in self._servers():
             for prompt in server.offerings.prompts:
                 remote = str(prompt["name"])
-                name = to_provider_name(f"{server.namespace}:{remote}")
+                name = to_mcp_name(f"{server.namespace}:{remote}")
                 entry = {**prompt, "name": name}
                 found.setdefault(name, _Prompt(server.namespace, entry, server, remote))
         return found

@@ -268,7 +268,10 @@ def inspect_function(func: Callable[..., Any], *, description: str | None) -> Fu
     text = description
     if text is None:
         parts = [doc.short_description, doc.long_description]
-        text = "\n\n".join(p for p in parts if p)
+        # The parser's "short description" is the first line only: a summary that wraps goes on
+        # in the "long" one, and must stay one paragraph (no blank line put in the middle).
+        separator = "\n\n" if doc.blank_after_short_description else "\n"
+        text = separator.join(p for p in parts if p)
     if not text:
         text = getattr(func, "__name__", "tool").replace("_", " ")
 

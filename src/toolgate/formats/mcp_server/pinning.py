@@ -31,11 +31,11 @@ Which listing is trusted without a person (``spec.pin`` of the ``MCPServer``):
 
 A server that lists one name twice with different definitions (on one page or across pages), or
 two names that toolgate cannot tell apart — the same but for case or Unicode form, or the same
-provider-safe name (:func:`~toolgate.model.names.to_provider_name`) — could have one definition
-reviewed and another served. :func:`listing_entries` alone decides which entry of a listing
-counts for each name, for the review and for the registered tools alike, and every tool of such
-a name is held as **ambiguous** ("listed twice by the server"); it cannot be accepted until the
-server lists it once. Exact repeats of one definition (a page served twice) count once.
+MCP or provider name (:mod:`toolgate.model.names`; only shortened names can meet) — could have
+one definition reviewed and another served. :func:`listing_entries` alone decides which entry of
+a listing counts for each name, for the review and for the registered tools alike, and every tool
+of such a name is held as **ambiguous** ("listed twice by the server"); it cannot be accepted
+until the server lists it once. Exact repeats of one definition (a page served twice) count once.
 
 The first listing of a server is recorded (the "first listing" mark) once it has been reviewed,
 even when it is empty or all its tools are held: trust on first use ends with that listing.
@@ -59,7 +59,7 @@ from ..._json import canonical_json
 from ...model import Tool
 from ...model.effects import ToolHints
 from ...model.hidden_text import findings
-from ...model.names import to_provider_name
+from ...model.names import to_mcp_name, to_provider_name
 from ...stores.tool_pins import SERVER_MARK, Pin
 from .spec import PIN_MODES
 
@@ -180,7 +180,13 @@ def listing_entries(
         name: "lists it twice, with different definitions (listed twice by the server)"
         for name in twice
     }
-    for key in (_same_name_key, lambda name: to_provider_name(f"{namespace}:{name}")):
+    # Names map one-to-one but for shortened (hashed) ones; both surfaces' names are checked.
+    keys = (
+        _same_name_key,
+        lambda name: to_provider_name(f"{namespace}:{name}"),
+        lambda name: to_mcp_name(f"{namespace}:{name}"),
+    )
+    for key in keys:
         groups: dict[str, list[str]] = {}
         for name in entries:
             groups.setdefault(key(name), []).append(name)
@@ -193,7 +199,7 @@ def listing_entries(
                     name,
                     f"also lists {others}, which toolgate cannot tell apart from it (listed "
                     "twice by the server, under names differing only in case, Unicode form or "
-                    "characters the provider-safe name drops)",
+                    "a shortened MCP or provider name)",
                 )
     return entries, ambiguous
 

@@ -14,6 +14,11 @@ schemas and annotations. None of it is the operator's word, so:
   plugins (:func:`~toolgate.model.effects.level_from_annotations`).
 * **Hints.** The annotations are kept on the tool as :class:`~toolgate.model.ToolHints` (shown
   to agents and people); hints never relax a rule.
+* **Passed on.** ``title``, ``annotations``, ``execution``, ``icons`` and ``_meta`` are kept as
+  listed (each bounded in size) in :class:`~toolgate.model.McpToolMetadata`, for the MCP export
+  alone: a client of toolgate sees what a client of the server sees. Where the operator
+  declared something — a level (then the four behaviour hints are toolgate's), a ``Tool``
+  resource's title or description — that wins.
 * **Sizes and schemas.** Names must make valid toolgate ids; descriptions and titles are bounded;
   schemas are bounded in size and depth and must compile offline (no remote ``$ref``). A tool
   that fails a check is skipped with a warning naming it; the server's other tools load.
@@ -28,9 +33,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...errors import ToolDefinitionError
-from ...model import ImplementationKind, McpEntry, SourceFormat, Tool, ToolSource
+from ...model import ImplementationKind, McpEntry, McpToolMetadata, SourceFormat, Tool, ToolSource
 from ...model.effects import SideEffect, ToolHints, level_from_annotations
 from ...model.hidden_text import hidden_characters
+from ...model.mcp_metadata import bounded_json
 from ...schema_check import compile_schema
 from .._common.diagnostics import Diagnostic, Severity
 from .._common.safe_yaml import shape_problem
@@ -43,6 +49,7 @@ __all__ = [
     "hints_from_annotations",
     "level_for",
     "merge_ref",
+    "metadata_of",
     "tool_from_listing",
 ]
 
@@ -84,6 +91,21 @@ def hints_from_annotations(annotations: Mapping[str, Any]) -> ToolHints:
         destructive=flag("destructiveHint"),
         idempotent=flag("idempotentHint"),
         open_world=flag("openWorldHint"),
+    )
+
+
+def metadata_of(listed: Mapping[str, Any], *, level: SideEffect | None) -> McpToolMetadata:
+    """What a ``tools/list`` entry declares to be passed on (see the module doc): each field as
+    given, or ``None`` when absent, of the wrong JSON type or too large; with the operator's
+    ``level``, the behaviour hints shown are that level's."""
+    title = listed.get("title")
+    return McpToolMetadata(
+        title=title if isinstance(title, str) and len(title) <= MAX_TITLE else None,
+        annotations=bounded_json(listed.get("annotations"), dict),
+        execution=bounded_json(listed.get("execution"), dict),
+        icons=bounded_json(listed.get("icons"), list),
+        meta=bounded_json(listed.get("_meta"), dict),
+        hints=None if level is None else ToolHints().resolved(level),
     )
 
 
@@ -162,7 +184,11 @@ def tool_from_listing(
             description=description,
             input_schema=input_schema,
             kind=ImplementationKind.MCP,
-            entry=McpEntry(server=spec.name, remote_name=name),
+            entry=McpEntry(
+                server=spec.name,
+                remote_name=name,
+                metadata=metadata_of(listed, level=spec.level),
+            ),
             title=title,
             output_schema=output_schema,
             timeout=spec.timeout,
@@ -195,6 +221,17 @@ def merge_ref(ref: Tool, remote: Tool | None) -> Tool:
         changes["output_schema"] = remote.output_schema
     if ref.hints == ToolHints():
         changes["hints"] = remote.hints
+    remote_entry = remote.entry
+    if isinstance(ref.entry, McpEntry) and isinstance(remote_entry, McpEntry):
+        passed_on = remote_entry.metadata or McpToolMetadata()
+        # The resource is the operator's declaration of this tool: its level gives the hints,
+        # and its title (when it has one) is the title clients see.
+        passed_on = dataclasses.replace(
+            passed_on,
+            hints=ref.hints.resolved(ref.side_effect),
+            title=ref.title or passed_on.title,
+        )
+        changes["entry"] = dataclasses.replace(ref.entry, metadata=passed_on)
     return dataclasses.replace(ref, **changes) if changes else ref
 
 

@@ -126,7 +126,10 @@ class ToolSummary(BaseModel):
     namespace: str
     title: str
     description: str
-    provider_name: str = Field(description="The provider-safe name exports use.")
+    provider_name: str = Field(
+        description="The function name the OpenAI, Anthropic and Gemini exports use."
+    )
+    mcp_name: str = Field(description="The name MCP clients see in `tools/list`.")
     side_effect: str
     requires_approval: bool
     kind: str

@@ -10,7 +10,7 @@ from ...formats.declarations import SourceAlert
 from ...health import ToolStatus
 from ...model import ApprovalRequest, CallOutcome, CallStatus, Grant, TileDisplay, Tool
 from ...model.display import render_display, safe_text
-from ...model.names import to_provider_name
+from ...model.names import to_mcp_name, to_provider_name
 from ...pipeline.approval_policy import ApprovalPolicy
 from ...registry import RegisteredTool
 
@@ -53,6 +53,7 @@ def tool_summary(
         "title": tool.display_title,
         "description": tool.description,
         "provider_name": to_provider_name(tool.id),
+        "mcp_name": to_mcp_name(tool.id),
         "side_effect": str(tool.side_effect),
         "requires_approval": _requires_approval(tool, policy),
         "kind": str(tool.kind),

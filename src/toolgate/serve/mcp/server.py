@@ -60,7 +60,7 @@ from ...errors import ErrorCode
 from ...exporters.mcp import mcp_call_tool_result, mcp_tool
 from ...gateway import Gateway
 from ...model import CallOutcome, CallStatus, Tool
-from ...model.names import to_provider_name
+from ...model.names import to_mcp_name
 from ...pipeline.approval import DEFAULT_APPROVAL_TTL
 from ...search.tool import SEARCH_TOOL_ID
 from ..caller_gone import outliving_cancellation, runs_to_its_end
@@ -533,7 +533,7 @@ class McpSurface:
         # The gateway's own message suggests ids from every tool; name only the ones this agent
         # sees, so a tool hidden from it is not revealed.
         listing = self._listing(agent, namespaces, conversation)
-        visible = [to_provider_name(tool.id) for tool in listing.tools]
+        visible = [to_mcp_name(tool.id) for tool in listing.tools]
         close = difflib.get_close_matches(name, visible, n=3, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else "; call tools/list for the tools"
         return MCPError(INVALID_PARAMS, f"Unknown tool: {name}{hint}")
