@@ -31,6 +31,7 @@ import pytest
 from mcp import Client, MCPError
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp_types import METHOD_NOT_FOUND
 
 from serve_support import TOOLGATE, serving
 from toolgate.backends.mcp_tasks import call_as_task, task_support
@@ -156,21 +157,39 @@ async def test_a_task_through_toolgate_completes_with_the_upstream_result(served
     async with direct() as upstream:
         assert upstream.server_capabilities.tasks is not None
         listed = await upstream.list_tools()
+        direct_tools = listed.tools
         entry = next(tool for tool in listed.tools if tool.name == TOOL)
         assert entry.execution is not None and entry.execution.task_support == "required"
         _, expected = await run_task(upstream, TOOL, "tides")
 
     async with through(served) as client:
-        # What toolgate announces: the tasks capability, and every tool task-capable.
+        # What toolgate announces: the tasks capability, and each upstream tool's taskSupport
+        # as its server listed it (a task call to one that says nothing is refused).
         tasks = client.server_capabilities.tasks
         assert tasks is not None and tasks.list is not None and tasks.cancel is not None
         assert tasks.requests is not None and tasks.requests.tools is not None
         name = await tool_name(client)
         listed = await client.list_tools()
-        assert {tool.execution.task_support for tool in listed.tools if tool.execution} == {
-            "optional"
+        through_support = {
+            tool.name.partition("__")[2]: tool.execution and tool.execution.task_support
+            for tool in listed.tools
         }
-        assert all(tool.execution is not None for tool in listed.tools)
+        assert through_support == {
+            tool.name: tool.execution and tool.execution.task_support for tool in direct_tools
+        }
+        plain = next(
+            tool
+            for tool in direct_tools
+            if tool.execution is None or tool.execution.task_support in (None, "forbidden")
+        )
+        with pytest.raises(MCPError) as refused:
+            await raw(
+                client,
+                "tools/call",
+                {"name": f"everything__{plain.name}", "arguments": {}, "task": {"ttl": 60000}},
+            )
+        assert refused.value.error.code == METHOD_NOT_FOUND
+        assert "cannot be called as a task" in refused.value.error.message
 
         seen, result = await run_task(client, name, "tides")
         assert seen[0] == "working" and seen[-1] == "completed", seen

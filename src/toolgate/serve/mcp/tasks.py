@@ -23,11 +23,13 @@ at most ``max_live`` unfinished tasks (more is refused at ``tools/call``), and a
 for its ``ttl`` from creation — the requested one, capped at ``max_ttl`` — and at least
 :data:`GRACE` after it finished, then forgotten.
 
-Which tools: every tool the caller may call accepts a task-augmented call, so on 2025-11-25
-connections every ``tools/list`` entry says ``execution.taskSupport: "optional"`` — also for an
-upstream tool whose server says ``required``: toolgate runs that one as an upstream task itself,
-so a plain call through toolgate works as well. The ``initialize`` answer announces
-``capabilities.tasks`` (``list``, ``cancel``, ``requests.tools.call``).
+Which tools: on 2025-11-25 connections ``tools/list`` says for each tool what toolgate
+accepts. An upstream MCP tool keeps the ``execution`` its server listed (nothing said means
+``forbidden``): a task-augmented call is accepted when that is ``optional`` or ``required`` and
+refused with ``-32601`` otherwise, as the spec asks. Every other tool is toolgate's own and says
+``taskSupport: "optional"`` (our declaration). An upstream tool whose server says ``required`` is
+run as an upstream task by toolgate itself, so a plain call through toolgate works as well.
+The ``initialize`` answer announces ``capabilities.tasks`` (``list``, ``cancel``, ``requests.tools.call``).
 
 2026-07-28 clients: that protocol (and this SDK for it) has no tasks. Nothing is announced, no
 ``execution`` is added, and a ``task`` field in their ``tools/call`` is ignored (the call runs
@@ -51,6 +53,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import (
     INVALID_PARAMS,
     INVALID_REQUEST,
+    METHOD_NOT_FOUND,
     CallToolRequestParams,
     CancelTaskRequestParams,
     GetTaskPayloadRequestParams,
@@ -59,7 +62,7 @@ from mcp_types import (
 )
 
 from ...errors import ErrorCode
-from ...model import CallOutcome, CallStatus
+from ...model import CallOutcome, CallStatus, McpEntry, Tool
 from ...pipeline.approval import DEFAULT_APPROVAL_TTL
 from ...pipeline.timeouts import CALLER_GONE
 from .approvals import pending_result
@@ -219,14 +222,17 @@ class McpTasks:
             and isinstance(result, dict)
             and isinstance(result.get("tools"), list)
         ):
-            tools = [
-                {**entry, "execution": {"taskSupport": "optional"}}
-                if isinstance(entry, Mapping)
-                else entry
-                for entry in result["tools"]
-            ]
+            tools = [self._with_task_support(entry) for entry in result["tools"]]
             result = {**result, "tools": tools}
         return result
+
+    def _with_task_support(self, entry: Any) -> Any:
+        """A ``tools/list`` entry with ``execution`` as toolgate declares it: an upstream MCP
+        tool's own ``execution`` is passed through as listed (absent means ``forbidden``); every
+        other tool is ours, and ours accept a task (``optional``)."""
+        if not isinstance(entry, Mapping) or _upstream_tool(self.surface, entry.get("name")):
+            return entry
+        return {**entry, "execution": {"taskSupport": "optional"}}
 
     # -- ownership ------------------------------------------------------------------------------
 
@@ -267,6 +273,15 @@ class McpTasks:
             or not surface._shown(conversation, name, agent, namespaces)
         ):
             raise surface.unknown_tool(name, agent, namespaces, conversation)
+        support = _declared_support(entry.tool)
+        if support not in ("optional", "required"):
+            # The spec's answer for a task-augmented call to a tool that does not take one; the
+            # upstream said so in the listing the client was given.
+            raise MCPError(
+                METHOD_NOT_FOUND,
+                f"Tool {name} cannot be called as a task: its MCP server declares taskSupport "
+                f"{support or 'forbidden (by saying nothing)'!r}; call it without 'task'",
+            )
         self._purge()
         mine = [task for task in self._tasks.values() if task.owner == owner]
         if sum(task.status not in _TERMINAL for task in mine) >= self.max_live:
@@ -390,3 +405,19 @@ def _first_text(result: Mapping[str, Any]) -> str | None:
             text: str = block["text"]
             return text
     return None
+
+
+def _declared_support(tool: Tool) -> str:
+    """``taskSupport`` as toolgate lists it for ``tool``: the upstream's word for an upstream
+    MCP tool (``""`` when it said nothing), ``optional`` for every tool of ours."""
+    if not isinstance(tool.entry, McpEntry):
+        return "optional"
+    metadata = tool.entry.metadata
+    execution = metadata.execution if metadata is not None else None
+    support = execution.get("taskSupport") if execution is not None else None
+    return support if isinstance(support, str) else ""
+
+
+def _upstream_tool(surface: McpSurface, name: Any) -> bool:
+    found = surface.gateway.registry.get(name) if isinstance(name, str) else None
+    return found is not None and isinstance(found.tool.entry, McpEntry)
