@@ -41,8 +41,12 @@ PYTHON_UPSTREAM = FIXTURES / "python_upstream.py"
 TS_CLIENT = FIXTURES / "ts_client.mjs"
 TOOLGATE = str(Path(sys.executable).parent / "toolgate")
 
-#: Where ``.ci/run`` installs the pinned npm clients (``npm install --prefix``).
-MCP_CLIENTS = Path(__file__).parent.parent / ".cache" / "mcp-clients"
+#: Where ``.ci/run`` installs the pinned npm clients (``npm install --prefix``) and says so in
+#: ``TOOLGATE_MCP_CLIENTS``: with it set, a missing client fails the test; without, it skips.
+MCP_CLIENTS = Path(
+    os.environ.get("TOOLGATE_MCP_CLIENTS")
+    or Path(__file__).parent.parent / ".cache" / "mcp-clients"
+)
 TS_SDK_VERSION = "1.32.2"
 INSPECTOR_VERSION = "0.16.8"
 
@@ -68,6 +72,11 @@ ALLOWANCES: dict[str, str] = {
         "io.modelcontextprotocol/serverInfo) and, at 2026-07-28, its caching and result type "
         "(ttlMs, cacheScope, resultType): those describe toolgate's own answer, not the payload"
     ),
+    "isError stated": (
+        "toolgate's MCP server (the official Python SDK) always states isError, false for a "
+        "call that succeeded; an upstream may leave it out, which means the same (the "
+        "specification's default): an absent isError upstream matches isError false"
+    ),
 }
 
 _ENVELOPE_KEYS = ("resultType", "ttlMs", "cacheScope", "nextCursor")
@@ -88,6 +97,14 @@ def without_envelope(result: dict[str, Any]) -> dict[str, Any]:
     return kept
 
 
+def is_error_stated(upstream: dict[str, Any], through: dict[str, Any]) -> dict[str, Any]:
+    """Allowance "isError stated": ``through`` without an ``isError: false`` the upstream left
+    out."""
+    if "isError" not in upstream and through.get("isError") is False:
+        return {key: value for key, value in through.items() if key != "isError"}
+    return through
+
+
 # -- normalizers: values that differ between any two requests ------------------------------------
 
 #: Rewrites of values that change from one request to the next even on the upstream alone, each
@@ -99,6 +116,14 @@ NORMALIZERS: list[tuple[str, re.Pattern[str], str]] = [
         re.compile(r"created at \d{1,2}:\d{2}:\d{2}(\s?[AP]M)?"),
         "created at <time>",
     ),
+    # Task timestamps (createdAt, lastUpdatedAt: ISO 8601, UTC).
+    (
+        "task timestamp",
+        re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z"),
+        "<timestamp>",
+    ),
+    # Task ids (the reference server's task store: 32 hex digits), one per task.
+    ("task id", re.compile(r"\b[0-9a-f]{32}\b"), "<task id>"),
     # Its toggle tools name the MCP session, one per connection.
     (
         "session id",
@@ -121,6 +146,18 @@ def normalized(value: Any) -> Any:
             value = pattern.sub(replacement, value)
         return value
     return value
+
+
+def task_outline(seen: dict[str, Any]) -> dict[str, Any]:
+    """Normalizer "task polling": a task-augmented call as the client saw it, without how many
+    status notifications it got (that depends on when its polls fell): the statuses seen, the
+    last one, the created task, the result and the task at the end."""
+    statuses = seen.get("statuses") or []
+    return {
+        **{key: value for key, value in seen.items() if key != "statuses"},
+        "statuses seen": sorted(set(statuses)),
+        "last status": statuses[-1] if statuses else None,
+    }
 
 
 def _blob(value: Any) -> Any:
@@ -200,7 +237,7 @@ EVERYTHING_CALLS: list[Call] = [
     Call("get-annotated-message", {"messageType": "error", "includeImage": True}),
     Call("get-env", {}),
     Call("get-resource-links", {"count": 3}),
-    Call("get-resource-reference", {"resourceType": "blob", "resourceId": 2}),
+    Call("get-resource-reference", {"resourceType": "Blob", "resourceId": 2}),
     Call("get-structured-content", {"location": "New York"}),
     Call("get-sum", {"a": 19, "b": 23}),
     Call("get-tiny-image", {}),
@@ -454,17 +491,30 @@ def npm_package(name: str, version: str) -> Path:
         f"{name}@{version} is not installed in {MCP_CLIENTS} "
         f"(.ci/run installs it: npm install --prefix {MCP_CLIENTS} {name}@{version})"
     )
-    if os.environ.get("CI"):
+    if os.environ.get("TOOLGATE_MCP_CLIENTS"):
         pytest.fail(reason)
     pytest.skip(reason)
 
 
-def run_node(args: list[str], *, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """``node ARGS`` with the pinned clients' ``node_modules`` on its module path."""
-    env = {**os.environ, "NODE_PATH": str(MCP_CLIENTS / "node_modules")}
-    return subprocess.run(
-        ["node", *args], capture_output=True, text=True, timeout=timeout, env=env, check=False
+def node(args: list[str]) -> subprocess.Popen[str]:
+    """``node ARGS``, started; the TypeScript client finds the pinned SDK through
+    ``MCP_CLIENTS_NODE_MODULES`` (ES modules ignore ``NODE_PATH``)."""
+    env = {**os.environ, "MCP_CLIENTS_NODE_MODULES": str(MCP_CLIENTS / "node_modules")}
+    return subprocess.Popen(
+        ["node", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
+
+
+def node_json(process: subprocess.Popen[str], timeout: float = 120) -> Any:
+    """The JSON a :func:`node` process printed, once it exits with 0."""
+    out, err = process.communicate(timeout=timeout)
+    assert process.returncode == 0, f"node exited with {process.returncode}: {err[-3000:]}"
+    return json.loads(out)
 
 
 def by_name(items: list[dict[str, Any]], rename: Callable[[str], str] = str) -> dict[str, Any]:
