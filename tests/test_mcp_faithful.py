@@ -37,6 +37,7 @@ from mcp_faithful_support import (
     python_upstream_env,
     wire,
     without_envelope,
+    without_session_resources,
 )
 
 pytestmark = pytest.mark.slow
@@ -172,6 +173,8 @@ async def test_resources_list_is_the_upstreams(gateway: Gateway, upstream: str) 
         upstream_resources = {item["uri"]: item for item in await _resources(client)}
     async with through(gateway) as client:
         served = {item["uri"]: item for item in await _resources(client)}
+    upstream_resources = without_session_resources(upstream_resources)
+    served = without_session_resources(served)
     # Resource URIs are the upstream's (a client reads them back as they are listed); names
     # carry the namespace prefix, like tool names.
     mine = {
@@ -210,7 +213,7 @@ async def test_every_listed_resource_reads_as_the_upstreams(
     gateway: Gateway, upstream: str
 ) -> None:
     async with direct(upstream, gateway) as client:
-        uris = [item["uri"] for item in await _resources(client)]
+        uris = list(without_session_resources({i["uri"]: i for i in await _resources(client)}))
         uris += [uri for owner, uri in TEMPLATE_READS if owner == upstream]
         upstream_reads = {uri: wire(await client.read_resource(uri)) for uri in uris}
     assert uris
@@ -222,6 +225,25 @@ async def test_every_listed_resource_reads_as_the_upstreams(
             without_envelope(reads[uri]),
             f"resources/read {uri}",
         )
+
+
+async def test_a_resource_link_made_through_toolgate_reads_back_through_toolgate(
+    gateway: Gateway,
+) -> None:
+    """A client follows a resource_link of a result: the URI reads through toolgate, and its
+    contents are what the upstream returned inline for the same input."""
+    arguments = {"name": "link.txt.gz", "data": "data:text/plain;base64,aGVsbG8="}
+    async with through(gateway) as client:
+        tool = namespaced(EVERYTHING, "gzip-file-as-resource")
+        inline = await client.call_tool(tool, {**arguments, "outputType": "resource"})
+        linked = await client.call_tool(tool, {**arguments, "outputType": "resourceLink"})
+        assert [block.type for block in linked.content] == ["resource_link"], wire(linked)
+        link = wire(linked)["content"][0]
+        assert link["uri"] == "demo://resource/session/link.txt.gz"
+        read = wire(await client.read_resource(link["uri"]))
+    embedded = wire(inline)["content"][0]
+    assert embedded["type"] == "resource", wire(inline)
+    assert read["contents"] == [embedded["resource"]]
 
 
 # -- prompts -------------------------------------------------------------------------------------
