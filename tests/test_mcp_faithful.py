@@ -64,9 +64,10 @@ async def direct(upstream: str, gateway: Gateway) -> AsyncIterator[Client]:
 
 
 @asynccontextmanager
-async def through(gateway: Gateway) -> AsyncIterator[Client]:
-    """A client of toolgate's MCP endpoint, same era as :func:`direct`."""
-    async with Client(gateway.toolgate_url, mode="legacy", cache=None) as client:
+async def through(gateway: Gateway, mode: str = "legacy") -> AsyncIterator[Client]:
+    """A client of toolgate's MCP endpoint, same era as :func:`direct` unless ``mode`` says
+    otherwise (``auto``: the 2026-07-28 era, the Python SDK's default)."""
+    async with Client(gateway.toolgate_url, mode=mode, cache=None) as client:
         yield client
 
 
@@ -96,6 +97,9 @@ async def test_tools_list_is_the_upstreams_with_the_namespace_prefix(
         upstream_tools = by_name(wire(await client.list_tools())["tools"])
     async with through(gateway) as client:
         listed = wire(await client.list_tools())["tools"]
+    # Nothing but the two upstreams' tools is served (this configuration declares no other).
+    prefixes = tuple(namespaced(namespace, "") for namespace in UPSTREAMS)
+    assert [t["name"] for t in listed if not t["name"].startswith(prefixes)] == []
     # Allowance "namespace prefix": every name is the upstream's, as written, after the prefix
     # (a renamed tool shows as one missing and one added).
     assert_same(upstream_tools, _served_by(upstream, listed), f"tools/list of {upstream}")
@@ -140,9 +144,11 @@ async def test_every_tools_call_answers_as_the_upstream(
         )
 
 
-async def test_rich_content_reaches_the_client_as_typed_blocks(gateway: Gateway) -> None:
-    """Images, audio, resource links and embedded resources are blocks of their own type."""
-    async with through(gateway) as client:
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_rich_content_reaches_the_client_as_typed_blocks(gateway: Gateway, mode: str) -> None:
+    """Images, audio, resource links and embedded resources are blocks of their own type, in
+    both protocol eras."""
+    async with through(gateway, mode) as client:
         image = await client.call_tool(namespaced(EVERYTHING, "get-tiny-image"), {})
         links = await client.call_tool(namespaced(EVERYTHING, "get-resource-links"), {"count": 2})
         mixed = await client.call_tool(namespaced(PYTHON, "mixed_content"), {})
@@ -288,28 +294,43 @@ async def test_every_prompt_gets_as_the_upstreams(
 # -- over stdio: toolgate mcp ----------------------------------------------------------------------
 
 
-async def test_toolgate_mcp_over_stdio_lists_and_calls_as_the_upstream(
+async def test_toolgate_mcp_over_stdio_answers_as_the_upstream(
     gateway: Gateway, tmp_path: Path
 ) -> None:
-    """The same comparison through ``toolgate mcp`` (one list, an image call, a structured one)."""
+    """The same comparison through ``toolgate mcp`` for the Python upstream: tools/list, an
+    image call, a structured one, resources/list, a resource read and a prompt."""
     stdio = StdioServerParameters(
         command=str(Path(sys.executable).parent / "toolgate"),
         args=["mcp"],
         cwd=str(gateway.project),
         env=gateway.env,
     )
+    prompt_arguments = PROMPT_ARGUMENTS[(PYTHON, "review-code")]
     async with direct(PYTHON, gateway) as client:
-        upstream_tools = by_name(wire(await client.list_tools())["tools"])
-        image = wire(await client.call_tool("tiny_image", {}))
-        distance = wire(await client.call_tool("geo.distance", {"start": 1, "end": 9}))
+        upstream = {
+            "tools": by_name(wire(await client.list_tools())["tools"]),
+            "image": without_envelope(wire(await client.call_tool("tiny_image", {}))),
+            "distance": without_envelope(
+                wire(await client.call_tool("geo.distance", {"start": 1, "end": 9}))
+            ),
+            "resources": by_name(await _resources(client)),
+            "note": without_envelope(wire(await client.read_resource("faithful://notes/a"))),
+            "prompt": without_envelope(
+                wire(await client.get_prompt("review-code", prompt_arguments))
+            ),
+        }
     async with Client(stdio, mode="legacy", cache=None, read_timeout_seconds=60) as client:
         listed = wire(await client.list_tools())["tools"]
-        served_image = wire(await client.call_tool(namespaced(PYTHON, "tiny_image"), {}))
-        served_distance = wire(
+        assert_same(upstream["tools"], _served_by(PYTHON, listed), "tools/list over stdio")
+        image = wire(await client.call_tool(namespaced(PYTHON, "tiny_image"), {}))
+        assert_same(upstream["image"], without_envelope(image), "tiny_image over stdio")
+        distance = wire(
             await client.call_tool(namespaced(PYTHON, "geo.distance"), {"start": 1, "end": 9})
         )
-    assert_same(upstream_tools, _served_by(PYTHON, listed), "tools/list over stdio")
-    assert_same(without_envelope(image), without_envelope(served_image), "tiny_image over stdio")
-    assert_same(
-        without_envelope(distance), without_envelope(served_distance), "geo.distance over stdio"
-    )
+        assert_same(upstream["distance"], without_envelope(distance), "geo.distance over stdio")
+        resources = _served_by(PYTHON, await _resources(client))
+        assert_same(upstream["resources"], resources, "resources/list over stdio")
+        note = wire(await client.read_resource("faithful://notes/a"))
+        assert_same(upstream["note"], without_envelope(note), "resources/read over stdio")
+        prompt = wire(await client.get_prompt(namespaced(PYTHON, "review-code"), prompt_arguments))
+        assert_same(upstream["prompt"], without_envelope(prompt), "prompts/get over stdio")
