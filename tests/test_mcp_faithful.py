@@ -1,5 +1,6 @@
 """A faithful MCP gateway (issue 27): the same requests sent to each upstream directly and
-through ``toolgate serve`` get the same answers, field by field, with the official Python client.
+through ``toolgate serve`` (and ``toolgate mcp``) get the same answers, field by field, with the
+official Python client.
 
 The upstreams are the reference ``mcp-server-everything`` (streamable HTTP) and the Python
 upstream ``tests/fixtures/mcp_faithful/python_upstream.py`` (stdio); the harness, the named
@@ -294,9 +295,7 @@ async def test_every_prompt_gets_as_the_upstreams(
 # -- over stdio: toolgate mcp ----------------------------------------------------------------------
 
 
-async def test_toolgate_mcp_over_stdio_answers_as_the_upstream(
-    gateway: Gateway, tmp_path: Path
-) -> None:
+async def test_toolgate_mcp_over_stdio_answers_as_the_upstream(gateway: Gateway) -> None:
     """The same comparison through ``toolgate mcp`` for the Python upstream: tools/list, an
     image call, a structured one, resources/list, a resource read and a prompt."""
     stdio = StdioServerParameters(
