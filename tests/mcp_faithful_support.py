@@ -63,11 +63,11 @@ SEPARATOR = "__"
 #: function of the same name below; nothing else is ignored.
 ALLOWANCES: dict[str, str] = {
     "namespace prefix": (
-        "toolgate serves several upstreams side by side, so each name of a tool, prompt, "
-        f"resource and resource template gets its server's namespace and '{SEPARATOR}' in "
-        "front, the upstream's name kept as written (get-sum -> everything__get-sum, hyphens "
-        "and dots unescaped); resource URIs stay the upstream's, so a resource_link in a "
-        "result is read back through toolgate as it is"
+        "toolgate serves several upstreams side by side, so each tool and prompt name gets "
+        f"its server's namespace and '{SEPARATOR}' in front, the upstream's name kept as "
+        "written (get-sum -> everything__get-sum, hyphens and dots unescaped). Resources and "
+        "resource templates get no prefix: they are known by URI, kept as the upstream wrote "
+        "it, so a resource_link in a result reads back through toolgate as it is"
     ),
     "envelope": (
         "the result envelope names the server that answers (_meta "

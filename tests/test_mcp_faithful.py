@@ -181,30 +181,23 @@ async def test_resources_list_is_the_upstreams(gateway: Gateway, upstream: str) 
     async with through(gateway) as client:
         served = {item["uri"]: item for item in await _resources(client)}
     upstream_resources = without_session_resources(upstream_resources)
-    served = without_session_resources(served)
-    # Resource URIs are the upstream's (a client reads them back as they are listed); names
-    # carry the namespace prefix, like tool names.
-    mine = {
-        uri: {**item, "name": item["name"].removeprefix(namespaced(upstream, ""))}
-        for uri, item in served.items()
-        if uri in upstream_resources
-    }
-    assert set(mine) == set(upstream_resources)
-    for uri, item in served.items():
-        if uri in upstream_resources:
-            assert item["name"] == namespaced(upstream, upstream_resources[uri]["name"]), uri
+    assert upstream_resources
+    # Entries are the upstream's as listed, URI and name included (no namespace prefix: a
+    # resource is known by its URI); the other upstream's are not this comparison's.
+    mine = {uri: item for uri, item in served.items() if uri in upstream_resources}
     assert_same(upstream_resources, mine, f"resources/list of {upstream}")
 
 
 @pytest.mark.parametrize("upstream", UPSTREAMS)
 async def test_resource_templates_list_is_the_upstreams(gateway: Gateway, upstream: str) -> None:
     async with direct(upstream, gateway) as client:
-        upstream_templates = by_name(
-            wire(await client.list_resource_templates())["resourceTemplates"]
-        )
+        listed = wire(await client.list_resource_templates())["resourceTemplates"]
     async with through(gateway) as client:
         served = wire(await client.list_resource_templates())["resourceTemplates"]
-    assert_same(upstream_templates, _served_by(upstream, served), f"templates of {upstream}")
+    upstream_templates = {item["uriTemplate"]: item for item in listed}
+    assert upstream_templates
+    mine = {t["uriTemplate"]: t for t in served if t["uriTemplate"] in upstream_templates}
+    assert_same(upstream_templates, mine, f"resources/templates/list of {upstream}")
 
 
 #: Resources read through a template: (upstream, URI).
@@ -312,7 +305,7 @@ async def test_toolgate_mcp_over_stdio_answers_as_the_upstream(gateway: Gateway)
             "distance": without_envelope(
                 wire(await client.call_tool("geo.distance", {"start": 1, "end": 9}))
             ),
-            "resources": by_name(await _resources(client)),
+            "resources": {item["uri"]: item for item in await _resources(client)},
             "note": without_envelope(wire(await client.read_resource("faithful://notes/a"))),
             "prompt": without_envelope(
                 wire(await client.get_prompt("review-code", prompt_arguments))
@@ -327,7 +320,8 @@ async def test_toolgate_mcp_over_stdio_answers_as_the_upstream(gateway: Gateway)
             await client.call_tool(namespaced(PYTHON, "geo.distance"), {"start": 1, "end": 9})
         )
         assert_same(upstream["distance"], without_envelope(distance), "geo.distance over stdio")
-        resources = _served_by(PYTHON, await _resources(client))
+        served = {item["uri"]: item for item in await _resources(client)}
+        resources = {uri: item for uri, item in served.items() if uri in upstream["resources"]}
         assert_same(upstream["resources"], resources, "resources/list over stdio")
         note = wire(await client.read_resource("faithful://notes/a"))
         assert_same(upstream["note"], without_envelope(note), "resources/read over stdio")
