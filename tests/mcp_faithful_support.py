@@ -74,6 +74,11 @@ ALLOWANCES: dict[str, str] = {
         "io.modelcontextprotocol/serverInfo) and, at 2026-07-28, its caching and result type "
         "(ttlMs, cacheScope, resultType): those describe toolgate's own answer, not the payload"
     ),
+    "task bookkeeping": (
+        "toolgate runs a task-augmented call as a task of its own, so a task's id, ttl, poll "
+        "interval, timestamps and status message are toolgate's (see task_outline); its "
+        "status, the statuses it goes through and its result are compared"
+    ),
     "isError stated": (
         "toolgate's MCP server (the official Python SDK) always states isError, false for a "
         "call that succeeded; an upstream may leave it out, which means the same (the "
@@ -162,16 +167,45 @@ def normalized(value: Any) -> Any:
     return value
 
 
+#: The fields of a task object that belong to whoever runs the task. toolgate runs a
+#: task-augmented call as a task of its own (its id, lifetime, poll interval and clock), so they
+#: are the executor's, not the upstream's payload: allowance "task bookkeeping".
+TASK_BOOKKEEPING = ("taskId", "ttl", "pollInterval", "createdAt", "lastUpdatedAt", "statusMessage")
+_RELATED_TASK = "io.modelcontextprotocol/related-task"
+
+
 def task_outline(seen: dict[str, Any]) -> dict[str, Any]:
-    """Normalizer "task polling": a task-augmented call as the client saw it, without how many
-    status notifications it got (that depends on when its polls fell): the statuses seen, the
-    last one, the created task, the result and the task at the end."""
-    statuses = seen.get("statuses") or []
-    return {
-        **{key: value for key, value in seen.items() if key != "statuses"},
-        "statuses seen": sorted(set(statuses)),
-        "last status": statuses[-1] if statuses else None,
-    }
+    """A task-augmented call (or cancel) as the TypeScript client saw it, for comparison.
+
+    Allowance "task bookkeeping": the task objects (created, cancelled, final) keep their status
+    and lose :data:`TASK_BOOKKEEPING` (an empty ``_meta`` counts as none); the result's
+    related-task id must be the created task's and is then replaced by a marker. Every task
+    object of one call must carry the same id. Normalizer "task polling": how many status
+    notifications arrived depends on when the polls fell, so the statuses seen are compared as a
+    set, with the last one."""
+    tasks = {key: seen[key] for key in ("created", "cancelled", "final") if seen.get(key)}
+    ids = {task.get("taskId") for task in tasks.values()}
+    result = seen.get("result")
+    related = ((result or {}).get("_meta") or {}).get(_RELATED_TASK)
+    if related is not None:
+        ids.add(related.get("taskId"))
+    assert len(ids) <= 1, f"one call, several task ids: {sorted(map(str, ids))}"
+    outline = {key: value for key, value in seen.items() if key != "statuses"}
+    for key, task in tasks.items():
+        kept = {k: v for k, v in task.items() if k not in TASK_BOOKKEEPING}
+        if kept.get("_meta") == {}:
+            del kept["_meta"]
+        outline[key] = kept
+    if related is not None:
+        outline["result"] = {
+            **result,
+            "_meta": {**result["_meta"], _RELATED_TASK: {"taskId": "<the created task>"}},
+        }
+    if "statuses" in seen:
+        statuses = seen["statuses"]
+        outline["statuses seen"] = sorted(set(statuses))
+        outline["last status"] = statuses[-1] if statuses else None
+    return outline
 
 
 def _blob(value: Any) -> Any:
