@@ -110,9 +110,11 @@ def metadata_of(listed: Mapping[str, Any], *, level: SideEffect | None) -> McpTo
 
 
 def _bounded(value: Any, limit: int) -> str | None:
+    """The server's text as written (white space included: a client compares it with what the
+    server lists), cut at ``limit``; ``None`` when it says nothing."""
     if not isinstance(value, str) or not value.strip():
         return None
-    text: str = value.strip()
+    text: str = value
     if len(text) <= limit:
         return text
     return text[:limit] + f"… [cut: the server's text was {len(text)} characters]"
