@@ -357,7 +357,7 @@ def test_call_sync_runs_a_stdio_tool_through_the_pipeline(
         echo = gateway.call_sync("everything:echo", {"message": "hello there"})
         assert echo.content == "Echo: hello there"  # text blocks become text
         weather = gateway.call_sync("everything:get-structured-content", {"location": "Chicago"})
-        assert set(weather.content) == {"temperature", "conditions", "humidity"}
+        assert set(weather.to_dict()["content"]) == {"temperature", "conditions", "humidity"}
         image = gateway.call_sync("everything:get-tiny-image", {})
         # Rich content stays typed blocks (issue 27), not one JSON value with base64 inside.
         kinds = [block.type for block in image.content.blocks]
@@ -724,7 +724,8 @@ def test_the_bearer_token_comes_from_the_secret_store_and_is_never_shown(
     )
     unset, unset_source = open_gateway([server], [listed], sandbox=grant)
     try:
-        assert right.call_sync("guarded:add_tool", {"name": "x"}).content == {"result": "added x"}
+        added = right.call_sync("guarded:add_tool", {"name": "x"})
+        assert added.to_dict()["content"] == {"result": "added x"}
         (problem,) = wrong.diagnostics()
         assert "401" in problem.message
         assert "wrong-t0ken" not in problem.message
@@ -982,7 +983,7 @@ async def test_mcp_servers_load_from_a_resource_file(
         assert "ops:now" in ids and "clock:get_current_time" not in ids
         assert {"everything:echo", "everything:get-sum"} <= ids
         now = await gateway.call("ops:now", {"timezone": "UTC"})
-        assert now.content["timezone"] == "UTC"
+        assert now.to_dict()["content"]["timezone"] == "UTC"
         # trustAnnotations: the server's readOnlyHint makes get-sum read_only, so no approval.
         assert gateway.get_tool("everything:get-sum").side_effect is SideEffect.READ_ONLY
         total = gateway.call_sync("everything:get-sum", {"a": 1, "b": 2})

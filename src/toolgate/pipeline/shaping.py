@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .._json import to_text
+from .._json import thaw, to_text
 from ..errors import ErrorCode
 from ..model import CallOutcome, CallStatus, InvalidVisualization, validate_visualization
 from ..model.content import ContentError, ContentResult
@@ -96,7 +96,8 @@ class ResultShaper:
         rich = content if isinstance(content, ContentResult) else None
         if rich is not None:
             # The structured part is the JSON result: checked, and its bookkeeping removed.
-            content = None if rich.structured is None else dict(rich.structured)
+            # Thawed whole: a nested frozen mapping is not JSON to the schema validator.
+            content = None if rich.structured is None else thaw(rich.structured)
         if isinstance(content, dict) and not _BOOKKEEPING_KEYS.isdisjoint(content):
             raw_visualization = content.get(VISUALIZATION_KEY)
             content = {k: v for k, v in content.items() if k not in _BOOKKEEPING_KEYS}
