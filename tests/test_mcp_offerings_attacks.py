@@ -74,13 +74,13 @@ def test_a_crafted_uri_against_a_label_template_is_answered(operator: str) -> No
 
 
 def test_adjacent_reserved_expressions_are_matched_without_backtracking() -> None:
-    template = "".join("{+v%d}" % i for i in range(14)) + "!"
+    template = "".join(f"{{+v{i}}}" for i in range(14)) + "!"
     assert not matches_template(template, "demo://resource/dynamic/text/" + "1" * 3000)
     assert matches_template(template, "x" * 3000 + "!")
 
 
 def test_matching_is_bounded() -> None:
-    many = "x://" + "/".join("{v%d}" % i for i in range(MAX_EXPRESSIONS + 1))
+    many = "x://" + "/".join(f"{{v{i}}}" for i in range(MAX_EXPRESSIONS + 1))
     assert not matches_template(many, "x://" + "/".join("a" * (MAX_EXPRESSIONS + 1)))
     assert matches_template("x://{+rest}", "x://" + "a" * (MAX_MATCHED_URI - 4))
     assert not matches_template("x://{+rest}", "x://" + "a" * MAX_MATCHED_URI)
@@ -103,7 +103,7 @@ def test_template_matching_of_combined_expressions(template: str, uri: str, expe
     assert matches_template(template, uri) is expected
 
 
-# -- in-process gateways ----------------------------------------------------------------------------
+# -- in-process gateways ------------------------------------------------------------------------
 
 
 def _server(name: str, script: Path, **env: str) -> str:
@@ -151,7 +151,7 @@ async def _gateway(tmp_path: Path, *documents: str, servers: int) -> AsyncIterat
 async def test_a_hostile_template_leaves_other_servers_readable(tmp_path: Path) -> None:
     """F1: one upstream lists ``{+v0}…{+v13}!``; a read of another server's template expansion
     is matched against it too, and answers."""
-    template = "".join("{+v%d}" % i for i in range(14)) + "!"
+    template = "".join(f"{{+v{i}}}" for i in range(14)) + "!"
     async with _gateway(
         tmp_path,
         _server("hostile", UPSTREAM, TEMPLATE=template),
