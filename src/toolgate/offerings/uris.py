@@ -2,14 +2,19 @@
 
 A resource URI is its identity: renaming it would break every link to it (a ``resource_link``
 in a tool's result, a URI a prompt mentions). So the gateway keeps each upstream URI **as
-written** and remembers which server listed it. Only when two servers list the same URI (a
-clash) is each shown wrapped, as ``toolgate://<namespace>/<percent-encoded upstream URI>``,
+written** and remembers which server listed it. Only when two servers a caller sees list the
+same URI (a clash, decided per caller) is each shown wrapped, as ``toolgate://<namespace>/<percent-encoded upstream URI>``,
 which names its server unambiguously; the wrapped form of any resource is accepted too.
 
 Templates keep their ``uriTemplate`` as written, so a client expands them as the upstream
 intends; a URI read that no listed resource matches is matched against the visible servers'
 templates (RFC 6570 expressions, matched loosely: a simple ``{var}`` takes one path segment,
-a reserved ``{+var}`` or fragment ``{#var}`` anything, a query ``{?a,b}`` an optional query).
+a reserved ``{+var}`` or fragment ``{#var}`` anything, a query ``{?a,b}`` an optional query,
+a label, path or parameter ``{.x}``/``{/x}``/``{;x}`` an optional part starting with its
+operator). The matcher never backtracks: each literal part is found once, left to right, and
+adjacent expressions take what they can in turn, so a match costs time linear in the URI for
+each literal, whatever the template (an upstream's) or the URI (a client's); both are bounded
+too (:data:`MAX_EXPRESSIONS`, :data:`MAX_MATCHED_URI`).
 A URI that matches more than one server is refused, naming the wrapped forms to use instead.
 """
 
