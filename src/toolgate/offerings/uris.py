@@ -3,8 +3,9 @@
 A resource URI is its identity: renaming it would break every link to it (a ``resource_link``
 in a tool's result, a URI a prompt mentions). So the gateway keeps each upstream URI **as
 written** and remembers which server listed it. Only when two servers a caller sees list the
-same URI (a clash, decided per caller) is each shown wrapped, as ``toolgate://<namespace>/<percent-encoded upstream URI>``,
-which names its server unambiguously; the wrapped form of any resource is accepted too.
+same URI (a clash, decided per caller) is each shown wrapped, as
+``toolgate://<namespace>/<percent-encoded upstream URI>``, which names its server
+unambiguously; the wrapped form of any resource is accepted too.
 
 Templates keep their ``uriTemplate`` as written, so a client expands them as the upstream
 intends; a URI read that no listed resource matches is matched against the visible servers'
