@@ -353,6 +353,17 @@ async def _first_uri(client: Client) -> str:
     raise AssertionError("no resources")
 
 
+async def _updates_on(client: Client) -> None:
+    """Turn the reference server's simulated updates on. The switch is a toggle on toolgate's
+    one upstream session, shared by every test of this module: toggle again if it was on."""
+    for _ in range(2):
+        toggle = await client.call_tool(TOGGLE, {})
+        assert not toggle.is_error, toggle
+        if "Started" in str(toggle.content):
+            return
+    raise AssertionError(f"the simulated updates did not start: {toggle.content}")
+
+
 async def _until(got: list[str], count: int = 1) -> None:
     with anyio.fail_after(30):  # a hang guard: updates come every ~5 s
         while len(got) < count:
@@ -381,8 +392,7 @@ async def test_another_caller_cannot_cancel_my_subscription(served: Served) -> N
         uri = await _first_uri(a)
         await a.subscribe_resource(uri)
         await a.subscribe_resource(uri)  # again: still once
-        toggle = await a.call_tool(TOGGLE, {})
-        assert not toggle.is_error, toggle
+        await _updates_on(a)
         await _until(got_a)
         wrapped = wrap("memo", uri)
         await b.subscribe_resource(wrapped)
@@ -422,8 +432,7 @@ async def test_a_denied_agents_listen_stream_gets_no_hidden_update(served: Serve
             group.start_soon(watch, intern, leaked, None)
             group.start_soon(watch, reader, got, delivered)
             await anyio.sleep(1.0)  # both streams open
-            toggle = await reader.call_tool(TOGGLE, {})
-            assert not toggle.is_error, toggle
+            await _updates_on(reader)
             with anyio.fail_after(30):
                 await delivered.wait()
             await anyio.sleep(0.5)  # the intern's stream had the same chance
