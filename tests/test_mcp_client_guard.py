@@ -110,7 +110,7 @@ def test_with_the_operators_grant_the_server_is_listed_and_called(
         assert {"local:add_tool", "local:remove_tool"} <= ids
         outcome = gateway.call_sync("local:add_tool", {"name": "granted"})
         assert outcome.status is CallStatus.OK, outcome.message
-        assert outcome.content == {"result": "added granted"}
+        assert outcome.to_dict()["content"] == {"result": "added granted"}
     finally:
         close(gateway, source)
 
@@ -328,6 +328,6 @@ def test_a_stdio_server_needs_no_grant() -> None:
     gateway, source = open_gateway([stdio], sandbox=Sandbox())
     try:
         outcome = gateway.call_sync("changing:add_tool", {"name": "s"})
-        assert outcome.content == {"result": "added s"}
+        assert outcome.to_dict()["content"] == {"result": "added s"}
     finally:
         close(gateway, source)

@@ -353,11 +353,11 @@ def test_call_sync_runs_a_stdio_tool_through_the_pipeline(
     try:
         now = gateway.call_sync("clock:get_current_time", {"timezone": "Asia/Tokyo"})
         assert now.status is CallStatus.OK, now.message
-        assert now.content["timezone"] == "Asia/Tokyo"  # structured content is the result
+        assert now.to_dict()["content"]["timezone"] == "Asia/Tokyo"  # the structured result
         echo = gateway.call_sync("everything:echo", {"message": "hello there"})
         assert echo.content == "Echo: hello there"  # text blocks become text
         weather = gateway.call_sync("everything:get-structured-content", {"location": "Chicago"})
-        assert set(weather.content) == {"temperature", "conditions", "humidity"}
+        assert set(weather.to_dict()["content"]) == {"temperature", "conditions", "humidity"}
         image = gateway.call_sync("everything:get-tiny-image", {})
         # Rich content stays typed blocks (issue 27), not one JSON value with base64 inside.
         kinds = [block.type for block in image.content.blocks]
@@ -384,7 +384,7 @@ async def test_await_call_runs_a_stdio_tool_from_the_callers_own_loop(time_serve
             )
         )
         assert [o.status for o in outcomes] == [CallStatus.OK] * 3
-        assert outcomes[0].content["target"]["timezone"] == "Europe/Paris"
+        assert outcomes[0].to_dict()["content"]["target"]["timezone"] == "Europe/Paris"
     finally:
         await gateway.aclose()
 
@@ -523,7 +523,8 @@ def test_tool_resources_pick_which_tools_of_a_server_are_registered(time_server:
         assert tool.description == "The current time, for the on-call dashboard."
         assert "timezone" in tool.input_schema["properties"]  # completed from the server
         assert tool.side_effect is SideEffect.READ_ONLY  # the resource's level
-        assert gateway.call_sync("ops:now", {"timezone": "UTC"}).content["timezone"] == "UTC"
+        now = gateway.call_sync("ops:now", {"timezone": "UTC"})
+        assert now.to_dict()["content"]["timezone"] == "UTC"
         gone = gateway.call_sync("ops:missing", {})
         assert gone.code is ErrorCode.UNAVAILABLE
         assert "does not list a tool named 'no_such_tool'" in (gone.message or "")
@@ -686,7 +687,7 @@ async def test_a_changed_tool_list_updates_the_registry(era: tuple[str, ...]) ->
         assert added.status is CallStatus.OK, added.message
         await until(lambda: available(gateway, "changing:fresh"), "the new tool to be registered")
         ran = await gateway.call("changing:fresh", {})
-        assert ran.content == {"result": "fresh ran"}
+        assert ran.to_dict()["content"] == {"result": "fresh ran"}
         await gateway.call("changing:remove_tool", {"name": "fresh"})
         await until(lambda: gateway.registry.get("changing:fresh") is None, "the tool to go away")
     finally:
@@ -723,7 +724,8 @@ def test_the_bearer_token_comes_from_the_secret_store_and_is_never_shown(
     )
     unset, unset_source = open_gateway([server], [listed], sandbox=grant)
     try:
-        assert right.call_sync("guarded:add_tool", {"name": "x"}).content == {"result": "added x"}
+        added = right.call_sync("guarded:add_tool", {"name": "x"})
+        assert added.to_dict()["content"] == {"result": "added x"}
         (problem,) = wrong.diagnostics()
         assert "401" in problem.message
         assert "wrong-t0ken" not in problem.message
@@ -981,7 +983,7 @@ async def test_mcp_servers_load_from_a_resource_file(
         assert "ops:now" in ids and "clock:get_current_time" not in ids
         assert {"everything:echo", "everything:get-sum"} <= ids
         now = await gateway.call("ops:now", {"timezone": "UTC"})
-        assert now.content["timezone"] == "UTC"
+        assert now.to_dict()["content"]["timezone"] == "UTC"
         # trustAnnotations: the server's readOnlyHint makes get-sum read_only, so no approval.
         assert gateway.get_tool("everything:get-sum").side_effect is SideEffect.READ_ONLY
         total = gateway.call_sync("everything:get-sum", {"a": 1, "b": 2})

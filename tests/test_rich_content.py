@@ -152,7 +152,12 @@ def test_plain_text_stays_a_string_and_rich_content_stays_typed() -> None:
     plain = {"content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}
     assert result_value(plain, server="s", tool="t") == "a\n\nb"
     structured = {**plain, "structuredContent": {"x": 1}}
-    assert result_value(structured, server="s", tool="t") == {"x": 1}
+    # The upstream's own text blocks are kept beside its structuredContent (issue 27).
+    both = result_value(structured, server="s", tool="t")
+    assert isinstance(both, ContentResult) and both.structured == {"x": 1}
+    assert both.to_mcp() == plain["content"]
+    alone = {"content": [], "structuredContent": {"x": 1}}
+    assert result_value(alone, server="s", tool="t") == {"x": 1}
     annotated = {"content": [{"type": "text", "text": "a", "annotations": {"priority": 0.5}}]}
     value = result_value(annotated, server="s", tool="t")
     assert isinstance(value, ContentResult) and value.to_mcp() == annotated["content"]
@@ -208,13 +213,15 @@ def test_a_huge_text_block_is_spilled_with_a_preview(tmp_path: Path) -> None:
         gateway.add(_answering(blocks))
         outcome = gateway.call_sync("everything:picture", {}, session_id="s1")
     assert outcome.ok and isinstance(outcome.content, ContentResult)
-    small, spilled = outcome.content.blocks
-    assert isinstance(small, TextContent) and small.text == "small"
-    assert isinstance(spilled, TextContent) and spilled.text.startswith(huge[:10_000])
-    assert outcome.overflow is not None and outcome.overflow.original_size == len(huge)
+    # The overflow rule applies to the result as a whole: its whole text goes to the call's
+    # file and the model gets the first 10,000 characters and the note.
+    (spilled,) = outcome.content.blocks
+    whole = "small\n\n" + huge
+    assert isinstance(spilled, TextContent) and spilled.text.startswith(whole[:10_000])
+    assert outcome.overflow is not None and outcome.overflow.original_size == len(whole)
     assert outcome.overflow.path in spilled.text
-    assert Path(outcome.overflow.path).read_text() == huge
-    assert Path(outcome.overflow.path).name == f"{outcome.call_id}.1.txt"
+    assert Path(outcome.overflow.path).read_text() == whole
+    assert Path(outcome.overflow.path).name == f"{outcome.call_id}.txt"
 
 
 def test_a_huge_image_is_spilled_as_bytes_and_replaced_by_a_note(tmp_path: Path) -> None:

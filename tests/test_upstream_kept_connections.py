@@ -175,7 +175,8 @@ def _call(gateway: Gateway, tool: str, arguments: dict[str, Any]) -> Any:
     while True:
         outcome = gateway.call_sync(tool, arguments)
         if outcome.status is CallStatus.OK:
-            return outcome.content
+            # The JSON result (an upstream's structuredContent; its text block is kept beside).
+            return outcome.to_dict()["content"]
         if time.monotonic() > deadline or "not connected" not in (outcome.message or ""):
             raise AssertionError(f"{tool}: {outcome.status} {outcome.message}")
         time.sleep(0.1)

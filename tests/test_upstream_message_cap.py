@@ -73,7 +73,8 @@ async def _call_until_connected(gateway: Gateway, text: str) -> None:
     while True:
         result = await gateway.call("large:echo", {"text": text})
         if result.status is CallStatus.OK:
-            assert result.content == {"result": text}
+            # The structured result (the upstream's text block is kept beside it).
+            assert result.to_dict()["content"] == {"result": text}
             return
         assert result.code is ErrorCode.UNAVAILABLE, result.message
         assert time.monotonic() < deadline, f"the server did not come back: {result.message}"

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model import CallStatus, Tool
-from ..model.content import record_form
+from ..model.content import ContentResult, record_form
 from ..pipeline.observers import FinishedCall
 from ..redaction import Masker, record_masker, redact, redact_edges, redact_text, redact_values
 
@@ -134,10 +134,12 @@ def record_from(call: FinishedCall) -> AuditRecord:
     """Build the redacted record of ``call``.
 
     Paths come from the tool's ``observability.redact_fields`` (``args.*`` paths apply to the
-    arguments, ``result.*`` to the result, ``result._visualization.*`` and ``visualization.*`` to
-    the visualization); secrets from ``call.secrets``. Strings masked by path are also scrubbed
-    from every other text of the record (message, detail, metadata, idempotency key, …), as are
-    the secrets — so an error message or a stderr tail echoing them records only the marker.
+    arguments, ``result.*`` to the result — to its ``structuredContent`` for a result made of
+    content blocks, the strings caught being scrubbed from its blocks too —,
+    ``result._visualization.*`` and ``visualization.*`` to the visualization); secrets from
+    ``call.secrets``. Strings masked by path are also scrubbed from every other text of the
+    record (message, detail, metadata, idempotency key, …), as are the secrets — so an error
+    message or a stderr tail echoing them records only the marker.
     Arguments and results are redacted even when they are not kept, so that their values are
     still scrubbed from the rest. Pieces and encoded forms of the secrets, and the credentials of
     every URL in any string (user info, ``?api_key=``…), are masked too
@@ -183,8 +185,8 @@ def record_from(call: FinishedCall) -> AuditRecord:
         if call.full_content is not None and paths:
             # Spilled: the outcome holds a preview string, so mask by path in the whole result
             # only to learn the values, which are then scrubbed from the preview below.
-            redact(call.full_content, paths, prefix="result", secrets=(), removed=removed)
-        result = redact(content, paths, prefix="result", removed=removed)
+            _redact_result(call.full_content, paths, removed)
+        result = _redact_result(outcome.content, paths, removed)
     if outcome.visualization is not None:
         vis = redact(
             outcome.visualization,
@@ -207,6 +209,25 @@ def record_from(call: FinishedCall) -> AuditRecord:
         pattern=pattern,
         cut=(*secrets, *removed),
     )
+
+
+def _redact_result(value: Any, paths: tuple[str, ...], removed: set[str]) -> Any:
+    """The record form of a result with the ``result.*`` paths masked. In a result made of
+    content blocks the paths name fields of its ``structuredContent`` (the JSON result the
+    output schema describes); the strings they catch are learned in ``removed``, so the
+    caller's pass of :func:`record_masker` scrubs them from the blocks' text too (an upstream
+    usually repeats its structured result as a JSON text block). A path ``result`` alone masks
+    the whole result."""
+    if not isinstance(value, ContentResult):
+        return redact(value, paths, prefix="result", secrets=(), removed=removed)
+    data = value.record()
+    if "result" in paths:
+        return redact(data, paths, prefix="result", secrets=(), removed=removed)
+    if "structuredContent" in data:
+        data["structuredContent"] = redact(
+            data["structuredContent"], paths, prefix="result", secrets=(), removed=removed
+        )
+    return data
 
 
 def _record(

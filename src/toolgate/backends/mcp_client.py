@@ -213,6 +213,16 @@ class McpHub:
         if listener is not None:
             listener(server, uri)
 
+    async def settled(self, server: str, timeout: float) -> bool:
+        """:meth:`Connection.settled` of ``server`` from any event loop (``False`` for a server
+        not connected)."""
+        connection = self._connections.get(server)
+        loop = self._loop
+        if connection is None or loop is None or self._closed:
+            return False
+        future = asyncio.run_coroutine_threadsafe(connection.settled(timeout), loop)
+        return await asyncio.wrap_future(future)
+
     async def offering(
         self, server: str, method: str, params: dict[str, Any], timeout: float
     ) -> dict[str, Any]:

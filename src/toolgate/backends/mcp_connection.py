@@ -117,6 +117,8 @@ class _Live:
         self.offerings = Offerings()
         self.relist = False
         """Fetch the tool list again soon (a change was announced, or a check is due)."""
+        self.refreshing = False
+        """A listing is being fetched now (:meth:`Connection.settled` waits for it)."""
         self.broken = False
         self.error: str | None = None
         self.stderr: IO[bytes] | None = None
@@ -466,7 +468,11 @@ class Connection:
         while not (self._stopping or live.broken or live.finished.is_set()):
             if live.relist:
                 live.relist = False
-                await self._refresh(live)
+                live.refreshing = True
+                try:
+                    await self._refresh(live)
+                finally:
+                    live.refreshing = False
                 continue
             self._wake.clear()
             if live.relist or live.broken or live.finished.is_set() or self._stopping:
@@ -513,6 +519,18 @@ class Connection:
                 listener(self.name, uri)
             except Exception:
                 log.exception("relaying an update of a resource of %s failed", self.name)
+
+    async def settled(self, timeout: float) -> bool:
+        """Wait (at most ``timeout`` s) while a listing announced by the server is pending or
+        being fetched; whether there was one. Lets a read of a resource the server has just
+        announced find it in the new listing rather than fail on the old one."""
+        live = self.live
+        if live is None or not (live.relist or live.refreshing):
+            return False
+        with anyio.move_on_after(timeout):
+            while self.live is live and (live.relist or live.refreshing):
+                await anyio.sleep(0.02)
+        return True
 
     async def offering(self, method: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
         """``resources/read``, ``prompts/get``, ``resources/subscribe`` or

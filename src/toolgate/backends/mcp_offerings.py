@@ -67,7 +67,12 @@ class Offerings:
     templates: tuple[Mapping[str, Any], ...] = ()
     prompts: tuple[Mapping[str, Any], ...] = ()
     subscribe: bool = False
-    """The server accepts ``resources/subscribe`` (its capabilities say so)."""
+    """The server accepts ``resources/subscribe`` (its capabilities say so, on a
+    handshake-era connection)."""
+    listen_only: bool = False
+    """The server offers subscriptions, but on a 2026-07-28 connection: its resource updates
+    come on ``subscriptions/listen``, which toolgate does not follow for resources, so
+    subscriptions to it are refused (``subscribe`` is false)."""
 
 
 class OfferingRefused(ToolError):
@@ -187,13 +192,18 @@ async def _pages(
 async def list_offerings(client: Client) -> Offerings:
     """The server's resources, templates and prompts — each only when its capabilities declare
     it (a server without ``resources`` is never asked, so it cannot answer ``-32601``)."""
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
     capabilities = client.server_capabilities
     resources: tuple[Mapping[str, Any], ...] = ()
     templates: tuple[Mapping[str, Any], ...] = ()
     prompts: tuple[Mapping[str, Any], ...] = ()
-    subscribe = False
+    subscribe = listen_only = False
     if capabilities.resources is not None:
         subscribe = bool(capabilities.resources.subscribe)
+        if subscribe and client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            # That protocol has no resources/subscribe: updates come on a listen stream.
+            subscribe, listen_only = False, True
         resources = await _walk(
             lambda cursor: client.list_resources(cursor=cursor), "resources", _resource
         )
@@ -204,7 +214,7 @@ async def list_offerings(client: Client) -> Offerings:
         )
     if capabilities.prompts is not None:
         prompts = await _walk(lambda cursor: client.list_prompts(cursor=cursor), "prompts", _prompt)
-    return Offerings(resources, templates, prompts, subscribe)
+    return Offerings(resources, templates, prompts, subscribe, listen_only)
 
 
 async def request(

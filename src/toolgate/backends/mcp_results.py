@@ -2,15 +2,18 @@
 
 * ``isError: true`` → :class:`~toolgate.ToolError` with the server's text (bounded), so the
   outcome is ``tool_error`` and the model reads what the server said.
-* Only plain text blocks (no ``annotations``, no ``_meta``) → their text, joined by blank lines
-  (what the model reads); with ``structuredContent`` → that object is the result (checked
-  against the output schema by the pipeline's shaping, as for every tool).
+* Only plain text blocks (no ``annotations``, no ``_meta``) and no ``structuredContent`` → their
+  text, joined by blank lines (what the model reads).
+* ``structuredContent`` beside any blocks (plain text included) → a
+  :class:`~toolgate.model.content.ContentResult` holding both, so the MCP surface sends the
+  upstream's own blocks and its ``structuredContent`` as they came; the structured object is
+  checked against the output schema by the pipeline's shaping, as for every tool.
 * Any other block (image, audio, resource, resource link, annotated text, a type this version
   does not know) → a :class:`~toolgate.model.content.ContentResult`: the same blocks, typed,
   with their annotations and ``_meta``, and the ``structuredContent`` beside them when there is
   one. The pipeline shapes it block by block (:mod:`toolgate.pipeline.content_shaping`). A
   malformed or oversized block is a tool error naming the block.
-* No content at all → ``""`` (or the ``structuredContent``).
+* No content at all → ``""``, or the ``structuredContent`` alone when there is one.
 
 Works on the JSON form of the result (``model_dump(by_alias=True)``), so nothing here needs the
 MCP SDK.
@@ -65,10 +68,13 @@ def result_value(result: Mapping[str, Any], *, server: str, tool: str) -> Any:
     if result.get("isError"):
         raise ToolError(_error_text(server, tool, blocks))
     structured = result.get("structuredContent")
-    if is_plain_text(blocks):
-        if structured is not None:
-            return structured
+    if isinstance(structured, Mapping) and not blocks:
+        return structured
+    if is_plain_text(blocks) and structured is None:
         return "\n\n".join(block["text"] for block in blocks)
+    # Blocks beside structuredContent are kept as the upstream sent them (even plain text): an
+    # MCP client gets both as they came; the structured object is what the output schema checks
+    # and what the HTTP API gives as ``content``.
     try:
         return ContentResult.from_mcp(
             blocks, structured if isinstance(structured, Mapping) else None

@@ -18,6 +18,7 @@ Pure data: no I/O. Values inside (annotations, ``_meta``, extra keys) are deeply
 from __future__ import annotations
 
 import binascii
+import re
 from base64 import b64decode
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -28,6 +29,7 @@ from .._json import freeze, thaw
 __all__ = [
     "MAX_BLOCKS",
     "MAX_BLOCK_DATA",
+    "MAX_MIME_TYPE",
     "AudioContent",
     "ContentBlock",
     "ContentError",
@@ -51,6 +53,13 @@ __all__ = [
 MAX_BLOCK_DATA = 32 * 1024 * 1024
 #: Blocks one result may hold.
 MAX_BLOCKS = 1_000
+#: Characters a ``mimeType`` may have (RFC 6838 allows 127 on each side of the slash).
+MAX_MIME_TYPE = 255
+# ``type/subtype`` with RFC 6838 name characters, then optional ``; parameters``.
+_MIME = re.compile(
+    r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}"
+    r"(?: *;[\x20-\x7e]*)?"
+)
 
 
 class ContentError(ValueError):
@@ -147,8 +156,9 @@ class _Binary:
         return data
 
     def map_text(self, fn: Callable[[str], str]) -> Any:
-        """Binary blocks hold no text: unchanged."""
-        return self
+        """The block with ``fn`` applied to its ``mimeType`` (shown to a model in its note); the
+        base64 data is not text and is left as it is."""
+        return replace(self, mime_type=fn(self.mime_type))
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +223,7 @@ class ResourceLink:
             name=fn(self.name),
             title=None if self.title is None else fn(self.title),
             description=None if self.description is None else fn(self.description),
+            mime_type=None if self.mime_type is None else fn(self.mime_type),
         )
 
 
@@ -275,8 +286,13 @@ class EmbeddedResource:
         return data
 
     def map_text(self, fn: Callable[[str], str]) -> EmbeddedResource:
-        """The resource with ``fn`` applied to its URI and text."""
-        return replace(self, uri=fn(self.uri), text=None if self.text is None else fn(self.text))
+        """The resource with ``fn`` applied to its URI, ``mimeType`` and text."""
+        return replace(
+            self,
+            uri=fn(self.uri),
+            mime_type=None if self.mime_type is None else fn(self.mime_type),
+            text=None if self.text is None else fn(self.text),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -366,6 +382,20 @@ def _mapping(block: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any
     return _frozen(value)
 
 
+def _mime(value: str | None, where: str) -> Any:
+    """A ``mimeType`` as given when it is a plausible ``type/subtype[; parameters]``: anything
+    else (free text, a 5 MB string) is refused rather than shown to a model in a note."""
+    if value is None:
+        return None
+    if len(value) > MAX_MIME_TYPE or not _MIME.fullmatch(value):
+        shown = value[:40] + ("…" if len(value) > 40 else "")
+        raise ContentError(
+            f"{where}: 'mimeType' must be a media type such as image/png "
+            f"(at most {MAX_MIME_TYPE} characters), got {shown!r}"
+        )
+    return value
+
+
 def _base64(value: str, key: str, where: str) -> str:
     if len(value) > MAX_BLOCK_DATA:
         raise ContentError(
@@ -402,7 +432,7 @@ def _parse_block(index: int, block: Any) -> ContentBlock:
         cls = ImageContent if kind == "image" else AudioContent
         return cls(
             _base64(_str(block, "data", where), "data", where),
-            _str(block, "mimeType", where),
+            _mime(_str(block, "mimeType", where), where),
             annotations,
             meta,
             _extra(block, _COMMON_KEYS | {"data", "mimeType"}),
@@ -416,7 +446,7 @@ def _parse_block(index: int, block: Any) -> ContentBlock:
             _str(block, "name", where),
             _str(block, "title", where, optional=True),
             _str(block, "description", where, optional=True),
-            _str(block, "mimeType", where, optional=True),
+            _mime(_str(block, "mimeType", where, optional=True), where),
             size,
             annotations,
             meta,
@@ -431,7 +461,7 @@ def _parse_block(index: int, block: Any) -> ContentBlock:
         text = None if blob is not None else _str(resource, "text", inner)
         return EmbeddedResource(
             _str(resource, "uri", inner),
-            _str(resource, "mimeType", inner, optional=True),
+            _mime(_str(resource, "mimeType", inner, optional=True), inner),
             text,
             None if blob is None else _base64(blob, "blob", inner),
             _mapping(resource, "_meta", inner),

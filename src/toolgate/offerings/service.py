@@ -50,6 +50,9 @@ GUIDE_PROMPT = "guide"
 _AUDITED_CONTENTS = 20
 #: Characters of the target (``resource:<uri>``) an audit record keeps.
 _MAX_TARGET = 2_100
+#: Seconds a read of an unknown URI waits for listings being refreshed (a server that has just
+#: announced a new resource) before it is answered "no such resource".
+SETTLE_SECONDS = 5.0
 
 
 class OfferingNotFound(LookupError):
@@ -99,7 +102,7 @@ class GatewayOfferings:
         self._notify = notify
         self._stand_ins: dict[str, Tool] = {}
         self._listeners: list[Callable[[], None]] = []
-        self._update_listeners: list[Callable[[str], None]] = []
+        self._update_listeners: list[Callable[[str, str], None]] = []
         self._watched: set[int] = set()
         self._known: tuple[int, frozenset[str]] | None = None
 
@@ -131,9 +134,11 @@ class GatewayOfferings:
         self._servers()  # start watching the sources declared so far
         return lambda: self._listeners.remove(listener) if listener in self._listeners else None
 
-    def on_resource_updated(self, listener: Callable[[str], None]) -> Callable[[], None]:
-        """Call ``listener(uri)`` (from any thread; the URI as served) when an upstream says a
-        subscribed resource changed; returns a function that removes it."""
+    def on_resource_updated(self, listener: Callable[[str, str], None]) -> Callable[[], None]:
+        """Call ``listener(server, upstream uri)`` (from the hub's thread) when an upstream
+        says a subscribed resource changed; returns a function that removes it. The listener
+        maps it to the URIs its subscribers used (:meth:`subscribe` returns that pair), and
+        must be cheap: a hostile upstream may send updates in a flood."""
         self._update_listeners.append(listener)
         self._servers()
         return lambda: (
@@ -152,9 +157,8 @@ class GatewayOfferings:
             listener()
 
     def _updated(self, server: str, uri: str) -> None:
-        shown = self._shown_uris().get((server, uri), uri)
         for listener in list(self._update_listeners):
-            listener(shown)
+            listener(server, uri)
 
     # -- who sees what --------------------------------------------------------------------------
 
@@ -194,10 +198,13 @@ class GatewayOfferings:
 
     # -- listings -------------------------------------------------------------------------------
 
-    def _shown_uris(self) -> dict[tuple[str, str], str]:
-        """(server, upstream URI) → the URI shown, over every server (a clash wraps both)."""
+    @staticmethod
+    def _shown_uris(servers: Iterable[_Server]) -> dict[tuple[str, str], str]:
+        """(server, upstream URI) → the URI shown, decided over ``servers`` — the servers the
+        caller sees: a server it may not see neither exists for it nor renames what it is
+        shown (a clash between two visible servers wraps both)."""
         listers: dict[str, list[_Server]] = {}
-        for server in self._servers():
+        for server in servers:
             for resource in server.offerings.resources:
                 listers.setdefault(str(resource["uri"]), []).append(server)
         shown: dict[tuple[str, str], str] = {}
@@ -214,11 +221,10 @@ class GatewayOfferings:
         """The ``resources/list`` entries ``agent`` (with credentials allowing ``namespaces``)
         sees, as the upstreams list them (server by server, in their order), URIs as shown."""
         visible = self._visible(agent, namespaces)
-        shown = self._shown_uris()
+        servers = [server for server in self._servers() if visible(server.namespace)]
+        shown = self._shown_uris(servers)
         found: list[dict[str, Any]] = []
-        for server in self._servers():
-            if not visible(server.namespace):
-                continue
+        for server in servers:
             for resource in server.offerings.resources:
                 entry = dict(resource)
                 entry["uri"] = shown[(server.name, str(resource["uri"]))]
@@ -295,6 +301,36 @@ class GatewayOfferings:
             )
         return (listed[0], uri) if listed else None
 
+    def _find(
+        self,
+        target: str,
+        uri: str,
+        servers: list[_Server],
+        agent: str | None,
+        session: str | None,
+        started: float,
+    ) -> tuple[_Server, str] | None:
+        """:meth:`_resolve`, an ambiguity audited before it is raised."""
+        try:
+            return self._resolve(uri, servers)
+        except OfferingAmbiguous as exc:
+            self._audit(
+                target, agent, session, started, error=(ErrorCode.INVALID_ARGUMENTS, str(exc))
+            )
+            raise
+
+    @staticmethod
+    async def _settle(servers: list[_Server]) -> bool:
+        """Wait (bounded, :data:`SETTLE_SECONDS`) until the listings of ``servers`` that are
+        being refreshed are; whether any was (only then is a second look worth it). Only the
+        caller's visible servers are waited on, and nothing is sent to any server."""
+        waited = False
+        for server in servers:
+            settled = getattr(server.servers, "settled", None)
+            if settled is not None and await settled(server.name, SETTLE_SECONDS):
+                waited = True
+        return waited
+
     # -- reading and getting --------------------------------------------------------------------
 
     async def read_resource(
@@ -315,13 +351,14 @@ class GatewayOfferings:
         target = f"resource:{uri}"
         visible = self._visible(agent, namespaces)
         everything = self._servers()
-        try:
-            found = self._resolve(uri, [s for s in everything if visible(s.namespace)])
-        except OfferingAmbiguous as exc:
-            self._audit(
-                target, agent, session, started, error=(ErrorCode.INVALID_ARGUMENTS, str(exc))
-            )
-            raise
+        seen = [s for s in everything if visible(s.namespace)]
+        found = self._find(target, uri, seen, agent, session, started)
+        if found is None and await self._settle(seen):
+            # A URI a server has just handed out (a resource_link in a tool's result, with
+            # its list_changed on the way): read it once its listing has been refreshed.
+            everything = self._servers()
+            seen = [s for s in everything if visible(s.namespace)]
+            found = self._find(target, uri, seen, agent, session, started)
         if found is None:
             self._refuse(target, uri, everything, agent, session, started, "resource")
         server, upstream = found
@@ -331,7 +368,7 @@ class GatewayOfferings:
         except Exception as exc:
             self._audit(target, agent, session, started, error=_failure(exc), info=info)
             raise
-        shown = self._shown_uris()
+        shown = self._shown_uris(seen)
         for content in result.get("contents", ()):
             if isinstance(content, dict) and isinstance(content.get("uri"), str):
                 content["uri"] = shown.get((server.name, content["uri"]), content["uri"])
@@ -398,14 +435,71 @@ class GatewayOfferings:
         self._audit(target, agent, session, started, info=info, summary={"messages": count})
         return result
 
-    def check_resource(
-        self, uri: str, *, agent: str | None = None, namespaces: frozenset[str] | None = None
-    ) -> None:
-        """Raise :class:`OfferingNotFound` (or :class:`OfferingAmbiguous`) unless ``uri``
-        names a resource this caller may see."""
+    def locate_subscription(
+        self,
+        uri: str,
+        *,
+        agent: str | None = None,
+        namespaces: frozenset[str] | None = None,
+        session: str | None = None,
+    ) -> tuple[str, str]:
+        """``(server, upstream uri)`` of the resource ``uri`` names for this caller, checked
+        for following: raises :class:`OfferingNotFound` (a refusal is audited),
+        :class:`OfferingAmbiguous`, or :class:`~toolgate.errors.ToolError` when its server
+        does not take subscriptions through toolgate (audited). Sends nothing."""
+        started = time.time()
+        target = f"resource:{uri}"
         visible = self._visible(agent, namespaces)
-        if self._resolve(uri, [s for s in self._servers() if visible(s.namespace)]) is None:
-            raise OfferingNotFound(f"There is no resource {uri!r}.")
+        everything = self._servers()
+        found = self._find(
+            target, uri, [s for s in everything if visible(s.namespace)], agent, session, started
+        )
+        if found is None:
+            self._refuse(target, uri, everything, agent, session, started, "resource")
+        server, upstream = found
+        if not server.offerings.subscribe:
+            if server.offerings.listen_only:
+                message = (
+                    f"the MCP server {server.name} speaks MCP 2026-07-28, whose resource "
+                    "updates come on a subscriptions/listen stream; toolgate does not follow "
+                    "an upstream's resources on that stream, so it cannot subscribe to them"
+                )
+            else:
+                message = f"the MCP server {server.name} does not take resource subscriptions"
+            info = {"method": "resources/subscribe", "server": server.name, "uri": upstream}
+            self._audit(
+                target, agent, session, started, error=(ErrorCode.TOOL_ERROR, message), info=info
+            )
+            raise ToolError(message)
+        return server.name, upstream
+
+    async def subscribe_upstream(
+        self,
+        key: tuple[str, str],
+        *,
+        subscribe: bool = True,
+        uri: str | None = None,
+        agent: str | None = None,
+        session: str | None = None,
+    ) -> None:
+        """Send ``resources/subscribe`` (or unsubscribe) for ``key`` (from
+        :meth:`locate_subscription`) to its server: the caller's access was checked when the
+        key was located. ``uri`` is the caller's spelling, for the audit record. Audited;
+        raises the upstream's failure."""
+        method = "resources/subscribe" if subscribe else "resources/unsubscribe"
+        started = time.time()
+        name, upstream = key
+        target = f"resource:{uri or upstream}"
+        info = {"method": method, "server": name, "uri": upstream}
+        server = next((s for s in self._servers() if s.name == name), None)
+        try:
+            if server is None:
+                raise BackendUnavailableError(f"the MCP server {name} is no longer declared")
+            await server.servers.offering(name, method, {"uri": upstream})
+        except Exception as exc:
+            self._audit(target, agent, session, started, error=_failure(exc), info=info)
+            raise
+        self._audit(target, agent, session, started, info=info)
 
     async def subscribe(
         self,
@@ -415,32 +509,14 @@ class GatewayOfferings:
         agent: str | None = None,
         namespaces: frozenset[str] | None = None,
         session: str | None = None,
-    ) -> None:
+    ) -> tuple[str, str]:
         """``resources/subscribe`` (or, ``subscribe=False``, ``resources/unsubscribe``) of
-        ``uri`` on its server, for this caller. Raises as :meth:`read_resource` does, and
-        :class:`~toolgate.errors.ToolError` when the server does not take subscriptions."""
-        method = "resources/subscribe" if subscribe else "resources/unsubscribe"
-        started = time.time()
-        target = f"resource:{uri}"
-        visible = self._visible(agent, namespaces)
-        everything = self._servers()
-        found = self._resolve(uri, [s for s in everything if visible(s.namespace)])
-        if found is None:
-            self._refuse(target, uri, everything, agent, session, started, "resource")
-        server, upstream = found
-        info = {"method": method, "server": server.name, "uri": upstream}
-        if not server.offerings.subscribe:
-            message = f"the MCP server {server.name} does not take resource subscriptions"
-            self._audit(
-                target, agent, session, started, error=(ErrorCode.TOOL_ERROR, message), info=info
-            )
-            raise ToolError(message)
-        try:
-            await server.servers.offering(server.name, method, {"uri": upstream})
-        except Exception as exc:
-            self._audit(target, agent, session, started, error=_failure(exc), info=info)
-            raise
-        self._audit(target, agent, session, started, info=info)
+        ``uri`` on its server, for this caller: :meth:`locate_subscription` then
+        :meth:`subscribe_upstream`; returns ``(server, upstream uri)``."""
+        caller = {"agent": agent, "session": session}
+        key = self.locate_subscription(uri, namespaces=namespaces, **caller)
+        await self.subscribe_upstream(key, subscribe=subscribe, uri=uri, **caller)
+        return key
 
     # -- audit ----------------------------------------------------------------------------------
 
@@ -454,12 +530,9 @@ class GatewayOfferings:
         started: float,
         what: str,
     ) -> NoReturn:
-        try:
-            hidden = self._resolve(uri, everything)
-        except OfferingAmbiguous:
-            hidden = None
+        hidden = _hidden_owner(uri, everything)
         if hidden is not None:
-            reason = f"the caller may not see tools of the namespace {hidden[0].namespace!r}"
+            reason = f"the caller may not see tools of the namespace {hidden!r}"
             self._audit(target, agent, session, started, error=(ErrorCode.FORBIDDEN, reason))
         else:
             self._audit(
@@ -507,6 +580,20 @@ class GatewayOfferings:
                 outcome=outcome,
             )
         )
+
+
+def _hidden_owner(uri: str, servers: list[_Server]) -> str | None:
+    """The namespace of a server that names ``uri`` by its wrapped form or its listing — for
+    the operator's audit record only. Templates are not matched here: a refusal must cost a
+    caller no more than a lookup (the caller may not see these servers at all)."""
+    wrapped = unwrap(uri)
+    for server in servers:
+        if wrapped is not None:
+            if server.namespace == wrapped[0]:
+                return server.namespace
+        elif any(resource["uri"] == uri for resource in server.offerings.resources):
+            return server.namespace
+    return None
 
 
 def _failure(exc: BaseException) -> tuple[ErrorCode, str]:

@@ -4,9 +4,10 @@ Content over the limit (50,000 characters by default) is written in full to a fi
 per-session temp folder; the model gets the first 10,000 characters and a note with the path.
 
 Binary content blocks (images, audio, embedded blobs) are never measured as text: one is kept
-whole up to :data:`DEFAULT_BINARY_LIMIT` characters of base64, and beyond that its bytes are
-written to a file in the same folder (:meth:`OverflowSpiller.spill_bytes`) and the block replaced
-by a note with the path (:mod:`toolgate.pipeline.content_shaping`).
+whole up to :data:`DEFAULT_BINARY_LIMIT` characters of base64, and one result up to
+:data:`DEFAULT_BINARY_TOTAL` in all; beyond either, a block's bytes are written to a file in the
+same folder (:meth:`OverflowSpiller.spill_bytes`) and the block replaced by a note with the path
+(:mod:`toolgate.pipeline.content_shaping`).
 
 The spill folder (default ``<tmp>/toolgate``, or ``overflow.dir``) is one of the gateway's state
 folders: no sandbox is shown it (:mod:`toolgate.path_policy`). It and the session folders are
@@ -27,6 +28,7 @@ from ..path_policy import private_folder_check, spill_root
 
 __all__ = [
     "DEFAULT_BINARY_LIMIT",
+    "DEFAULT_BINARY_TOTAL",
     "DEFAULT_OVERFLOW_LIMIT",
     "DEFAULT_PREVIEW_CHARS",
     "OverflowSpiller",
@@ -37,6 +39,9 @@ DEFAULT_PREVIEW_CHARS = 10_000
 #: Characters of base64 a binary content block may carry inline (4 MiB of text, 3 MiB of bytes:
 #: under the image limits of the model APIs); a larger block is spilled to a file.
 DEFAULT_BINARY_LIMIT = 4 * 1024 * 1024
+#: Characters of base64 all the binary blocks of one result may carry inline together (16 MiB of
+#: text): blocks beyond it are spilled to files as a too-large block is.
+DEFAULT_BINARY_TOTAL = 16 * 1024 * 1024
 _SAFE_PART = re.compile(r"^[A-Za-z0-9_.-]{1,32}$")
 
 _SAFE_SESSION = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
@@ -69,6 +74,7 @@ class OverflowSpiller:
         preview_chars: int = DEFAULT_PREVIEW_CHARS,
         root: Path | None = None,
         binary_limit: int = DEFAULT_BINARY_LIMIT,
+        binary_total: int = DEFAULT_BINARY_TOTAL,
     ) -> None:
         if limit < 1 or preview_chars < 0 or preview_chars > limit:
             raise ValueError(
@@ -76,9 +82,12 @@ class OverflowSpiller:
             )
         if binary_limit < 0:
             raise ValueError(f"overflow binary_limit must be >= 0, got {binary_limit}")
+        if binary_total < 0:
+            raise ValueError(f"overflow binary_total must be >= 0, got {binary_total}")
         self.limit = limit
         self.preview_chars = preview_chars
         self.binary_limit = binary_limit
+        self.binary_total = binary_total
         self.root = Path(os.path.abspath(root if root is not None else spill_root()))
 
     def exceeds(self, text: str) -> bool:

@@ -13,7 +13,8 @@ Order (the tool folder format's rules for visualizations and context overflow, f
 A result made of content blocks (:class:`~toolgate.model.content.ContentResult`, from an MCP
 upstream) goes through the same steps on its parts: the bookkeeping keys leave its
 ``structuredContent``, which is what the output schema checks; secrets are masked in the text of
-its blocks; and overflow is decided block by block (:mod:`toolgate.pipeline.content_shaping`).
+its blocks; binary blocks are bounded one by one and together, and the overflow rule applies to
+the whole model-facing text of the result (:mod:`toolgate.pipeline.content_shaping`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .._json import to_text
+from .._json import thaw, to_text
 from ..errors import ErrorCode
 from ..model import CallOutcome, CallStatus, InvalidVisualization, validate_visualization
 from ..model.content import ContentError, ContentResult
@@ -95,7 +96,8 @@ class ResultShaper:
         rich = content if isinstance(content, ContentResult) else None
         if rich is not None:
             # The structured part is the JSON result: checked, and its bookkeeping removed.
-            content = None if rich.structured is None else dict(rich.structured)
+            # Thawed whole: a nested frozen mapping is not JSON to the schema validator.
+            content = None if rich.structured is None else thaw(rich.structured)
         if isinstance(content, dict) and not _BOOKKEEPING_KEYS.isdisjoint(content):
             raw_visualization = content.get(VISUALIZATION_KEY)
             content = {k: v for k, v in content.items() if k not in _BOOKKEEPING_KEYS}
@@ -198,8 +200,9 @@ class ResultShaper:
                 duration=duration,
             )
         if shaped.overflow is not None:
-            # The audit log reads the whole result from here: its form without base64.
-            state.full_content = rich.record()
+            # The audit log reads the whole result from here (its record form, without base64),
+            # to learn the values its redact paths catch in the structuredContent.
+            state.full_content = rich
         return CallOutcome(
             status=CallStatus.OK,
             tool_id=state.tool.id,

@@ -574,6 +574,14 @@ class McpServers:
             raise BackendUnavailableError(f"the MCP server {name} is not connected")
         return await hub.offering(name, method, params, spec.timeout)
 
+    async def settled(self, name: str, timeout: float) -> bool:
+        """Wait (bounded) while server ``name`` refreshes a listing it announced; whether it
+        did (:meth:`~toolgate.backends.mcp_client.McpHub.settled`)."""
+        hub = self._hub
+        if name not in self._servers or hub is None or self._closed:
+            return False
+        return await hub.settled(name, timeout)
+
     def secrets(self) -> dict[str, list[str]]:
         """Secret name → the servers that need it (``auth.secretRef`` and ``env`` secrets), for
         listings such as ``toolgate secrets list``. Reads no value."""

@@ -13,8 +13,13 @@ access rules of tools, per namespace; every read audited); this module speaks th
   reason.
 * ``resources/subscribe`` / ``resources/unsubscribe`` (handshake-era clients) and the resource
   URIs of a ``subscriptions/listen`` stream (2026-07-28 clients, whose protocol has no such
-  pair) — the upstream is subscribed while any session or stream follows the URI, and its
-  ``notifications/resources/updated`` is relayed to each of them.
+  pair) — a subscription is kept per (server, upstream URI), whatever spelling (as shown, or
+  wrapped) a client used: the upstream is subscribed while any connection or stream follows
+  the resource, and its ``notifications/resources/updated`` is relayed to each of them under
+  the URI each used. A listen stream carries only the URIs its caller may follow. Updates
+  are coalesced (one per resource while one is being relayed) and those of resources nobody
+  follows are dropped on arrival, so a flood from one upstream costs the others little.
+  Bounds: :data:`MAX_PER_CONNECTION`, :data:`MAX_PER_AGENT`.
 * ``notifications/resources/list_changed`` (and ``prompts/list_changed``, see
   :mod:`.prompts`) to every live client when an upstream's listing or availability changes;
   2026-07-28 clients get them on their ``subscriptions/listen`` stream.
@@ -25,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
@@ -57,8 +63,11 @@ __all__ = ["McpResources", "answer_failure", "listed_result", "page_of"]
 
 logger = logging.getLogger(__name__)
 
-#: Sessions subscribed to one URI at most (a bound when a client subscribes in a loop).
-_MAX_SUBSCRIBERS = 1000
+#: Resources one client connection follows at most (``resources/subscribe``).
+MAX_PER_CONNECTION = 100
+#: Resources one agent follows at most, over all its connections and listen streams (a bound
+#: per caller: one agent subscribing in a loop cannot lock the others out).
+MAX_PER_AGENT = 1_000
 #: Resource URIs one ``subscriptions/listen`` stream subscribes upstream at most.
 _MAX_LISTENED_URIS = 100
 #: Seconds an upstream unsubscribe may take when a listen stream ends.
@@ -100,6 +109,10 @@ def listed_result(
     return result
 
 
+Key = tuple[str, str]
+"""``(server, upstream URI)``: what a subscription is kept by."""
+
+
 class McpResources:
     """The ``resources/*`` handlers of one MCP surface, and the notifications it relays."""
 
@@ -110,12 +123,23 @@ class McpResources:
         self.surface = surface
         self.offerings = surface.gateway.offerings
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._subscribers: dict[str, dict[int, ServerSession]] = {}
-        """URI → the handshake-era sessions subscribed to it, by connection (a session object
-        is made per request; its connection lives as long as the client's)."""
-        self._upstream: dict[str, int] = {}
-        """URI (as shown) → subscriptions toolgate holds for it: the upstream is subscribed
-        while any session or listen stream follows it."""
+        self._upstream: dict[Key, int] = {}
+        """Holds on each resource (connections' subscriptions and listen streams' URIs): the
+        upstream is subscribed while there is one."""
+        self._subscribers: dict[Key, dict[tuple[int, str], ServerSession]] = {}
+        """Resource → the handshake-era sessions following it, by (connection, the URI as the
+        client spelled it): an update is sent under each spelling (a session object is made
+        per request; its connection lives as long as the client's)."""
+        self._connections: dict[int, dict[str, tuple[Key, str | None] | None]] = {}
+        """Connection → the URIs it subscribed (as spelled) → (resource, agent); ``None``
+        while the subscribe is under way (a concurrent one is then a no-op)."""
+        self._listened: dict[Key, dict[str, int]] = {}
+        """Resource → the spellings listen streams follow it under, with their counts."""
+        self._by_agent: dict[str | None, int] = {}
+        """Holds per agent (:data:`MAX_PER_AGENT`)."""
+        self._pending: set[Key] = set()
+        self._pending_lock = threading.Lock()
+        self._draining = False
         self._tasks: set[asyncio.Task[None]] = set()
         self._unlisten: list[Callable[[], None]] = []
         server = surface.server
@@ -146,10 +170,10 @@ class McpResources:
             if me is not None:
                 me._hop(me._deliver_changes)
 
-        def updated(uri: str) -> None:
+        def updated(server: str, uri: str) -> None:
             me = ref()
             if me is not None:
-                me._hop(lambda: me._deliver_update(uri))
+                me._updated((server, uri))
 
         self._unlisten = [
             self.offerings.on_change(changed),
@@ -189,11 +213,36 @@ class McpResources:
             except Exception:
                 logger.debug("could not notify an MCP session of a list change", exc_info=True)
 
-    async def _deliver_update(self, uri: str) -> None:
-        await self.surface.changes.bus.publish(ResourceUpdated(uri))
-        for session in list(self._subscribers.get(uri, {}).values()):
+    def _updated(self, key: Key) -> None:
+        """An upstream's update (on the hub's thread): O(1), whatever the upstream sends."""
+        if key not in self._upstream:
+            return  # nobody follows it here (a flood of unasked updates stops at this check)
+        with self._pending_lock:
+            if key in self._pending:
+                return  # one relay of it is due already
+            self._pending.add(key)
+            if self._draining:
+                return
+            self._draining = True
+        self._hop(self._drain)
+
+    async def _drain(self) -> None:
+        while True:
+            with self._pending_lock:
+                keys = list(self._pending)
+                self._pending.clear()
+                if not keys:
+                    self._draining = False
+                    return
+            for key in keys:
+                await self._deliver_update(key)
+
+    async def _deliver_update(self, key: Key) -> None:
+        for spelling in list(self._listened.get(key, {})):
+            await self.surface.changes.bus.publish(ResourceUpdated(spelling))
+        for (_connection, spelling), session in list(self._subscribers.get(key, {}).items()):
             try:
-                await session.send_resource_updated(uri)
+                await session.send_resource_updated(spelling)
             except Exception:
                 logger.debug("could not relay a resource update", exc_info=True)
 
@@ -230,30 +279,61 @@ class McpResources:
         except Exception as exc:  # noqa: BLE001 - every failure is answered as an MCP error
             raise answer_failure(exc) from None
 
-    async def _acquire(self, ctx: ServerRequestContext[Any, Any], uri: str) -> None:
-        """Follow ``uri`` for this caller: subscribed upstream unless toolgate already is.
-        Raises :func:`answer_failure`'s errors."""
+    # -- following resources --------------------------------------------------------------------
+
+    async def _acquire(self, ctx: ServerRequestContext[Any, Any], uri: str) -> Key:
+        """Follow ``uri`` for this caller: checked against what it may see, subscribed
+        upstream unless toolgate already is; the resource it names. Raises
+        :func:`answer_failure`'s errors (``-32603`` past :data:`MAX_PER_AGENT`)."""
+        caller = self._caller(ctx)
+        agent: str | None = caller["agent"]
+        session = self.surface.session_of(ctx)
+        if self._by_agent.get(agent, 0) >= MAX_PER_AGENT:
+            raise MCPError(
+                INTERNAL_ERROR,
+                f"this agent follows {MAX_PER_AGENT} resources already; unsubscribe from one",
+            )
         try:
-            if self._upstream.get(uri, 0) == 0:
-                await self.offerings.subscribe(
-                    uri, session=self.surface.session_of(ctx), **self._caller(ctx)
-                )
-            else:
-                # Already followed upstream: still only for a caller that may see it.
-                self.offerings.check_resource(uri, **self._caller(ctx))
+            key = self.offerings.locate_subscription(uri, session=session, **caller)
         except Exception as exc:  # noqa: BLE001 - every failure is answered as an MCP error
             raise answer_failure(exc) from None
-        self._upstream[uri] = self._upstream.get(uri, 0) + 1
+        # Counted before the upstream answers, so a concurrent follower does not subscribe twice.
+        self._by_agent[agent] = self._by_agent.get(agent, 0) + 1
+        first = key not in self._upstream
+        self._upstream[key] = self._upstream.get(key, 0) + 1
+        if first:
+            try:
+                await self.offerings.subscribe_upstream(key, uri=uri, agent=agent, session=session)
+            except BaseException as exc:
+                self._drop(key, agent)
+                if isinstance(exc, Exception):
+                    raise answer_failure(exc) from None
+                raise
+        return key
 
-    async def _release(self, ctx: ServerRequestContext[Any, Any], uri: str) -> None:
-        left = self._upstream.get(uri, 0) - 1
+    def _drop(self, key: Key, agent: str | None) -> bool:
+        """Forget one hold on ``key``; whether it was the last."""
+        held = self._by_agent.get(agent, 0) - 1
+        if held > 0:
+            self._by_agent[agent] = held
+        else:
+            self._by_agent.pop(agent, None)
+        left = self._upstream.get(key, 0) - 1
         if left > 0:
-            self._upstream[uri] = left
+            self._upstream[key] = left
+            return False
+        self._upstream.pop(key, None)
+        return True
+
+    async def _release(
+        self, ctx: ServerRequestContext[Any, Any], key: Key, agent: str | None, uri: str
+    ) -> None:
+        """Undo one :meth:`_acquire` (no access check: the caller held it)."""
+        if not self._drop(key, agent):
             return
-        self._upstream.pop(uri, None)
         try:
-            await self.offerings.subscribe(
-                uri, subscribe=False, session=self.surface.session_of(ctx), **self._caller(ctx)
+            await self.offerings.subscribe_upstream(
+                key, subscribe=False, uri=uri, agent=agent, session=self.surface.session_of(ctx)
             )
         except Exception as exc:  # noqa: BLE001 - every failure is answered as an MCP error
             raise answer_failure(exc) from None
@@ -262,65 +342,114 @@ class McpResources:
         self, ctx: ServerRequestContext[Any, Any], params: SubscribeRequestParams
     ) -> dict[str, Any]:
         uri = str(params.uri)
-        sessions = self._subscribers.setdefault(uri, {})
         connection = _connection_of(ctx.session)
-        key = id(connection if connection is not None else ctx.session)
-        if key in sessions:
-            return {}  # subscribed already: once per connection
-        if len(sessions) >= _MAX_SUBSCRIBERS:
-            raise MCPError(INTERNAL_ERROR, f"too many sessions follow {uri!r}")
-        await self._acquire(ctx, uri)
-        sessions[key] = ctx.session
-        if connection is not None:
+        conn = id(connection if connection is not None else ctx.session)
+        mine = self._connections.get(conn)
+        if mine is not None and uri in mine:
+            return {}  # subscribed already (or being subscribed): once per connection
+        if mine is not None and len(mine) >= MAX_PER_CONNECTION:
+            raise MCPError(
+                INTERNAL_ERROR,
+                f"this connection follows {MAX_PER_CONNECTION} resources already; "
+                "unsubscribe from one",
+            )
+        fresh = mine is None
+        mine = self._connections.setdefault(conn, {})
+        mine[uri] = None  # under way
+        try:
+            key = await self._acquire(ctx, uri)
+        except BaseException:
+            mine.pop(uri, None)
+            if not mine and self._connections.get(conn) is mine:
+                self._connections.pop(conn, None)
+            raise
+        agent = self._caller(ctx)["agent"]
+        mine[uri] = (key, agent)
+        self._subscribers.setdefault(key, {})[(conn, uri)] = ctx.session
+        if fresh and connection is not None:
             # The client went away without unsubscribing: forget it, and release upstream.
-            connection.exit_stack.push_async_callback(self._gone, uri, key, ctx)
+            connection.exit_stack.push_async_callback(self._gone, conn, mine, ctx)
         return {}
 
-    async def _gone(self, uri: str, key: int, ctx: ServerRequestContext[Any, Any]) -> None:
-        sessions = self._subscribers.get(uri)
-        if sessions is None or sessions.pop(key, None) is None:
-            return
-        if not sessions:
-            self._subscribers.pop(uri, None)
-        with (
-            anyio.CancelScope(shield=True),
-            anyio.move_on_after(_RELEASE_GRACE),
-            contextlib.suppress(Exception),
-        ):
-            await self._release(ctx, uri)
+    def _forget(self, conn: int, uri: str, key: Key) -> None:
+        sessions = self._subscribers.get(key)
+        if sessions is not None:
+            sessions.pop((conn, uri), None)
+            if not sessions:
+                self._subscribers.pop(key, None)
+
+    async def _gone(
+        self,
+        conn: int,
+        mine: dict[str, tuple[Key, str | None] | None],
+        ctx: ServerRequestContext[Any, Any],
+    ) -> None:
+        if self._connections.get(conn) is mine:
+            self._connections.pop(conn, None)
+        for uri, held in list(mine.items()):
+            mine.pop(uri, None)
+            if held is None:
+                continue
+            key, agent = held
+            self._forget(conn, uri, key)
+            with (
+                anyio.CancelScope(shield=True),
+                anyio.move_on_after(_RELEASE_GRACE),
+                contextlib.suppress(Exception),
+            ):
+                await self._release(ctx, key, agent, uri)
 
     async def _unsubscribe(
         self, ctx: ServerRequestContext[Any, Any], params: UnsubscribeRequestParams
     ) -> dict[str, Any]:
         uri = str(params.uri)
-        sessions = self._subscribers.get(uri)
         connection = _connection_of(ctx.session)
-        key = id(connection if connection is not None else ctx.session)
-        if sessions is None or sessions.pop(key, None) is None:
-            return {}  # not subscribed: nothing to undo
-        if not sessions:
-            self._subscribers.pop(uri, None)
-        await self._release(ctx, uri)
+        conn = id(connection if connection is not None else ctx.session)
+        mine = self._connections.get(conn)
+        held = None if mine is None else mine.get(uri)
+        if mine is None or held is None:
+            return {}  # not subscribed (or still subscribing): nothing to undo
+        del mine[uri]
+        if not mine and connection is None:
+            self._connections.pop(conn, None)  # (with a connection, its close forgets it)
+        key, agent = held
+        self._forget(conn, uri, key)
+        await self._release(ctx, key, agent, uri)
         return {}
 
     async def _listen(
         self, ctx: ServerRequestContext[Any, Any], params: SubscriptionsListenRequestParams
     ) -> Any:
         """A ``subscriptions/listen`` stream: its resource URIs this caller may see are
-        followed upstream while it is open (others simply never fire, as the SDK's listen
-        handler does for a URI nothing publishes)."""
-        wanted = list(params.notifications.resource_subscriptions or ())[:_MAX_LISTENED_URIS]
-        held: list[str] = []
+        followed upstream while it is open; the stream is served with those URIs only (one it
+        may not see never fires, as the SDK's listen handler does for a URI nothing
+        publishes)."""
+        requested = params.notifications.resource_subscriptions or ()
+        wanted = list(dict.fromkeys(requested))[:_MAX_LISTENED_URIS]
+        agent = self._caller(ctx)["agent"]
+        held: list[tuple[str, Key]] = []
         try:
             for uri in wanted:
                 try:
-                    await self._acquire(ctx, uri)
+                    key = await self._acquire(ctx, uri)
                 except MCPError:
                     continue
-                held.append(uri)
-            return await self.surface.changes.listen(ctx, params)
+                held.append((uri, key))
+                spellings = self._listened.setdefault(key, {})
+                spellings[uri] = spellings.get(uri, 0) + 1
+            notifications = params.notifications.model_copy(
+                update={"resource_subscriptions": [uri for uri, _key in held] or None}
+            )
+            served = params.model_copy(update={"notifications": notifications})
+            return await self.surface.changes.listen(ctx, served)
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(_RELEASE_GRACE):
-                for uri in held:
+                for uri, key in held:
+                    spellings = self._listened.get(key, {})
+                    spellings[uri] = spellings.get(uri, 1) - 1
+                    if spellings[uri] <= 0:
+                        spellings.pop(uri, None)
+                    if not spellings:
+                        self._listened.pop(key, None)
                     with contextlib.suppress(MCPError):
-                        await self._release(ctx, uri)
+                        await self._release(ctx, key, agent, uri)
