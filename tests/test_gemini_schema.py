@@ -80,3 +80,82 @@ def test_the_gemini_declaration_of_an_upstream_tool_validates() -> None:
     # The other exports keep the schema whole; the gateway validates against all of it.
     assert export_tool(tool, "mcp")["inputSchema"]["$schema"] == DRAFT_07
     assert export_tool(tool, "anthropic")["input_schema"]["$schema"] == DRAFT_07
+
+
+# Conversions that must not change what the model is told (an adversarial review found each).
+
+
+def _converted(schema: dict[str, Any]) -> dict[str, Any]:
+    from toolgate.schema_check import compile_schema
+
+    compile_schema(schema, "t")  # a schema toolgate accepts
+    out = gemini_json_schema(schema)
+    gemini_types.JSONSchema.model_validate(out)  # and google-genai accepts the copy
+    return out
+
+
+@pytest.mark.parametrize("never", [{"not": {}}, {"not": True}, False])
+def test_no_extra_properties_stays_no_extra_properties(never: Any) -> None:
+    """``additionalProperties: {"not": {}}`` (how zod and pydantic spell ``false``)."""
+    out = _converted(
+        {"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": never}
+    )
+    assert out["additionalProperties"] is False
+
+
+def test_a_one_element_allof_keeps_its_required_and_properties() -> None:
+    out = _converted(
+        {
+            "type": "object",
+            "properties": {"a": {"type": "string"}},
+            "required": ["a"],
+            "allOf": [{"properties": {"b": {"type": "string"}}, "required": ["b"]}],
+        }
+    )
+    assert out["required"] == ["a", "b"]
+    assert out["properties"] == {"a": {"type": "string"}, "b": {"type": "string"}}
+
+
+def test_a_one_element_allof_that_disagrees_is_left_out() -> None:
+    out = _converted(
+        {
+            "type": "object",
+            "properties": {"a": {"type": "string"}},
+            "allOf": [{"properties": {"a": {"maxLength": 3}}}],
+        }
+    )
+    assert out["properties"] == {"a": {"type": "string"}}  # says less, never something else
+
+
+def test_definitions_and_defs_with_one_name_keep_each_ref_on_its_schema() -> None:
+    out = _converted(
+        {
+            "type": "object",
+            "properties": {
+                "x": {"$ref": "#/definitions/A"},
+                "y": {"$ref": "#/$defs/A"},
+                "z": {"$ref": "#/definitions/B"},
+            },
+            "definitions": {"A": {"type": "string"}, "B": {"type": "boolean"}},
+            "$defs": {"A": {"type": "integer"}},
+        }
+    )
+    for prop, expected in (("x", "string"), ("y", "integer"), ("z", "boolean")):
+        target = out["properties"][prop]["$ref"].removeprefix("#/$defs/")
+        assert out["$defs"][target] == {"type": expected}, (prop, out)
+
+
+def test_false_branches_are_dropped_and_an_empty_one_of_left_out() -> None:
+    out = _converted(
+        {
+            "type": "object",
+            "properties": {
+                "x": {"oneOf": [False]},
+                "y": {"anyOf": [{"not": {}}, {"type": "string"}]},
+                "z": {"type": "array", "items": False},
+            },
+        }
+    )
+    assert "oneOf" not in out["properties"]["x"]
+    assert out["properties"]["y"] == {"anyOf": [{"type": "string"}]}
+    assert out["properties"]["z"] == {"type": "array", "maxItems": 0}

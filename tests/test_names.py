@@ -338,3 +338,64 @@ def test_the_registry_refuses_two_ids_with_one_name() -> None:
         names.hashlib.sha256 = original  # type: ignore[assignment]
     assert first in str(raised.value) and second in str(raised.value)
     assert registry.get(to_provider_name(first)) is not None
+
+
+def _registered(tool_id: str) -> RegisteredTool:
+    return RegisteredTool(Tool(tool_id, "d", {"type": "object"}), binding=None)
+
+
+@pytest.mark.parametrize("b_first", [True, False])
+def test_a_name_equal_to_another_tools_older_shortened_name_is_refused(b_first: bool) -> None:
+    """Tool A whose current name is tool B's older shortened name (``-h`` and a hash) would
+    take the calls older configurations make to B: refused at registration, in either order,
+    and B's old name never reaches A."""
+    b = "ns:fetch_customer_records_for_the_quarterly_report_everything_else"
+    old_b = legacy_provider_name(b)
+    assert len(old_b) == MAX_PROVIDER_NAME and old_b[-10:-8] == "-h"
+    a = from_name(old_b)
+    assert a is not None and a != b and old_b in (to_provider_name(a), to_mcp_name(a))
+    registry = Registry()
+    first, second = (b, a) if b_first else (a, b)
+    registry.add(_registered(first))
+    with pytest.raises(DuplicateToolError, match="older shortened name") as raised:
+        registry.add(_registered(second))
+    assert a in str(raised.value) and b in str(raised.value)
+    entry = registry.get(old_b)
+    assert entry is not None and entry.tool.id == first  # the one registered, by its own name
+    assert len(registry) == 1
+
+
+@given(
+    st.lists(
+        st.builds(
+            lambda ns, name: f"{ns}:{name}",
+            st.sampled_from(["ns", "n-s", "ns.x", "@s/w", "a" * 60]),
+            st.text(alphabet=list("ab_-.0123456789fh@/é"), min_size=1, max_size=140).filter(
+                lambda s: s.strip()
+            ),
+        ),
+        min_size=1,
+        max_size=8,
+        unique=True,
+    )
+)
+def test_every_name_of_a_registered_tool_resolves_to_it(tool_ids: list[str]) -> None:
+    """Every name toolgate shows (MCP, provider) or still accepts (the older spelling and the
+    older shortened name) of every tool it registers resolves to that tool."""
+    registry = Registry()
+    added = []
+    for tool_id in tool_ids:
+        try:
+            registry.add(_registered(tool_id))
+        except (DuplicateToolError, ValueError):
+            continue
+        added.append(tool_id)
+    for tool_id in added:
+        for name in (
+            tool_id,
+            to_mcp_name(tool_id),
+            to_provider_name(tool_id),
+            legacy_provider_name(tool_id),
+        ):
+            entry = registry.get(name)
+            assert entry is not None and entry.tool.id == tool_id, (tool_id, name)

@@ -9,7 +9,7 @@ from typing import Any
 
 from .errors import DuplicateToolError
 from .model import Tool
-from .model.names import from_name, legacy_provider_name, to_mcp_name, to_provider_name
+from .model.names import from_name, legacy_shortened_name, to_mcp_name, to_provider_name
 
 __all__ = ["RegisteredTool", "Registry"]
 
@@ -34,12 +34,6 @@ def _surface_names(tool_id: str) -> tuple[str, ...]:
     """The tool's MCP and provider names (one when they are the same)."""
     mcp_name, provider_name = to_mcp_name(tool_id), to_provider_name(tool_id)
     return (mcp_name,) if mcp_name == provider_name else (mcp_name, provider_name)
-
-
-def _legacy_shortened_name(tool_id: str) -> str | None:
-    """The older mapping's name when it was shortened (the others decode without a table)."""
-    legacy = legacy_provider_name(tool_id)
-    return legacy if legacy[-10:-8] == "-h" and len(legacy) == 64 else None
 
 
 def _describe_source(tool: Tool) -> str:
@@ -104,12 +98,27 @@ class Registry:
                     f"tools {clash!r} and {tool_id!r} map to the same name {name!r}; "
                     "rename one of them"
                 )
+            # A current name equal to another tool's older shortened name would take the calls
+            # that older configurations still make to that tool.
+            clash = self._by_legacy_name.get(name)
+            if clash is not None:
+                raise DuplicateToolError(
+                    f"the name {name!r} of tool {tool_id!r} is the older shortened name of "
+                    f"tool {clash!r}, which older configurations still call; rename one of them"
+                )
+        legacy = legacy_shortened_name(tool_id)
+        if legacy is not None:
+            clash = self._by_name.get(legacy) or self._by_legacy_name.get(legacy)
+            if clash is not None:
+                raise DuplicateToolError(
+                    f"the older shortened name {legacy!r} of tool {tool_id!r}, which older "
+                    f"configurations still call, is a name of tool {clash!r}; rename one of them"
+                )
         self._tools[tool_id] = entry
         for name in names:
             self._by_name[name] = tool_id
-        legacy = _legacy_shortened_name(tool_id)
         if legacy is not None:
-            self._by_legacy_name.setdefault(legacy, tool_id)
+            self._by_legacy_name[legacy] = tool_id
         self._changed()
 
     def replace(self, entry: RegisteredTool) -> None:
@@ -127,7 +136,7 @@ class Registry:
             return False
         for name in _surface_names(tool_id):
             self._by_name.pop(name, None)
-        legacy = _legacy_shortened_name(tool_id)
+        legacy = legacy_shortened_name(tool_id)
         if legacy is not None and self._by_legacy_name.get(legacy) == tool_id:
             del self._by_legacy_name[legacy]
         self._changed()
@@ -139,7 +148,8 @@ class Registry:
         if entry is not None:
             return entry
         # Exact names first: a name one surface gives a tool is never an older spelling of
-        # another's (:func:`~toolgate.model.names.from_name` inverts every mapped name).
+        # another's (:func:`~toolgate.model.names.from_name` inverts every mapped name, and
+        # :meth:`add` refuses a name that is another tool's older shortened name).
         tool_id = self._by_name.get(name) or self._by_legacy_name.get(name) or from_name(name)
         return None if tool_id is None else self._tools.get(tool_id)
 

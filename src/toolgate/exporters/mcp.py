@@ -9,8 +9,10 @@ is an object: up to protocol version 2025-11-25 MCP restricts ``outputSchema`` a
 ``structuredContent`` to objects.
 
 A tool of an upstream MCP server is shown as the upstream shows it: its ``title``,
-``annotations``, ``execution`` (``taskSupport``), ``icons`` and ``_meta`` exactly as listed and
-only when listed (:class:`~toolgate.model.McpToolMetadata`); nothing is invented. The operator's
+``annotations``, ``execution`` (``taskSupport``), ``icons`` and ``_meta`` as listed and only when
+listed (:class:`~toolgate.model.McpToolMetadata`: without ``toolgate/`` keys in ``_meta`` and
+icons that are not ``https:`` or ``data:image/``); nothing is invented. A tool toolgate holds
+(:func:`~toolgate.formats.mcp_server.pinning.held_tool`) shows none of it. The operator's
 declarations win where they say something: a declared level replaces the four hints, a ``Tool``
 resource's title and description replace the upstream's.
 
@@ -71,7 +73,9 @@ def mcp_tool(tool: Tool) -> dict[str, Any]:
     plus examples and tile when the tool has them)."""
     upstream = tool.entry.metadata if isinstance(tool.entry, McpEntry) else None
     entry: dict[str, Any] = {"name": to_mcp_name(tool.id)}
-    title = tool.title if upstream is None else upstream.title
+    # An upstream's title only while the tool has one: a held tool's title is blanked, and
+    # nothing the upstream wrote may come back through its metadata.
+    title = tool.title if upstream is None or tool.title is None else upstream.title
     if title is not None:
         entry["title"] = title
     entry["description"] = tool.description

@@ -52,6 +52,7 @@ __all__ = [
     "from_name",
     "from_provider_name",
     "legacy_provider_name",
+    "legacy_shortened_name",
     "to_mcp_name",
     "to_provider_name",
 ]
@@ -188,3 +189,12 @@ def legacy_provider_name(tool_id: str) -> str:
         suffix = hashlib.sha256(tool_id.encode("utf-8")).hexdigest()[:8]
         encoded = encoded[: MAX_PROVIDER_NAME - 10] + "-h" + suffix
     return encoded
+
+
+def legacy_shortened_name(tool_id: str) -> str | None:
+    """The older mapping's name of ``tool_id`` when it was shortened (``-h`` and a hash: the
+    one kind of older name that does not decode), else ``None``. Such a name is an ordinary
+    name under the current mapping, so another tool may now be called by it: the registry and
+    the pinning review refuse such a pair rather than let the old name reach the other tool."""
+    legacy = legacy_provider_name(tool_id)
+    return legacy if len(legacy) == MAX_PROVIDER_NAME and legacy[-10:-8] == "-h" else None

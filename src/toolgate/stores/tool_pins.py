@@ -139,6 +139,26 @@ class ToolPinStore:
                 conn.execute(_UPSERT, (server, tool, digest, canonical_json(definition), now, by))
             conn.execute(_BUMP)
 
+    def amend(
+        self,
+        server: str,
+        tool: str,
+        definition_hash: str,
+        was: Mapping[str, Any],
+        definition: Mapping[str, Any],
+    ) -> bool:
+        """Replace the stored definition of a pin that is still exactly ``(definition_hash,
+        was)`` with ``definition`` (same hash: who accepted it and when are kept); False when
+        the pin changed meanwhile (another process accepted something else). For a pin written
+        before a field was recorded, to record that field as first seen."""
+        with self._db.write() as conn:
+            done = conn.execute(
+                "UPDATE tool_pins SET definition = ? WHERE server = ? AND tool = ? "
+                "AND definition_hash = ? AND definition = ?",
+                (canonical_json(definition), server, tool, definition_hash, canonical_json(was)),
+            )
+            return bool(done.rowcount == 1)
+
     def generation(self) -> int:
         """A number that changes whenever a pin is written (by any process or replica)."""
         with self._db.read() as conn:

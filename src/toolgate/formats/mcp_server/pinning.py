@@ -14,7 +14,19 @@ compared with the pins:
   text), and a reason naming the server, the tool, what changed and how to accept it;
 * a tool whose texts carry hidden characters or instruction-like passages
   (:mod:`toolgate.model.hidden_text`) is held as **flagged** until accepted at that exact
-  definition (and stays flagged in listings after that).
+  definition (and stays flagged in listings after that). Every string passed on to MCP clients
+  is read, the definition's and those of ``execution``, ``icons`` and ``_meta`` alike.
+
+``execution``, ``icons`` and ``_meta`` (:data:`PASSED_ON_FIELDS`) are not part of the definition
+— they are display and protocol data, and approvals stay bound to the definition hash — but they
+reach every MCP client, so they are pinned beside it: stored with the accepted definition (under
+:data:`PASSED_ON_KEY`), and a listing whose definition matches its pin but whose passed-on
+fields do not is held as **changed** like any other change. A pin recorded before these fields
+were (an upgrade) has none stored: it adopts the fields listed the first time it is seen again,
+rather than holding every tool of every server at once.
+
+A held tool shows MCP clients only toolgate's words (:func:`held_tool`): none of the upstream's
+title, annotations, ``execution``, ``icons`` or ``_meta``.
 
 Which listing is trusted without a person (``spec.pin`` of the ``MCPServer``):
 
@@ -56,14 +68,16 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from ..._json import canonical_json
-from ...model import Tool
+from ...model import McpEntry, Tool
 from ...model.effects import ToolHints
 from ...model.hidden_text import findings
-from ...model.names import to_mcp_name, to_provider_name
+from ...model.names import legacy_shortened_name, to_mcp_name, to_provider_name
 from ...stores.tool_pins import SERVER_MARK, Pin
 from .spec import PIN_MODES
 
 __all__ = [
+    "PASSED_ON_FIELDS",
+    "PASSED_ON_KEY",
     "PIN_MODES",
     "Hold",
     "ToolReview",
@@ -73,6 +87,8 @@ __all__ = [
     "held_tool",
     "is_first_listing",
     "listing_entries",
+    "needs_passed_on",
+    "passed_on_of",
     "review_listing",
     "text_findings_of",
 ]
@@ -97,9 +113,36 @@ _LABELS: Final = {
 }
 
 
+#: The fields of a listed tool passed on to MCP clients besides its definition: pinned beside it.
+PASSED_ON_FIELDS: Final = ("execution", "icons", "_meta")
+#: The key under which a pin's stored definition keeps the passed-on fields accepted with it.
+PASSED_ON_KEY: Final = "toolgate/passedOn"
+
+
 def definition_of(listed: Mapping[str, Any]) -> dict[str, Any]:
     """The pinned part of one ``tools/list`` entry."""
     return {key: listed[key] for key in DEFINITION_FIELDS if listed.get(key) is not None}
+
+
+def passed_on_of(listed: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of one ``tools/list`` entry that are passed on beside its definition
+    (:data:`PASSED_ON_FIELDS`), as listed."""
+    return {key: listed[key] for key in PASSED_ON_FIELDS if listed.get(key) is not None}
+
+
+def _stored(definition: Mapping[str, Any], passed_on: Mapping[str, Any]) -> dict[str, Any]:
+    """What a pin stores: the definition and, beside it, the passed-on fields."""
+    return {**definition, PASSED_ON_KEY: dict(passed_on)}
+
+
+def _passed_on_changes(pin: Pin, passed_on: Mapping[str, Any]) -> list[str]:
+    """Which passed-on fields differ from the pin's (none for a pin that has none stored)."""
+    accepted = pin.definition.get(PASSED_ON_KEY)
+    if not isinstance(accepted, Mapping):
+        return []
+    return [
+        key.removeprefix("_") for key in PASSED_ON_FIELDS if accepted.get(key) != passed_on.get(key)
+    ]
 
 
 def definition_hash(definition: Mapping[str, Any]) -> str:
@@ -107,10 +150,17 @@ def definition_hash(definition: Mapping[str, Any]) -> str:
     return "sha256:" + hashlib.sha256(canonical_json(definition).encode()).hexdigest()
 
 
-def text_findings_of(definition: Mapping[str, Any]) -> list[str]:
+def text_findings_of(
+    definition: Mapping[str, Any], passed_on: Mapping[str, Any] | None = None
+) -> list[str]:
     """Hidden characters and instruction-like passages in the definition's texts (its
-    description, title, every string of its schemas and annotations)."""
-    return findings({key: definition[key] for key in DEFINITION_FIELDS if key in definition})
+    description, title, every string of its schemas and annotations) and in every string of
+    the ``passed_on`` fields (``execution``, ``icons``, ``_meta``: clients read them too)."""
+    texts = {key: definition[key] for key in DEFINITION_FIELDS if key in definition}
+    for key in PASSED_ON_FIELDS:
+        if passed_on is not None and key in passed_on:
+            texts[key] = passed_on[key]
+    return findings(texts)
 
 
 def _properties(schema: Any) -> dict[str, Any]:
@@ -174,7 +224,10 @@ def listing_entries(
         first = entries.get(name)
         if first is None:
             entries[name] = listed
-        elif definition_of(first) != definition_of(listed):
+        elif (definition_of(first), passed_on_of(first)) != (
+            definition_of(listed),
+            passed_on_of(listed),
+        ):
             twice.add(name)
     ambiguous = {
         name: "lists it twice, with different definitions (listed twice by the server)"
@@ -201,6 +254,29 @@ def listing_entries(
                     "twice by the server, under names differing only in case, Unicode form or "
                     "a shortened MCP or provider name)",
                 )
+    # A current name that is another listed tool's older shortened name (``-h`` and a hash):
+    # older configurations call that tool by it, and would reach this one.
+    legacy: dict[str, str] = {}
+    for name in entries:
+        old = legacy_shortened_name(f"{namespace}:{name}")
+        if old is not None:
+            legacy[old] = name
+    for name in entries:
+        tool_id = f"{namespace}:{name}"
+        for current in dict.fromkeys((to_mcp_name(tool_id), to_provider_name(tool_id))):
+            other = legacy.get(current)
+            if other is None or other == name:
+                continue
+            ambiguous.setdefault(
+                name,
+                f"also lists {other!r}, whose older shortened name {current!r} is this tool's "
+                "name (listed twice by the server, under one name old and new)",
+            )
+            ambiguous.setdefault(
+                other,
+                f"also lists {name!r}, whose name {current!r} is this tool's older shortened "
+                "name (listed twice by the server, under one name old and new)",
+            )
     return entries, ambiguous
 
 
@@ -229,6 +305,13 @@ class ToolReview:
     """Why it is held (``None``: it is accepted)."""
     pin: Pin | None
     """Its accepted definition, if any."""
+    passed_on: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    """Its passed-on fields as listed (:func:`passed_on_of`), pinned beside the definition."""
+
+    @property
+    def stored_definition(self) -> dict[str, Any]:
+        """What accepting it stores: the definition with the passed-on fields beside it."""
+        return _stored(self.definition, self.passed_on)
 
     @property
     def status(self) -> str:
@@ -249,6 +332,7 @@ class ToolReview:
             "changes": [] if self.hold is None else list(self.hold.changes),
             "findings": list(self.findings),
             "definition": dict(self.definition),
+            "passed_on": dict(self.passed_on),
         }
 
     def reason(self, tool_id: str) -> str:
@@ -303,37 +387,56 @@ def review_listing(
     entries, ambiguous = listing_entries(server if namespace is None else namespace, listing)
     for name, listed in entries.items():
         definition = definition_of(listed)
+        passed_on = passed_on_of(listed)
         digest = definition_hash(definition)
-        found = tuple(text_findings_of(definition))
+        found = tuple(text_findings_of(definition, passed_on))
         pin = pins.get(name)
         hold: Hold | None = None
         if name in ambiguous:
             # Every copy's texts are checked: a person looks at what the model might read.
             copies = [
-                definition_of(other)
+                text_findings_of(definition_of(other), passed_on_of(other))
                 for other in listing
                 if other.get("name") == name and other is not listed
             ]
-            found = tuple(
-                dict.fromkeys([*found, *(f for copy in copies for f in text_findings_of(copy))])
-            )
+            found = tuple(dict.fromkeys([*found, *(f for copy in copies for f in copy)]))
             hold = Hold("ambiguous", (ambiguous[name],))
-        elif pin is not None and pin.definition_hash == digest:
+        elif (
+            pin is not None
+            and pin.definition_hash == digest
+            and not _passed_on_changes(pin, passed_on)
+        ):
             hold = None
         elif found:
             hold = Hold("flagged")
         elif mode == "off":
             hold = None
         elif first:
-            seeded[name] = (digest, definition)
+            seeded[name] = (digest, _stored(definition, passed_on))
         elif pin is None:
             hold = Hold("new")
         else:
-            hold = Hold("changed", tuple(changes_between(pin.definition, definition)))
+            hold = Hold("changed", tuple(_changes(pin, definition, passed_on)))
         if hold is not None and hold.kind == "flagged" and pin is not None:
-            hold = Hold("flagged", tuple(changes_between(pin.definition, definition)))
-        reviews[name] = ToolReview(server, name, definition, digest, found, hold, pin)
+            hold = Hold("flagged", tuple(_changes(pin, definition, passed_on)))
+        reviews[name] = ToolReview(server, name, definition, digest, found, hold, pin, passed_on)
     return reviews, seeded
+
+
+def _changes(pin: Pin, definition: Mapping[str, Any], passed_on: Mapping[str, Any]) -> list[str]:
+    return [*changes_between(pin.definition, definition), *_passed_on_changes(pin, passed_on)]
+
+
+def needs_passed_on(review: ToolReview) -> bool:
+    """Whether ``review`` is of an accepted tool whose pin was recorded before passed-on fields
+    were pinned: the caller stores them now (:meth:`ToolPinStore.amend
+    <toolgate.stores.tool_pins.ToolPinStore.amend>`), so a later change of them is noticed."""
+    return (
+        review.hold is None
+        and review.pin is not None
+        and review.pin.definition_hash == review.definition_hash
+        and not isinstance(review.pin.definition.get(PASSED_ON_KEY), Mapping)
+    )
 
 
 def is_first_listing(pins: Mapping[str, Pin], mode: str) -> bool:
@@ -357,8 +460,14 @@ def held_tool(tool: Tool, server: str, review: ToolReview | None) -> Tool:
         if review is None or review.hold is None
         else what[review.hold.kind]
     )
+    entry = tool.entry
+    if isinstance(entry, McpEntry):
+        # The upstream's title, annotations, execution, icons and _meta were not reviewed
+        # either: a held tool shows MCP clients nothing but toolgate's words.
+        entry = dataclasses.replace(entry, metadata=None)
     return dataclasses.replace(
         tool,
+        entry=entry,
         description=(
             f"Held by toolgate: the MCP server {server} {why}; an operator must review and "
             "accept it before it can be used."

@@ -44,7 +44,14 @@ from ...secrets import GLOBAL_SCOPE
 from ...stores.tool_pins import Pin
 from .._common.diagnostics import Diagnostic, Severity
 from ..declarations import SourceContext
-from .pinning import ToolReview, held_tool, is_first_listing, listing_entries, review_listing
+from .pinning import (
+    ToolReview,
+    held_tool,
+    is_first_listing,
+    listing_entries,
+    needs_passed_on,
+    review_listing,
+)
 from .spec import McpServerSpec, parse_mcp_server
 from .tools import merge_ref, tool_from_listing
 
@@ -366,6 +373,18 @@ class McpServers:
                 reviews, _ = review_listing(
                     spec.name, snapshot.tools, store.pins(spec.name), spec.pin, spec.namespace
                 )
+            for review in reviews.values():
+                if needs_passed_on(review):
+                    assert review.pin is not None
+                    # A pin from before passed-on fields were pinned adopts those listed now,
+                    # so that a later change of them is held (not every pin at once on upgrade).
+                    store.amend(
+                        spec.name,
+                        review.name,
+                        review.definition_hash,
+                        review.pin.definition,
+                        review.stored_definition,
+                    )
             if any(review.hold is not None for review in reviews.values()):
                 self._pin_generation = store.generation()
         except Exception as exc:  # noqa: BLE001 - fail closed: every tool held, with the reason
@@ -496,7 +515,7 @@ class McpServers:
         now = time.time()
         self._context.tool_pins.store().accept(
             name,
-            {review.name: (review.definition_hash, review.definition) for review in chosen},
+            {review.name: (review.definition_hash, review.stored_definition) for review in chosen},
             by=by,
             now=now,
         )
@@ -505,7 +524,9 @@ class McpServers:
             dataclasses.replace(
                 review,
                 hold=None,
-                pin=Pin(name, review.name, review.definition_hash, review.definition, now, by),
+                pin=Pin(
+                    name, review.name, review.definition_hash, review.stored_definition, now, by
+                ),
             )
             for review in chosen
         ]

@@ -18,7 +18,13 @@ schemas and annotations. None of it is the operator's word, so:
   listed (each bounded in size) in :class:`~toolgate.model.McpToolMetadata`, for the MCP export
   alone: a client of toolgate sees what a client of the server sees. Where the operator
   declared something — a level (then the four behaviour hints are toolgate's), a ``Tool``
-  resource's title or description — that wins.
+  resource's title or description — that wins. Two things are never passed on: ``_meta`` keys
+  under ``toolgate/`` (toolgate's own, set only by its declarations) and icons whose ``src`` is
+  not an ``https:`` URL or a ``data:image/…`` URI of at most
+  :data:`~toolgate.model.mcp_metadata.MAX_ICON_DATA_URI` characters
+  (:func:`~toolgate.model.mcp_metadata.safe_icons`). Every passed-on string is also read for
+  hidden text, and a change of it is a change the pinning review holds
+  (:mod:`.pinning`).
 * **Sizes and schemas.** Names must make valid toolgate ids; descriptions and titles are bounded;
   schemas are bounded in size and depth and must compile offline (no remote ``$ref``). A tool
   that fails a check is skipped with a warning naming it; the server's other tools load.
@@ -36,7 +42,7 @@ from ...errors import ToolDefinitionError
 from ...model import ImplementationKind, McpEntry, McpToolMetadata, SourceFormat, Tool, ToolSource
 from ...model.effects import SideEffect, ToolHints, level_from_annotations
 from ...model.hidden_text import hidden_characters
-from ...model.mcp_metadata import bounded_json
+from ...model.mcp_metadata import bounded_json, safe_icons, upstream_meta
 from ...schema_check import compile_schema
 from .._common.diagnostics import Diagnostic, Severity
 from .._common.safe_yaml import shape_problem
@@ -103,8 +109,8 @@ def metadata_of(listed: Mapping[str, Any], *, level: SideEffect | None) -> McpTo
         title=title if isinstance(title, str) and len(title) <= MAX_TITLE else None,
         annotations=bounded_json(listed.get("annotations"), dict),
         execution=bounded_json(listed.get("execution"), dict),
-        icons=bounded_json(listed.get("icons"), list),
-        meta=bounded_json(listed.get("_meta"), dict),
+        icons=bounded_json(safe_icons(listed.get("icons")), list),
+        meta=bounded_json(upstream_meta(listed.get("_meta")), dict),
         hints=None if level is None else ToolHints().resolved(level),
     )
 
