@@ -15,6 +15,7 @@ a task, one plain HTTP call (toolgate runs the upstream task itself), one cancel
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import shutil
@@ -346,3 +347,48 @@ async def test_a_task_waits_for_approval_as_input_required(folder: Path, served:
         assert not result.get("isError"), result
         assert "# Research Report: ok" in result["content"][0]["text"]
         assert (await raw(client, "tasks/get", {"taskId": task_id}))["status"] == "completed"
+
+
+def _older_client_tools(url: str, version: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """``tools/list`` as a client of protocol ``version`` (raw HTTP: initialize, initialized,
+    list), once the reference server's tools are in it; and the answer to ``tasks/list``."""
+    headers = {"Accept": "application/json, text/event-stream"}
+
+    def post(body: dict[str, Any], session: str | None = None) -> httpx.Response:
+        extra = {"MCP-Protocol-Version": version, "Mcp-Session-Id": session} if session else {}
+        return httpx.post(f"{url}/mcp", json=body, headers={**headers, **extra}, timeout=30)
+
+    def answer(response: httpx.Response) -> dict[str, Any]:
+        text = response.text
+        if "data:" in text:
+            text = [line[5:] for line in text.splitlines() if line.startswith("data:")][-1]
+        found: dict[str, Any] = json.loads(text)
+        return found
+
+    hello = {
+        "protocolVersion": version,
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    }
+    opened = post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello})
+    assert answer(opened)["result"]["protocolVersion"] == version
+    assert "tasks" not in answer(opened)["result"]["capabilities"]
+    session = opened.headers["mcp-session-id"]
+    post({"jsonrpc": "2.0", "method": "notifications/initialized"}, session)
+    deadline = time.monotonic() + 60
+    while True:
+        listed = answer(post({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, session))
+        tools: list[dict[str, Any]] = listed["result"]["tools"]
+        if any(entry["name"].endswith(TOOL) for entry in tools) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    return tools, answer(post({"jsonrpc": "2.0", "id": 2, "method": "tasks/list"}, session))
+
+
+def test_clients_of_older_protocols_get_no_execution(served: str) -> None:
+    """``execution`` exists in 2025-11-25 only: a 2025-06-18 client gets none, not even the
+    upstream's (the research tool's ``required``), and ``tasks/*`` are Method not found."""
+    tools, tasks = _older_client_tools(served, "2025-06-18")
+    assert any(entry["name"].endswith(TOOL) for entry in tools)
+    assert [entry["name"] for entry in tools if "execution" in entry] == []
+    assert tasks["error"]["code"] == METHOD_NOT_FOUND, tasks

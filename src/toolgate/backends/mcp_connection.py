@@ -33,7 +33,7 @@ import logging
 import threading
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from typing import IO, TYPE_CHECKING, Any, TextIO, cast
@@ -583,17 +583,69 @@ class Connection:
         live.error = live.error or detail
         self.poke()
 
-    async def call(self, tool: str, arguments: dict[str, Any], timeout: float) -> Any:
-        """``tools/call`` on the live session; the raw toolgate result."""
+    def _ready(self) -> tuple[_Live, Client]:
+        """The live session to call on, or :class:`BackendUnavailableError` saying why not."""
         live = self.live
         client = None if live is None or live.broken else live.client
         if live is None or client is None:
             raise BackendUnavailableError(
                 self.snapshot.reason or f"the MCP server {self.name} is not connected yet"
             )
+        return live, client
+
+    async def call(self, tool: str, arguments: dict[str, Any], timeout: float) -> Any:
+        """``tools/call`` on the live session; the raw toolgate result."""
+        live, client = self._ready()
+
+        async def send(meta: dict[str, str] | None) -> dict[str, Any]:
+            from mcp_types import RequestParamsMeta
+
+            if meta is None:
+                result = await client.call_tool(tool, arguments, read_timeout_seconds=timeout)
+            else:
+                result = await client.call_tool(
+                    tool,
+                    arguments,
+                    read_timeout_seconds=timeout,
+                    meta=RequestParamsMeta(**meta),  # type: ignore[typeddict-item]
+                )
+            answer: dict[str, Any] = result.model_dump(
+                mode="json", by_alias=True, exclude_none=True
+            )
+            return answer
+
+        answer = await self._call(live, tool, send)
+        return result_value(answer, server=self.name, tool=tool)
+
+    async def call_task(self, tool: str, arguments: dict[str, Any], timeout: float) -> Any:
+        """``tool`` run as an MCP task on the live session (an upstream tool whose listing says
+        ``taskSupport: required``, see :mod:`.mcp_tasks`); the raw toolgate result. Guarded as
+        :meth:`call` is: the same tracing, the same words for a lost connection and an answer
+        past the message limit."""
+        from .mcp_tasks import call_as_task
+
+        live, client = self._ready()
+
+        async def send(meta: dict[str, str] | None) -> dict[str, Any]:
+            return await call_as_task(
+                client.session, tool, arguments, timeout, server=self.name, meta=meta
+            )
+
+        answer = await self._call(live, tool, send)
+        return result_value(answer, server=self.name, tool=tool)
+
+    async def _call(
+        self,
+        live: _Live,
+        tool: str,
+        send: Callable[[dict[str, str] | None], Awaitable[dict[str, Any]]],
+    ) -> dict[str, Any]:
+        """``send(meta)`` — a plain or a task-augmented ``tools/call`` of ``tool`` — traced, its
+        failures worded for toolgate. ``meta`` is the request's ``_meta`` (the trace context),
+        ``None`` untraced."""
         started = time.monotonic()
         try:
-            result = await self._call(live, client, tool, arguments, timeout)
+            return await self._traced(live, tool, send)
         except Exception:
             cut = live.oversize
             # Only a message cut while this call was waiting can be its answer (an earlier one
@@ -604,32 +656,15 @@ class Connection:
                 # The server answered with more than the limit: say that, not "lost".
                 raise ToolError(cut[0].limit.explain(reset=live.broken)) from None
             raise
-        return result_value(
-            result.model_dump(mode="json", by_alias=True, exclude_none=True),
-            server=self.name,
-            tool=tool,
-        )
 
-    async def call_task(self, tool: str, arguments: dict[str, Any], timeout: float) -> Any:
-        """``tool`` run as an MCP task on the live session (an upstream tool whose listing says
-        ``taskSupport: required``, see :mod:`.mcp_tasks`); the raw toolgate result."""
-        from .mcp_tasks import call_as_task
-
-        live = self.live
-        client = None if live is None or live.broken else live.client
-        if live is None or client is None:
-            raise BackendUnavailableError(
-                self.snapshot.reason or f"the MCP server {self.name} is not connected yet"
-            )
-        result = await call_as_task(client.session, tool, arguments, timeout, server=self.name)
-        return result_value(result, server=self.name, tool=tool)
-
-    async def _call(
-        self, live: _Live, client: Client, tool: str, arguments: dict[str, Any], timeout: float
-    ) -> Any:
-        """The SDK's ``tools/call``, its failures worded for toolgate."""
+    async def _traced(
+        self,
+        live: _Live,
+        tool: str,
+        send: Callable[[dict[str, str] | None], Awaitable[dict[str, Any]]],
+    ) -> dict[str, Any]:
         from mcp import MCPError
-        from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, RequestParamsMeta
+        from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
         lost = (
             f"the connection to the MCP server {self.name} was lost during the call, so it is "
@@ -639,21 +674,15 @@ class Connection:
         try:
             outgoing = OUTGOING.get()
             if outgoing is None:
-                result = await client.call_tool(tool, arguments, read_timeout_seconds=timeout)
-            else:
-                # Traced: the trace context travels in the request's _meta (traceparent).
-                with outgoing.client_span(
-                    f"tools/call {tool}",
-                    {"mcp.method.name": "tools/call", "gen_ai.tool.name": tool},
-                ) as span:
-                    carrier: dict[str, str] = {}
-                    span.inject(carrier)
-                    result = await client.call_tool(
-                        tool,
-                        arguments,
-                        read_timeout_seconds=timeout,
-                        meta=RequestParamsMeta(**carrier),  # type: ignore[typeddict-item]
-                    )
+                return await send(None)
+            # Traced: the trace context travels in the request's _meta (traceparent).
+            with outgoing.client_span(
+                f"tools/call {tool}",
+                {"mcp.method.name": "tools/call", "gen_ai.tool.name": tool},
+            ) as span:
+                carrier: dict[str, str] = {}
+                span.inject(carrier)
+                return await send(carrier)
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
                 self._lost(live, "the connection closed")
@@ -667,7 +696,6 @@ class Connection:
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
             self._lost(live, type(exc).__name__)
             raise BackendUnavailableError(lost) from None
-        return result
 
 
 def _announced_changes(client: Client) -> tuple[bool, bool, bool]:

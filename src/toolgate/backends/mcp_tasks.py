@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Final
 import anyio
 
 from ..errors import ToolError
-from .base import BackendUnavailableError, ToolTimeoutError
+from .base import ToolTimeoutError
 
 if TYPE_CHECKING:
     from mcp.client.session import ClientSession
@@ -114,27 +114,36 @@ async def call_as_task(
     timeout: float,
     *,
     server: str,
+    meta: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Run ``tool`` on the upstream ``session`` as a task, within ``timeout`` seconds; the final
-    ``CallToolResult`` in its JSON form. ``server`` names the upstream in messages.
+    ``CallToolResult`` in its JSON form. ``server`` names the upstream in messages; ``meta``
+    (the trace context) goes in the ``tools/call`` request's ``_meta``.
 
     Raises :class:`~toolgate.backends.base.ToolTimeoutError` when the timeout passes (the
-    upstream task is cancelled), :class:`~toolgate.ToolError` when the upstream refuses a step
-    or its task ends ``cancelled``; a cancellation of the caller cancels the upstream task and
-    propagates.
+    upstream task is cancelled), :class:`~toolgate.ToolError` when the upstream refuses a step,
+    answers one wrongly or its task ends ``cancelled``; a cancellation of the caller cancels the
+    upstream task and propagates. A closed connection (``MCPError`` ``CONNECTION_CLOSED``, a
+    closed stream) propagates as it is, for the connection to handle as a plain call's
+    (:meth:`~toolgate.backends.mcp_connection.Connection.call_task`).
     """
     import mcp_types as types
     from mcp import MCPError
     from mcp_types import CONNECTION_CLOSED
+    from pydantic import ValidationError
 
     deadline = time.monotonic() + timeout
     ttl_ms = math.ceil((timeout + TTL_MARGIN) * 1000)
-    params = {"name": tool, "arguments": arguments, "task": {"ttl": ttl_ms}}
+    params: dict[str, Any] = {"name": tool, "arguments": arguments, "task": {"ttl": ttl_ms}}
+    if meta:
+        params["_meta"] = dict(meta)
     task_id: str | None = None
     finished = False
     try:
         with anyio.fail_after(timeout):
             created = await _send_raw(session, "tools/call", params, timeout)
+            if not isinstance(created, Mapping):
+                raise ToolError(_wrongly(server, "tools/call", "not a JSON object"))
             if "task" not in created:
                 # The upstream ran the call in place of a task (its choice): that is the result.
                 finished = True
@@ -170,12 +179,13 @@ async def call_as_task(
             f"the task running {tool} on the MCP server {server} did not finish within "
             f"{timeout:g} s; it was cancelled"
         ) from None
+    except ValidationError as exc:
+        # A CreateTaskResult or GetTaskResult that is not one: a protocol fault, worded as
+        # toolgate words others (bounded, no pydantic dump).
+        raise ToolError(_wrongly(server, "task request", _problems(exc))) from None
     except MCPError as exc:
         if exc.code == CONNECTION_CLOSED:
-            raise BackendUnavailableError(
-                f"the connection to the MCP server {server} was lost during the task running "
-                f"{tool}, so it is not known whether it finished"
-            ) from None
+            raise  # the connection's to handle: it marks itself lost and says so
         raise ToolError(
             f"The MCP server {server} refused the task running {tool}: {exc.message} "
             f"(MCP error {exc.code})"
@@ -183,6 +193,30 @@ async def call_as_task(
     finally:
         if task_id is not None and not finished:
             await _cancel(session, server, task_id)
+
+
+#: Most problems, and characters, quoted from a wrong answer.
+_MAX_PROBLEMS: Final = 3
+_MAX_PROBLEM_TEXT: Final = 300
+
+
+def _problems(exc: Any) -> str:
+    """What is wrong with an answer, from a pydantic ``ValidationError``: at most
+    :data:`_MAX_PROBLEMS` field paths and messages, bounded, without the input or pydantic's
+    links."""
+    errors = exc.errors(include_url=False, include_input=False)
+    found = [
+        f"{'.'.join(str(part) for part in error.get('loc', ())) or 'the answer'}: "
+        f"{error.get('msg', 'invalid')}"
+        for error in errors[:_MAX_PROBLEMS]
+    ]
+    more = len(errors) - len(found)
+    text = "; ".join(found) + (f" (and {more} more)" if more > 0 else "")
+    return text if len(text) <= _MAX_PROBLEM_TEXT else text[: _MAX_PROBLEM_TEXT - 1] + "…"
+
+
+def _wrongly(server: str, what: str, problem: str) -> str:
+    return f"The MCP server {server} answered the {what} wrongly: {problem}"
 
 
 async def _cancel(session: ClientSession, server: str, task_id: str) -> None:

@@ -163,6 +163,7 @@ class McpHttp:
             async with self.manager.run():
                 yield
         finally:
+            await self.surface.tasks.aclose()  # running tasks recorded cancelled (stateless ones)
             self.surface.stop()
 
     def _principal(self, agent: str | None) -> AuthenticatedUser:

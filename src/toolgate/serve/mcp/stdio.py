@@ -306,4 +306,5 @@ async def serve_stdio(
                 replies.attach(write_stream)
                 await server.run(read_stream, write_stream, server.create_initialization_options())
     finally:
+        await surface.tasks.aclose()  # running tasks recorded cancelled before the process ends
         surface.stop()
