@@ -67,10 +67,13 @@ def _one_statement(statements: list[tuple[str, list[Any]]]) -> tuple[str, list[A
     return f"WITH {named} {last}", [*params, *last_params]
 
 
-#: Times a batch is written again after PostgreSQL chose it as a deadlock's victim.
-DEADLOCK_RETRIES: Final = 5
-#: Longest pause (seconds) before the first retry of a rolled-back batch; it grows per attempt.
+#: Times a batch is written again after PostgreSQL chose it as a deadlock's victim (four
+#: replicas writing small batches at once were seen to need more than five).
+DEADLOCK_RETRIES: Final = 10
+#: Longest pause (seconds) before the first retry of a rolled-back batch; it doubles per
+#: attempt, up to :data:`DEADLOCK_PAUSE_CAP`.
 DEADLOCK_PAUSE: Final = 0.01
+DEADLOCK_PAUSE_CAP: Final = 0.5
 _ROLLED_BACK: Final = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
 
 #: Summary rows one upsert carries at most.
@@ -198,7 +201,7 @@ class PostgresAuditLog(AuditLog):
                 if attempt == DEADLOCK_RETRIES or not isinstance(cause, _ROLLED_BACK):
                     raise
                 # Apart, at random: two writers retrying at once would meet again.
-                time.sleep(random.uniform(0, DEADLOCK_PAUSE * (attempt + 1)))
+                time.sleep(random.uniform(0, min(DEADLOCK_PAUSE * 2**attempt, DEADLOCK_PAUSE_CAP)))
 
     def _reserve(self) -> None:
         if self.db.wrote_just_now():
