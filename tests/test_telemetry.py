@@ -449,7 +449,7 @@ async def test_a_remote_mcp_tool_receives_the_client_spans_trace_context(
     assert _parent(backend) == call.context.span_id
     assert _parent(request) == backend.context.span_id
     # The server saw the client span's context in the request's _meta (SEP-414).
-    version, trace_id, parent_id, flags = outcome.content["result"].split("-")
+    version, trace_id, parent_id, flags = outcome.to_dict()["content"]["result"].split("-")
     assert (version, int(trace_id, 16), int(parent_id, 16)) == (
         "00",
         request.context.trace_id,
