@@ -34,7 +34,7 @@ pytestmark = pytest.mark.slow
 
 SHAPE = (
     'A call body is {"arguments": {...}}, the tool\'s arguments by name, optionally with '
-    '"session_id" and "workspace".'
+    '"session_id", "workspace", "tool_call_id" and "idempotency_key".'
 )
 CALL = "/v1/tools/t:add/call"
 

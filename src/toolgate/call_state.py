@@ -38,6 +38,7 @@ class CallState:
         "call_id",
         "entry",
         "full_content",
+        "idempotency_key",
         "inline",
         "metadata",
         "namespaces",
@@ -45,6 +46,7 @@ class CallState:
         "session_id",
         "started_at",
         "tool",
+        "tool_call_id",
         "uncounted",
         "workspace",
     )
@@ -60,6 +62,8 @@ class CallState:
         workspace: Path | None,
         inline: bool,
         namespaces: frozenset[str] | None = None,
+        tool_call_id: str | None = None,
+        idempotency_key: str | None = None,
     ) -> None:
         self.call_id = call_id
         self.entry = entry
@@ -72,6 +76,13 @@ class CallState:
         """True when ``call_sync`` drives the pipeline without an event loop."""
         self.namespaces = namespaces
         """The tool namespaces the caller's credentials allow (``None``: any)."""
+        self.tool_call_id = tool_call_id
+        """The id the agent's framework gave this tool call: a call with one asks for its own
+        approval (two calls with the same arguments are two requests), and its retry after a
+        pause finds that request again."""
+        self.idempotency_key = idempotency_key
+        """The caller's idempotency key for this call, used when the tool declares no key
+        template of its own."""
         self.metadata: dict[str, Any] = {}
         self.full_content: Any = None
         """The whole result when shaping spilled it to a file (the outcome holds a preview), so

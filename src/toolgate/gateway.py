@@ -469,6 +469,34 @@ class Gateway(GatewayCatalog):
 
     # -- calls ----------------------------------------------------------------------------------
 
+    def approval_needed(
+        self,
+        tool_id: str,
+        *,
+        agent: str | None = None,
+        workspace: Path | str | None = None,
+        namespaces: frozenset[str] | None = None,
+    ) -> bool:
+        """Whether a call of ``tool_id`` by ``agent`` would wait for a person now: the tool, the
+        operator's approval rules or the agent's access rule require approval, and no live
+        "always allow" grant for ``workspace`` covers it. ``False`` for a tool the caller may not
+        call (the call itself says why) and when no approver is configured (such a call is
+        denied). A tool's security check may still ask when the call runs: the call's own
+        ``pending_approval`` is the last word. Framework adapters ask this before a call, so
+        that a granted tool is not put to a person again."""
+        entry = self.registry.get(tool_id)
+        if entry is None:
+            return False
+        decision = self.access.decide(entry.tool, agent, namespaces)
+        if not decision.allowed:
+            return False
+        folder = _workspace(workspace)
+        return self._approval_stage.would_ask(
+            entry.tool,
+            required_by_policy=decision.requires_approval,
+            workspace=None if folder is None else str(folder),
+        )
+
     async def call(
         self,
         tool_id: str,
@@ -479,6 +507,8 @@ class Gateway(GatewayCatalog):
         workspace: Path | str | None = None,
         wait_for_approval: float | None = None,
         namespaces: frozenset[str] | None = None,
+        tool_call_id: str | None = None,
+        idempotency_key: str | None = None,
     ) -> CallOutcome:
         """Call a tool through the whole pipeline and return its outcome (never raises).
 
@@ -488,6 +518,13 @@ class Gateway(GatewayCatalog):
         ``namespaces`` restricts the call to tools of these namespaces (what the caller's OAuth
         scopes allow; ``None``: no restriction): another tool does not exist for this call
         (``tool_not_found``, as for a tool the access rules hide from ``agent``).
+
+        ``tool_call_id`` is the id the agent's framework gave this call: the call then has its
+        own approval request (two calls with equal arguments are asked for apart), and calling
+        again with the same id after a pause finds it. ``idempotency_key`` names the call for
+        de-duplication when the tool declares no key template: within the tool's window, the
+        same key from the same agent replays the first outcome instead of running again
+        (read-only tools always run).
         """
         if namespaces is not None and not self.access.scoped:
             # From now on the Authorize stage checks every tool (it skips tools without rules).
@@ -500,6 +537,8 @@ class Gateway(GatewayCatalog):
             session_id=session_id,
             workspace=workspace,
             namespaces=namespaces,
+            tool_call_id=tool_call_id,
+            idempotency_key=idempotency_key,
         )
         if (
             wait_for_approval is not None
@@ -526,6 +565,8 @@ class Gateway(GatewayCatalog):
         workspace: Path | str | None,
         metadata: Mapping[str, Any] | None = None,
         namespaces: frozenset[str] | None = None,
+        tool_call_id: str | None = None,
+        idempotency_key: str | None = None,
     ) -> CallOutcome:
         prepared = self.pipeline.prepare(
             tool_id,
@@ -536,6 +577,8 @@ class Gateway(GatewayCatalog):
             inline=False,
             metadata=metadata,
             namespaces=namespaces,
+            tool_call_id=tool_call_id,
+            idempotency_key=idempotency_key,
         )
         if isinstance(prepared, CallOutcome):
             return await acknowledged(self.audit, prepared)
@@ -590,6 +633,8 @@ class Gateway(GatewayCatalog):
         session_id: str | None = None,
         workspace: Path | str | None = None,
         wait_for_approval: float | None = None,
+        tool_call_id: str | None = None,
+        idempotency_key: str | None = None,
     ) -> CallOutcome:
         """:meth:`call` for synchronous code.
 
@@ -606,6 +651,8 @@ class Gateway(GatewayCatalog):
                     session_id=session_id,
                     workspace=workspace,
                     wait_for_approval=wait_for_approval,
+                    tool_call_id=tool_call_id,
+                    idempotency_key=idempotency_key,
                 )
             )
         prepared = self.pipeline.prepare(
@@ -615,6 +662,8 @@ class Gateway(GatewayCatalog):
             session_id=session_id,
             workspace=_workspace(workspace),
             inline=True,
+            tool_call_id=tool_call_id,
+            idempotency_key=idempotency_key,
         )
         if isinstance(prepared, CallOutcome):
             return acknowledged_sync(self.audit, prepared)

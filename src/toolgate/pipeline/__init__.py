@@ -142,6 +142,8 @@ class Pipeline:
         inline: bool,
         metadata: Mapping[str, Any] | None = None,
         namespaces: frozenset[str] | None = None,
+        tool_call_id: str | None = None,
+        idempotency_key: str | None = None,
     ) -> tuple[Plan, CallState] | CallOutcome:
         """Resolve the tool. Returns its plan and the call state, or the outcome that ends it."""
         call_id = new_call_id()
@@ -202,6 +204,8 @@ class Pipeline:
             workspace=workspace,
             inline=inline and plan.inline,
             namespaces=namespaces,
+            tool_call_id=tool_call_id,
+            idempotency_key=idempotency_key,
         )
         if metadata:
             state.metadata.update(metadata)

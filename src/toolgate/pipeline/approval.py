@@ -2,8 +2,8 @@
 
 For a call that needs approval (see :mod:`~toolgate.pipeline.approval_policy`), the request for
 exactly this call — same tool definition, same arguments (by digest of their canonical JSON), same
-workspace and agent — is looked up first, so a retried call attaches to it instead of asking
-twice:
+workspace and agent, and the same tool call id when the agent's framework gave one — is looked up
+first, so a retried call attaches to it instead of asking twice:
 
 * ``approved`` → the call runs now, once (the approval is taken atomically: of two racing
   callers exactly one runs it);
@@ -115,11 +115,18 @@ class _CallKey:
 
     @classmethod
     def of(cls, state: CallState) -> _CallKey:
-        """The key of the call ``state`` is making."""
+        """The key of the call ``state`` is making. A call the agent's framework named (its tool
+        call id) is its own call: the id is part of the digest, so two parallel calls with the
+        same arguments get a request each, and each resumed call finds its own."""
+        arguments = dict(state.arguments)
         return cls(
             tool_id=state.tool.id,
             definition_hash=state.tool.definition_hash,
-            arguments_digest=digest(dict(state.arguments)),
+            arguments_digest=digest(
+                arguments
+                if state.tool_call_id is None
+                else {"arguments": arguments, "tool_call_id": state.tool_call_id}
+            ),
             workspace=None if state.workspace is None else str(state.workspace),
             agent=state.agent,
         )
@@ -179,6 +186,24 @@ class ApprovalStage:
             or self.policy.requires_approval(tool)
             or tool.security_check is not None
         )
+
+    def would_ask(self, tool: Tool, *, required_by_policy: bool, workspace: str | None) -> bool:
+        """Whether a call of ``tool`` would ask a person now, before any security check runs:
+        approval is required (by the tool, the operator's rules, or ``required_by_policy``, an
+        access rule of the calling agent) and no live "always allow" grant for this workspace
+        covers the tool as declared. Without an approver nobody would be asked: the call is
+        denied, so ``False``. A security check may still ask when the call runs."""
+        store = self.store
+        if store is None or not (required_by_policy or self.policy.requires_approval(tool)):
+            return False
+        grant = store.find_grant(
+            workspace=workspace,
+            tool_id=tool.id,
+            permission=TOOL_WIDE_KEY,
+            definition_hash=tool.definition_hash,
+            now=self.clock(),
+        )
+        return grant is None
 
     def decided(self, state: CallState) -> bool:
         """Whether this call attaches to a request a person has decided (the agent's retry

@@ -41,6 +41,13 @@ is fixed.
 
 Tools declared ``idempotent: true`` without a key template are not de-duplicated: repeating such
 a call is harmless by the tool's own word, so every call runs.
+
+A caller may name its call instead (``Gateway.call(idempotency_key=...)``, ``"idempotency_key"``
+in an HTTP call's body; the framework adapters pass their run's tool call id): for a tool that
+declares no template and may change something (any side-effect level but ``read_only``), that key
+is used exactly like a rendered one — per tool and per agent, the same rules above. A tool's own
+template wins over the caller's key (its author knows what makes two calls the same), and a
+read-only tool runs every time (repeating it changes nothing).
 """
 
 from __future__ import annotations
@@ -58,7 +65,7 @@ from typing import Any, Final
 
 from .._json import canonical_json, digest, thaw
 from ..errors import ErrorCode
-from ..model import CallOutcome, CallStatus, Overflow, Tool
+from ..model import CallOutcome, CallStatus, Overflow, SideEffect, Tool
 from ..model.content import content_fields, content_from_fields
 from ..registry import RegisteredTool
 from ..stores.idempotency import (
@@ -232,28 +239,32 @@ class IdempotencyStage:
         self.store.close()
 
     def applies_to(self, entry: RegisteredTool) -> bool:
-        return bool(entry.tool.idempotency.key_template)
+        tool = entry.tool
+        return bool(tool.idempotency.key_template) or tool.side_effect is not SideEffect.READ_ONLY
 
     async def __call__(self, state: CallState, proceed: Handler) -> CallOutcome:
         tool = state.tool
         template = tool.idempotency.key_template
         if not template:
-            return await proceed(state)
-        try:
-            key = render_key(
-                template,
-                arguments=state.arguments,
-                agent=state.agent,
-                session=state.session_id,
-                tool_id=tool.id,
-            )
-        except KeyTemplateError as exc:
-            return error_outcome(
-                state,
-                exc.code,
-                f"Tool {tool.id} did not run: {exc.message}.",
-                detail=f"idempotencyKeyTemplate: {template}",
-            )
+            if state.idempotency_key is None or tool.side_effect is SideEffect.READ_ONLY:
+                return await proceed(state)
+            key = state.idempotency_key
+        else:
+            try:
+                key = render_key(
+                    template,
+                    arguments=state.arguments,
+                    agent=state.agent,
+                    session=state.session_id,
+                    tool_id=tool.id,
+                )
+            except KeyTemplateError as exc:
+                return error_outcome(
+                    state,
+                    exc.code,
+                    f"Tool {tool.id} did not run: {exc.message}.",
+                    detail=f"idempotencyKeyTemplate: {template}",
+                )
         arguments_digest = digest(state.arguments)
         scoped = stored_key(state.agent, key)
         lease = call_lease(tool, self.lease_grace)

@@ -35,11 +35,17 @@ __all__ = [
 #: The shape of a call body, as the problems write it.
 CALL_BODY: Final = '{"arguments": {...}}'
 #: The fields a call body may have.
-CALL_BODY_FIELDS: Final = ("arguments", "session_id", "workspace")
+CALL_BODY_FIELDS: Final = (
+    "arguments",
+    "session_id",
+    "workspace",
+    "tool_call_id",
+    "idempotency_key",
+)
 #: Said at the end of every problem with a call's body.
 _SHAPE: Final = (
-    f'A call body is {CALL_BODY}, the tool\'s arguments by name, optionally with "session_id" '
-    'and "workspace".'
+    f'A call body is {CALL_BODY}, the tool\'s arguments by name, optionally with "session_id", '
+    '"workspace", "tool_call_id" and "idempotency_key".'
 )
 #: How many unknown fields a problem names.
 _NAMED: Final = 5

@@ -85,6 +85,8 @@ async def answer_call(
         session_id=request.session_id,
         workspace=request.workspace,
         namespaces=namespaces,
+        tool_call_id=request.tool_call_id,
+        idempotency_key=request.idempotency_key,
     )
     data = outcome_view(outcome, approve_link=context.approve_link)
     if outcome.status is CallStatus.PENDING_APPROVAL and outcome.approval is not None:

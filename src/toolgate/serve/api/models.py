@@ -70,6 +70,21 @@ class CallRequest(BaseModel):
         description="The absolute path of the folder the call acts on, on the gateway's host "
         "(approvals and grants are per workspace).",
     )
+    tool_call_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="The id the agent's framework gave this tool call: the call gets its own "
+        "approval request, and calling again with the same id after a pause finds it.",
+    )
+    idempotency_key: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="Names the call for de-duplication when the tool declares no key template: "
+        "the same key from the same agent replays the first outcome (read-only tools always "
+        "run).",
+    )
 
     @field_validator("workspace")
     @classmethod
