@@ -24,7 +24,7 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import Command
 from pydantic import Field
@@ -39,6 +39,7 @@ from toolgate.integrations.langchain import (
     ToolgateTool,
     atoolgate_tools,
     decision_for,
+    send_tool_calls,
     toolgate_tools,
 )
 from toolgate.model.approval import ApprovalStatus
@@ -111,6 +112,22 @@ def one_task_graph(model: ScriptedModel, tools: list[Any]) -> Any:
     graph.add_node("tools", ToolNode(tools))
     graph.add_edge(START, "agent")
     graph.add_conditional_edges("agent", tools_condition)
+    graph.add_edge("tools", "agent")
+    return graph.compile(checkpointer=InMemorySaver())
+
+
+def per_call_graph(model: ScriptedModel, tools: list[Any]) -> Any:
+    """A hand-built graph whose tool calls each run as their own task (``send_tool_calls``)."""
+    bound = model.bind_tools(tools)
+
+    async def agent(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [await bound.ainvoke(state["messages"])]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("agent", agent)
+    graph.add_node("tools", ToolNode(tools))
+    graph.add_edge(START, "agent")
+    graph.add_conditional_edges("agent", send_tool_calls, ["tools", END])
     graph.add_edge("tools", "agent")
     return graph.compile(checkpointer=InMemorySaver())
 
@@ -367,6 +384,21 @@ async def test_one_tool_node_task_routes_bound_decisions_by_approval(setup: Setu
         assert messages["call_charge"].status == "success"
         assert "Error [user_rejection]" in messages["call_email"].content
     assert sent_lines(setup) == ["charge|5"] * 3
+
+
+async def test_send_tool_calls_gives_each_call_its_own_interrupt(setup: Setup) -> None:
+    graph = per_call_graph(script(calls(EMAIL, CHARGE), "done"), await atoolgate_tools(setup.tools))
+    config = thread("t-per-call")
+    paused = await graph.ainvoke({"messages": [HumanMessage("both")]}, config)
+    found = interrupts_by_tool(paused)
+    a, b = found["demo:send_email"], found["demo:charge"]
+
+    done = await graph.ainvoke(Command(resume={b.id: "approve", a.id: "deny"}), config)
+
+    messages = tool_messages(done)
+    assert messages["call_charge"].status == "success"
+    assert "Error [user_rejection]" in messages["call_email"].content
+    assert sent_lines(setup) == ["charge|5"]
 
 
 async def test_a_sibling_tool_in_the_same_node_does_not_run_twice(setup: Setup) -> None:
