@@ -2,8 +2,9 @@
 
 The same tools as :func:`integrations_support.demo_tools` (namespace ``demo``), loaded by the
 server from a Python tools module its ``toolgate.yaml`` names; an API key for the agent
-:data:`~integrations_support.AGENT` (``planner``) and one for the operator ``ops`` (labelled
-``role: operator``: it may decide approvals over HTTP); approvals in the server's queue, state and
+:data:`~integrations_support.AGENT` (``planner``), one for the operator ``ops`` (labelled
+``role: operator``: it may decide approvals over HTTP) and one for ``reader`` (a Policy hides the
+tools with side effects from it); approvals in the server's queue, state and
 audit in SQLite under its own ``$TOOLGATE_HOME``. Decisions can be made as a person makes them,
 with the real CLI against the same home and configuration.
 
@@ -40,8 +41,9 @@ import pytest
 
 from integrations_support import AGENT
 from serve_support import TOOLGATE, serving
+from toolgate.serve.auth.identity import key_sha256, new_key
 
-__all__ = ["OPERATOR", "ServedToolgate", "serve_demo", "served_toolgate"]
+__all__ = ["OPERATOR", "READER", "ServedToolgate", "serve_demo", "served_toolgate"]
 
 #: The operator agent's name (labelled ``role: operator``).
 OPERATOR = "ops"
@@ -61,15 +63,41 @@ lookup, send_email, charge, note, report, fail = demo_tools(
 )
 """
 
-_CONFIG = f"""\
+#: An agent that may see only the tools without side effects beyond reading (a Policy denies
+#: ``local_write``, ``communication`` and ``financial`` ones): for the access-rule tests.
+READER = "reader"
+
+
+def _config(keys: dict[str, str], extra: str) -> str:
+    """``toolgate.yaml``: the tools module, the agents with their keys' hashes (written in the
+    file, so no CLI process has to start before the server), the reader's Policy."""
+    digest = {name: key_sha256(key) for name, key in keys.items()}
+    return f"""\
 python:
   - ./demo_tools.py
+overflow:
+  dir: ./spill
 agents:
   {AGENT}:
     labels: {{team: demo}}
+    key_sha256: {digest[AGENT]}
   {OPERATOR}:
     labels: {{role: operator}}
-"""
+    key_sha256: {digest[OPERATOR]}
+  {READER}:
+    labels: {{team: readers}}
+    key_sha256: {digest[READER]}
+policies:
+  - apiVersion: joch.dev/v1alpha1
+    kind: Policy
+    metadata: {{name: readers-only-read}}
+    spec:
+      appliesTo: {{selector: {{matchLabels: {{team: readers}}}}}}
+      rules:
+        - when: {{tool.sideEffect: [local_write, communication, financial]}}
+          action: deny
+          reason: readers only read
+{extra}"""
 
 
 @dataclass
@@ -82,6 +110,9 @@ class ServedToolgate:
     """The API key of the agent ``planner``."""
     operator_key: str
     """The API key of the operator ``ops``."""
+    reader_key: str
+    """The API key of the agent ``reader`` (sees ``demo:lookup``, ``demo:report``,
+    ``demo:fail`` only)."""
     home: Path
     """Its ``$TOOLGATE_HOME`` (state, audit, keys)."""
     folder: Path
@@ -154,24 +185,12 @@ class ServedToolgate:
             time.sleep(0.05)
 
 
-def _add_key(folder: Path, env: dict[str, str], name: str) -> str:
-    done = subprocess.run(
-        [TOOLGATE, "agents", "add", name],
-        cwd=folder,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout.strip()
-
-
 @contextmanager
-def serve_demo(folder: Path) -> Iterator[ServedToolgate]:
-    """Start ``toolgate serve`` in ``folder`` (created) with the demo tools and two keys; yield
-    it once ``/healthz`` answers; stop it (SIGTERM, a clean exit checked) afterwards."""
+def serve_demo(folder: Path, *, extra_config: str = "") -> Iterator[ServedToolgate]:
+    """Start ``toolgate serve`` in ``folder`` (created) with the demo tools and the three
+    agents' keys; yield it once ``/healthz`` answers; stop it (SIGTERM, a clean exit checked)
+    afterwards. ``extra_config`` is appended to ``toolgate.yaml`` (top-level sections such as
+    ``search:``)."""
     folder.mkdir(parents=True, exist_ok=True)
     home = folder / "home"
     sent_log = folder / "sent.log"
@@ -183,14 +202,14 @@ def serve_demo(folder: Path) -> Iterator[ServedToolgate]:
         "PYTHONPATH": os.pathsep.join(python_path),
     }
     (folder / "demo_tools.py").write_text(_TOOLS_MODULE, encoding="utf-8")
-    (folder / "toolgate.yaml").write_text(_CONFIG, encoding="utf-8")
-    agent_key = _add_key(folder, env, AGENT)
-    operator_key = _add_key(folder, env, OPERATOR)
+    keys = {name: new_key() for name in (AGENT, OPERATOR, READER)}
+    (folder / "toolgate.yaml").write_text(_config(keys, extra_config), encoding="utf-8")
     with serving(folder, env) as (url, pid):
         yield ServedToolgate(
             url=url,
-            agent_key=agent_key,
-            operator_key=operator_key,
+            agent_key=keys[AGENT],
+            operator_key=keys[OPERATOR],
+            reader_key=keys[READER],
             home=home,
             folder=folder,
             sent_log=sent_log,
