@@ -9,7 +9,7 @@ counts side effects.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -31,8 +31,9 @@ from pydantic import Field
 from typing_extensions import TypedDict
 
 from doc_blocks import doc_block
+from integrations_served import ServedToolgate, served_toolgate
 from integrations_support import AGENT, Setup, approval_gateway, audit_records, sent_lines
-from toolgate import tool
+from toolgate import Client, tool
 from toolgate.integrations import ToolSpec
 from toolgate.integrations.langchain import (
     APPROVAL_PAYLOAD_TYPE,
@@ -43,6 +44,8 @@ from toolgate.integrations.langchain import (
     toolgate_tools,
 )
 from toolgate.model.approval import ApprovalStatus
+
+__all__ = ["served_toolgate"]  # the module's real toolgate serve, imported for pytest
 
 
 class ScriptedModel(GenericFakeChatModel):
@@ -563,3 +566,120 @@ async def test_the_sync_listing_works_inside_a_running_loop(setup: Setup) -> Non
     assert {t.name for t in tools} >= {"demo__send_email", "demo__lookup"}
     lookup = next(t for t in tools if t.name == "demo__lookup")
     assert lookup.invoke({"city": "Oslo"}) == "sunny in Oslo"
+
+
+# -- against a real toolgate serve, through toolgate.Client --------------------------------------
+
+
+@pytest.fixture
+async def remote(served_toolgate: ServedToolgate) -> AsyncIterator[Client]:
+    async with Client(
+        served_toolgate.url,
+        key=served_toolgate.agent_key,
+        approver_key=served_toolgate.operator_key,
+    ) as client:
+        yield client
+
+
+def remote_sent(served: ServedToolgate, marker: str) -> list[str]:
+    return [line for line in served.sent_lines() if marker in line]
+
+
+@pytest.mark.slow
+async def test_remote_a_cli_approval_resumes_the_graph_and_the_call_runs_once(
+    served_toolgate: ServedToolgate, remote: Client
+) -> None:
+    email = ("demo__send_email", {"to": "rita@example.com", "body": "remote cli"}, "call_r1")
+    model = script(calls(email), "done", "done again")
+    graph = one_task_graph(model, await atoolgate_tools(remote))
+    config = thread("remote-cli")
+    paused = await graph.ainvoke({"messages": [HumanMessage("mail rita")]}, config)
+    payload = paused["__interrupt__"][0].value
+    assert payload["tool"] == "demo:send_email" and payload["tool_call_id"] == "call_r1"
+    paused_at = (await graph.aget_state(config)).config
+
+    served_toolgate.approve(payload["approval_id"])  # a person, with the real CLI
+    done = await graph.ainvoke(Command(resume="approve"), config)
+    # The same interrupted checkpoint resumed a second time.
+    await graph.ainvoke(Command(resume="approve"), paused_at)
+
+    assert tool_messages(done)["call_r1"].content == "sent to rita@example.com"
+    assert remote_sent(served_toolgate, "remote cli") == ["rita@example.com|remote cli"]
+    request = await remote.approval(payload["approval_id"])
+    assert request.agent == AGENT and request.session_id == "remote-cli"
+    records = served_toolgate.audit(tool="demo:send_email", agent=AGENT, status="ok")
+    ran = [r for r in records if r["approval_id"] == payload["approval_id"]]
+    assert [r["approval_decision"] for r in ran] == ["approve"]
+
+
+@pytest.mark.slow
+async def test_remote_parallel_decisions_resumed_in_the_opposite_order(
+    served_toolgate: ServedToolgate, remote: Client
+) -> None:
+    email = ("demo__send_email", {"to": "sam@example.com", "body": "remote pair"}, "call_r2")
+    charge = ("demo__charge", {"amount": 4242}, "call_r3")
+    agent = create_agent(
+        script(calls(email, charge), "done"),
+        await atoolgate_tools(remote),
+        checkpointer=InMemorySaver(),
+    )
+    config = thread("remote-pair")
+    found = interrupts_by_tool(await agent.ainvoke({"messages": [HumanMessage("x")]}, config))
+    a, b = found["demo:send_email"], found["demo:charge"]
+
+    done = await agent.ainvoke(
+        Command(resume={b.id: "approve", a.id: {"decision": "deny", "message": "no"}}), config
+    )
+
+    messages = tool_messages(done)
+    assert messages["call_r3"].content == "charged 4242"
+    assert messages["call_r2"].status == "error"
+    assert "Error [user_rejection]" in messages["call_r2"].content
+    assert remote_sent(served_toolgate, "4242") == ["charge|4242"]
+    assert remote_sent(served_toolgate, "remote pair") == []
+    # Over HTTP the gateway records the operator key's agent as the decider.
+    assert (await remote.approval(b.value["approval_id"])).decided_by == "ops"
+    assert served_toolgate.audit(tool="demo:send_email", agent=AGENT, code="user_rejection")
+
+
+@pytest.mark.slow
+async def test_remote_without_an_operator_key_the_person_decides_in_toolgate(
+    served_toolgate: ServedToolgate,
+) -> None:
+    email = ("demo__send_email", {"to": "tom@example.com", "body": "remote nokey"}, "call_r4")
+    async with Client(served_toolgate.url, key=served_toolgate.agent_key) as client:
+        agent = create_agent(
+            script(calls(email), "done"),
+            await atoolgate_tools(client),
+            checkpointer=InMemorySaver(),
+        )
+        config = thread("remote-nokey")
+        await agent.ainvoke({"messages": [HumanMessage("x")]}, config)
+
+        again = await agent.ainvoke(Command(resume="approve"), config)
+
+        (interrupt,) = again["__interrupt__"]
+        assert "operator" in interrupt.value["problem"]
+        assert remote_sent(served_toolgate, "remote nokey") == []
+        served_toolgate.approve(interrupt.value["approval_id"])
+        done = await agent.ainvoke(Command(resume="approve"), config)
+    assert tool_messages(done)["call_r4"].content == "sent to tom@example.com"
+    assert remote_sent(served_toolgate, "remote nokey") == ["tom@example.com|remote nokey"]
+
+
+@pytest.mark.slow
+def test_remote_the_sync_api_keeps_the_client_on_one_loop(served_toolgate: ServedToolgate) -> None:
+    client = Client(served_toolgate.url, key=served_toolgate.agent_key)
+    tools = toolgate_tools(client)
+    agent = create_agent(
+        script(
+            calls(("demo__lookup", {"city": "Oslo"}, "c1")),
+            calls(("demo__lookup", {"city": "Rome"}, "c2")),
+            "ok",
+        ),
+        tools,
+        checkpointer=InMemorySaver(),
+    )
+    done = agent.invoke({"messages": [HumanMessage("weather")]}, thread("remote-sync"))
+    messages = tool_messages(done)
+    assert messages["c1"].content == "sunny in Oslo" and messages["c2"].content == "sunny in Rome"

@@ -32,8 +32,8 @@ import asyncio
 import contextvars
 import hashlib
 import json
+import threading
 from collections.abc import Coroutine, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
@@ -76,6 +76,10 @@ _DECISIONS = {
 }
 
 _T = TypeVar("_T")
+
+
+class _NotRecorded(Exception):
+    """A resume value's decision that toolgate did not record; the person is asked again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,17 +204,42 @@ def _in_langgraph(config: RunnableConfig | None) -> bool:
     return CONFIG_KEY_SCRATCHPAD in configurable
 
 
+class _SyncLoop:
+    """One private event loop on a daemon thread, where every synchronous use of the adapter
+    runs its coroutines: a gateway client that keeps connections (``toolgate.Client``) is
+    always used on the same loop, and a sync caller inside a running loop does not fail."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()
+
+    def _ensure(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                threading.Thread(
+                    target=loop.run_forever, name="toolgate-langchain", daemon=True
+                ).start()
+                self._loop = loop
+            return self._loop
+
+    def run(self, coroutine: Coroutine[Any, Any, _T]) -> _T:
+        """Run ``coroutine`` to its end, in the caller's context (LangGraph finds its run's
+        config, and ``interrupt()`` its task, through context variables)."""
+        loop = self._ensure()
+        context = contextvars.copy_context()
+
+        async def in_context() -> _T:
+            return await loop.create_task(coroutine, context=context)
+
+        return asyncio.run_coroutine_threadsafe(in_context(), loop).result()
+
+
+_sync_loop = _SyncLoop()
+
+
 def _run_sync(coroutine: Coroutine[Any, Any, _T]) -> _T:
-    """Run ``coroutine`` to its end from synchronous code, keeping the context (LangGraph finds
-    its run's config through a context variable)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coroutine)
-    # Called synchronously from inside a running loop: run on a thread of its own.
-    context = contextvars.copy_context()
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolgate-langchain") as pool:
-        return pool.submit(context.run, asyncio.run, coroutine).result()
+    return _sync_loop.run(coroutine)
 
 
 def _json_ready(value: Any) -> Any:
@@ -354,11 +383,11 @@ class ToolgateTool(BaseTool):
                 payload["problem"] = problem
             value = _interrupt(payload)
             try:
-                await self._record(_resume_decisions(value, request.id), session_id)
+                await self._record(_resume_decisions(value, request.id), request.id, session_id)
                 problem = None
-            except ValueError as exc:
-                # A resume value that is no decision: ask again rather than fail the run, so
-                # the same approval can still be answered.
+            except (ValueError, _NotRecorded) as exc:
+                # A resume value that is no decision, or one toolgate would not take: ask
+                # again rather than fail the run, so the same approval can still be answered.
                 problem = str(exc)
                 continue
             if (await self._gateway.approval(request.id)).status is ApprovalStatus.PENDING:
@@ -368,15 +397,25 @@ class ToolgateTool(BaseTool):
             outcome = await call()
         return self._result(outcome, tool_call_id)
 
-    async def _record(self, decisions: Mapping[str, _Decision], session_id: str | None) -> None:
+    async def _record(
+        self, decisions: Mapping[str, _Decision], own_id: str, session_id: str | None
+    ) -> None:
         """Record each decision in toolgate, unless toolgate already has one (made in the CLI,
         the HTTP API or the web UI): that one stands — every surface reads the same request,
-        and the call runs (or not) by what toolgate recorded first."""
+        and the call runs (or not) by what toolgate recorded first.
+
+        Raises :class:`_NotRecorded` (the person is asked again) for an approval of another
+        conversation, or a decision the gateway would not take."""
         gateway = self._gateway
         for approval_id, decision in decisions.items():
-            request = await gateway.approval(approval_id)
-            if request.agent != gateway.agent or request.session_id != session_id:
-                raise ValueError(
+            try:
+                request = await gateway.approval(approval_id)
+            except Exception as exc:  # unknown here, or another agent's (a remote 404)
+                raise _NotRecorded(f"approval {approval_id!r} cannot be read: {exc}") from exc
+            if approval_id != own_id and (
+                request.agent != gateway.agent or request.session_id != session_id
+            ):
+                raise _NotRecorded(
                     f"approval {approval_id!r} belongs to another agent or session than this "
                     "call; a resume value decides only this conversation's approvals"
                 )
@@ -389,10 +428,14 @@ class ToolgateTool(BaseTool):
                     by=decision.by or self.decided_by,
                     message=decision.message,
                 )
-            except Exception:
-                # Decided elsewhere in between: toolgate's decision stands.
+            except Exception as exc:
+                # Decided elsewhere in between: toolgate's decision stands. Otherwise the
+                # gateway refused it (a remote client without an operator key...): say why.
                 if (await gateway.approval(approval_id)).status is ApprovalStatus.PENDING:
-                    raise
+                    raise _NotRecorded(
+                        f"the decision on {approval_id!r} could not be recorded in toolgate "
+                        f"({exc}); decide it in toolgate (web UI, CLI, HTTP API) and resume"
+                    ) from exc
 
     def _result(self, outcome: CallOutcome, tool_call_id: str | None) -> Any:
         """The outcome as LangChain expects a tool's result: a ``ToolMessage`` (error status
