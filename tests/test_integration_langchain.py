@@ -43,6 +43,7 @@ from toolgate.integrations.langchain import (
     send_tool_calls,
     toolgate_tools,
 )
+from toolgate.integrations.langchain.middleware import ToolgateMiddleware
 from toolgate.model.approval import ApprovalStatus
 
 __all__ = ["served_toolgate"]  # the module's real toolgate serve, imported for pytest
@@ -53,10 +54,12 @@ class ScriptedModel(GenericFakeChatModel):
 
     seen: list[list[BaseMessage]] = Field(default_factory=list)
     bound: list[dict[str, Any]] = Field(default_factory=list)
+    bound_names: list[list[str]] = Field(default_factory=list)
 
     def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
         # What a provider would be sent: LangChain's own conversion of each tool.
         self.bound[:] = [convert_to_openai_tool(t) for t in tools]
+        self.bound_names.append(sorted(t["function"]["name"] for t in self.bound))
         return self
 
     def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
@@ -503,6 +506,61 @@ async def test_a_failing_tool_is_an_error_message_with_its_code(setup: Setup) ->
     message = tool_messages(result)["c1"]
     assert message.status == "error" and message.content.startswith("Error [")
     assert message.artifact["toolgate"]["code"] == message.content[7:].split("]")[0]
+
+
+# -- create_agent middleware: the tool list per step ------------------------------------------
+
+
+async def test_the_middleware_lets_a_search_widen_the_tools_mid_run(setup: Setup) -> None:
+    setup.gateway.enable_progressive_disclosure(core=["demo:lookup"])
+    model = script(calls(("search_tools", {"query": "send an email"}, "s1")), calls(EMAIL), "sent")
+    agent = create_agent(
+        model, middleware=[ToolgateMiddleware(setup.tools)], checkpointer=InMemorySaver()
+    )
+    config = thread("t-disclosure")
+
+    paused = await agent.ainvoke({"messages": [HumanMessage("mail ann")]}, config)
+
+    first, second = model.bound_names
+    assert "search_tools" in first and "demo__lookup" in first
+    assert "demo__send_email" not in first and "demo__send_email" in second
+    found = json.loads(tool_messages(paused)["s1"].content)
+    assert "demo__send_email" in [row["name"] for row in found]
+    # Only this conversation's list grew.
+    assert "demo:send_email" not in {s.id for s in await setup.tools.list_tools(session_id="x")}
+    assert paused["__interrupt__"][0].value["tool"] == "demo:send_email"
+
+    done = await agent.ainvoke(Command(resume="approve"), config)
+
+    assert tool_messages(done)["call_email"].content == "sent to ann@example.com"
+    assert sent_lines(setup) == ["ann@example.com|hi"]
+
+
+async def test_the_middleware_answers_an_invented_tool_with_tool_not_found(setup: Setup) -> None:
+    model = script(
+        calls(("demo__teleport", {}, "c1"), ("search_tools", {"query": "x", "limit": 99}, "c2")),
+        "ok",
+    )
+    agent = create_agent(
+        model, middleware=[ToolgateMiddleware(setup.tools)], checkpointer=InMemorySaver()
+    )
+
+    result = await agent.ainvoke({"messages": [HumanMessage("go")]}, thread("t-invented"))
+
+    messages = tool_messages(result)
+    assert messages["c1"].status == "error"
+    assert messages["c1"].content.startswith("Error [tool_not_found]")
+    assert messages["c2"].content.startswith("Error [invalid_arguments]")
+
+
+def test_the_middleware_works_from_synchronous_code(setup: Setup) -> None:
+    model = script(calls(("demo__lookup", {"city": "Oslo"}, "c1")), "ok")
+    agent = create_agent(
+        model, middleware=[ToolgateMiddleware(setup.tools)], checkpointer=InMemorySaver()
+    )
+    result = agent.invoke({"messages": [HumanMessage("weather")]}, thread("t-mw-sync"))
+    assert tool_messages(result)["c1"].content == "sunny in Oslo"
+    assert "demo__send_email" in model.bound_names[0]
 
 
 # -- without LangGraph ----------------------------------------------------------------------------
