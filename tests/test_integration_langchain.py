@@ -8,17 +8,13 @@ counts side effects.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import pytest
-
-pytest.importorskip("langchain_core")
-pytest.importorskip("langgraph")
-pytest.importorskip("langchain")
-
 from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -45,6 +41,7 @@ from toolgate.integrations.langchain import (
 )
 from toolgate.integrations.langchain.middleware import ToolgateMiddleware
 from toolgate.model.approval import ApprovalStatus
+from toolgate.model.content import ContentResult
 
 __all__ = ["served_toolgate"]  # the module's real toolgate serve, imported for pytest
 
@@ -506,6 +503,36 @@ async def test_a_failing_tool_is_an_error_message_with_its_code(setup: Setup) ->
     message = tool_messages(result)["c1"]
     assert message.status == "error" and message.content.startswith("Error [")
     assert message.artifact["toolgate"]["code"] == message.content[7:].split("]")[0]
+
+
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(range(16))).decode()
+
+
+@tool(namespace="pics", effect="read_only")
+def picture() -> Any:
+    """A picture with a caption, as an MCP upstream answers."""
+    return ContentResult.from_mcp(
+        [
+            {"type": "text", "text": "A chart:"},
+            {"type": "image", "data": PNG, "mimeType": "image/png"},
+            {"type": "resource_link", "uri": "demo://r/1", "name": "data"},
+        ]
+    )
+
+
+async def test_images_reach_the_model_as_langchain_image_blocks(setup: Setup) -> None:
+    setup.gateway.add(picture)
+    model = script(calls(("pics__picture", {}, "c1")), "nice")
+    agent = await agent_for(setup, model)
+
+    result = await agent.ainvoke({"messages": [HumanMessage("draw")]}, thread("t-image"))
+
+    message = tool_messages(result)["c1"]
+    assert message.status == "success"
+    text, image, link = message.content
+    assert text == {"type": "text", "text": "A chart:"}
+    assert image == {"type": "image", "base64": PNG, "mime_type": "image/png"}
+    assert link["type"] == "text" and "demo://r/1" in link["text"]
 
 
 # -- create_agent middleware: the tool list per step ------------------------------------------
