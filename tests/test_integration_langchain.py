@@ -449,6 +449,31 @@ def test_the_sync_path_pauses_and_resumes(setup: Setup) -> None:
     assert sent_lines(setup) == ["ann@example.com|hi"]
 
 
+async def test_idempotency_keys_of_different_calls_never_collide(setup: Setup) -> None:
+    """Joined with ':' these two calls' session, tool and call id would read the same."""
+    tools = {t.name: t for t in await atoolgate_tools(setup.tools)}
+    note = tools["demo__note"]
+    for session, call_id in (("a", "x:demo:note:y"), ("a:demo:note:x", "y")):
+        graph = one_task_graph(
+            script(calls(("demo__note", {"text": "same"}, call_id)), "ok"), [note]
+        )
+        result = await graph.ainvoke({"messages": [HumanMessage("n")]}, thread(session))
+        assert tool_messages(result)[call_id].content == "noted same"
+    assert sent_lines(setup) == ["note|same", "note|same"]
+
+
+def test_a_long_thread_id_still_makes_a_bounded_key(setup: Setup) -> None:
+    agent = create_agent(
+        script(calls(EMAIL), "ok"), toolgate_tools(setup.tools), checkpointer=InMemorySaver()
+    )
+    config = thread("t" * 1000)
+    agent.invoke({"messages": [HumanMessage("mail")]}, config)
+    agent.invoke(Command(resume="approve"), config)
+    (ran,) = [r for r in decisions_of(setup, "demo:send_email") if r.status == "ok"]
+    assert ran.idempotency_key is not None and len(ran.idempotency_key) <= 200
+    assert sent_lines(setup) == ["ann@example.com|hi"]
+
+
 # -- results as the model should see them -------------------------------------------------------
 
 

@@ -43,11 +43,14 @@ def _idempotency_key(session_id: str | None, tool_id: str, tool_call_id: str | N
     conversations could share."""
     if session_id is None or not tool_call_id:
         return None
-    key = f"langchain:{session_id}:{tool_id}:{tool_call_id}"
+    # JSON keeps the parts apart: the session and the tool call id are framework- or
+    # model-chosen text, and joined with a separator two different calls could spell the same
+    # key (and one would replay the other's outcome).
+    parts = json.dumps([session_id, tool_id, tool_call_id], ensure_ascii=False)
+    key = "langchain:" + parts
     if len(key) <= _KEY_LIMIT:
         return key
-    # The session and tool call id are framework/model-chosen text of any length.
-    return "langchain:sha256:" + hashlib.sha256(key.encode("utf-8")).hexdigest()
+    return "langchain:sha256:" + hashlib.sha256(parts.encode("utf-8")).hexdigest()
 
 
 def _in_langgraph(config: RunnableConfig | None) -> bool:
