@@ -36,6 +36,7 @@ from toolgate.integrations.langchain import (
     ToolgateTool,
     atoolgate_tools,
     decision_for,
+    is_toolgate_approval,
     send_tool_calls,
     toolgate_tools,
 )
@@ -218,10 +219,18 @@ async def test_a_waiting_call_interrupts_and_a_toolgate_decision_lets_it_run_onc
 
     (interrupt,) = paused["__interrupt__"]
     payload = interrupt.value
-    assert payload["type"] == APPROVAL_PAYLOAD_TYPE
+    assert is_toolgate_approval(interrupt) and payload["type"] == APPROVAL_PAYLOAD_TYPE
     assert payload["tool"] == "demo:send_email" and payload["tool_call_id"] == "call_email"
-    assert payload["arguments"] == {"to": "ann@example.com", "body": "hi"}
+    # The fields of LangChain's per-call ToolApprovalRequest, and toolgate's own.
+    assert payload["name"] == "demo__send_email"
+    assert payload["args"] == {"to": "ann@example.com", "body": "hi"}
+    assert "to: ann@example.com" in payload["description"]
     assert ["to", "ann@example.com"] in payload["facts"] and payload["title"]
+    assert interrupt.response_schema["properties"]["type"]["enum"] == [
+        "approve",
+        "always",
+        "reject",
+    ]
     request = setup.gateway.approvals.get(payload["approval_id"])
     assert request.status is ApprovalStatus.PENDING
     assert request.agent == AGENT and request.session_id == "t-approve"
@@ -288,6 +297,23 @@ async def test_always_allow_means_the_next_run_does_not_pause(setup: Setup) -> N
     assert "__interrupt__" not in second
     assert tool_messages(second)["call_email"].status == "success"
     assert sent_lines(setup) == ["ann@example.com|hi", "ann@example.com|hi"]
+
+
+async def test_a_human_in_the_loop_style_answer_is_taken(setup: Setup) -> None:
+    """What a client made for HumanInTheLoopMiddleware's per-call approvals sends."""
+    agent = await agent_for(setup, script(calls(EMAIL), "ok"))
+    config = thread("t-hitl")
+    await agent.ainvoke({"messages": [HumanMessage("mail")]}, config)
+
+    edited = await agent.ainvoke(Command(resume={"type": "edit", "edited_action": {}}), config)
+    assert "changed arguments are a new call" in edited["__interrupt__"][0].value["problem"]
+    done = await agent.ainvoke(
+        Command(resume={"type": "reject", "message": "wrong person"}), config
+    )
+
+    message = tool_messages(done)["call_email"]
+    assert message.status == "error" and "wrong person" in message.content
+    assert "Error [user_rejection]" in message.content and sent_lines(setup) == []
 
 
 async def test_a_bad_resume_value_asks_again(setup: Setup) -> None:
@@ -655,8 +681,17 @@ def test_the_gateway_must_be_a_tool_gateway() -> None:
 def test_decision_for_takes_only_toolgate_interrupts() -> None:
     with pytest.raises(ValueError, match="toolgate approval"):
         decision_for({"type": "other"}, "approve")
+    # LangChain's own per-call approvals have the same type, and no toolgate approval.
+    with pytest.raises(ValueError, match="toolgate approval"):
+        decision_for({"type": APPROVAL_PAYLOAD_TYPE, "tool_call_id": "c", "name": "x"}, "approve")
+    payload = {"type": APPROVAL_PAYLOAD_TYPE, "gateway": "toolgate", "approval_id": "a"}
     with pytest.raises(ValueError, match="not a decision"):
-        decision_for({"type": APPROVAL_PAYLOAD_TYPE, "approval_id": "a"}, "yes")
+        decision_for(payload, "yes")
+    assert decision_for(payload, "always", by="x") == {
+        "approval_id": "a",
+        "decision": "always",
+        "by": "x",
+    }
 
 
 # -- the documentation's example -----------------------------------------------------------------

@@ -32,19 +32,27 @@ gives ``create_agent`` the conversation's tools at every model call, so tools fo
 can be called mid-run.
 """
 
-from ._approvals import APPROVAL_PAYLOAD_TYPE, approval_payload, decision_for
+from ._approvals import (
+    APPROVAL_PAYLOAD_TYPE,
+    RESPONSE_SCHEMA,
+    approval_payload,
+    decision_for,
+    is_toolgate_approval,
+)
 from ._graph import send_tool_calls
 from ._search import SEARCH_TOOL_NAME, ToolgateSearchTool
 from ._tools import ToolgateTool, atoolgate_tools, toolgate_tools
 
 __all__ = [
     "APPROVAL_PAYLOAD_TYPE",
+    "RESPONSE_SCHEMA",
     "SEARCH_TOOL_NAME",
     "ToolgateSearchTool",
     "ToolgateTool",
     "approval_payload",
     "atoolgate_tools",
     "decision_for",
+    "is_toolgate_approval",
     "send_tool_calls",
     "toolgate_tools",
 ]

@@ -11,12 +11,28 @@ from ...model.approval import Decision
 
 __all__ = [
     "APPROVAL_PAYLOAD_TYPE",
+    "RESPONSE_SCHEMA",
     "approval_payload",
     "decision_for",
+    "is_toolgate_approval",
 ]
 
-#: The ``type`` of every interrupt payload this adapter raises.
-APPROVAL_PAYLOAD_TYPE = "toolgate.approval"
+#: The ``type`` of every interrupt payload this adapter raises: the one of LangChain's
+#: ``HumanInTheLoopMiddleware`` per-call approvals (``ToolApprovalRequest``), so a client made
+#: for those shows and answers toolgate's too. ``"gateway": "toolgate"`` tells them apart.
+APPROVAL_PAYLOAD_TYPE = "tool_approval"
+
+#: The resume values a toolgate approval takes, as the interrupt's ``response_schema`` tells
+#: clients (LangGraph does not check a dict schema: :func:`resume_decisions` does).
+RESPONSE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "type": {"enum": ["approve", "always", "reject"]},
+        "message": {"type": "string"},
+        "by": {"type": "string"},
+    },
+    "required": ["type"],
+}
 
 _DECISIONS = {
     "approve": Decision.APPROVE,
@@ -57,7 +73,7 @@ def decision_for(
         Command(resume={i.id: decision_for(i, "approve", by="alice") for i in interrupts})
     """
     value = getattr(payload, "value", payload)
-    if not isinstance(value, Mapping) or value.get("type") != APPROVAL_PAYLOAD_TYPE:
+    if not is_toolgate_approval(value):
         raise ValueError("decision_for takes a toolgate approval interrupt or its payload")
     _parse_decision(decision)
     bound: dict[str, Any] = {"approval_id": value["approval_id"], "decision": decision}
@@ -68,18 +84,40 @@ def decision_for(
     return bound
 
 
-def approval_payload(request: ApprovalRequest, *, tool_call_id: str | None) -> dict[str, Any]:
+def is_toolgate_approval(value: object) -> bool:
+    """Whether an interrupt's value (or the interrupt) is a toolgate approval."""
+    value = getattr(value, "value", value)
+    return (
+        isinstance(value, Mapping)
+        and value.get("type") == APPROVAL_PAYLOAD_TYPE
+        and value.get("gateway") == "toolgate"
+        and isinstance(value.get("approval_id"), str)
+    )
+
+
+def approval_payload(
+    request: ApprovalRequest, *, tool_call_id: str | None, name: str
+) -> dict[str, Any]:
     """What a waiting call shows through ``interrupt()``: JSON-ready, with the arguments and
-    facts as people are shown them (credentials in URLs masked)."""
+    facts as people are shown them (credentials in URLs masked).
+
+    ``type``, ``tool_call_id``, ``name``, ``args`` and ``description`` are those of LangChain's
+    per-call ``ToolApprovalRequest``; the rest is toolgate's."""
+    facts = [[str(label), str(value)] for label, value in request.shown_facts()]
+    summary = "; ".join(f"{label}: {value}" for label, value in facts)
     return {
         "type": APPROVAL_PAYLOAD_TYPE,
-        "approval_id": request.id,
         "tool_call_id": tool_call_id,
+        "name": name,
+        "args": request.shown_arguments(),
+        "description": f"{request.title} ({request.risk} risk)"
+        + (f" — {summary}" if summary else ""),
+        "gateway": "toolgate",
+        "approval_id": request.id,
         "tool": request.tool_id,
         "title": request.title,
         "risk": request.risk,
-        "facts": [[label, value] for label, value in request.shown_facts()],
-        "arguments": request.shown_arguments(),
+        "facts": facts,
         "expires_at": request.expires_at,
         "decisions": ["approve", "always", "deny"],
     }
@@ -90,9 +128,16 @@ def _parse_decision(value: object) -> Decision:
         return value
     if isinstance(value, str) and value in _DECISIONS:
         return _DECISIONS[value]
+    if value in ("edit", "respond"):
+        # HumanInTheLoopMiddleware's other decisions: an approval covers exact arguments
+        # and the tool's own run, so neither has a toolgate meaning.
+        raise ValueError(
+            f"{value!r} is not a toolgate decision: an approval covers these exact arguments "
+            "— approve, always or reject (deny) them; changed arguments are a new call"
+        )
     raise ValueError(
-        f"{value!r} is not a decision: resume with 'approve', 'always' or 'deny' "
-        "(or a dict with 'decision')"
+        f"{str(value)[:80]!r} is not a decision: resume with 'approve', 'always' or 'deny' "
+        "(or a dict with 'decision' or 'type')"
     )
 
 
@@ -127,6 +172,8 @@ def resume_decisions(value: object, own_id: str) -> dict[str, ResumeDecision]:
             if not isinstance(approval_id, str):
                 raise ValueError("the decision's 'approval_id' must be a string")
             return {approval_id: _one_decision(value)}
+        if value.keys() & {"by", "message", "approval_id"}:
+            raise ValueError("a decision dict needs 'decision' (or 'type'): approve, always, deny")
         if value and all(isinstance(key, str) for key in value):
             return {key: _one_decision(item) for key, item in value.items()}
     return {own_id: _one_decision(value)}

@@ -16,7 +16,13 @@ from pydantic import ConfigDict, PrivateAttr
 from ...model import CallOutcome
 from ...model.approval import ApprovalStatus
 from ..base import ToolGateway, ToolSpec
-from ._approvals import NotRecorded, ResumeDecision, approval_payload, resume_decisions
+from ._approvals import (
+    RESPONSE_SCHEMA,
+    NotRecorded,
+    ResumeDecision,
+    approval_payload,
+    resume_decisions,
+)
 from ._sync import run_sync
 
 __all__ = ["ToolgateTool", "atoolgate_tools", "session_of", "toolgate_tools"]
@@ -196,7 +202,7 @@ class ToolgateTool(BaseTool):
             if rounds > _MAX_ROUNDS:
                 break
             request = outcome.approval
-            payload = approval_payload(request, tool_call_id=tool_call_id)
+            payload = approval_payload(request, tool_call_id=tool_call_id, name=self.name)
             if problem is not None:
                 payload["problem"] = problem
             value = _interrupt(payload)
@@ -277,7 +283,7 @@ class ToolgateTool(BaseTool):
 def _interrupt(payload: dict[str, Any]) -> Any:
     from langgraph.types import interrupt
 
-    return interrupt(payload)
+    return interrupt(payload, response_schema=RESPONSE_SCHEMA)
 
 
 def _make_tools(
