@@ -8,6 +8,7 @@ counts side effects.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from collections.abc import AsyncIterator, Iterator
@@ -828,3 +829,13 @@ def test_remote_the_sync_api_keeps_the_client_on_one_loop(served_toolgate: Serve
     done = agent.invoke({"messages": [HumanMessage("weather")]}, thread("remote-sync"))
     messages = tool_messages(done)
     assert messages["c1"].content == "sunny in Oslo" and messages["c2"].content == "sunny in Rome"
+
+
+def test_a_sync_call_from_the_adapters_own_loop_fails_instead_of_hanging() -> None:
+    from toolgate.integrations.langchain._sync import run_sync
+
+    async def nested() -> None:
+        run_sync(asyncio.sleep(0))
+
+    with pytest.raises(RuntimeError, match="adapter's own event loop"):
+        run_sync(nested())

@@ -36,6 +36,17 @@ class _SyncLoop:
         """Run ``coroutine`` to its end, in the caller's context (LangGraph finds its run's
         config, and ``interrupt()`` its task, through context variables)."""
         loop = self._ensure()
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            coroutine.close()
+            # Waiting here for the loop this very code runs on would never end.
+            raise RuntimeError(
+                "a synchronous toolgate LangChain call was made from inside the adapter's own "
+                "event loop; use the async API (ainvoke, atoolgate_tools) there"
+            )
         context = contextvars.copy_context()
 
         async def in_context() -> _T:
