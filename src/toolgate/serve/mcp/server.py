@@ -468,12 +468,12 @@ class McpSurface:
     def _disclose(self, ctx: ServerRequestContext[Any, Any], outcome: CallOutcome) -> None:
         """The tools a search found join the session's list; its clients are told."""
         disclosure = self.gateway.disclosure
-        content = outcome.content if outcome.status is CallStatus.OK else None
-        found = content.get("tools") if isinstance(content, Mapping) else None
-        if disclosure is None or not isinstance(found, list):
-            return
-        ids = [item["id"] for item in found if isinstance(item, Mapping) and "id" in item]
-        if disclosure.found(self.conversation(ctx), ids):
+        if disclosure is not None and disclosure.found_by(
+            self.conversation(ctx),
+            outcome.tool_id,
+            outcome.status is CallStatus.OK,
+            outcome.content,
+        ):
             self.changes.changed()
 
     def result(
