@@ -9,6 +9,7 @@ Every run is real: the framework's run loop, the gateway's pipeline, SQLite stat
 from __future__ import annotations
 
 import asyncio
+import base64
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from pydantic_ai import (
 )
 from pydantic_ai.capabilities import HandleDeferredToolCalls
 from pydantic_ai.messages import (
+    BinaryImage,
     ModelMessage,
     ModelRequest,
     ModelResponse,
@@ -46,6 +48,9 @@ from toolgate.integrations.pydantic_ai import (
     record_decisions,
     toolgate_approvals,
 )
+from toolgate.integrations.pydantic_ai._results import tool_result
+from toolgate.model import CallOutcome, CallStatus
+from toolgate.model.content import ContentResult, parse_blocks
 
 Call = tuple[str, dict[str, Any], str]
 
@@ -379,6 +384,27 @@ def _returns(result: Any, tool_call_id: str) -> list[ToolReturnPart]:
         for part in message.parts
         if isinstance(part, ToolReturnPart) and part.tool_call_id == tool_call_id
     ]
+
+
+def test_images_go_to_the_model_as_binary_content() -> None:
+    # An MCP upstream's image block (the demo tools return none): the model gets the picture
+    # itself beside toolgate's text, which notes it; a broken block stays only a note.
+    png = base64.b64encode(b"\x89PNG pretend").decode()
+    blocks = [
+        {"type": "text", "text": "the chart"},
+        {"type": "image", "data": png, "mimeType": "image/png"},
+    ]
+    outcome = CallOutcome(
+        status=CallStatus.OK,
+        tool_id="up:chart",
+        call_id="c",
+        content=ContentResult(parse_blocks(blocks)),
+    )
+    returned = tool_result(outcome)
+    text, image = returned.return_value
+    assert text == outcome.text and "image/png" in text
+    assert isinstance(image, BinaryImage)
+    assert (image.data, image.media_type) == (b"\x89PNG pretend", "image/png")
 
 
 async def test_invalid_arguments_ask_the_model_to_correct_them(setup: Setup) -> None:

@@ -26,7 +26,7 @@ from ...model import ApprovalRequest, ApprovalStatus
 from ...model.approval import Decision
 from ...pipeline.approval_outcomes import denied_outcome
 from ..base import ToolGateway
-from ._results import METADATA_KEY
+from ._results import METADATA_KEY, is_closed
 
 __all__ = ["DecisionValue", "decisions_from_toolgate", "record_decisions", "toolgate_approvals"]
 
@@ -68,7 +68,9 @@ async def record_decisions(
     out stays pending (the resumed run asks for it again). A call of another toolset that
     needs approval is answered in the framework only. A request already decided in toolgate
     keeps that decision (see the module's note). Raises :class:`ValueError` for a tool call id
-    that is not pending in ``requests`` or a decision that is none of the above.
+    that is not pending in ``requests`` or a decision that is none of the above, and the
+    gateway's error when it refuses the decision (a :class:`toolgate.Client` needs an
+    operator's ``approver_key``; the server then records that operator as the decider).
     """
     if not isinstance(by, str) or not by.strip():
         raise ValueError("by must name the person who decided (a non-empty string)")
@@ -93,7 +95,9 @@ async def record_decisions(
         approval_id = facts["approval_id"]
         try:
             decided = await gateway.decide(approval_id, str(decision), by=by, message=message)
-        except ToolgateError:
+        except ToolgateError as exc:
+            if not is_closed(exc):
+                raise  # e.g. a remote client without an operator key: nothing was recorded
             # Decided (or expired) in toolgate already: read what stands.
             decided = await gateway.approval(approval_id)
         _answer(results, tool_call_id, decided)

@@ -21,20 +21,27 @@ from ..._json import thaw
 from ...errors import ErrorCode
 from ...model import ApprovalRequest, CallOutcome, CallStatus
 
-__all__ = ["METADATA_KEY", "approval_facts", "tool_result"]
+__all__ = ["METADATA_KEY", "approval_facts", "is_closed", "tool_result"]
 
 #: The key toolgate's facts live under, in a deferral's metadata and a tool return's metadata.
 METADATA_KEY = "toolgate"
 
 
+def is_closed(error: Exception) -> bool:
+    """Whether ``error`` says the approval request is no longer pending (decided, expired or
+    voided) — in-process :class:`~toolgate.errors.ApprovalClosedError`, remote 409 alike."""
+    return getattr(error, "code", None) == ErrorCode.APPROVAL_CLOSED
+
+
 def approval_facts(approval: ApprovalRequest) -> dict[str, Any]:
     """What the application shows a person deciding a pending call (URL credentials masked),
     and the approval id it records the decision under."""
+    shown = approval.to_dict()  # masks URL credentials in the title and display
     return {
         "approval_id": approval.id,
         "tool_id": approval.tool_id,
-        "title": approval.to_dict()["title"],
-        "display": approval.to_dict()["display"],
+        "title": shown["title"],
+        "display": shown["display"],
         "risk": approval.risk,
         "facts": [list(fact) for fact in approval.shown_facts()],
         "expires_at": approval.expires_at,

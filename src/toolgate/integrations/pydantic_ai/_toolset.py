@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
+import logging
 import os
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -21,13 +21,15 @@ from ...model import ApprovalStatus, CallOutcome, CallStatus
 from ...search.query import DEFAULT_LIMIT, MAX_LIMIT
 from ...search.tool import SEARCH_TOOL_ID
 from ..base import ToolGateway, ToolSpec
-from ._results import METADATA_KEY, approval_facts, tool_result
+from ._results import METADATA_KEY, approval_facts, is_closed, tool_result
 
 __all__ = ["ToolgateToolset", "idempotency_key"]
 
 # The gateway validates the arguments against the tool's own JSON Schema (and answers
 # ``invalid_arguments`` by JSON pointer), so the framework passes them through unchanged.
 _ANY_ARGUMENTS = SchemaValidator(schema=core_schema.dict_schema(core_schema.str_schema()))
+
+log = logging.getLogger(__name__)
 
 #: Longest idempotency key sent as it is; a longer (or unprintable) one is sent as its hash.
 MAX_KEY_LENGTH = 200
@@ -107,6 +109,8 @@ class ToolgateToolset(AbstractToolset[Any]):
             )
         if session_id is not None and not isinstance(session_id, str):
             raise TypeError(f"session_id must be a string, not {type(session_id).__name__}")
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise ValueError(f"max_retries must be a whole number ≥ 0, not {max_retries!r}")
         if not isinstance(decided_by, str) or not decided_by.strip():
             raise ValueError(
                 "decided_by must name who decides in the framework (a non-empty string)"
@@ -125,6 +129,7 @@ class ToolgateToolset(AbstractToolset[Any]):
 
     @property
     def id(self) -> str | None:
+        """The toolset's id among the agent's toolsets (``"toolgate"`` unless given)."""
         return self._id
 
     def session(self, ctx: RunContext[Any]) -> str | None:
@@ -132,6 +137,8 @@ class ToolgateToolset(AbstractToolset[Any]):
         return self.session_id or ctx.conversation_id or ctx.run_id
 
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+        """The tools the gateway's agent may call now in this run's session, by provider-safe
+        name; first records any denial the framework answered since the last step."""
         await self._record_denials(ctx)
         specs = await self.gateway.list_tools(session_id=self.session(ctx))
         tools: dict[str, ToolsetTool[Any]] = {}
@@ -148,6 +155,8 @@ class ToolgateToolset(AbstractToolset[Any]):
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
+        """Call the tool through the gateway: its result as a ``ToolReturn``, an error as
+        ``ToolFailed``/``ModelRetry``, a call waiting for a person as ``ApprovalRequired``."""
         tool_id = self._ids.get(name)
         if tool_id is None:  # only a name this toolset listed is dispatched here
             raise ToolFailed(f"Error [tool_not_found]: no tool is named {name!r}")
@@ -207,9 +216,14 @@ class ToolgateToolset(AbstractToolset[Any]):
             decision = recorded["decision"]
         if isinstance(recorded.get("by"), str) and recorded["by"].strip():
             by = recorded["by"]
-        # Decided meanwhile (CLI, web UI): that decision stands, and the retry gets it.
-        with contextlib.suppress(ToolgateError):
+        try:
             await self.gateway.decide(approval_id, decision, by=by)
+        except ToolgateError as exc:
+            if not is_closed(exc):
+                # No right to decide (a remote client without an operator key), or no gateway:
+                # the call must not run, and pausing again would only loop — say why.
+                raise
+            # Decided meanwhile (CLI, web UI): that decision stands, and the retry gets it.
 
     async def _record_denials(self, ctx: RunContext[Any]) -> None:
         """Record in toolgate each denial the framework returned for a request of ours."""
@@ -225,9 +239,18 @@ class ToolgateToolset(AbstractToolset[Any]):
                 if approval_id is None:
                     continue
                 note = part.model_response_str()[:1000]
-                # Already decided in toolgate: that decision is the record.
-                with contextlib.suppress(ToolgateError):
+                try:
                     await self.gateway.decide(approval_id, "deny", by=self.decided_by, message=note)
+                except ToolgateError as exc:
+                    # Already decided in toolgate: that decision is the record. Otherwise the
+                    # denial still holds (the call never runs) and the request expires
+                    # unanswered: worth a warning, not the end of the run.
+                    if not is_closed(exc):
+                        log.warning(
+                            "could not record the denial of approval request %s in toolgate: %s",
+                            approval_id,
+                            exc,
+                        )
 
     def _remember(self, tool_call_id: str, approval_id: str) -> None:
         self._awaiting[tool_call_id] = approval_id
