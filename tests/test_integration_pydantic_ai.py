@@ -249,6 +249,25 @@ async def test_framework_denial_is_recorded_in_toolgate(setup: Setup) -> None:
     assert (denied.agent, denied.code) == (AGENT, "user_rejection")
 
 
+async def test_a_reused_tool_call_id_is_a_new_request(setup: Setup) -> None:
+    # Some models repeat tool call ids (TestModel names its calls after the tool): the denial
+    # of the first call must not be taken for an answer to the second.
+    first = ("demo__send_email", {"to": "bob@example.com", "body": "first"}, "dup")
+    second = ("demo__send_email", {"to": "bob@example.com", "body": "second"}, "dup")
+    script = Script([first], [second])
+    agent = agent_for(ToolgateToolset(setup.tools), script)
+    result = await agent.run("email bob twice")
+    denial = DeferredToolResults(approvals={"dup": ToolDenied("not the first")})
+    result = await agent.run(message_history=result.all_messages(), deferred_tool_results=denial)
+    assert isinstance(result.output, DeferredToolRequests)  # the second call waits
+    second_id = approval_id(result, "dup")
+
+    approve = DeferredToolResults(approvals={"dup": True})
+    await agent.run(message_history=result.all_messages(), deferred_tool_results=approve)
+    assert sent_lines(setup) == ["bob@example.com|second"]
+    assert setup.gateway.approvals.get(second_id).decision == "approve"
+
+
 async def test_a_toolgate_denial_wins_over_a_framework_approval(setup: Setup) -> None:
     script = Script([EMAIL])
     agent, result = await paused(setup, script)

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pydantic_ai import ApprovalRequired, RunContext, ToolFailed
-from pydantic_ai.messages import ModelRequest, ToolReturnPart
+from pydantic_ai.messages import ToolCallPart, ToolReturnPart
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 from pydantic_core import SchemaValidator, core_schema
@@ -125,7 +125,9 @@ class ToolgateToolset(AbstractToolset[Any]):
         # Pydantic AI never calls a tool whose call was denied (``ToolDenied`` short-circuits
         # before ``call_tool``), so the toolset remembers the requests it raised and records a
         # denial when it finds the denied return in the history.
-        self._awaiting: OrderedDict[str, str] = OrderedDict()
+        # Keyed by session and tool call id: ids are model- or framework-chosen and repeat
+        # across conversations (``TestModel`` names its calls after the tool).
+        self._awaiting: OrderedDict[tuple[str | None, str], str] = OrderedDict()
 
     @property
     def id(self) -> str | None:
@@ -190,10 +192,10 @@ class ToolgateToolset(AbstractToolset[Any]):
             if approval is None or approval.status is not ApprovalStatus.PENDING:
                 raise ToolFailed(outcome.text)  # e.g. the approved call is running elsewhere
             if tool_call_id is not None:
-                self._remember(tool_call_id, approval.id)
+                self._remember((session, tool_call_id), approval.id)
             raise ApprovalRequired(metadata={METADATA_KEY: approval_facts(approval)})
         if tool_call_id is not None:
-            self._awaiting.pop(tool_call_id, None)
+            self._awaiting.pop((session, tool_call_id), None)
         if tool_id == SEARCH_TOOL_ID and outcome.ok:
             await self._disclose(tool_args, session)
         return tool_result(outcome)
@@ -205,7 +207,7 @@ class ToolgateToolset(AbstractToolset[Any]):
         collected — was never put to the person, so it pauses the run again."""
         known = _recorded(ctx.tool_call_metadata).get("approval_id")
         if known is None and ctx.tool_call_id is not None:
-            known = self._awaiting.get(ctx.tool_call_id)
+            known = self._awaiting.get((self.session(ctx), ctx.tool_call_id))
         return known == approval_id
 
     async def _approve(self, approval_id: str, ctx: RunContext[Any]) -> None:
@@ -226,35 +228,47 @@ class ToolgateToolset(AbstractToolset[Any]):
             # Decided meanwhile (CLI, web UI): that decision stands, and the retry gets it.
 
     async def _record_denials(self, ctx: RunContext[Any]) -> None:
-        """Record in toolgate each denial the framework returned for a request of ours."""
+        """Record in toolgate each denial the framework answered for a request of ours: a
+        denied return of one of this toolset's tools, after the call that raised the request
+        (an older denial of a reused tool call id answered an older request)."""
         if not self._awaiting:
             return
-        for message in ctx.messages:
-            if not isinstance(message, ModelRequest):
-                continue
+        session = self.session(ctx)
+        asked: dict[str, int] = {}  # tool call id -> where its latest call is in the history
+        denied: dict[str, tuple[int, ToolReturnPart]] = {}
+        for index, message in enumerate(ctx.messages):
             for part in message.parts:
-                if not isinstance(part, ToolReturnPart) or part.outcome != "denied":
-                    continue
-                approval_id = self._awaiting.pop(part.tool_call_id, None)
-                if approval_id is None:
-                    continue
-                note = part.model_response_str()[:1000]
-                try:
-                    await self.gateway.decide(approval_id, "deny", by=self.decided_by, message=note)
-                except ToolgateError as exc:
-                    # Already decided in toolgate: that decision is the record. Otherwise the
-                    # denial still holds (the call never runs) and the request expires
-                    # unanswered: worth a warning, not the end of the run.
-                    if not is_closed(exc):
-                        log.warning(
-                            "could not record the denial of approval request %s in toolgate: %s",
-                            approval_id,
-                            exc,
-                        )
+                if isinstance(part, ToolCallPart):
+                    asked[part.tool_call_id] = index
+                elif (
+                    isinstance(part, ToolReturnPart)
+                    and part.outcome == "denied"
+                    and part.tool_name in self._ids
+                ):
+                    denied[part.tool_call_id] = (index, part)
+        for tool_call_id, (index, part) in denied.items():
+            if index < asked.get(tool_call_id, index):
+                continue
+            approval_id = self._awaiting.pop((session, tool_call_id), None)
+            if approval_id is None:
+                continue
+            note = part.model_response_str()[:1000]
+            try:
+                await self.gateway.decide(approval_id, "deny", by=self.decided_by, message=note)
+            except ToolgateError as exc:
+                # Already decided in toolgate: that decision is the record. Otherwise the
+                # denial still holds (the call never runs) and the request expires
+                # unanswered: worth a warning, not the end of the run.
+                if not is_closed(exc):
+                    log.warning(
+                        "could not record the denial of approval request %s in toolgate: %s",
+                        approval_id,
+                        exc,
+                    )
 
-    def _remember(self, tool_call_id: str, approval_id: str) -> None:
-        self._awaiting[tool_call_id] = approval_id
-        self._awaiting.move_to_end(tool_call_id)
+    def _remember(self, call: tuple[str | None, str], approval_id: str) -> None:
+        self._awaiting[call] = approval_id
+        self._awaiting.move_to_end(call)
         while len(self._awaiting) > MAX_AWAITING:
             self._awaiting.popitem(last=False)
 
