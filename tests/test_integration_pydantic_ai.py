@@ -210,6 +210,31 @@ async def test_a_resume_repeated_runs_the_tool_once(setup: Setup) -> None:
     assert sum(not (r.metadata.get("idempotency") or {}).get("replayed") for r in replays) == 1
 
 
+async def test_parallel_calls_each_get_their_own_request(setup: Setup) -> None:
+    to_bob = ("demo__send_email", {"to": "bob@example.com", "body": "same"}, "p-1")
+    to_bob_again = ("demo__send_email", {"to": "bob@example.com", "body": "same"}, "p-2")
+    charge = ("demo__charge", {"amount": 5}, "p-3")
+    script = Script([to_bob, to_bob_again, charge])
+    agent = agent_for(ToolgateToolset(setup.tools), script)
+    result = await agent.run("three things")
+    requests = result.output
+    assert sorted(call.tool_call_id for call in requests.approvals) == ["p-1", "p-2", "p-3"]
+    ids = {tcid: facts["approval_id"] for tcid, facts in toolgate_approvals(requests).items()}
+    assert len(set(ids.values())) == 3  # equal arguments, two calls: two requests
+
+    # Decided in the opposite order, one of them denied.
+    setup.gateway.approvals.decide(ids["p-3"], "approve", by="alice")
+    setup.gateway.approvals.decide(ids["p-2"], "deny", by="alice")
+    setup.gateway.approvals.decide(ids["p-1"], "approve", by="alice")
+    results = await decisions_from_toolgate(setup.tools, requests)
+    await agent.run(message_history=result.all_messages(), deferred_tool_results=results)
+
+    assert sorted(sent_lines(setup)) == ["bob@example.com|same", "charge|5"]
+    assert script.seen["p-1"] == ("success", "sent to bob@example.com")
+    assert script.seen["p-2"][0] == "denied"
+    assert script.seen["p-3"] == ("success", "charged 5")
+
+
 # -- deny -----------------------------------------------------------------------------------------
 
 
