@@ -19,6 +19,7 @@ from pydantic_ai import (
     Agent,
     DeferredToolRequests,
     DeferredToolResults,
+    ToolApproved,
     ToolDenied,
 )
 from pydantic_ai.capabilities import HandleDeferredToolCalls
@@ -233,6 +234,20 @@ async def test_parallel_calls_each_get_their_own_request(setup: Setup) -> None:
     assert script.seen["p-1"] == ("success", "sent to bob@example.com")
     assert script.seen["p-2"][0] == "denied"
     assert script.seen["p-3"] == ("success", "charged 5")
+
+
+async def test_changed_arguments_are_asked_for_again(setup: Setup) -> None:
+    script = Script([EMAIL])
+    agent, result = await paused(setup, script)
+    results = await record_decisions(setup.tools, result.output, {"call-1": "approve"}, by="alice")
+    changed = {"to": "eve@example.com", "body": "hello"}
+    results.approvals["call-1"] = ToolApproved(override_args=changed)
+    again = await agent.run(message_history=result.all_messages(), deferred_tool_results=results)
+
+    assert isinstance(again.output, DeferredToolRequests)  # toolgate approved other arguments
+    assert approval_id(again) != approval_id(result)
+    assert toolgate_approvals(again.output)["call-1"]["facts"][0] == ["to", "eve@example.com"]
+    assert sent_lines(setup) == []
 
 
 # -- deny -----------------------------------------------------------------------------------------
