@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from doc_blocks import doc_block
+from integrations_served import ServedToolgate, served_toolgate
 from integrations_support import (
     AGENT,
     Setup,
@@ -42,6 +43,8 @@ from integrations_support import (
     audit_records,
     sent_lines,
 )
+from toolgate import Client
+from toolgate.client import ApproverKeyRequiredError
 from toolgate.integrations.pydantic_ai import (
     ToolgateToolset,
     decisions_from_toolgate,
@@ -54,6 +57,8 @@ from toolgate.model import CallOutcome, CallStatus
 from toolgate.model.content import ContentResult, parse_blocks
 
 Call = tuple[str, dict[str, Any], str]
+
+__all__ = ["served_toolgate"]  # the fixture, imported for pytest
 
 
 class Script:
@@ -583,3 +588,104 @@ def test_documented_example_runs(
         "send_email [['to', 'bob@example.com'], ['body', 'Lunch at noon?']] apr_"
     )
     assert printed[-1] == "Done: sent to bob@example.com"
+
+
+# -- against a real toolgate serve, through toolgate.Client --------------------------------------
+
+
+@pytest.fixture
+async def remote(served_toolgate: ServedToolgate) -> AsyncIterator[Client]:
+    """The agent's client: its key only (it cannot decide its own calls)."""
+    async with Client(served_toolgate.url, key=served_toolgate.agent_key) as client:
+        yield client
+
+
+def _email(marker: str, call_id: str) -> Call:
+    return ("demo__send_email", {"to": "bob@example.com", "body": marker}, call_id)
+
+
+def _sent(served: ServedToolgate, marker: str) -> list[str]:
+    return [line for line in served.sent_lines() if line.endswith("|" + marker)]
+
+
+async def _paused_remote(remote: Client, script: Script) -> tuple[Agent[None, Any], Any]:
+    agent = agent_for(ToolgateToolset(remote), script)
+    result = await agent.run("email bob")
+    assert isinstance(result.output, DeferredToolRequests)
+    return agent, result
+
+
+@pytest.mark.slow
+async def test_remote_approved_with_the_cli_resumes_and_runs_once(
+    served_toolgate: ServedToolgate, remote: Client
+) -> None:
+    marker = "remote approved with the cli"
+    script = Script([_email(marker, "r-call-1")])
+    agent, result = await _paused_remote(remote, script)
+    assert _sent(served_toolgate, marker) == []
+
+    served_toolgate.approve(approval_id(result, "r-call-1"))  # a person, with the CLI
+    results = await decisions_from_toolgate(remote, result.output)
+    history = result.all_messages()
+    for _ in range(2):  # resumed twice: still one email
+        resumed = await agent.run(message_history=history, deferred_tool_results=results)
+        assert resumed.output == "done"
+        assert script.seen["r-call-1"] == ("success", "sent to bob@example.com")
+
+    assert _sent(served_toolgate, marker) == [f"bob@example.com|{marker}"]
+    records = served_toolgate.audit(tool="demo:send_email", agent=AGENT, status="ok", wait_for=1)
+    ran = [r for r in records if r["approval_id"] == approval_id(result, "r-call-1")]
+    assert [r["approval_decision"] for r in ran] == ["approve"]
+
+
+@pytest.mark.slow
+async def test_remote_denial_recorded_by_an_operator_client_reaches_the_model(
+    served_toolgate: ServedToolgate, remote: Client
+) -> None:
+    marker = "remote denied by the operator"
+    script = Script([_email(marker, "r-call-2")])
+    agent, result = await _paused_remote(remote, script)
+    async with Client(
+        served_toolgate.url,
+        key=served_toolgate.agent_key,
+        approver_key=served_toolgate.operator_key,
+    ) as operator:
+        results = await record_decisions(
+            operator, result.output, {"r-call-2": "deny"}, by="alice", message="not now"
+        )
+    await agent.run(message_history=result.all_messages(), deferred_tool_results=results)
+
+    outcome, text = script.seen["r-call-2"]
+    assert outcome == "denied" and text.startswith("Error [user_rejection]") and "not now" in text
+    assert _sent(served_toolgate, marker) == []
+    records = served_toolgate.audit(tool="demo:send_email", agent=AGENT, code="user_rejection")
+    assert approval_id(result, "r-call-2") in [r["approval_id"] for r in records]
+
+
+@pytest.mark.slow
+async def test_remote_framework_approval_needs_an_operator_key(
+    served_toolgate: ServedToolgate, remote: Client
+) -> None:
+    marker = "remote approved in the framework"
+    script = Script([_email(marker, "r-call-3")])
+    agent, result = await _paused_remote(remote, script)
+    plain = DeferredToolResults(approvals={"r-call-3": True})
+    # The agent's own key may not approve its calls: the resume says so and nothing runs.
+    with pytest.raises(ApproverKeyRequiredError, match="operator"):
+        await agent.run(message_history=result.all_messages(), deferred_tool_results=plain)
+    assert _sent(served_toolgate, marker) == []
+
+    async with Client(
+        served_toolgate.url,
+        key=served_toolgate.agent_key,
+        approver_key=served_toolgate.operator_key,
+    ) as trusted:
+        toolset = ToolgateToolset(trusted)
+        agent = agent_for(toolset, script)
+        with_metadata = result.output.build_results(
+            approvals={"r-call-3": True}, metadata=result.output.metadata
+        )
+        await agent.run(message_history=result.all_messages(), deferred_tool_results=with_metadata)
+    assert _sent(served_toolgate, marker) == [f"bob@example.com|{marker}"]
+    decided = await remote.approval(approval_id(result, "r-call-3"))
+    assert decided.decided_by == "ops"  # the server names the operator key's agent
