@@ -161,6 +161,34 @@ async def test_denied_in_toolgate_sync_puts_the_rejection_in_the_state(tmp_path:
         assert "denied by carol" in output.output
 
 
+async def test_two_parallel_calls_each_have_their_request_decided_in_reverse_order(
+    tmp_path: Path,
+) -> None:
+    with approval_gateway(tmp_path) as setup:
+        tools = await toolgate_tools(setup.tools, session_id=SESSION)
+        model = _model(
+            _calls(
+                ("demo__send_email", {"to": "a@example.com", "body": "x"}, "p1"),
+                ("demo__send_email", {"to": "b@example.com", "body": "x"}, "p2"),
+            )
+        )
+        agent = _agent(tools, model)
+        result = await Runner.run(agent, "email both")
+        state = result.to_state()
+        items = {item.call_id: item for item in state.get_interruptions()}
+        assert set(items) == {"p1", "p2"}
+        assert len(setup.gateway.approvals.pending()) == 2  # type: ignore[union-attr]
+        second = await tools.reject(state, items["p2"], by="alice")
+        first = await tools.approve(state, items["p1"], by="alice")
+        assert first is not None and second is not None and first.id != second.id
+        assert dict(first.arguments)["to"] == "a@example.com"
+        resumed = await Runner.run(agent, state)
+        outputs = {o.raw_item["call_id"]: o.output for o in _outputs(resumed)}
+        assert outputs["p1"] == "sent to a@example.com"
+        assert outputs["p2"].startswith("Error [user_rejection]: ")
+        assert sent_lines(setup) == ["a@example.com|x"]
+
+
 async def test_always_allow_the_second_run_does_not_pause(tmp_path: Path) -> None:
     with approval_gateway(tmp_path) as setup:
         tools, agent, result = await _paused_email(setup)

@@ -1,62 +1,37 @@
-"""toolgate tools for the OpenAI Agents SDK (``pip install 'toolgate[openai-agents]'``).
-
-:func:`toolgate_tools` turns what a :class:`~toolgate.integrations.base.ToolGateway` lets its
-agent call into the SDK's ``FunctionTool`` values. Every call goes through the gateway (access
-rules, approvals, security checks, rate limits, idempotency, result shaping, audit) with the
-session, the workspace, the SDK's tool call id and an idempotency key made of both.
-
-Approvals are the SDK's own human-in-the-loop, with toolgate as the authority:
-
-* ``needs_approval`` asks the gateway whether a call would wait for a person
-  (:meth:`ToolGateway.approval_needed`: no prompt when an "always allow" grant covers the tool).
-  When it would, the call is made at once, so its pending request is in toolgate's queue (web UI,
-  CLI, HTTP API) while the run is paused with the call among ``result.interruptions``.
-* The SDK calls nothing when ``RunState.approve``/``reject`` is used, so the decision is
-  written to toolgate by :meth:`ToolgateTools.approve` / :meth:`ToolgateTools.reject` (which
-  then update the state), and a decision made in toolgate is brought into the state by
-  :meth:`ToolgateTools.sync`. Toolgate's decision wins: a request already decided there is
-  mirrored into the state whatever the application asked.
-* The resumed run retries the call with the same tool call id: an approved call runs once, and
-  a denied one reaches the model as the SDK's rejection message, worded as toolgate words
-  ``user_rejection``.
-
-The SDK is imported here only: ``import toolgate`` never loads it.
-"""
+"""The gateway's tools as the SDK's ``FunctionTool`` values, and the approval helpers of a run
+(see :mod:`toolgate.integrations.openai_agents` for how approvals flow)."""
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from agents import FunctionTool, RunContextWrapper, RunState, ToolApprovalItem
-from agents.tool import (
-    FunctionToolCustomDataContext,
-    ToolOutputImage,
-    ToolOutputText,
-)
+from agents.tool import FunctionToolCustomDataContext
 from agents.tool_context import ToolContext
 
-from ..errors import ErrorCode, ToolgateError
-from ..model import ApprovalRequest, ApprovalStatus, CallOutcome, CallStatus
-from ..pipeline.approval_outcomes import denied_outcome
-from .base import ToolGateway, ToolSpec
+from ...errors import ErrorCode
+from ...model import ApprovalRequest, ApprovalStatus, CallOutcome, CallStatus
+from ...pipeline.approval_outcomes import denied_outcome
+from ..base import ToolGateway, ToolSpec
+from .calls import (
+    SEARCH_TOOL,
+    ApprovalPendingError,
+    CallKey,
+    bounded,
+    canonical,
+    idempotency_key,
+    model_output,
+    parse_arguments,
+)
 
-__all__ = [
-    "ApprovalPendingError",
-    "ToolgateTools",
-    "idempotency_key",
-    "toolgate_tools",
-]
+__all__ = ["ToolgateTools", "toolgate_tools"]
 
 logger = logging.getLogger(__name__)
 
-#: The longest idempotency key or tool call id handed to the gateway; longer ones are hashed.
-MAX_KEY = 200
 #: Decided statuses whose retry runs (or collects) the approved call.
 _APPROVED = frozenset(
     {
@@ -66,81 +41,6 @@ _APPROVED = frozenset(
         ApprovalStatus.DELIVERED,
     }
 )
-#: The name of the optional search tool (provider names of gateway tools always hold ``__``).
-SEARCH_TOOL = "toolgate_search_tools"
-
-
-class ApprovalPendingError(ToolgateError):
-    """A call the SDK was about to run is waiting for a person in toolgate.
-
-    Raised (it fails the run, so the model never reads "approval pending" as a result) when
-    the SDK approved a call toolgate has no decision for — ``RunState.approve`` was used
-    instead of :meth:`ToolgateTools.approve` — or when the gateway asked for a person only as
-    the call ran (a tool's security check) and nobody decided within ``approval_wait``."""
-
-    def __init__(self, message: str, *, approval_id: str, tool_id: str, call_id: str) -> None:
-        super().__init__(message)
-        self.approval_id = approval_id
-        self.tool_id = tool_id
-        self.call_id = call_id
-
-
-def _bounded(text: str) -> str:
-    """``text`` if it fits :data:`MAX_KEY`, else a digest of it (stable, so a resume finds the
-    same key; the model chooses call ids, so their length is not ours to trust)."""
-    if len(text) <= MAX_KEY:
-        return text
-    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def idempotency_key(session_id: str, call_id: str) -> str:
-    """The idempotency key of the SDK's call ``call_id`` in ``session_id``: the same on every
-    resume of the run, so a call that already completed replays instead of running again."""
-    return _bounded(f"{session_id}:{call_id}")
-
-
-def _canonical(arguments: Mapping[str, Any]) -> str:
-    return json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def _parse(arguments: str | None) -> dict[str, Any] | None:
-    """The model's arguments as an object, or ``None`` when they are not a JSON object."""
-    if arguments is None or not arguments.strip():
-        return {}
-    try:
-        parsed = json.loads(arguments)
-    except ValueError:
-        return None
-    return parsed if isinstance(parsed, dict) else None
-
-
-@dataclass(frozen=True, slots=True)
-class _CallKey:
-    """One SDK call: the same call id with other arguments (or another tool) is another call."""
-
-    tool_id: str
-    call_id: str
-    arguments: str
-
-
-def model_output(outcome: CallOutcome) -> str | list[ToolOutputText | ToolOutputImage]:
-    """What the model reads for ``outcome``: its text (an overflow's preview and note, an error
-    as ``Error [code]: message``), or — for a result made of content blocks with images —
-    the SDK's text and image outputs. A visualization is never part of it."""
-    blocks = outcome.blocks
-    if not blocks or not any(block.get("type") == "image" for block in blocks):
-        return outcome.text
-    parts: list[ToolOutputText | ToolOutputImage] = []
-    for block in blocks:
-        kind = block.get("type")
-        if kind == "image":
-            url = f"data:{block.get('mimeType', 'image/png')};base64,{block.get('data', '')}"
-            parts.append(ToolOutputImage(image_url=url))
-        elif kind == "text":
-            parts.append(ToolOutputText(text=str(block.get("text", ""))))
-        else:
-            parts.append(ToolOutputText(text=f"[{kind} content not shown]"))
-    return parts
 
 
 class ToolgateTools:
@@ -169,8 +69,8 @@ class ToolgateTools:
         self.approval_wait = approval_wait
         self._specs: dict[str, ToolSpec] = {}
         self._by_name: dict[str, FunctionTool] = {}
-        self._approvals: dict[_CallKey, str] = {}
-        self._settled: dict[_CallKey, CallOutcome] = {}
+        self._approvals: dict[CallKey, str] = {}
+        self._settled: dict[CallKey, CallOutcome] = {}
         self._visualizations: dict[str, Mapping[str, Any]] = {}
         self.tools: list[FunctionTool] = [self._function_tool(spec) for spec in specs]
         """The ``FunctionTool`` values for ``Agent(tools=...)``."""
@@ -215,7 +115,7 @@ class ToolgateTools:
         }
 
         async def invoke(context: ToolContext[Any], arguments: str) -> str:
-            parsed = _parse(arguments)
+            parsed = parse_arguments(arguments)
             query = None if parsed is None else parsed.get("query")
             if not isinstance(query, str) or not query.strip():
                 return "Error [invalid_arguments]: give a non-empty string as query."
@@ -263,7 +163,7 @@ class ToolgateTools:
             arguments,
             session_id=self.session_id,
             workspace=self.workspace,
-            tool_call_id=_bounded(call_id),
+            tool_call_id=bounded(call_id),
             idempotency_key=idempotency_key(self.session_id, call_id),
         )
 
@@ -276,7 +176,7 @@ class ToolgateTools:
         # where a person can decide it (web UI, CLI, API) while the run waits. A call that needs
         # approval does not run here; if a decision or a grant came first it does, once, and its
         # outcome is what the SDK's invocation hands on.
-        key = _CallKey(tool_id, call_id, _canonical(arguments))
+        key = CallKey(tool_id, call_id, canonical(arguments))
         outcome = await self._call(tool_id, arguments, call_id)
         if outcome.status is CallStatus.PENDING_APPROVAL and outcome.approval is not None:
             self._approvals[key] = outcome.approval.id
@@ -286,10 +186,10 @@ class ToolgateTools:
 
     async def _invoke(self, tool_id: str, context: ToolContext[Any], raw: str) -> Any:
         call_id = context.tool_call_id
-        arguments = _parse(raw)
+        arguments = parse_arguments(raw)
         if arguments is None:
             return "Error [invalid_arguments]: the arguments must be a JSON object."
-        key = _CallKey(tool_id, call_id, _canonical(arguments))
+        key = CallKey(tool_id, call_id, canonical(arguments))
         outcome = self._settled.pop(key, None) or await self._call(tool_id, arguments, call_id)
         if outcome.status is CallStatus.PENDING_APPROVAL:
             outcome = await self._pending_at_call_time(key, context, outcome)
@@ -298,7 +198,7 @@ class ToolgateTools:
         return model_output(outcome)
 
     async def _pending_at_call_time(
-        self, key: _CallKey, context: ToolContext[Any], outcome: CallOutcome
+        self, key: CallKey, context: ToolContext[Any], outcome: CallOutcome
     ) -> CallOutcome:
         """A call the SDK runs that toolgate still holds for a person. The SDK cannot pause a
         running tool, and "approval pending" must not reach the model as a result: wait for
@@ -341,15 +241,15 @@ class ToolgateTools:
 
     # -- approvals ------------------------------------------------------------------------------
 
-    def _key_of(self, item: ToolApprovalItem) -> _CallKey:
+    def _key_of(self, item: ToolApprovalItem) -> CallKey:
         spec = self._specs.get(item.tool_name or "")
         call_id = item.call_id
         if spec is None or not call_id:
             raise ValueError(
                 f"interruption {item.tool_name!r} is not a call of one of these toolgate tools"
             )
-        arguments = _parse(item.arguments)
-        return _CallKey(spec.id, call_id, _canonical(arguments or {}))
+        arguments = parse_arguments(item.arguments)
+        return CallKey(spec.id, call_id, canonical(arguments or {}))
 
     async def _request(self, item: ToolApprovalItem) -> ApprovalRequest | CallOutcome:
         """The toolgate request of an interrupted call as it stands now — or, when there is
@@ -370,7 +270,7 @@ class ToolgateTools:
                 request = None
             if request is not None and request.status is not ApprovalStatus.EXPIRED:
                 return request
-        arguments = _parse(item.arguments)
+        arguments = parse_arguments(item.arguments)
         if arguments is None:
             # Not an object: the gateway would refuse it. The SDK asked because it could not
             # read the arguments; the resumed call reports the error to the model.
@@ -421,17 +321,9 @@ class ToolgateTools:
         If the request was decided in toolgate already, that decision stands and is put into
         ``state`` (a denial stays a denial). Returns the request as decided (``None`` when the
         call had already ended in toolgate)."""
-        found = await self._request(item)
-        if isinstance(found, CallOutcome):
-            self._mirror_outcome(state, item, found)
-            return None
-        if found.status is ApprovalStatus.PENDING:
-            found = await self.gateway.decide(found.id, "always" if always else "approve", by=by)
-        elif found.status is ApprovalStatus.DENIED:
-            logger.warning("request %s was denied in toolgate; the denial stands", found.id)
-        # Per call in the SDK even for "always": the toolgate grant is what spares the next call.
-        self._mirror(state, item, found)
-        return found
+        # Per call in the SDK even for "always": the toolgate grant is what spares the next
+        # call, and a grant revoked in toolgate must ask again (an SDK-wide approval would not).
+        return await self._decide(state, item, "always" if always else "approve", by, None)
 
     async def reject(
         self,
@@ -445,14 +337,38 @@ class ToolgateTools:
         ``user_rejection``), then in ``state``: the resumed run hands the model the SDK's
         rejection, worded as toolgate words it (``Error [user_rejection]: ...``, with
         ``message``). A request already approved in toolgate stays approved."""
+        return await self._decide(state, item, "deny", by, message)
+
+    async def _decide(
+        self,
+        state: RunState[Any, Any],
+        item: ToolApprovalItem,
+        decision: str,
+        by: str,
+        message: str | None,
+        *,
+        again: bool = True,
+    ) -> ApprovalRequest | None:
+        if not isinstance(by, str) or not by.strip():
+            raise ValueError("by must name the person who decides (a non-empty string)")
         found = await self._request(item)
         if isinstance(found, CallOutcome):
             self._mirror_outcome(state, item, found)
             return None
         if found.status is ApprovalStatus.PENDING:
-            found = await self.gateway.decide(found.id, "deny", by=by, message=message)
-        elif found.status in _APPROVED:
-            logger.warning("request %s was approved in toolgate; the approval stands", found.id)
+            try:
+                found = await self.gateway.decide(found.id, decision, by=by, message=message)
+            except LookupError:
+                if not again:
+                    raise
+                # Decided elsewhere (web UI, CLI) a moment ago, or expired: look once more.
+                return await self._decide(state, item, decision, by, message, again=False)
+        else:
+            logger.warning(
+                "approval request %s was already %s in toolgate; that decision stands",
+                found.id,
+                found.status,
+            )
         self._mirror(state, item, found)
         return found
 
