@@ -22,6 +22,7 @@ from agents import Agent, Runner, RunResult, RunState, UserError, set_tracing_di
 from agents.items import ToolCallOutputItem
 from agents.testing import ScriptedModel, assistant_message, function_call
 
+from doc_blocks import doc_block
 from gateway_support import gateway_with
 from integrations_support import (
     AGENT,
@@ -395,3 +396,11 @@ def test_idempotency_keys_are_bounded_and_stable() -> None:
     long = idempotency_key("s", "x" * 500)
     assert len(long) <= 200 and long == idempotency_key("s", "x" * 500)
     assert long != idempotency_key("s", "x" * 501)
+
+
+def test_the_documented_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    code = compile(doc_block("integrations.openai_agents.example"), "openai-agents.md", "exec")
+    exec(code, {"__name__": "__main__"})
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("waiting: ") and "bob@example.com" in printed[0]
+    assert printed[-1] == "Sent."
