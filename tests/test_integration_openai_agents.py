@@ -5,6 +5,7 @@ show the tool body ran once and the audit log holds the agent and the decision."
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import subprocess
@@ -21,6 +22,7 @@ pytest.importorskip("agents")
 from agents import Agent, Runner, RunResult, RunState, UserError, set_tracing_disabled
 from agents.items import ToolCallOutputItem
 from agents.testing import ScriptedModel, assistant_message, function_call
+from agents.tool import ToolOutputImage, ToolOutputText
 
 from doc_blocks import doc_block
 from gateway_support import gateway_with
@@ -40,6 +42,7 @@ from toolgate.integrations.openai_agents import (
     idempotency_key,
     toolgate_tools,
 )
+from toolgate.model.content import ContentResult
 from toolgate.search.disclosure import ProgressiveDisclosure
 
 set_tracing_disabled(True)
@@ -312,6 +315,30 @@ async def test_an_overflow_shows_the_preview_and_keeps_the_visualization_from_th
         assert "_visualization" not in seen and '"columns"' not in seen
         assert output.custom_data is not None
         assert output.custom_data["toolgate"]["visualization"]["type"] == "table"
+
+
+async def test_an_image_reaches_the_model_as_the_sdks_image_output(tmp_path: Path) -> None:
+    png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"0" * 20).decode()
+
+    @tool(namespace="img", effect="read_only")
+    def chart() -> ContentResult:
+        """Draw the chart."""
+        image = {"type": "image", "data": png, "mimeType": "image/png"}
+        return ContentResult.from_mcp([{"type": "text", "text": "the chart"}, image])
+
+    with approval_gateway(tmp_path) as setup:
+        setup.gateway.add(chart)
+        tools = await toolgate_tools(setup.tools, session_id=SESSION)
+        model = _model(_calls(("img__chart", {}, "i1")))
+        result = await Runner.run(_agent(tools, model), "chart")
+        [output] = _outputs(result)
+        assert output.output == [
+            ToolOutputText(text="the chart"),
+            ToolOutputImage(image_url=f"data:image/png;base64,{png}"),
+        ]
+        # The model's next input carries the image as an image part, not as text.
+        sent = _seen_by_model(model)
+        assert "input_image" in sent and f"data:image/png;base64,{png}" in sent
 
 
 async def test_an_error_keeps_its_code(tmp_path: Path) -> None:
