@@ -366,9 +366,10 @@ async def test_the_sdks_approve_alone_fails_the_run_instead_of_showing_pending(
         assert sent_lines(setup) == []
 
 
-async def test_a_security_check_asking_as_the_call_runs_waits_for_the_person(
-    tmp_path: Path,
-) -> None:
+def _asking_write_tool(written: list[str]) -> Any:
+    """``fs:write``: needs no approval by its level, but its security check asks a person as
+    the call runs (what ``approval_needed`` cannot see ahead)."""
+
     def check(payload: dict[str, Any]) -> dict[str, Any]:
         return {
             "allowed": False,
@@ -377,16 +378,21 @@ async def test_a_security_check_asking_as_the_call_runs_waits_for_the_person(
             "permissionKey": payload["path"],
         }
 
+    @tool(namespace="fs", effect="local_write", security_check=check)
+    def write(path: str) -> str:
+        """Write a file."""
+        written.append(path)
+        return f"wrote {path}"
+
+    return write
+
+
+async def test_a_security_check_asking_as_the_call_runs_waits_for_the_person(
+    tmp_path: Path,
+) -> None:
     with approval_gateway(tmp_path) as setup:
         written: list[str] = []
-
-        @tool(namespace="fs", effect="local_write", security_check=check)
-        def write(path: str) -> str:
-            """Write a file."""
-            written.append(path)
-            return f"wrote {path}"
-
-        setup.gateway.add(write)
+        setup.gateway.add(_asking_write_tool(written))
         tools = await toolgate_tools(setup.tools, session_id=SESSION, approval_wait=30)
         model = _model(_calls(("fs__write", {"path": "/etc/hosts"}, "w1")))
 
@@ -400,6 +406,21 @@ async def test_a_security_check_asking_as_the_call_runs_waits_for_the_person(
         [output] = _outputs(result)
         assert output.output == "wrote /etc/hosts" and written == ["/etc/hosts"]
         assert "pending" not in _seen_by_model(model).lower()
+
+
+async def test_a_security_check_nobody_answers_fails_the_run_not_the_model(
+    tmp_path: Path,
+) -> None:
+    with approval_gateway(tmp_path) as setup:
+        written: list[str] = []
+        setup.gateway.add(_asking_write_tool(written))
+        tools = await toolgate_tools(setup.tools, session_id=SESSION, approval_wait=0)
+        model = _model(_calls(("fs__write", {"path": "/etc/hosts"}, "w1")))
+        with pytest.raises(UserError) as raised:
+            await Runner.run(_agent(tools, model), "write")
+        cause = raised.value.__cause__
+        assert isinstance(cause, ApprovalPendingError) and cause.call_id == "w1"
+        assert written == [] and len(model.calls) == 1
 
 
 async def test_search_adds_the_found_tools_mid_run(tmp_path: Path) -> None:

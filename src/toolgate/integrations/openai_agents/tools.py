@@ -218,10 +218,18 @@ class ToolgateTools:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.approval_wait
         pause = 0.2
-        while approval is not None and loop.time() < deadline:
+        while approval is not None:
             request = await self.gateway.approval(approval.id)
             if request.status is not ApprovalStatus.PENDING:
-                return await self._call(key.tool_id, json.loads(key.arguments), key.call_id)
+                # Decided (or expired): the retry runs it, reports the denial, or asks anew.
+                retried = await self._call(key.tool_id, json.loads(key.arguments), key.call_id)
+                if retried.status is not CallStatus.PENDING_APPROVAL:
+                    return retried
+                approval = retried.approval
+                approval_id = "" if approval is None else approval.id
+                continue
+            if loop.time() >= deadline:
+                break
             await asyncio.sleep(min(pause, max(0.0, deadline - loop.time())))
             pause = min(pause * 2, 2.0)
         raise ApprovalPendingError(
