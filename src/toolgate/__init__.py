@@ -16,6 +16,8 @@ shapes it; serve the same tools to any model provider.
 """
 
 import logging as _logging
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any as _Any
 
 from ._loop_watchdog import LoopWatchdog
 from .errors import (
@@ -70,6 +72,9 @@ from .model import (
 from .model.display import render_display
 from .python import FunctionTool, ToolContext, tool
 
+if _TYPE_CHECKING:
+    from .client import Client
+
 __version__ = "0.1.0"
 
 # A library never configures logging; without a handler, Python would print our warnings (tool
@@ -85,6 +90,7 @@ __all__ = [
     "CallOutcome",
     "CallStatus",
     "CapabilityContext",
+    "Client",
     "ConfigError",
     "ConfirmationSpec",
     "DisplaySpec",
@@ -127,3 +133,16 @@ __all__ = [
     "render_display",
     "tool",
 ]
+
+
+def __getattr__(name: str) -> _Any:
+    # toolgate.Client is imported on first use: ``import toolgate`` loads no HTTP client.
+    if name == "Client":
+        from .client import Client
+
+        return Client
+    raise AttributeError(f"module 'toolgate' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), "Client"})

@@ -14,6 +14,7 @@ __all__ = [
     "AlertList",
     "ApprovalDetail",
     "ApprovalList",
+    "ApprovalNeeded",
     "ApprovalView",
     "AuditPage",
     "CallOutcomeView",
@@ -157,6 +158,12 @@ class ToolSummary(BaseModel):
     tile: str | None = Field(description="The tile's display line, arguments as `<name>`.")
     examples: list[str]
     dangerous: bool
+    input_schema: dict[str, Any] | None = Field(
+        default=None, description="The input JSON Schema (with `schemas=true`)."
+    )
+    timeout: float | None = Field(
+        default=None, description="Seconds a call may run (with `schemas=true`)."
+    )
 
 
 class ToolList(BaseModel):
@@ -178,6 +185,8 @@ class SearchHitView(BaseModel):
     title: str
     description: str
     input_schema: dict[str, Any]
+    side_effect: str
+    timeout: float
     score: float = Field(description="BM25 score (lexical) or reciprocal-rank-fusion score.")
     lexical_rank: int | None
     semantic_rank: int | None
@@ -189,6 +198,15 @@ class SearchResults(BaseModel):
     query: str = Field(description="The query as searched (control characters removed).")
     mode: str = Field(description="lexical, semantic or fused.")
     tools: list[SearchHitView]
+
+
+class ApprovalNeeded(BaseModel):
+    """Whether a call of the tool by this agent would wait for a person now."""
+
+    tool: str = Field(description="The tool's id.")
+    approval_needed: bool = Field(
+        description='Approval is required and no "always allow" grant covers the call.'
+    )
 
 
 class ToolStatusView(BaseModel):

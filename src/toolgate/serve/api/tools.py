@@ -30,6 +30,7 @@ from .calls import is_json, run_call, strict_call_body, workspace_exists
 from .deps import ERRORS, Agent, Caller, Context, context_of
 from .models import (
     AgentInfo,
+    ApprovalNeeded,
     CallOutcomeView,
     CallRequest,
     SearchResults,
@@ -38,7 +39,7 @@ from .models import (
     ToolList,
 )
 from .problems import ApiJSONResponse, ApiProblem, HttpErrorCode
-from .views import status_view, tool_detail, tool_summary
+from .views import status_view, tool_detail, tool_schemas, tool_summary
 
 __all__ = ["DEFAULT_PAGE_LIMIT", "MAX_PAGE_LIMIT", "router"]
 
@@ -119,22 +120,49 @@ def _query_problem(parameter: str, message: str) -> ApiProblem:
     )
 
 
+_SESSION_DESCRIPTION = (
+    "A conversation of this agent: under progressive disclosure, the core tools plus those its "
+    "searches found (over HTTP or MCP); leave out for every tool."
+)
+Session = Annotated[
+    str | None, Query(min_length=1, max_length=200, description=_SESSION_DESCRIPTION)
+]
+
+
 @router.get("/tools", response_model=ToolList, summary="List the tools this agent may call")
 def list_tools(
-    who: Agent, context: Context, limit: Limit = DEFAULT_PAGE_LIMIT, cursor: Cursor = None
+    who: Agent,
+    context: Context,
+    limit: Limit = DEFAULT_PAGE_LIMIT,
+    cursor: Cursor = None,
+    schemas: Annotated[
+        bool, Query(description="Also give each tool's `input_schema` and `timeout`.")
+    ] = False,
+    session_id: Session = None,
 ) -> Response:
     """The tools the calling agent may call, sorted by id, a page at a time: each with its
-    side-effect level, whether calls need approval, phase, source format and provider name.
-    `total` counts them all; follow `next_cursor` (passed as `cursor`) until it is `null`. A
-    `limit` outside 1-1000 or a cursor not taken from a previous page is a 422 naming it."""
+    side-effect level, whether calls need approval, phase, source format and provider name
+    (with `schemas=true`, its input schema and timeout too: one request per page instead of
+    one per tool). `total` counts them all; follow `next_cursor` (passed as `cursor`) until it
+    is `null`. Under progressive disclosure, `session_id` narrows the list to what that
+    conversation is shown. A `limit` outside 1-1000 or a cursor not taken from a previous page
+    is a 422 naming it."""
     gateway = context.gateway
     allowed = gateway.list_tools(agent=who.agent, namespaces=who.namespaces)
+    disclosure = gateway.disclosure
+    if disclosure is not None and session_id is not None:
+        # Keyed as the MCP server keys a conversation (agent, session), so a search over
+        # either surface widens the same list.
+        allowed = disclosure.visible((who.agent, session_id), allowed)
     start, end, next_cursor = _page("api-tools", [tool.id for tool in allowed], limit, cursor)
     rows = []
     for tool in allowed[start:end]:
         entry = gateway.registry.get(tool.id)
         if entry is not None:
-            rows.append(tool_summary(entry, gateway.status(tool.id), context.approval_policy))
+            row = tool_summary(entry, gateway.status(tool.id), context.approval_policy)
+            if schemas:
+                row.update(tool_schemas(entry))
+            rows.append(row)
     return ApiJSONResponse({"tools": rows, "total": len(allowed), "next_cursor": next_cursor})
 
 
@@ -149,10 +177,13 @@ def search_tools(
         Literal["lexical", "semantic", "fused"] | None,
         Query(description="Ranking (default: fused with toolgate[search], else lexical)."),
     ] = None,
+    session_id: Session = None,
 ) -> Response:
     """The tools this agent may call that best match `q`, best first, with their
-    definitions (input schema, provider name) and scores. Unavailable tools are left out.
-    An empty or over-long `q`, or a `limit` outside 1-100, is a 422 naming the field."""
+    definitions (input schema, provider name, side-effect level) and scores. Unavailable
+    tools are left out. Under progressive disclosure, the tools found join `session_id`'s
+    list (as a search over MCP does). An empty or over-long `q`, or a `limit` outside 1-100,
+    is a 422 naming the field."""
     gateway = context.gateway
     try:
         query = clean_query(q, field="q")
@@ -176,13 +207,49 @@ def search_tools(
             "title": hit.tool.display_title,
             "description": hit.tool.description,
             "input_schema": hit.tool.input_schema_dict(),
+            "side_effect": str(hit.tool.side_effect),
+            "timeout": hit.tool.timeout,
             "score": hit.score,
             "lexical_rank": hit.lexical_rank,
             "semantic_rank": hit.semantic_rank,
         }
         for rank, hit in enumerate(hits, start=1)
     ]
+    disclosure = gateway.disclosure
+    if disclosure is not None and session_id is not None:
+        disclosure.found((who.agent, session_id), [hit.tool.id for hit in hits])
     return ApiJSONResponse({"query": query, "mode": chosen, "tools": rows})
+
+
+# Before /tools/{tool_id:path}, which would take "<id>/approval" for a tool id.
+@router.get(
+    "/tools/{tool_id:path}/approval",
+    response_model=ApprovalNeeded,
+    summary="Would a call wait for a person",
+)
+def approval_needed(
+    tool_id: str,
+    who: Agent,
+    context: Context,
+    workspace: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=4096,
+            description="The folder the call would act on (grants are per workspace).",
+        ),
+    ] = None,
+) -> Response:
+    """Whether a call of this tool by the calling agent would wait for a person now: the tool,
+    the approval rules or the agent's access rule require approval, and no "always allow"
+    grant for `workspace` covers it. A tool's security check may still ask when the call runs.
+    A tool this agent may not see is a 404, as on the other tool routes."""
+    gateway = context.gateway
+    entry = _visible(gateway, who, tool_id)
+    needed = gateway.approval_needed(
+        entry.tool.id, agent=who.agent, workspace=workspace, namespaces=who.namespaces
+    )
+    return ApiJSONResponse({"tool": entry.tool.id, "approval_needed": needed})
 
 
 @router.get(

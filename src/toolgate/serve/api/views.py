@@ -22,6 +22,7 @@ __all__ = [
     "outcome_view",
     "status_view",
     "tool_detail",
+    "tool_schemas",
     "tool_summary",
 ]
 
@@ -69,6 +70,11 @@ def tool_summary(
     }
 
 
+def tool_schemas(entry: RegisteredTool) -> dict[str, Any]:
+    """What calling a tool takes besides its summary: its input schema and timeout."""
+    return {"input_schema": entry.tool.input_schema_dict(), "timeout": entry.tool.timeout}
+
+
 def status_view(status: ToolStatus) -> dict[str, Any]:
     """A tool's health (:class:`~.models.ToolStatusView`)."""
     return status.to_dict()
@@ -82,8 +88,7 @@ def tool_detail(
     hints = tool.resolved_hints
     return {
         **tool_summary(entry, status, policy),
-        "timeout": tool.timeout,
-        "input_schema": tool.input_schema_dict(),
+        **tool_schemas(entry),
         "output_schema": tool.output_schema_dict(),
         "hints": {
             "readOnlyHint": bool(hints.read_only),

@@ -1,0 +1,169 @@
+"""A framework's tool call id and a caller's idempotency key, through ``Gateway.call`` and the
+HTTP API: each tool call id has its own approval request, and a call named by a key runs once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from gateway_support import gateway_with
+from http_api_support import ALICE_KEY, make_app
+from integrations_support import approval_gateway, demo_tools, sent_lines
+from toolgate import CallStatus
+
+EMAIL = {"to": "ana@example.com", "body": "hello"}
+
+
+async def test_two_calls_with_equal_arguments_and_their_own_ids_are_asked_for_apart(
+    tmp_path: Path,
+) -> None:
+    with approval_gateway(tmp_path) as setup:
+        first = await setup.tools.call("demo:send_email", EMAIL, tool_call_id="call_a")
+        second = await setup.tools.call("demo:send_email", EMAIL, tool_call_id="call_b")
+        assert first.status is CallStatus.PENDING_APPROVAL
+        assert second.status is CallStatus.PENDING_APPROVAL
+        assert first.approval is not None and second.approval is not None
+        assert first.approval.id != second.approval.id
+        # Deciding b says nothing about a: a's retry is still pending, b's runs.
+        await setup.tools.decide(second.approval.id, "deny", by="alice")
+        await setup.tools.decide(first.approval.id, "approve", by="alice")
+        again_b = await setup.tools.call("demo:send_email", EMAIL, tool_call_id="call_b")
+        again_a = await setup.tools.call("demo:send_email", EMAIL, tool_call_id="call_a")
+        assert again_b.code is not None and again_b.code.value == "user_rejection"
+        assert again_a.status is CallStatus.OK
+        assert sent_lines(setup) == ["ana@example.com|hello"]
+
+
+async def test_a_retry_without_the_tool_call_id_does_not_take_a_named_calls_approval(
+    tmp_path: Path,
+) -> None:
+    with approval_gateway(tmp_path) as setup:
+        named = await setup.tools.call("demo:send_email", EMAIL, tool_call_id="call_a")
+        assert named.approval is not None
+        await setup.tools.decide(named.approval.id, "approve", by="alice")
+        anonymous = await setup.tools.call("demo:send_email", EMAIL)
+        assert anonymous.status is CallStatus.PENDING_APPROVAL
+        assert sent_lines(setup) == []
+
+
+async def test_a_call_named_by_a_key_runs_once_across_a_pause_and_two_resumes(
+    tmp_path: Path,
+) -> None:
+    with approval_gateway(tmp_path) as setup:
+        named = {"tool_call_id": "call_a", "idempotency_key": "run-1:call_a"}
+        asked = await setup.tools.call("demo:send_email", EMAIL, **named)
+        assert asked.status is CallStatus.PENDING_APPROVAL and asked.approval is not None
+        await setup.tools.decide(asked.approval.id, "approve", by="alice")
+        ran = await setup.tools.call("demo:send_email", EMAIL, **named)
+        replayed = await setup.tools.call("demo:send_email", EMAIL, **named)
+        assert ran.status is CallStatus.OK
+        assert replayed.status is CallStatus.OK
+        assert replayed.metadata["idempotency"]["replayed"] is True
+        assert replayed.metadata["idempotency"]["original_call_id"] == ran.call_id
+        assert sent_lines(setup) == ["ana@example.com|hello"]
+
+
+async def test_a_callers_key_with_other_arguments_is_a_conflict(tmp_path: Path) -> None:
+    with approval_gateway(tmp_path) as setup:
+        first = await setup.tools.call("demo:note", {"text": "a"}, idempotency_key="k")
+        other = await setup.tools.call("demo:note", {"text": "b"}, idempotency_key="k")
+        assert first.status is CallStatus.OK
+        assert other.code is not None and other.code.value == "idempotency_conflict"
+        assert sent_lines(setup) == ["note|a"]
+
+
+async def test_a_callers_key_is_per_agent(tmp_path: Path) -> None:
+    with approval_gateway(tmp_path) as setup:
+        mine = await setup.gateway.call("demo:note", {"text": "a"}, agent="a", idempotency_key="k")
+        theirs = await setup.gateway.call(
+            "demo:note", {"text": "a"}, agent="b", idempotency_key="k"
+        )
+        assert mine.status is CallStatus.OK and theirs.status is CallStatus.OK
+        assert "idempotency" not in theirs.metadata or not theirs.metadata["idempotency"].get(
+            "replayed"
+        )
+        assert sent_lines(setup) == ["note|a", "note|a"]
+
+
+async def test_a_read_only_tool_runs_every_time_whatever_the_key(tmp_path: Path) -> None:
+    with approval_gateway(tmp_path) as setup:
+        first = await setup.tools.call("demo:lookup", {"city": "Oslo"}, idempotency_key="k")
+        second = await setup.tools.call("demo:lookup", {"city": "Bergen"}, idempotency_key="k")
+        assert first.status is CallStatus.OK and second.status is CallStatus.OK
+        assert second.text == "sunny in Bergen"
+        assert "idempotency" not in second.metadata
+
+
+async def test_approval_needed_is_false_once_an_always_grant_covers_the_tool(
+    tmp_path: Path,
+) -> None:
+    with approval_gateway(tmp_path) as setup:
+        assert await setup.tools.approval_needed("demo:send_email")
+        assert not await setup.tools.approval_needed("demo:lookup")
+        assert not await setup.tools.approval_needed("demo:no_such_tool")
+        asked = await setup.tools.call("demo:send_email", EMAIL, tool_call_id="call_a")
+        assert asked.approval is not None
+        await setup.tools.decide(asked.approval.id, "always", by="alice")
+        assert not await setup.tools.approval_needed("demo:send_email")
+        # The grant is per workspace: another folder is asked for again.
+        assert await setup.tools.approval_needed("demo:send_email", workspace=str(tmp_path))
+
+
+def test_approval_needed_is_false_when_nobody_could_be_asked(tmp_path: Path) -> None:
+    # Without an approver such a call is denied at once: nobody is asked.
+    with gateway_with() as gateway:
+        gateway.add(demo_tools(tmp_path / "sent.log"))
+        assert not gateway.approval_needed("demo:send_email", agent="planner")
+        outcome = gateway.call_sync("demo:send_email", EMAIL, agent="planner")
+        assert outcome.code is not None and outcome.code.value == "user_rejection"
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("tool_call_id", ""),
+        ("tool_call_id", "x" * 201),
+        ("idempotency_key", ""),
+        ("tool_call_id", 7),
+    ],
+)
+def test_the_http_api_refuses_a_malformed_call_name(
+    tmp_path: Path, field: str, value: object
+) -> None:
+    with (
+        approval_gateway(tmp_path) as setup,
+        TestClient(
+            make_app(setup.gateway), headers={"Authorization": f"Bearer {ALICE_KEY}"}
+        ) as client,
+    ):
+        answer = client.post(
+            "/v1/tools/demo:note/call", json={"arguments": {"text": "a"}, field: value}
+        )
+        assert answer.status_code == 422, answer.text
+        assert field in answer.text
+        assert sent_lines(setup) == []
+
+
+def test_the_http_api_passes_the_tool_call_id_and_the_key_on(tmp_path: Path) -> None:
+    with (
+        approval_gateway(tmp_path) as setup,
+        TestClient(
+            make_app(setup.gateway), headers={"Authorization": f"Bearer {ALICE_KEY}"}
+        ) as client,
+    ):
+        body = {"arguments": EMAIL, "tool_call_id": "call_a", "idempotency_key": "run:call_a"}
+        asked = client.post("/v1/tools/demo:send_email/call", json=body)
+        assert asked.status_code == 202
+        other = client.post(
+            "/v1/tools/demo:send_email/call", json={**body, "tool_call_id": "call_b"}
+        )
+        assert other.json()["approval"]["id"] != asked.json()["approval"]["id"]
+        assert setup.gateway.approvals is not None
+        setup.gateway.approvals.decide(asked.json()["approval"]["id"], "approve", by="alice")
+        ran = client.post("/v1/tools/demo:send_email/call", json=body)
+        replayed = client.post("/v1/tools/demo:send_email/call", json=body)
+        assert ran.status_code == 200 and ran.json()["status"] == "ok"
+        assert replayed.json()["status"] == "ok"
+        assert sent_lines(setup) == ["ana@example.com|hello"]
