@@ -10,7 +10,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from agents.tool import ToolOutputImage, ToolOutputText
 
 from doc_blocks import doc_block
 from gateway_support import gateway_with
+from integrations_served import ServedToolgate, served_toolgate
 from integrations_support import (
     AGENT,
     Setup,
@@ -34,7 +35,7 @@ from integrations_support import (
     demo_tools,
     sent_lines,
 )
-from toolgate import tool
+from toolgate import Client, tool
 from toolgate.integrations import LocalGateway
 from toolgate.integrations.openai_agents import (
     ApprovalPendingError,
@@ -46,6 +47,8 @@ from toolgate.model.content import ContentResult
 from toolgate.search.disclosure import ProgressiveDisclosure
 
 set_tracing_disabled(True)
+
+__all__ = ["served_toolgate"]  # the fixture, imported for pytest
 
 SESSION = "conv-1"
 EMAIL = {"to": "bob@example.com", "body": "hi"}
@@ -452,3 +455,122 @@ def test_the_documented_example_runs(capsys: pytest.CaptureFixture[str]) -> None
     printed = capsys.readouterr().out.splitlines()
     assert printed[0].startswith("waiting: ") and "bob@example.com" in printed[0]
     assert printed[-1] == "Sent."
+
+
+# -- against a real toolgate serve, through toolgate.Client ------------------------------------
+# One server for this module (served_toolgate is module-scoped). Each test uses its own call
+# ids and arguments: approvals, grants and idempotency keys live as long as the server.
+
+
+@pytest.fixture
+async def remote(served_toolgate: ServedToolgate) -> AsyncIterator[Client]:
+    async with Client(
+        served_toolgate.url,
+        key=served_toolgate.agent_key,
+        approver_key=served_toolgate.operator_key,
+    ) as client:
+        yield client
+
+
+def _remote_sent(served: ServedToolgate, marker: str) -> list[str]:
+    return [line for line in served.sent_lines() if marker in line]
+
+
+async def _remote_paused(
+    remote: Client, session: str, email: dict[str, str], call_id: str
+) -> tuple[ToolgateTools, Agent[Any], RunState[Any, Any], str]:
+    tools = await toolgate_tools(remote, session_id=session)
+    agent = _agent(tools, _model(_calls(("demo__send_email", email, call_id))))
+    result = await Runner.run(agent, "email")
+    [item] = result.interruptions
+    request = await tools.approval_of(item)
+    assert request is not None and request.agent == AGENT
+    return tools, agent, result.to_state(), request.id
+
+
+@pytest.mark.slow
+async def test_remote_approved_with_the_cli_resumed_from_json_runs_once(
+    served_toolgate: ServedToolgate, remote: Client
+) -> None:
+    email = {"to": "ada@example.com", "body": "remote cli"}
+    _, _, state, approval_id = await _remote_paused(remote, "r-cli", email, "rc1")
+    saved = json.dumps(state.to_json())
+    assert _remote_sent(served_toolgate, "remote cli") == []
+    served_toolgate.approve(approval_id)  # a person, with the CLI next to the server
+    for _ in range(2):  # resumed twice, each time as in a new process
+        tools = await toolgate_tools(remote, session_id="r-cli")
+        agent = _agent(tools, _model())
+        state = await RunState.from_json(agent, json.loads(saved))
+        assert await tools.sync(state) == []
+        resumed = await Runner.run(agent, state)
+        assert [o.output for o in _outputs(resumed)] == ["sent to ada@example.com"]
+    assert _remote_sent(served_toolgate, "remote cli") == ["ada@example.com|remote cli"]
+    records = served_toolgate.audit(tool="demo:send_email", agent=AGENT, status="ok")
+    assert any(r.get("approval_id") == approval_id for r in records), records
+
+
+@pytest.mark.slow
+async def test_remote_approved_and_denied_through_the_sdk_helpers(
+    served_toolgate: ServedToolgate, remote: Client
+) -> None:
+    email = {"to": "bo@example.com", "body": "remote helper"}
+    tools, agent, state, approval_id = await _remote_paused(remote, "r-sdk", email, "rs1")
+    [item] = state.get_interruptions()
+    decided = await tools.approve(state, item, by="alice")
+    assert decided is not None and decided.decided_by == "ops"  # the operator key decides
+    resumed = await Runner.run(agent, state)
+    assert resumed.final_output == "done"
+    assert _remote_sent(served_toolgate, "remote helper") == ["bo@example.com|remote helper"]
+
+    email = {"to": "cy@example.com", "body": "remote denied"}
+    tools, agent, state, approval_id = await _remote_paused(remote, "r-sdk", email, "rs2")
+    [item] = state.get_interruptions()
+    await tools.reject(state, item, by="alice", message="not today")
+    resumed = await Runner.run(agent, state)
+    [output] = _outputs(resumed)
+    assert output.output.startswith("Error [user_rejection]: ") and "not today" in output.output
+    assert _remote_sent(served_toolgate, "remote denied") == []
+    records = served_toolgate.audit(tool="demo:send_email", code="user_rejection")
+    assert any(r.get("approval_id") == approval_id for r in records), records
+
+
+@pytest.mark.slow
+async def test_remote_always_allow_then_no_pause(
+    served_toolgate: ServedToolgate, remote: Client
+) -> None:
+    # demo:charge only here: its grant lasts as long as the server.
+    tools = await toolgate_tools(remote, session_id="r-always")
+    agent = _agent(tools, _model(_calls(("demo__charge", {"amount": 7}, "ra1"))))
+    state = (await Runner.run(agent, "charge")).to_state()
+    [item] = state.get_interruptions()
+    await tools.approve(state, item, by="alice", always=True)
+    await Runner.run(agent, state)
+    again = _agent(tools, _model(_calls(("demo__charge", {"amount": 8}, "ra2"))))
+    result = await Runner.run(again, "charge again")
+    assert result.interruptions == [] and [o.output for o in _outputs(result)] == ["charged 8"]
+    assert _remote_sent(served_toolgate, "charge|") == ["charge|7", "charge|8"]
+
+
+@pytest.mark.slow
+async def test_remote_results_rate_limit_unknown_tool_and_overflow(
+    served_toolgate: ServedToolgate, remote: Client
+) -> None:
+    tools = await toolgate_tools(remote, session_id="r-results")
+    notes = [_calls(("demo__note", {"text": f"remote n{i}"}, f"rn{i}")) for i in range(3)]
+    report = _calls(("demo__report", {"rows": 300}, "rr1"))
+    model = _model(*notes, report)
+    result = await Runner.run(_agent(tools, model), "notes and a report")
+    outputs = [o.output for o in _outputs(result)]
+    assert outputs[2].startswith("Error [rate_limited]: ")
+    assert "00000 " in outputs[3] and '"columns"' not in _seen_by_model(model)
+    # The reader's access rules hide demo:send_email: the gateway answers tool_not_found.
+    async with Client(served_toolgate.url, key=served_toolgate.reader_key) as reader:
+        hidden = ToolgateTools(
+            reader, await remote.list_tools(), session_id="r-reader", approval_wait=0
+        )
+        email = {"to": "di@example.com", "body": "remote hidden"}
+        model = _model(_calls(("demo__send_email", email, "rh1")))
+        result = await Runner.run(_agent(hidden, model), "email")
+        [output] = _outputs(result)
+        assert output.output.startswith("Error [tool_not_found]: ")
+    assert _remote_sent(served_toolgate, "remote hidden") == []

@@ -13,7 +13,7 @@ from agents import FunctionTool, RunContextWrapper, RunState, ToolApprovalItem
 from agents.tool import FunctionToolCustomDataContext
 from agents.tool_context import ToolContext
 
-from ...errors import ErrorCode
+from ...errors import ErrorCode, ToolgateError
 from ...model import ApprovalRequest, ApprovalStatus, CallOutcome, CallStatus
 from ...pipeline.approval_outcomes import denied_outcome
 from ..base import ToolGateway, ToolSpec
@@ -366,10 +366,11 @@ class ToolgateTools:
         if found.status is ApprovalStatus.PENDING:
             try:
                 found = await self.gateway.decide(found.id, decision, by=by, message=message)
-            except LookupError:
-                if not again:
+            except ToolgateError as exc:
+                # In-process ApprovalClosedError, the client's RemoteConflictError: decided
+                # elsewhere (web UI, CLI) a moment ago, or expired. Look once more.
+                if exc.code is not ErrorCode.APPROVAL_CLOSED or not again:
                     raise
-                # Decided elsewhere (web UI, CLI) a moment ago, or expired: look once more.
                 return await self._decide(state, item, decision, by, message, again=False)
         else:
             logger.warning(
