@@ -16,9 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-pytest.importorskip("agents")
-
 from agents import Agent, Runner, RunResult, RunState, UserError, set_tracing_disabled
 from agents.items import ToolCallOutputItem
 from agents.testing import ScriptedModel, assistant_message, function_call
