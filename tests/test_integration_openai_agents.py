@@ -40,6 +40,7 @@ from toolgate.integrations.openai_agents import (
     idempotency_key,
     toolgate_tools,
 )
+from toolgate.integrations.openai_agents.calls import parse_arguments
 from toolgate.model.content import ContentResult
 from toolgate.search.disclosure import ProgressiveDisclosure
 
@@ -571,3 +572,10 @@ async def test_remote_results_rate_limit_unknown_tool_and_overflow(
         [output] = _outputs(result)
         assert output.output.startswith("Error [tool_not_found]: ")
     assert _remote_sent(served_toolgate, "remote hidden") == []
+
+
+def test_model_arguments_that_are_not_an_object_are_refused_not_raised() -> None:
+    assert parse_arguments('{"a": 1}') == {"a": 1}
+    assert parse_arguments("") == {}
+    for hostile in ("[1]", "nope", "[" * 100_000 + "]" * 100_000, '"text"'):
+        assert parse_arguments(hostile) is None

@@ -16,6 +16,7 @@ from ...model import CallOutcome
 
 __all__ = [
     "MAX_KEY",
+    "MAX_QUERY",
     "SEARCH_TOOL",
     "ApprovalPendingError",
     "CallKey",
@@ -28,6 +29,8 @@ __all__ = [
 
 #: The longest idempotency key or tool call id handed to the gateway; longer ones are hashed.
 MAX_KEY = 200
+#: The longest search query the model may send (the gateway's search reads a sentence, not a book).
+MAX_QUERY = 1_000
 #: The name of the optional search tool (provider names of gateway tools always hold ``__``).
 SEARCH_TOOL = "toolgate_search_tools"
 
@@ -71,7 +74,7 @@ def parse_arguments(arguments: str | None) -> dict[str, Any] | None:
         return {}
     try:
         parsed = json.loads(arguments)
-    except ValueError:
+    except (ValueError, RecursionError):  # the model's text: malformed, or nested too deep
         return None
     return parsed if isinstance(parsed, dict) else None
 

@@ -18,6 +18,7 @@ from ...model import ApprovalRequest, ApprovalStatus, CallOutcome, CallStatus
 from ...pipeline.approval_outcomes import denied_outcome
 from ..base import ToolGateway, ToolSpec
 from .calls import (
+    MAX_QUERY,
     SEARCH_TOOL,
     ApprovalPendingError,
     CallKey,
@@ -63,6 +64,8 @@ class ToolgateTools:
     ) -> None:
         if not isinstance(session_id, str) or not session_id:
             raise ValueError("session_id must be a non-empty string (the run's conversation id)")
+        if not approval_wait >= 0:
+            raise ValueError(f"approval_wait must be seconds, 0 or more, not {approval_wait!r}")
         self.gateway = gateway
         self.session_id = session_id
         self.workspace = workspace
@@ -117,8 +120,11 @@ class ToolgateTools:
         async def invoke(context: ToolContext[Any], arguments: str) -> str:
             parsed = parse_arguments(arguments)
             query = None if parsed is None else parsed.get("query")
-            if not isinstance(query, str) or not query.strip():
-                return "Error [invalid_arguments]: give a non-empty string as query."
+            if not isinstance(query, str) or not query.strip() or len(query) > MAX_QUERY:
+                return (
+                    "Error [invalid_arguments]: give the query as a non-empty string of at most "
+                    f"{MAX_QUERY} characters."
+                )
             found = await self.gateway.search_tools(query, session_id=self.session_id)
             added = self._add_tools(context, found)
             if not found:
