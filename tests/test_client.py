@@ -3,6 +3,7 @@ remote gateway the framework adapters use, with the same behaviour as the in-pro
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import socket
@@ -59,6 +60,11 @@ async def test_a_pending_call_approved_with_the_cli_runs_once_on_retry(
     )
     assert first.status is CallStatus.PENDING_APPROVAL
     assert first.approval is not None and first.approval.id.startswith("apr_")
+    shown = await client.approval(first.approval.id)  # what the API says of the request
+    assert (first.approval.title, first.approval.risk) == (shown.title, shown.risk)
+    assert first.approval.facts == shown.facts
+    assert first.approval.created_at == shown.created_at
+    assert (first.approval.agent, first.approval.arguments) == ("planner", arguments)
     assert _sent(served_toolgate, "pending test") == []  # nothing ran while it waits
 
     served_toolgate.approve(first.approval.id)
@@ -423,3 +429,24 @@ def test_the_guides_example_runs_against_a_real_server(tmp_path: Path) -> None:
     ]
     assert lines[4].startswith("waiting for apr_")
     assert lines[5:] == ["ok sent to ada@example.com"]
+
+
+def test_one_client_serves_one_event_loop_after_another(served_toolgate: ServedToolgate) -> None:
+    # As a framework's synchronous entry point uses it: asyncio.run for each call.
+    remote = served_toolgate.client()
+    assert remote.agent == "planner"  # asked outside any event loop
+    for city in ("Oslo", "Lima"):
+        outcome = asyncio.run(remote.call("demo:lookup", {"city": city}))
+        assert outcome.text == f"sunny in {city}"
+    asyncio.run(remote.aclose())
+
+
+def test_import_toolgate_loads_no_http_client() -> None:
+    probe = (
+        "import sys, toolgate\n"
+        "assert 'httpx2' not in sys.modules and 'toolgate.client' not in sys.modules\n"
+        "from toolgate import Client\n"
+        "assert 'Client' in toolgate.__all__ and 'Client' in dir(toolgate)\n"
+        "assert Client.__module__ == 'toolgate.client' and 'httpx2' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", probe], check=True, timeout=60)

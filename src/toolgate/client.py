@@ -20,6 +20,7 @@ percent-encoded so it cannot leave its route.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Mapping
 from types import TracebackType
@@ -200,7 +201,8 @@ class Client:
     ``call_timeout`` to fix it for every call.
 
     Use it as ``async with Client(...) as gateway`` (closed at the end), or without: the HTTP
-    connection pool is made at the first request; :meth:`aclose` closes it."""
+    connection pool is made at the first request; :meth:`aclose` closes it. One client may
+    serve several event loops in turn (``asyncio.run`` per call): each gets its own pool."""
 
     def __init__(
         self,
@@ -219,6 +221,7 @@ class Client:
         self.timeout = timeout
         self.call_timeout = call_timeout
         self._http: httpx2.AsyncClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._agent: str | None = None
         self._known_agent = False
         self._tool_timeouts: dict[str, float] = {}
@@ -231,7 +234,13 @@ class Client:
     # -- the connection ---------------------------------------------------------------------
 
     def _client(self) -> httpx2.AsyncClient:
+        loop = asyncio.get_running_loop()
+        if self._http is not None and self._loop is not loop:
+            # Its connections belong to another event loop (a framework's sync entry point
+            # runs each call in asyncio.run): they cannot be used, nor closed, from this one.
+            self._http = None
         if self._http is None:
+            self._loop = loop
             self._http = httpx2.AsyncClient(
                 base_url=self._url,
                 follow_redirects=False,  # a redirect would carry the key to another origin
@@ -244,7 +253,7 @@ class Client:
     async def aclose(self) -> None:
         """Close the HTTP connections (the client can be used again: it reconnects)."""
         http, self._http = self._http, None
-        if http is not None:
+        if http is not None and self._loop is asyncio.get_running_loop():
             await http.aclose()
 
     async def __aenter__(self) -> Client:
@@ -492,6 +501,7 @@ class Client:
                 arguments=body["arguments"],
                 arguments_digest="",
                 definition_hash="",
+                # A server before created_at was sent: about now (the call just made it).
                 created_at=float(pending.get("created_at") or time.time()),
                 expires_at=expires_at,
                 workspace=body.get("workspace"),
