@@ -15,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 
 from doc_blocks import doc_block
@@ -128,6 +129,27 @@ async def test_the_list_has_the_schemas_as_declared_and_only_the_agents_tools(
         assert (hidden.status, hidden.code) == (CallStatus.ERROR, ErrorCode.TOOL_NOT_FOUND)
         assert await reader.approval_needed("demo:send_email") is False
     assert _sent(served_toolgate, "hidden") == []
+
+
+def test_the_api_routes_the_client_needs(served_toolgate: ServedToolgate) -> None:
+    def get(path: str, key: str, **params: str) -> httpx2.Response:
+        headers = {"Authorization": f"Bearer {key}"}
+        return httpx2.get(served_toolgate.url + path, params=params, headers=headers, timeout=10)
+
+    plain = get("/v1/tools", served_toolgate.agent_key).json()["tools"]
+    assert "input_schema" not in plain[0]  # the catalog's rows as before
+    rows = get("/v1/tools", served_toolgate.agent_key, schemas="true").json()["tools"]
+    lookup = next(row for row in rows if row["id"] == "demo:lookup")
+    assert lookup["input_schema"]["properties"] == {"city": {"type": "string"}}
+    assert lookup["timeout"] > 0
+
+    asked = get("/v1/tools/demo:send_email/approval", served_toolgate.agent_key)
+    assert asked.json() == {"tool": "demo:send_email", "approval_needed": True}
+    hidden = get("/v1/tools/demo:send_email/approval", served_toolgate.reader_key)
+    assert (hidden.status_code, hidden.json()["code"]) == (404, "tool_not_found")
+    assert hidden.headers["content-type"] == "application/problem+json"
+    unknown = get("/v1/tools/demo:send_email/approval", served_toolgate.agent_key, extra="1")
+    assert unknown.status_code == 422  # an undeclared query parameter is refused
 
 
 async def test_search_finds_tools_with_their_schemas(client: Client) -> None:
