@@ -41,6 +41,7 @@ import pytest
 
 from integrations_support import AGENT
 from serve_support import TOOLGATE, serving
+from toolgate import Client
 from toolgate.serve.auth.identity import key_sha256, new_key
 
 __all__ = ["OPERATOR", "READER", "ServedToolgate", "serve_demo", "served_toolgate"]
@@ -122,6 +123,13 @@ class ServedToolgate:
     env: dict[str, str]
     pid: int
 
+    def client(self, **options: Any) -> Client:
+        """A :class:`toolgate.Client` calling as ``planner``, deciding (``decide``) as ``ops``;
+        ``options`` go to the client (``key=served.reader_key``, ``approver_key=None``…)."""
+        options.setdefault("key", self.agent_key)
+        options.setdefault("approver_key", self.operator_key)
+        return Client(self.url, **options)
+
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         """The real CLI, run as a person runs it next to the server (same home and config)."""
         return subprocess.run(
@@ -167,10 +175,15 @@ class ServedToolgate:
         return self.sent_log.read_text(encoding="utf-8").splitlines()
 
     def audit(self, *, wait_for: int = 1, **filters: str) -> list[dict[str, Any]]:
-        """The audit records matching ``filters`` (``tool``, ``agent``, ``status``, ``code``:
-        the filters of ``GET /v1/audit``), newest first, read over the API as the operator.
-        The server writes its audit log in the background, so this waits (up to 10 s) until at
-        least ``wait_for`` records match."""
+        """The audit records matching ``filters`` (``tool`` — or ``tool_id``, as
+        :func:`integrations_support.audit_records` names it —, ``agent``, ``status``, ``code``:
+        the filters of ``GET /v1/audit``), newest first, as JSON objects (``tool_id``,
+        ``agent``, ``status``, ``code``, ``approval_id``, ``approval_decision``,
+        ``idempotency_key``…), read over the API as the operator. The server writes its audit
+        log in the background, so this waits (up to 10 s) until at least ``wait_for`` records
+        match."""
+        if "tool_id" in filters:
+            filters["tool"] = filters.pop("tool_id")
         query = urllib.parse.urlencode({**filters, "limit": "500"})
         request = urllib.request.Request(
             f"{self.url}/v1/audit?{query}",

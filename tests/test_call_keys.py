@@ -167,3 +167,15 @@ def test_the_http_api_passes_the_tool_call_id_and_the_key_on(tmp_path: Path) -> 
         assert ran.status_code == 200 and ran.json()["status"] == "ok"
         assert replayed.json()["status"] == "ok"
         assert sent_lines(setup) == ["ana@example.com|hello"]
+
+
+async def test_the_same_tool_call_id_in_two_sessions_is_two_calls(tmp_path: Path) -> None:
+    with approval_gateway(tmp_path) as setup:
+        one = await setup.tools.call("demo:send_email", EMAIL, tool_call_id="c", session_id="s1")
+        two = await setup.tools.call("demo:send_email", EMAIL, tool_call_id="c", session_id="s2")
+        assert one.approval is not None and two.approval is not None
+        assert one.approval.id != two.approval.id
+        await setup.tools.decide(one.approval.id, "approve", by="alice")
+        other = await setup.tools.call("demo:send_email", EMAIL, tool_call_id="c", session_id="s2")
+        assert other.status is CallStatus.PENDING_APPROVAL
+        assert sent_lines(setup) == []

@@ -3,6 +3,7 @@ remote gateway the framework adapters use, with the same behaviour as the in-pro
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import socket
@@ -14,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 
 from doc_blocks import doc_block
@@ -59,6 +61,11 @@ async def test_a_pending_call_approved_with_the_cli_runs_once_on_retry(
     )
     assert first.status is CallStatus.PENDING_APPROVAL
     assert first.approval is not None and first.approval.id.startswith("apr_")
+    shown = await client.approval(first.approval.id)  # what the API says of the request
+    assert (first.approval.title, first.approval.risk) == (shown.title, shown.risk)
+    assert first.approval.facts == shown.facts
+    assert first.approval.created_at == shown.created_at
+    assert (first.approval.agent, first.approval.arguments) == ("planner", arguments)
     assert _sent(served_toolgate, "pending test") == []  # nothing ran while it waits
 
     served_toolgate.approve(first.approval.id)
@@ -122,6 +129,27 @@ async def test_the_list_has_the_schemas_as_declared_and_only_the_agents_tools(
         assert (hidden.status, hidden.code) == (CallStatus.ERROR, ErrorCode.TOOL_NOT_FOUND)
         assert await reader.approval_needed("demo:send_email") is False
     assert _sent(served_toolgate, "hidden") == []
+
+
+def test_the_api_routes_the_client_needs(served_toolgate: ServedToolgate) -> None:
+    def get(path: str, key: str, **params: str) -> httpx2.Response:
+        headers = {"Authorization": f"Bearer {key}"}
+        return httpx2.get(served_toolgate.url + path, params=params, headers=headers, timeout=10)
+
+    plain = get("/v1/tools", served_toolgate.agent_key).json()["tools"]
+    assert "input_schema" not in plain[0]  # the catalog's rows as before
+    rows = get("/v1/tools", served_toolgate.agent_key, schemas="true").json()["tools"]
+    lookup = next(row for row in rows if row["id"] == "demo:lookup")
+    assert lookup["input_schema"]["properties"] == {"city": {"type": "string"}}
+    assert lookup["timeout"] > 0
+
+    asked = get("/v1/tools/demo:send_email/approval", served_toolgate.agent_key)
+    assert asked.json() == {"tool": "demo:send_email", "approval_needed": True}
+    hidden = get("/v1/tools/demo:send_email/approval", served_toolgate.reader_key)
+    assert (hidden.status_code, hidden.json()["code"]) == (404, "tool_not_found")
+    assert hidden.headers["content-type"] == "application/problem+json"
+    unknown = get("/v1/tools/demo:send_email/approval", served_toolgate.agent_key, extra="1")
+    assert unknown.status_code == 422  # an undeclared query parameter is refused
 
 
 async def test_search_finds_tools_with_their_schemas(client: Client) -> None:
@@ -423,3 +451,24 @@ def test_the_guides_example_runs_against_a_real_server(tmp_path: Path) -> None:
     ]
     assert lines[4].startswith("waiting for apr_")
     assert lines[5:] == ["ok sent to ada@example.com"]
+
+
+def test_one_client_serves_one_event_loop_after_another(served_toolgate: ServedToolgate) -> None:
+    # As a framework's synchronous entry point uses it: asyncio.run for each call.
+    remote = served_toolgate.client()
+    assert remote.agent == "planner"  # asked outside any event loop
+    for city in ("Oslo", "Lima"):
+        outcome = asyncio.run(remote.call("demo:lookup", {"city": city}))
+        assert outcome.text == f"sunny in {city}"
+    asyncio.run(remote.aclose())
+
+
+def test_import_toolgate_loads_no_http_client() -> None:
+    probe = (
+        "import sys, toolgate\n"
+        "assert 'httpx2' not in sys.modules and 'toolgate.client' not in sys.modules\n"
+        "from toolgate import Client\n"
+        "assert 'Client' in toolgate.__all__ and 'Client' in dir(toolgate)\n"
+        "assert Client.__module__.startswith('toolgate.client') and 'httpx2' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", probe], check=True, timeout=60)

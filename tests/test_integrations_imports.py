@@ -27,3 +27,17 @@ def test_import_toolgate_and_its_integrations_package_load_no_framework() -> Non
     assert loaded & FRAMEWORKS == set()
     # Nor the HTTP client library, the web framework or the MCP SDK.
     assert loaded & {"httpx2", "httpx", "fastapi", "starlette", "mcp"} == set()
+
+
+@pytest.mark.slow
+def test_toolgate_client_is_imported_on_first_use() -> None:
+    code = (
+        "import json, sys, toolgate\n"
+        "before = 'httpx2' in sys.modules\n"
+        "client = toolgate.Client\n"
+        "print(json.dumps([before, 'httpx2' in sys.modules, client.__module__]))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert json.loads(result.stdout) == [False, True, "toolgate.client"]

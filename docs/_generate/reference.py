@@ -57,6 +57,7 @@ PYTHON_GROUPS: dict[str, list[str]] = {
         "StateSettings",
     ],
     "Calls and outcomes": ["ToolCall", "CallOutcome", "CallStatus", "Overflow", "ApprovalRequest"],
+    "A remote gateway": ["Client"],
     "The tool model": [
         "Tool",
         "SideEffect",
@@ -106,6 +107,11 @@ def python_api() -> str:
     for group, names in PYTHON_GROUPS.items():
         parts.append(f"## {group}\n\n")
         parts.extend(_directive(f"toolgate.{name}", name in INHERITING) for name in names)
+    parts.append(
+        "## Agent frameworks\n\n"
+        "What every framework adapter talks to (the adapters themselves are described in their "
+        "guides).\n\n" + _directive("toolgate.integrations.base")
+    )
     parts.append("## Exporters\n\n" + _directive("toolgate.exporters"))
     return "".join(parts)
 

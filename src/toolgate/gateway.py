@@ -540,6 +540,7 @@ class Gateway(GatewayCatalog):
             tool_call_id=tool_call_id,
             idempotency_key=idempotency_key,
         )
+        self._disclose(outcome, agent, session_id)
         if (
             wait_for_approval is not None
             and outcome.status is CallStatus.PENDING_APPROVAL
@@ -554,6 +555,18 @@ class Gateway(GatewayCatalog):
             if decided is not None:
                 return decided
         return outcome
+
+    def _disclose(self, outcome: CallOutcome, agent: str | None, session_id: str | None) -> None:
+        """Under progressive disclosure, the tools a conversation's ``search_tools`` call found
+        join its list (the conversation is the agent and session, on every surface)."""
+        disclosure = self.disclosure
+        if disclosure is not None and session_id is not None:
+            disclosure.found_by(
+                (agent, session_id),
+                outcome.tool_id,
+                outcome.status is CallStatus.OK,
+                outcome.content,
+            )
 
     async def _call(
         self,
@@ -672,6 +685,7 @@ class Gateway(GatewayCatalog):
             outcome = self._loop_thread.run(self.pipeline.run(plan, state))
         else:
             outcome = self.pipeline.run_inline(plan, state)
+        self._disclose(outcome, agent, session_id)
         return acknowledged_sync(self.audit, outcome)
 
     # -- lifecycle ------------------------------------------------------------------------------

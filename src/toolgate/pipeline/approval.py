@@ -116,8 +116,9 @@ class _CallKey:
     @classmethod
     def of(cls, state: CallState) -> _CallKey:
         """The key of the call ``state`` is making. A call the agent's framework named (its tool
-        call id) is its own call: the id is part of the digest, so two parallel calls with the
-        same arguments get a request each, and each resumed call finds its own."""
+        call id) is its own call: the id and the session are part of the digest, so two
+        parallel calls with the same arguments get a request each, each resumed call finds its
+        own, and an id a test model reuses in another conversation is another call."""
         arguments = dict(state.arguments)
         return cls(
             tool_id=state.tool.id,
@@ -125,7 +126,11 @@ class _CallKey:
             arguments_digest=digest(
                 arguments
                 if state.tool_call_id is None
-                else {"arguments": arguments, "tool_call_id": state.tool_call_id}
+                else {
+                    "arguments": arguments,
+                    "tool_call_id": state.tool_call_id,
+                    "session": state.session_id,
+                }
             ),
             workspace=None if state.workspace is None else str(state.workspace),
             agent=state.agent,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import fnmatch
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from ..model import Tool
 from .tool import SEARCH_TOOL_ID
@@ -57,6 +57,17 @@ class ProgressiveDisclosure:
     def visible(self, key: object, tools: Sequence[Tool]) -> list[Tool]:
         """The ``tools`` (those the agent may call) that ``key`` is shown, in their order."""
         return [tool for tool in tools if self.shown(key, tool.id)]
+
+    def found_by(self, key: object, tool_id: str, status_ok: bool, content: object) -> bool:
+        """Record what a call of ``search_tools`` found for ``key`` (any other call, or one that
+        failed, records nothing); returns whether any tool was new to it."""
+        if tool_id != SEARCH_TOOL_ID or not status_ok or not isinstance(content, Mapping):
+            return False
+        found = content.get("tools")
+        if not isinstance(found, list):
+            return False
+        ids = [item["id"] for item in found if isinstance(item, Mapping) and "id" in item]
+        return self.found(key, ids)
 
     def revision(self, key: object) -> int:
         """Changes whenever ``key`` finds a new tool (for caching its list)."""

@@ -250,6 +250,8 @@ class PendingApprovalView(BaseModel):
     title: str
     risk: str
     facts: list[list[str]]
+    display: str | None = Field(default=None, description="The call's one-line display.")
+    created_at: float | None = Field(default=None, description="When the request was made.")
     expires_at: float
     status_url: str = Field(description="Where to follow it: ``GET`` gives its state.")
     approve_url: str | None = Field(description="The web UI page deciding it, when served.")

@@ -12,6 +12,7 @@ from ...model import ApprovalRequest, CallOutcome, CallStatus, Grant, TileDispla
 from ...model.display import render_display, safe_text
 from ...model.names import to_mcp_name, to_provider_name
 from ...pipeline.approval_policy import ApprovalPolicy
+from ...redaction import redact_url_credentials
 from ...registry import RegisteredTool
 
 __all__ = [
@@ -120,6 +121,8 @@ def outcome_view(outcome: CallOutcome, *, approve_link: str | None = None) -> di
             "title": request.title,
             "risk": request.risk,
             "facts": _facts(request),
+            "display": None if not request.display else redact_url_credentials(request.display),
+            "created_at": request.created_at,
             "expires_at": request.expires_at,
             "status_url": f"/v1/approvals/{request.id}",
             "approve_url": None if approve_link is None else approve_link.format(id=request.id),

@@ -436,6 +436,9 @@ class McpSurface:
                 lambda: runs_to_its_end(self.gateway, params.name),
             )
 
+        # The gateway records what a search found for this conversation; the list changed if
+        # the conversation's revision did.
+        revision = None if disclosure is None else disclosure.revision(conversation)
         outcome = _precomputed(ctx, params.name, arguments) or await call()
         if outcome.status is CallStatus.PENDING_APPROVAL and ask:
             step = await self.approvals.ask(ctx, outcome, agent, call)
@@ -443,7 +446,7 @@ class McpSurface:
                 return step
             outcome = step
         if disclosure is not None and outcome.tool_id == SEARCH_TOOL_ID:
-            self._disclose(ctx, outcome)
+            self._disclose(ctx, outcome, revision)
         if outcome.status is CallStatus.PENDING_APPROVAL:
             await self.directions.refresh()
         return self.result(outcome, agent, params.name, namespaces, conversation)
@@ -465,15 +468,19 @@ class McpSurface:
             return False  # checked first: whether it was "shown" is not for a hidden tool
         return disclosure.shown(conversation, entry.tool.id)
 
-    def _disclose(self, ctx: ServerRequestContext[Any, Any], outcome: CallOutcome) -> None:
-        """The tools a search found join the session's list; its clients are told."""
+    def _disclose(
+        self, ctx: ServerRequestContext[Any, Any], outcome: CallOutcome, revision: int | None
+    ) -> None:
+        """The tools a search found join the session's list (the gateway records them for the
+        call's session; recorded here too, for a call made without one); its clients are told
+        when the list grew since ``revision``, taken before the call."""
         disclosure = self.gateway.disclosure
-        content = outcome.content if outcome.status is CallStatus.OK else None
-        found = content.get("tools") if isinstance(content, Mapping) else None
-        if disclosure is None or not isinstance(found, list):
+        if disclosure is None:
             return
-        ids = [item["id"] for item in found if isinstance(item, Mapping) and "id" in item]
-        if disclosure.found(self.conversation(ctx), ids):
+        conversation = self.conversation(ctx)
+        ok = outcome.status is CallStatus.OK
+        disclosure.found_by(conversation, outcome.tool_id, ok, outcome.content)
+        if disclosure.revision(conversation) != revision:
             self.changes.changed()
 
     def result(
