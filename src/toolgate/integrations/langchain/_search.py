@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
 from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
-from pydantic import ConfigDict, PrivateAttr
+from pydantic import ConfigDict, Field, PrivateAttr
 
 from ..base import ToolGateway
 from ._sync import run_sync
@@ -50,7 +51,7 @@ class ToolgateSearchTool(BaseTool):
     description: str = (
         "Find more tools by what they do. The tools found can be called from your next step."
     )
-    args_schema: Any = _SCHEMA
+    args_schema: Any = Field(default_factory=lambda: copy.deepcopy(_SCHEMA))
     gateway: Any
     """The :class:`~toolgate.integrations.base.ToolGateway` searched."""
     session_id: str | None = None

@@ -33,7 +33,8 @@ class ToolgateMiddleware(AgentMiddleware):
     model call, and running their calls.
 
     ``search=True`` (default) also gives the model ``search_tools``. The other options are
-    :func:`~toolgate.integrations.langchain.toolgate_tools`'.
+    those of :func:`~toolgate.integrations.langchain.toolgate_tools`. An application tool
+    given to ``create_agent`` under a gateway tool's name is replaced by the gateway's.
     """
 
     def __init__(
