@@ -40,4 +40,4 @@ def test_toolgate_client_is_imported_on_first_use() -> None:
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
-    assert json.loads(result.stdout) == [False, True, "toolgate.client"]
+    assert json.loads(result.stdout) == [False, True, "toolgate.client.remote"]
