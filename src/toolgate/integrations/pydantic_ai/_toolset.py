@@ -185,7 +185,7 @@ class ToolgateToolset(AbstractToolset[Any]):
         ):
             # The application approved in the framework only: record it, then the same call
             # (same tool call id) runs the approved request, once.
-            await self._approve(outcome.approval.id, ctx)
+            await self._approve(outcome.approval.id)
             outcome = await call()
         if outcome.status is CallStatus.PENDING_APPROVAL:
             approval = outcome.approval
@@ -210,16 +210,14 @@ class ToolgateToolset(AbstractToolset[Any]):
             known = self._awaiting.get((self.session(ctx), ctx.tool_call_id))
         return known == approval_id
 
-    async def _approve(self, approval_id: str, ctx: RunContext[Any]) -> None:
-        """Record the framework's approval of a request toolgate still has pending."""
-        decision, by = "approve", self.decided_by
-        recorded = _recorded(ctx.tool_call_metadata)
-        if recorded.get("decision") in ("approve", "always"):
-            decision = recorded["decision"]
-        if isinstance(recorded.get("by"), str) and recorded["by"].strip():
-            by = recorded["by"]
+    async def _approve(self, approval_id: str) -> None:
+        """Record the framework's approval of a request toolgate still has pending: approved
+        once, by ``decided_by``. ``ToolApproved`` means "once", and whatever else the results'
+        metadata says ("always", another decider's name) is the application's state carried
+        back, not a decision anyone recorded — an "always allow" grant is only ever made by
+        ``record_decisions`` or in toolgate itself."""
         try:
-            await self.gateway.decide(approval_id, decision, by=by)
+            await self.gateway.decide(approval_id, "approve", by=self.decided_by)
         except ToolgateError as exc:
             if not is_closed(exc):
                 # No right to decide (a remote client without an operator key), or no gateway:
