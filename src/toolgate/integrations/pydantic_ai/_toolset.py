@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 from collections import OrderedDict
@@ -46,14 +47,22 @@ def idempotency_key(
     It names the session and the framework's tool call id, plus a digest of the tool and its
     arguments: a provider that reuses a tool call id for another call (Pydantic AI's
     ``TestModel`` names its calls after the tool) gets a new key, not another call's result.
-    Both ids are model- or caller-chosen text, so a key longer than 200 characters or with
-    unprintable characters is sent as its SHA-256.
+    Both ids are model- or caller-chosen text, so the readable ``session:tool_call_id:digest``
+    is only used when neither id holds a ``:`` (else session ``a:b`` with call ``c`` and
+    session ``a`` with call ``b:c`` would share a key, and one session would replay the
+    other's outcome), the key is at most 200 characters and printable; any other key is
+    ``sha256:`` and the SHA-256 of all four values, unambiguously encoded.
     """
     if tool_call_id is None:
         return None
-    key = f"{session_id or ''}:{tool_call_id}:{digest([tool_id, thaw(arguments)])[:16]}"
-    if len(key) > MAX_KEY_LENGTH or not key.isprintable():
-        key = "sha256:" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+    call = digest([tool_id, thaw(arguments)])[:16]
+    session = session_id or ""
+    key = f"{session}:{tool_call_id}:{call}"
+    if ":" in session or ":" in tool_call_id or len(key) > MAX_KEY_LENGTH or not key.isprintable():
+        # ``ensure_ascii``: a lone surrogate (valid in a provider's JSON) is escaped, not an
+        # encoding error.
+        encoded = json.dumps([session_id, tool_call_id, call], ensure_ascii=True)
+        key = "sha256:" + hashlib.sha256(encoded.encode("ascii")).hexdigest()
     return key
 
 
