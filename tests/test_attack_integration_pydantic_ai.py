@@ -8,6 +8,9 @@ Full runs with Pydantic AI's ``FunctionModel`` over the demo gateway (``integrat
 
 from __future__ import annotations
 
+import base64
+from typing import Any
+
 from pydantic_ai import DeferredToolRequests, DeferredToolResults
 
 from integrations_served import served_toolgate
@@ -20,11 +23,13 @@ from test_integration_pydantic_ai import (
     paused,
     setup,
 )
+from toolgate import tool
 from toolgate.integrations.pydantic_ai import (
     ToolgateToolset,
     idempotency_key,
     record_decisions,
 )
+from toolgate.model.content import ContentResult, parse_blocks
 
 __all__ = ["served_toolgate", "setup"]  # fixtures, imported for pytest
 
@@ -81,3 +86,31 @@ def test_idempotency_keys_are_unambiguous() -> None:
     assert odd is not None and len(odd) <= 200
     plain = idempotency_key("s", "call_1", "demo:note", {"text": "a"})
     assert plain is not None and plain.startswith("s:call_1:")
+
+
+async def test_an_image_block_of_another_media_type_does_not_crash_the_run(setup: Setup) -> None:
+    # An upstream labels an image block "text/html" (buggy or hostile): the tool ran, the run
+    # must go on, and the model reads toolgate's note instead of the bytes.
+    data = base64.b64encode(b"<script>x</script>").decode()
+
+    @tool(namespace="up", effect="read_only")
+    def chart() -> Any:
+        """A chart."""
+        return ContentResult(
+            parse_blocks(
+                [
+                    {"type": "text", "text": "the chart"},
+                    {"type": "image", "data": data, "mimeType": "text/html"},
+                    {"type": "audio", "data": data, "mimeType": "image/png"},
+                ]
+            )
+        )
+
+    setup.gateway.add(chart)
+    script = Script([("up__chart", {}, "i-1")])
+    result = await agent_for(ToolgateToolset(setup.tools), script).run("chart")
+
+    assert result.output == "done"
+    outcome, text = script.seen["i-1"]
+    assert outcome == "success" and "the chart" in text and "text/html" in text
+    assert data not in "".join(script.shown)
