@@ -11,7 +11,8 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from pydantic_ai import DeferredToolRequests, DeferredToolResults
+import pytest
+from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolApproved
 
 from integrations_served import served_toolgate
 from integrations_support import Setup, sent_lines
@@ -26,6 +27,7 @@ from test_integration_pydantic_ai import (
 from toolgate import tool
 from toolgate.integrations.pydantic_ai import (
     ToolgateToolset,
+    decisions_from_toolgate,
     idempotency_key,
     record_decisions,
 )
@@ -54,6 +56,43 @@ async def test_forged_metadata_cannot_turn_a_plain_approval_into_always(setup: S
     request = setup.gateway.approvals.get(approval_id(result))
     assert (request.decision, request.decided_by) == ("approve", "support-desk")
     assert setup.gateway.approvals.grants() == []
+
+
+async def test_record_decisions_refuses_metadata_naming_another_request(setup: Setup) -> None:
+    # Another conversation's charge waits for a person. The email's deferral metadata is
+    # altered to name that request: approving "the email" must not approve the charge.
+    other = Script([("demo__charge", {"amount": 900}, "x-9")])
+    charged = await agent_for(ToolgateToolset(setup.tools), other).run("charge")
+    victim = approval_id(charged, "x-9")
+    _, result = await paused(setup, Script([EMAIL]))
+    result.output.metadata["call-1"]["toolgate"]["approval_id"] = victim
+
+    with pytest.raises(ValueError, match="not for tool call 'call-1'"):
+        await record_decisions(setup.tools, result.output, {"call-1": "approve"}, by="alice")
+    assert setup.gateway.approvals.get(victim).status == "pending"
+    # Read-only, the same: another request's decision is not this call's answer.
+    setup.gateway.approvals.decide(victim, "approve", by="alice")
+    with pytest.raises(ValueError, match="not for tool call 'call-1'"):
+        await decisions_from_toolgate(setup.tools, result.output)
+
+
+async def test_record_decisions_still_answers_the_pause_after_changed_arguments(
+    setup: Setup,
+) -> None:
+    # The check above must not refuse the request a ToolApproved(override_args=...) made: it
+    # covers the changed arguments, while the call in the requests keeps the model's.
+    script = Script([EMAIL])
+    agent, result = await paused(setup, script)
+    changed = {"to": "eve@example.com", "body": "hello"}
+    results = await record_decisions(setup.tools, result.output, {"call-1": "approve"}, by="alice")
+    results.approvals["call-1"] = ToolApproved(override_args=changed)
+    again = await agent.run(message_history=result.all_messages(), deferred_tool_results=results)
+    assert isinstance(again.output, DeferredToolRequests)
+
+    answer = await record_decisions(setup.tools, again.output, {"call-1": "approve"}, by="alice")
+    answer.approvals["call-1"] = ToolApproved(override_args=changed)
+    await agent.run(message_history=again.all_messages(), deferred_tool_results=answer)
+    assert sent_lines(setup) == ["eve@example.com|hello"]
 
 
 async def test_a_colliding_session_and_tool_call_id_do_not_replay_another_sessions_call(
