@@ -9,12 +9,13 @@ Full runs with Pydantic AI's ``FunctionModel`` over the demo gateway (``integrat
 from __future__ import annotations
 
 import base64
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolApproved
 
-from integrations_served import served_toolgate
+from integrations_served import ServedToolgate, served_toolgate
 from integrations_support import Setup, sent_lines
 from test_integration_pydantic_ai import (
     EMAIL,
@@ -24,7 +25,7 @@ from test_integration_pydantic_ai import (
     paused,
     setup,
 )
-from toolgate import tool
+from toolgate import Client, tool
 from toolgate.integrations.pydantic_ai import (
     ToolgateToolset,
     decisions_from_toolgate,
@@ -127,6 +128,21 @@ def test_idempotency_keys_are_unambiguous() -> None:
     assert plain is not None and plain.startswith("s:call_1:")
 
 
+async def test_a_tool_call_id_that_is_not_utf8_pauses_and_resumes(setup: Setup) -> None:
+    # A lone surrogate is valid in a provider's JSON; the gateway's request key could not
+    # encode it, so the model was told "crashed, try again" forever.
+    odd = "call-\ud800"
+    script = Script([("demo__send_email", {"to": "bob@example.com", "body": "odd"}, odd)])
+    agent = agent_for(ToolgateToolset(setup.tools), script)
+    result = await agent.run("email bob")
+    assert isinstance(result.output, DeferredToolRequests)
+
+    results = await record_decisions(setup.tools, result.output, {odd: "approve"}, by="alice")
+    await agent.run(message_history=result.all_messages(), deferred_tool_results=results)
+    assert script.seen[odd] == ("success", "sent to bob@example.com")
+    assert sent_lines(setup) == ["bob@example.com|odd"]
+
+
 async def test_an_image_block_of_another_media_type_does_not_crash_the_run(setup: Setup) -> None:
     # An upstream labels an image block "text/html" (buggy or hostile): the tool ran, the run
     # must go on, and the model reads toolgate's note instead of the bytes.
@@ -153,3 +169,31 @@ async def test_an_image_block_of_another_media_type_does_not_crash_the_run(setup
     outcome, text = script.seen["i-1"]
     assert outcome == "success" and "the chart" in text and "text/html" in text
     assert data not in "".join(script.shown)
+
+
+@pytest.fixture
+async def remote(served_toolgate: ServedToolgate) -> AsyncIterator[Client]:
+    async with Client(served_toolgate.url, key=served_toolgate.agent_key) as client:
+        yield client
+
+
+@pytest.mark.slow
+async def test_a_long_tool_call_id_pauses_and_resumes_against_a_served_gateway(
+    served_toolgate: ServedToolgate, remote: Client
+) -> None:
+    # The HTTP API takes tool call ids of 1 to 200 characters; a provider's (or a hostile
+    # model's) longer id must not end the run with the API's 422 — and must still find its
+    # request on resume.
+    marker = "long tool call id"
+    long_id = "call-" + "x" * 400
+    script = Script([("demo__send_email", {"to": "bob@example.com", "body": marker}, long_id)])
+    agent = agent_for(ToolgateToolset(remote), script)
+    result = await agent.run("email bob")
+    assert isinstance(result.output, DeferredToolRequests)
+
+    served_toolgate.approve(approval_id(result, long_id))
+    results = await decisions_from_toolgate(remote, result.output)
+    await agent.run(message_history=result.all_messages(), deferred_tool_results=results)
+    assert script.seen[long_id] == ("success", "sent to bob@example.com")
+    sent = [line for line in served_toolgate.sent_lines() if line.endswith("|" + marker)]
+    assert sent == [f"bob@example.com|{marker}"]

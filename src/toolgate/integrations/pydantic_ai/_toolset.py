@@ -32,7 +32,8 @@ _ANY_ARGUMENTS = SchemaValidator(schema=core_schema.dict_schema(core_schema.str_
 
 log = logging.getLogger(__name__)
 
-#: Longest idempotency key sent as it is; a longer (or unprintable) one is sent as its hash.
+#: Longest idempotency key or tool call id sent as it is; a longer (or unprintable) one is sent
+#: as its hash.
 MAX_KEY_LENGTH = 200
 
 #: Pending calls remembered to record a framework-side denial (oldest forgotten first).
@@ -64,6 +65,21 @@ def idempotency_key(
         encoded = json.dumps([session_id, tool_call_id, call], ensure_ascii=True)
         key = "sha256:" + hashlib.sha256(encoded.encode("ascii")).hexdigest()
     return key
+
+
+def gateway_call_id(tool_call_id: str | None) -> str | None:
+    """The tool call id as the gateway is given it: as it is when it is 1 to 200 printable
+    characters (what the HTTP API takes), else ``sha256:`` and its hash. The id is the
+    provider's or the model's text: a longer one would end a remote run with the API's 422,
+    and one that is not valid UTF-8 (a lone surrogate from the provider's JSON) makes the
+    gateway's request key fail. The same id always maps to the same value, so a resumed run
+    finds its request."""
+    if tool_call_id is None:
+        return None
+    if 0 < len(tool_call_id) <= MAX_KEY_LENGTH and tool_call_id.isprintable():
+        return tool_call_id
+    encoded = json.dumps(tool_call_id, ensure_ascii=True)
+    return "sha256:" + hashlib.sha256(encoded.encode("ascii")).hexdigest()
 
 
 class ToolgateToolset(AbstractToolset[Any]):
@@ -181,7 +197,7 @@ class ToolgateToolset(AbstractToolset[Any]):
                 tool_args,
                 session_id=session,
                 workspace=self.workspace,
-                tool_call_id=tool_call_id,
+                tool_call_id=gateway_call_id(tool_call_id),
                 idempotency_key=key,
             )
 
