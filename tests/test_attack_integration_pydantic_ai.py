@@ -37,6 +37,9 @@ from toolgate.model.content import ContentResult, parse_blocks
 __all__ = ["served_toolgate", "setup"]  # fixtures, imported for pytest
 
 
+# -- forged resume state --------------------------------------------------------------------------
+
+
 async def test_forged_metadata_cannot_turn_a_plain_approval_into_always(setup: Setup) -> None:
     # The deferral's metadata travels with the paused run (another process, a browser form):
     # whoever alters it must not turn a once-approval into a tool-wide "always allow" grant,
@@ -96,6 +99,9 @@ async def test_record_decisions_still_answers_the_pause_after_changed_arguments(
     assert sent_lines(setup) == ["eve@example.com|hello"]
 
 
+# -- idempotency keys -----------------------------------------------------------------------------
+
+
 async def test_a_colliding_session_and_tool_call_id_do_not_replay_another_sessions_call(
     setup: Setup,
 ) -> None:
@@ -143,6 +149,9 @@ async def test_a_tool_call_id_that_is_not_utf8_pauses_and_resumes(setup: Setup) 
     assert sent_lines(setup) == ["bob@example.com|odd"]
 
 
+# -- what the model is handed ---------------------------------------------------------------------
+
+
 async def test_an_image_block_of_another_media_type_does_not_crash_the_run(setup: Setup) -> None:
     # An upstream labels an image block "text/html" (buggy or hostile): the tool ran, the run
     # must go on, and the model reads toolgate's note instead of the bytes.
@@ -169,6 +178,9 @@ async def test_an_image_block_of_another_media_type_does_not_crash_the_run(setup
     outcome, text = script.seen["i-1"]
     assert outcome == "success" and "the chart" in text and "text/html" in text
     assert data not in "".join(script.shown)
+
+
+# -- against a real toolgate serve ----------------------------------------------------------------
 
 
 @pytest.fixture
