@@ -8,6 +8,7 @@ Full runs with Pydantic AI's ``FunctionModel`` over the demo gateway (``integrat
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from collections.abc import AsyncIterator
 from typing import Any
@@ -97,6 +98,22 @@ async def test_record_decisions_still_answers_the_pause_after_changed_arguments(
     answer.approvals["call-1"] = ToolApproved(override_args=changed)
     await agent.run(message_history=again.all_messages(), deferred_tool_results=answer)
     assert sent_lines(setup) == ["eve@example.com|hello"]
+
+
+@pytest.mark.parametrize(("wait", "poll_interval"), [(float("nan"), 0.01), (1.0, float("nan"))])
+async def test_decisions_from_toolgate_refuses_a_wait_that_never_ends(
+    setup: Setup, wait: float, poll_interval: float
+) -> None:
+    # NaN never compares past the deadline: the loop polled forever (or, as the poll
+    # interval, slept NaN seconds and spun).
+    _, result = await paused(setup, Script([EMAIL]))
+    with pytest.raises(ValueError, match="wait"):
+        await asyncio.wait_for(
+            decisions_from_toolgate(
+                setup.tools, result.output, wait=wait, poll_interval=poll_interval
+            ),
+            timeout=10,  # only a guard against the hang itself, not a timing assertion
+        )
 
 
 # -- idempotency keys -----------------------------------------------------------------------------

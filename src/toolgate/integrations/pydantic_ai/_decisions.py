@@ -15,6 +15,7 @@ toolgate's decision, and ``metadata[id]["toolgate"]`` says who made it.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -123,8 +124,12 @@ async def decisions_from_toolgate(
     ``HandleDeferredToolCalls(handler=lambda ctx, requests: decisions_from_toolgate(gateway,
     requests, wait=300))``.
     """
-    if wait < 0 or poll_interval <= 0:
-        raise ValueError("wait must be ≥ 0 and poll_interval > 0 (seconds)")
+    # ``not (x >= 0)`` refuses NaN too: no deadline is ever past it, so the loop never ended.
+    if not (wait >= 0) or not (0 < poll_interval < math.inf):
+        raise ValueError(
+            f"wait must be ≥ 0 and poll_interval a finite number > 0 (seconds), not "
+            f"wait={wait!r}, poll_interval={poll_interval!r}"
+        )
     ours = toolgate_approvals(requests)
     calls = {call.tool_call_id: call for call in requests.approvals}
     results = DeferredToolResults()
