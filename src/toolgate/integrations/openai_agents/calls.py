@@ -50,17 +50,33 @@ class ApprovalPendingError(ToolgateError):
         self.call_id = call_id
 
 
+_DIGEST = "sha256:"
+
+
+def _digest(text: str) -> str:
+    return _DIGEST + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 def bounded(text: str) -> str:
     """``text`` if it fits :data:`MAX_KEY`, else a digest of it (stable, so a resume finds the
-    same key; the model chooses call ids, so their length is not ours to trust)."""
-    if len(text) <= MAX_KEY:
+    same key; the model chooses call ids, so their length is not ours to trust). A text that
+    already looks like a digest is digested too, so no call id can pose as another's digest."""
+    if len(text) <= MAX_KEY and not text.startswith(_DIGEST):
         return text
-    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return _digest(text)
 
 
 def idempotency_key(session_id: str, call_id: str) -> str:
     """The idempotency key of the SDK's call ``call_id`` in ``session_id``: the same on every
-    resume of the run, so a call that already completed replays instead of running again."""
+    resume of the run, so a call that already completed replays instead of running again.
+
+    ``<session_id>:<call_id>`` when that names one pair only (the session id holds no colon);
+    otherwise a digest of the pair. The gateway scopes keys by agent and tool, not by session:
+    with ``"team:7"`` + ``"call_1"`` and ``"team"`` + ``"7:call_1"`` (a call id is model or
+    provider text) one conversation's call would replay another's outcome."""
+    if not session_id or ":" in session_id:
+        # Digested from a text no plain key is made of (those never start with a colon).
+        return _digest(":" + json.dumps([session_id, call_id], ensure_ascii=False))
     return bounded(f"{session_id}:{call_id}")
 
 

@@ -1,0 +1,76 @@
+"""Attacks on the OpenAI Agents SDK adapter (issue 28): hostile tool call ids, results the
+model must read whole, and approvals that must stay with the call a person saw.
+
+Each test drives a full run with the SDK's own scripted test model against a real gateway (SQLite
+state and audit) and checks what ran, what the model read, and what toolgate recorded.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from agents import Agent, Runner, RunResult, set_tracing_disabled
+from agents.items import ToolCallOutputItem
+from agents.testing import ScriptedModel, assistant_message, function_call
+
+from integrations_support import approval_gateway, sent_lines
+from toolgate.integrations.openai_agents import ToolgateTools, idempotency_key, toolgate_tools
+
+set_tracing_disabled(True)
+
+EMAIL = {"to": "bob@example.com", "body": "hi"}
+
+
+def _model(*steps: list[Any]) -> ScriptedModel:
+    return ScriptedModel([*steps, [assistant_message("done")]])
+
+
+def _agent(tools: ToolgateTools, model: ScriptedModel) -> Agent[Any]:
+    return Agent(name="assistant", instructions="Help.", model=model, tools=list(tools.tools))
+
+
+def _outputs(result: RunResult) -> list[Any]:
+    return [item.output for item in result.new_items if isinstance(item, ToolCallOutputItem)]
+
+
+def _seen_by_model(model: ScriptedModel) -> str:
+    return json.dumps([call.input for call in model.calls], default=str)
+
+
+# -- idempotency keys ------------------------------------------------------------------------
+
+
+async def test_a_call_id_with_a_colon_cannot_replay_another_sessions_call(
+    tmp_path: Path,
+) -> None:
+    """Session ``team:7`` sends an email (approved, sent). In session ``team``, a model whose
+    call id is ``7:call_1`` must not be handed that result as its own: its key was the same
+    string ``team:7:call_1``, so its call was never put to a person, nothing was sent, and the
+    model read "sent"."""
+    with approval_gateway(tmp_path) as setup:
+        tools = await toolgate_tools(setup.tools, session_id="team:7")
+        agent = _agent(tools, _model([function_call("demo__send_email", EMAIL, call_id="call_1")]))
+        state = (await Runner.run(agent, "email bob")).to_state()
+        [item] = state.get_interruptions()
+        await tools.approve(state, item, by="alice")
+        assert _outputs(await Runner.run(agent, state)) == ["sent to bob@example.com"]
+
+        other = await toolgate_tools(setup.tools, session_id="team")
+        model = _model([function_call("demo__send_email", EMAIL, call_id="7:call_1")])
+        result = await Runner.run(_agent(other, model), "email bob")
+        # Another conversation's call: it waits for its own person.
+        assert [i.call_id for i in result.interruptions] == ["7:call_1"]
+        assert _outputs(result) == []
+        assert sent_lines(setup) == ["bob@example.com|hi"]
+
+
+def test_idempotency_keys_are_unambiguous() -> None:
+    assert idempotency_key("team:7", "call_1") != idempotency_key("team", "7:call_1")
+    assert idempotency_key("s", "c1") == "s:c1"  # the documented form where it is unambiguous
+    long = idempotency_key("s", "x" * 500)
+    # A call id that spells a digest is not that digest.
+    assert idempotency_key("sha256", long.split(":", 1)[1]) != long
+    for key in (long, idempotency_key("team:7", "call_1")):
+        assert len(key) <= 200 and key.startswith("sha256:")
