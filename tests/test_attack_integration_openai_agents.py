@@ -7,6 +7,7 @@ state and audit) and checks what ran, what the model read, and what toolgate rec
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 from typing import Any
@@ -14,9 +15,12 @@ from typing import Any
 from agents import Agent, Runner, RunResult, set_tracing_disabled
 from agents.items import ToolCallOutputItem
 from agents.testing import ScriptedModel, assistant_message, function_call
+from agents.tool import ToolOutputImage
 
 from integrations_support import approval_gateway, sent_lines
+from toolgate import tool
 from toolgate.integrations.openai_agents import ToolgateTools, idempotency_key, toolgate_tools
+from toolgate.model.content import ContentResult
 
 set_tracing_disabled(True)
 
@@ -74,3 +78,41 @@ def test_idempotency_keys_are_unambiguous() -> None:
     assert idempotency_key("sha256", long.split(":", 1)[1]) != long
     for key in (long, idempotency_key("team:7", "call_1")):
         assert len(key) <= 200 and key.startswith("sha256:")
+
+
+# -- what the model reads --------------------------------------------------------------------
+
+_PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"0" * 20).decode()
+
+
+async def test_beside_an_image_the_model_still_reads_every_other_block(tmp_path: Path) -> None:
+    """With an image in the result, links, embedded text and audio reached the model as
+    "[... content not shown]": the file the tool pointed to and the text it embedded were lost
+    (without an image, the same result's text carries them)."""
+
+    @tool(namespace="img", effect="read_only")
+    def chart() -> ContentResult:
+        """Draw the chart and link its data."""
+        return ContentResult.from_mcp(
+            [
+                {"type": "text", "text": "the chart"},
+                {"type": "image", "data": _PNG, "mimeType": "image/png"},
+                {"type": "resource_link", "uri": "file:///data/q3.csv", "name": "q3.csv"},
+                {
+                    "type": "resource",
+                    "resource": {"uri": "mem://notes", "text": "q3 up 4%"},
+                },
+                {"type": "audio", "data": _PNG, "mimeType": "audio/wav"},
+            ]
+        )
+
+    with approval_gateway(tmp_path) as setup:
+        setup.gateway.add(chart)
+        tools = await toolgate_tools(setup.tools, session_id="conv-img")
+        model = _model([function_call("img__chart", {}, call_id="i1")])
+        result = await Runner.run(_agent(tools, model), "chart")
+        [output] = _outputs(result)
+        assert ToolOutputImage(image_url=f"data:image/png;base64,{_PNG}") in output
+        seen = _seen_by_model(model)
+        assert "file:///data/q3.csv" in seen and "q3 up 4%" in seen
+        assert "[audio: audio/wav" in seen and "not shown" not in seen

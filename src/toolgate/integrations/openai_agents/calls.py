@@ -12,7 +12,8 @@ from typing import Any
 from agents.tool import ToolOutputImage, ToolOutputText
 
 from ...errors import ToolgateError
-from ...model import CallOutcome
+from ...model import CallOutcome, CallStatus
+from ...model.content import ContentResult, ImageContent
 
 __all__ = [
     "MAX_KEY",
@@ -107,18 +108,21 @@ class CallKey:
 def model_output(outcome: CallOutcome) -> str | list[ToolOutputText | ToolOutputImage]:
     """What the model reads for ``outcome``: its text (an overflow's preview and note, an error
     as ``Error [code]: message``), or — for a result made of content blocks with images —
-    the SDK's text and image outputs. A visualization is never part of it."""
-    blocks = outcome.blocks
-    if not blocks or not any(block.get("type") == "image" for block in blocks):
+    the SDK's image outputs in their place among the others' text: each block's own note, as
+    :attr:`CallOutcome.text` has it (a link's URI, an embedded text, an audio clip's type and
+    size). A visualization is never part of it."""
+    content = outcome.content
+    if (
+        outcome.status is not CallStatus.OK
+        or not isinstance(content, ContentResult)
+        or not any(isinstance(block, ImageContent) for block in content.blocks)
+    ):
         return outcome.text
     parts: list[ToolOutputText | ToolOutputImage] = []
-    for block in blocks:
-        kind = block.get("type")
-        if kind == "image":
-            url = f"data:{block.get('mimeType', 'image/png')};base64,{block.get('data', '')}"
+    for block in content.blocks:
+        if isinstance(block, ImageContent):
+            url = f"data:{block.mime_type};base64,{block.data}"
             parts.append(ToolOutputImage(image_url=url))
-        elif kind == "text":
-            parts.append(ToolOutputText(text=str(block.get("text", ""))))
         else:
-            parts.append(ToolOutputText(text=f"[{kind} content not shown]"))
+            parts.append(ToolOutputText(text=block.note()))
     return parts
