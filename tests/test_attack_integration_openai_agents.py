@@ -12,13 +12,23 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agents import Agent, Runner, RunResult, set_tracing_disabled
+import pytest
+from agents import (
+    Agent,
+    Runner,
+    RunResult,
+    ToolGuardrailFunctionOutput,
+    ToolInputGuardrailData,
+    set_tracing_disabled,
+    tool_input_guardrail,
+)
 from agents.items import ToolCallOutputItem
 from agents.testing import ScriptedModel, assistant_message, function_call
 from agents.tool import ToolOutputImage
 
-from integrations_support import approval_gateway, sent_lines
+from integrations_support import AGENT, approval_gateway, sent_lines
 from toolgate import tool
+from toolgate.integrations import LocalGateway
 from toolgate.integrations.openai_agents import ToolgateTools, idempotency_key, toolgate_tools
 from toolgate.model.content import ContentResult
 
@@ -116,3 +126,49 @@ async def test_beside_an_image_the_model_still_reads_every_other_block(tmp_path:
         seen = _seen_by_model(model)
         assert "file:///data/q3.csv" in seen and "q3 up 4%" in seen
         assert "[audio: audio/wav" in seen and "not shown" not in seen
+
+
+# -- the early call in needs_approval --------------------------------------------------------
+
+
+@tool_input_guardrail
+def _nothing_to_bob(data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
+    if "bob@" in data.context.tool_arguments:
+        return ToolGuardrailFunctionOutput.reject_content("no email to bob", output_info=None)
+    return ToolGuardrailFunctionOutput.allow(output_info=None)
+
+
+class _GrantLandsMeanwhile(LocalGateway):
+    """The real gateway; a person clicks "always allow" on another request of the same tool
+    just after the adapter asked whether this call would wait (the web UI, another process)."""
+
+    async def approval_needed(self, tool_id: str, *, workspace: str | None = None) -> bool:
+        needed = await super().approval_needed(tool_id, workspace=workspace)
+        if needed and tool_id == "demo:send_email":
+            other = {"to": "carol@example.com", "body": "other"}
+            pending = await self.call(tool_id, other, session_id="other", tool_call_id="o1")
+            assert pending.approval is not None
+            await self.decide(pending.approval.id, "always", by="alice")
+        return needed
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the ToolGateway protocol has no way to create an approval request without running "
+    "a call a grant covers (see the guide: 'A grant made at that moment')",
+)
+async def test_a_grant_landing_before_the_early_call_does_not_run_it_past_the_guardrails(
+    tmp_path: Path,
+) -> None:
+    """The SDK's tool input guardrail refuses emails to Bob, and the model reads that refusal;
+    the email must not go out. The adapter's early call in ``needs_approval`` runs the call when
+    a grant covers it by then — before the SDK's guardrails and ``on_tool_start`` hooks."""
+    with approval_gateway(tmp_path) as setup:
+        racing = _GrantLandsMeanwhile(setup.gateway, agent=AGENT)
+        tools = await toolgate_tools(racing, session_id="conv-race")
+        for function_tool in tools.tools:
+            function_tool.tool_input_guardrails = [_nothing_to_bob]
+        model = _model([function_call("demo__send_email", EMAIL, call_id="c1")])
+        result = await Runner.run(_agent(tools, model), "email bob")
+        assert _outputs(result) == ["no email to bob"]
+        assert sent_lines(setup) == []
