@@ -90,6 +90,21 @@ def test_idempotency_keys_are_unambiguous() -> None:
         assert len(key) <= 200 and key.startswith("sha256:")
 
 
+async def test_a_call_id_that_is_not_utf_8_does_not_crash_the_call(tmp_path: Path) -> None:
+    """A JSON call id may hold a lone surrogate (``"\\udc80"`` is valid JSON). Handed on as
+    the idempotency key, it made the gateway's SQLite store fail: ``Error [crashed]`` for a
+    call that had nothing wrong with it."""
+    with approval_gateway(tmp_path) as setup:
+        tools = await toolgate_tools(setup.tools, session_id="conv-odd")
+        model = _model([function_call("demo__note", {"text": "odd"}, call_id="n\udc80")])
+        result = await Runner.run(_agent(tools, model), "note")
+        assert _outputs(result) == ["noted odd"]
+        assert sent_lines(setup) == ["note|odd"]
+    for call_id in ("n\udc80", "x" * 500):
+        key = idempotency_key("conv", call_id)
+        assert key.encode("utf-8") and key == idempotency_key("conv", call_id)
+
+
 # -- what the model reads --------------------------------------------------------------------
 
 _PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"0" * 20).decode()

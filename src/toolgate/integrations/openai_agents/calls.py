@@ -58,11 +58,20 @@ def _digest(text: str) -> str:
     return _DIGEST + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: valid in JSON ("\udc80"), not in UTF-8
+        return False
+    return True
+
+
 def bounded(text: str) -> str:
     """``text`` if it fits :data:`MAX_KEY`, else a digest of it (stable, so a resume finds the
     same key; the model chooses call ids, so their length is not ours to trust). A text that
-    already looks like a digest is digested too, so no call id can pose as another's digest."""
-    if len(text) <= MAX_KEY and not text.startswith(_DIGEST):
+    already looks like a digest is digested too, so no call id can pose as another's digest,
+    and so is one that is not UTF-8 (stores and the HTTP API cannot carry it)."""
+    if len(text) <= MAX_KEY and not text.startswith(_DIGEST) and _utf8(text):
         return text
     return _digest(text)
 
