@@ -105,6 +105,37 @@ async def test_a_call_id_that_is_not_utf_8_does_not_crash_the_call(tmp_path: Pat
         assert key.encode("utf-8") and key == idempotency_key("conv", call_id)
 
 
+# -- a person's rejection --------------------------------------------------------------------
+
+
+async def test_rejecting_an_interruption_never_runs_the_call(tmp_path: Path) -> None:
+    """The SDK pauses a call whose arguments it cannot read (here: none at all) without asking
+    ``needs_approval``, so even a tool toolgate runs without a person shows up as an
+    interruption. A person rejects it: ``tools.reject`` looked the call up by making it, which
+    ran the tool, and then put an *approval* into the state."""
+    purged: list[str] = []
+
+    @tool(namespace="ops", effect="local_write")
+    def purge() -> str:
+        """Purge the cache."""
+        purged.append("purged")
+        return "purged"
+
+    with approval_gateway(tmp_path) as setup:
+        setup.gateway.add(purge)
+        tools = await toolgate_tools(setup.tools, session_id="conv-reject")
+        model = _model([function_call("ops__purge", "", call_id="p1")])
+        agent = _agent(tools, model)
+        state = (await Runner.run(agent, "purge")).to_state()
+        [item] = state.get_interruptions()
+        await tools.reject(state, item, by="alice", message="not now")
+        assert purged == []
+        resumed = await Runner.run(agent, state)
+        [output] = _outputs(resumed)
+        assert output.startswith("Error [user_rejection]: ") and "alice: not now" in output
+        assert purged == []
+
+
 # -- what the model reads --------------------------------------------------------------------
 
 _PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"0" * 20).decode()

@@ -350,7 +350,9 @@ class ToolgateTools:
         """Deny the interrupted call ``item`` in toolgate as ``by`` (audited as
         ``user_rejection``), then in ``state``: the resumed run hands the model the SDK's
         rejection, worded as toolgate words it (``Error [user_rejection]: ...``, with
-        ``message``). A request already approved in toolgate stays approved."""
+        ``message``). A request already approved in toolgate stays approved. A call toolgate
+        would run without a person (the SDK paused it without asking: it could not read the
+        arguments) is rejected in ``state`` only — never made to find a request."""
         return await self._decide(state, item, "deny", by, message)
 
     async def _decide(
@@ -365,6 +367,9 @@ class ToolgateTools:
     ) -> ApprovalRequest | None:
         if not isinstance(by, str) or not by.strip():
             raise ValueError("by must name the person who decides (a non-empty string)")
+        if decision == "deny" and await self._nothing_to_deny(item):
+            state.reject(item, rejection_message=self._denial(item, by, message))
+            return None
         found = await self._request(item)
         if isinstance(found, CallOutcome):
             self._mirror_outcome(state, item, found)
@@ -386,6 +391,31 @@ class ToolgateTools:
             )
         self._mirror(state, item, found)
         return found
+
+    async def _nothing_to_deny(self, item: ToolApprovalItem) -> bool:
+        """Whether a rejected call has no request in toolgate and would not get one: the SDK
+        paused it without asking ``needs_approval`` (it could not read the arguments, or the
+        question failed) and toolgate runs it without a person. Looking its request up by
+        making the call would run it — the opposite of what the person asked."""
+        key = self._key_of(item)
+        if key in self._settled or key in self._approvals:
+            return False
+        return not await self.gateway.approval_needed(key.tool_id, workspace=self.workspace)
+
+    def _denial(self, item: ToolApprovalItem, by: str, message: str | None) -> str:
+        """A rejection made in the SDK only, worded as toolgate words a person's denial."""
+        key = self._key_of(item)
+        note = f": {message}" if message else ""
+        return CallOutcome(
+            status=CallStatus.ERROR,
+            tool_id=key.tool_id,
+            call_id=key.call_id,
+            code=ErrorCode.USER_REJECTION,
+            message=(
+                f"The call to {key.tool_id} was denied by {by}{note}. Do not retry it "
+                "unchanged; ask the user what to do instead."
+            ),
+        ).text
 
     async def sync(self, state: RunState[Any, Any]) -> list[ToolApprovalItem]:
         """Put the decisions people made in toolgate (web UI, CLI, HTTP API) on this state's
