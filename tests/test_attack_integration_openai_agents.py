@@ -108,21 +108,24 @@ async def test_a_call_id_that_is_not_utf_8_does_not_crash_the_call(tmp_path: Pat
 # -- a person's rejection --------------------------------------------------------------------
 
 
-async def test_rejecting_an_interruption_never_runs_the_call(tmp_path: Path) -> None:
-    """The SDK pauses a call whose arguments it cannot read (here: none at all) without asking
-    ``needs_approval``, so even a tool toolgate runs without a person shows up as an
-    interruption. A person rejects it: ``tools.reject`` looked the call up by making it, which
-    ran the tool, and then put an *approval* into the state."""
-    purged: list[str] = []
-
+def _purge_tool(purged: list[str]) -> Any:
     @tool(namespace="ops", effect="local_write")
     def purge() -> str:
         """Purge the cache."""
         purged.append("purged")
         return "purged"
 
+    return purge
+
+
+async def test_rejecting_an_interruption_never_runs_the_call(tmp_path: Path) -> None:
+    """The SDK pauses a call whose arguments it cannot read (here: none at all) without asking
+    ``needs_approval``, so even a tool toolgate runs without a person shows up as an
+    interruption. A person rejects it: ``tools.reject`` looked the call up by making it, which
+    ran the tool, and then put an *approval* into the state."""
+    purged: list[str] = []
     with approval_gateway(tmp_path) as setup:
-        setup.gateway.add(purge)
+        setup.gateway.add(_purge_tool(purged))
         tools = await toolgate_tools(setup.tools, session_id="conv-reject")
         model = _model([function_call("ops__purge", "", call_id="p1")])
         agent = _agent(tools, model)
@@ -134,6 +137,41 @@ async def test_rejecting_an_interruption_never_runs_the_call(tmp_path: Path) -> 
         [output] = _outputs(resumed)
         assert output.startswith("Error [user_rejection]: ") and "alice: not now" in output
         assert purged == []
+
+
+async def test_showing_or_syncing_an_interruption_never_runs_the_call(tmp_path: Path) -> None:
+    """The same paused call, shown to the person (``approval_of``) and synced: both looked the
+    request up by making the call, so the tool ran before anyone decided and before the SDK's
+    guardrails — and a person's rejection afterwards found it done."""
+    purged: list[str] = []
+    with approval_gateway(tmp_path) as setup:
+        setup.gateway.add(_purge_tool(purged))
+        tools = await toolgate_tools(setup.tools, session_id="conv-show")
+        model = _model([function_call("ops__purge", "", call_id="p1")])
+        agent = _agent(tools, model)
+        state = (await Runner.run(agent, "purge")).to_state()
+        [item] = state.get_interruptions()
+        assert await tools.approval_of(item) is None  # nothing in toolgate waits for a person
+        assert purged == []
+        # What needs_approval would have answered: no person; it runs in the resumed run.
+        assert await tools.sync(state) == [] and purged == []
+        assert _outputs(await Runner.run(agent, state)) == ["purged"]
+        assert purged == ["purged"]
+
+
+async def test_approving_such_a_call_runs_it_once_in_the_resumed_run(tmp_path: Path) -> None:
+    purged: list[str] = []
+    with approval_gateway(tmp_path) as setup:
+        setup.gateway.add(_purge_tool(purged))
+        tools = await toolgate_tools(setup.tools, session_id="conv-approve")
+        model = _model([function_call("ops__purge", "", call_id="p1")])
+        agent = _agent(tools, model)
+        state = (await Runner.run(agent, "purge")).to_state()
+        [item] = state.get_interruptions()
+        assert await tools.approve(state, item, by="alice") is None
+        assert purged == []  # it runs in the run, after the SDK's guardrails and hooks
+        assert _outputs(await Runner.run(agent, state)) == ["purged"]
+        assert purged == ["purged"]
 
 
 # -- what the model reads --------------------------------------------------------------------

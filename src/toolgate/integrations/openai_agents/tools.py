@@ -334,7 +334,8 @@ class ToolgateTools:
 
         If the request was decided in toolgate already, that decision stands and is put into
         ``state`` (a denial stays a denial). Returns the request as decided (``None`` when the
-        call had already ended in toolgate)."""
+        call had already ended in toolgate, or toolgate holds nothing for a person: then only
+        ``state`` is approved, and the call runs in the resumed run)."""
         # Per call in the SDK even for "always": the toolgate grant is what spares the next
         # call, and a grant revoked in toolgate must ask again (an SDK-wide approval would not).
         return await self._decide(state, item, "always" if always else "approve", by, None)
@@ -367,8 +368,13 @@ class ToolgateTools:
     ) -> ApprovalRequest | None:
         if not isinstance(by, str) or not by.strip():
             raise ValueError("by must name the person who decides (a non-empty string)")
-        if decision == "deny" and await self._nothing_to_deny(item):
-            state.reject(item, rejection_message=self._denial(item, by, message))
+        if await self._no_request(item):
+            # Nothing in toolgate waits for a person: the decision is the state's only, and an
+            # approved call runs in the resumed run (after the SDK's guardrails and hooks).
+            if decision == "deny":
+                state.reject(item, rejection_message=self._denial(item, by, message))
+            else:
+                state.approve(item)
             return None
         found = await self._request(item)
         if isinstance(found, CallOutcome):
@@ -392,11 +398,11 @@ class ToolgateTools:
         self._mirror(state, item, found)
         return found
 
-    async def _nothing_to_deny(self, item: ToolApprovalItem) -> bool:
-        """Whether a rejected call has no request in toolgate and would not get one: the SDK
-        paused it without asking ``needs_approval`` (it could not read the arguments, or the
-        question failed) and toolgate runs it without a person. Looking its request up by
-        making the call would run it — the opposite of what the person asked."""
+    async def _no_request(self, item: ToolApprovalItem) -> bool:
+        """Whether an interrupted call has no request in toolgate and would not get one: the
+        SDK paused it without asking ``needs_approval`` (it could not read the arguments, or
+        the question failed) and toolgate runs it without a person. Looking its request up by
+        making the call would run it before anyone decided (and before the SDK's guardrails)."""
         key = self._key_of(item)
         if key in self._settled or key in self._approvals:
             return False
@@ -425,6 +431,11 @@ class ToolgateTools:
             if (item.tool_name or "") not in self._specs:
                 waiting.append(item)  # another tool's interruption: not ours to decide
                 continue
+            if await self._no_request(item):
+                # What needs_approval would have answered, had the SDK asked: no person. The
+                # call runs in the resumed run, not here.
+                state.approve(item)
+                continue
             found = await self._request(item)
             if isinstance(found, CallOutcome):
                 self._mirror_outcome(state, item, found)
@@ -436,7 +447,11 @@ class ToolgateTools:
 
     async def approval_of(self, item: ToolApprovalItem) -> ApprovalRequest | None:
         """The toolgate request behind an interruption (what a person should be shown: its
-        title, risk and facts), or ``None`` when the call has ended in toolgate already."""
+        title, risk and facts), or ``None`` when the call has ended in toolgate already or
+        toolgate holds nothing for a person (the SDK paused a call it could not read: show
+        ``item.arguments``; decide with :meth:`approve` / :meth:`reject`)."""
+        if await self._no_request(item):
+            return None
         found = await self._request(item)
         return None if isinstance(found, CallOutcome) else found
 
