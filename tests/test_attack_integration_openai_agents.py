@@ -7,6 +7,7 @@ state and audit) and checks what ran, what the model read, and what toolgate rec
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from pathlib import Path
@@ -172,6 +173,42 @@ async def test_approving_such_a_call_runs_it_once_in_the_resumed_run(tmp_path: P
         assert purged == []  # it runs in the run, after the SDK's guardrails and hooks
         assert _outputs(await Runner.run(agent, state)) == ["purged"]
         assert purged == ["purged"]
+
+
+async def test_a_security_check_asking_as_such_a_call_runs_is_put_to_the_person(
+    tmp_path: Path,
+) -> None:
+    """Approved in the state with nothing in toolgate to decide, the call's security check asks
+    a person as it runs: that is toolgate's own question, waited for like any other — not an
+    SDK-only approval to refuse."""
+    wiped: list[str] = []
+
+    def check(payload: dict[str, Any]) -> dict[str, Any]:
+        return {"allowed": False, "requiresApproval": True, "permissionType": "wipe"}
+
+    @tool(namespace="ops", effect="local_write", security_check=check)
+    def wipe() -> str:
+        """Wipe the scratch folder."""
+        wiped.append("wiped")
+        return "wiped"
+
+    with approval_gateway(tmp_path) as setup:
+        setup.gateway.add(wipe)
+        tools = await toolgate_tools(setup.tools, session_id="conv-wipe", approval_wait=30)
+        agent = _agent(tools, _model([function_call("ops__wipe", "", call_id="w1")]))
+        state = (await Runner.run(agent, "wipe")).to_state()
+        assert await tools.sync(state) == [] and wiped == []
+
+        async def person() -> None:
+            approvals = setup.gateway.approvals
+            assert approvals is not None
+            while not approvals.pending():
+                await asyncio.sleep(0.02)
+            [pending] = approvals.pending()
+            await setup.tools.decide(pending.id, "approve", by="alice")
+
+        resumed, _ = await asyncio.gather(Runner.run(agent, state), person())
+        assert _outputs(resumed) == ["wiped"] and wiped == ["wiped"]
 
 
 # -- what the model reads --------------------------------------------------------------------

@@ -74,6 +74,10 @@ class ToolgateTools:
         self._by_name: dict[str, FunctionTool] = {}
         self._approvals: dict[CallKey, str] = {}
         self._settled: dict[CallKey, CallOutcome] = {}
+        # Calls approved in the state with nothing in toolgate to decide (no person needed when
+        # asked): a security check asking as such a call runs is waited for, not an SDK-only
+        # approval to refuse.
+        self._unasked: set[CallKey] = set()
         self._visualizations: dict[str, Mapping[str, Any]] = {}
         self.tools: list[FunctionTool] = [self._function_tool(spec) for spec in specs]
         """The ``FunctionTool`` values for ``Agent(tools=...)``."""
@@ -199,6 +203,7 @@ class ToolgateTools:
         outcome = self._settled.pop(key, None) or await self._call(tool_id, arguments, call_id)
         if outcome.status is CallStatus.PENDING_APPROVAL:
             outcome = await self._pending_at_call_time(key, context, outcome)
+        self._unasked.discard(key)
         if outcome.visualization is not None:
             self._visualizations[call_id] = outcome.visualization
         return model_output(outcome)
@@ -211,7 +216,7 @@ class ToolgateTools:
         the decision (a security check asked as the call ran), or fail the run."""
         approval = outcome.approval
         approval_id = "" if approval is None else approval.id
-        if context.is_tool_approved(context.tool_name, key.call_id):
+        if key not in self._unasked and context.is_tool_approved(context.tool_name, key.call_id):
             raise ApprovalPendingError(
                 f"call {key.call_id!r} of {key.tool_id} was approved in the SDK's RunState but "
                 f"toolgate has no decision for it (request {approval_id}): approve it with "
@@ -374,6 +379,7 @@ class ToolgateTools:
             if decision == "deny":
                 state.reject(item, rejection_message=self._denial(item, by, message))
             else:
+                self._unasked.add(self._key_of(item))
                 state.approve(item)
             return None
         found = await self._request(item)
@@ -434,6 +440,7 @@ class ToolgateTools:
             if await self._no_request(item):
                 # What needs_approval would have answered, had the SDK asked: no person. The
                 # call runs in the resumed run, not here.
+                self._unasked.add(self._key_of(item))
                 state.approve(item)
                 continue
             found = await self._request(item)
