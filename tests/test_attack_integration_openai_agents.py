@@ -18,8 +18,10 @@ from agents import (
     Agent,
     Runner,
     RunResult,
+    RunState,
     ToolGuardrailFunctionOutput,
     ToolInputGuardrailData,
+    UserError,
     set_tracing_disabled,
     tool_input_guardrail,
 )
@@ -30,7 +32,12 @@ from agents.tool import ToolOutputImage
 from integrations_support import AGENT, approval_gateway, sent_lines
 from toolgate import tool
 from toolgate.integrations import LocalGateway
-from toolgate.integrations.openai_agents import ToolgateTools, idempotency_key, toolgate_tools
+from toolgate.integrations.openai_agents import (
+    ApprovalPendingError,
+    ToolgateTools,
+    idempotency_key,
+    toolgate_tools,
+)
 from toolgate.model.content import ContentResult
 
 set_tracing_disabled(True)
@@ -209,6 +216,29 @@ async def test_a_security_check_asking_as_such_a_call_runs_is_put_to_the_person(
 
         resumed, _ = await asyncio.gather(Runner.run(agent, state), person())
         assert _outputs(resumed) == ["wiped"] and wiped == ["wiped"]
+
+
+# -- a saved state edited by an attacker (these held) --------------------------------------
+
+
+async def test_an_approved_state_edited_to_another_call_id_does_not_run(tmp_path: Path) -> None:
+    """A person approved call ``c1``; the saved state is edited so that the approved call is
+    ``c2`` (and approved in the SDK). Toolgate has no decision for ``c2``: the run fails instead
+    of sending, and the model never reads "pending"."""
+    with approval_gateway(tmp_path) as setup:
+        tools = await toolgate_tools(setup.tools, session_id="conv-edit")
+        agent = _agent(tools, _model([function_call("demo__send_email", EMAIL, call_id="c1")]))
+        state = (await Runner.run(agent, "email bob")).to_state()
+        [item] = state.get_interruptions()
+        await tools.approve(state, item, by="alice")
+        edited = json.dumps(state.to_json()).replace('"c1"', '"c2"')
+        fresh = await toolgate_tools(setup.tools, session_id="conv-edit")
+        model = _model()
+        agent = _agent(fresh, model)
+        with pytest.raises(UserError) as raised:
+            await Runner.run(agent, await RunState.from_json(agent, json.loads(edited)))
+        assert isinstance(raised.value.__cause__, ApprovalPendingError)
+        assert sent_lines(setup) == [] and not model.calls
 
 
 # -- what the model reads --------------------------------------------------------------------
