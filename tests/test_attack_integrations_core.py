@@ -1,0 +1,146 @@
+"""Attacks on the core support of issue 28: tool call ids in approval keys, caller idempotency
+keys, ``approval_needed`` and its HTTP route, progressive disclosure by session, and the
+in-process ``LocalGateway``. Each test failed before its fix."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from gateway_support import gateway_with
+from http_api_support import LOCAL, auth, make_app, make_gateway
+from integrations_support import approval_gateway, sent_lines
+from toolgate import CallStatus, Gateway, tool
+
+RELAYED: list[dict[str, Any]] = []
+
+
+@tool(namespace="demo", effect="communication")
+def relay(
+    to: str | None = None,
+    arguments: dict[str, Any] | None = None,
+    tool_call_id: str | None = None,
+    session: str | None = None,
+) -> str:
+    """Relays a message (its parameters happen to share names with a call's own fields)."""
+    RELAYED.append(
+        {"to": to, "arguments": arguments, "tool_call_id": tool_call_id, "session": session}
+    )
+    return "relayed"
+
+
+@pytest.fixture
+def relay_gateway(tmp_path: Path) -> Iterator[Gateway]:
+    RELAYED.clear()
+    with gateway_with(
+        approver="queue", state_path=tmp_path / "state.db", audit_path=tmp_path / "audit.db"
+    ) as gateway:
+        gateway.add(relay)
+        yield gateway
+
+
+# -- the approval key of a named call ---------------------------------------------------------
+
+
+async def test_an_approval_for_a_named_call_does_not_run_a_plain_call_shaped_like_its_key(
+    relay_gateway: Gateway,
+) -> None:
+    """A person approves ``relay(to="alice")`` asked with tool call id ``c1``. Another call —
+    no tool call id, another session — whose *arguments* are the named call's key material
+    (``{"arguments": ..., "tool_call_id": "c1", "session": "s1"}``) must not find that
+    approval and run with arguments nobody was shown."""
+    gateway = relay_gateway
+    asked = await gateway.call(
+        "demo:relay", {"to": "alice"}, agent="planner", session_id="s1", tool_call_id="c1"
+    )
+    assert asked.status is CallStatus.PENDING_APPROVAL and asked.approval is not None
+    approvals = gateway.approvals
+    assert approvals is not None
+    approvals.decide(asked.approval.id, "approve", by="alice")
+
+    forged = await gateway.call(
+        "demo:relay",
+        {"arguments": {"to": "alice"}, "tool_call_id": "c1", "session": "s1"},
+        agent="planner",
+        session_id="elsewhere",
+    )
+    assert forged.status is CallStatus.PENDING_APPROVAL, forged.text
+    assert forged.approval is not None and forged.approval.id != asked.approval.id
+    assert RELAYED == []
+    # The approved call itself still runs, once.
+    retried = await gateway.call(
+        "demo:relay", {"to": "alice"}, agent="planner", session_id="s1", tool_call_id="c1"
+    )
+    assert retried.status is CallStatus.OK, retried.text
+    assert RELAYED == [{"to": "alice", "arguments": None, "tool_call_id": None, "session": None}]
+
+
+# -- caller idempotency keys ------------------------------------------------------------------
+
+
+async def test_a_caller_key_does_not_replay_a_call_made_in_another_workspace(
+    tmp_path: Path,
+) -> None:
+    """``demo:note`` writes in the workspace it is called for. The same caller key and
+    arguments in another workspace are another call: replaying the first workspace's outcome
+    would tell the model the note was written where it never was."""
+    first, second = tmp_path / "w1", tmp_path / "w2"
+    first.mkdir()
+    second.mkdir()
+    with approval_gateway(tmp_path) as setup:
+        tools = setup.tools
+        done = await tools.call(
+            "demo:note", {"text": "hi"}, workspace=str(first), idempotency_key="k1"
+        )
+        assert done.status is CallStatus.OK, done.text
+        again = await tools.call(
+            "demo:note", {"text": "hi"}, workspace=str(second), idempotency_key="k1"
+        )
+        assert not again.metadata.get("idempotency", {}).get("replayed"), again.text
+        assert again.status is CallStatus.ERROR and again.code == "idempotency_conflict"
+        assert sent_lines(setup) == ["note|hi"]
+        # A retry in the first workspace still replays.
+        retried = await tools.call(
+            "demo:note", {"text": "hi"}, workspace=str(first), idempotency_key="k1"
+        )
+        assert retried.metadata["idempotency"]["replayed"] is True
+        assert sent_lines(setup) == ["note|hi"]
+
+
+# -- GET /v1/tools/{id}/approval --------------------------------------------------------------
+
+
+@pytest.fixture
+def api(tmp_path: Path) -> Iterator[TestClient]:
+    gateway = make_gateway(tmp_path)
+    with TestClient(make_app(gateway), client=LOCAL, raise_server_exceptions=False) as client:
+        yield client
+    gateway.close()
+
+
+@pytest.mark.parametrize("workspace", ["\x00", "/tmp/\x00x", ".", "relative/folder", "~"])
+def test_the_approval_route_refuses_a_workspace_a_call_would_refuse(
+    api: TestClient, workspace: str
+) -> None:
+    """A call's body must name an absolute workspace (422 otherwise); the approval question
+    took any text, crashed (500) on a NUL and answered for the server's own working folder
+    on a relative one."""
+    response = api.get(
+        "/v1/tools/t:send/approval", params={"workspace": workspace}, headers=auth("alice")
+    )
+    assert response.status_code == 422, response.text
+    assert "workspace" in response.json()["detail"]
+
+
+def test_the_approval_route_still_answers_for_an_absolute_workspace(
+    api: TestClient, tmp_path: Path
+) -> None:
+    response = api.get(
+        "/v1/tools/t:send/approval", params={"workspace": str(tmp_path)}, headers=auth("alice")
+    )
+    assert response.status_code == 200, response.text
+    assert response.json() == {"tool": "t:send", "approval_needed": True}
