@@ -37,6 +37,7 @@ from .models import (
     StatusList,
     ToolDetail,
     ToolList,
+    is_absolute_workspace,
 )
 from .problems import ApiJSONResponse, ApiProblem, HttpErrorCode
 from .views import status_view, tool_detail, tool_schemas, tool_summary
@@ -243,9 +244,12 @@ def approval_needed(
     """Whether a call of this tool by the calling agent would wait for a person now: the tool,
     the approval rules or the agent's access rule require approval, and no "always allow"
     grant for `workspace` covers it. A tool's security check may still ask when the call runs.
-    A tool this agent may not see is a 404, as on the other tool routes."""
+    A tool this agent may not see is a 404, as on the other tool routes. A `workspace` that
+    is not an absolute path is a 422, as in a call's body."""
     gateway = context.gateway
     entry = _visible(gateway, who, tool_id)
+    if workspace is not None and not is_absolute_workspace(workspace):
+        raise _query_problem("workspace", "must be an absolute path")
     needed = gateway.approval_needed(
         entry.tool.id, agent=who.agent, workspace=workspace, namespaces=who.namespaces
     )
