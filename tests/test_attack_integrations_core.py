@@ -13,10 +13,17 @@ from fastapi.testclient import TestClient
 
 from gateway_support import gateway_with
 from http_api_support import LOCAL, auth, make_app, make_gateway
-from integrations_support import approval_gateway, sent_lines
-from toolgate import CallStatus, Gateway, tool
+from toolgate import CallOutcome, CallStatus, Gateway, tool
 
 RELAYED: list[dict[str, Any]] = []
+JOTTED: list[str] = []
+
+
+@tool(namespace="demo", effect="local_write")
+def jot(text: str) -> str:
+    """Writes a note in the workspace."""
+    JOTTED.append(text)
+    return "jotted"
 
 
 @tool(namespace="demo", effect="communication")
@@ -85,30 +92,35 @@ async def test_an_approval_for_a_named_call_does_not_run_a_plain_call_shaped_lik
 async def test_a_caller_key_does_not_replay_a_call_made_in_another_workspace(
     tmp_path: Path,
 ) -> None:
-    """``demo:note`` writes in the workspace it is called for. The same caller key and
-    arguments in another workspace are another call: replaying the first workspace's outcome
-    would tell the model the note was written where it never was."""
+    """``jot`` writes in the workspace it is called for. The same caller key and arguments in
+    another workspace are another call: replaying the first workspace's outcome would tell the
+    model the note was written where it never was."""
     first, second = tmp_path / "w1", tmp_path / "w2"
     first.mkdir()
     second.mkdir()
-    with approval_gateway(tmp_path) as setup:
-        tools = setup.tools
-        done = await tools.call(
-            "demo:note", {"text": "hi"}, workspace=str(first), idempotency_key="k1"
-        )
+    JOTTED.clear()
+    with gateway_with(state_path=tmp_path / "state.db") as gateway:
+        gateway.add(jot)
+
+        async def call(workspace: Path) -> CallOutcome:
+            return await gateway.call(
+                "demo:jot",
+                {"text": "hi"},
+                agent="planner",
+                workspace=workspace,
+                idempotency_key="k1",
+            )
+
+        done = await call(first)
         assert done.status is CallStatus.OK, done.text
-        again = await tools.call(
-            "demo:note", {"text": "hi"}, workspace=str(second), idempotency_key="k1"
-        )
+        again = await call(second)
         assert not again.metadata.get("idempotency", {}).get("replayed"), again.text
         assert again.status is CallStatus.ERROR and again.code == "idempotency_conflict"
-        assert sent_lines(setup) == ["note|hi"]
+        assert JOTTED == ["hi"]
         # A retry in the first workspace still replays.
-        retried = await tools.call(
-            "demo:note", {"text": "hi"}, workspace=str(first), idempotency_key="k1"
-        )
+        retried = await call(first)
         assert retried.metadata["idempotency"]["replayed"] is True
-        assert sent_lines(setup) == ["note|hi"]
+        assert JOTTED == ["hi"]
 
 
 # -- GET /v1/tools/{id}/approval --------------------------------------------------------------
