@@ -12,8 +12,12 @@ import pytest
 from fastapi.testclient import TestClient
 
 from gateway_support import gateway_with
-from http_api_support import LOCAL, auth, make_app, make_gateway
-from toolgate import CallOutcome, CallStatus, Gateway, tool
+from http_api_support import KEYS, LOCAL, auth, live_server, make_app, make_gateway
+from integrations_support import approval_gateway
+from toolgate import CallOutcome, CallStatus, Client, Gateway, tool
+from toolgate.client import RemoteNotFoundError
+from toolgate.integrations import LocalGateway
+from toolgate.model import ApprovalStatus
 
 RELAYED: list[dict[str, Any]] = []
 JOTTED: list[str] = []
@@ -156,3 +160,54 @@ def test_the_approval_route_still_answers_for_an_absolute_workspace(
     )
     assert response.status_code == 200, response.text
     assert response.json() == {"tool": "t:send", "approval_needed": True}
+
+
+# -- approvals through the adapters' gateway --------------------------------------------------
+
+
+async def test_a_local_gateway_neither_reads_nor_decides_another_agents_request(
+    tmp_path: Path,
+) -> None:
+    """An adapter decides the approval id its framework's saved state carries. A state
+    pointing at another agent's request (tampered, or an old one replayed) must not approve
+    that agent's call: to ``LocalGateway(agent=...)`` another agent's request is unknown, as
+    it is to a ``toolgate.Client`` (the API's 404)."""
+    with approval_gateway(tmp_path) as setup:
+        asked = await setup.tools.call(
+            "demo:send_email", {"to": "bob", "body": "hi"}, tool_call_id="c1"
+        )
+        assert asked.approval is not None
+        intruder = LocalGateway(setup.gateway, agent="intruder")
+        with pytest.raises(LookupError):
+            await intruder.approval(asked.approval.id)
+        with pytest.raises(LookupError):
+            await intruder.decide(asked.approval.id, "approve", by="mallory")
+        approvals = setup.gateway.approvals
+        assert approvals is not None
+        assert approvals.get(asked.approval.id).status is ApprovalStatus.PENDING
+        # The agent's own adapter still reads and decides it.
+        assert (await setup.tools.approval(asked.approval.id)).id == asked.approval.id
+        decided = await setup.tools.decide(asked.approval.id, "approve", by="alice")
+        assert decided.status is ApprovalStatus.APPROVED
+
+
+async def test_a_client_does_not_decide_another_agents_request(tmp_path: Path) -> None:
+    """The same through ``toolgate.Client``: bob's client, holding an operator's approver key,
+    is handed alice's approval id; the operator key alone would decide any agent's request."""
+    gateway = make_gateway(tmp_path)
+    try:
+        with live_server(make_app(gateway)) as server:
+            async with Client(server.url, key=KEYS["alice"]) as alice:
+                asked = await alice.call("t:send", {"to": "x", "text": "y"}, tool_call_id="a1")
+                assert asked.approval is not None
+            async with Client(server.url, key=KEYS["bob"], approver_key=KEYS["ops"]) as bob:
+                with pytest.raises(RemoteNotFoundError):
+                    await bob.decide(asked.approval.id, "approve", by="bob")
+            approvals = gateway.approvals
+            assert approvals is not None
+            assert approvals.get(asked.approval.id).status is ApprovalStatus.PENDING
+            async with Client(server.url, key=KEYS["alice"], approver_key=KEYS["ops"]) as own:
+                decided = await own.decide(asked.approval.id, "approve", by="ops")
+                assert decided.status is ApprovalStatus.APPROVED
+    finally:
+        gateway.close()

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from ..approvals import ApprovalService
-from ..errors import ToolgateError
+from ..errors import ApprovalClosedError, ToolgateError
 from ..gateway import Gateway
 from ..model import ApprovalRequest, CallOutcome, Tool
 from ..model.names import to_provider_name
@@ -101,7 +101,8 @@ class ToolGateway(Protocol):
         ...
 
     async def approval(self, approval_id: str) -> ApprovalRequest:
-        """An approval request by id, as it stands now."""
+        """An approval request of this agent's calls by id, as it stands now (another
+        agent's is unknown: a :class:`LookupError`)."""
         ...
 
     async def decide(
@@ -113,7 +114,7 @@ class ToolGateway(Protocol):
         message: str | None = None,
     ) -> ApprovalRequest:
         """Record a person's decision (``approve``, ``always`` or ``deny``) on a pending
-        request; nothing runs here — the agent's next call with the same tool call id runs
+        request of this agent's calls (another agent's is unknown); nothing runs here — the agent's next call with the same tool call id runs
         an approved call, once."""
         ...
 
@@ -191,8 +192,17 @@ class LocalGateway:
             )
         return approvals
 
+    def _own(self, approval_id: str) -> ApprovalRequest:
+        """The request ``approval_id`` when this agent's call made it. Another agent's is
+        unknown here, as :class:`toolgate.Client` finds it (the API answers 404): an approval
+        id read back from a framework's saved state must not reach another agent's call."""
+        request = self._approvals().get(approval_id)
+        if request.agent != self._agent:
+            raise ApprovalClosedError(f"no approval request {approval_id!r}")
+        return request
+
     async def approval(self, approval_id: str) -> ApprovalRequest:
-        return self._approvals().get(approval_id)
+        return self._own(approval_id)
 
     async def decide(
         self,
@@ -202,4 +212,5 @@ class LocalGateway:
         by: str,
         message: str | None = None,
     ) -> ApprovalRequest:
+        self._own(approval_id)
         return self._approvals().decide(approval_id, decision, by=by, message=message)
