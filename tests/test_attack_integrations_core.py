@@ -18,6 +18,7 @@ from toolgate import CallOutcome, CallStatus, Client, Gateway, tool
 from toolgate.client import RemoteNotFoundError
 from toolgate.integrations import LocalGateway
 from toolgate.model import ApprovalStatus
+from toolgate.search.disclosure import MAX_CONVERSATIONS
 
 RELAYED: list[dict[str, Any]] = []
 JOTTED: list[str] = []
@@ -211,3 +212,43 @@ async def test_a_client_does_not_decide_another_agents_request(tmp_path: Path) -
                 assert decided.status is ApprovalStatus.APPROVED
     finally:
         gateway.close()
+
+
+# -- progressive disclosure by session --------------------------------------------------------
+
+
+@pytest.fixture
+def disclosed(tmp_path: Path) -> Iterator[tuple[TestClient, Gateway]]:
+    gateway = make_gateway(tmp_path)
+    gateway.enable_progressive_disclosure(core=["t:add"])
+    with TestClient(make_app(gateway), client=LOCAL) as client:
+        yield client, gateway
+    gateway.close()
+
+
+def test_one_agent_searching_under_many_session_ids_does_not_evict_another_agents_tools(
+    disclosed: tuple[TestClient, Gateway],
+) -> None:
+    """``GET /v1/tools/search?session_id=`` lets an agent open a conversation per request.
+    Conversations are bounded (oldest forgotten first); a flood of them from one agent must
+    forget that agent's own, not the tools another agent's conversation found (its list would
+    shrink mid-run, and MCP would refuse them as unknown)."""
+    api, gateway = disclosed
+    disclosure = gateway.disclosure
+    assert disclosure is not None
+
+    def listed(agent: str, session: str) -> list[str]:
+        answer = api.get("/v1/tools", params={"session_id": session}, headers=auth(agent))
+        return [row["id"] for row in answer.json()["tools"]]
+
+    found = api.get(
+        "/v1/tools/search", params={"q": "send a message", "session_id": "s1"}, headers=auth("alice")
+    )
+    assert found.status_code == 200, found.text
+    assert "t:send" in listed("alice", "s1")
+    for number in range(MAX_CONVERSATIONS + 10):  # what bob's searches record, one by one
+        disclosure.found(("bob", f"flood-{number}"), ["t:send"])
+    assert "t:send" in listed("alice", "s1")
+    # The flood forgot bob's own oldest conversations, and the bound holds.
+    assert "t:send" not in listed("bob", "flood-0")
+    assert "t:send" in listed("bob", f"flood-{MAX_CONVERSATIONS + 9}")
