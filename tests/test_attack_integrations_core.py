@@ -242,7 +242,9 @@ def test_one_agent_searching_under_many_session_ids_does_not_evict_another_agent
         return [row["id"] for row in answer.json()["tools"]]
 
     found = api.get(
-        "/v1/tools/search", params={"q": "send a message", "session_id": "s1"}, headers=auth("alice")
+        "/v1/tools/search",
+        params={"q": "send a message", "session_id": "s1"},
+        headers=auth("alice"),
     )
     assert found.status_code == 200, found.text
     assert "t:send" in listed("alice", "s1")

@@ -114,8 +114,8 @@ class ToolGateway(Protocol):
         message: str | None = None,
     ) -> ApprovalRequest:
         """Record a person's decision (``approve``, ``always`` or ``deny``) on a pending
-        request of this agent's calls (another agent's is unknown); nothing runs here — the agent's next call with the same tool call id runs
-        an approved call, once."""
+        request of this agent's calls (another agent's is unknown); nothing runs here — the
+        agent's next call with the same tool call id runs an approved call, once."""
         ...
 
 
