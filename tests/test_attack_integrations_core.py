@@ -254,3 +254,29 @@ def test_one_agent_searching_under_many_session_ids_does_not_evict_another_agent
     # The flood forgot bob's own oldest conversations, and the bound holds.
     assert "t:send" not in listed("bob", "flood-0")
     assert "t:send" in listed("bob", f"flood-{MAX_CONVERSATIONS + 9}")
+
+
+async def test_without_a_session_the_local_gateway_lists_what_the_client_lists(
+    tmp_path: Path,
+) -> None:
+    """An adapter must see the same tools in-process and remote. Without a session, the HTTP
+    API (and so ``toolgate.Client``) lists every tool; ``LocalGateway`` listed only the core
+    set — and since a ``search_tools`` call without a session records nothing, its list could
+    never grow: a tool the model found stayed uncallable."""
+    gateway = make_gateway(tmp_path)
+    gateway.enable_progressive_disclosure(core=["t:add"])
+    try:
+        with live_server(make_app(gateway)) as server:
+            async with Client(server.url, key=KEYS["alice"]) as remote:
+                remote_ids = [spec.id for spec in await remote.list_tools()]
+            local = LocalGateway(gateway, agent="alice")
+            assert [spec.id for spec in await local.list_tools()] == remote_ids
+            assert "t:send" in remote_ids
+            # With a session, both narrow to the core set plus what it found.
+            async with Client(server.url, key=KEYS["alice"]) as remote:
+                narrowed = [spec.id for spec in await remote.list_tools(session_id="s1")]
+            assert [spec.id for spec in await local.list_tools(session_id="s1")] == narrowed
+            assert "t:send" not in narrowed
+    finally:
+        gateway.close()
+

@@ -72,8 +72,9 @@ class ToolGateway(Protocol):
         ...
 
     async def list_tools(self, *, session_id: str | None = None) -> list[ToolSpec]:
-        """The tools the agent may call now, sorted by id. Under progressive disclosure, the
-        core set plus what ``session_id``'s searches found."""
+        """The tools the agent may call now, sorted by id. Under progressive disclosure, with
+        ``session_id``: the core set plus what that session's searches found; without one,
+        every tool."""
         ...
 
     async def search_tools(
@@ -140,7 +141,9 @@ class LocalGateway:
         tools = self.gateway.list_tools(agent=self._agent)
         available = [t for t in tools if self._available(t.id)]
         disclosure = self.gateway.disclosure
-        if disclosure is not None:
+        if disclosure is not None and session_id is not None:
+            # Without a session every tool, as the HTTP API (and so toolgate.Client) lists
+            # them: an adapter sees the same tools in-process and remote.
             available = disclosure.visible(self._conversation(session_id), available)
         return [ToolSpec.of(tool) for tool in available]
 
@@ -156,7 +159,7 @@ class LocalGateway:
         )
         found = [ToolSpec.of(hit.tool) for hit in hits]
         disclosure = self.gateway.disclosure
-        if disclosure is not None:
+        if disclosure is not None and session_id is not None:
             disclosure.found(self._conversation(session_id), [spec.id for spec in found])
         return found
 
