@@ -280,3 +280,32 @@ async def test_without_a_session_the_local_gateway_lists_what_the_client_lists(
     finally:
         gateway.close()
 
+
+@tool(id="t:notes/approval", effect="read_only")
+def approval_notes() -> str:
+    """Notes about approvals (a tool whose id ends in /approval)."""
+    return "notes"
+
+
+def test_a_tool_whose_id_ends_in_approval_keeps_its_page(tmp_path: Path) -> None:
+    """``GET /v1/tools/{id}/approval`` came before ``GET /v1/tools/{id}``: the page of a tool
+    named ``t:notes/approval`` became a 404 for ``t:notes``. Its page is back; its approval
+    question (the id percent-encoded, as ``toolgate.Client`` sends it) still answers for it,
+    and ``t:send``'s for ``t:send``."""
+    gateway = make_gateway(tmp_path)
+    gateway.add(approval_notes)
+    try:
+        with TestClient(make_app(gateway), client=LOCAL) as api:
+            page = api.get("/v1/tools/t:notes/approval", headers=auth("alice"))
+            assert page.status_code == 200, page.text
+            assert page.json()["id"] == "t:notes/approval"
+            assert "input_schema" in page.json()
+            asked = api.get("/v1/tools/t:notes%2Fapproval/approval", headers=auth("alice"))
+            assert asked.json() == {"tool": "t:notes/approval", "approval_needed": False}
+            sent = api.get("/v1/tools/t:send/approval", headers=auth("alice"))
+            assert sent.json() == {"tool": "t:send", "approval_needed": True}
+            # A tool the caller may not see is still a 404 (t:payroll is alice's and ops').
+            hidden = api.get("/v1/tools/t:payroll/approval", headers=auth("bob"))
+            assert hidden.status_code == 404
+    finally:
+        gateway.close()
