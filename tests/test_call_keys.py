@@ -179,3 +179,42 @@ async def test_the_same_tool_call_id_in_two_sessions_is_two_calls(tmp_path: Path
         other = await setup.tools.call("demo:send_email", EMAIL, tool_call_id="c", session_id="s2")
         assert other.status is CallStatus.PENDING_APPROVAL
         assert sent_lines(setup) == []
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ({"session_id": "s\udc80"}, "session_id"),
+        ({"tool_call_id": "c\udc80"}, "tool_call_id"),
+        ({"tool_call_id": "x" * 201}, "tool_call_id"),
+        ({"idempotency_key": "k\x00"}, "idempotency_key"),
+        ({"idempotency_key": ""}, "idempotency_key"),
+        ({"workspace": "/tmp/a\x00b"}, "workspace"),
+    ],
+)
+async def test_a_call_whose_own_fields_are_not_text_is_refused_naming_the_field(
+    tmp_path: Path, fields: dict[str, str], named: str
+) -> None:
+    # A lone surrogate (a JSON "\udc80" escape) cannot be stored or digested, a NUL names no
+    # folder: the call is refused, never a crash, and nothing runs.
+    with approval_gateway(tmp_path) as setup:
+        outcome = await setup.gateway.call("demo:note", {"text": "a"}, agent="planner", **fields)
+        assert outcome.code is not None and outcome.code.value == "invalid_arguments"
+        assert named in (outcome.message or "")
+        synced = setup.gateway.call_sync("demo:note", {"text": "a"}, agent="planner", **fields)
+        assert synced.code is not None and synced.code.value == "invalid_arguments"
+        assert sent_lines(setup) == []
+        assert not setup.gateway.approval_needed("demo:send_email", workspace="/tmp/a\x00b")
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [{"to": "a\udc80", "body": "b"}, {"to": "a", "body": {"x": ["\ud800"]}}, {"t\udc80": "a"}],
+)
+async def test_arguments_that_are_not_text_are_refused_before_anything_digests_them(
+    tmp_path: Path, arguments: dict[str, object]
+) -> None:
+    with approval_gateway(tmp_path) as setup:
+        outcome = await setup.gateway.call("demo:send_email", arguments, agent="planner")
+        assert outcome.code is not None and outcome.code.value == "invalid_arguments"
+        assert "not valid Unicode text" in (outcome.message or "")

@@ -109,6 +109,8 @@ def test_without_telemetry_plans_are_the_bare_stage_chain() -> None:
             handler = handler.keywords["proceed"]
         assert chain == [
             "ValidateArgumentsStage",
+            # A tool that may change something takes a caller's idempotency key.
+            "IdempotencyStage",
             "SecurityCheckStage",
             "ApprovalStage",
             "ConcurrencyStage",

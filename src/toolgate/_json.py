@@ -28,6 +28,7 @@ __all__ = [
     "canonical_json",
     "digest",
     "freeze",
+    "is_text",
     "json_value_problem",
     "loads_strict",
     "thaw",
@@ -144,18 +145,48 @@ def _pointer(parts: tuple[Any, ...]) -> str:
 _FLAT: frozenset[type] = frozenset({str, int, bool, type(None)})
 
 
+#: What is wrong with a string that is not text (said after its JSON pointer or name).
+_NOT_TEXT = (
+    "is not valid Unicode text (it holds a lone surrogate such as \\udc80, which no UTF-8 "
+    "text can carry)"
+)
+
+
+def is_text(value: str) -> bool:
+    """Whether ``value`` is valid Unicode text: it encodes as UTF-8 (no lone surrogate, as a
+    JSON ``"\\udc80"`` escape or ``surrogateescape`` decoding leaves)."""
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def json_value_problem(value: Any, *, max_depth: int = MAX_DEPTH) -> str | None:
     """Why an already parsed value is not one :func:`loads_strict` would return (a non-finite
     number, named by its JSON pointer, or nesting deeper than ``max_depth``), else ``None``.
 
     Iterative: neither a deep nor a self-referencing value can exhaust the stack."""
-    # The usual arguments, a flat object of strings, integers and booleans, need no walk: this
-    # runs on every call.
-    if type(value) is dict and all(type(item) in _FLAT for item in value.values()):
+    # The usual arguments, a flat object of ASCII strings, integers and booleans, need no walk:
+    # this runs on every call.
+    if (
+        type(value) is dict
+        and all(
+            type(item) in _FLAT and (type(item) is not str or item.isascii())
+            for item in value.values()
+        )
+        and all(type(key) is str and key.isascii() for key in value)
+    ):
         return None
     stack: list[tuple[Any, int, tuple[Any, ...]]] = [(value, 1, ())]
     while stack:
         item, depth, path = stack.pop()
+        if isinstance(item, str):
+            if not is_text(item):
+                return f"{_pointer(path)}: {_NOT_TEXT}"
+            continue
         if isinstance(item, float):
             if not math.isfinite(item):
                 return (
@@ -163,6 +194,9 @@ def json_value_problem(value: Any, *, max_depth: int = MAX_DEPTH) -> str | None:
                 )
             continue
         if isinstance(item, Mapping):
+            for key in item:
+                if isinstance(key, str) and not is_text(key):
+                    return f"{_pointer(path)}: a key {_NOT_TEXT}"
             children: Any = [(key, item[key]) for key in item]
         elif isinstance(item, (list, tuple)):
             children = list(enumerate(item))

@@ -33,6 +33,7 @@ from .pipeline.approval_keys import APPROVAL_DECISION, APPROVAL_TAKEN
 from .pipeline.approval_policy import ApprovalPolicy
 from .pipeline.audit_guard import AuditGuardStage, AuditReservationStage
 from .pipeline.authorize import AccessRules, AuthorizeStage
+from .pipeline.call_fields import call_fields_problem
 from .pipeline.concurrency import ConcurrencyStage, ToolLoad
 from .pipeline.confirmation import confirmation_builder
 from .pipeline.execute import Executor
@@ -480,12 +481,12 @@ class Gateway(GatewayCatalog):
         """Whether a call of ``tool_id`` by ``agent`` would wait for a person now: the tool, the
         operator's approval rules or the agent's access rule require approval, and no live
         "always allow" grant for ``workspace`` covers it. ``False`` for a tool the caller may not
-        call (the call itself says why) and when no approver is configured (such a call is
-        denied). A tool's security check may still ask when the call runs: the call's own
-        ``pending_approval`` is the last word. Framework adapters ask this before a call, so
-        that a granted tool is not put to a person again."""
+        call or a workspace no call may name (the call itself says why) and when no approver is
+        configured (such a call is denied). A tool's security check may still ask when the call
+        runs: the call's own ``pending_approval`` is the last word. Framework adapters ask this
+        before a call, so that a granted tool is not put to a person again."""
         entry = self.registry.get(tool_id)
-        if entry is None:
+        if entry is None or call_fields_problem(None, None, None, workspace) is not None:
             return False
         decision = self.access.decide(entry.tool, agent, namespaces)
         if not decision.allowed:
@@ -760,6 +761,10 @@ def _workspace(workspace: Path | str | None) -> Path | None:
     # whatever folder the next caller happens to be in.
     if workspace is None:
         return None
+    if "\x00" in str(workspace):
+        # No folder has such a name: kept as written, for the pipeline to refuse the call
+        # naming the field (resolving it would raise).
+        return Path(workspace)
     path = Path(workspace).expanduser()
     try:
         return path.resolve()

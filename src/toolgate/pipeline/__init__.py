@@ -25,6 +25,7 @@ from ..errors import ErrorCode, StateUnavailableError
 from ..model import CallOutcome, Tool
 from ..registry import RegisteredTool, Registry
 from .authorize import AccessRules, unknown_tool_message
+from .call_fields import call_fields_problem
 from .execute import Executor, relative_paths
 from .observers import CallObserver, FinishedCall
 from .state import CallState, Handler, Stage, error_outcome
@@ -194,6 +195,11 @@ class Pipeline:
                     )
                 )
             return outcome
+        problem = call_fields_problem(session_id, tool_call_id, idempotency_key, workspace)
+        if problem is not None:
+            # Kept out of the state: nothing may store or digest them (the audit record).
+            session_id = tool_call_id = idempotency_key = None
+            workspace = None
         plan = self.plan_for(entry)
         state = CallState(
             call_id=call_id,
@@ -209,6 +215,15 @@ class Pipeline:
         )
         if metadata:
             state.metadata.update(metadata)
+        if problem is not None:
+            return self.finish(
+                state,
+                error_outcome(
+                    state,
+                    ErrorCode.INVALID_ARGUMENTS,
+                    f"The call of {entry.tool.id} was not made: {problem}.",
+                ),
+            )
         if entry.unavailable_reason is not None:
             return self.finish(
                 state,
