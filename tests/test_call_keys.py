@@ -218,3 +218,45 @@ async def test_arguments_that_are_not_text_are_refused_before_anything_digests_t
         outcome = await setup.gateway.call("demo:send_email", arguments, agent="planner")
         assert outcome.code is not None and outcome.code.value == "invalid_arguments"
         assert "not valid Unicode text" in (outcome.message or "")
+
+
+async def test_request_approval_makes_the_calls_request_and_never_runs_it(
+    tmp_path: Path,
+) -> None:
+    with approval_gateway(tmp_path) as setup:
+        tools = setup.tools
+        asked = await tools.request_approval(
+            "demo:send_email", EMAIL, session_id="s", tool_call_id="c"
+        )
+        assert asked is not None and asked.status.value == "pending"
+        # Asked again: the same request; the call itself attaches to it too.
+        again = await tools.request_approval(
+            "demo:send_email", EMAIL, session_id="s", tool_call_id="c"
+        )
+        assert again is not None and again.id == asked.id
+        call = await tools.call("demo:send_email", EMAIL, session_id="s", tool_call_id="c")
+        assert call.approval is not None and call.approval.id == asked.id
+        await tools.decide(asked.id, "approve", by="alice")
+        # Decided: shown as it stands, never taken — the call takes it and runs once.
+        decided = await tools.request_approval(
+            "demo:send_email", EMAIL, session_id="s", tool_call_id="c"
+        )
+        assert decided is not None and decided.status.value == "approved"
+        assert sent_lines(setup) == []
+        ran = await tools.call("demo:send_email", EMAIL, session_id="s", tool_call_id="c")
+        assert ran.status is CallStatus.OK
+        assert sent_lines(setup) == ["ana@example.com|hello"]
+
+
+async def test_request_approval_is_none_when_nobody_would_be_asked(tmp_path: Path) -> None:
+    with approval_gateway(tmp_path) as setup:
+        tools = setup.tools
+        assert await tools.request_approval("demo:lookup", {"city": "Oslo"}) is None
+        assert await tools.request_approval("demo:nope", {}) is None
+        assert await tools.request_approval("demo:send_email", {"to": 1}) is None  # invalid
+        first = await tools.request_approval("demo:send_email", EMAIL, tool_call_id="a")
+        assert first is not None
+        await tools.decide(first.id, "always", by="alice")
+        # A grant covers the tool now: nobody is asked, and nothing ran.
+        assert await tools.request_approval("demo:send_email", EMAIL, tool_call_id="b") is None
+        assert sent_lines(setup) == []

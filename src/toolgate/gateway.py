@@ -29,10 +29,10 @@ from .model.policy import any_requires_approval
 from .path_policy import program_folders
 from .pipeline import Pipeline
 from .pipeline.approval import ApprovalStage
-from .pipeline.approval_keys import APPROVAL_DECISION, APPROVAL_TAKEN
+from .pipeline.approval_keys import APPROVAL_DECISION, APPROVAL_TAKEN, REQUEST_ONLY
 from .pipeline.approval_policy import ApprovalPolicy
 from .pipeline.audit_guard import AuditGuardStage, AuditReservationStage
-from .pipeline.authorize import AccessRules, AuthorizeStage
+from .pipeline.authorize import POLICY_APPROVAL, AccessRules, AuthorizeStage
 from .pipeline.call_fields import call_fields_problem
 from .pipeline.concurrency import ConcurrencyStage, ToolLoad
 from .pipeline.confirmation import confirmation_builder
@@ -497,6 +497,61 @@ class Gateway(GatewayCatalog):
             required_by_policy=decision.requires_approval,
             workspace=None if folder is None else str(folder),
         )
+
+    async def request_approval(
+        self,
+        tool_id: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        agent: str | None = None,
+        session_id: str | None = None,
+        workspace: Path | str | None = None,
+        tool_call_id: str | None = None,
+        namespaces: frozenset[str] | None = None,
+    ) -> ApprovalRequest | None:
+        """The approval request of exactly this call — found, or made now and put to people —
+        without running the call, ever: ``None`` when the call would not wait for a person now
+        (no approval required, an "always allow" grant covers it, or the call would be refused:
+        the call itself says why). A request already decided is returned as it stands (its
+        ``status`` says approved or denied); only the call takes it. A framework whose pause is
+        decided before its tool runs (the OpenAI Agents SDK's ``needs_approval``) asks this, so
+        no side effect runs before the framework's own checks. The tool's security check is not
+        run here: it may still ask when the call runs."""
+        if namespaces is not None and not self.access.scoped:
+            self.access.scoped = True
+            self.pipeline.invalidate()
+        prepared = self.pipeline.prepare(
+            tool_id,
+            arguments,
+            agent=agent,
+            session_id=session_id,
+            workspace=_workspace(workspace),
+            inline=False,
+            metadata={REQUEST_ONLY: True},
+            namespaces=namespaces,
+            tool_call_id=tool_call_id,
+        )
+        if isinstance(prepared, CallOutcome) or not isinstance(prepared[1].arguments, Mapping):
+            return None
+        _, state = prepared
+        tool = state.tool
+        decision = self.access.decide(tool, agent, namespaces)
+        if not decision.allowed or self.pipeline.argument_problems(tool, state.arguments):
+            return None
+        if decision.requires_approval:
+            state.metadata[POLICY_APPROVAL] = decision.reason
+        if not self._approval_stage.would_ask(
+            tool,
+            required_by_policy=decision.requires_approval,
+            workspace=None if state.workspace is None else str(state.workspace),
+        ):
+            return None
+
+        async def not_run(_: Any) -> CallOutcome:
+            raise AssertionError("request_approval never runs a call")  # pragma: no cover
+
+        outcome = await self._approval_stage(state, not_run)
+        return outcome.approval if outcome.status is CallStatus.PENDING_APPROVAL else None
 
     async def call(
         self,

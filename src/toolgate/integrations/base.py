@@ -101,6 +101,20 @@ class ToolGateway(Protocol):
         """Whether a call of ``tool_id`` would wait for a person now (no grant covers it)."""
         ...
 
+    async def request_approval(
+        self,
+        tool_id: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        session_id: str | None = None,
+        workspace: str | None = None,
+        tool_call_id: str | None = None,
+    ) -> ApprovalRequest | None:
+        """The approval request of exactly this call, found or made now, without ever running
+        the call; ``None`` when it would not wait for a person now (see
+        :meth:`toolgate.Gateway.request_approval`)."""
+        ...
+
     async def approval(self, approval_id: str) -> ApprovalRequest:
         """An approval request of this agent's calls by id, as it stands now (another
         agent's is unknown: a :class:`LookupError`)."""
@@ -185,6 +199,24 @@ class LocalGateway:
 
     async def approval_needed(self, tool_id: str, *, workspace: str | None = None) -> bool:
         return self.gateway.approval_needed(tool_id, agent=self._agent, workspace=workspace)
+
+    async def request_approval(
+        self,
+        tool_id: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        session_id: str | None = None,
+        workspace: str | None = None,
+        tool_call_id: str | None = None,
+    ) -> ApprovalRequest | None:
+        return await self.gateway.request_approval(
+            tool_id,
+            arguments,
+            agent=self._agent,
+            session_id=session_id,
+            workspace=workspace,
+            tool_call_id=tool_call_id,
+        )
 
     def _approvals(self) -> ApprovalService:
         approvals = self.gateway.approvals

@@ -45,7 +45,7 @@ from ..model import (
 from ..model.display import render_display
 from ..registry import RegisteredTool
 from ..stores.approvals import ApprovalStore, DuplicateRequestError
-from .approval_keys import APPROVAL_DECISION, APPROVAL_TAKEN
+from .approval_keys import APPROVAL_DECISION, APPROVAL_TAKEN, REQUEST_ONLY
 from .approval_outcomes import denied_outcome, replayed_outcome
 from .approval_policy import ApprovalPolicy, ApprovalRule
 from .authorize import POLICY_APPROVAL
@@ -394,6 +394,9 @@ class ApprovalStage:
                 request.id, from_status=request.status, to_status=ApprovalStatus.EXPIRED
             )
             return None
+        if state.metadata.get(REQUEST_ONLY):
+            # Only looking: the decided request is shown, never taken (the call takes it).
+            return self.pending(state, request)
         # The decision rides along, so the audit record of the run says "always" or "approve".
         state.metadata["approval"] = {"id": request.id, "decision": str(request.decision)}
         if request.status is ApprovalStatus.RUNNING:
