@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Mapping
@@ -24,6 +25,7 @@ from ._approvals import (
     resume_decisions,
 )
 from ._sync import run_sync
+from ._task import RUNTIME_ARG, runtime_schema, sharing_calls, take_runtime
 
 __all__ = ["ToolgateTool", "atoolgate_tools", "session_of", "toolgate_tools"]
 
@@ -151,6 +153,19 @@ class ToolgateTool(BaseTool):
             )
         self._gateway = self.gateway
 
+    def get_input_schema(self, config: RunnableConfig | None = None) -> Any:
+        """What ``ToolNode`` reads to inject the call's ``ToolRuntime`` (it tells which tool
+        calls share the call's task). The model is sent ``args_schema``, never this."""
+        properties = self.spec.parameters.get("properties")
+        if isinstance(properties, Mapping) and RUNTIME_ARG in properties:
+            return super().get_input_schema(config)  # a real argument of that name wins
+        return runtime_schema(self.name) or super().get_input_schema(config)
+
+    @functools.cached_property
+    def _injected_args_keys(self) -> frozenset[str]:
+        # Kept out of what callbacks and tracers are shown as the tool's input.
+        return frozenset({RUNTIME_ARG})
+
     def _to_args_and_kwargs(
         self, tool_input: str | dict[str, Any], tool_call_id: str | None
     ) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -158,21 +173,25 @@ class ToolgateTool(BaseTool):
         # model-chosen argument named "config" or "run_manager" stays an argument.
         if not isinstance(tool_input, dict):
             raise ValueError(f"{self.name} takes a JSON object of arguments, not a string")
-        return (), {"arguments": dict(tool_input), "tool_call_id": tool_call_id}
+        arguments = dict(tool_input)
+        runtime = take_runtime(arguments)
+        return (), {"arguments": arguments, "tool_call_id": tool_call_id, "runtime": runtime}
 
     def _run(
         self,
         arguments: dict[str, Any],
         tool_call_id: str | None = None,
         config: RunnableConfig | None = None,
+        runtime: Any = None,
     ) -> Any:
-        return run_sync(self._arun(arguments, tool_call_id, config))
+        return run_sync(self._arun(arguments, tool_call_id, config, runtime))
 
     async def _arun(
         self,
         arguments: dict[str, Any],
         tool_call_id: str | None = None,
         config: RunnableConfig | None = None,
+        runtime: Any = None,
     ) -> Any:
         # The run's own config (thread id, LangGraph's scratchpad) is in the context; the
         # ``config`` argument is only what the caller passed to ``invoke``.
@@ -195,6 +214,9 @@ class ToolgateTool(BaseTool):
             )
 
         outcome = await call()
+        # Other tool calls in this LangGraph task get their answers from the same list, by
+        # order of asking: a bare answer could be another call's.
+        shared = bool(sharing_calls(runtime, tool_call_id)) if pause else False
         rounds = 0
         problem: str | None = None
         while pause and outcome.status == "pending_approval" and outcome.approval is not None:
@@ -203,11 +225,15 @@ class ToolgateTool(BaseTool):
                 break
             request = outcome.approval
             payload = approval_payload(request, tool_call_id=tool_call_id, name=self.name)
+            if shared:
+                payload["bound_decision_required"] = True
             if problem is not None:
                 payload["problem"] = problem
             value = _interrupt(payload)
             try:
-                await self._record(resume_decisions(value, request.id), request.id, session_id)
+                await self._record(
+                    resume_decisions(value, request.id, shared=shared), request.id, session_id
+                )
                 problem = None
             except (ValueError, NotRecorded) as exc:
                 # A resume value that is no decision, or one toolgate would not take: ask

@@ -1,0 +1,138 @@
+"""Attacks on the LangChain / LangGraph adapter (issue 28 review).
+
+Real parts only: LangChain's fake chat model drives real LangGraph graphs with an
+``InMemorySaver``; the gateway is the in-process one of ``integrations_support`` (SQLite state
+and audit, a log counting side effects). Where a race must be forced, a proxy holds one tool's
+gateway call back (as a slow remote gateway would) — the gateway itself is untouched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
+from langgraph.types import Command
+
+from integrations_support import Setup, approval_gateway, sent_lines
+from toolgate.integrations import LocalGateway
+from toolgate.integrations.langchain import atoolgate_tools, decision_for
+from toolgate.model import CallOutcome
+from toolgate.model.approval import ApprovalStatus
+
+
+class ScriptedModel(GenericFakeChatModel):
+    """LangChain's fake chat model answering from a script."""
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        return self
+
+
+def calls(*items: tuple[str, dict[str, Any], str]) -> AIMessage:
+    return AIMessage(
+        "", tool_calls=[{"name": n, "args": a, "id": i, "type": "tool_call"} for n, a, i in items]
+    )
+
+
+EMAIL = ("demo__send_email", {"to": "ann@example.com", "body": "hi"}, "call_email")
+CHARGE = ("demo__charge", {"amount": 5}, "call_charge")
+
+
+def thread(name: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": name}}
+
+
+def tool_messages(result: Mapping[str, Any]) -> dict[str, ToolMessage]:
+    return {m.tool_call_id: m for m in result["messages"] if isinstance(m, ToolMessage)}
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> Iterator[Setup]:
+    with approval_gateway(tmp_path) as ready:
+        yield ready
+
+
+class SlowFirst(LocalGateway):
+    """The real in-process gateway, except that the call of the tool named in ``slow`` answers
+    only after the other calls of its step had their turn (as a slow network would)."""
+
+    slow: str | None = None
+
+    async def call(self, tool_id: str, *args: Any, **kwargs: Any) -> CallOutcome:
+        if tool_id == self.slow:
+            for _ in range(50):
+                await asyncio.sleep(0)
+        return await super().call(tool_id, *args, **kwargs)
+
+
+def one_task_graph(model: ScriptedModel, tools: list[Any]) -> Any:
+    """The classic graph: one ``ToolNode`` task runs every tool call of a message."""
+
+    async def agent(state: MessagesState) -> dict[str, list[BaseMessage]]:
+        return {"messages": [await model.ainvoke(state["messages"])]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("agent", agent)
+    graph.add_node("tools", ToolNode(tools))
+    graph.add_edge(START, "agent")
+    graph.add_conditional_edges("agent", tools_condition)
+    graph.add_edge("tools", "agent")
+    return graph.compile(checkpointer=InMemorySaver())
+
+
+# -- parallel interrupts in one ToolNode task ------------------------------------------------
+
+
+async def test_a_plain_answer_never_reaches_another_call_of_the_same_task(setup: Setup) -> None:
+    """The person is shown the email's approval and answers a bare ``"approve"``; on the
+    resume the charge reaches ``interrupt()`` first (LangGraph hands resume values to a task's
+    interrupts by order). The charge must not run on the email's approval."""
+    gateway = SlowFirst(setup.gateway, agent=setup.tools.agent)
+    gateway.slow = "demo:charge"
+    graph = one_task_graph(
+        ScriptedModel(messages=iter([calls(EMAIL, CHARGE), "done"])),
+        await atoolgate_tools(gateway),
+    )
+    config = thread("t-plain-race")
+    paused = await graph.ainvoke({"messages": [HumanMessage("both")]}, config)
+    (shown,) = paused["__interrupt__"]
+    assert shown.value["tool"] == "demo:send_email"
+
+    gateway.slow = "demo:send_email"  # the resume: now the charge asks first
+    again = await graph.ainvoke(Command(resume="approve"), config)
+
+    assert sent_lines(setup) == []
+    approvals = setup.gateway.approvals
+    assert all(r.status is ApprovalStatus.PENDING for r in approvals.pending())
+    assert len(approvals.pending()) == 2
+    # The person is asked again, told to name the approval the answer is for.
+    (asked,) = again["__interrupt__"]
+    assert "decision_for" in asked.value["problem"]
+    assert asked.value["approval_id"] in asked.value["problem"]
+
+    # Bound answers, given in the opposite order of the calls, each reach their own call.
+    result = again
+    for _ in range(6):
+        if not result.get("__interrupt__"):
+            break
+        wanted = {"demo:send_email": "approve", "demo:charge": "deny"}
+        result = await graph.ainvoke(
+            Command(
+                resume={
+                    i.id: decision_for(i, wanted[i.value["tool"]], by="dora")
+                    for i in reversed(result["__interrupt__"])
+                }
+            ),
+            config,
+        )
+    messages = tool_messages(result)
+    assert messages["call_email"].status == "success"
+    assert "Error [user_rejection]" in messages["call_charge"].content
+    assert sent_lines(setup) == ["ann@example.com|hi"]
