@@ -136,3 +136,51 @@ async def test_a_plain_answer_never_reaches_another_call_of_the_same_task(setup:
     assert messages["call_email"].status == "success"
     assert "Error [user_rejection]" in messages["call_charge"].content
     assert sent_lines(setup) == ["ann@example.com|hi"]
+
+
+# -- idempotency keys --------------------------------------------------------------------------
+
+
+async def test_a_reused_tool_call_id_with_other_arguments_is_not_a_replay(setup: Setup) -> None:
+    """Some providers number tool calls per turn (``call_0`` every turn). A later call with the
+    same id but other arguments is another call: it must run, not replay the first result."""
+    from langchain.agents import create_agent
+
+    first = ("demo__note", {"text": "first"}, "call_0")
+    second = ("demo__note", {"text": "second"}, "call_0")
+    agent = create_agent(
+        ScriptedModel(messages=iter([calls(first), calls(second), "done"])),
+        await atoolgate_tools(setup.tools),
+        checkpointer=InMemorySaver(),
+    )
+
+    result = await agent.ainvoke({"messages": [HumanMessage("two notes")]}, thread("t-reuse"))
+
+    answers = [m.content for m in result["messages"] if isinstance(m, ToolMessage)]
+    assert answers == ["noted first", "noted second"]
+    assert sent_lines(setup) == ["note|first", "note|second"]
+
+
+async def test_an_approval_under_a_reused_tool_call_id_does_not_cover_other_arguments(
+    setup: Setup,
+) -> None:
+    from langchain.agents import create_agent
+
+    to_ann = ("demo__send_email", {"to": "ann@example.com", "body": "hi"}, "call_0")
+    to_eve = ("demo__send_email", {"to": "eve@example.com", "body": "hi"}, "call_0")
+    agent = create_agent(
+        ScriptedModel(messages=iter([calls(to_ann), calls(to_eve), "done"])),
+        await atoolgate_tools(setup.tools),
+        checkpointer=InMemorySaver(),
+    )
+    config = thread("t-reuse-approval")
+    paused = await agent.ainvoke({"messages": [HumanMessage("mail")]}, config)
+    assert paused["__interrupt__"][0].value["args"]["to"] == "ann@example.com"
+
+    again = await agent.ainvoke(Command(resume="approve"), config)
+
+    # Eve's email is a new request, asked of a person; Ann's approval does not send it.
+    (asked,) = again["__interrupt__"]
+    assert asked.value["args"]["to"] == "eve@example.com"
+    assert asked.value["approval_id"] != paused["__interrupt__"][0].value["approval_id"]
+    assert sent_lines(setup) == ["ann@example.com|hi"]

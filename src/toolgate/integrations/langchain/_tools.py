@@ -45,16 +45,24 @@ def session_of(session_id: str | None, config: RunnableConfig | None) -> str | N
     return None if thread_id is None else str(thread_id)
 
 
-def _idempotency_key(session_id: str | None, tool_id: str, tool_call_id: str | None) -> str | None:
+def _idempotency_key(
+    session_id: str | None, tool_id: str, tool_call_id: str | None, arguments: Mapping[str, Any]
+) -> str | None:
     """A key stable across a pause and resume of the same tool call, or ``None`` when the call
     has no such identity (no session or no tool call id): then no key, rather than one two
     conversations could share."""
     if session_id is None or not tool_call_id:
         return None
+    # The arguments are part of the call: some providers number tool calls per turn
+    # ("call_0" every turn), and a later call with other arguments under a reused id is
+    # another call — it runs, where the gateway would refuse it as the key's conflict.
+    digest = hashlib.sha256(
+        json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str).encode("utf-8")
+    ).hexdigest()[:32]
     # JSON keeps the parts apart: the session and the tool call id are framework- or
     # model-chosen text, and joined with a separator two different calls could spell the same
     # key (and one would replay the other's outcome).
-    parts = json.dumps([session_id, tool_id, tool_call_id], ensure_ascii=False)
+    parts = json.dumps([session_id, tool_id, tool_call_id, digest], ensure_ascii=False)
     key = "langchain:" + parts
     if len(key) <= _KEY_LIMIT:
         return key
@@ -201,7 +209,7 @@ class ToolgateTool(BaseTool):
         # Without a pause there is no resume: the model's own retry (a new tool call id) must
         # find the request a person decided, so the request is keyed by the arguments alone.
         call_id = tool_call_id if pause else None
-        key = _idempotency_key(session_id, self.spec.id, call_id)
+        key = _idempotency_key(session_id, self.spec.id, call_id, arguments)
 
         async def call() -> CallOutcome:
             return await self._gateway.call(
