@@ -219,3 +219,31 @@ async def test_an_application_tool_of_a_gateway_tools_name_never_runs(setup: Set
     done = await agent.ainvoke(Command(resume="approve"), config)
     assert ran == [] and sent_lines(setup) == ["ann@example.com|hi"]
     assert tool_messages(done)["call_email"].content == "sent to ann@example.com"
+
+
+# -- the pause is never lost -------------------------------------------------------------------
+
+
+async def test_many_unusable_answers_never_turn_the_pause_into_a_pending_text(
+    setup: Setup,
+) -> None:
+    """Each run of the node replays every earlier answer; after enough of them the call must
+    still pause (or run), never answer the model that it waits for a person."""
+    from langchain.agents import create_agent
+
+    agent = create_agent(
+        ScriptedModel(messages=iter([calls(EMAIL), "done"])),
+        await atoolgate_tools(setup.tools),
+        checkpointer=InMemorySaver(),
+    )
+    config = thread("t-many-answers")
+    result = await agent.ainvoke({"messages": [HumanMessage("mail")]}, config)
+    for _ in range(10):
+        assert "__interrupt__" in result, tool_messages(result)
+        result = await agent.ainvoke(Command(resume="maybe"), config)
+    assert "is not a decision" in result["__interrupt__"][0].value["problem"]
+
+    done = await agent.ainvoke(Command(resume="approve"), config)
+
+    assert tool_messages(done)["call_email"].content == "sent to ann@example.com"
+    assert sent_lines(setup) == ["ann@example.com|hi"]

@@ -32,10 +32,6 @@ __all__ = ["ToolgateTool", "atoolgate_tools", "session_of", "toolgate_tools"]
 #: The most characters of an idempotency key the gateway takes.
 _KEY_LIMIT = 200
 
-#: Interrupts one call may raise in one run of its node before it gives up: each needs a
-#: person's answer, so this only stops a loop that no answer could end.
-_MAX_ROUNDS = 8
-
 
 def session_of(session_id: str | None, config: RunnableConfig | None) -> str | None:
     """The session of a call: the one given, else the LangGraph thread of the run."""
@@ -225,12 +221,11 @@ class ToolgateTool(BaseTool):
         # Other tool calls in this LangGraph task get their answers from the same list, by
         # order of asking: a bare answer could be another call's.
         shared = bool(sharing_calls(runtime, tool_call_id)) if pause else False
-        rounds = 0
         problem: str | None = None
+        # No cap on the rounds: each one takes the next of the task's answers from LangGraph
+        # (a finite list, every earlier answer replayed on each run of the node) or pauses —
+        # a cap would, after enough unusable answers, tell the model the call waits instead.
         while pause and outcome.status == "pending_approval" and outcome.approval is not None:
-            rounds += 1
-            if rounds > _MAX_ROUNDS:
-                break
             request = outcome.approval
             payload = approval_payload(request, tool_call_id=tool_call_id, name=self.name)
             if shared:
