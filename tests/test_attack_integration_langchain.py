@@ -247,3 +247,12 @@ async def test_many_unusable_answers_never_turn_the_pause_into_a_pending_text(
 
     assert tool_messages(done)["call_email"].content == "sent to ann@example.com"
     assert sent_lines(setup) == ["ann@example.com|hi"]
+
+
+def test_the_adapter_relies_on_no_private_langgraph_module() -> None:
+    """A private constant moved by a LangGraph release would silently turn every pause into a
+    "waits for a person" text for the model: the adapter reads only LangGraph's public API."""
+    import toolgate.integrations.langchain as package
+
+    sources = Path(package.__file__).parent.glob("*.py")
+    assert [p.name for p in sources if "langgraph._internal" in p.read_text("utf-8")] == []

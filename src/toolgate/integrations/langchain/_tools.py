@@ -66,13 +66,11 @@ def _idempotency_key(
 
 
 def _in_langgraph(config: RunnableConfig | None) -> bool:
-    """Whether the call runs inside a LangGraph node, where ``interrupt()`` can pause it."""
-    try:
-        from langgraph._internal._constants import CONFIG_KEY_SCRATCHPAD
-    except ImportError:  # LangGraph is not installed, or moved its constants.
-        return False
-    configurable = (config or {}).get("configurable") or {}
-    return CONFIG_KEY_SCRATCHPAD in configurable
+    """Whether the call runs inside a LangGraph task, where ``interrupt()`` can pause it: the
+    run metadata LangGraph gives every task says so (public keys, where the scratchpad
+    ``interrupt()`` uses is a private one)."""
+    metadata = (config or {}).get("metadata") or {}
+    return "langgraph_step" in metadata and "langgraph_checkpoint_ns" in metadata
 
 
 def _json_ready(value: Any) -> Any:
