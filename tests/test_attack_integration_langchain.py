@@ -256,3 +256,30 @@ def test_the_adapter_relies_on_no_private_langgraph_module() -> None:
 
     sources = Path(package.__file__).parent.glob("*.py")
     assert [p.name for p in sources if "langgraph._internal" in p.read_text("utf-8")] == []
+
+
+def test_a_plain_answer_never_reaches_another_call_from_synchronous_code(setup: Setup) -> None:
+    """The same race on the synchronous path (``invoke``: ``ToolNode`` runs its calls on
+    threads)."""
+    from toolgate.integrations.langchain import toolgate_tools
+
+    gateway = SlowFirst(setup.gateway, agent=setup.tools.agent)
+    gateway.slow = "demo:charge"
+    model = ScriptedModel(messages=iter([calls(EMAIL, CHARGE), "done"]))
+    graph = StateGraph(MessagesState)
+    graph.add_node("agent", lambda state: {"messages": [model.invoke(state["messages"])]})
+    graph.add_node("tools", ToolNode(toolgate_tools(gateway)))
+    graph.add_edge(START, "agent")
+    graph.add_conditional_edges("agent", tools_condition)
+    graph.add_edge("tools", "agent")
+    app = graph.compile(checkpointer=InMemorySaver())
+    config = thread("t-plain-race-sync")
+    paused = app.invoke({"messages": [HumanMessage("both")]}, config)
+    assert paused["__interrupt__"][0].value["bound_decision_required"] is True
+
+    gateway.slow = str(paused["__interrupt__"][0].value["tool"])
+    again = app.invoke(Command(resume="approve"), config)
+
+    assert sent_lines(setup) == []
+    assert len(setup.gateway.approvals.pending()) == 2
+    assert "decision_for" in again["__interrupt__"][0].value["problem"]
