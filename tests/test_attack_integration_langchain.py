@@ -283,3 +283,32 @@ def test_a_plain_answer_never_reaches_another_call_from_synchronous_code(setup: 
     assert sent_lines(setup) == []
     assert len(setup.gateway.approvals.pending()) == 2
     assert "decision_for" in again["__interrupt__"][0].value["problem"]
+
+
+async def test_message_mode_tools_do_not_run_twice_when_their_node_runs_again(
+    setup: Setup,
+) -> None:
+    """``approvals="message"`` inside LangGraph: another tool of the node pauses the graph, and
+    the resume runs the whole node again — the note already written must replay, not run."""
+    from langchain_core.tools import tool as lc_tool
+    from langgraph.types import interrupt
+
+    @lc_tool("ask_the_user")
+    def ask_the_user(question: str) -> str:
+        """Ask the person a question."""
+        return str(interrupt(question))
+
+    tools = [*await atoolgate_tools(setup.tools, approvals="message"), ask_the_user]
+    note = ("demo__note", {"text": "once"}, "call_note")
+    ask = ("ask_the_user", {"question": "colour?"}, "call_ask")
+    graph = one_task_graph(ScriptedModel(messages=iter([calls(note, ask), "done"])), tools)
+    config = thread("t-message-rerun")
+    paused = await graph.ainvoke({"messages": [HumanMessage("go")]}, config)
+    assert paused["__interrupt__"][0].value == "colour?"
+    assert sent_lines(setup) == ["note|once"]
+
+    done = await graph.ainvoke(Command(resume="blue"), config)
+
+    assert tool_messages(done)["call_ask"].content == "blue"
+    assert tool_messages(done)["call_note"].content == "noted once"
+    assert sent_lines(setup) == ["note|once"]

@@ -203,7 +203,9 @@ class ToolgateTool(BaseTool):
         # Without a pause there is no resume: the model's own retry (a new tool call id) must
         # find the request a person decided, so the request is keyed by the arguments alone.
         call_id = tool_call_id if pause else None
-        key = _idempotency_key(session_id, self.spec.id, call_id, arguments)
+        # The key follows the tool call either way: LangGraph runs a node again when any of
+        # its tasks' tools paused, and a call that already finished must replay then.
+        key = _idempotency_key(session_id, self.spec.id, tool_call_id, arguments)
 
         async def call() -> CallOutcome:
             return await self._gateway.call(
