@@ -275,14 +275,16 @@ def test_a_plain_answer_never_reaches_another_call_from_synchronous_code(setup: 
     app = graph.compile(checkpointer=InMemorySaver())
     config = thread("t-plain-race-sync")
     paused = app.invoke({"messages": [HumanMessage("both")]}, config)
-    assert paused["__interrupt__"][0].value["bound_decision_required"] is True
 
     gateway.slow = str(paused["__interrupt__"][0].value["tool"])
     again = app.invoke(Command(resume="approve"), config)
 
     assert sent_lines(setup) == []
     assert len(setup.gateway.approvals.pending()) == 2
-    assert "decision_for" in again["__interrupt__"][0].value["problem"]
+    assert paused["__interrupt__"][0].value["bound_decision_required"] is True
+    # ToolNode's threads surface the first call's interrupt in call order: the refused
+    # answer's re-ask, or the other call's own first question.
+    assert again["__interrupt__"][0].value["bound_decision_required"] is True
 
 
 async def test_message_mode_tools_do_not_run_twice_when_their_node_runs_again(
@@ -294,8 +296,13 @@ async def test_message_mode_tools_do_not_run_twice_when_their_node_runs_again(
     from langgraph.types import interrupt
 
     @lc_tool("ask_the_user")
-    def ask_the_user(question: str) -> str:
+    async def ask_the_user(question: str) -> str:
         """Ask the person a question."""
+        # Pause only once the note of the same step is written (else it is still running).
+        for _ in range(500):
+            if sent_lines(setup):
+                break
+            await asyncio.sleep(0.01)
         return str(interrupt(question))
 
     tools = [*await atoolgate_tools(setup.tools, approvals="message"), ask_the_user]
@@ -312,3 +319,32 @@ async def test_message_mode_tools_do_not_run_twice_when_their_node_runs_again(
     assert tool_messages(done)["call_ask"].content == "blue"
     assert tool_messages(done)["call_note"].content == "noted once"
     assert sent_lines(setup) == ["note|once"]
+
+
+async def test_malformed_answers_ask_again_with_a_bounded_problem(setup: Setup) -> None:
+    from langchain.agents import create_agent
+
+    agent = create_agent(
+        ScriptedModel(messages=iter([calls(EMAIL), "done"])),
+        await atoolgate_tools(setup.tools),
+        checkpointer=InMemorySaver(),
+    )
+    config = thread("t-malformed")
+    await agent.ainvoke({"messages": [HumanMessage("mail")]}, config)
+    huge = "apr_" + "x" * 100_000
+    for value in (
+        12,
+        [],
+        ["approve"],
+        {"decision": None},
+        {"type": "approve", "by": 5},
+        {"approval_id": 7, "decision": "approve"},
+        {"approval_id": huge, "decision": "approve"},
+        {huge: "approve"},
+        "\u202eevorppa",
+    ):
+        result = await agent.ainvoke(Command(resume=value), config)
+        (asked,) = result["__interrupt__"]
+        assert len(asked.value["problem"]) < 2_000, value if not isinstance(value, dict) else "…"
+    assert sent_lines(setup) == []
+    assert len(setup.gateway.approvals.pending()) == 1

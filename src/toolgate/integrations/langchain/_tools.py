@@ -65,6 +65,13 @@ def _idempotency_key(
     return "langchain:sha256:" + hashlib.sha256(parts.encode("utf-8")).hexdigest()
 
 
+def _shown(text: str, limit: int = 80) -> str:
+    """Resume-value text quoted in a ``problem``: bounded (it is stored in every checkpoint of
+    the paused run and shown to the person)."""
+    quoted = repr(text)
+    return quoted if len(quoted) <= limit else quoted[: limit - 1] + "…"
+
+
 def _in_langgraph(config: RunnableConfig | None) -> bool:
     """Whether the call runs inside a LangGraph task, where ``interrupt()`` can pause it: the
     run metadata LangGraph gives every task says so (public keys, where the scratchpad
@@ -165,7 +172,11 @@ class ToolgateTool(BaseTool):
 
     @functools.cached_property
     def _injected_args_keys(self) -> frozenset[str]:
-        # Kept out of what callbacks and tracers are shown as the tool's input.
+        # Kept out of what callbacks and tracers are shown as the tool's input (unless it is
+        # one of the tool's own arguments: then nothing is injected under that name).
+        properties = self.spec.parameters.get("properties")
+        if isinstance(properties, Mapping) and RUNTIME_ARG in properties:
+            return frozenset()
         return frozenset({RUNTIME_ARG})
 
     def _to_args_and_kwargs(
@@ -264,12 +275,14 @@ class ToolgateTool(BaseTool):
             try:
                 request = await gateway.approval(approval_id)
             except Exception as exc:  # unknown here, or another agent's (a remote 404)
-                raise NotRecorded(f"approval {approval_id!r} cannot be read: {exc}") from exc
+                raise NotRecorded(
+                    f"approval {_shown(approval_id)} cannot be read: {_shown(str(exc), 300)}"
+                ) from exc
             if approval_id != own_id and (
                 request.agent != gateway.agent or request.session_id != session_id
             ):
                 raise NotRecorded(
-                    f"approval {approval_id!r} belongs to another agent or session than this "
+                    f"approval {_shown(approval_id)} belongs to another agent or session than this "
                     "call; a resume value decides only this conversation's approvals"
                 )
             if request.status is not ApprovalStatus.PENDING:
@@ -286,8 +299,8 @@ class ToolgateTool(BaseTool):
                 # gateway refused it (a remote client without an operator key...): say why.
                 if (await gateway.approval(approval_id)).status is ApprovalStatus.PENDING:
                     raise NotRecorded(
-                        f"the decision on {approval_id!r} could not be recorded in toolgate "
-                        f"({exc}); decide it in toolgate (web UI, CLI, HTTP API) and resume"
+                        f"the decision on {_shown(approval_id)} could not be recorded in "
+                        f"toolgate ({_shown(str(exc), 300)}); decide it in toolgate (web UI, CLI, HTTP API) and resume"
                     ) from exc
 
     def _result(self, outcome: CallOutcome, tool_call_id: str | None) -> Any:
