@@ -8,7 +8,7 @@ model in between), and every call goes through the gateway with:
 * ``session_id`` — the one given, else the LangGraph thread (``configurable.thread_id``);
 * ``workspace`` — the adapter option;
 * ``tool_call_id`` — the model's tool call id, so each tool call has its own approval request;
-* ``idempotency_key`` — derived from the session, tool, tool call id and arguments: when LangGraph runs a
+* ``idempotency_key`` — from the session, tool, tool call id and arguments: when LangGraph runs a
   node again after an interrupt, every tool of that node runs again, and the key makes the
   gateway replay a call that already finished instead of running it twice.
 

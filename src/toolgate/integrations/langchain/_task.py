@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, create_model
 
 __all__ = ["RUNTIME_ARG", "runtime_schema", "sharing_calls", "take_runtime"]
 
@@ -30,7 +30,7 @@ def _runtime_class() -> type | None:
         from langgraph.prebuilt import ToolRuntime
     except ImportError:  # no LangGraph: no ToolNode injects anything
         return None
-    return ToolRuntime  # type: ignore[no-any-return]
+    return ToolRuntime
 
 
 def runtime_schema(name: str) -> type[BaseModel] | None:
@@ -44,8 +44,6 @@ def runtime_schema(name: str) -> type[BaseModel] | None:
         model_config = ConfigDict(arbitrary_types_allowed=True, extra="allow", title=name)
 
     fields: dict[str, Any] = {RUNTIME_ARG: (runtime | None, None)}
-    from pydantic import create_model
-
     return create_model(f"{name}_input", __base__=ToolgateInput, **fields)
 
 
@@ -64,8 +62,7 @@ def _messages(state: Any) -> list[Any]:
     if isinstance(state, list):
         return state
     if isinstance(state, Mapping):
-        found = [item for value in state.values() if isinstance(value, list) for item in value]
-        return found
+        return [item for value in state.values() if isinstance(value, list) for item in value]
     messages = getattr(state, "messages", None)
     return list(messages) if isinstance(messages, list) else []
 

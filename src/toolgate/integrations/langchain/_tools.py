@@ -300,7 +300,8 @@ class ToolgateTool(BaseTool):
                 if (await gateway.approval(approval_id)).status is ApprovalStatus.PENDING:
                     raise NotRecorded(
                         f"the decision on {_shown(approval_id)} could not be recorded in "
-                        f"toolgate ({_shown(str(exc), 300)}); decide it in toolgate (web UI, CLI, HTTP API) and resume"
+                        f"toolgate ({_shown(str(exc), 300)}); decide it in toolgate (web UI, "
+                        "CLI, HTTP API) and resume"
                     ) from exc
 
     def _result(self, outcome: CallOutcome, tool_call_id: str | None) -> Any:
