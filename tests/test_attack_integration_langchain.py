@@ -348,3 +348,12 @@ async def test_malformed_answers_ask_again_with_a_bounded_problem(setup: Setup) 
         assert len(asked.value["problem"]) < 2_000, value if not isinstance(value, dict) else "…"
     assert sent_lines(setup) == []
     assert len(setup.gateway.approvals.pending()) == 1
+
+
+async def test_the_tools_input_schema_stays_the_declared_json_schema(setup: Setup) -> None:
+    """What ToolNode reads to inject its runtime is no part of what anyone is shown."""
+    declared = {s.id: s.parameters for s in await setup.tools.list_tools()}
+    for tool_ in await atoolgate_tools(setup.tools):
+        assert tool_.get_input_jsonschema() == declared[tool_.spec.id]
+        assert "toolgate_runtime__" not in str(tool_.input_schema.model_json_schema())
+        assert "toolgate_runtime__" not in str(tool_.tool_call_schema)

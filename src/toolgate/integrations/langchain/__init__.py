@@ -16,7 +16,9 @@ A call that waits for a person calls :func:`langgraph.types.interrupt` with an
 :class:`approval payload <approval_payload>` (the approval's id, title, facts, tool, arguments and
 tool call id). The value the graph is resumed with is the person's decision: ``"approve"``,
 ``"always"`` or ``"deny"``, or a dict ``{"decision": ..., "by": ..., "message": ...}``, or one
-bound to its approval with ``"approval_id"`` (see :func:`decision_for`). The decision is recorded
+bound to its approval with ``"approval_id"`` (see :func:`decision_for`) — the only kind taken by
+a call that shares its LangGraph task with other tool calls (a plain ``ToolNode`` reached by an
+edge), where LangGraph hands a bare answer to whichever call asks first. The decision is recorded
 in toolgate (audit, "always allow" grants) and the call is made again with the same tool call id:
 an approved call runs once, a denied one reaches the model as an error ``ToolMessage``
 (``Error [user_rejection]: ...``).

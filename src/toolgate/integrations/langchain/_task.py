@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, create_model
+from pydantic.json_schema import SkipJsonSchema
 
 __all__ = ["RUNTIME_ARG", "runtime_schema", "sharing_calls", "take_runtime"]
 
@@ -43,7 +44,10 @@ def runtime_schema(name: str) -> type[BaseModel] | None:
     class ToolgateInput(BaseModel):
         model_config = ConfigDict(arbitrary_types_allowed=True, extra="allow", title=name)
 
-    fields: dict[str, Any] = {RUNTIME_ARG: (runtime | None, None)}
+    # Not part of the tool's JSON Schema (the runtime is no JSON value).
+    # The class is found at run time (LangGraph is optional), so mypy cannot see a type here.
+    annotation: Any = SkipJsonSchema[runtime | None]  # type: ignore[misc, valid-type]
+    fields: dict[str, Any] = {RUNTIME_ARG: (annotation, None)}
     return create_model(f"{name}_input", __base__=ToolgateInput, **fields)
 
 

@@ -170,6 +170,10 @@ class ToolgateTool(BaseTool):
             return super().get_input_schema(config)  # a real argument of that name wins
         return runtime_schema(self.name) or super().get_input_schema(config)
 
+    def get_input_jsonschema(self, config: RunnableConfig | None = None) -> dict[str, Any]:
+        """The tool's input as JSON Schema: the declared one (``args_schema``)."""
+        return dict(self.spec.parameters)
+
     @functools.cached_property
     def _injected_args_keys(self) -> frozenset[str]:
         # Kept out of what callbacks and tracers are shown as the tool's input (unless it is
