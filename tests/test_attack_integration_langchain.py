@@ -66,7 +66,8 @@ class SlowFirst(LocalGateway):
     slow: str | None = None
 
     async def call(self, tool_id: str, *args: Any, **kwargs: Any) -> CallOutcome:
-        if tool_id == self.slow:
+        arguments = args[0] if args else kwargs.get("arguments") or {}
+        if self.slow in (tool_id, arguments.get("to")):
             for _ in range(50):
                 await asyncio.sleep(0)
         return await super().call(tool_id, *args, **kwargs)
@@ -357,3 +358,26 @@ async def test_the_tools_input_schema_stays_the_declared_json_schema(setup: Setu
         assert tool_.get_input_jsonschema() == declared[tool_.spec.id]
         assert "toolgate_runtime__" not in str(tool_.input_schema.model_json_schema())
         assert "toolgate_runtime__" not in str(tool_.tool_call_schema)
+
+
+async def test_two_calls_under_one_id_in_one_task_take_no_bare_answer(setup: Setup) -> None:
+    """A hostile model gives two calls the same id: the person is shown the email to Ann, and
+    a bare "approve" must not reach the email to Eve."""
+    gateway = SlowFirst(setup.gateway, agent=setup.tools.agent)
+    gateway.slow = "eve@example.com"
+    to_ann = ("demo__send_email", {"to": "ann@example.com", "body": "hi"}, "same")
+    to_eve = ("demo__send_email", {"to": "eve@example.com", "body": "hi"}, "same")
+    graph = one_task_graph(
+        ScriptedModel(messages=iter([calls(to_ann, to_eve), "done"])),
+        await atoolgate_tools(gateway),
+    )
+    config = thread("t-same-id")
+    paused = await graph.ainvoke({"messages": [HumanMessage("both")]}, config)
+    assert paused["__interrupt__"][0].value["args"]["to"] == "ann@example.com"
+
+    gateway.slow = "ann@example.com"  # Eve's call asks first on the resume
+    await graph.ainvoke(Command(resume="approve"), config)
+
+    assert "eve@example.com|hi" not in sent_lines(setup)
+    assert all(r.arguments.get("to") for r in setup.gateway.approvals.pending())
+    assert len(setup.gateway.approvals.pending()) == 2

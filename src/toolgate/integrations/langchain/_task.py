@@ -85,6 +85,8 @@ def sharing_calls(runtime: Any, tool_call_id: str | None) -> list[str] | None:
     for message in reversed(_messages(getattr(runtime, "state", None))):
         ids = [call.get("id") for call in getattr(message, "tool_calls", None) or ()]
         if tool_call_id in ids:
-            return [str(i) for i in ids if i != tool_call_id]
+            # Only the call's own entry is left out: a model can give two calls one id.
+            ids.remove(tool_call_id)
+            return [str(i) for i in ids]
     # Not found: assume the worst — a bare answer could belong to another call.
     return ["(unknown)"]
