@@ -381,3 +381,32 @@ async def test_two_calls_under_one_id_in_one_task_take_no_bare_answer(setup: Set
     assert "eve@example.com|hi" not in sent_lines(setup)
     assert all(r.arguments.get("to") for r in setup.gateway.approvals.pending())
     assert len(setup.gateway.approvals.pending()) == 2
+
+
+async def test_an_answer_naming_a_foreign_approval_records_nothing(setup: Setup) -> None:
+    """A map of decisions that also names another conversation's approval is refused whole:
+    nothing of it is recorded, not even the part for this call."""
+    from langchain.agents import create_agent
+
+    other = await setup.tools.call(
+        "demo:charge", {"amount": 9}, session_id="someone-else", tool_call_id="x"
+    )
+    assert other.approval is not None
+    agent = create_agent(
+        ScriptedModel(messages=iter([calls(EMAIL), "done"])),
+        await atoolgate_tools(setup.tools),
+        checkpointer=InMemorySaver(),
+    )
+    config = thread("t-foreign-map")
+    paused = await agent.ainvoke({"messages": [HumanMessage("mail")]}, config)
+    own = paused["__interrupt__"][0].value["approval_id"]
+
+    again = await agent.ainvoke(
+        Command(resume={own: "approve", other.approval.id: "approve"}), config
+    )
+
+    assert "another agent or session" in again["__interrupt__"][0].value["problem"]
+    approvals = setup.gateway.approvals
+    assert approvals.get(other.approval.id).status is ApprovalStatus.PENDING
+    assert approvals.get(own).status is ApprovalStatus.PENDING
+    assert sent_lines(setup) == []

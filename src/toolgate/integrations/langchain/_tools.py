@@ -65,6 +65,10 @@ def _idempotency_key(
     return "langchain:sha256:" + hashlib.sha256(parts.encode("utf-8")).hexdigest()
 
 
+#: The most approvals one resume answer may decide (each is looked up in the gateway).
+_MAX_DECISIONS = 100
+
+
 def _shown(text: str, limit: int = 80) -> str:
     """Resume-value text quoted in a ``problem``: bounded (it is stored in every checkpoint of
     the paused run and shown to the person)."""
@@ -273,8 +277,12 @@ class ToolgateTool(BaseTool):
         and the call runs (or not) by what toolgate recorded first.
 
         Raises :class:`NotRecorded` (the person is asked again) for an approval of another
-        conversation, or a decision the gateway would not take."""
+        conversation, or a decision the gateway would not take. An answer naming an approval it
+        may not decide is refused whole: nothing of it is recorded."""
         gateway = self._gateway
+        if len(decisions) > _MAX_DECISIONS:
+            raise NotRecorded(f"an answer decides at most {_MAX_DECISIONS} approvals")
+        pending: list[tuple[str, ResumeDecision]] = []
         for approval_id, decision in decisions.items():
             try:
                 request = await gateway.approval(approval_id)
@@ -289,8 +297,9 @@ class ToolgateTool(BaseTool):
                     f"approval {_shown(approval_id)} belongs to another agent or session than this "
                     "call; a resume value decides only this conversation's approvals"
                 )
-            if request.status is not ApprovalStatus.PENDING:
-                continue
+            if request.status is ApprovalStatus.PENDING:
+                pending.append((approval_id, decision))
+        for approval_id, decision in pending:
             try:
                 await gateway.decide(
                     approval_id,
