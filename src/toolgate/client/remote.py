@@ -295,7 +295,9 @@ class Client:
         The gateway records the operator key's agent as the decider, not ``by``: a client
         cannot claim to be another operator. Raises :class:`ApproverKeyRequiredError` without
         an ``approver_key``, :class:`RemoteConflictError` when the request is no longer
-        pending, :class:`RemoteAuthError` when the key is not an operator's."""
+        pending, :class:`RemoteAuthError` when the key is not an operator's,
+        :class:`RemoteNotFoundError` for a request another agent's call made (unless ``key``
+        is an operator's too)."""
         del by  # the server names the decider from the key (see above)
         if self._approver_key is None:
             raise ApproverKeyRequiredError(
@@ -304,6 +306,10 @@ class Client:
                 "labelled 'role: operator'), or decide it in the web UI or with "
                 f"'toolgate approvals approve {approval_id}'"
             )
+        # Only a request of this client's agent (an operator's key sees any): an approval id
+        # read back from a framework's saved state must not decide another agent's call. The
+        # agent's key is refused another agent's request (RemoteNotFoundError).
+        await self.approval(approval_id)
         body: dict[str, Any] = {"decision": decision}
         if message is not None:
             body["message"] = message

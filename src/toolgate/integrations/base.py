@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from ..approvals import ApprovalService
-from ..errors import ToolgateError
+from ..errors import ApprovalClosedError, ToolgateError
 from ..gateway import Gateway
 from ..model import ApprovalRequest, CallOutcome, Tool
 from ..model.names import to_provider_name
@@ -72,8 +72,9 @@ class ToolGateway(Protocol):
         ...
 
     async def list_tools(self, *, session_id: str | None = None) -> list[ToolSpec]:
-        """The tools the agent may call now, sorted by id. Under progressive disclosure, the
-        core set plus what ``session_id``'s searches found."""
+        """The tools the agent may call now, sorted by id. Under progressive disclosure, with
+        ``session_id``: the core set plus what that session's searches found; without one,
+        every tool."""
         ...
 
     async def search_tools(
@@ -101,7 +102,8 @@ class ToolGateway(Protocol):
         ...
 
     async def approval(self, approval_id: str) -> ApprovalRequest:
-        """An approval request by id, as it stands now."""
+        """An approval request of this agent's calls by id, as it stands now (another
+        agent's is unknown: a :class:`LookupError`)."""
         ...
 
     async def decide(
@@ -113,8 +115,8 @@ class ToolGateway(Protocol):
         message: str | None = None,
     ) -> ApprovalRequest:
         """Record a person's decision (``approve``, ``always`` or ``deny``) on a pending
-        request; nothing runs here — the agent's next call with the same tool call id runs
-        an approved call, once."""
+        request of this agent's calls (another agent's is unknown); nothing runs here — the
+        agent's next call with the same tool call id runs an approved call, once."""
         ...
 
 
@@ -139,7 +141,9 @@ class LocalGateway:
         tools = self.gateway.list_tools(agent=self._agent)
         available = [t for t in tools if self._available(t.id)]
         disclosure = self.gateway.disclosure
-        if disclosure is not None:
+        if disclosure is not None and session_id is not None:
+            # Without a session every tool, as the HTTP API (and so toolgate.Client) lists
+            # them: an adapter sees the same tools in-process and remote.
             available = disclosure.visible(self._conversation(session_id), available)
         return [ToolSpec.of(tool) for tool in available]
 
@@ -155,7 +159,7 @@ class LocalGateway:
         )
         found = [ToolSpec.of(hit.tool) for hit in hits]
         disclosure = self.gateway.disclosure
-        if disclosure is not None:
+        if disclosure is not None and session_id is not None:
             disclosure.found(self._conversation(session_id), [spec.id for spec in found])
         return found
 
@@ -191,8 +195,17 @@ class LocalGateway:
             )
         return approvals
 
+    def _own(self, approval_id: str) -> ApprovalRequest:
+        """The request ``approval_id`` when this agent's call made it. Another agent's is
+        unknown here, as :class:`toolgate.Client` finds it (the API answers 404): an approval
+        id read back from a framework's saved state must not reach another agent's call."""
+        request = self._approvals().get(approval_id)
+        if request.agent != self._agent:
+            raise ApprovalClosedError(f"no approval request {approval_id!r}")
+        return request
+
     async def approval(self, approval_id: str) -> ApprovalRequest:
-        return self._approvals().get(approval_id)
+        return self._own(approval_id)
 
     async def decide(
         self,
@@ -202,4 +215,5 @@ class LocalGateway:
         by: str,
         message: str | None = None,
     ) -> ApprovalRequest:
+        self._own(approval_id)
         return self._approvals().decide(approval_id, decision, by=by, message=message)

@@ -118,7 +118,11 @@ class _CallKey:
         """The key of the call ``state`` is making. A call the agent's framework named (its tool
         call id) is its own call: the id and the session are part of the digest, so two
         parallel calls with the same arguments get a request each, each resumed call finds its
-        own, and an id a test model reuses in another conversation is another call."""
+        own, and an id a test model reuses in another conversation is another call.
+
+        A named call's digest is of a JSON array, never an object: a plain call's is of its
+        arguments (an object), so no arguments can be shaped to take a named call's request
+        (and the approval a person gave for other arguments)."""
         arguments = dict(state.arguments)
         return cls(
             tool_id=state.tool.id,
@@ -126,11 +130,7 @@ class _CallKey:
             arguments_digest=digest(
                 arguments
                 if state.tool_call_id is None
-                else {
-                    "arguments": arguments,
-                    "tool_call_id": state.tool_call_id,
-                    "session": state.session_id,
-                }
+                else ["named-call", state.tool_call_id, state.session_id, arguments]
             ),
             workspace=None if state.workspace is None else str(state.workspace),
             agent=state.agent,

@@ -45,7 +45,9 @@ a call is harmless by the tool's own word, so every call runs.
 A caller may name its call instead (``Gateway.call(idempotency_key=...)``, ``"idempotency_key"``
 in an HTTP call's body; the framework adapters pass their run's tool call id): for a tool that
 declares no template and may change something (any side-effect level but ``read_only``), that key
-is used exactly like a rendered one — per tool and per agent, the same rules above. A tool's own
+is used exactly like a rendered one — per tool and per agent, the same rules above, the call's
+workspace counting as one of its arguments (the same key for another workspace is a conflict,
+not a replay of what ran elsewhere). A tool's own
 template wins over the caller's key (its author knows what makes two calls the same), and a
 read-only tool runs every time (repeating it changes nothing).
 """
@@ -249,6 +251,11 @@ class IdempotencyStage:
             if state.idempotency_key is None or tool.side_effect is SideEffect.READ_ONLY:
                 return await proceed(state)
             key = state.idempotency_key
+            # The workspace is part of what a caller's key names: the same key and arguments
+            # for another folder are another call (a conflict), never a replay of what ran
+            # elsewhere. (A template cannot name the workspace; its digest stays as it was.)
+            workspace = None if state.workspace is None else str(state.workspace)
+            arguments_digest = digest(["caller-key", workspace, state.arguments])
         else:
             try:
                 key = render_key(
@@ -265,7 +272,7 @@ class IdempotencyStage:
                     f"Tool {tool.id} did not run: {exc.message}.",
                     detail=f"idempotencyKeyTemplate: {template}",
                 )
-        arguments_digest = digest(state.arguments)
+            arguments_digest = digest(state.arguments)
         scoped = stored_key(state.agent, key)
         lease = call_lease(tool, self.lease_grace)
         # The running record outlives the lease (a crash must still be known to a late retry),

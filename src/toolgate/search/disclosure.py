@@ -3,6 +3,11 @@ each tool a search finds joins its list (issue 14).
 
 The state is per conversation: a key chosen by the surface (the MCP session, else the agent).
 Only tools found for that key are added; the gateway's access rules still decide every call.
+
+At most :data:`MAX_CONVERSATIONS` are remembered. Past that, the agent with the most
+conversations forgets its own least recently used one (a key ``(agent, session)`` belongs to
+``agent``): any agent can open a conversation per HTTP request (``session_id``), and such a flood
+must cost the flooder its own conversations, not another agent's tools in the middle of a run.
 """
 
 from __future__ import annotations
@@ -27,7 +32,9 @@ class ProgressiveDisclosure:
     def __init__(self, core: Iterable[str] = ()) -> None:
         self.core: tuple[str, ...] = tuple(core)
         """Tool ids or ``fnmatch`` patterns (``fs:*``) every conversation sees."""
-        self._found: OrderedDict[object, set[str]] = OrderedDict()
+        self._found: dict[object, set[str]] = {}
+        self._owners: dict[object, OrderedDict[object, None]] = {}
+        """Each agent's conversations, least recently used first."""
         self._lock = threading.Lock()
 
     def is_core(self, tool_id: str) -> bool:
@@ -40,12 +47,23 @@ class ProgressiveDisclosure:
         """Record tools a search found for ``key``; returns whether any was new to it."""
         with self._lock:
             seen = self._found.setdefault(key, set())
-            self._found.move_to_end(key)
+            mine = self._owners.setdefault(_owner(key), OrderedDict())
+            mine[key] = None
+            mine.move_to_end(key)
             before = len(seen)
             seen.update(tool_ids)
             while len(self._found) > MAX_CONVERSATIONS:
-                self._found.popitem(last=False)
+                self._forget_one()
             return len(seen) > before
+
+    def _forget_one(self) -> None:
+        """Forget the least recently used conversation of the agent holding the most."""
+        owner = max(self._owners, key=lambda name: len(self._owners[name]))
+        conversations = self._owners[owner]
+        oldest, _ = conversations.popitem(last=False)
+        del self._found[oldest]
+        if not conversations:
+            del self._owners[owner]
 
     def shown(self, key: object, tool_id: str) -> bool:
         """Whether ``key`` sees ``tool_id``: core, or found by one of its searches."""
@@ -73,3 +91,9 @@ class ProgressiveDisclosure:
         """Changes whenever ``key`` finds a new tool (for caching its list)."""
         with self._lock:
             return len(self._found.get(key, ()))
+
+
+def _owner(key: object) -> object:
+    """The agent a conversation key belongs to (``(agent, session)``); other keys share one
+    owner (so finding the largest stays a look over the agents, never over every key)."""
+    return key[0] if isinstance(key, tuple) and key else None

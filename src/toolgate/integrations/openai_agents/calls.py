@@ -12,7 +12,8 @@ from typing import Any
 from agents.tool import ToolOutputImage, ToolOutputText
 
 from ...errors import ToolgateError
-from ...model import CallOutcome
+from ...model import CallOutcome, CallStatus
+from ...model.content import ContentResult, ImageContent
 
 __all__ = [
     "MAX_KEY",
@@ -50,17 +51,42 @@ class ApprovalPendingError(ToolgateError):
         self.call_id = call_id
 
 
+_DIGEST = "sha256:"
+
+
+def _digest(text: str) -> str:
+    return _DIGEST + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: valid in JSON ("\udc80"), not in UTF-8
+        return False
+    return True
+
+
 def bounded(text: str) -> str:
     """``text`` if it fits :data:`MAX_KEY`, else a digest of it (stable, so a resume finds the
-    same key; the model chooses call ids, so their length is not ours to trust)."""
-    if len(text) <= MAX_KEY:
+    same key; the model chooses call ids, so their length is not ours to trust). A text that
+    already looks like a digest is digested too, so no call id can pose as another's digest,
+    and so is one that is not UTF-8 (stores and the HTTP API cannot carry it)."""
+    if len(text) <= MAX_KEY and not text.startswith(_DIGEST) and _utf8(text):
         return text
-    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return _digest(text)
 
 
 def idempotency_key(session_id: str, call_id: str) -> str:
     """The idempotency key of the SDK's call ``call_id`` in ``session_id``: the same on every
-    resume of the run, so a call that already completed replays instead of running again."""
+    resume of the run, so a call that already completed replays instead of running again.
+
+    ``<session_id>:<call_id>`` when that names one pair only (the session id holds no colon);
+    otherwise a digest of the pair. The gateway scopes keys by agent and tool, not by session:
+    with ``"team:7"`` + ``"call_1"`` and ``"team"`` + ``"7:call_1"`` (a call id is model or
+    provider text) one conversation's call would replay another's outcome."""
+    if not session_id or ":" in session_id:
+        # Digested from a text no plain key is made of (those never start with a colon).
+        return _digest(":" + json.dumps([session_id, call_id], ensure_ascii=False))
     return bounded(f"{session_id}:{call_id}")
 
 
@@ -91,18 +117,21 @@ class CallKey:
 def model_output(outcome: CallOutcome) -> str | list[ToolOutputText | ToolOutputImage]:
     """What the model reads for ``outcome``: its text (an overflow's preview and note, an error
     as ``Error [code]: message``), or — for a result made of content blocks with images —
-    the SDK's text and image outputs. A visualization is never part of it."""
-    blocks = outcome.blocks
-    if not blocks or not any(block.get("type") == "image" for block in blocks):
+    the SDK's image outputs in their place among the others' text: each block's own note, as
+    :attr:`CallOutcome.text` has it (a link's URI, an embedded text, an audio clip's type and
+    size). A visualization is never part of it."""
+    content = outcome.content
+    if (
+        outcome.status is not CallStatus.OK
+        or not isinstance(content, ContentResult)
+        or not any(isinstance(block, ImageContent) for block in content.blocks)
+    ):
         return outcome.text
     parts: list[ToolOutputText | ToolOutputImage] = []
-    for block in blocks:
-        kind = block.get("type")
-        if kind == "image":
-            url = f"data:{block.get('mimeType', 'image/png')};base64,{block.get('data', '')}"
+    for block in content.blocks:
+        if isinstance(block, ImageContent):
+            url = f"data:{block.mime_type};base64,{block.data}"
             parts.append(ToolOutputImage(image_url=url))
-        elif kind == "text":
-            parts.append(ToolOutputText(text=str(block.get("text", ""))))
         else:
-            parts.append(ToolOutputText(text=f"[{kind} content not shown]"))
+            parts.append(ToolOutputText(text=block.note()))
     return parts

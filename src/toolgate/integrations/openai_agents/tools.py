@@ -74,6 +74,10 @@ class ToolgateTools:
         self._by_name: dict[str, FunctionTool] = {}
         self._approvals: dict[CallKey, str] = {}
         self._settled: dict[CallKey, CallOutcome] = {}
+        # Calls approved in the state with nothing in toolgate to decide (no person needed when
+        # asked): a security check asking as such a call runs is waited for, not an SDK-only
+        # approval to refuse.
+        self._unasked: set[CallKey] = set()
         self._visualizations: dict[str, Mapping[str, Any]] = {}
         self.tools: list[FunctionTool] = [self._function_tool(spec) for spec in specs]
         """The ``FunctionTool`` values for ``Agent(tools=...)``."""
@@ -199,6 +203,7 @@ class ToolgateTools:
         outcome = self._settled.pop(key, None) or await self._call(tool_id, arguments, call_id)
         if outcome.status is CallStatus.PENDING_APPROVAL:
             outcome = await self._pending_at_call_time(key, context, outcome)
+        self._unasked.discard(key)
         if outcome.visualization is not None:
             self._visualizations[call_id] = outcome.visualization
         return model_output(outcome)
@@ -211,7 +216,7 @@ class ToolgateTools:
         the decision (a security check asked as the call ran), or fail the run."""
         approval = outcome.approval
         approval_id = "" if approval is None else approval.id
-        if context.is_tool_approved(context.tool_name, key.call_id):
+        if key not in self._unasked and context.is_tool_approved(context.tool_name, key.call_id):
             raise ApprovalPendingError(
                 f"call {key.call_id!r} of {key.tool_id} was approved in the SDK's RunState but "
                 f"toolgate has no decision for it (request {approval_id}): approve it with "
@@ -334,7 +339,8 @@ class ToolgateTools:
 
         If the request was decided in toolgate already, that decision stands and is put into
         ``state`` (a denial stays a denial). Returns the request as decided (``None`` when the
-        call had already ended in toolgate)."""
+        call had already ended in toolgate, or toolgate holds nothing for a person: then only
+        ``state`` is approved, and the call runs in the resumed run)."""
         # Per call in the SDK even for "always": the toolgate grant is what spares the next
         # call, and a grant revoked in toolgate must ask again (an SDK-wide approval would not).
         return await self._decide(state, item, "always" if always else "approve", by, None)
@@ -350,7 +356,9 @@ class ToolgateTools:
         """Deny the interrupted call ``item`` in toolgate as ``by`` (audited as
         ``user_rejection``), then in ``state``: the resumed run hands the model the SDK's
         rejection, worded as toolgate words it (``Error [user_rejection]: ...``, with
-        ``message``). A request already approved in toolgate stays approved."""
+        ``message``). A request already approved in toolgate stays approved. A call toolgate
+        would run without a person (the SDK paused it without asking: it could not read the
+        arguments) is rejected in ``state`` only — never made to find a request."""
         return await self._decide(state, item, "deny", by, message)
 
     async def _decide(
@@ -365,6 +373,15 @@ class ToolgateTools:
     ) -> ApprovalRequest | None:
         if not isinstance(by, str) or not by.strip():
             raise ValueError("by must name the person who decides (a non-empty string)")
+        if await self._no_request(item):
+            # Nothing in toolgate waits for a person: the decision is the state's only, and an
+            # approved call runs in the resumed run (after the SDK's guardrails and hooks).
+            if decision == "deny":
+                state.reject(item, rejection_message=self._denial(item, by, message))
+            else:
+                self._unasked.add(self._key_of(item))
+                state.approve(item)
+            return None
         found = await self._request(item)
         if isinstance(found, CallOutcome):
             self._mirror_outcome(state, item, found)
@@ -387,6 +404,31 @@ class ToolgateTools:
         self._mirror(state, item, found)
         return found
 
+    async def _no_request(self, item: ToolApprovalItem) -> bool:
+        """Whether an interrupted call has no request in toolgate and would not get one: the
+        SDK paused it without asking ``needs_approval`` (it could not read the arguments, or
+        the question failed) and toolgate runs it without a person. Looking its request up by
+        making the call would run it before anyone decided (and before the SDK's guardrails)."""
+        key = self._key_of(item)
+        if key in self._settled or key in self._approvals:
+            return False
+        return not await self.gateway.approval_needed(key.tool_id, workspace=self.workspace)
+
+    def _denial(self, item: ToolApprovalItem, by: str, message: str | None) -> str:
+        """A rejection made in the SDK only, worded as toolgate words a person's denial."""
+        key = self._key_of(item)
+        note = f": {message}" if message else ""
+        return CallOutcome(
+            status=CallStatus.ERROR,
+            tool_id=key.tool_id,
+            call_id=key.call_id,
+            code=ErrorCode.USER_REJECTION,
+            message=(
+                f"The call to {key.tool_id} was denied by {by}{note}. Do not retry it "
+                "unchanged; ask the user what to do instead."
+            ),
+        ).text
+
     async def sync(self, state: RunState[Any, Any]) -> list[ToolApprovalItem]:
         """Put the decisions people made in toolgate (web UI, CLI, HTTP API) on this state's
         interruptions into ``state``; returns the interruptions still waiting for a person."""
@@ -394,6 +436,12 @@ class ToolgateTools:
         for item in state.get_interruptions():
             if (item.tool_name or "") not in self._specs:
                 waiting.append(item)  # another tool's interruption: not ours to decide
+                continue
+            if await self._no_request(item):
+                # What needs_approval would have answered, had the SDK asked: no person. The
+                # call runs in the resumed run, not here.
+                self._unasked.add(self._key_of(item))
+                state.approve(item)
                 continue
             found = await self._request(item)
             if isinstance(found, CallOutcome):
@@ -406,7 +454,11 @@ class ToolgateTools:
 
     async def approval_of(self, item: ToolApprovalItem) -> ApprovalRequest | None:
         """The toolgate request behind an interruption (what a person should be shown: its
-        title, risk and facts), or ``None`` when the call has ended in toolgate already."""
+        title, risk and facts), or ``None`` when the call has ended in toolgate already or
+        toolgate holds nothing for a person (the SDK paused a call it could not read: show
+        ``item.arguments``; decide with :meth:`approve` / :meth:`reject`)."""
+        if await self._no_request(item):
+            return None
         found = await self._request(item)
         return None if isinstance(found, CallOutcome) else found
 

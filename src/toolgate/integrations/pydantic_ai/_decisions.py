@@ -15,15 +15,18 @@ toolgate's decision, and ``metadata[id]["toolgate"]`` says who made it.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
+from pydantic_ai.messages import ToolCallPart
 
 from ...errors import ToolgateError
 from ...model import ApprovalRequest, ApprovalStatus
 from ...model.approval import Decision
+from ...model.names import to_provider_name
 from ...pipeline.approval_outcomes import denied_outcome
 from ..base import ToolGateway
 from ._results import METADATA_KEY, is_closed
@@ -74,7 +77,7 @@ async def record_decisions(
     """
     if not isinstance(by, str) or not by.strip():
         raise ValueError("by must name the person who decided (a non-empty string)")
-    pending = {call.tool_call_id for call in requests.approvals}
+    pending = {call.tool_call_id: call for call in requests.approvals}
     ours = toolgate_approvals(requests)
     results = DeferredToolResults()
     for tool_call_id, value in decisions.items():
@@ -93,6 +96,7 @@ async def record_decisions(
             results.answered_by[tool_call_id] = by
             continue
         approval_id = facts["approval_id"]
+        _check_belongs(await gateway.approval(approval_id), pending[tool_call_id], gateway.agent)
         try:
             decided = await gateway.decide(approval_id, str(decision), by=by, message=message)
         except ToolgateError as exc:
@@ -120,9 +124,14 @@ async def decisions_from_toolgate(
     ``HandleDeferredToolCalls(handler=lambda ctx, requests: decisions_from_toolgate(gateway,
     requests, wait=300))``.
     """
-    if wait < 0 or poll_interval <= 0:
-        raise ValueError("wait must be ≥ 0 and poll_interval > 0 (seconds)")
+    # ``not (x >= 0)`` refuses NaN too: no deadline is ever past it, so the loop never ended.
+    if not (wait >= 0) or not (0 < poll_interval < math.inf):
+        raise ValueError(
+            f"wait must be ≥ 0 and poll_interval a finite number > 0 (seconds), not "
+            f"wait={wait!r}, poll_interval={poll_interval!r}"
+        )
     ours = toolgate_approvals(requests)
+    calls = {call.tool_call_id: call for call in requests.approvals}
     results = DeferredToolResults()
     deadline = time.monotonic() + wait
     while True:
@@ -130,12 +139,31 @@ async def decisions_from_toolgate(
             if tool_call_id in results.approvals:
                 continue
             request = await gateway.approval(facts["approval_id"])
+            _check_belongs(request, calls[tool_call_id], gateway.agent)
             if request.status is not ApprovalStatus.PENDING:
                 _answer(results, tool_call_id, request)
         left = deadline - time.monotonic()
         if len(results.approvals) == len(ours) or left <= 0:
             return results
         await asyncio.sleep(min(poll_interval, left))
+
+
+def _check_belongs(request: ApprovalRequest, call: ToolCallPart, agent: str | None) -> None:
+    """Refuse an approval request that cannot be the one ``call`` raised.
+
+    The deferral's metadata names the request, and it travels with the paused run (through
+    another process, a form, a queue): altered, it could make a person's answer about this
+    call decide another agent's request or another tool's, and that call would run on it.
+    (The arguments are not compared: after ``ToolApproved(override_args=...)`` the request
+    the run pauses on covers the changed arguments, not the call's own.)
+    """
+    if to_provider_name(request.tool_id) != call.tool_name or request.agent != agent:
+        raise ValueError(
+            f"the approval request {request.id} that requests.metadata names is not for tool "
+            f"call {call.tool_call_id!r} ({call.tool_name}): it asks for {request.tool_id} as "
+            f"agent {request.agent!r}; nothing was recorded. Use the DeferredToolRequests the "
+            "paused run returned, unaltered."
+        )
 
 
 def _decision(tool_call_id: str, value: object) -> Decision:

@@ -95,6 +95,10 @@ def _model_content(outcome: CallOutcome) -> Any:
 
 
 def _binary(block: Mapping[str, Any]) -> BinaryContent | None:
+    """The block as binary content the model can take, or ``None`` (its note in the text stands
+    for it). The upstream's ``mimeType`` is its own word: an "image" labelled ``text/html``
+    would fail ``BinaryImage``'s check (ending the run after the tool ran), and an "audio"
+    labelled ``image/png`` would reach the model as a picture, so the label must match."""
     kind = block.get("type")
     data = block.get("data")
     media_type = block.get("mimeType")
@@ -102,6 +106,7 @@ def _binary(block: Mapping[str, Any]) -> BinaryContent | None:
         kind not in ("image", "audio")
         or not isinstance(data, str)
         or not isinstance(media_type, str)
+        or not media_type.lower().startswith(f"{kind}/")
     ):
         return None
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 from collections import OrderedDict
@@ -31,7 +32,8 @@ _ANY_ARGUMENTS = SchemaValidator(schema=core_schema.dict_schema(core_schema.str_
 
 log = logging.getLogger(__name__)
 
-#: Longest idempotency key sent as it is; a longer (or unprintable) one is sent as its hash.
+#: Longest idempotency key or tool call id sent as it is; a longer (or unprintable) one is sent
+#: as its hash.
 MAX_KEY_LENGTH = 200
 
 #: Pending calls remembered to record a framework-side denial (oldest forgotten first).
@@ -46,15 +48,38 @@ def idempotency_key(
     It names the session and the framework's tool call id, plus a digest of the tool and its
     arguments: a provider that reuses a tool call id for another call (Pydantic AI's
     ``TestModel`` names its calls after the tool) gets a new key, not another call's result.
-    Both ids are model- or caller-chosen text, so a key longer than 200 characters or with
-    unprintable characters is sent as its SHA-256.
+    Both ids are model- or caller-chosen text, so the readable ``session:tool_call_id:digest``
+    is only used when neither id holds a ``:`` (else session ``a:b`` with call ``c`` and
+    session ``a`` with call ``b:c`` would share a key, and one session would replay the
+    other's outcome), the key is at most 200 characters and printable; any other key is
+    ``sha256:`` and the SHA-256 of all four values, unambiguously encoded.
     """
     if tool_call_id is None:
         return None
-    key = f"{session_id or ''}:{tool_call_id}:{digest([tool_id, thaw(arguments)])[:16]}"
-    if len(key) > MAX_KEY_LENGTH or not key.isprintable():
-        key = "sha256:" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+    call = digest([tool_id, thaw(arguments)])[:16]
+    session = session_id or ""
+    key = f"{session}:{tool_call_id}:{call}"
+    if ":" in session or ":" in tool_call_id or len(key) > MAX_KEY_LENGTH or not key.isprintable():
+        # ``ensure_ascii``: a lone surrogate (valid in a provider's JSON) is escaped, not an
+        # encoding error.
+        encoded = json.dumps([session_id, tool_call_id, call], ensure_ascii=True)
+        key = "sha256:" + hashlib.sha256(encoded.encode("ascii")).hexdigest()
     return key
+
+
+def gateway_call_id(tool_call_id: str | None) -> str | None:
+    """The tool call id as the gateway is given it: as it is when it is 1 to 200 printable
+    characters (what the HTTP API takes), else ``sha256:`` and its hash. The id is the
+    provider's or the model's text: a longer one would end a remote run with the API's 422,
+    and one that is not valid UTF-8 (a lone surrogate from the provider's JSON) makes the
+    gateway's request key fail. The same id always maps to the same value, so a resumed run
+    finds its request."""
+    if tool_call_id is None:
+        return None
+    if 0 < len(tool_call_id) <= MAX_KEY_LENGTH and tool_call_id.isprintable():
+        return tool_call_id
+    encoded = json.dumps(tool_call_id, ensure_ascii=True)
+    return "sha256:" + hashlib.sha256(encoded.encode("ascii")).hexdigest()
 
 
 class ToolgateToolset(AbstractToolset[Any]):
@@ -172,7 +197,7 @@ class ToolgateToolset(AbstractToolset[Any]):
                 tool_args,
                 session_id=session,
                 workspace=self.workspace,
-                tool_call_id=tool_call_id,
+                tool_call_id=gateway_call_id(tool_call_id),
                 idempotency_key=key,
             )
 
@@ -185,7 +210,7 @@ class ToolgateToolset(AbstractToolset[Any]):
         ):
             # The application approved in the framework only: record it, then the same call
             # (same tool call id) runs the approved request, once.
-            await self._approve(outcome.approval.id, ctx)
+            await self._approve(outcome.approval.id)
             outcome = await call()
         if outcome.status is CallStatus.PENDING_APPROVAL:
             approval = outcome.approval
@@ -210,16 +235,14 @@ class ToolgateToolset(AbstractToolset[Any]):
             known = self._awaiting.get((self.session(ctx), ctx.tool_call_id))
         return known == approval_id
 
-    async def _approve(self, approval_id: str, ctx: RunContext[Any]) -> None:
-        """Record the framework's approval of a request toolgate still has pending."""
-        decision, by = "approve", self.decided_by
-        recorded = _recorded(ctx.tool_call_metadata)
-        if recorded.get("decision") in ("approve", "always"):
-            decision = recorded["decision"]
-        if isinstance(recorded.get("by"), str) and recorded["by"].strip():
-            by = recorded["by"]
+    async def _approve(self, approval_id: str) -> None:
+        """Record the framework's approval of a request toolgate still has pending: approved
+        once, by ``decided_by``. ``ToolApproved`` means "once", and whatever else the results'
+        metadata says ("always", another decider's name) is the application's state carried
+        back, not a decision anyone recorded — an "always allow" grant is only ever made by
+        ``record_decisions`` or in toolgate itself."""
         try:
-            await self.gateway.decide(approval_id, decision, by=by)
+            await self.gateway.decide(approval_id, "approve", by=self.decided_by)
         except ToolgateError as exc:
             if not is_closed(exc):
                 # No right to decide (a remote client without an operator key), or no gateway:

@@ -33,6 +33,7 @@ __all__ = [
     "StatusList",
     "ToolDetail",
     "ToolList",
+    "is_absolute_workspace",
 ]
 
 _STRICT = ConfigDict(extra="forbid")
@@ -92,11 +93,17 @@ class CallRequest(BaseModel):
     def _absolute(cls, value: str | None) -> str | None:
         if value is None:
             return None
-        if "\x00" in value or not (
-            PurePosixPath(value).is_absolute() or PureWindowsPath(value).is_absolute()
-        ):
+        if not is_absolute_workspace(value):
             raise ValueError("must be an absolute path")
         return value
+
+
+def is_absolute_workspace(value: str) -> bool:
+    """Whether ``value`` may name a workspace: an absolute path (POSIX or Windows) without a
+    NUL. A relative one would be read against the server's own working folder."""
+    return "\x00" not in value and (
+        PurePosixPath(value).is_absolute() or PureWindowsPath(value).is_absolute()
+    )
 
 
 class DecisionRequest(BaseModel):

@@ -37,6 +37,7 @@ from .models import (
     StatusList,
     ToolDetail,
     ToolList,
+    is_absolute_workspace,
 )
 from .problems import ApiJSONResponse, ApiProblem, HttpErrorCode
 from .views import status_view, tool_detail, tool_schemas, tool_summary
@@ -62,6 +63,12 @@ _EXPORT_SUMMARIES = {
 
 router = APIRouter(prefix="/v1", responses=ERRORS)
 """The agent-facing routes."""
+
+
+def _sees(gateway: Gateway, who: Caller, tool_id: str) -> bool:
+    """Whether ``tool_id`` names a tool ``who`` may see."""
+    entry = gateway.registry.get(tool_id)
+    return entry is not None and gateway.access.visible(entry.tool, who.agent, who.namespaces)
 
 
 def _visible(gateway: Gateway, who: Caller, tool_id: str) -> RegisteredTool:
@@ -243,9 +250,18 @@ def approval_needed(
     """Whether a call of this tool by the calling agent would wait for a person now: the tool,
     the approval rules or the agent's access rule require approval, and no "always allow"
     grant for `workspace` covers it. A tool's security check may still ask when the call runs.
-    A tool this agent may not see is a 404, as on the other tool routes."""
+    A tool this agent may not see is a 404, as on the other tool routes. A `workspace` that
+    is not an absolute path is a 422, as in a call's body.
+
+    A tool id may itself end in `/approval` (`ns:notes/approval`): when `tool_id` names no
+    tool this agent may see and the whole path does, this is that tool's page, as before this
+    route existed. (When both do, this route answers for `tool_id`.)"""
     gateway = context.gateway
+    if not _sees(gateway, who, tool_id) and _sees(gateway, who, f"{tool_id}/approval"):
+        return show_tool(f"{tool_id}/approval", who, context)
     entry = _visible(gateway, who, tool_id)
+    if workspace is not None and not is_absolute_workspace(workspace):
+        raise _query_problem("workspace", "must be an absolute path")
     needed = gateway.approval_needed(
         entry.tool.id, agent=who.agent, workspace=workspace, namespaces=who.namespaces
     )
