@@ -410,3 +410,23 @@ async def test_an_answer_naming_a_foreign_approval_records_nothing(setup: Setup)
     assert approvals.get(other.approval.id).status is ApprovalStatus.PENDING
     assert approvals.get(own).status is ApprovalStatus.PENDING
     assert sent_lines(setup) == []
+
+
+async def test_lone_surrogates_in_arguments_and_ids_do_not_crash_the_run(setup: Setup) -> None:
+    """A model's JSON may escape a lone surrogate (``"\\ud800"``); the key derivation must not
+    fail on text that is no UTF-8."""
+    from langchain.agents import create_agent
+
+    odd = ("demo__note", {"text": "a\ud800b"}, "call_\udfff" + "x" * 300)
+    short = ("demo__note", {"text": "c\ud800"}, "c\udfff")
+    agent = create_agent(
+        ScriptedModel(messages=iter([calls(odd, short), "done"])),
+        await atoolgate_tools(setup.tools),
+        checkpointer=InMemorySaver(),
+    )
+
+    result = await agent.ainvoke({"messages": [HumanMessage("n")]}, thread("t-\ud800"))
+
+    messages = tool_messages(result)
+    assert len(messages) == 2
+    assert all(m.status in ("success", "error") for m in messages.values())

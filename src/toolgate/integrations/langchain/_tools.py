@@ -53,16 +53,17 @@ def _idempotency_key(
     # ("call_0" every turn), and a later call with other arguments under a reused id is
     # another call — it runs, where the gateway would refuse it as the key's conflict.
     digest = hashlib.sha256(
-        json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str).encode("utf-8")
+        # ASCII JSON: the model's text may hold lone surrogates, which UTF-8 cannot encode.
+        json.dumps(arguments, sort_keys=True, default=str).encode("ascii")
     ).hexdigest()[:32]
     # JSON keeps the parts apart: the session and the tool call id are framework- or
     # model-chosen text, and joined with a separator two different calls could spell the same
-    # key (and one would replay the other's outcome).
-    parts = json.dumps([session_id, tool_id, tool_call_id, digest], ensure_ascii=False)
+    # key (and one would replay the other's outcome). ASCII JSON again (lone surrogates).
+    parts = json.dumps([session_id, tool_id, tool_call_id, digest])
     key = "langchain:" + parts
     if len(key) <= _KEY_LIMIT:
         return key
-    return "langchain:sha256:" + hashlib.sha256(parts.encode("utf-8")).hexdigest()
+    return "langchain:sha256:" + hashlib.sha256(parts.encode("ascii")).hexdigest()
 
 
 #: The most approvals one resume answer may decide (each is looked up in the gateway).
