@@ -440,7 +440,10 @@ async def test_a_sibling_tool_in_the_same_node_does_not_run_twice(setup: Setup) 
     assert paused["__interrupt__"] and sent_lines(setup) == ["note|n1"]
 
     # The resume runs the whole ToolNode again: the note's call replays its first outcome.
-    done = await graph.ainvoke(Command(resume="approve"), config)
+    # (Two calls share the task, so the answer names its approval.)
+    (waiting,) = paused["__interrupt__"]
+    assert waiting.value["bound_decision_required"] is True
+    done = await graph.ainvoke(Command(resume=decision_for(waiting, "approve")), config)
 
     assert sent_lines(setup) == ["note|n1", "ann@example.com|hi"]
     messages = tool_messages(done)

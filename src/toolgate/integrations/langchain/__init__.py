@@ -8,7 +8,7 @@ model in between), and every call goes through the gateway with:
 * ``session_id`` — the one given, else the LangGraph thread (``configurable.thread_id``);
 * ``workspace`` — the adapter option;
 * ``tool_call_id`` — the model's tool call id, so each tool call has its own approval request;
-* ``idempotency_key`` — derived from the session, tool and tool call id: when LangGraph runs a
+* ``idempotency_key`` — from the session, tool, tool call id and arguments: when LangGraph runs a
   node again after an interrupt, every tool of that node runs again, and the key makes the
   gateway replay a call that already finished instead of running it twice.
 
@@ -16,7 +16,9 @@ A call that waits for a person calls :func:`langgraph.types.interrupt` with an
 :class:`approval payload <approval_payload>` (the approval's id, title, facts, tool, arguments and
 tool call id). The value the graph is resumed with is the person's decision: ``"approve"``,
 ``"always"`` or ``"deny"``, or a dict ``{"decision": ..., "by": ..., "message": ...}``, or one
-bound to its approval with ``"approval_id"`` (see :func:`decision_for`). The decision is recorded
+bound to its approval with ``"approval_id"`` (see :func:`decision_for`) — the only kind taken by
+a call that shares its LangGraph task with other tool calls (a plain ``ToolNode`` reached by an
+edge), where LangGraph hands a bare answer to whichever call asks first. The decision is recorded
 in toolgate (audit, "always allow" grants) and the call is made again with the same tool call id:
 an approved call runs once, a denied one reaches the model as an error ``ToolMessage``
 (``Error [user_rejection]: ...``).

@@ -160,20 +160,39 @@ def _one_decision(value: object) -> ResumeDecision:
     return ResumeDecision(_parse_decision(value))
 
 
-def resume_decisions(value: object, own_id: str) -> dict[str, ResumeDecision]:
+def resume_decisions(
+    value: object, own_id: str, *, shared: bool = False
+) -> dict[str, ResumeDecision]:
     """The decisions a resume value carries, by approval id.
 
     A bare decision is the receiving call's own; one with ``approval_id`` (or a mapping of
     approval ids to decisions) names its approvals, whichever call LangGraph handed it to.
+    ``shared``: the call shares its LangGraph task with other tool calls, so a bare decision
+    may have been meant for another one — it is refused (:class:`NotRecorded`).
     """
     if isinstance(value, Mapping):
         if "decision" in value or "type" in value:
             approval_id = value.get("approval_id", own_id)
             if not isinstance(approval_id, str):
                 raise ValueError("the decision's 'approval_id' must be a string")
+            if shared and "approval_id" not in value:
+                _one_decision(value)  # a malformed answer is told so first
+                raise NotRecorded(_ambiguous(own_id))
             return {approval_id: _one_decision(value)}
         if value.keys() & {"by", "message", "approval_id"}:
             raise ValueError("a decision dict needs 'decision' (or 'type'): approve, always, deny")
         if value and all(isinstance(key, str) for key in value):
             return {key: _one_decision(item) for key, item in value.items()}
-    return {own_id: _one_decision(value)}
+    decision = _one_decision(value)
+    if shared:
+        raise NotRecorded(_ambiguous(own_id))
+    return {own_id: decision}
+
+
+def _ambiguous(own_id: str) -> str:
+    return (
+        "this call shares its LangGraph task with other tool calls, and LangGraph hands a bare "
+        "answer to whichever of them asks first, so it was not taken: answer with the approval "
+        f"it is for — decision_for(interrupt, ...), i.e. {{'approval_id': {own_id!r}, "
+        "'decision': 'approve'|'always'|'deny'}, or a map of approval ids to decisions"
+    )

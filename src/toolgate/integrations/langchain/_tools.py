@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Mapping
@@ -24,15 +25,12 @@ from ._approvals import (
     resume_decisions,
 )
 from ._sync import run_sync
+from ._task import RUNTIME_ARG, runtime_schema, sharing_calls, take_runtime
 
 __all__ = ["ToolgateTool", "atoolgate_tools", "session_of", "toolgate_tools"]
 
 #: The most characters of an idempotency key the gateway takes.
 _KEY_LIMIT = 200
-
-#: Interrupts one call may raise in one run of its node before it gives up: each needs a
-#: person's answer, so this only stops a loop that no answer could end.
-_MAX_ROUNDS = 8
 
 
 def session_of(session_id: str | None, config: RunnableConfig | None) -> str | None:
@@ -43,30 +41,48 @@ def session_of(session_id: str | None, config: RunnableConfig | None) -> str | N
     return None if thread_id is None else str(thread_id)
 
 
-def _idempotency_key(session_id: str | None, tool_id: str, tool_call_id: str | None) -> str | None:
+def _idempotency_key(
+    session_id: str | None, tool_id: str, tool_call_id: str | None, arguments: Mapping[str, Any]
+) -> str | None:
     """A key stable across a pause and resume of the same tool call, or ``None`` when the call
     has no such identity (no session or no tool call id): then no key, rather than one two
     conversations could share."""
     if session_id is None or not tool_call_id:
         return None
+    # The arguments are part of the call: some providers number tool calls per turn
+    # ("call_0" every turn), and a later call with other arguments under a reused id is
+    # another call — it runs, where the gateway would refuse it as the key's conflict.
+    digest = hashlib.sha256(
+        # ASCII JSON: the model's text may hold lone surrogates, which UTF-8 cannot encode.
+        json.dumps(arguments, sort_keys=True, default=str).encode("ascii")
+    ).hexdigest()[:32]
     # JSON keeps the parts apart: the session and the tool call id are framework- or
     # model-chosen text, and joined with a separator two different calls could spell the same
-    # key (and one would replay the other's outcome).
-    parts = json.dumps([session_id, tool_id, tool_call_id], ensure_ascii=False)
+    # key (and one would replay the other's outcome). ASCII JSON again (lone surrogates).
+    parts = json.dumps([session_id, tool_id, tool_call_id, digest])
     key = "langchain:" + parts
     if len(key) <= _KEY_LIMIT:
         return key
-    return "langchain:sha256:" + hashlib.sha256(parts.encode("utf-8")).hexdigest()
+    return "langchain:sha256:" + hashlib.sha256(parts.encode("ascii")).hexdigest()
+
+
+#: The most approvals one resume answer may decide (each is looked up in the gateway).
+_MAX_DECISIONS = 100
+
+
+def _shown(text: str, limit: int = 80) -> str:
+    """Resume-value text quoted in a ``problem``: bounded (it is stored in every checkpoint of
+    the paused run and shown to the person)."""
+    quoted = repr(text)
+    return quoted if len(quoted) <= limit else quoted[: limit - 1] + "…"
 
 
 def _in_langgraph(config: RunnableConfig | None) -> bool:
-    """Whether the call runs inside a LangGraph node, where ``interrupt()`` can pause it."""
-    try:
-        from langgraph._internal._constants import CONFIG_KEY_SCRATCHPAD
-    except ImportError:  # LangGraph is not installed, or moved its constants.
-        return False
-    configurable = (config or {}).get("configurable") or {}
-    return CONFIG_KEY_SCRATCHPAD in configurable
+    """Whether the call runs inside a LangGraph task, where ``interrupt()`` can pause it: the
+    run metadata LangGraph gives every task says so (public keys, where the scratchpad
+    ``interrupt()`` uses is a private one)."""
+    metadata = (config or {}).get("metadata") or {}
+    return "langgraph_step" in metadata and "langgraph_checkpoint_ns" in metadata
 
 
 def _json_ready(value: Any) -> Any:
@@ -151,6 +167,27 @@ class ToolgateTool(BaseTool):
             )
         self._gateway = self.gateway
 
+    def get_input_schema(self, config: RunnableConfig | None = None) -> Any:
+        """What ``ToolNode`` reads to inject the call's ``ToolRuntime`` (it tells which tool
+        calls share the call's task). The model is sent ``args_schema``, never this."""
+        properties = self.spec.parameters.get("properties")
+        if isinstance(properties, Mapping) and RUNTIME_ARG in properties:
+            return super().get_input_schema(config)  # a real argument of that name wins
+        return runtime_schema(self.name) or super().get_input_schema(config)
+
+    def get_input_jsonschema(self, config: RunnableConfig | None = None) -> dict[str, Any]:
+        """The tool's input as JSON Schema: the declared one (``args_schema``)."""
+        return dict(self.spec.parameters)
+
+    @functools.cached_property
+    def _injected_args_keys(self) -> frozenset[str]:
+        # Kept out of what callbacks and tracers are shown as the tool's input (unless it is
+        # one of the tool's own arguments: then nothing is injected under that name).
+        properties = self.spec.parameters.get("properties")
+        if isinstance(properties, Mapping) and RUNTIME_ARG in properties:
+            return frozenset()
+        return frozenset({RUNTIME_ARG})
+
     def _to_args_and_kwargs(
         self, tool_input: str | dict[str, Any], tool_call_id: str | None
     ) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -158,21 +195,25 @@ class ToolgateTool(BaseTool):
         # model-chosen argument named "config" or "run_manager" stays an argument.
         if not isinstance(tool_input, dict):
             raise ValueError(f"{self.name} takes a JSON object of arguments, not a string")
-        return (), {"arguments": dict(tool_input), "tool_call_id": tool_call_id}
+        arguments = dict(tool_input)
+        runtime = take_runtime(arguments)
+        return (), {"arguments": arguments, "tool_call_id": tool_call_id, "runtime": runtime}
 
     def _run(
         self,
         arguments: dict[str, Any],
         tool_call_id: str | None = None,
         config: RunnableConfig | None = None,
+        runtime: Any = None,
     ) -> Any:
-        return run_sync(self._arun(arguments, tool_call_id, config))
+        return run_sync(self._arun(arguments, tool_call_id, config, runtime))
 
     async def _arun(
         self,
         arguments: dict[str, Any],
         tool_call_id: str | None = None,
         config: RunnableConfig | None = None,
+        runtime: Any = None,
     ) -> Any:
         # The run's own config (thread id, LangGraph's scratchpad) is in the context; the
         # ``config`` argument is only what the caller passed to ``invoke``.
@@ -182,7 +223,9 @@ class ToolgateTool(BaseTool):
         # Without a pause there is no resume: the model's own retry (a new tool call id) must
         # find the request a person decided, so the request is keyed by the arguments alone.
         call_id = tool_call_id if pause else None
-        key = _idempotency_key(session_id, self.spec.id, call_id)
+        # The key follows the tool call either way: LangGraph runs a node again when any of
+        # its tasks' tools paused, and a call that already finished must replay then.
+        key = _idempotency_key(session_id, self.spec.id, tool_call_id, arguments)
 
         async def call() -> CallOutcome:
             return await self._gateway.call(
@@ -195,19 +238,25 @@ class ToolgateTool(BaseTool):
             )
 
         outcome = await call()
-        rounds = 0
+        # Other tool calls in this LangGraph task get their answers from the same list, by
+        # order of asking: a bare answer could be another call's.
+        shared = bool(sharing_calls(runtime, tool_call_id)) if pause else False
         problem: str | None = None
+        # No cap on the rounds: each one takes the next of the task's answers from LangGraph
+        # (a finite list, every earlier answer replayed on each run of the node) or pauses —
+        # a cap would, after enough unusable answers, tell the model the call waits instead.
         while pause and outcome.status == "pending_approval" and outcome.approval is not None:
-            rounds += 1
-            if rounds > _MAX_ROUNDS:
-                break
             request = outcome.approval
             payload = approval_payload(request, tool_call_id=tool_call_id, name=self.name)
+            if shared:
+                payload["bound_decision_required"] = True
             if problem is not None:
                 payload["problem"] = problem
             value = _interrupt(payload)
             try:
-                await self._record(resume_decisions(value, request.id), request.id, session_id)
+                await self._record(
+                    resume_decisions(value, request.id, shared=shared), request.id, session_id
+                )
                 problem = None
             except (ValueError, NotRecorded) as exc:
                 # A resume value that is no decision, or one toolgate would not take: ask
@@ -229,22 +278,29 @@ class ToolgateTool(BaseTool):
         and the call runs (or not) by what toolgate recorded first.
 
         Raises :class:`NotRecorded` (the person is asked again) for an approval of another
-        conversation, or a decision the gateway would not take."""
+        conversation, or a decision the gateway would not take. An answer naming an approval it
+        may not decide is refused whole: nothing of it is recorded."""
         gateway = self._gateway
+        if len(decisions) > _MAX_DECISIONS:
+            raise NotRecorded(f"an answer decides at most {_MAX_DECISIONS} approvals")
+        pending: list[tuple[str, ResumeDecision]] = []
         for approval_id, decision in decisions.items():
             try:
                 request = await gateway.approval(approval_id)
             except Exception as exc:  # unknown here, or another agent's (a remote 404)
-                raise NotRecorded(f"approval {approval_id!r} cannot be read: {exc}") from exc
+                raise NotRecorded(
+                    f"approval {_shown(approval_id)} cannot be read: {_shown(str(exc), 300)}"
+                ) from exc
             if approval_id != own_id and (
                 request.agent != gateway.agent or request.session_id != session_id
             ):
                 raise NotRecorded(
-                    f"approval {approval_id!r} belongs to another agent or session than this "
+                    f"approval {_shown(approval_id)} belongs to another agent or session than this "
                     "call; a resume value decides only this conversation's approvals"
                 )
-            if request.status is not ApprovalStatus.PENDING:
-                continue
+            if request.status is ApprovalStatus.PENDING:
+                pending.append((approval_id, decision))
+        for approval_id, decision in pending:
             try:
                 await gateway.decide(
                     approval_id,
@@ -257,8 +313,9 @@ class ToolgateTool(BaseTool):
                 # gateway refused it (a remote client without an operator key...): say why.
                 if (await gateway.approval(approval_id)).status is ApprovalStatus.PENDING:
                     raise NotRecorded(
-                        f"the decision on {approval_id!r} could not be recorded in toolgate "
-                        f"({exc}); decide it in toolgate (web UI, CLI, HTTP API) and resume"
+                        f"the decision on {_shown(approval_id)} could not be recorded in "
+                        f"toolgate ({_shown(str(exc), 300)}); decide it in toolgate (web UI, "
+                        "CLI, HTTP API) and resume"
                     ) from exc
 
     def _result(self, outcome: CallOutcome, tool_call_id: str | None) -> Any:

@@ -103,6 +103,10 @@ class ToolgateMiddleware(AgentMiddleware):
         )
 
     @staticmethod
+    def _ours(request: ToolCallRequest) -> bool:
+        return isinstance(request.tool, (ToolgateTool, ToolgateSearchTool))
+
+    @staticmethod
     def _pick(request: ToolCallRequest, current: list[BaseTool]) -> BaseTool | None:
         name = request.tool_call["name"]
         return next((tool for tool in current if tool.name == name), None)
@@ -110,21 +114,22 @@ class ToolgateMiddleware(AgentMiddleware):
     async def awrap_tool_call(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Awaitable[Any]]
     ) -> Any:
-        if request.tool is not None:
+        if self._ours(request):
             return await handler(request)
-        # A name create_agent does not know: a gateway tool the model saw at this step (or an
-        # invented name, answered as the gateway answers one).
+        # A gateway tool the model saw at this step — also when an application tool has its
+        # name (the model was shown the gateway's, with its approval), an application tool,
+        # or an invented name, answered as the gateway answers one.
         tool = self._pick(request, await self._current())
         if tool is None:
-            return self._unknown(request)
+            return await handler(request) if request.tool is not None else self._unknown(request)
         return await handler(request.override(tool=tool))
 
     def wrap_tool_call(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]
     ) -> Any:
-        if request.tool is not None:
+        if self._ours(request):
             return handler(request)
         tool = self._pick(request, run_sync(self._current()))
         if tool is None:
-            return self._unknown(request)
+            return handler(request) if request.tool is not None else self._unknown(request)
         return handler(request.override(tool=tool))
