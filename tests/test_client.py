@@ -280,7 +280,13 @@ async def test_request_approval_makes_the_calls_request_without_running_it(
     # Shown as it stands, never taken: the call takes it and runs once.
     assert decided is not None and (decided.id, decided.status) == (asked.id, "approved")
     assert _sent(served_toolgate, "asked, not run") == []
-    ran = await client.call("demo:send_email", arguments, session_id="s-ask", tool_call_id="ask-1")
+    ran = await client.call(
+        "demo:send_email",
+        arguments,
+        session_id="s-ask",
+        tool_call_id="ask-1",
+        idempotency_key="s-ask:ask-1",
+    )
     assert ran.status is CallStatus.OK, ran.text
     assert _sent(served_toolgate, "asked, not run") == ["eve@example.com|asked, not run"]
 
