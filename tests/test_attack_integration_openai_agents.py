@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ from toolgate.integrations.openai_agents import (
     idempotency_key,
     toolgate_tools,
 )
+from toolgate.model import ApprovalRequest, CallOutcome
 from toolgate.model.content import ContentResult
 
 set_tracing_disabled(True)
@@ -279,7 +281,7 @@ async def test_beside_an_image_the_model_still_reads_every_other_block(tmp_path:
         assert "[audio: audio/wav" in seen and "not shown" not in seen
 
 
-# -- the early call in needs_approval --------------------------------------------------------
+# -- no call inside needs_approval (the early call it once made) ------------------------------
 
 
 @tool_input_guardrail
@@ -289,31 +291,57 @@ def _nothing_to_bob(data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput
     return ToolGuardrailFunctionOutput.allow(output_info=None)
 
 
-class _GrantLandsMeanwhile(LocalGateway):
-    """The real gateway; a person clicks "always allow" on another request of the same tool
-    just after the adapter asked whether this call would wait (the web UI, another process)."""
+class _Recording(LocalGateway):
+    """The real gateway, recording every call the adapter makes through it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.calls: list[str] = []
+
+    async def call(
+        self, tool_id: str, arguments: Mapping[str, Any] | None = None, **options: Any
+    ) -> CallOutcome:
+        self.calls.append(tool_id)
+        return await super().call(tool_id, arguments, **options)
+
+
+class _GrantLandsMeanwhile(_Recording):
+    """A person clicks "always allow" on another request of the same tool (the web UI, another
+    process) just as the adapter asks about this call — after it could learn that the call
+    would wait, before the call's own request is looked up — whichever question it asks
+    first."""
+
+    landed = False
+
+    async def _land(self, tool_id: str) -> None:
+        if self.landed or tool_id != "demo:send_email":
+            return
+        self.landed = True
+        other = {"to": "carol@example.com", "body": "other"}
+        pending = await LocalGateway.call(self, tool_id, other, session_id="o", tool_call_id="o1")
+        assert pending.approval is not None
+        await self.decide(pending.approval.id, "always", by="alice")
 
     async def approval_needed(self, tool_id: str, *, workspace: str | None = None) -> bool:
         needed = await super().approval_needed(tool_id, workspace=workspace)
-        if needed and tool_id == "demo:send_email":
-            other = {"to": "carol@example.com", "body": "other"}
-            pending = await self.call(tool_id, other, session_id="other", tool_call_id="o1")
-            assert pending.approval is not None
-            await self.decide(pending.approval.id, "always", by="alice")
+        await self._land(tool_id)
         return needed
 
+    async def request_approval(
+        self, tool_id: str, arguments: Mapping[str, Any] | None = None, **options: Any
+    ) -> ApprovalRequest | None:
+        await self._land(tool_id)
+        return await super().request_approval(tool_id, arguments, **options)
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the ToolGateway protocol has no way to create an approval request without running "
-    "a call a grant covers (see the guide: 'A grant made at that moment')",
-)
+
 async def test_a_grant_landing_before_the_early_call_does_not_run_it_past_the_guardrails(
     tmp_path: Path,
 ) -> None:
     """The SDK's tool input guardrail refuses emails to Bob, and the model reads that refusal;
-    the email must not go out. The adapter's early call in ``needs_approval`` runs the call when
-    a grant covers it by then — before the SDK's guardrails and ``on_tool_start`` hooks."""
+    the email must not go out. The adapter's early call in ``needs_approval`` (made to create the
+    request) ran the call when a grant covered it by then — before the SDK's guardrails and
+    ``on_tool_start`` hooks. Now ``needs_approval`` never calls: under the grant, nobody is
+    asked and the call goes through the guardrails, which refuse it."""
     with approval_gateway(tmp_path) as setup:
         racing = _GrantLandsMeanwhile(setup.gateway, agent=AGENT)
         tools = await toolgate_tools(racing, session_id="conv-race")
@@ -321,5 +349,68 @@ async def test_a_grant_landing_before_the_early_call_does_not_run_it_past_the_gu
             function_tool.tool_input_guardrails = [_nothing_to_bob]
         model = _model([function_call("demo__send_email", EMAIL, call_id="c1")])
         result = await Runner.run(_agent(tools, model), "email bob")
+        assert racing.landed
         assert _outputs(result) == ["no email to bob"]
-        assert sent_lines(setup) == []
+        assert sent_lines(setup) == [] and racing.calls == []
+
+
+async def test_syncing_a_call_approved_in_toolgate_in_a_new_process_does_not_run_it(
+    tmp_path: Path,
+) -> None:
+    """Paused, approved in toolgate (the web UI, the CLI), resumed in a new process: ``sync``
+    found the request by making the call, which took the approval and ran the call there —
+    before the SDK's guardrails, which refuse emails to Bob. Now it only finds the request;
+    the resumed run's call goes through the guardrails, and the email never goes out."""
+    with approval_gateway(tmp_path) as setup:
+        tools = await toolgate_tools(setup.tools, session_id="conv-sync")
+        for function_tool in tools.tools:
+            function_tool.tool_input_guardrails = [_nothing_to_bob]
+        model = _model([function_call("demo__send_email", EMAIL, call_id="c1")])
+        state = (await Runner.run(_agent(tools, model), "email bob")).to_state()
+        [item] = state.get_interruptions()
+        shown = await tools.approval_of(item)
+        assert shown is not None
+        await setup.tools.decide(shown.id, "approve", by="alice")
+        saved = state.to_json()
+
+        recording = _Recording(setup.gateway, agent=AGENT)
+        fresh = await toolgate_tools(recording, session_id="conv-sync")
+        for function_tool in fresh.tools:
+            function_tool.tool_input_guardrails = [_nothing_to_bob]
+        agent = _agent(fresh, _model())
+        restored = await RunState.from_json(agent, saved)
+        [again] = restored.get_interruptions()
+        assert (await fresh.approval_of(again)) is not None  # shown as approved, not taken
+        assert await fresh.sync(restored) == []
+        assert recording.calls == [] and sent_lines(setup) == []
+        resumed = await Runner.run(agent, restored)
+        assert _outputs(resumed) == ["no email to bob"]
+        assert sent_lines(setup) == [] and recording.calls == []
+
+
+async def test_the_approval_helpers_never_call_the_gateway(tmp_path: Path) -> None:
+    """needs_approval, approval_of, approve, reject and sync only find or make requests; the
+    only calls are the resumed runs' own, one per approved call, and each body runs once."""
+    with approval_gateway(tmp_path) as setup:
+        recording = _Recording(setup.gateway, agent=AGENT)
+        tools = await toolgate_tools(recording, session_id="conv-helpers")
+        calls = [
+            function_call("demo__send_email", EMAIL, call_id="e1"),
+            function_call("demo__charge", {"amount": 5}, call_id="e2"),
+        ]
+        agent = _agent(tools, _model(calls))
+        state = (await Runner.run(agent, "both")).to_state()
+        first, second = sorted(state.get_interruptions(), key=lambda item: item.call_id or "")
+        assert recording.calls == []  # needs_approval made both requests, ran nothing
+        assert sorted(item.call_id for item in await tools.sync(state)) == ["e1", "e2"]
+        shown = await tools.approval_of(first)
+        assert shown is not None and shown.status == "pending"
+        await tools.approve(state, first, by="alice")
+        await tools.reject(state, second, by="alice", message="no")
+        assert recording.calls == [] and sent_lines(setup) == []
+        resumed = await Runner.run(agent, state)
+        outputs = _outputs(resumed)
+        assert outputs[0] == "sent to bob@example.com"
+        assert outputs[1].startswith("Error [user_rejection]: ")
+        assert recording.calls == ["demo:send_email"]  # the rejected call is the SDK's to answer
+        assert sent_lines(setup) == ["bob@example.com|hi"]

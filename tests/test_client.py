@@ -251,6 +251,103 @@ async def test_always_allow_stops_asking_in_that_workspace(
         await client.decide(pending.approval.id, "deny", by="alice")
 
 
+async def test_request_approval_makes_the_calls_request_without_running_it(
+    served_toolgate: ServedToolgate, client: Client, tmp_path: Path
+) -> None:
+    arguments = {"to": "eve@example.com", "body": "asked, not run"}
+    asked = await client.request_approval(
+        "demo:send_email", arguments, session_id="s-ask", tool_call_id="ask-1"
+    )
+    assert asked is not None and asked.status == "pending"
+    assert (asked.tool_id, asked.agent, asked.arguments) == (
+        "demo:send_email",
+        "planner",
+        arguments,
+    )
+    assert asked.title and asked.facts  # what a person is shown, as GET /v1/approvals/{id}
+    assert (await client.approval(asked.id)).status == "pending"  # in the queue for people
+    again = await client.request_approval(
+        "demo:send_email", arguments, session_id="s-ask", tool_call_id="ask-1"
+    )
+    assert again is not None and again.id == asked.id
+    call = await client.call("demo:send_email", arguments, session_id="s-ask", tool_call_id="ask-1")
+    assert call.status is CallStatus.PENDING_APPROVAL
+    assert call.approval is not None and call.approval.id == asked.id  # the call attaches
+    served_toolgate.approve(asked.id)
+    decided = await client.request_approval(
+        "demo:send_email", arguments, session_id="s-ask", tool_call_id="ask-1"
+    )
+    # Shown as it stands, never taken: the call takes it and runs once.
+    assert decided is not None and (decided.id, decided.status) == (asked.id, "approved")
+    assert _sent(served_toolgate, "asked, not run") == []
+    ran = await client.call(
+        "demo:send_email",
+        arguments,
+        session_id="s-ask",
+        tool_call_id="ask-1",
+        idempotency_key="s-ask:ask-1",
+    )
+    assert ran.status is CallStatus.OK, ran.text
+    assert _sent(served_toolgate, "asked, not run") == ["eve@example.com|asked, not run"]
+
+
+async def test_request_approval_is_none_when_nobody_would_be_asked(
+    served_toolgate: ServedToolgate, client: Client, tmp_path: Path
+) -> None:
+    assert await client.request_approval("demo:lookup", {"city": "Oslo"}) is None  # read-only
+    assert await client.request_approval("demo:charge", {"amount": "many"}) is None  # invalid
+    here = tmp_path / "granted"
+    here.mkdir()
+    first = await client.request_approval(
+        "demo:charge", {"amount": 301}, workspace=str(here), tool_call_id="g-1"
+    )
+    assert first is not None
+    served_toolgate.decide(first.id, "always")
+    # A grant covers the tool in that workspace now: nobody is asked, and nothing ran.
+    granted = await client.request_approval(
+        "demo:charge", {"amount": 302}, workspace=str(here), tool_call_id="g-2"
+    )
+    assert granted is None
+    assert _sent(served_toolgate, "charge|30") == []
+
+    async with Client(served_toolgate.url, key=served_toolgate.reader_key) as reader:
+        # A tool the reader may not see: the 404 of every tool route, None as in-process.
+        email = {"to": "x@example.com", "body": "hidden ask"}
+        assert await reader.request_approval("demo:send_email", email) is None
+    answer = httpx2.post(
+        f"{served_toolgate.url}/v1/tools/demo:send_email/approval",
+        json={"arguments": email},
+        headers={"Authorization": f"Bearer {served_toolgate.reader_key}"},
+        timeout=10,
+    )
+    assert (answer.status_code, answer.json()["code"]) == (404, "tool_not_found")
+    assert answer.headers["content-type"] == "application/problem+json"
+    assert _sent(served_toolgate, "hidden ask") == []
+
+
+def test_the_approval_route_takes_a_call_body_only(served_toolgate: ServedToolgate) -> None:
+    def post(path: str, content: bytes) -> httpx2.Response:
+        headers = {
+            "Authorization": f"Bearer {served_toolgate.agent_key}",
+            "Content-Type": "application/json",
+        }
+        return httpx2.post(served_toolgate.url + path, content=content, headers=headers, timeout=10)
+
+    path = "/v1/tools/demo:send_email/approval"
+    bare = post(path, b'{"to": "ann@example.com", "body": "bare"}')
+    assert bare.status_code == 422
+    assert 'put them under "arguments"' in bare.json()["detail"]  # as the call route says
+    duplicate = post(path, b'{"arguments": {}, "arguments": {"to": "x"}}')
+    assert duplicate.status_code == 400  # the gateway's strict JSON, as for a call
+    relative = post(path, b'{"arguments": {}, "workspace": "relative/dir"}')
+    assert relative.status_code == 422
+    missing = post(path, b'{"arguments": {}, "workspace": "/no/such/folder/at/all"}')
+    assert missing.status_code == 422 and "no such folder" in missing.json()["detail"]
+    read_only = post("/v1/tools/demo:lookup/approval", b'{"arguments": {"city": "Oslo"}}')
+    assert read_only.json() == {"tool": "demo:lookup", "approval": None}
+    assert _sent(served_toolgate, "bare") == []
+
+
 async def test_an_idempotency_key_replays_the_first_outcome(
     served_toolgate: ServedToolgate, client: Client
 ) -> None:
@@ -343,6 +440,7 @@ async def test_hostile_tool_ids_stay_inside_their_route(client: Client, tool_id:
         tool_id,
     )
     assert await client.approval_needed(tool_id) is False
+    assert await client.request_approval(tool_id, {"city": "Cairo"}) is None
     with pytest.raises(RemoteNotFoundError):
         await client.approval(tool_id)
 

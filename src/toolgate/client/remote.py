@@ -239,15 +239,7 @@ class Client:
         — call again with the same ``tool_call_id`` once it is decided. Only a refusal of the
         request itself (the key, the body) raises a :class:`RemoteError`."""
         await self.connect()
-        body: dict[str, Any] = {"arguments": dict(arguments or {})}
-        for name, value in (
-            ("session_id", session_id),
-            ("workspace", workspace),
-            ("tool_call_id", tool_call_id),
-            ("idempotency_key", idempotency_key),
-        ):
-            if value is not None:
-                body[name] = value
+        body = _call_body(arguments, session_id, workspace, tool_call_id, idempotency_key)
         data = await self._request(
             "POST",
             f"/v1/tools/{segment(tool_id)}/call",
@@ -274,6 +266,33 @@ class Client:
                 return False
             raise
         return bool(data["approval_needed"])
+
+    async def request_approval(
+        self,
+        tool_id: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        session_id: str | None = None,
+        workspace: str | None = None,
+        tool_call_id: str | None = None,
+    ) -> ApprovalRequest | None:
+        """The approval request of exactly this call — found, or made now and put to people —
+        without running the call (``POST /v1/tools/{id}/approval``): the same ``tool_call_id``
+        finds the same request, and :meth:`call` with it attaches to it and, once approved,
+        runs it once. A decided request comes back as it stands (``status`` approved or
+        denied), never taken. ``None`` when the call would not wait for a person now (no
+        approval required, an "always allow" grant covers it, the call would be refused), and
+        for a tool this agent may not see, as in-process."""
+        await self.connect()
+        body = _call_body(arguments, session_id, workspace, tool_call_id, None)
+        try:
+            data = await self._request("POST", f"/v1/tools/{segment(tool_id)}/approval", json=body)
+        except RemoteNotFoundError as exc:
+            if exc.problem_code == ErrorCode.TOOL_NOT_FOUND:
+                return None
+            raise
+        found = data.get("approval")
+        return None if found is None else approval_of(found)
 
     async def approval(self, approval_id: str) -> ApprovalRequest:
         """An approval request of this agent's calls, as it stands now
@@ -320,3 +339,23 @@ class Client:
             json=body,
         )
         return approval_of(data["approval"])
+
+
+def _call_body(
+    arguments: Mapping[str, Any] | None,
+    session_id: str | None,
+    workspace: str | None,
+    tool_call_id: str | None,
+    idempotency_key: str | None,
+) -> dict[str, Any]:
+    """A call's request body (``CallRequest``): the fields left out are not sent."""
+    body: dict[str, Any] = {"arguments": dict(arguments or {})}
+    for name, value in (
+        ("session_id", session_id),
+        ("workspace", workspace),
+        ("tool_call_id", tool_call_id),
+        ("idempotency_key", idempotency_key),
+    ):
+        if value is not None:
+            body[name] = value
+    return body

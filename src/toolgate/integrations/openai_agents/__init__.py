@@ -7,10 +7,13 @@ session, the workspace, the SDK's tool call id and an idempotency key made of bo
 
 Approvals are the SDK's own human-in-the-loop, with toolgate as the authority:
 
-* ``needs_approval`` asks the gateway whether a call would wait for a person
-  (:meth:`ToolGateway.approval_needed`: no prompt when an "always allow" grant covers the tool).
-  When it would, the call is made at once, so its pending request is in toolgate's queue (web UI,
-  CLI, HTTP API) while the run is paused with the call among ``result.interruptions``.
+* ``needs_approval`` asks the gateway for the call's approval request
+  (:meth:`ToolGateway.request_approval`), which finds or makes it without ever running the
+  call: no prompt when nobody would be asked (an "always allow" grant covers the tool), and
+  otherwise the pending request is in toolgate's queue (web UI, CLI, HTTP API) while the run
+  is paused with the call among ``result.interruptions``. The call itself runs only in the
+  SDK's invocation, after its guardrails and hooks; so do the helpers below, which find a
+  request the same way and never run a call.
 * The SDK calls nothing when ``RunState.approve``/``reject`` is used, so the decision is
   written to toolgate by :meth:`ToolgateTools.approve` / :meth:`ToolgateTools.reject` (which
   then update the state), and a decision made in toolgate is brought into the state by

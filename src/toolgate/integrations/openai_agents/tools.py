@@ -73,7 +73,6 @@ class ToolgateTools:
         self._specs: dict[str, ToolSpec] = {}
         self._by_name: dict[str, FunctionTool] = {}
         self._approvals: dict[CallKey, str] = {}
-        self._settled: dict[CallKey, CallOutcome] = {}
         # Calls approved in the state with nothing in toolgate to decide (no person needed when
         # asked): a security check asking as such a call runs is waited for, not an SDK-only
         # approval to refuse.
@@ -177,22 +176,30 @@ class ToolgateTools:
             idempotency_key=idempotency_key(self.session_id, call_id),
         )
 
+    async def _ask(self, key: CallKey, arguments: Mapping[str, Any]) -> ApprovalRequest | None:
+        """The toolgate request of the call ``key`` — found, or made now and put to people —
+        without running the call; ``None`` when it would not wait for a person now."""
+        found = await self.gateway.request_approval(
+            key.tool_id,
+            arguments,
+            session_id=self.session_id,
+            workspace=self.workspace,
+            tool_call_id=bounded(key.call_id),
+        )
+        if found is not None:
+            self._approvals[key] = found.id
+        return found
+
     async def _needs_approval(
         self, tool_id: str, arguments: Mapping[str, Any], call_id: str
     ) -> bool:
-        if not await self.gateway.approval_needed(tool_id, workspace=self.workspace):
-            return False
-        # The call is made now, before the SDK pauses: its request is then in toolgate's queue,
-        # where a person can decide it (web UI, CLI, API) while the run waits. A call that needs
-        # approval does not run here; if a decision or a grant came first it does, once, and its
-        # outcome is what the SDK's invocation hands on.
+        # The call's request is made now, before the SDK pauses, so a person can decide it in
+        # toolgate (web UI, CLI, API) while the run waits — and the call never runs here: it
+        # runs in the SDK's invocation, after its guardrails and hooks. A request decided
+        # already (this very call, asked in another process) is the call's to take or report.
         key = CallKey(tool_id, call_id, canonical(arguments))
-        outcome = await self._call(tool_id, arguments, call_id)
-        if outcome.status is CallStatus.PENDING_APPROVAL and outcome.approval is not None:
-            self._approvals[key] = outcome.approval.id
-            return True
-        self._settled[key] = outcome
-        return False
+        found = await self._ask(key, arguments)
+        return found is not None and found.status is ApprovalStatus.PENDING
 
     async def _invoke(self, tool_id: str, context: ToolContext[Any], raw: str) -> Any:
         call_id = context.tool_call_id
@@ -200,7 +207,7 @@ class ToolgateTools:
         if arguments is None:
             return "Error [invalid_arguments]: the arguments must be a JSON object."
         key = CallKey(tool_id, call_id, canonical(arguments))
-        outcome = self._settled.pop(key, None) or await self._call(tool_id, arguments, call_id)
+        outcome = await self._call(tool_id, arguments, call_id)
         if outcome.status is CallStatus.PENDING_APPROVAL:
             outcome = await self._pending_at_call_time(key, context, outcome)
         self._unasked.discard(key)
@@ -270,42 +277,31 @@ class ToolgateTools:
         arguments = parse_arguments(item.arguments)
         return CallKey(spec.id, call_id, canonical(arguments or {}))
 
-    async def _request(self, item: ToolApprovalItem) -> ApprovalRequest | CallOutcome:
-        """The toolgate request of an interrupted call as it stands now — or, when there is
-        none to decide any more, the call's outcome.
+    async def _request(self, item: ToolApprovalItem) -> ApprovalRequest | None:
+        """The toolgate request of an interrupted call as it stands now, or ``None`` when
+        toolgate holds nothing for a person.
 
         A request this instance did not see made (the run resumed in another process) or that
-        expired is found by calling again with the same tool call id: toolgate hands back the
-        pending request (or makes a new one) without running the call, unless a person already
-        approved it — then it runs there, once, and the resumed run gets its outcome."""
+        expired is found — or made anew — with :meth:`ToolGateway.request_approval`, which
+        never runs the call: it runs in the resumed run, after the SDK's guardrails and hooks."""
         key = self._key_of(item)
-        if key in self._settled:
-            return self._settled[key]
         approval_id = self._approvals.get(key)
         if approval_id is not None:
             try:
                 request = await self.gateway.approval(approval_id)
             except LookupError:
                 request = None
+            # Known by id: an "always" decision stays visible here, though request_approval
+            # answers None under the grant it made.
             if request is not None and request.status is not ApprovalStatus.EXPIRED:
                 return request
         arguments = parse_arguments(item.arguments)
         if arguments is None:
-            # Not an object: the gateway would refuse it. The SDK asked because it could not
-            # read the arguments; the resumed call reports the error to the model.
-            return CallOutcome(
-                status=CallStatus.ERROR,
-                tool_id=key.tool_id,
-                call_id=key.call_id,
-                code=ErrorCode.INVALID_ARGUMENTS,
-                message="the arguments must be a JSON object.",
-            )
-        outcome = await self._call(key.tool_id, arguments, key.call_id)
-        if outcome.status is CallStatus.PENDING_APPROVAL and outcome.approval is not None:
-            self._approvals[key] = outcome.approval.id
-            return outcome.approval
-        self._settled[key] = outcome
-        return outcome
+            # Not an object: the gateway would refuse it (the SDK paused the call without
+            # asking needs_approval because it could not read the arguments). The resumed call
+            # reports the error to the model.
+            return None
+        return await self._ask(key, arguments)
 
     def _mirror(
         self, state: RunState[Any, Any], item: ToolApprovalItem, decided: ApprovalRequest
@@ -315,15 +311,6 @@ class ToolgateTools:
             state.reject(item, rejection_message=denied_outcome(decided).text)
         elif decided.status in _APPROVED:
             state.approve(item)
-
-    def _mirror_outcome(
-        self, state: RunState[Any, Any], item: ToolApprovalItem, outcome: CallOutcome
-    ) -> None:
-        if outcome.code is ErrorCode.USER_REJECTION:
-            self._settled.pop(self._key_of(item), None)
-            state.reject(item, rejection_message=outcome.text)
-        else:
-            state.approve(item)  # it ran (or failed) already: the resumed call hands it on
 
     async def approve(
         self,
@@ -338,9 +325,10 @@ class ToolgateTools:
         ``Runner.run(agent, state)``: the call runs once.
 
         If the request was decided in toolgate already, that decision stands and is put into
-        ``state`` (a denial stays a denial). Returns the request as decided (``None`` when the
-        call had already ended in toolgate, or toolgate holds nothing for a person: then only
-        ``state`` is approved, and the call runs in the resumed run)."""
+        ``state`` (a denial stays a denial). Returns the request as decided (``None`` when
+        toolgate holds nothing for a person — no approval needed, or an "always allow" grant
+        covers the call now: then only ``state`` is approved, and the call runs in the resumed
+        run). Nothing runs here."""
         # Per call in the SDK even for "always": the toolgate grant is what spares the next
         # call, and a grant revoked in toolgate must ask again (an SDK-wide approval would not).
         return await self._decide(state, item, "always" if always else "approve", by, None)
@@ -357,8 +345,9 @@ class ToolgateTools:
         ``user_rejection``), then in ``state``: the resumed run hands the model the SDK's
         rejection, worded as toolgate words it (``Error [user_rejection]: ...``, with
         ``message``). A request already approved in toolgate stays approved. A call toolgate
-        would run without a person (the SDK paused it without asking: it could not read the
-        arguments) is rejected in ``state`` only — never made to find a request."""
+        holds nothing for a person (the SDK paused it without asking: it could not read the
+        arguments; or a grant covers it now) is rejected in ``state`` only. Nothing runs
+        here."""
         return await self._decide(state, item, "deny", by, message)
 
     async def _decide(
@@ -373,7 +362,8 @@ class ToolgateTools:
     ) -> ApprovalRequest | None:
         if not isinstance(by, str) or not by.strip():
             raise ValueError("by must name the person who decides (a non-empty string)")
-        if await self._no_request(item):
+        found = await self._request(item)
+        if found is None:
             # Nothing in toolgate waits for a person: the decision is the state's only, and an
             # approved call runs in the resumed run (after the SDK's guardrails and hooks).
             if decision == "deny":
@@ -381,10 +371,6 @@ class ToolgateTools:
             else:
                 self._unasked.add(self._key_of(item))
                 state.approve(item)
-            return None
-        found = await self._request(item)
-        if isinstance(found, CallOutcome):
-            self._mirror_outcome(state, item, found)
             return None
         if found.status is ApprovalStatus.PENDING:
             try:
@@ -403,16 +389,6 @@ class ToolgateTools:
             )
         self._mirror(state, item, found)
         return found
-
-    async def _no_request(self, item: ToolApprovalItem) -> bool:
-        """Whether an interrupted call has no request in toolgate and would not get one: the
-        SDK paused it without asking ``needs_approval`` (it could not read the arguments, or
-        the question failed) and toolgate runs it without a person. Looking its request up by
-        making the call would run it before anyone decided (and before the SDK's guardrails)."""
-        key = self._key_of(item)
-        if key in self._settled or key in self._approvals:
-            return False
-        return not await self.gateway.approval_needed(key.tool_id, workspace=self.workspace)
 
     def _denial(self, item: ToolApprovalItem, by: str, message: str | None) -> str:
         """A rejection made in the SDK only, worded as toolgate words a person's denial."""
@@ -437,15 +413,12 @@ class ToolgateTools:
             if (item.tool_name or "") not in self._specs:
                 waiting.append(item)  # another tool's interruption: not ours to decide
                 continue
-            if await self._no_request(item):
-                # What needs_approval would have answered, had the SDK asked: no person. The
-                # call runs in the resumed run, not here.
+            found = await self._request(item)
+            if found is None:
+                # What needs_approval answers now: no person. The call runs in the resumed
+                # run, not here.
                 self._unasked.add(self._key_of(item))
                 state.approve(item)
-                continue
-            found = await self._request(item)
-            if isinstance(found, CallOutcome):
-                self._mirror_outcome(state, item, found)
             elif found.status is ApprovalStatus.PENDING:
                 waiting.append(item)
             else:
@@ -454,13 +427,11 @@ class ToolgateTools:
 
     async def approval_of(self, item: ToolApprovalItem) -> ApprovalRequest | None:
         """The toolgate request behind an interruption (what a person should be shown: its
-        title, risk and facts), or ``None`` when the call has ended in toolgate already or
-        toolgate holds nothing for a person (the SDK paused a call it could not read: show
-        ``item.arguments``; decide with :meth:`approve` / :meth:`reject`)."""
-        if await self._no_request(item):
-            return None
-        found = await self._request(item)
-        return None if isinstance(found, CallOutcome) else found
+        title, risk and facts), found or made without running the call, or ``None`` when
+        toolgate holds nothing for a person (the SDK paused a call it could not read, or a
+        grant covers it now: show ``item.arguments``; decide with :meth:`approve` /
+        :meth:`reject`)."""
+        return await self._request(item)
 
 
 async def toolgate_tools(

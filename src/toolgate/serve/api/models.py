@@ -15,6 +15,7 @@ __all__ = [
     "ApprovalDetail",
     "ApprovalList",
     "ApprovalNeeded",
+    "ApprovalRequested",
     "ApprovalView",
     "AuditPage",
     "CallOutcomeView",
@@ -55,7 +56,8 @@ class Problem(BaseModel):
 
 
 class CallRequest(BaseModel):
-    """The body of ``POST /v1/tools/{tool_id}/call`` (all optional)."""
+    """The body of ``POST /v1/tools/{tool_id}/call`` and of ``POST
+    /v1/tools/{tool_id}/approval`` (all optional)."""
 
     model_config = _STRICT
 
@@ -322,6 +324,19 @@ class ApprovalView(BaseModel):
 
 class ApprovalList(BaseModel):
     approvals: list[ApprovalView]
+
+
+class ApprovalRequested(BaseModel):
+    """The approval request of exactly this call, found or made — or ``null`` when nobody
+    would be asked."""
+
+    tool: str = Field(description="The tool's id.")
+    approval: ApprovalView | None = Field(
+        description="The request as `GET /v1/approvals/{id}` shows it (`status` says pending, "
+        "approved or denied); `null` when the call would not wait for a person now (no approval "
+        'required, an "always allow" grant covers it, or the call would be refused: the call '
+        "itself says why)."
+    )
 
 
 class ApprovalDetail(BaseModel):

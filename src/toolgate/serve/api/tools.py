@@ -31,6 +31,7 @@ from .deps import ERRORS, Agent, Caller, Context, context_of
 from .models import (
     AgentInfo,
     ApprovalNeeded,
+    ApprovalRequested,
     CallOutcomeView,
     CallRequest,
     SearchResults,
@@ -40,7 +41,7 @@ from .models import (
     is_absolute_workspace,
 )
 from .problems import ApiJSONResponse, ApiProblem, HttpErrorCode
-from .views import status_view, tool_detail, tool_schemas, tool_summary
+from .views import approval_view, status_view, tool_detail, tool_schemas, tool_summary
 
 __all__ = ["DEFAULT_PAGE_LIMIT", "MAX_PAGE_LIMIT", "router"]
 
@@ -345,6 +346,62 @@ router.add_api_route(
             "result.",
         }
     },
+    route_class_override=call_route_class(_tool_arguments),
+)
+
+
+async def request_approval(
+    tool_id: str,
+    who: Annotated[Caller, Depends(_call_caller)],
+    context: Context,
+    raw: Request,
+    body: Annotated[CallRequest | None, Body()] = None,
+) -> Response:
+    """The approval request of exactly this call — found, or made now and put to people —
+    without running the call, ever. The body is a call's (`{"arguments": {...}}` with
+    `session_id`, `workspace` and `tool_call_id`; an `idempotency_key` is accepted and plays no
+    part, since nothing runs): the same call with the same `tool_call_id` finds the same
+    request, and the call itself (`POST /v1/tools/{id}/call`) attaches to it and, once it is
+    approved, runs it once. A decided request is shown as it stands (`status` approved or
+    denied), never taken: only the call takes it.
+
+    `approval` is `null` when the call would not wait for a person now: no approval required,
+    an "always allow" grant covers it, or the call would be refused (invalid arguments, say:
+    the call itself says why). A tool's security check is not run here: it may still ask
+    when the call runs. A tool this agent may not see is a 404, as on the other tool routes;
+    a body that is not a call's is a 422 (a 400 for JSON the gateway refuses), as for a call.
+
+    A POST to a path ending in `/approval` is always this route, for the tool before it: the
+    request of a tool whose id itself ends in `/approval` is at `.../approval/approval`."""
+    strict_call_body(await raw.body(), is_json(raw.scope))
+    gateway = context.gateway
+    entry = _visible(gateway, who, tool_id)
+    request = body or CallRequest()
+    if not workspace_exists(request):
+        raise ApiProblem(
+            422,
+            ErrorCode.INVALID_ARGUMENTS,
+            f"workspace: no such folder on the gateway's host: {request.workspace}",
+        )
+    found = await gateway.request_approval(
+        entry.tool.id,
+        request.arguments,
+        agent=who.agent,
+        session_id=request.session_id,
+        workspace=request.workspace,
+        tool_call_id=request.tool_call_id,
+        namespaces=who.namespaces,
+    )
+    view = None if found is None else approval_view(found, entry.tool)
+    return ApiJSONResponse({"tool": entry.tool.id, "approval": view})
+
+
+router.add_api_route(
+    "/tools/{tool_id:path}/approval",
+    request_approval,
+    methods=["POST"],
+    response_model=ApprovalRequested,
+    summary="Ask for a call's approval without running it",
     route_class_override=call_route_class(_tool_arguments),
 )
 
