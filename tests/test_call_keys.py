@@ -260,3 +260,27 @@ async def test_request_approval_is_none_when_nobody_would_be_asked(tmp_path: Pat
         # A grant covers the tool now: nobody is asked, and nothing ran.
         assert await tools.request_approval("demo:send_email", EMAIL, tool_call_id="b") is None
         assert sent_lines(setup) == []
+
+
+async def test_request_approval_is_none_when_the_call_would_replay_its_key(
+    tmp_path: Path,
+) -> None:
+    with approval_gateway(tmp_path) as setup:
+        tools = setup.tools
+        keyed = {"session_id": "s", "tool_call_id": "k", "idempotency_key": "s:k"}
+        asked = await tools.request_approval("demo:send_email", EMAIL, **keyed)
+        assert asked is not None
+        await tools.decide(asked.id, "approve", by="alice")
+        ran = await tools.call("demo:send_email", EMAIL, **keyed)
+        assert ran.status is CallStatus.OK
+        # It ran under that key: the call replays it, so nobody is asked again.
+        assert await tools.request_approval("demo:send_email", EMAIL, **keyed) is None
+        assert setup.gateway.approvals is not None and setup.gateway.approvals.pending() == []
+        # Other arguments under the key: a conflict the call reports — nobody is asked either.
+        other = {**EMAIL, "body": "other"}
+        assert await tools.request_approval("demo:send_email", other, **keyed) is None
+        conflict = await tools.call("demo:send_email", other, **keyed)
+        assert conflict.code is not None and conflict.code.value == "idempotency_conflict"
+        # Without the key the same call is asked for as before.
+        assert await tools.request_approval("demo:send_email", EMAIL, tool_call_id="k") is not None
+        assert sent_lines(setup) == ["ana@example.com|hello"]

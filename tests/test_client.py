@@ -289,6 +289,15 @@ async def test_request_approval_makes_the_calls_request_without_running_it(
     )
     assert ran.status is CallStatus.OK, ran.text
     assert _sent(served_toolgate, "asked, not run") == ["eve@example.com|asked, not run"]
+    # It ran under that key: the call would replay it, so nobody is asked again.
+    replays = await client.request_approval(
+        "demo:send_email",
+        arguments,
+        session_id="s-ask",
+        tool_call_id="ask-1",
+        idempotency_key="s-ask:ask-1",
+    )
+    assert replays is None
 
 
 async def test_request_approval_is_none_when_nobody_would_be_asked(

@@ -239,12 +239,6 @@ async def test_a_state_through_json_resumes_in_a_fresh_setting_and_runs_once(
         assert sent_lines(setup) == ["bob@example.com|hi"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="request_approval does not take the call's idempotency key yet, so a request of a "
-    "call that already ran under it cannot be told from a new one (a core change: "
-    "Gateway.request_approval(idempotency_key=...))",
-)
 async def test_a_paused_state_resumed_again_after_its_call_ran_asks_nobody(
     tmp_path: Path,
 ) -> None:
@@ -518,12 +512,6 @@ async def _remote_paused(
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="request_approval does not take the call's idempotency key yet, so a request of a "
-    "call that already ran under it cannot be told from a new one (a core change: "
-    "Gateway.request_approval(idempotency_key=...))",
-)
 async def test_remote_approved_with_the_cli_resumed_from_json_runs_once(
     served_toolgate: ServedToolgate, remote: Client
 ) -> None:

@@ -37,6 +37,7 @@ from .pipeline.call_fields import call_fields_problem
 from .pipeline.concurrency import ConcurrencyStage, ToolLoad
 from .pipeline.confirmation import confirmation_builder
 from .pipeline.execute import Executor
+from .pipeline.idempotency import IdempotencyStage
 from .pipeline.observers import CallObserver, decided_call
 from .pipeline.overflow import OverflowSpiller
 from .pipeline.rate_limit import RateLimitStage
@@ -508,6 +509,7 @@ class Gateway(GatewayCatalog):
         workspace: Path | str | None = None,
         tool_call_id: str | None = None,
         namespaces: frozenset[str] | None = None,
+        idempotency_key: str | None = None,
     ) -> ApprovalRequest | None:
         """The approval request of exactly this call — found, or made now and put to people —
         without running the call, ever: ``None`` when the call would not wait for a person now
@@ -516,7 +518,9 @@ class Gateway(GatewayCatalog):
         ``status`` says approved or denied); only the call takes it. A framework whose pause is
         decided before its tool runs (the OpenAI Agents SDK's ``needs_approval``) asks this, so
         no side effect runs before the framework's own checks. The tool's security check is not
-        run here: it may still ask when the call runs."""
+        run here: it may still ask when the call runs. With the call's ``idempotency_key``,
+        ``None`` too when an earlier call holds that key: the call replays its outcome (it ran:
+        nobody is asked again) or reports the conflict."""
         if namespaces is not None and not self.access.scoped:
             self.access.scoped = True
             self.pipeline.invalidate()
@@ -530,6 +534,7 @@ class Gateway(GatewayCatalog):
             metadata={REQUEST_ONLY: True},
             namespaces=namespaces,
             tool_call_id=tool_call_id,
+            idempotency_key=idempotency_key,
         )
         if isinstance(prepared, CallOutcome) or not isinstance(prepared[1].arguments, Mapping):
             return None
@@ -538,6 +543,11 @@ class Gateway(GatewayCatalog):
         decision = self.access.decide(tool, agent, namespaces)
         if not decision.allowed or self.pipeline.argument_problems(tool, state.arguments):
             return None
+        if any(
+            isinstance(stage, IdempotencyStage) and stage.would_replay(state)
+            for stage in self.pipeline.stages
+        ):
+            return None  # the call ends at its key (a replay, a conflict): that stage comes first
         if decision.requires_approval:
             state.metadata[POLICY_APPROVAL] = decision.reason
         if not self._approval_stage.would_ask(

@@ -275,16 +275,18 @@ class Client:
         session_id: str | None = None,
         workspace: str | None = None,
         tool_call_id: str | None = None,
+        idempotency_key: str | None = None,
     ) -> ApprovalRequest | None:
         """The approval request of exactly this call — found, or made now and put to people —
         without running the call (``POST /v1/tools/{id}/approval``): the same ``tool_call_id``
         finds the same request, and :meth:`call` with it attaches to it and, once approved,
         runs it once. A decided request comes back as it stands (``status`` approved or
         denied), never taken. ``None`` when the call would not wait for a person now (no
-        approval required, an "always allow" grant covers it, the call would be refused), and
-        for a tool this agent may not see, as in-process."""
+        approval required, an "always allow" grant covers it, the call would replay what
+        ``idempotency_key`` already holds, the call would be refused), and for a tool this
+        agent may not see, as in-process."""
         await self.connect()
-        body = _call_body(arguments, session_id, workspace, tool_call_id, None)
+        body = _call_body(arguments, session_id, workspace, tool_call_id, idempotency_key)
         try:
             data = await self._request("POST", f"/v1/tools/{segment(tool_id)}/approval", json=body)
         except RemoteNotFoundError as exc:

@@ -109,10 +109,11 @@ class ToolGateway(Protocol):
         session_id: str | None = None,
         workspace: str | None = None,
         tool_call_id: str | None = None,
+        idempotency_key: str | None = None,
     ) -> ApprovalRequest | None:
         """The approval request of exactly this call, found or made now, without ever running
-        the call; ``None`` when it would not wait for a person now (see
-        :meth:`toolgate.Gateway.request_approval`)."""
+        the call; ``None`` when it would not wait for a person now, or would replay what
+        ``idempotency_key`` already holds (see :meth:`toolgate.Gateway.request_approval`)."""
         ...
 
     async def approval(self, approval_id: str) -> ApprovalRequest:
@@ -208,6 +209,7 @@ class LocalGateway:
         session_id: str | None = None,
         workspace: str | None = None,
         tool_call_id: str | None = None,
+        idempotency_key: str | None = None,
     ) -> ApprovalRequest | None:
         return await self.gateway.request_approval(
             tool_id,
@@ -216,6 +218,7 @@ class LocalGateway:
             session_id=session_id,
             workspace=workspace,
             tool_call_id=tool_call_id,
+            idempotency_key=idempotency_key,
         )
 
     def _approvals(self) -> ApprovalService:

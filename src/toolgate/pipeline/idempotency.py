@@ -244,35 +244,66 @@ class IdempotencyStage:
         tool = entry.tool
         return bool(tool.idempotency.key_template) or tool.side_effect is not SideEffect.READ_ONLY
 
-    async def __call__(self, state: CallState, proceed: Handler) -> CallOutcome:
+    @staticmethod
+    def _keyed(state: CallState) -> tuple[str, str] | None:
+        """The call's key and the digest of what it names, or ``None`` when the call has no
+        key: the tool's template rendered (raises :class:`KeyTemplateError`), else the caller's
+        key for a tool that may change something."""
         tool = state.tool
         template = tool.idempotency.key_template
-        if not template:
-            if state.idempotency_key is None or tool.side_effect is SideEffect.READ_ONLY:
-                return await proceed(state)
-            key = state.idempotency_key
-            # The workspace is part of what a caller's key names: the same key and arguments
-            # for another folder are another call (a conflict), never a replay of what ran
-            # elsewhere. (A template cannot name the workspace; its digest stays as it was.)
-            workspace = None if state.workspace is None else str(state.workspace)
-            arguments_digest = digest(["caller-key", workspace, state.arguments])
-        else:
-            try:
-                key = render_key(
-                    template,
-                    arguments=state.arguments,
-                    agent=state.agent,
-                    session=state.session_id,
-                    tool_id=tool.id,
-                )
-            except KeyTemplateError as exc:
-                return error_outcome(
-                    state,
-                    exc.code,
-                    f"Tool {tool.id} did not run: {exc.message}.",
-                    detail=f"idempotencyKeyTemplate: {template}",
-                )
-            arguments_digest = digest(state.arguments)
+        if template:
+            key = render_key(
+                template,
+                arguments=state.arguments,
+                agent=state.agent,
+                session=state.session_id,
+                tool_id=tool.id,
+            )
+            return key, digest(state.arguments)
+        if state.idempotency_key is None or tool.side_effect is SideEffect.READ_ONLY:
+            return None
+        # The workspace is part of what a caller's key names: the same key and arguments for
+        # another folder are another call (a conflict), never a replay of what ran elsewhere.
+        # (A template cannot name the workspace; its digest stays as it was.)
+        workspace = None if state.workspace is None else str(state.workspace)
+        return state.idempotency_key, digest(["caller-key", workspace, state.arguments])
+
+    def would_replay(self, state: CallState) -> bool:
+        """Whether this call would end here now, before the stages after this one (the
+        approval stage): its key is held by an earlier call, whose outcome it replays (or waits
+        for), or which it reports (another call's arguments: a conflict; an owner gone:
+        ``outcome_unknown``). Only looks: nothing is claimed."""
+        try:
+            keyed = self._keyed(state)
+        except KeyTemplateError:
+            return False  # the call ends here too, refused; nobody is asked either way
+        if keyed is None:
+            return False
+        tool = state.tool
+        held = self.store.get(tool.id, stored_key(state.agent, keyed[0]), now=self.clock())
+        if held is None:
+            return False
+        if held.status is IdempotencyStatus.DONE:
+            return True
+        # Running: waited for and replayed — unless its owner is gone and the tool is declared
+        # idempotent, when this call takes the key and runs (and may ask).
+        gone = self.clock() >= held.created_at + call_lease(tool, self.lease_grace)
+        return not (gone and tool.idempotency.idempotent is True)
+
+    async def __call__(self, state: CallState, proceed: Handler) -> CallOutcome:
+        tool = state.tool
+        try:
+            keyed = self._keyed(state)
+        except KeyTemplateError as exc:
+            return error_outcome(
+                state,
+                exc.code,
+                f"Tool {tool.id} did not run: {exc.message}.",
+                detail=f"idempotencyKeyTemplate: {tool.idempotency.key_template}",
+            )
+        if keyed is None:
+            return await proceed(state)
+        key, arguments_digest = keyed
         scoped = stored_key(state.agent, key)
         lease = call_lease(tool, self.lease_grace)
         # The running record outlives the lease (a crash must still be known to a late retry),

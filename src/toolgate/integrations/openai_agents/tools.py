@@ -185,6 +185,9 @@ class ToolgateTools:
             session_id=self.session_id,
             workspace=self.workspace,
             tool_call_id=bounded(key.call_id),
+            # A call that already ran under this key replays: nobody is asked again (a paused
+            # state resumed a second time).
+            idempotency_key=idempotency_key(self.session_id, key.call_id),
         )
         if found is not None:
             self._approvals[key] = found.id

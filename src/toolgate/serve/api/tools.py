@@ -359,17 +359,19 @@ async def request_approval(
 ) -> Response:
     """The approval request of exactly this call — found, or made now and put to people —
     without running the call, ever. The body is a call's (`{"arguments": {...}}` with
-    `session_id`, `workspace` and `tool_call_id`; an `idempotency_key` is accepted and plays no
-    part, since nothing runs): the same call with the same `tool_call_id` finds the same
-    request, and the call itself (`POST /v1/tools/{id}/call`) attaches to it and, once it is
-    approved, runs it once. A decided request is shown as it stands (`status` approved or
-    denied), never taken: only the call takes it.
+    `session_id`, `workspace`, `tool_call_id` and `idempotency_key`): the same call with the
+    same `tool_call_id` finds the same request, and the call itself (`POST
+    /v1/tools/{id}/call`) attaches to it and, once it is approved, runs it once. A decided
+    request is shown as it stands (`status` approved or denied), never taken: only the call
+    takes it.
 
     `approval` is `null` when the call would not wait for a person now: no approval required,
-    an "always allow" grant covers it, or the call would be refused (invalid arguments, say:
-    the call itself says why). A tool's security check is not run here: it may still ask
-    when the call runs. A tool this agent may not see is a 404, as on the other tool routes;
-    a body that is not a call's is a 422 (a 400 for JSON the gateway refuses), as for a call.
+    an "always allow" grant covers it, an earlier call holds its `idempotency_key` (the call
+    replays that outcome, or reports the conflict), or the call would be refused (invalid
+    arguments, say: the call itself says why). A tool's security check is not run here: it
+    may still ask when the call runs. A tool this agent may not see is a 404, as on the other
+    tool routes; a body that is not a call's is a 422 (a 400 for JSON the gateway refuses), as
+    for a call.
 
     A POST to a path ending in `/approval` is always this route, for the tool before it: the
     request of a tool whose id itself ends in `/approval` is at `.../approval/approval`."""
@@ -391,6 +393,7 @@ async def request_approval(
         workspace=request.workspace,
         tool_call_id=request.tool_call_id,
         namespaces=who.namespaces,
+        idempotency_key=request.idempotency_key,
     )
     view = None if found is None else approval_view(found, entry.tool)
     return ApiJSONResponse({"tool": entry.tool.id, "approval": view})
