@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shutil
+import time
 from base64 import b64decode
 from pathlib import Path
 from typing import Any
@@ -120,9 +121,16 @@ async def test_rich_blocks_come_through_as_the_upstream_sent_them(
             answer = http.post("/v1/tools/everything:get-tiny-image/call", json={"arguments": {}})
             assert answer.status_code == 200, answer.text
             body = answer.json()
-            audit = http.get("/v1/audit", params={"tool": "everything:get-tiny-image"})
-            assert audit.status_code == 200, audit.text
-            records = audit.json()["records"]
+            # The audit log is written behind the answer: on a loaded machine the record may
+            # land a moment after it.
+            deadline = time.monotonic() + 30
+            while True:
+                audit = http.get("/v1/audit", params={"tool": "everything:get-tiny-image"})
+                assert audit.status_code == 200, audit.text
+                records = audit.json()["records"]
+                if records or time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
 
     # Field by field, every block: the same types, data, mime types, annotations and links.
     for (name, args), expected, got in zip(CALLS, direct, through, strict=True):
