@@ -12,8 +12,9 @@ results need.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..registry import RegisteredTool, Registry
@@ -214,22 +215,20 @@ class ToolIndex:
                     scored.alive & ((lexical > 0) | (similarity >= MIN_SIMILARITY))
                 )
             ranking = fuse_scores(similarity, lexical)
-        order = candidates[np.argsort(-ranking[candidates], kind="stable")]
-        chosen_slots = _take(order.tolist(), scored.entries, keep, limit)
+        head = max(4 * limit, 64)
+        chosen_slots = _take(_best_first(candidates, ranking, head), scored.entries, keep, limit)
         lexical_rank: dict[int, int] = {}
         similarity_rank: dict[int, int] = {}
         if lexical is not None:
-            matched = np.flatnonzero(lexical > 0)
             lexical_rank = _visible_ranks(
-                matched[np.argsort(-lexical[matched], kind="stable")],
+                _best_first(np.flatnonzero(lexical > 0), lexical, RANK_DEPTH),
                 chosen_slots,
                 scored.entries,
                 keep,
             )
         if similarity is not None:
-            alive = np.flatnonzero(scored.alive)
             similarity_rank = _visible_ranks(
-                alive[np.argsort(-similarity[alive], kind="stable")],
+                _best_first(np.flatnonzero(scored.alive), similarity, RANK_DEPTH),
                 chosen_slots,
                 scored.entries,
                 keep,
@@ -336,6 +335,24 @@ class ToolIndex:
             return _Scored(list(self._slots), lexical, similarity, alive)
 
 
+def _best_first(candidates: Any, scores: Any, head: int) -> Iterator[int]:
+    """``candidates`` (slots) by ``scores``, best first (ties in slot order), lazily: the best
+    ``head`` are picked by partition and sorted first, the rest only if the walk gets there
+    (a full sort of 10,000 scores per query was half of the ranking's time)."""
+    import numpy as np
+
+    def ordered(part: Any) -> list[int]:
+        ordered_part: list[int] = part[np.lexsort((part, -scores[part]))].tolist()
+        return ordered_part
+
+    if len(candidates) <= head:
+        yield from ordered(candidates)
+        return
+    split = np.argpartition(-scores[candidates], head - 1)
+    yield from ordered(candidates[split[:head]])
+    yield from ordered(candidates[split[head:]])
+
+
 def _memo(allowed: Callable[[RegisteredTool], bool] | None) -> Callable[[RegisteredTool], bool]:
     if allowed is None:
         return lambda entry: True
@@ -367,7 +384,7 @@ def _take(
 
 
 def _visible_ranks(
-    order: Any,
+    order: Iterator[int],
     wanted: list[int],
     entries: list[RegisteredTool | None],
     keep: Callable[[RegisteredTool], bool],
@@ -377,7 +394,7 @@ def _visible_ranks(
     missing = set(wanted)
     ranks: dict[int, int] = {}
     rank = 0
-    for slot in order[: RANK_DEPTH * 4].tolist():
+    for slot in itertools.islice(order, RANK_DEPTH * 4):
         entry = entries[slot]
         if entry is None or not keep(entry):
             continue
