@@ -6,11 +6,14 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from gateway_support import gateway_with
 from toolgate import Gateway, tool
+from toolgate.registry import RegisteredTool
 from toolgate.search.semantic import semantic_available
 
 MISSING = semantic_available()
@@ -79,7 +82,9 @@ def test_fused_ranking_combines_both_ranks(gateway: Gateway) -> None:
     first = hits[0]
     assert first.tool.id == "fs:read_file"
     assert first.lexical_rank == 1 and first.semantic_rank == 1
-    assert first.score == pytest.approx(2 / 61, abs=1e-6)  # reciprocal rank fusion, k = 60
+    # Score fusion: similarity + 0.2 * BM25 / best BM25 (this tool has the best BM25).
+    assert first.semantic_score is not None
+    assert first.score == pytest.approx(first.semantic_score + 0.2, abs=1e-5)
     assert gateway.search_tools("read the contents of a file")[0].score == first.score  # default
 
 
@@ -114,3 +119,92 @@ def test_access_rules_filter_semantic_results() -> None:
         assert alice[0].tool.id == "ops:reboot"
         bob = gw.search_tools(query, agent="bob", mode="semantic")
         assert "ops:reboot" not in [hit.tool.id for hit in bob]
+
+
+@tool(namespace="s3", effect="read_only")
+def put_object(bucket: str, key: str, body: str) -> str:
+    """Upload an object to a bucket under a key."""
+    return key
+
+
+@tool(namespace="spotify", effect="read_only", examples=["play my discover weekly playlist"])
+def start_playback(device_id: str, context_uri: str) -> str:
+    """Start or resume playing music on the user's active device."""
+    return device_id
+
+
+def _filler(index: int) -> Any:
+    @tool(id=f"misc:tool_{index}", effect="read_only")
+    def filler(value: str) -> str:
+        """Convert a temperature between Celsius and Fahrenheit."""
+        return value
+
+    return filler
+
+
+@needs_model
+def test_fused_search_fills_the_limit_beyond_the_lexical_matches() -> None:
+    # Issue 29: "put on some jazz" returned only s3:put_object (the one lexical match).
+    with gateway_with(semantic_search=True) as gw:
+        gw.add(put_object, start_playback, now, read_file, post)
+        gw.add(*[_filler(i) for i in range(8)])
+        hits = gw.search_tools("put on some jazz", limit=10)
+        assert len(hits) == 10
+        assert "spotify:start_playback" in [hit.tool.id for hit in hits]
+        assert len(gw.search_tools("put on some jazz", limit=13)) == 13
+        assert len(gw.search_tools("put on some jazz", limit=100)) == 13  # all there are
+        # Only the tools the caller may see count.
+        hidden = gw.search_tools("put on some jazz", agent="nobody", limit=100)
+        assert len(hidden) == len([t for t in gw.list_tools(agent="nobody")])
+        # A catalog filter asks for matches only.
+        matches = gw.search_index.search("put on some jazz", limit=100, matches_only=True)
+        assert 0 < len(matches) < 13
+
+
+@needs_model
+def test_explain_shows_the_similarity_and_the_closest_example() -> None:
+    with gateway_with(semantic_search=True) as gw:
+        gw.add(put_object, start_playback, now)
+        hits = gw.search_tools("play some jazz")
+        (first, *_) = gw.search_index.explain("play some jazz", hits)
+        assert first.tool_id == "spotify:start_playback"
+        assert first.example == "play my discover weekly playlist"
+        assert first.example_similarity is not None and 0 < first.example_similarity <= 1
+        assert first.semantic_score == hits[0].semantic_score
+        assert "similarity" in first.formula
+        assert [term for term, _ in first.terms] == ["play"]
+        hits = gw.search_tools("put on some jazz")
+        s3 = next(e for e in gw.search_index.explain("put on some jazz", hits) if "s3" in e.tool_id)
+        assert [term for term, _ in s3.terms] == ["put"] and s3.example is None
+
+
+@needs_model
+@pytest.mark.slow
+@pytest.mark.parametrize("folder", ["search", "search/holdout"])
+def test_fusion_never_makes_top1_worse_than_its_inputs_on_the_evaluation_sets(
+    folder: str,
+) -> None:
+    # Issue 29: reciprocal rank fusion made fused top-1 (0.512) worse than semantic (0.587).
+    import sys
+
+    bench = Path(__file__).parent.parent / "bench"
+    sys.path.insert(0, str(bench / "search"))
+    try:
+        from dataset import load_requests, load_tools
+    finally:
+        sys.path.remove(str(bench / "search"))
+    tools = load_tools(bench / folder)
+    requests = load_requests({t.id for t in tools}, bench / folder)
+    with gateway_with(semantic_search=True) as gw:
+        for tool_value in tools:
+            gw.registry.add(RegisteredTool(tool_value, binding=None))
+        top1 = {
+            mode: sum(
+                gw.search_tools(r.text, limit=1, mode=mode)[0].tool.id in r.labels
+                if gw.search_tools(r.text, limit=1, mode=mode)
+                else False
+                for r in requests
+            )
+            for mode in ("lexical", "semantic", "fused")
+        }
+    assert top1["fused"] >= max(top1["lexical"], top1["semantic"]), top1
