@@ -43,6 +43,8 @@ HEAVY = {
     # Tool search loads its ranking libraries on the first search, not on import.
     "bm25s",
     "numpy",
+    "onnxruntime",
+    "tokenizers",
     "torch",
     "sentence_transformers",
 }

@@ -116,3 +116,16 @@ def test_the_search_section_configures_the_gateway(tmp_path: Path) -> None:
         assert gateway.search_index.semantic is False
         assert gateway.disclosure is not None and gateway.disclosure.core == ("x:*",)
         assert gateway.get_tool("toolgate:search_tools").side_effect == "read_only"
+
+
+def test_search_explain_says_why_each_tool_ranked(run_cli: RunCli, configured: Path) -> None:
+    result = run_cli("tools", "search", "current time in Tokyo", "--explain")
+    assert result.returncode == 0, result.stderr
+    assert "1. time:now" in result.stdout
+    assert "BM25" in result.stdout and "tim 0." in result.stdout  # a (stemmed) term, its share
+    found = json.loads(run_cli("tools", "search", "current time", "--explain", "--json").stdout)
+    why = found[0]["explain"]
+    assert found[0]["id"] == "time:now" and {t["term"] for t in why["terms"]} >= {"tim"}
+    assert why["lexical_score"] == pytest.approx(found[0]["score"])
+    plain = json.loads(run_cli("tools", "search", "current time", "--json").stdout)
+    assert "explain" not in plain[0]

@@ -17,7 +17,8 @@ from gateway_support import gateway_with
 from toolgate import Gateway
 from toolgate.formats._common.examples import MAX_EXAMPLE_CHARS, parse_examples
 from toolgate.formats.tool_folder.parse import load_tool_folder
-from toolgate.registry import RegisteredTool
+from toolgate.registry import RegisteredTool, Registry
+from toolgate.search import ToolIndex
 from toolgate.search.examples_check import check_examples
 
 pytestmark = pytest.mark.slow
@@ -174,6 +175,23 @@ def test_check_reports_per_tool_and_the_confusion(tmp_path: Path) -> None:
     assert sms.confused_with == {"local:send_email": 1}
     assert sms.misses[0].example == "send an email to Carl" and sms.misses[0].rank == 2
     assert report.examples == 4 and report.top1_rate == 0.75 and report.top3_rate == 1.0
+
+
+def test_examples_check_ranks_as_the_search_does(tmp_path: Path) -> None:
+    # Issue 29: the check built its own index (default model, its own mode); it now searches
+    # with a copy of the gateway's index: same model, same mode, same fusion.
+    models: list[str] = []
+
+    with gateway_with(semantic_search=False) as gateway:
+        gateway.add_tool_folder(_colliding_folders(tmp_path))
+        index = gateway.search_index
+        copy = index.like(gateway.registry)
+        assert copy.semantic is index.semantic
+        for request in ("send an email to Carl", "text Bob that I am late", "something else"):
+            ours = [(hit.tool.id, hit.score) for hit in copy.search(request)]
+            assert ours == [(hit.tool.id, hit.score) for hit in index.search(request)]
+    custom = ToolIndex(Registry(), semantic=False, model=lambda: models.append("used"))  # type: ignore[arg-type, func-returns-value]
+    assert custom.like(Registry())._model_factory is custom._model_factory
 
 
 def test_examples_check_path_json_and_exit_code(run_cli: RunCli, tmp_path: Path) -> None:

@@ -112,3 +112,17 @@ def test_the_search_tool_is_callable_over_http(client: TestClient) -> None:
     assert "query" in huge["message"]
     many = call(client, "bob", "toolgate:search_tools", query="add", limit=10**9).json()
     assert many["code"] == "invalid_arguments" and "limit" in many["message"]
+
+
+def test_explain_says_why_each_tool_ranked(client: TestClient) -> None:
+    body = search(client, "alice", q="add two numbers", limit=2, explain="true").json()
+    first = body["tools"][0]
+    assert first["id"] == "t:add"
+    why = first["explain"]
+    assert {share["term"] for share in why["terms"]} >= {"add"}
+    assert why["lexical_score"] == pytest.approx(first["score"])
+    assert why["semantic_score"] is None and why["example"] is None
+    assert sum(share["share"] for share in why["terms"]) == pytest.approx(first["score"], abs=1e-3)
+    assert "BM25" in why["formula"]
+    plain = search(client, "alice", q="add two numbers", limit=2).json()
+    assert "explain" not in plain["tools"][0] or plain["tools"][0]["explain"] is None

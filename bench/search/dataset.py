@@ -2,7 +2,9 @@
 
 ``catalog_*.txt`` hold the tools (``name | description | parameters`` under ``## server``),
 ``requests.txt`` the requests (``server:tool[, server:tool] | request``). Both are plain text so
-that a reader can audit every definition and label.
+that a reader can audit every definition and label. A tool line may end in a fourth field, its
+prompt examples (``| example ; example``). ``holdout/`` holds the second set, written apart
+(tools modelled on public web APIs) and never tuned on: :data:`HOLDOUT`.
 """
 
 from __future__ import annotations
@@ -10,11 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from toolgate import SideEffect, Tool
+from toolgate import DisplaySpec, SideEffect, Tool
 
-__all__ = ["Request", "load_requests", "load_tools", "replicate"]
+__all__ = ["HERE", "HOLDOUT", "Request", "load_requests", "load_tools", "replicate"]
 
 HERE = Path(__file__).parent
+#: The held-out set (a test set: nothing is tuned on it).
+HOLDOUT = HERE / "holdout"
 
 
 @dataclass(frozen=True)
@@ -28,15 +32,17 @@ class Request:
 
 def _tool(server: str, line: str, where: str) -> Tool:
     parts = [part.strip() for part in line.split(" | ")]
-    if len(parts) != 3 or not parts[0] or not parts[1]:
+    if len(parts) not in (3, 4) or not parts[0] or not parts[1]:
         raise ValueError(f"{where}: expected 'name | description | parameters', got {line!r}")
-    name, description, params = parts
+    name, description, params = parts[:3]
+    examples = tuple(e.strip() for e in parts[3].split(" ; ") if e.strip()) if parts[3:] else ()
     properties = {p.strip(): {"type": "string"} for p in params.split(",") if p.strip()}
     return Tool(
         id=f"{server}:{name}",
         description=description,
         input_schema={"type": "object", "properties": properties},
         side_effect=SideEffect.READ_ONLY,
+        display=DisplaySpec(examples=examples),
     )
 
 
@@ -63,7 +69,9 @@ def load_tools(folder: Path = HERE) -> list[Tool]:
 
 
 def load_requests(known: set[str], path: Path = HERE / "requests.txt") -> list[Request]:
-    """The labelled requests; every label must name a known tool."""
+    """The labelled requests; every label must name a known tool. ``path`` may be a set's folder."""
+    if path.is_dir():
+        path = path / "requests.txt"
     requests: list[Request] = []
     for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         line = raw.strip()
@@ -93,6 +101,7 @@ def replicate(tools: list[Tool], count: int) -> list[Tool]:
                     description=tool.description,
                     input_schema=tool.input_schema_dict(),
                     side_effect=tool.side_effect,
+                    display=tool.display,
                 )
             )
         copy += 1

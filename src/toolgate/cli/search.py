@@ -1,7 +1,9 @@
 """``toolgate tools search`` and ``toolgate examples check``.
 
 ``tools search QUERY`` ranks the configured tools for a request in plain words (a table with
-scores, or ``--json``). ``examples check [PATH]`` runs every tool's prompt ``examples`` through
+scores, or ``--json``); ``--explain`` says why each tool ranked where it did (the request's terms
+found in it with their share of BM25, the similarity, the closest prompt example).
+``examples check [PATH]`` runs every tool's prompt ``examples`` through
 the search and reports, per tool, whether they rank it first and in the top 3 and which tools
 take them instead; it exits with 1 when the share ranked first (or in the top 3) is below the
 threshold, so CI catches two tools whose descriptions collide.
@@ -22,6 +24,7 @@ from ..gateway import Gateway
 from ..gateway_settings import GatewaySettings, SourceSettings
 from ..model.display import safe_text
 from ..search.examples_check import ExamplesReport, check_examples
+from ..search.hits import Explanation
 from ..search.query import DEFAULT_LIMIT
 from .errors import EXIT_CODES_HELP, CliUsageError
 from .options import CliState, print_json
@@ -67,15 +70,26 @@ def search(
     ] = None,
     mode: Annotated[str | None, typer.Option("--mode", help=_MODE_HELP)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
+    explain: Annotated[
+        bool,
+        typer.Option(
+            "--explain",
+            help="Say why each tool ranked where it did: the request's terms found in it with "
+            "their share of BM25, the similarity, the closest prompt example.",
+        ),
+    ] = False,
 ) -> None:
     """Search the tools by what they should do: rank, id, title, score (and the lexical and
     semantic ranks when fused). Only available tools are shown; with --agent, only those that
     agent may call."""
     state = _state(ctx)
     chosen = _mode(mode)
+    explained: list[Explanation] | None = None
     with state.open_gateway(approver=None, audit="off") as gateway:
         try:
             hits = gateway.search_tools(query, agent=agent, limit=limit, mode=chosen)
+            if explain:
+                explained = gateway.search_index.explain(query, hits, mode=chosen)
         except SearchQueryError as error:
             raise CliUsageError(str(error)) from None
         except RuntimeError as error:  # semantic ranking asked for without the extra
@@ -91,8 +105,9 @@ def search(
                     "score": hit.score,
                     "lexical_rank": hit.lexical_rank,
                     "semantic_rank": hit.semantic_rank,
+                    **({} if explained is None else {"explain": _explain_json(explained[i])}),
                 }
-                for rank, hit in enumerate(hits, start=1)
+                for i, (rank, hit) in enumerate(enumerate(hits, start=1))
             ]
         )
         return
@@ -112,6 +127,42 @@ def search(
             "-" if hit.semantic_rank is None else str(hit.semantic_rank),
         )
     state.out.print(table)
+    if explained is not None:
+        for rank, why in enumerate(explained, start=1):
+            _print_explanation(state, rank, why)
+
+
+def _explain_json(why: Explanation) -> dict[str, object]:
+    return {
+        "terms": [{"term": term, "share": share} for term, share in why.terms],
+        "lexical_score": why.lexical_score,
+        "semantic_score": why.semantic_score,
+        "example": why.example,
+        "example_similarity": why.example_similarity,
+        "formula": why.formula,
+    }
+
+
+def _print_explanation(state: CliState, rank: int, why: Explanation) -> None:
+    out = state.out
+    out.print(Text(f"\n{rank}. {safe_text(why.tool_id)}  score {why.score:.4f}", style="bold"))
+    out.print(Text(f"   score = {why.formula}", style="dim"), soft_wrap=True)
+    if why.lexical_score is not None:
+        found = ", ".join(f"{safe_text(term)} {share:.2f}" for term, share in why.terms)
+        out.print(
+            Text(f"   BM25 {why.lexical_score:.3f}: {found or 'no term of the request'}"),
+            soft_wrap=True,
+        )
+    if why.semantic_score is not None:
+        out.print(Text(f"   similarity {why.semantic_score:.3f}"))
+    if why.example is not None and why.example_similarity is not None:
+        out.print(
+            Text(
+                f"   closest example {safe_text(why.example)!r} "
+                f"(similarity {why.example_similarity:.3f})"
+            ),
+            soft_wrap=True,
+        )
 
 
 def _load_path(gateway: Gateway, path: Path) -> None:

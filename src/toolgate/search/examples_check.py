@@ -99,13 +99,14 @@ class ExamplesReport:
 def check_examples(
     registry: Registry, index: ToolIndex, *, mode: SearchMode | None = None
 ) -> ExamplesReport:
-    """Run every tool's examples through ``index`` and report per tool."""
+    """Run every tool's examples through a copy of ``index`` (same model, same ranking; each
+    tool's own examples left out while they are checked) and report per tool."""
     results: list[ToolExamples] = []
     without: list[str] = []
     private = Registry()
     for entry in registry:
         private.add(entry)
-    held_out = ToolIndex(private, semantic=index.semantic and mode != "lexical")
+    held_out = index.like(private)  # ranks exactly as the gateway's search does
     for entry in registry:
         tool = entry.tool
         if not tool.display.examples:

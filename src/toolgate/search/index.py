@@ -1,48 +1,53 @@
-"""The search index over a registry's tools, kept in step with it.
+"""The search index over a registry's tools, kept in step with it one tool at a time.
 
-The registry tells the index of every add, replace and remove; the next search rebuilds what
-changed before it ranks, so a tool loaded by a hot reload or an MCP ``list_changed`` is found at
-once and a removed one is gone at once. Each search filters by the caller's ``allowed`` predicate
-(availability, access rules) while it walks the ranking, so an agent never sees a tool it may not
-call, and only as much of the ranking is checked as the results need.
+Before each search the index compares the registry with what it holds (when the registry's
+version moved) and indexes only the tools added, replaced or removed: a hot reload of one folder
+or an MCP ``list_changed`` in a catalog of 10,000 tools costs that tool's terms and embedding,
+not a rebuild (bench/search_bench.py measures adding one tool at 10,000). Each search filters by
+the caller's ``allowed`` predicate (availability, access rules) while it walks the ranking, so
+an agent never sees a tool it may not call, and only as much of the ranking is checked as the
+results need.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import threading
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..model import Tool
 from ..registry import RegisteredTool, Registry
-from .fusion import reciprocal_rank_fusion
-from .hits import SearchHit
-from .lexical import LexicalRanking
+from .fusion import LEXICAL_WEIGHT, fuse_scores
+from .hits import Explanation, SearchHit
+from .lexical import LexicalIndex
 from .query import DEFAULT_LIMIT, check_limit, clean_query
 from .semantic import SemanticModel, semantic_available
-from .text import document_terms, document_text, terms
+from .text import document_terms, document_text, summary_text, terms
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+    from ..model import Tool
+
 __all__ = ["SearchMode", "ToolIndex"]
 
 SearchMode = Literal["lexical", "semantic", "fused"]
 
-#: How deep each ranking is read before fusing (fusion needs more than the results shown).
-FUSION_DEPTH = 50
-#: Below this cosine similarity a tool is not a semantic match (unrelated text scores ~0-0.15).
+#: Below this cosine similarity a tool is not a semantic match (unrelated text scores ~0-0.15);
+#: applies to semantic-only search. Fused search ranks every visible tool.
 MIN_SIMILARITY = 0.2
+#: Ranks in each ranking are counted among the caller's tools this far, then reported as None.
+RANK_DEPTH = 100
 
 
-@dataclass(frozen=True, slots=True)
-class _Snapshot:
-    version: int
-    entries: tuple[RegisteredTool, ...]
-    lexical: LexicalRanking
-    vectors: npt.NDArray[np.float32] | None
+@dataclasses.dataclass(slots=True)
+class _Scored:
+    entries: list[RegisteredTool | None]
+    lexical: npt.NDArray[np.float32] | None
+    similarity: npt.NDArray[np.float32] | None
+    alive: npt.NDArray[np.bool_]
 
 
 class ToolIndex:
@@ -70,53 +75,98 @@ class ToolIndex:
         self._registry = registry
         self._model_factory = model
         self._lock = threading.Lock()
-        self._snapshot: _Snapshot | None = None
-        self._terms: dict[str, tuple[Tool, list[str]]] = {}
-        self._vectors: dict[str, Any] = {}
+        self._version: int | None = None
+        self._slots: list[RegisteredTool | None] = []
+        self._slot_of: dict[str, int] = {}
+        self._free: list[int] = []
+        self._lexical = LexicalIndex()
+        self._vectors: Any = None  # float32 (capacity, dimensions), one row per slot
+        self._alive: Any = None  # bool (capacity,)
+        self._example_vectors: dict[str, tuple[Tool, Any]] = {}
 
-    # -- building -------------------------------------------------------------------------------
+    def like(self, registry: Registry) -> ToolIndex:
+        """A new index over ``registry`` that ranks exactly as this one (same model, same mode):
+        what ``toolgate examples check`` searches with."""
+        return ToolIndex(registry, semantic=self.semantic, model=self._model_factory)
+
+    # -- following the registry -------------------------------------------------------------------
 
     def refresh(self) -> None:
         """Bring the index up to date with the registry now (searches do this themselves)."""
-        self._current()
-
-    def _current(self) -> _Snapshot:
-        snapshot = self._snapshot
-        if snapshot is not None and snapshot.version == self._registry.version:
-            return snapshot
         with self._lock:
-            snapshot = self._snapshot
-            version = self._registry.version
-            if snapshot is None or snapshot.version != version:
-                snapshot = self._build(version, tuple(self._registry))
-                self._snapshot = snapshot
-            return snapshot
+            self._sync()
 
-    def _build(self, version: int, entries: tuple[RegisteredTool, ...]) -> _Snapshot:
-        documents: list[list[str]] = []
-        kept: dict[str, tuple[Tool, list[str]]] = {}
-        for entry in entries:
-            cached = self._terms.get(entry.tool.id)
-            if cached is None or cached[0] is not entry.tool:
-                cached = (entry.tool, document_terms(entry.tool))
-            kept[entry.tool.id] = cached
-            documents.append(cached[1])
-        self._terms = kept
-        vectors = self._embed(entries) if self.semantic else None
-        return _Snapshot(version, entries, LexicalRanking(documents), vectors)
-
-    def _embed(self, entries: tuple[RegisteredTool, ...]) -> npt.NDArray[np.float32]:
+    def _sync(self) -> None:
         import numpy as np
 
-        texts = [document_text(entry.tool) for entry in entries]
-        missing = [text for text in dict.fromkeys(texts) if text not in self._vectors]
-        if missing:
-            for text, vector in zip(missing, self._model_factory().encode(missing), strict=True):
-                self._vectors[text] = vector
-        self._vectors = {text: self._vectors[text] for text in texts}
-        if not texts:
-            return np.zeros((0, 384), dtype=np.float32)
-        return np.stack([self._vectors[text] for text in texts])
+        version = self._registry.version
+        if version == self._version:
+            return
+        entries = tuple(self._registry)
+        current = {entry.tool.id: entry for entry in entries}
+        for tool_id in [tool_id for tool_id in self._slot_of if tool_id not in current]:
+            self._drop(self._slot_of.pop(tool_id))
+        added: list[tuple[int, RegisteredTool]] = []
+        for entry in entries:
+            slot = self._slot_of.get(entry.tool.id)
+            if slot is not None:
+                held = self._slots[slot]
+                if held is entry:
+                    continue
+                if held is not None and held.tool is entry.tool:
+                    self._slots[slot] = entry  # same tool, new binding or availability
+                    continue
+                self._drop(slot)
+            slot = self._free.pop() if self._free else len(self._slots)
+            if slot == len(self._slots):
+                self._slots.append(entry)
+            else:
+                self._slots[slot] = entry
+            self._slot_of[entry.tool.id] = slot
+            self._lexical.add(slot, document_terms(entry.tool))
+            added.append((slot, entry))
+        capacity = len(self._slots)
+        if self._alive is None or len(self._alive) < capacity:
+            alive = np.zeros(max(64, 2 * capacity), dtype=bool)
+            if self._alive is not None:
+                alive[: len(self._alive)] = self._alive
+            self._alive = alive
+        for slot, _ in added:
+            self._alive[slot] = True
+        if self.semantic and added:
+            self._embed(added)
+        self._version = version
+
+    def _drop(self, slot: int) -> None:
+        self._lexical.remove(slot)
+        self._slots[slot] = None
+        if self._alive is not None:
+            self._alive[slot] = False
+        self._free.append(slot)
+
+    def _embed(self, added: list[tuple[int, RegisteredTool]]) -> None:
+        """One vector per tool: the mean of its name-and-description embedding and its
+        whole-text embedding (bench/search/rankers.py: top-1 0.566 -> 0.641 on the project's
+        set against the whole text alone); a dot product with it is the mean similarity."""
+        import numpy as np
+
+        texts = [summary_text(entry.tool) for _, entry in added]
+        texts += [document_text(entry.tool) for _, entry in added]
+        unique = list(dict.fromkeys(texts))
+        encoded = self._model_factory().encode(unique)
+        row = {text: encoded[i] for i, text in enumerate(unique)}
+        half = len(added)
+        vectors = np.stack(
+            [(row[texts[i]] + row[texts[half + i]]) / 2 for i in range(half)]
+        ).astype(np.float32)
+        capacity = len(self._alive)
+        if self._vectors is None or self._vectors.shape[1] != vectors.shape[1]:
+            self._vectors = np.zeros((capacity, vectors.shape[1]), dtype=np.float32)
+        elif len(self._vectors) < capacity:
+            grown = np.zeros((capacity, vectors.shape[1]), dtype=np.float32)
+            grown[: len(self._vectors)] = self._vectors
+            self._vectors = grown
+        self._vectors[[slot for slot, _ in added]] = vectors
 
     # -- searching ------------------------------------------------------------------------------
 
@@ -127,61 +177,180 @@ class ToolIndex:
         allowed: Callable[[RegisteredTool], bool] | None = None,
         limit: int = DEFAULT_LIMIT,
         mode: SearchMode | None = None,
+        matches_only: bool = False,
     ) -> list[SearchHit]:
         """The tools that best match ``query``, best first, at most ``limit``.
 
         ``allowed`` keeps only the tools the caller may see (the gateway passes availability and
-        the agent's access rules). ``mode``: ``lexical``, ``semantic`` or ``fused``; by default
-        fused when semantic ranking is on, else lexical. Raises
+        the agent's access rules). ``mode``: ``lexical`` (tools sharing a term with the
+        request), ``semantic`` (tools similar enough) or ``fused`` (every visible tool, so
+        ``limit`` results whenever the caller may see that many); by default fused when
+        semantic ranking is on, else lexical. ``matches_only``: fused search keeps only the
+        tools that share a term with the request or are similar enough (as lexical and
+        semantic search do), for a catalog filter rather than a ranking. Raises
         :class:`~toolgate.errors.SearchQueryError` for an empty or over-long query or a limit
         outside 1-100.
         """
-        text = clean_query(query)
-        limit = check_limit(limit)
-        chosen: SearchMode = mode or ("fused" if self.semantic else "lexical")
-        if chosen != "lexical" and not self.semantic:
-            raise RuntimeError(semantic_available() or "semantic ranking is turned off")
-        snapshot = self._current()
-        keep = _memo(allowed)
-        depth = limit if chosen != "fused" else max(limit, FUSION_DEPTH)
-        lexical: list[tuple[int, float]] = []
-        semantic: list[tuple[int, float]] = []
-        if chosen != "semantic":
-            ranked = snapshot.lexical.ranked(terms(text))
-            lexical = _take(ranked, snapshot.entries, keep, depth)
-        if chosen != "lexical":
-            semantic = _take(self._similar(snapshot, text), snapshot.entries, keep, depth)
-        if chosen == "lexical":
-            return [_hit(snapshot, i, score, lexical_rank=r) for r, (i, score) in _ranks(lexical)]
-        if chosen == "semantic":
-            return [_hit(snapshot, i, score, semantic_rank=r) for r, (i, score) in _ranks(semantic)]
-        lexical_rank = {i: rank for rank, (i, _) in _ranks(lexical)}
-        semantic_rank = {i: rank for rank, (i, _) in _ranks(semantic)}
-        fused = reciprocal_rank_fusion([[i for i, _ in lexical], [i for i, _ in semantic]])
-        return [
-            _hit(
-                snapshot,
-                i,
-                score,
-                lexical_rank=lexical_rank.get(i),
-                semantic_rank=semantic_rank.get(i),
-            )
-            for i, score in fused[:limit]
-        ]
-
-    def _similar(self, snapshot: _Snapshot, text: str) -> Iterator[tuple[int, float]]:
         import numpy as np
 
-        if snapshot.vectors is None or not len(snapshot.entries):
-            return
-        query = self._model_factory().encode([text])[0]
-        similarity = snapshot.vectors @ query
-        order = np.argsort(-similarity, kind="stable")
-        for i in order:
-            score = float(similarity[i])
-            if score < MIN_SIMILARITY:
-                return
-            yield int(i), score
+        text = clean_query(query)
+        limit = check_limit(limit)
+        chosen = self._mode(mode)
+        scored = self._score(text, chosen)
+        keep = _memo(allowed)
+        lexical, similarity = scored.lexical, scored.similarity
+        if chosen == "lexical":
+            assert lexical is not None
+            candidates = np.flatnonzero(lexical > 0)
+            ranking = lexical
+        elif chosen == "semantic":
+            assert similarity is not None
+            candidates = np.flatnonzero(scored.alive & (similarity >= MIN_SIMILARITY))
+            ranking = similarity
+        else:
+            assert lexical is not None and similarity is not None
+            candidates = np.flatnonzero(scored.alive)
+            if matches_only:
+                candidates = np.flatnonzero(
+                    scored.alive & ((lexical > 0) | (similarity >= MIN_SIMILARITY))
+                )
+            ranking = fuse_scores(similarity, lexical)
+        head = max(4 * limit, 64)
+        chosen_slots = _take(_best_first(candidates, ranking, head), scored.entries, keep, limit)
+        lexical_rank: dict[int, int] = {}
+        similarity_rank: dict[int, int] = {}
+        if lexical is not None:
+            lexical_rank = _visible_ranks(
+                _best_first(np.flatnonzero(lexical > 0), lexical, RANK_DEPTH),
+                chosen_slots,
+                scored.entries,
+                keep,
+            )
+        if similarity is not None:
+            similarity_rank = _visible_ranks(
+                _best_first(np.flatnonzero(scored.alive), similarity, RANK_DEPTH),
+                chosen_slots,
+                scored.entries,
+                keep,
+            )
+        hits = []
+        for slot in chosen_slots:
+            entry = scored.entries[slot]
+            assert entry is not None
+            hits.append(
+                SearchHit(
+                    tool=entry.tool,
+                    score=round(float(ranking[slot]), 6),
+                    lexical_rank=lexical_rank.get(slot),
+                    semantic_rank=similarity_rank.get(slot),
+                    lexical_score=None if lexical is None else round(float(lexical[slot]), 6),
+                    semantic_score=(
+                        None if similarity is None else round(float(similarity[slot]), 6)
+                    ),
+                )
+            )
+        return hits
+
+    def explain(
+        self, query: str, hits: Sequence[SearchHit], *, mode: SearchMode | None = None
+    ) -> list[Explanation]:
+        """Why each of ``hits`` (a search for ``query`` in ``mode``) ranked where it did: the
+        request's terms found in the tool with their share of BM25, the similarity, and the
+        tool's prompt example closest to the request."""
+        import numpy as np
+
+        text = clean_query(query)
+        chosen = self._mode(mode)
+        query_terms = terms(text)
+        vector = None
+        if chosen != "lexical":
+            vector = self._model_factory().encode([text])[0]
+        explained: list[Explanation] = []
+        for hit in hits:
+            with self._lock:
+                self._sync()
+                slot = self._slot_of.get(hit.tool.id)
+                found = () if slot is None else tuple(self._lexical.explain(query_terms, slot))
+            example = example_similarity = None
+            if vector is not None and hit.tool.display.examples:
+                examples = self._examples_of(hit.tool)
+                similarities = examples @ vector
+                best = int(np.argmax(similarities))
+                example = hit.tool.display.examples[best]
+                example_similarity = round(float(similarities[best]), 4)
+            formula = {
+                "lexical": "BM25: the sum of the terms' shares",
+                "semantic": "similarity",
+                "fused": f"similarity + {LEXICAL_WEIGHT} * BM25 / (best BM25 for this request)",
+            }[chosen]
+            explained.append(
+                Explanation(
+                    tool_id=hit.tool.id,
+                    terms=tuple((term, round(share, 4)) for term, share in found),
+                    lexical_score=hit.lexical_score,
+                    semantic_score=hit.semantic_score,
+                    example=example,
+                    example_similarity=example_similarity,
+                    score=hit.score,
+                    formula=formula,
+                )
+            )
+        return explained
+
+    def _examples_of(self, tool: Tool) -> Any:
+        cached = self._example_vectors.get(tool.id)
+        if cached is None or cached[0] is not tool:
+            if len(self._example_vectors) >= 1024:
+                self._example_vectors.clear()
+            cached = (tool, self._model_factory().encode(list(tool.display.examples)))
+            self._example_vectors[tool.id] = cached
+        return cached[1]
+
+    def _mode(self, mode: SearchMode | None) -> SearchMode:
+        chosen: SearchMode = mode or ("fused" if self.semantic else "lexical")
+        if chosen not in ("lexical", "semantic", "fused"):
+            raise ValueError(f"mode: expected lexical, semantic or fused, not {chosen!r}")
+        if chosen != "lexical" and not self.semantic:
+            raise RuntimeError(semantic_available() or "semantic ranking is turned off")
+        return chosen
+
+    def _score(self, text: str, chosen: SearchMode) -> _Scored:
+        import numpy as np
+
+        vector = None
+        if chosen != "lexical":
+            vector = self._model_factory().encode([text])[0]  # outside the lock: the slow part
+        with self._lock:
+            self._sync()
+            size = len(self._slots)
+            alive = np.zeros(0, dtype=bool) if self._alive is None else self._alive[:size].copy()
+            lexical = None if chosen == "semantic" else self._lexical.scores(terms(text), size)
+            similarity = None
+            if vector is not None:
+                if self._vectors is None:
+                    similarity = np.zeros(size, dtype=np.float32)
+                else:
+                    similarity = self._vectors[:size] @ vector
+                    similarity[~alive] = -np.inf
+            return _Scored(list(self._slots), lexical, similarity, alive)
+
+
+def _best_first(candidates: Any, scores: Any, head: int) -> Iterator[int]:
+    """``candidates`` (slots) by ``scores``, best first (ties in slot order), lazily: the best
+    ``head`` are picked by partition and sorted first, the rest only if the walk gets there
+    (a full sort of 10,000 scores per query was half of the ranking's time)."""
+    import numpy as np
+
+    def ordered(part: Any) -> list[int]:
+        ordered_part: list[int] = part[np.lexsort((part, -scores[part]))].tolist()
+        return ordered_part
+
+    if len(candidates) <= head:
+        yield from ordered(candidates)
+        return
+    split = np.argpartition(-scores[candidates], head - 1)
+    yield from ordered(candidates[split[:head]])
+    yield from ordered(candidates[split[head:]])
 
 
 def _memo(allowed: Callable[[RegisteredTool], bool] | None) -> Callable[[RegisteredTool], bool]:
@@ -199,35 +368,42 @@ def _memo(allowed: Callable[[RegisteredTool], bool] | None) -> Callable[[Registe
 
 
 def _take(
-    ranked: Iterable[tuple[int, float]],
-    entries: tuple[RegisteredTool, ...],
+    order: Iterable[int],
+    entries: list[RegisteredTool | None],
     keep: Callable[[RegisteredTool], bool],
-    depth: int,
-) -> list[tuple[int, float]]:
-    taken: list[tuple[int, float]] = []
-    for i, score in ranked:
-        if keep(entries[i]):
-            taken.append((i, score))
-            if len(taken) == depth:
+    limit: int,
+) -> list[int]:
+    taken: list[int] = []
+    for slot in order:
+        entry = entries[slot]
+        if entry is not None and keep(entry):
+            taken.append(slot)
+            if len(taken) == limit:
                 break
     return taken
 
 
-def _ranks(ranking: list[tuple[int, float]]) -> Iterator[tuple[int, tuple[int, float]]]:
-    return enumerate(ranking, start=1)
-
-
-def _hit(
-    snapshot: _Snapshot,
-    i: int,
-    score: float,
-    *,
-    lexical_rank: int | None = None,
-    semantic_rank: int | None = None,
-) -> SearchHit:
-    return SearchHit(
-        tool=snapshot.entries[i].tool,
-        score=round(score, 6),
-        lexical_rank=lexical_rank,
-        semantic_rank=semantic_rank,
-    )
+def _visible_ranks(
+    order: Iterator[int],
+    wanted: list[int],
+    entries: list[RegisteredTool | None],
+    keep: Callable[[RegisteredTool], bool],
+) -> dict[int, int]:
+    """The 1-based rank of each ``wanted`` slot in ``order`` counting only the caller's tools,
+    for the first :data:`RANK_DEPTH` of them."""
+    missing = set(wanted)
+    ranks: dict[int, int] = {}
+    rank = 0
+    for slot in itertools.islice(order, RANK_DEPTH * 4):
+        entry = entries[slot]
+        if entry is None or not keep(entry):
+            continue
+        rank += 1
+        if slot in missing:
+            ranks[slot] = rank
+            missing.discard(slot)
+            if not missing:
+                break
+        if rank >= RANK_DEPTH:
+            break
+    return ranks

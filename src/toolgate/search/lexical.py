@@ -1,51 +1,165 @@
-"""Lexical ranking: BM25 over the tools' search terms, with the ``bm25s`` library.
+"""Lexical ranking: BM25 over the tools' search terms, kept as an inverted index that takes one
+document at a time.
 
-``bm25s`` was measured against ``tantivy`` on 10,000 generated tools (bench/search_bench.py has
-the real figures): both answer in well under a millisecond; tantivy builds faster but needs a
-commit of ~100 ms per change and parses queries with its own syntax (quotes, ``AND``, ``field:``),
-which callers' free text would have to be escaped against. ``bm25s`` takes our own term lists,
-so any text is a valid query, and it depends only on NumPy.
+Release 1 indexed with the ``bm25s`` library, which precomputes every (term, document) score
+into a sparse matrix: fast to query, but the whole matrix is rebuilt for any change (1.7 s at
+10,000 tools), and its scores depend on every document (IDF, average length), so a new tool
+cannot be patched in. Here each term keeps its postings (document, term frequency) and BM25 is
+computed for the query's terms only, at query time, with the current document count and average
+length: adding or removing a tool touches only its own terms' postings (well under a
+millisecond), and a query still reads only the postings of its terms (bench/search_bench.py
+measures both at 10,000 tools). The formula is bm25s's default (Lucene's: ``idf = ln(1 + (N -
+df + 0.5) / (df + 0.5))``, ``tf / (tf + k1 * (1 - b + b * length / average))``, k1 = 1.5,
+b = 0.75), so rankings are unchanged; a test checks the scores against bm25s.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["LexicalRanking"]
+__all__ = ["K1", "MAX_QUERY_TERMS", "B", "LexicalIndex"]
 
 #: A query's distinct terms beyond this add nothing but work.
 MAX_QUERY_TERMS = 64
+#: BM25's term-frequency saturation and length normalization (bm25s's and Lucene's defaults).
+K1 = 1.5
+B = 0.75
+
+
+class LexicalIndex:
+    """BM25 over documents (lists of terms) in numbered slots; slots are added and removed one at
+    a time. Not thread-safe: the owner serializes changes and queries."""
+
+    def __init__(self) -> None:
+        import numpy as np
+
+        self._postings: dict[str, dict[int, int]] = {}
+        """term -> {slot: term frequency}"""
+        self._arrays: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]] = {}
+        """term -> its postings as arrays, built on first query after a change"""
+        self._documents: dict[int, dict[str, int]] = {}
+        self._lengths = np.zeros(64, dtype=np.float32)
+        self._total = 0
+        self._size = 0
+
+    @property
+    def size(self) -> int:
+        """One past the highest slot ever used."""
+        return self._size
+
+    def add(self, slot: int, document: Sequence[str]) -> None:
+        """Index ``document`` in the free ``slot``."""
+        import numpy as np
+
+        if slot in self._documents:
+            raise ValueError(f"slot {slot} is taken")
+        counts: dict[str, int] = {}
+        for term in document:
+            counts[term] = counts.get(term, 0) + 1
+        self._documents[slot] = counts
+        if slot >= len(self._lengths):
+            grown = np.zeros(max(slot + 1, 2 * len(self._lengths)), dtype=np.float32)
+            grown[: len(self._lengths)] = self._lengths
+            self._lengths = grown
+        self._lengths[slot] = len(document)
+        self._size = max(self._size, slot + 1)
+        self._total += len(document)
+        for term, count in counts.items():
+            self._postings.setdefault(term, {})[slot] = count
+            self._arrays.pop(term, None)
+
+    def remove(self, slot: int) -> None:
+        """Forget the document in ``slot`` (the slot may be reused)."""
+        counts = self._documents.pop(slot)
+        self._total -= int(self._lengths[slot])
+        self._lengths[slot] = 0
+        for term in counts:
+            postings = self._postings[term]
+            del postings[slot]
+            if not postings:
+                del self._postings[term]
+            self._arrays.pop(term, None)
+
+    def terms_of(self, slot: int) -> dict[str, int]:
+        """The document's terms with their frequencies."""
+        return self._documents[slot]
+
+    def _postings_of(
+        self, term: str
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]] | None:
+        import numpy as np
+
+        cached = self._arrays.get(term)
+        if cached is None:
+            postings = self._postings.get(term)
+            if postings is None:
+                return None
+            slots = np.fromiter(postings.keys(), dtype=np.int64, count=len(postings))
+            counts = np.fromiter(postings.values(), dtype=np.float32, count=len(postings))
+            cached = self._arrays[term] = (slots, counts)
+        return cached
+
+    def explain(self, query_terms: Sequence[str], slot: int) -> list[tuple[str, float]]:
+        """The query terms found in the document in ``slot``, each with its BM25 contribution,
+        largest first."""
+        import numpy as np
+
+        documents = len(self._documents)
+        counts = self._documents.get(slot)
+        if not documents or counts is None:
+            return []
+        average = self._total / documents or 1.0
+        found: list[tuple[str, float]] = []
+        for term in list(dict.fromkeys(query_terms))[:MAX_QUERY_TERMS]:
+            count = counts.get(term)
+            if count is None:
+                continue
+            df = len(self._postings[term])
+            idf = float(np.log(1.0 + (documents - df + 0.5) / (df + 0.5)))
+            norm = K1 * (1.0 - B + B * float(self._lengths[slot]) / average)
+            found.append((term, idf * count / (count + norm)))
+        return sorted(found, key=lambda pair: -pair[1])
+
+    def scores(
+        self, query_terms: Sequence[str], size: int | None = None
+    ) -> npt.NDArray[np.float32]:
+        """One BM25 score per slot (0 where no term matches, and for empty slots)."""
+        import numpy as np
+
+        size = self.size if size is None else size
+        total = np.zeros(size, dtype=np.float32)
+        documents = len(self._documents)
+        if not documents:
+            return total
+        average = self._total / documents or 1.0
+        for term in list(dict.fromkeys(query_terms))[:MAX_QUERY_TERMS]:
+            postings = self._postings_of(term)
+            if postings is None:
+                continue
+            slots, counts = postings
+            idf = np.log(1.0 + (documents - len(slots) + 0.5) / (len(slots) + 0.5))
+            norm = K1 * (1.0 - B + B * self._lengths[slots] / average)
+            total[slots] += (idf * counts / (counts + norm)).astype(np.float32)
+        return total
 
 
 class LexicalRanking:
-    """A BM25 index over a fixed list of documents (each a list of terms)."""
+    """A BM25 index over a fixed list of documents (each a list of terms), in their order."""
 
     def __init__(self, documents: Sequence[list[str]]) -> None:
-        import bm25s  # imported on first search: `import toolgate` stays light
-
+        self._index = LexicalIndex()
+        for slot, document in enumerate(documents):
+            self._index.add(slot, document)
         self._size = len(documents)
-        self._bm25: Any = None
-        if self._size:
-            # An empty document would make bm25s drop it; a placeholder term keeps positions.
-            corpus = [terms or ["\0"] for terms in documents]
-            self._bm25 = bm25s.BM25()
-            self._bm25.index(corpus, show_progress=False)
 
     def scores(self, query_terms: Sequence[str]) -> npt.NDArray[np.float32]:
         """One BM25 score per document (0 where no term matches)."""
-        import numpy as np
-
-        unique = list(dict.fromkeys(query_terms))[:MAX_QUERY_TERMS]
-        known = [] if self._bm25 is None else [t for t in unique if t in self._bm25.vocab_dict]
-        if not known:
-            return np.zeros(self._size, dtype=np.float32)
-        result: npt.NDArray[np.float32] = self._bm25.get_scores(known)
-        return result
+        return self._index.scores(query_terms, self._size)
 
     def ranked(self, query_terms: Sequence[str]) -> Iterator[tuple[int, float]]:
         """Documents with a score above 0, best first (ties keep document order), lazily."""

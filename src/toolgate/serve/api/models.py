@@ -29,8 +29,10 @@ __all__ = [
     "GrantList",
     "Health",
     "Problem",
+    "SearchExplanation",
     "SearchHitView",
     "SearchResults",
+    "SearchTermShare",
     "StatusList",
     "ToolDetail",
     "ToolList",
@@ -185,6 +187,26 @@ class ToolList(BaseModel):
     )
 
 
+class SearchTermShare(BaseModel):
+    """A request term found in the tool, with its share of the BM25 score."""
+
+    term: str = Field(description="The search term (lower-cased, lightly stemmed).")
+    share: float
+
+
+class SearchExplanation(BaseModel):
+    """Why a tool ranked where it did."""
+
+    terms: list[SearchTermShare] = Field(description="Request terms found in the tool.")
+    lexical_score: float | None = Field(description="BM25 (null: lexical ranking not used).")
+    semantic_score: float | None = Field(
+        description="Similarity of request and tool (null: semantic ranking not used)."
+    )
+    example: str | None = Field(description="The tool's prompt example closest to the request.")
+    example_similarity: float | None
+    formula: str = Field(description="How the score is made of the parts above.")
+
+
 class SearchHitView(BaseModel):
     """One search result: the tool's definition and how well it matches."""
 
@@ -196,9 +218,15 @@ class SearchHitView(BaseModel):
     input_schema: dict[str, Any]
     side_effect: str
     timeout: float
-    score: float = Field(description="BM25 score (lexical) or reciprocal-rank-fusion score.")
+    score: float = Field(
+        description="BM25 (lexical), cosine similarity (semantic), or fused: similarity + "
+        "0.2 * BM25 / best BM25 of the query."
+    )
     lexical_rank: int | None
     semantic_rank: int | None
+    explain: SearchExplanation | None = Field(
+        default=None, description="Why the tool ranked here (with explain=true)."
+    )
 
 
 class SearchResults(BaseModel):

@@ -186,18 +186,26 @@ def search_tools(
         Query(description="Ranking (default: fused with toolgate[search], else lexical)."),
     ] = None,
     session_id: Session = None,
+    explain: Annotated[
+        bool,
+        Query(
+            description="Say why each tool ranked where it did: the request's terms found in "
+            "it, the similarity, the closest prompt example."
+        ),
+    ] = False,
 ) -> Response:
     """The tools this agent may call that best match `q`, best first, with their
     definitions (input schema, provider name, side-effect level) and scores. Unavailable
-    tools are left out. Under progressive disclosure, the tools found join `session_id`'s
-    list (as a search over MCP does). An empty or over-long `q`, or a `limit` outside 1-100,
-    is a 422 naming the field."""
+    tools are left out. With `explain=true` each tool says why it ranked where it did. Under
+    progressive disclosure, the tools found join `session_id`'s list (as a search over MCP
+    does). An empty or over-long `q`, or a `limit` outside 1-100, is a 422 naming the field."""
     gateway = context.gateway
     try:
         query = clean_query(q, field="q")
         hits = gateway.search_tools(
             query, agent=who.agent, namespaces=who.namespaces, limit=limit, mode=mode
         )
+        explained = gateway.search_index.explain(query, hits, mode=mode) if explain else None
     except SearchQueryError as error:
         raise ApiProblem(
             422, ErrorCode.INVALID_ARGUMENTS, str(error), extra={"field": error.field}
@@ -223,6 +231,16 @@ def search_tools(
         }
         for rank, hit in enumerate(hits, start=1)
     ]
+    if explained is not None:
+        for row, why in zip(rows, explained, strict=True):
+            row["explain"] = {
+                "terms": [{"term": term, "share": share} for term, share in why.terms],
+                "lexical_score": why.lexical_score,
+                "semantic_score": why.semantic_score,
+                "example": why.example,
+                "example_similarity": why.example_similarity,
+                "formula": why.formula,
+            }
     disclosure = gateway.disclosure
     if disclosure is not None and session_id is not None:
         disclosure.found((who.agent, session_id), [hit.tool.id for hit in hits])

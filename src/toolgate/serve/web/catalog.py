@@ -135,7 +135,7 @@ def _search(ui: WebUi, query: str) -> tuple[list[SearchHit], str | None]:
     """The tools ranked for ``query`` (the operator's view: every tool, available or not), or
     none and what is wrong with the query."""
     try:
-        return ui.gateway.search_index.search(query, limit=MAX_LIMIT), None
+        return ui.gateway.search_index.search(query, limit=MAX_LIMIT, matches_only=True), None
     except SearchQueryError as exc:
         return [], exc.message
 

