@@ -430,3 +430,50 @@ async def test_lone_surrogates_in_arguments_and_ids_do_not_crash_the_run(setup: 
     messages = tool_messages(result)
     assert len(messages) == 2
     assert all(m.status in ("success", "error") for m in messages.values())
+
+
+async def test_an_over_long_id_still_pauses_and_runs_once(setup: Setup) -> None:
+    """A tool call id past 200 characters was handed to the gateway as it was: the call was
+    refused (``invalid_arguments``) instead of asking a person. It is sent as its digest, the
+    same on the resume, so the approved call runs once."""
+    call_id = "call_" + "x" * 300
+    from langchain.agents import create_agent
+
+    agent = create_agent(
+        ScriptedModel(messages=iter([calls((*EMAIL[:2], call_id)), "done"])),
+        await atoolgate_tools(setup.tools),
+        checkpointer=InMemorySaver(),
+    )
+    config = thread("t-odd-id")
+    paused = await agent.ainvoke({"messages": [HumanMessage("mail")]}, config)
+    assert paused["__interrupt__"][0].value["tool_call_id"] == call_id
+    assert sent_lines(setup) == []
+
+    done = await agent.ainvoke(Command(resume="approve"), config)
+
+    assert tool_messages(done)[call_id].content == "sent to ann@example.com"
+    assert sent_lines(setup) == ["ann@example.com|hi"]
+
+
+async def test_a_lone_surrogate_id_read_back_from_the_checkpoint_is_the_same_call(
+    setup: Setup,
+) -> None:
+    """LangGraph's checkpointer stores a tool call id ``"n\\udfff"`` as ``"n?"``. The note
+    finished before the pause under the first; the node run again on the resume calls it under
+    the second — and the key named another call, so the note ran twice."""
+    note = ("demo__note", {"text": "once"}, "n\udfff")
+    graph = one_task_graph(
+        ScriptedModel(messages=iter([calls(note, EMAIL), "done"])),
+        await atoolgate_tools(setup.tools),
+    )
+    config = thread("t-stored-id")
+    paused = await graph.ainvoke({"messages": [HumanMessage("both")]}, config)
+    assert paused["__interrupt__"] and sent_lines(setup) == ["note|once"]
+
+    (asked,) = paused["__interrupt__"]
+    done = await graph.ainvoke(
+        Command(resume={asked.id: decision_for(asked, "approve", by="dora")}), config
+    )
+
+    assert sent_lines(setup) == ["note|once", "ann@example.com|hi"]
+    assert tool_messages(done)["n?"].artifact["toolgate"]["metadata"]["idempotency"]["replayed"]

@@ -32,13 +32,25 @@ def test_a_printable_id_up_to_the_limit_is_sent_as_it_is(call_id: str) -> None:
 
 @pytest.mark.parametrize(
     "call_id",
-    ["", "x" * (MAX_KEY + 1), "call\n1", "call\x00", "call\x7f", "call-\ud800", "\udc80" * 300],
+    ["", "x" * (MAX_KEY + 1), "call\n1", "call\x00", "call\x7f", "\udc80" * 300],
 )
 def test_any_other_id_is_sent_as_a_bounded_ascii_digest(call_id: str) -> None:
     sent = wire_call_id(call_id)
     assert sent is not None and sent.startswith(DIGEST_PREFIX)
     assert len(sent) <= MAX_KEY and sent.isascii() and sent.isprintable()
     assert sent == wire_call_id(call_id)  # the resumed run finds the same request
+
+
+def test_a_lone_surrogate_counts_as_a_question_mark_as_a_checkpoint_stores_it() -> None:
+    """LangGraph's checkpointer stores ``"n\\udfff"`` as ``"n?"``: the node run again on the
+    resume reads that id, and must name the call the paused run named (else a call that
+    finished before the pause runs again)."""
+    assert wire_call_id("call-\ud800") == "call-?" == wire_call_id("call-?")
+    for session, call_id in (("s", "n\udfff"), ("t-\ud800", "n")):
+        stored = (session.replace("\ud800", "?"), call_id.replace("\udfff", "?"))
+        key = idempotency_key(session, "demo:note", call_id, {"text": "once"})
+        assert key == idempotency_key(*stored[:1], "demo:note", stored[1], {"text": "once"})
+        assert key is not None and key.isascii()
 
 
 def test_an_id_that_spells_a_digest_is_not_that_digest() -> None:

@@ -50,6 +50,13 @@ def _plain(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not a JSON value")
 
 
+def _as_stored(text: str) -> str:
+    """``text`` with each lone surrogate read as ``?`` — what a serializer that replaces what
+    UTF-8 cannot encode stores (LangGraph's checkpointer does): the resumed run reads the id
+    back from the checkpoint that way, and must name the same call as the paused run did."""
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
 def _sha256(text: str) -> str:
     return DIGEST_PREFIX + hashlib.sha256(text.encode("ascii")).hexdigest()
 
@@ -58,14 +65,17 @@ def wire_call_id(tool_call_id: str | None) -> str | None:
     """The tool call id as the gateway is given it, ``None`` for none.
 
     The id itself when it is 1 to :data:`MAX_KEY` printable characters and does not start with
-    :data:`DIGEST_PREFIX`; any other id (empty, too long, holding a control character or a
-    lone surrogate) is ``sha256:`` and the SHA-256 of its ASCII JSON. The same id always maps
-    to the same value, so a resumed run finds the approval request of its paused run."""
+    :data:`DIGEST_PREFIX`; any other id (empty, too long, holding a control character) is
+    ``sha256:`` and the SHA-256 of its ASCII JSON. A lone surrogate (valid in a provider's
+    JSON as ``"\\udc80"``, not in UTF-8) counts as ``?``, as a checkpoint stores it. The same id
+    always maps to the same value, so a resumed run finds the approval request of its paused
+    run."""
     if tool_call_id is None:
         return None
+    tool_call_id = _as_stored(tool_call_id)
     if (
         0 < len(tool_call_id) <= MAX_KEY
-        and tool_call_id.isprintable()  # a lone surrogate is not printable
+        and tool_call_id.isprintable()
         and not tool_call_id.startswith(DIGEST_PREFIX)
     ):
         return tool_call_id
@@ -101,6 +111,10 @@ def idempotency_key(
     printable) is ``sha256:`` and the SHA-256 of that array (a readable key starts with ``[``,
     so the two never meet).
 
+    A lone surrogate in the session or the tool call id counts as ``?``, as a checkpoint
+    stores it (see :func:`wire_call_id`); the arguments are digested as they are (the gateway
+    refuses arguments holding one, so such a call never ran before a pause).
+
     ``None`` — no key, the call is not de-duplicated — when the call has no identity to keep
     across a resume: no session or no tool call id (a key then could be shared by two
     conversations), or arguments that are not JSON.
@@ -110,6 +124,7 @@ def idempotency_key(
     digest = arguments_digest(arguments)
     if digest is None:
         return None
-    key = _ascii_json([session_id, tool_id, tool_call_id, digest[:_ARGUMENTS_DIGITS]])
+    parts = [_as_stored(session_id), tool_id, _as_stored(tool_call_id), digest[:_ARGUMENTS_DIGITS]]
+    key = _ascii_json(parts)
     # ASCII JSON leaves DEL as it is: the key is shown in the audit log, so unprintable goes too.
     return key if len(key) <= MAX_KEY and key.isprintable() else _sha256(key)
