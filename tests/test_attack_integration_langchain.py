@@ -9,6 +9,7 @@ gateway call back (as a slow remote gateway would) — the gateway itself is unt
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -64,12 +65,24 @@ class SlowFirst(LocalGateway):
     only after the other calls of its step had their turn (as a slow network would)."""
 
     slow: str | None = None
+    _waiting: list[asyncio.Event] | None = None
 
     async def call(self, tool_id: str, *args: Any, **kwargs: Any) -> CallOutcome:
         arguments = args[0] if args else kwargs.get("arguments") or {}
-        if self.slow in (tool_id, arguments.get("to")):
-            for _ in range(50):
-                await asyncio.sleep(0)
+        if self.slow not in (tool_id, arguments.get("to")):
+            outcome = await super().call(tool_id, *args, **kwargs)
+            for answered in self._waiting or ():
+                answered.set()
+            return outcome
+        # Held until another call of the step had its answer (the gateway's stores run in
+        # threads, so a count of event-loop turns alone lost the race on a loaded machine),
+        # then a few turns more for that call to reach ``interrupt()``.
+        answered = asyncio.Event()
+        self._waiting = [*(self._waiting or ()), answered]
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(answered.wait(), timeout=5)
+        for _ in range(50):
+            await asyncio.sleep(0)
         return await super().call(tool_id, *args, **kwargs)
 
 
