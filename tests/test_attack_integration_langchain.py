@@ -9,6 +9,7 @@ gateway call back (as a slow remote gateway would) — the gateway itself is unt
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -64,12 +65,24 @@ class SlowFirst(LocalGateway):
     only after the other calls of its step had their turn (as a slow network would)."""
 
     slow: str | None = None
+    _waiting: list[asyncio.Event] | None = None
 
     async def call(self, tool_id: str, *args: Any, **kwargs: Any) -> CallOutcome:
         arguments = args[0] if args else kwargs.get("arguments") or {}
-        if self.slow in (tool_id, arguments.get("to")):
-            for _ in range(50):
-                await asyncio.sleep(0)
+        if self.slow not in (tool_id, arguments.get("to")):
+            outcome = await super().call(tool_id, *args, **kwargs)
+            for answered in self._waiting or ():
+                answered.set()
+            return outcome
+        # Held until another call of the step had its answer (the gateway's stores run in
+        # threads, so a count of event-loop turns alone lost the race on a loaded machine),
+        # then a few turns more for that call to reach ``interrupt()``.
+        answered = asyncio.Event()
+        self._waiting = [*(self._waiting or ()), answered]
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(answered.wait(), timeout=5)
+        for _ in range(50):
+            await asyncio.sleep(0)
         return await super().call(tool_id, *args, **kwargs)
 
 
@@ -430,3 +443,50 @@ async def test_lone_surrogates_in_arguments_and_ids_do_not_crash_the_run(setup: 
     messages = tool_messages(result)
     assert len(messages) == 2
     assert all(m.status in ("success", "error") for m in messages.values())
+
+
+async def test_an_over_long_id_still_pauses_and_runs_once(setup: Setup) -> None:
+    """A tool call id past 200 characters was handed to the gateway as it was: the call was
+    refused (``invalid_arguments``) instead of asking a person. It is sent as its digest, the
+    same on the resume, so the approved call runs once."""
+    call_id = "call_" + "x" * 300
+    from langchain.agents import create_agent
+
+    agent = create_agent(
+        ScriptedModel(messages=iter([calls((*EMAIL[:2], call_id)), "done"])),
+        await atoolgate_tools(setup.tools),
+        checkpointer=InMemorySaver(),
+    )
+    config = thread("t-odd-id")
+    paused = await agent.ainvoke({"messages": [HumanMessage("mail")]}, config)
+    assert paused["__interrupt__"][0].value["tool_call_id"] == call_id
+    assert sent_lines(setup) == []
+
+    done = await agent.ainvoke(Command(resume="approve"), config)
+
+    assert tool_messages(done)[call_id].content == "sent to ann@example.com"
+    assert sent_lines(setup) == ["ann@example.com|hi"]
+
+
+async def test_a_lone_surrogate_id_read_back_from_the_checkpoint_is_the_same_call(
+    setup: Setup,
+) -> None:
+    """LangGraph's checkpointer stores a tool call id ``"n\\udfff"`` as ``"n?"``. The note
+    finished before the pause under the first; the node run again on the resume calls it under
+    the second — and the key named another call, so the note ran twice."""
+    note = ("demo__note", {"text": "once"}, "n\udfff")
+    graph = one_task_graph(
+        ScriptedModel(messages=iter([calls(note, EMAIL), "done"])),
+        await atoolgate_tools(setup.tools),
+    )
+    config = thread("t-stored-id")
+    paused = await graph.ainvoke({"messages": [HumanMessage("both")]}, config)
+    assert paused["__interrupt__"] and sent_lines(setup) == ["note|once"]
+
+    (asked,) = paused["__interrupt__"]
+    done = await graph.ainvoke(
+        Command(resume={asked.id: decision_for(asked, "approve", by="dora")}), config
+    )
+
+    assert sent_lines(setup) == ["note|once", "ann@example.com|hi"]
+    assert tool_messages(done)["n?"].artifact["toolgate"]["metadata"]["idempotency"]["replayed"]

@@ -33,10 +33,10 @@ from agents.tool import ToolOutputImage
 from integrations_support import AGENT, approval_gateway, sent_lines
 from toolgate import tool
 from toolgate.integrations import LocalGateway
+from toolgate.integrations.keys import idempotency_key
 from toolgate.integrations.openai_agents import (
     ApprovalPendingError,
     ToolgateTools,
-    idempotency_key,
     toolgate_tools,
 )
 from toolgate.model import ApprovalRequest, CallOutcome
@@ -91,13 +91,15 @@ async def test_a_call_id_with_a_colon_cannot_replay_another_sessions_call(
 
 
 def test_idempotency_keys_are_unambiguous() -> None:
-    assert idempotency_key("team:7", "call_1") != idempotency_key("team", "7:call_1")
-    assert idempotency_key("s", "c1") == "s:c1"  # the documented form where it is unambiguous
-    long = idempotency_key("s", "x" * 500)
-    # A call id that spells a digest is not that digest.
-    assert idempotency_key("sha256", long.split(":", 1)[1]) != long
-    for key in (long, idempotency_key("team:7", "call_1")):
-        assert len(key) <= 200 and key.startswith("sha256:")
+    def key(session: str, call_id: str) -> str | None:
+        return idempotency_key(session, "demo:note", call_id, {})
+
+    assert key("team:7", "call_1") != key("team", "7:call_1")
+    assert key("team:7", "call_1") != key("team:7", "call_2")
+    long = key("s", "x" * 500)
+    assert long is not None and len(long) <= 200 and long.startswith("sha256:")
+    # A session and call id that spell a digest are not that digest.
+    assert key("sha256", long.split(":", 1)[1]) != long
 
 
 async def test_a_call_id_that_is_not_utf_8_does_not_crash_the_call(tmp_path: Path) -> None:
@@ -111,8 +113,9 @@ async def test_a_call_id_that_is_not_utf_8_does_not_crash_the_call(tmp_path: Pat
         assert _outputs(result) == ["noted odd"]
         assert sent_lines(setup) == ["note|odd"]
     for call_id in ("n\udc80", "x" * 500):
-        key = idempotency_key("conv", call_id)
-        assert key.encode("utf-8") and key == idempotency_key("conv", call_id)
+        key = idempotency_key("conv", "demo:note", call_id, {"text": "odd"})
+        assert key is not None and key.encode("ascii")
+        assert key == idempotency_key("conv", "demo:note", call_id, {"text": "odd"})
 
 
 # -- a person's rejection --------------------------------------------------------------------

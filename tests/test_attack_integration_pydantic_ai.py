@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -27,10 +28,10 @@ from test_integration_pydantic_ai import (
     setup,
 )
 from toolgate import Client, tool
+from toolgate.integrations.keys import idempotency_key
 from toolgate.integrations.pydantic_ai import (
     ToolgateToolset,
     decisions_from_toolgate,
-    idempotency_key,
     record_decisions,
 )
 from toolgate.model.content import ContentResult, parse_blocks
@@ -141,14 +142,14 @@ async def test_a_colliding_session_and_tool_call_id_do_not_replay_another_sessio
 
 
 def test_idempotency_keys_are_unambiguous() -> None:
-    assert idempotency_key("a:b", "c", "demo:note", {}) != idempotency_key(
-        "a", "b:c", "demo:note", {}
+    assert idempotency_key("a:b", "demo:note", "c", {}) != idempotency_key(
+        "a", "demo:note", "b:c", {}
     )
     # Bounded and hashable whatever the ids hold (a lone surrogate from a provider's JSON).
-    odd = idempotency_key("s", "\ud800" * 300, "demo:note", {})
-    assert odd is not None and len(odd) <= 200
-    plain = idempotency_key("s", "call_1", "demo:note", {"text": "a"})
-    assert plain is not None and plain.startswith("s:call_1:")
+    odd = idempotency_key("s", "demo:note", "\ud800" * 300, {})
+    assert odd is not None and len(odd) <= 200 and odd.isascii()
+    plain = idempotency_key("s", "demo:note", "call_1", {"text": "a"})
+    assert plain is not None and json.loads(plain)[:3] == ["s", "demo:note", "call_1"]
 
 
 async def test_a_tool_call_id_that_is_not_utf8_pauses_and_resumes(setup: Setup) -> None:

@@ -34,10 +34,10 @@ from integrations_support import (
 )
 from toolgate import Client, tool
 from toolgate.integrations import LocalGateway
+from toolgate.integrations.keys import idempotency_key
 from toolgate.integrations.openai_agents import (
     ApprovalPendingError,
     ToolgateTools,
-    idempotency_key,
     toolgate_tools,
 )
 from toolgate.integrations.openai_agents.calls import parse_arguments
@@ -466,10 +466,13 @@ async def test_search_adds_the_found_tools_mid_run(tmp_path: Path) -> None:
 
 
 def test_idempotency_keys_are_bounded_and_stable() -> None:
-    assert idempotency_key("s", "c1") == "s:c1"
-    long = idempotency_key("s", "x" * 500)
-    assert len(long) <= 200 and long == idempotency_key("s", "x" * 500)
-    assert long != idempotency_key("s", "x" * 501)
+    assert idempotency_key("s", "demo:note", "c1", {}) == idempotency_key(
+        "s", "demo:note", "c1", {}
+    )
+    long = idempotency_key("s", "demo:note", "x" * 500, {})
+    assert long is not None and len(long) <= 200
+    assert long == idempotency_key("s", "demo:note", "x" * 500, {})
+    assert long != idempotency_key("s", "demo:note", "x" * 501, {})
 
 
 def test_the_documented_example_runs(capsys: pytest.CaptureFixture[str]) -> None:

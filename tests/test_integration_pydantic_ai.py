@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -45,10 +46,10 @@ from integrations_support import (
 )
 from toolgate import Client
 from toolgate.client import ApproverKeyRequiredError
+from toolgate.integrations.keys import idempotency_key
 from toolgate.integrations.pydantic_ai import (
     ToolgateToolset,
     decisions_from_toolgate,
-    idempotency_key,
     record_decisions,
     toolgate_approvals,
 )
@@ -525,13 +526,13 @@ async def test_a_tool_found_by_search_joins_the_list_mid_run(tmp_path: Path) -> 
 
 
 def test_idempotency_keys_are_bounded_and_stable() -> None:
-    key = idempotency_key("s", "c1", "demo:note", {"text": "a"})
-    assert key == idempotency_key("s", "c1", "demo:note", {"text": "a"})
-    assert key is not None and key.startswith("s:c1:")
-    assert key != idempotency_key("s", "c1", "demo:note", {"text": "b"})
-    long = idempotency_key("s" * 300, "c\n1", "demo:note", {})
+    key = idempotency_key("s", "demo:note", "c1", {"text": "a"})
+    assert key == idempotency_key("s", "demo:note", "c1", {"text": "a"})
+    assert key is not None and json.loads(key)[:3] == ["s", "demo:note", "c1"]
+    assert key != idempotency_key("s", "demo:note", "c1", {"text": "b"})
+    long = idempotency_key("s" * 300, "demo:note", "c\n1", {})
     assert long is not None and len(long) <= 200 and long.startswith("sha256:")
-    assert idempotency_key("s", None, "demo:note", {}) is None
+    assert idempotency_key("s", "demo:note", None, {}) is None
 
 
 async def test_wrong_arguments_are_named(setup: Setup) -> None:

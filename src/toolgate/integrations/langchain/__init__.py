@@ -8,9 +8,10 @@ model in between), and every call goes through the gateway with:
 * ``session_id`` — the one given, else the LangGraph thread (``configurable.thread_id``);
 * ``workspace`` — the adapter option;
 * ``tool_call_id`` — the model's tool call id, so each tool call has its own approval request;
-* ``idempotency_key`` — from the session, tool, tool call id and arguments: when LangGraph runs a
-  node again after an interrupt, every tool of that node runs again, and the key makes the
-  gateway replay a call that already finished instead of running it twice.
+* ``idempotency_key`` — from the session, tool, tool call id and arguments
+  (:mod:`toolgate.integrations.keys`): when LangGraph runs a node again after an interrupt,
+  every tool of that node runs again, and the key makes the gateway replay a call that
+  already finished instead of running it twice.
 
 A call that waits for a person calls :func:`langgraph.types.interrupt` with an
 :class:`approval payload <approval_payload>` (the approval's id, title, facts, tool, arguments and

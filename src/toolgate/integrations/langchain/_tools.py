@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -17,6 +16,7 @@ from pydantic import ConfigDict, PrivateAttr
 from ...model import CallOutcome
 from ...model.approval import ApprovalStatus
 from ..base import ToolGateway, ToolSpec
+from ..keys import idempotency_key, wire_call_id
 from ._approvals import (
     RESPONSE_SCHEMA,
     NotRecorded,
@@ -29,9 +29,6 @@ from ._task import RUNTIME_ARG, runtime_schema, sharing_calls, take_runtime
 
 __all__ = ["ToolgateTool", "atoolgate_tools", "session_of", "toolgate_tools"]
 
-#: The most characters of an idempotency key the gateway takes.
-_KEY_LIMIT = 200
-
 
 def session_of(session_id: str | None, config: RunnableConfig | None) -> str | None:
     """The session of a call: the one given, else the LangGraph thread of the run."""
@@ -39,31 +36,6 @@ def session_of(session_id: str | None, config: RunnableConfig | None) -> str | N
         return session_id
     thread_id = (ensure_config(config).get("configurable") or {}).get("thread_id")
     return None if thread_id is None else str(thread_id)
-
-
-def _idempotency_key(
-    session_id: str | None, tool_id: str, tool_call_id: str | None, arguments: Mapping[str, Any]
-) -> str | None:
-    """A key stable across a pause and resume of the same tool call, or ``None`` when the call
-    has no such identity (no session or no tool call id): then no key, rather than one two
-    conversations could share."""
-    if session_id is None or not tool_call_id:
-        return None
-    # The arguments are part of the call: some providers number tool calls per turn
-    # ("call_0" every turn), and a later call with other arguments under a reused id is
-    # another call — it runs, where the gateway would refuse it as the key's conflict.
-    digest = hashlib.sha256(
-        # ASCII JSON: the model's text may hold lone surrogates, which UTF-8 cannot encode.
-        json.dumps(arguments, sort_keys=True, default=str).encode("ascii")
-    ).hexdigest()[:32]
-    # JSON keeps the parts apart: the session and the tool call id are framework- or
-    # model-chosen text, and joined with a separator two different calls could spell the same
-    # key (and one would replay the other's outcome). ASCII JSON again (lone surrogates).
-    parts = json.dumps([session_id, tool_id, tool_call_id, digest])
-    key = "langchain:" + parts
-    if len(key) <= _KEY_LIMIT:
-        return key
-    return "langchain:sha256:" + hashlib.sha256(parts.encode("ascii")).hexdigest()
 
 
 #: The most approvals one resume answer may decide (each is looked up in the gateway).
@@ -222,10 +194,10 @@ class ToolgateTool(BaseTool):
         session_id = session_of(self.session_id, config)
         # Without a pause there is no resume: the model's own retry (a new tool call id) must
         # find the request a person decided, so the request is keyed by the arguments alone.
-        call_id = tool_call_id if pause else None
+        call_id = wire_call_id(tool_call_id) if pause else None
         # The key follows the tool call either way: LangGraph runs a node again when any of
         # its tasks' tools paused, and a call that already finished must replay then.
-        key = _idempotency_key(session_id, self.spec.id, tool_call_id, arguments)
+        key = idempotency_key(session_id, self.spec.id, tool_call_id, arguments)
 
         async def call() -> CallOutcome:
             return await self._gateway.call(

@@ -26,13 +26,12 @@ Approvals are the SDK's own human-in-the-loop, with toolgate as the authority:
 The SDK is imported here only: ``import toolgate`` never loads it.
 """
 
-from .calls import ApprovalPendingError, idempotency_key, model_output
+from .calls import ApprovalPendingError, model_output
 from .tools import ToolgateTools, toolgate_tools
 
 __all__ = [
     "ApprovalPendingError",
     "ToolgateTools",
-    "idempotency_key",
     "model_output",
     "toolgate_tools",
 ]

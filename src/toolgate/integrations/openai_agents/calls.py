@@ -1,9 +1,9 @@
-"""The pieces of an SDK tool call that need no SDK run: the keys handed to the gateway, the
-arguments as the model sent them, and the output the model reads."""
+"""The pieces of an SDK tool call that need no SDK run: the arguments as the model sent them,
+the call as this adapter remembers it, and the output the model reads. The tool call id and
+idempotency key handed to the gateway are :mod:`toolgate.integrations.keys`'s."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -16,20 +16,15 @@ from ...model import CallOutcome, CallStatus
 from ...model.content import ContentResult, ImageContent
 
 __all__ = [
-    "MAX_KEY",
     "MAX_QUERY",
     "SEARCH_TOOL",
     "ApprovalPendingError",
     "CallKey",
-    "bounded",
     "canonical",
-    "idempotency_key",
     "model_output",
     "parse_arguments",
 ]
 
-#: The longest idempotency key or tool call id handed to the gateway; longer ones are hashed.
-MAX_KEY = 200
 #: The longest search query the model may send (the gateway's search reads a sentence, not a book).
 MAX_QUERY = 1_000
 #: The name of the optional search tool (provider names of gateway tools always hold ``__``).
@@ -51,46 +46,8 @@ class ApprovalPendingError(ToolgateError):
         self.call_id = call_id
 
 
-_DIGEST = "sha256:"
-
-
-def _digest(text: str) -> str:
-    return _DIGEST + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def _utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate: valid in JSON ("\udc80"), not in UTF-8
-        return False
-    return True
-
-
-def bounded(text: str) -> str:
-    """``text`` if it fits :data:`MAX_KEY`, else a digest of it (stable, so a resume finds the
-    same key; the model chooses call ids, so their length is not ours to trust). A text that
-    already looks like a digest is digested too, so no call id can pose as another's digest,
-    and so is one that is not UTF-8 (stores and the HTTP API cannot carry it)."""
-    if len(text) <= MAX_KEY and not text.startswith(_DIGEST) and _utf8(text):
-        return text
-    return _digest(text)
-
-
-def idempotency_key(session_id: str, call_id: str) -> str:
-    """The idempotency key of the SDK's call ``call_id`` in ``session_id``: the same on every
-    resume of the run, so a call that already completed replays instead of running again.
-
-    ``<session_id>:<call_id>`` when that names one pair only (the session id holds no colon);
-    otherwise a digest of the pair. The gateway scopes keys by agent and tool, not by session:
-    with ``"team:7"`` + ``"call_1"`` and ``"team"`` + ``"7:call_1"`` (a call id is model or
-    provider text) one conversation's call would replay another's outcome."""
-    if not session_id or ":" in session_id:
-        # Digested from a text no plain key is made of (those never start with a colon).
-        return _digest(":" + json.dumps([session_id, call_id], ensure_ascii=False))
-    return bounded(f"{session_id}:{call_id}")
-
-
 def canonical(arguments: Mapping[str, Any]) -> str:
+    """The arguments as one text, equal for equal arguments (a :class:`CallKey`'s part)."""
     return json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 

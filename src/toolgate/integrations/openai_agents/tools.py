@@ -17,14 +17,13 @@ from ...errors import ErrorCode, ToolgateError
 from ...model import ApprovalRequest, ApprovalStatus, CallOutcome, CallStatus
 from ...pipeline.approval_outcomes import denied_outcome
 from ..base import ToolGateway, ToolSpec
+from ..keys import idempotency_key, wire_call_id
 from .calls import (
     MAX_QUERY,
     SEARCH_TOOL,
     ApprovalPendingError,
     CallKey,
-    bounded,
     canonical,
-    idempotency_key,
     model_output,
     parse_arguments,
 )
@@ -172,8 +171,8 @@ class ToolgateTools:
             arguments,
             session_id=self.session_id,
             workspace=self.workspace,
-            tool_call_id=bounded(call_id),
-            idempotency_key=idempotency_key(self.session_id, call_id),
+            tool_call_id=wire_call_id(call_id),
+            idempotency_key=idempotency_key(self.session_id, tool_id, call_id, arguments),
         )
 
     async def _ask(self, key: CallKey, arguments: Mapping[str, Any]) -> ApprovalRequest | None:
@@ -184,10 +183,10 @@ class ToolgateTools:
             arguments,
             session_id=self.session_id,
             workspace=self.workspace,
-            tool_call_id=bounded(key.call_id),
+            tool_call_id=wire_call_id(key.call_id),
             # A call that already ran under this key replays: nobody is asked again (a paused
             # state resumed a second time).
-            idempotency_key=idempotency_key(self.session_id, key.call_id),
+            idempotency_key=idempotency_key(self.session_id, key.tool_id, key.call_id, arguments),
         )
         if found is not None:
             self._approvals[key] = found.id

@@ -19,14 +19,13 @@ See ``docs/guides/pydantic-ai.md``.
 
 from ._decisions import DecisionValue, decisions_from_toolgate, record_decisions, toolgate_approvals
 from ._results import METADATA_KEY
-from ._toolset import ToolgateToolset, idempotency_key
+from ._toolset import ToolgateToolset
 
 __all__ = [
     "METADATA_KEY",
     "DecisionValue",
     "ToolgateToolset",
     "decisions_from_toolgate",
-    "idempotency_key",
     "record_decisions",
     "toolgate_approvals",
 ]

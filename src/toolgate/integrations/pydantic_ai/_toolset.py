@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
 from collections import OrderedDict
@@ -16,15 +14,16 @@ from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 from pydantic_core import SchemaValidator, core_schema
 
-from ..._json import digest, thaw
+from ..._json import thaw
 from ...errors import ToolgateError
 from ...model import ApprovalStatus, CallOutcome, CallStatus
 from ...search.query import DEFAULT_LIMIT, MAX_LIMIT
 from ...search.tool import SEARCH_TOOL_ID
 from ..base import ToolGateway, ToolSpec
+from ..keys import idempotency_key, wire_call_id
 from ._results import METADATA_KEY, approval_facts, is_closed, tool_result
 
-__all__ = ["ToolgateToolset", "idempotency_key"]
+__all__ = ["ToolgateToolset"]
 
 # The gateway validates the arguments against the tool's own JSON Schema (and answers
 # ``invalid_arguments`` by JSON pointer), so the framework passes them through unchanged.
@@ -32,54 +31,8 @@ _ANY_ARGUMENTS = SchemaValidator(schema=core_schema.dict_schema(core_schema.str_
 
 log = logging.getLogger(__name__)
 
-#: Longest idempotency key or tool call id sent as it is; a longer (or unprintable) one is sent
-#: as its hash.
-MAX_KEY_LENGTH = 200
-
 #: Pending calls remembered to record a framework-side denial (oldest forgotten first).
 MAX_AWAITING = 10_000
-
-
-def idempotency_key(
-    session_id: str | None, tool_call_id: str | None, tool_id: str, arguments: Mapping[str, Any]
-) -> str | None:
-    """The key of one tool call, the same when a resumed run calls it again.
-
-    It names the session and the framework's tool call id, plus a digest of the tool and its
-    arguments: a provider that reuses a tool call id for another call (Pydantic AI's
-    ``TestModel`` names its calls after the tool) gets a new key, not another call's result.
-    Both ids are model- or caller-chosen text, so the readable ``session:tool_call_id:digest``
-    is only used when neither id holds a ``:`` (else session ``a:b`` with call ``c`` and
-    session ``a`` with call ``b:c`` would share a key, and one session would replay the
-    other's outcome), the key is at most 200 characters and printable; any other key is
-    ``sha256:`` and the SHA-256 of all four values, unambiguously encoded.
-    """
-    if tool_call_id is None:
-        return None
-    call = digest([tool_id, thaw(arguments)])[:16]
-    session = session_id or ""
-    key = f"{session}:{tool_call_id}:{call}"
-    if ":" in session or ":" in tool_call_id or len(key) > MAX_KEY_LENGTH or not key.isprintable():
-        # ``ensure_ascii``: a lone surrogate (valid in a provider's JSON) is escaped, not an
-        # encoding error.
-        encoded = json.dumps([session_id, tool_call_id, call], ensure_ascii=True)
-        key = "sha256:" + hashlib.sha256(encoded.encode("ascii")).hexdigest()
-    return key
-
-
-def gateway_call_id(tool_call_id: str | None) -> str | None:
-    """The tool call id as the gateway is given it: as it is when it is 1 to 200 printable
-    characters (what the HTTP API takes), else ``sha256:`` and its hash. The id is the
-    provider's or the model's text: a longer one would end a remote run with the API's 422,
-    and one that is not valid UTF-8 (a lone surrogate from the provider's JSON) makes the
-    gateway's request key fail. The same id always maps to the same value, so a resumed run
-    finds its request."""
-    if tool_call_id is None:
-        return None
-    if 0 < len(tool_call_id) <= MAX_KEY_LENGTH and tool_call_id.isprintable():
-        return tool_call_id
-    encoded = json.dumps(tool_call_id, ensure_ascii=True)
-    return "sha256:" + hashlib.sha256(encoded.encode("ascii")).hexdigest()
 
 
 class ToolgateToolset(AbstractToolset[Any]):
@@ -91,7 +44,8 @@ class ToolgateToolset(AbstractToolset[Any]):
       joins the list for the next model request.
     * Each call carries the session (``session_id``, else the run's ``conversation_id``),
       ``workspace``, Pydantic AI's tool call id and an idempotency key stable across a resume
-      (:func:`idempotency_key`), so a resumed run never runs a side effect twice.
+      (:func:`toolgate.integrations.keys.idempotency_key`), so a resumed run never runs a side
+      effect twice.
     * A call that waits for a person raises :class:`~pydantic_ai.ApprovalRequired` with the
       approval's facts under ``metadata["toolgate"]`` (``approval_id``, ``title``, ``facts``…):
       the run ends with :class:`~pydantic_ai.DeferredToolRequests` — so the agent needs
@@ -189,7 +143,7 @@ class ToolgateToolset(AbstractToolset[Any]):
             raise ToolFailed(f"Error [tool_not_found]: no tool is named {name!r}")
         session = self.session(ctx)
         tool_call_id = ctx.tool_call_id
-        key = idempotency_key(session, tool_call_id, tool_id, tool_args)
+        key = idempotency_key(session, tool_id, tool_call_id, tool_args)
 
         async def call() -> CallOutcome:
             return await self.gateway.call(
@@ -197,7 +151,7 @@ class ToolgateToolset(AbstractToolset[Any]):
                 tool_args,
                 session_id=session,
                 workspace=self.workspace,
-                tool_call_id=gateway_call_id(tool_call_id),
+                tool_call_id=wire_call_id(tool_call_id),
                 idempotency_key=key,
             )
 
