@@ -110,7 +110,9 @@ def python_api() -> str:
     parts.append(
         "## Agent frameworks\n\n"
         "What every framework adapter talks to (the adapters themselves are described in their "
-        "guides).\n\n" + _directive("toolgate.integrations.base")
+        "guides).\n\n"
+        + _directive("toolgate.integrations.base")
+        + _directive("toolgate.integrations.keys")
     )
     parts.append("## Exporters\n\n" + _directive("toolgate.exporters"))
     return "".join(parts)
