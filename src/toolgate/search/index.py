@@ -214,7 +214,11 @@ class ToolIndex:
                 candidates = np.flatnonzero(
                     scored.alive & ((lexical > 0) | (similarity >= MIN_SIMILARITY))
                 )
-            ranking = fuse_scores(similarity, lexical)
+            # Normalized by the best BM25 among the caller's tools: with the best of all, a
+            # hidden tool matching better lowered the visible tools' scores (and so told the
+            # caller that some tool it may not see has the request's words).
+            best = _best_visible(lexical, scored.entries, keep)
+            ranking = fuse_scores(similarity, lexical, best=best)
         head = max(4 * limit, 64)
         chosen_slots = _take(_best_first(candidates, ranking, head), scored.entries, keep, limit)
         lexical_rank: dict[int, int] = {}
@@ -281,7 +285,8 @@ class ToolIndex:
             formula = {
                 "lexical": "BM25: the sum of the terms' shares",
                 "semantic": "similarity",
-                "fused": f"similarity + {LEXICAL_WEIGHT} * BM25 / (best BM25 for this request)",
+                "fused": f"similarity + {LEXICAL_WEIGHT} * BM25 / (best BM25 of your tools for "
+                "this request)",
             }[chosen]
             explained.append(
                 Explanation(
@@ -351,6 +356,19 @@ def _best_first(candidates: Any, scores: Any, head: int) -> Iterator[int]:
     split = np.argpartition(-scores[candidates], head - 1)
     yield from ordered(candidates[split[:head]])
     yield from ordered(candidates[split[head:]])
+
+
+def _best_visible(
+    scores: Any, entries: list[RegisteredTool | None], keep: Callable[[RegisteredTool], bool]
+) -> float:
+    """The best of ``scores`` among the slots the caller may see (0 when none scores)."""
+    import numpy as np
+
+    for slot in _best_first(np.flatnonzero(scores > 0), scores, 64):
+        entry = entries[slot]
+        if entry is not None and keep(entry):
+            return float(scores[slot])
+    return 0.0
 
 
 def _memo(allowed: Callable[[RegisteredTool], bool] | None) -> Callable[[RegisteredTool], bool]:

@@ -1,0 +1,78 @@
+"""Attacks on tool search (issue 29 review): what the caller may not see must not shape what it
+is shown, a broken model file is refused clearly, and hostile tool text stays bounded."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from toolgate import Tool
+from toolgate.model.tool import DisplaySpec
+from toolgate.registry import RegisteredTool, Registry
+from toolgate.search import embedder
+from toolgate.search.fusion import LEXICAL_WEIGHT
+from toolgate.search.index import ToolIndex
+from toolgate.search.semantic import SemanticModel
+
+
+class _Letters:
+    """A stand-in encoder: a text's vector counts its letters a-h (then unit length)."""
+
+    dimensions = 8
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        self.texts.extend(texts)
+        rows = np.array(
+            [[text.lower().count(c) + 1e-3 for c in "abcdefgh"] for text in texts],
+            dtype=np.float32,
+        )
+        result: npt.NDArray[np.float32] = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+        return result
+
+
+@pytest.fixture
+def letters(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Letters]:
+    monkeypatch.setattr(embedder, "missing", lambda: [])  # as if the extra were installed
+    yield _Letters()
+
+
+def _entry(tool_id: str, description: str, examples: Sequence[str] = ()) -> RegisteredTool:
+    tool = Tool(
+        id=tool_id,
+        description=description,
+        input_schema={"type": "object"},
+        display=DisplaySpec(examples=tuple(examples)),
+    )
+    return RegisteredTool(tool=tool, binding=None)
+
+
+def _index(registry: Registry, encoder: _Letters) -> ToolIndex:
+    model = SemanticModel(encoder)
+    return ToolIndex(registry, semantic=True, model=lambda: model)
+
+
+def test_a_hidden_tool_does_not_change_the_fused_score_of_a_visible_one(
+    letters: _Letters,
+) -> None:
+    # Attack: fused search normalized BM25 by the best BM25 of *every* tool, hidden ones too, so
+    # a visible tool's score (shown to the caller) dropped when a tool the caller may not see
+    # matched the request better: probing "payroll" told whether hidden tools mention it.
+    registry = Registry()
+    registry.add(_entry("open:mail", "Send payroll mail to a colleague."))
+    registry.add(_entry("open:other", "Read a calendar."))
+    index = _index(registry, letters)
+    visible = lambda entry: entry.tool.id.startswith("open:")  # noqa: E731
+    before = index.search("payroll", allowed=visible, mode="fused")
+    registry.add(_entry("secret:payroll", "Payroll payroll payroll run."))
+    after = index.search("payroll", allowed=visible, mode="fused")
+    assert [hit.tool.id for hit in after] == [hit.tool.id for hit in before]
+    mail = next(hit for hit in after if hit.tool.id == "open:mail")
+    assert mail.semantic_score is not None
+    # The best visible lexical match gets the whole lexical weight.
+    assert mail.score == pytest.approx(mail.semantic_score + LEXICAL_WEIGHT, abs=1e-5)
