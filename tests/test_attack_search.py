@@ -15,8 +15,8 @@ from toolgate.model.tool import DisplaySpec
 from toolgate.registry import RegisteredTool, Registry
 from toolgate.search import embedder
 from toolgate.search.fusion import LEXICAL_WEIGHT
-from toolgate.search.index import ToolIndex
-from toolgate.search.semantic import SemanticModel
+from toolgate.search.index import MAX_EXPLAINED_EXAMPLES, ToolIndex
+from toolgate.search.semantic import MAX_TEXT_CHARS, SemanticModel
 
 
 class _Letters:
@@ -116,3 +116,28 @@ def test_a_model_that_will_not_load_leaves_default_search_lexical(
     explicit = ToolIndex(registry, semantic=True, model=broken)
     with pytest.raises(RuntimeError, match="not the all-MiniLM-L6-v2 file"):
         explicit.search("send email")
+
+
+def test_a_huge_tool_text_is_embedded_only_as_far_as_the_model_reads(letters: _Letters) -> None:
+    # Attack: a tool (say from an MCP server) with a 2 MB description: the whole text went to
+    # the tokenizer, under the index's lock (2.3 s with the bundled model, every search
+    # waiting), though the model reads only its first 256 tokens.
+    registry = Registry()
+    registry.add(_entry("big:tool", "lorem ipsum dolor sit amet " * 80_000))
+    index = _index(registry, letters)
+    index.refresh()
+    assert letters.texts and max(len(text) for text in letters.texts) <= MAX_TEXT_CHARS
+
+
+def test_explain_reads_a_bounded_number_of_examples(letters: _Letters) -> None:
+    # Attack: a tool with thousands of prompt examples: every explain of a search that found it
+    # embedded them all (3,000 examples: 4.9 s with the bundled model), and kept them cached.
+    registry = Registry()
+    examples = [f"example {i} of sending mail" for i in range(3000)]
+    registry.add(_entry("mail:send", "Send mail.", examples))
+    index = _index(registry, letters)
+    hits = index.search("send mail")
+    before = len(letters.texts)
+    (why,) = index.explain("send mail", hits)
+    assert why.example in examples
+    assert len(letters.texts) - before <= 1 + MAX_EXPLAINED_EXAMPLES

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
     from ..model import Tool
 
-__all__ = ["SearchMode", "ToolIndex"]
+__all__ = ["MAX_EXPLAINED_EXAMPLES", "SearchMode", "ToolIndex"]
 
 log = logging.getLogger("toolgate.search")
 
@@ -43,6 +43,9 @@ SearchMode = Literal["lexical", "semantic", "fused"]
 MIN_SIMILARITY = 0.2
 #: Ranks in each ranking are counted among the caller's tools this far, then reported as None.
 RANK_DEPTH = 100
+#: Explain looks for the closest prompt example among a tool's first this many (a tool with
+#: 3,000 examples cost 4.9 s per explain; ranking reads only the first 256 tokens of its text).
+MAX_EXPLAINED_EXAMPLES = 64
 
 
 @dataclasses.dataclass(slots=True)
@@ -288,7 +291,7 @@ class ToolIndex:
                 examples = self._examples_of(hit.tool)
                 similarities = examples @ vector
                 best = int(np.argmax(similarities))
-                example = hit.tool.display.examples[best]
+                example = hit.tool.display.examples[:MAX_EXPLAINED_EXAMPLES][best]
                 example_similarity = round(float(similarities[best]), 4)
             formula = {
                 "lexical": "BM25: the sum of the terms' shares",
@@ -315,7 +318,8 @@ class ToolIndex:
         if cached is None or cached[0] is not tool:
             if len(self._example_vectors) >= 1024:
                 self._example_vectors.clear()
-            cached = (tool, self._require_model().encode(list(tool.display.examples)))
+            examples = list(tool.display.examples[:MAX_EXPLAINED_EXAMPLES])
+            cached = (tool, self._require_model().encode(examples))
             self._example_vectors[tool.id] = cached
         return cached[1]
 
