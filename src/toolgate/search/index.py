@@ -231,19 +231,21 @@ class ToolIndex:
             best = _best_visible(lexical, scored.entries, keep)
             ranking = fuse_scores(similarity, lexical, best=best)
         head = max(4 * limit, 64)
-        chosen_slots = _take(_best_first(candidates, ranking, head), scored.entries, keep, limit)
+        chosen_slots = _take(
+            _best_first(candidates, ranking, head, scored.entries), scored.entries, keep, limit
+        )
         lexical_rank: dict[int, int] = {}
         similarity_rank: dict[int, int] = {}
         if lexical is not None:
             lexical_rank = _visible_ranks(
-                _best_first(np.flatnonzero(lexical > 0), lexical, RANK_DEPTH),
+                _best_first(np.flatnonzero(lexical > 0), lexical, RANK_DEPTH, scored.entries),
                 chosen_slots,
                 scored.entries,
                 keep,
             )
         if similarity is not None:
             similarity_rank = _visible_ranks(
-                _best_first(np.flatnonzero(scored.alive), similarity, RANK_DEPTH),
+                _best_first(np.flatnonzero(scored.alive), similarity, RANK_DEPTH, scored.entries),
                 chosen_slots,
                 scored.entries,
                 keep,
@@ -377,22 +379,39 @@ class ToolIndex:
             return _Scored(list(self._slots), lexical, similarity, alive)
 
 
-def _best_first(candidates: Any, scores: Any, head: int) -> Iterator[int]:
-    """``candidates`` (slots) by ``scores``, best first (ties in slot order), lazily: the best
-    ``head`` are picked by partition and sorted first, the rest only if the walk gets there
-    (a full sort of 10,000 scores per query was half of the ranking's time)."""
+def _best_first(
+    candidates: Any, scores: Any, head: int, entries: list[RegisteredTool | None]
+) -> Iterator[int]:
+    """``candidates`` (slots) by ``scores``, best first, ties by tool id, lazily: the best
+    ``head`` (and every tool tied with the last of them) are picked by partition and sorted
+    first, then the next twice as many, only as far as the walk gets (a full sort of 10,000
+    scores per query was half of the ranking's time). Ties go by tool id, not slot: slots are
+    reused as tools come and go, so an index changed many times ranked ties otherwise than one
+    built fresh, and answered other tools at the same limit."""
     import numpy as np
 
     def ordered(part: Any) -> list[int]:
-        ordered_part: list[int] = part[np.lexsort((part, -scores[part]))].tolist()
-        return ordered_part
+        slots: list[int] = part.tolist()
+        values: list[float] = scores[part].tolist()
+        keyed = sorted(
+            zip(values, slots, strict=True),
+            key=lambda pair: (-pair[0], _tool_id(entries[pair[1]])),
+        )
+        return [slot for _, slot in keyed]
 
-    if len(candidates) <= head:
-        yield from ordered(candidates)
-        return
-    split = np.argpartition(-scores[candidates], head - 1)
-    yield from ordered(candidates[split[:head]])
-    yield from ordered(candidates[split[head:]])
+    rest = candidates
+    while len(rest) > head:
+        negated = -scores[rest]
+        bound = np.partition(negated, head - 1)[head - 1]
+        top = negated <= bound
+        yield from ordered(rest[top])
+        rest = rest[~top]
+        head *= 2
+    yield from ordered(rest)
+
+
+def _tool_id(entry: RegisteredTool | None) -> str:
+    return "" if entry is None else entry.tool.id
 
 
 def _best_visible(
@@ -401,7 +420,7 @@ def _best_visible(
     """The best of ``scores`` among the slots the caller may see (0 when none scores)."""
     import numpy as np
 
-    for slot in _best_first(np.flatnonzero(scores > 0), scores, 64):
+    for slot in _best_first(np.flatnonzero(scores > 0), scores, 64, entries):
         entry = entries[slot]
         if entry is not None and keep(entry):
             return float(scores[slot])
