@@ -3,6 +3,7 @@ is shown, a broken model file is refused clearly, and hostile tool text stays bo
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -147,9 +148,20 @@ def test_after_many_changes_the_index_ranks_as_a_fresh_one(letters: _Letters) ->
     # Attack: adds, replacements and removals in a random order, then the same searches on the
     # index and on one built fresh from the same registry. The scores were equal but ties went
     # in slot order, and a freed slot is reused: with limit 5 the two answered different tools.
-    import random
-
-    words = "send mail read file list folder create issue play music stop start".split()
+    words = [
+        "send",
+        "mail",
+        "read",
+        "file",
+        "list",
+        "folder",
+        "create",
+        "issue",
+        "play",
+        "music",
+        "stop",
+        "start",
+    ]
     rng = random.Random(1)
     registry = Registry()
 
@@ -174,3 +186,24 @@ def test_after_many_changes_the_index_ranks_as_a_fresh_one(letters: _Letters) ->
             got = index.search(query, limit=5, mode=mode)
             want = fresh.search(query, limit=5, mode=mode)
             assert [(h.tool.id, h.score) for h in got] == [(h.tool.id, h.score) for h in want]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BM25's statistics (document count, term document frequency, average length) are "
+    "the whole catalog's, hidden tools included; per-caller statistics would mean an access "
+    "decision on every tool for every query",
+)
+def test_a_hidden_tool_does_not_change_the_bm25_of_a_visible_one() -> None:
+    # Attack: the lexical score (and explain's term shares) of a tool the caller sees carries
+    # the IDF of the request's words over every tool: from "payroll"'s share in a visible tool
+    # the caller can tell how many tools it may not see mention payroll.
+    registry = Registry()
+    registry.add(_entry("open:mail", "Send payroll mail to a colleague."))
+    registry.add(_entry("open:other", "Read a calendar."))
+    index = ToolIndex(registry, semantic=False)
+    visible = lambda entry: entry.tool.id.startswith("open:")  # noqa: E731
+    before = index.search("payroll", allowed=visible)[0].score
+    for i in range(5):
+        registry.add(_entry(f"secret:payroll_{i}", "Run the payroll."))
+    assert index.search("payroll", allowed=visible)[0].score == before
