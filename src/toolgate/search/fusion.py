@@ -39,10 +39,13 @@ def fuse_scores(
     bm25: npt.NDArray[np.float32],
     *,
     weight: float = LEXICAL_WEIGHT,
+    best: float | None = None,
 ) -> npt.NDArray[np.float32]:
-    """``similarity + weight * bm25 / max(bm25)`` per tool (the similarity alone when no term
-    matched)."""
-    best = float(bm25.max()) if len(bm25) else 0.0
+    """``similarity + weight * bm25 / best`` per tool (the similarity alone when no term
+    matched). ``best``: the best BM25 among the tools the caller may see (default: the best
+    of ``bm25``); a tool the caller may not see must not change the others' scores."""
+    if best is None:
+        best = float(bm25.max()) if len(bm25) else 0.0
     if best <= 0.0:
         return similarity.copy()
     fused: npt.NDArray[np.float32] = similarity + (weight / best) * bm25

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal
@@ -31,7 +32,9 @@ if TYPE_CHECKING:
 
     from ..model import Tool
 
-__all__ = ["SearchMode", "ToolIndex"]
+__all__ = ["MAX_EXPLAINED_EXAMPLES", "SearchMode", "ToolIndex"]
+
+log = logging.getLogger("toolgate.search")
 
 SearchMode = Literal["lexical", "semantic", "fused"]
 
@@ -40,6 +43,9 @@ SearchMode = Literal["lexical", "semantic", "fused"]
 MIN_SIMILARITY = 0.2
 #: Ranks in each ranking are counted among the caller's tools this far, then reported as None.
 RANK_DEPTH = 100
+#: Explain looks for the closest prompt example among a tool's first this many (a tool with
+#: 3,000 examples cost 4.9 s per explain; ranking reads only the first 256 tokens of its text).
+MAX_EXPLAINED_EXAMPLES = 64
 
 
 @dataclasses.dataclass(slots=True)
@@ -72,6 +78,8 @@ class ToolIndex:
             raise RuntimeError(reason)
         self.semantic = reason is None if semantic is None else semantic
         """Whether searches rank by embeddings too (and fuse)."""
+        self._auto = semantic is None
+        self._model_error: str | None = None
         self._registry = registry
         self._model_factory = model
         self._lock = threading.Lock()
@@ -150,10 +158,13 @@ class ToolIndex:
         set against the whole text alone); a dot product with it is the mean similarity."""
         import numpy as np
 
+        model = self._model(required=False)
+        if model is None:
+            return
         texts = [summary_text(entry.tool) for _, entry in added]
         texts += [document_text(entry.tool) for _, entry in added]
         unique = list(dict.fromkeys(texts))
-        encoded = self._model_factory().encode(unique)
+        encoded = model.encode(unique)
         row = {text: encoded[i] for i, text in enumerate(unique)}
         half = len(added)
         vectors = np.stack(
@@ -214,21 +225,27 @@ class ToolIndex:
                 candidates = np.flatnonzero(
                     scored.alive & ((lexical > 0) | (similarity >= MIN_SIMILARITY))
                 )
-            ranking = fuse_scores(similarity, lexical)
+            # Normalized by the best BM25 among the caller's tools: with the best of all, a
+            # hidden tool matching better lowered the visible tools' scores (and so told the
+            # caller that some tool it may not see has the request's words).
+            best = _best_visible(lexical, scored.entries, keep)
+            ranking = fuse_scores(similarity, lexical, best=best)
         head = max(4 * limit, 64)
-        chosen_slots = _take(_best_first(candidates, ranking, head), scored.entries, keep, limit)
+        chosen_slots = _take(
+            _best_first(candidates, ranking, head, scored.entries), scored.entries, keep, limit
+        )
         lexical_rank: dict[int, int] = {}
         similarity_rank: dict[int, int] = {}
         if lexical is not None:
             lexical_rank = _visible_ranks(
-                _best_first(np.flatnonzero(lexical > 0), lexical, RANK_DEPTH),
+                _best_first(np.flatnonzero(lexical > 0), lexical, RANK_DEPTH, scored.entries),
                 chosen_slots,
                 scored.entries,
                 keep,
             )
         if similarity is not None:
             similarity_rank = _visible_ranks(
-                _best_first(np.flatnonzero(scored.alive), similarity, RANK_DEPTH),
+                _best_first(np.flatnonzero(scored.alive), similarity, RANK_DEPTH, scored.entries),
                 chosen_slots,
                 scored.entries,
                 keep,
@@ -264,7 +281,7 @@ class ToolIndex:
         query_terms = terms(text)
         vector = None
         if chosen != "lexical":
-            vector = self._model_factory().encode([text])[0]
+            vector = self._require_model().encode([text])[0]
         explained: list[Explanation] = []
         for hit in hits:
             with self._lock:
@@ -276,12 +293,13 @@ class ToolIndex:
                 examples = self._examples_of(hit.tool)
                 similarities = examples @ vector
                 best = int(np.argmax(similarities))
-                example = hit.tool.display.examples[best]
+                example = hit.tool.display.examples[:MAX_EXPLAINED_EXAMPLES][best]
                 example_similarity = round(float(similarities[best]), 4)
             formula = {
                 "lexical": "BM25: the sum of the terms' shares",
                 "semantic": "similarity",
-                "fused": f"similarity + {LEXICAL_WEIGHT} * BM25 / (best BM25 for this request)",
+                "fused": f"similarity + {LEXICAL_WEIGHT} * BM25 / (best BM25 of your tools for "
+                "this request)",
             }[chosen]
             explained.append(
                 Explanation(
@@ -302,7 +320,8 @@ class ToolIndex:
         if cached is None or cached[0] is not tool:
             if len(self._example_vectors) >= 1024:
                 self._example_vectors.clear()
-            cached = (tool, self._model_factory().encode(list(tool.display.examples)))
+            examples = list(tool.display.examples[:MAX_EXPLAINED_EXAMPLES])
+            cached = (tool, self._require_model().encode(examples))
             self._example_vectors[tool.id] = cached
         return cached[1]
 
@@ -311,15 +330,40 @@ class ToolIndex:
         if chosen not in ("lexical", "semantic", "fused"):
             raise ValueError(f"mode: expected lexical, semantic or fused, not {chosen!r}")
         if chosen != "lexical" and not self.semantic:
-            raise RuntimeError(semantic_available() or "semantic ranking is turned off")
+            raise RuntimeError(
+                semantic_available() or self._model_error or "semantic ranking is turned off"
+            )
+        if chosen != "lexical" and self._model(required=mode is not None) is None:
+            return "lexical"
         return chosen
+
+    def _model(self, *, required: bool) -> SemanticModel | None:
+        """The embedding model. One that cannot load (a file missing or not the one tested) is
+        not tried again; when semantic ranking was on only by default, and ``required`` is
+        false, search goes on by words only, with a warning. Else ``RuntimeError`` says why."""
+        if self._model_error is None:
+            try:
+                return self._model_factory()
+            except RuntimeError as error:
+                self._model_error = str(error)
+                if self._auto:
+                    self.semantic = False
+                    log.warning("semantic search is off, searching by words only: %s", error)
+        if required or not self._auto:
+            raise RuntimeError(self._model_error)
+        return None
+
+    def _require_model(self) -> SemanticModel:
+        model = self._model(required=True)
+        assert model is not None
+        return model
 
     def _score(self, text: str, chosen: SearchMode) -> _Scored:
         import numpy as np
 
         vector = None
         if chosen != "lexical":
-            vector = self._model_factory().encode([text])[0]  # outside the lock: the slow part
+            vector = self._require_model().encode([text])[0]  # outside the lock: the slow part
         with self._lock:
             self._sync()
             size = len(self._slots)
@@ -335,22 +379,52 @@ class ToolIndex:
             return _Scored(list(self._slots), lexical, similarity, alive)
 
 
-def _best_first(candidates: Any, scores: Any, head: int) -> Iterator[int]:
-    """``candidates`` (slots) by ``scores``, best first (ties in slot order), lazily: the best
-    ``head`` are picked by partition and sorted first, the rest only if the walk gets there
-    (a full sort of 10,000 scores per query was half of the ranking's time)."""
+def _best_first(
+    candidates: Any, scores: Any, head: int, entries: list[RegisteredTool | None]
+) -> Iterator[int]:
+    """``candidates`` (slots) by ``scores``, best first, ties by tool id, lazily: the best
+    ``head`` (and every tool tied with the last of them) are picked by partition and sorted
+    first, then the next twice as many, only as far as the walk gets (a full sort of 10,000
+    scores per query was half of the ranking's time). Ties go by tool id, not slot: slots are
+    reused as tools come and go, so an index changed many times ranked ties otherwise than one
+    built fresh, and answered other tools at the same limit."""
     import numpy as np
 
     def ordered(part: Any) -> list[int]:
-        ordered_part: list[int] = part[np.lexsort((part, -scores[part]))].tolist()
-        return ordered_part
+        slots: list[int] = part.tolist()
+        values: list[float] = scores[part].tolist()
+        keyed = sorted(
+            zip(values, slots, strict=True),
+            key=lambda pair: (-pair[0], _tool_id(entries[pair[1]])),
+        )
+        return [slot for _, slot in keyed]
 
-    if len(candidates) <= head:
-        yield from ordered(candidates)
-        return
-    split = np.argpartition(-scores[candidates], head - 1)
-    yield from ordered(candidates[split[:head]])
-    yield from ordered(candidates[split[head:]])
+    rest = candidates
+    while len(rest) > head:
+        negated = -scores[rest]
+        bound = np.partition(negated, head - 1)[head - 1]
+        top = negated <= bound
+        yield from ordered(rest[top])
+        rest = rest[~top]
+        head *= 2
+    yield from ordered(rest)
+
+
+def _tool_id(entry: RegisteredTool | None) -> str:
+    return "" if entry is None else entry.tool.id
+
+
+def _best_visible(
+    scores: Any, entries: list[RegisteredTool | None], keep: Callable[[RegisteredTool], bool]
+) -> float:
+    """The best of ``scores`` among the slots the caller may see (0 when none scores)."""
+    import numpy as np
+
+    for slot in _best_first(np.flatnonzero(scores > 0), scores, 64, entries):
+        entry = entries[slot]
+        if entry is not None and keep(entry):
+            return float(scores[slot])
+    return 0.0
 
 
 def _memo(allowed: Callable[[RegisteredTool], bool] | None) -> Callable[[RegisteredTool], bool]:

@@ -19,7 +19,12 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["Encoder", "SemanticModel", "semantic_available"]
+__all__ = ["MAX_TEXT_CHARS", "Encoder", "SemanticModel", "semantic_available"]
+
+#: Characters of a text given to the encoder, white space collapsed. The model reads only its
+#: first 256 tokens (about 1,300 characters of English); the whole text of a tool with a 2 MB
+#: description went to the tokenizer (2.3 s under the index's lock).
+MAX_TEXT_CHARS = 8192
 
 
 class Encoder(Protocol):
@@ -89,5 +94,8 @@ class SemanticModel:
 
         if not texts:
             return np.zeros((0, self.dimensions), dtype=np.float32)
-        result: npt.NDArray[np.float32] = np.asarray(self._encoder.encode(texts), dtype=np.float32)
+        clipped = [" ".join(text[: 4 * MAX_TEXT_CHARS].split())[:MAX_TEXT_CHARS] for text in texts]
+        result: npt.NDArray[np.float32] = np.asarray(
+            self._encoder.encode(clipped), dtype=np.float32
+        )
         return result

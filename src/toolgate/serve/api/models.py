@@ -220,7 +220,7 @@ class SearchHitView(BaseModel):
     timeout: float
     score: float = Field(
         description="BM25 (lexical), cosine similarity (semantic), or fused: similarity + "
-        "0.2 * BM25 / best BM25 of the query."
+        "0.2 * BM25 / best BM25 of the caller's tools for the query."
     )
     lexical_rank: int | None
     semantic_rank: int | None
