@@ -499,10 +499,7 @@ class Gateway(GatewayCatalog, GatewayApprovals):
         same key from the same agent replays the first outcome instead of running again
         (read-only tools always run).
         """
-        if namespaces is not None and not self.access.scoped:
-            # From now on the Authorize stage checks every tool (it skips tools without rules).
-            self.access.scoped = True
-            self.pipeline.invalidate()
+        self._scope_to(namespaces)
         outcome = await self._call(
             tool_id,
             arguments,

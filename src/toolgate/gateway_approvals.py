@@ -34,6 +34,13 @@ class GatewayApprovals:
     pipeline: Pipeline
     _approval_stage: ApprovalStage
 
+    def _scope_to(self, namespaces: frozenset[str] | None) -> None:
+        """A caller limited to ``namespaces`` is coming: from now on the Authorize stage checks
+        every tool (it skips tools without rules until then)."""
+        if namespaces is not None and not self.access.scoped:
+            self.access.scoped = True
+            self.pipeline.invalidate()
+
     def approval_needed(
         self,
         tool_id: str,
@@ -84,9 +91,7 @@ class GatewayApprovals:
         run here: it may still ask when the call runs. With the call's ``idempotency_key``,
         ``None`` too when an earlier call holds that key: the call replays its outcome (it ran:
         nobody is asked again) or reports the conflict."""
-        if namespaces is not None and not self.access.scoped:
-            self.access.scoped = True
-            self.pipeline.invalidate()
+        self._scope_to(namespaces)
         prepared = self.pipeline.prepare(
             tool_id,
             arguments,

@@ -105,7 +105,7 @@ def search(
                     "score": hit.score,
                     "lexical_rank": hit.lexical_rank,
                     "semantic_rank": hit.semantic_rank,
-                    **({} if explained is None else {"explain": _explain_json(explained[i])}),
+                    **({} if explained is None else {"explain": explained[i].to_dict()}),
                 }
                 for i, (rank, hit) in enumerate(enumerate(hits, start=1))
             ]
@@ -130,17 +130,6 @@ def search(
     if explained is not None:
         for rank, why in enumerate(explained, start=1):
             _print_explanation(state, rank, why)
-
-
-def _explain_json(why: Explanation) -> dict[str, object]:
-    return {
-        "terms": [{"term": term, "share": share} for term, share in why.terms],
-        "lexical_score": why.lexical_score,
-        "semantic_score": why.semantic_score,
-        "example": why.example,
-        "example_similarity": why.example_similarity,
-        "formula": why.formula,
-    }
 
 
 def _print_explanation(state: CliState, rank: int, why: Explanation) -> None:

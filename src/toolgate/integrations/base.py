@@ -19,6 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..approvals import ApprovalService
 from ..errors import ApprovalClosedError, ToolgateError
+from ..exporters._common import object_schema
 from ..gateway import Gateway
 from ..model import ApprovalRequest, CallOutcome, Tool
 from ..model.names import to_provider_name
@@ -50,13 +51,11 @@ class ToolSpec:
     @classmethod
     def of(cls, tool: Tool) -> ToolSpec:
         """The spec of an in-process tool."""
-        schema = dict(tool.input_schema_dict())
-        schema.setdefault("type", "object")
         return cls(
             id=tool.id,
             name=to_provider_name(tool.id),
             description=tool.description,
-            parameters=schema,
+            parameters=object_schema(tool.input_schema),
             title=tool.title,
             side_effect=str(tool.side_effect),
         )

@@ -20,7 +20,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .._json import json_value_problem
 from ..call_state import new_call_id
 from ..errors import ErrorCode, StateUnavailableError
 from ..model import CallOutcome, Tool
@@ -105,9 +104,7 @@ class Pipeline:
         """What the validation stage would refuse in ``arguments`` for ``tool`` (``[]``: none),
         for a caller that must know before anything runs."""
         stage = next(s for s in self.stages if isinstance(s, ValidateArgumentsStage))
-        plain = dict(arguments)
-        shape = json_value_problem(plain)
-        return [shape] if shape is not None else stage.validator_for(tool).problems(plain)
+        return stage.problems(tool, arguments)
 
     def invalidate(self) -> None:
         """Forget every compiled plan (a stage's ``applies_to`` answer may have changed, e.g.

@@ -140,6 +140,14 @@ class ValidateArgumentsStage:
         self._validators[tool.id] = (tool, validator)
         return validator
 
+    def problems(self, tool: Tool, arguments: Mapping[str, Any]) -> list[str]:
+        """What this stage refuses in ``arguments`` for ``tool`` (``[]``: nothing)."""
+        plain = arguments if isinstance(arguments, dict) else dict(arguments)
+        # Whatever parsed them (the SDK over MCP stdio, the Python API), arguments obey the
+        # rules of the gateway's own parser: finite numbers, text, at most MAX_DEPTH levels.
+        shape = json_value_problem(plain)
+        return [shape] if shape is not None else self.validator_for(tool).problems(plain)
+
     async def __call__(self, state: CallState, proceed: Handler) -> CallOutcome:
         arguments = state.arguments
         if type(arguments) is not dict and not isinstance(arguments, Mapping):
@@ -149,11 +157,7 @@ class ValidateArgumentsStage:
                 f"Arguments for tool {state.tool.id} must be a JSON object, "
                 f"not {type(arguments).__name__}. Call it again with an object.",
             )
-        plain = arguments if isinstance(arguments, dict) else dict(arguments)
-        # Whatever parsed them (the SDK over MCP stdio, the Python API), arguments obey the
-        # rules of the gateway's own parser: finite numbers, at most MAX_DEPTH levels.
-        shape = json_value_problem(plain)
-        problems = [shape] if shape is not None else self.validator_for(state.tool).problems(plain)
+        problems = self.problems(state.tool, arguments)
         if problems:
             return error_outcome(
                 state, ErrorCode.INVALID_ARGUMENTS, invalid_arguments_message(state.tool, problems)

@@ -49,3 +49,14 @@ class Explanation:
     """The final score, as in the hit."""
     formula: str
     """How the score is made of the parts above."""
+
+    def to_dict(self) -> dict[str, object]:
+        """The explanation as the CLI's ``--json`` and the API's ``explain`` give it."""
+        return {
+            "terms": [{"term": term, "share": share} for term, share in self.terms],
+            "lexical_score": self.lexical_score,
+            "semantic_score": self.semantic_score,
+            "example": self.example,
+            "example_similarity": self.example_similarity,
+            "formula": self.formula,
+        }

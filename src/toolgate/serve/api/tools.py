@@ -233,14 +233,7 @@ def search_tools(
     ]
     if explained is not None:
         for row, why in zip(rows, explained, strict=True):
-            row["explain"] = {
-                "terms": [{"term": term, "share": share} for term, share in why.terms],
-                "lexical_score": why.lexical_score,
-                "semantic_score": why.semantic_score,
-                "example": why.example,
-                "example_similarity": why.example_similarity,
-                "formula": why.formula,
-            }
+            row["explain"] = why.to_dict()
     disclosure = gateway.disclosure
     if disclosure is not None and session_id is not None:
         disclosure.found((who.agent, session_id), [hit.tool.id for hit in hits])
@@ -322,6 +315,20 @@ def _tool_arguments(request: Request) -> tuple[str, frozenset[str]] | None:
     return entry.tool.id, frozenset(properties) if isinstance(properties, dict) else frozenset()
 
 
+async def _checked_call_body(raw: Request, body: CallRequest | None) -> CallRequest:
+    """A call's body as the gateway's own parser reads it (FastAPI parsed it leniently), its
+    workspace a folder on this host; else the problem that says why."""
+    strict_call_body(await raw.body(), is_json(raw.scope))
+    request = body or CallRequest()
+    if not workspace_exists(request):
+        raise ApiProblem(
+            422,
+            ErrorCode.INVALID_ARGUMENTS,
+            f"workspace: no such folder on the gateway's host: {request.workspace}",
+        )
+    return request
+
+
 async def call_tool(
     tool_id: str,
     who: Annotated[Caller, Depends(_call_caller)],
@@ -337,14 +344,7 @@ async def call_tool(
     written for the model (and the HTTP status 200)."""
     # Well-formed calls are answered before FastAPI (calls.py); this route answers the rest.
     # FastAPI parsed the body leniently; the gateway's own parser has the last word.
-    strict_call_body(await raw.body(), is_json(raw.scope))
-    request = body or CallRequest()
-    if not workspace_exists(request):
-        raise ApiProblem(
-            422,
-            ErrorCode.INVALID_ARGUMENTS,
-            f"workspace: no such folder on the gateway's host: {request.workspace}",
-        )
+    request = await _checked_call_body(raw, body)
     # A client that goes away cuts its call off, as on the fast path (calls.py).
     return await run_call(context, who.agent, tool_id, request, who.namespaces, receive=raw.receive)
 
@@ -393,16 +393,9 @@ async def request_approval(
 
     A POST to a path ending in `/approval` is always this route, for the tool before it: the
     request of a tool whose id itself ends in `/approval` is at `.../approval/approval`."""
-    strict_call_body(await raw.body(), is_json(raw.scope))
+    request = await _checked_call_body(raw, body)
     gateway = context.gateway
     entry = _visible(gateway, who, tool_id)
-    request = body or CallRequest()
-    if not workspace_exists(request):
-        raise ApiProblem(
-            422,
-            ErrorCode.INVALID_ARGUMENTS,
-            f"workspace: no such folder on the gateway's host: {request.workspace}",
-        )
     found = await gateway.request_approval(
         entry.tool.id,
         request.arguments,
