@@ -166,20 +166,24 @@ def is_text(value: str) -> bool:
 
 def json_value_problem(value: Any, *, max_depth: int = MAX_DEPTH) -> str | None:
     """Why an already parsed value is not one :func:`loads_strict` would return (a non-finite
-    number, named by its JSON pointer, or nesting deeper than ``max_depth``), else ``None``.
+    number or a string that is not text, named by its JSON pointer, or nesting deeper than
+    ``max_depth``), else ``None``.
 
     Iterative: neither a deep nor a self-referencing value can exhaust the stack."""
     # The usual arguments, a flat object of ASCII strings, integers and booleans, need no walk:
     # this runs on every call.
-    if (
-        type(value) is dict
-        and all(
-            type(item) in _FLAT and (type(item) is not str or item.isascii())
-            for item in value.values()
-        )
-        and all(type(key) is str and key.isascii() for key in value)
-    ):
-        return None
+    if type(value) is dict:
+        for key, item in value.items():
+            kind = type(item)
+            if (
+                kind not in _FLAT
+                or (kind is str and not item.isascii())
+                or type(key) is not str
+                or not key.isascii()
+            ):
+                break
+        else:
+            return None
     stack: list[tuple[Any, int, tuple[Any, ...]]] = [(value, 1, ())]
     while stack:
         item, depth, path = stack.pop()

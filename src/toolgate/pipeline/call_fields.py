@@ -26,6 +26,13 @@ def call_fields_problem(
     workspace: Path | str | None,
 ) -> str | None:
     """Why these fields of a call cannot be used (naming the field), or ``None``."""
+    if (
+        session_id is None
+        and tool_call_id is None
+        and idempotency_key is None
+        and workspace is None
+    ):
+        return None  # most calls: checked on every call
     for field, value, longest in (
         ("session_id", session_id, None),
         ("tool_call_id", tool_call_id, MAX_CALL_NAME),

@@ -292,6 +292,8 @@ class IdempotencyStage:
 
     async def __call__(self, state: CallState, proceed: Handler) -> CallOutcome:
         tool = state.tool
+        if state.idempotency_key is None and not tool.idempotency.key_template:
+            return await proceed(state)  # most calls of a tool that may change something
         try:
             keyed = self._keyed(state)
         except KeyTemplateError as exc:
