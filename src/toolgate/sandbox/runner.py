@@ -80,7 +80,7 @@ from .held_binds import (
 from .host import HostCapabilities, probe_host
 from .identity import IdentityGuard
 from .landlock import ENFORCEMENT, LandlockCapabilities, LandlockSpec, hold_system, landlock_argv
-from .layers import LayerChoice, choose_layer, weaker_permissions
+from .layers import LayerChoice, choose_layer, declared_permissions, weaker_permissions
 from .limits import ResourceLimits, prlimit_argv, shell_limit_args
 from .path_checks import CheckedPolicy, PathChecks
 from .programs import ContainedProgram, contain_program, contained_before, resolved_folders
@@ -390,8 +390,10 @@ class Sandbox:
             lines["sandbox"] += f"; NOT enforced: {', '.join(weaker)} " + (
                 "(accepted by sandbox.accept_weaker)" if accepted else "(so unavailable)"
             )
+        lines["layer"] = f"landlock (bubblewrap not used: {layer.why_not_bubblewrap})"
         perms = tool.sandbox.permissions
-        for name, (held, how) in ENFORCEMENT["landlock"].items():
+        for name in declared_permissions(tool):
+            held, how = ENFORCEMENT["landlock"][name]
             lines[f"{name} (landlock)"] = ("enforced: " if held else "NOT enforced: ") + how
         lines["filesystem"] = (
             "system read-only"
