@@ -26,7 +26,8 @@ case "$1" in
           exit 0 ;;
   --version) echo "bubblewrap 0.8.0"; exit 0 ;;
 esac
-echo "bwrap: No permissions to create new namespace, likely because the kernel does not allow non-privileged user namespaces. On e.g. debian this can be enabled with 'sysctl kernel.unprivileged_userns_clone=1'." >&2
+echo "bwrap: No permissions to create new namespace, likely because the kernel does not \
+allow non-privileged user namespaces." >&2
 exit 1
 """
 
