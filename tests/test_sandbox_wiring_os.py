@@ -163,7 +163,8 @@ def test_an_os_tool_is_unavailable_when_bwrap_is_missing(
 
     _config(
         project,
-        f"sandbox:\n  bwrap_path: {tmp_path / 'no-such-bwrap'}\n  layer: bubblewrap\n  unsandboxed_host: true\n",
+        f"sandbox:\n  bwrap_path: {tmp_path / 'no-such-bwrap'}\n  layer: bubblewrap\n"
+        "  unsandboxed_host: true\n",
     )
     labelled = _call(run_cli, outside, project)
     assert labelled["content"]["read"] is True

@@ -192,7 +192,8 @@ def test_an_unsandboxed_host_runs_the_worker_on_the_host_labelled(
     _plugin(project, marker)
     _config(
         project,
-        f"sandbox:\n  bwrap_path: {tmp_path / 'no-such-bwrap'}\n  layer: bubblewrap\n  unsandboxed_host: true\n",
+        f"sandbox:\n  bwrap_path: {tmp_path / 'no-such-bwrap'}\n  layer: bubblewrap\n"
+        "  unsandboxed_host: true\n",
     )
     outcome = _call(run_cli, "@t/peek:peek", {"path": str(outside)})
     assert outcome["status"] == "ok", outcome
