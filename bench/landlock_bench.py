@@ -51,9 +51,7 @@ def _run(command: list[str], env: dict[str, str], fds: tuple[int, ...]) -> float
 async def _measure(tool: Tool, folder: Path, workspace: Path, calls: int) -> dict[str, list[float]]:
     argv = [PYTHON, str(folder / "script.py")]
     env = {"PATH": "/usr/bin:/bin"}
-    layers = {
-        name: Sandbox(SandboxConfig(layer=name)) for name in ("bubblewrap", "landlock")
-    }
+    layers = {name: Sandbox(SandboxConfig(layer=name)) for name in ("bubblewrap", "landlock")}
     times: dict[str, list[float]] = {"bare": [], "bubblewrap": [], "landlock": []}
     for index in range(calls + WARM_UP):
         order = ("bare", "bubblewrap", "landlock")
