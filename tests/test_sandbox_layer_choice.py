@@ -71,6 +71,7 @@ def test_a_forced_layer_that_does_not_work_leaves_no_layer(docker_bwrap: Path) -
     assert "No permissions to create new namespace" in choice.problem
 
 
+@pytest.mark.slow
 def test_sandbox_check_reports_the_fallback_and_why(
     run_cli: RunCli, project: Path, docker_bwrap: Path
 ) -> None:
@@ -93,6 +94,7 @@ def test_sandbox_check_reports_the_fallback_and_why(
     assert report["ready"] is False
 
 
+@pytest.mark.slow
 def test_compartment_tools_run_under_landlock_when_bubblewrap_cannot_start(
     run_cli: RunCli, project: Path, tmp_path: Path, docker_bwrap: Path
 ) -> None:
@@ -133,3 +135,15 @@ def test_compartment_tools_run_under_landlock_when_bubblewrap_cannot_start(
     assert called.metadata["sandbox"]["layer"] == "landlock"
     assert called.content["env"] == {"API_TOKEN": "granted"}
     assert not marker.exists()  # the entry's top-level code never ran on the host
+
+
+def test_accept_weaker_matches_ids_patterns_and_namespaces() -> None:
+    config = SandboxConfig(
+        accept_weaker={"web/*": "landlock", "files:read": "landlock", "api:*": "landlock"}
+    )
+    assert config.accepts_weaker("web:fetch", "landlock")
+    assert config.accepts_weaker("files:read", "landlock")
+    assert config.accepts_weaker("api:get", "landlock")
+    assert not config.accepts_weaker("files:write", "landlock")
+    assert not config.accepts_weaker("webby:fetch", "landlock")
+    assert not config.accepts_weaker("web:fetch", "bubblewrap")

@@ -372,3 +372,20 @@ def test_an_unknown_layer_name_is_a_config_error_naming_the_field(
     assert "sandbox.layer: Input should be 'auto', 'bubblewrap' or 'landlock'" in (
         done.stdout + done.stderr
     )
+
+
+def test_a_granted_folder_holding_a_protected_file_is_refused(
+    run_cli: RunCli, project: Path, layout: dict[str, Path]
+) -> None:
+    # bubblewrap covers the gateway's audit file inside a bind; Landlock cannot hide a file
+    # inside a granted folder, so the call is refused rather than shown the file.
+    _landlock_works()
+    _tool(project / "tools", "attack", ATTACK, f"permissions:\n  fs: [{layout['allowed']}]\n")
+    audit = layout["allowed"] / "audit.jsonl"
+    _config(project, "")
+    config = project / "toolgate.yaml"
+    config.write_text(config.read_text() + f"audit:\n  jsonl: {audit}\n")
+    outcome = _call(run_cli, "t:attack", {}, layout["workspace"])
+    assert outcome["status"] == "error", outcome
+    assert "cannot hide inside a granted folder" in outcome["message"], outcome
+    assert str(audit) in outcome["message"]
