@@ -233,12 +233,21 @@ def _landlocked_argv(
     descriptor, so the descriptors must stay open while a process may start: ``held`` (the
     pool key's)."""
     if held is None:
-        # A key only compared, never started (JsHosts' "plain" key): its descriptors are
-        # closed at once; a process started from it would fail in the launcher (EBADF).
+        # A key only compared, never started (JsHosts' "plain" key, one per entry and
+        # permission set): the descriptors' numbers depend on what else is open, so each is
+        # written as the path it stands for. A process started from it fails in the launcher
+        # (a path is not a descriptor), before anything runs.
         with HeldPaths() as mine:
-            for path in prefixes:  # checked already (and closed): only this key's numbers
+            for path in prefixes:  # checked already (and closed)
                 mine.hold(path)
-            return _landlocked_argv(spec, command, code, prefixes, mine)
+            argv = _landlocked_argv(spec, command, code, prefixes, mine)
+            paths = {str(fd): str(path) for path, fd in mine.held.items()}
+        options = ("--exec", "--read", "--write", "--dev")
+        end = argv.index("--")  # the launcher's own options end here; the command follows
+        return [
+            paths.get(word, word) if 0 < index < end and argv[index - 1] in options else word
+            for index, word in enumerate(argv)
+        ]
     confinement = spec.confinement
     assert confinement is not None and confinement.sandbox is not None
     exec_fds, dev_fds = hold_system(held, network=False)
