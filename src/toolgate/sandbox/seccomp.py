@@ -23,9 +23,18 @@ refuse, plus what keeps the process group whole):
   ``io_uring_enter``, ``io_uring_register`` (io_uring does its work outside seccomp's view),
   ``name_to_handle_at``/``open_by_handle_at``;
 * leaving the process group: ``setsid``, ``setpgid`` (the launcher set them first);
+* System V IPC (``shmget``, ``semget``, ``msgget`` and the calls on their objects): its objects
+  outlive the call (bubblewrap's IPC namespace dies with it; here there is none), so a tool
+  could leave memory behind, or attach the gateway user's segments by their guessable ids;
 * sockets: ``socket`` of every family but, for a tool with network permissions, ``AF_INET`` and
-  ``AF_INET6`` of type ``SOCK_STREAM`` (a tool without them may make no socket at all, not even
-  ``AF_UNIX``; ``socketpair`` stays allowed for pipes between its own processes).
+  ``AF_INET6`` of type ``SOCK_STREAM`` and protocol TCP (a tool without them may make no socket
+  at all, not even ``AF_UNIX``; ``socketpair`` stays allowed for pipes between its own
+  processes). Landlock's port rule covers TCP only, and two ways reach a port without the
+  ``connect`` it checks, so a tool with network permissions may also not make an MPTCP socket
+  (``IPPROTO_MPTCP``: Landlock does not rule it), send with ``MSG_FASTOPEN`` (TCP Fast Open
+  connects inside ``sendto``/``sendmsg``; answered ``EOPNOTSUPP``, as when the host turns Fast
+  Open off, so clients fall back to ``connect``) or ``listen`` (on an unbound socket it binds a
+  port of every address without the ``bind`` Landlock checks).
 """
 
 from __future__ import annotations
@@ -82,6 +91,18 @@ _DENIED = (
     "open_by_handle_at",
     "setsid",
     "setpgid",
+    "shmget",
+    "shmat",
+    "shmctl",
+    "shmdt",
+    "semget",
+    "semop",
+    "semtimedop",
+    "semctl",
+    "msgget",
+    "msgsnd",
+    "msgrcv",
+    "msgctl",
 )
 #: Every ``CLONE_NEW*`` flag (``CLONE_NEWTIME`` is only for ``clone3`` and ``unshare``).
 _CLONE_NEW = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000)
@@ -89,6 +110,12 @@ _CLONE_NEW = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x2000
 _FAMILIES = 64
 #: Socket types other than ``SOCK_STREAM`` (the low four bits of ``type``).
 _OTHER_TYPES = tuple(t for t in range(16) if t != socket.SOCK_STREAM)
+#: The protocols a TCP socket may name: 0 (the default) and ``IPPROTO_TCP``; below 7, the others
+#: are refused one by one, from 7 on as a range (``IPPROTO_MPTCP`` is 262).
+_TCP_PROTOCOLS = (0, socket.IPPROTO_TCP)
+#: ``MSG_FASTOPEN``: ``sendto``/``sendmsg`` connect as they send (the flags argument's index).
+_MSG_FASTOPEN = 0x20000000
+_SEND_FLAGS = {"sendto": 3, "sendmsg": 2, "sendmmsg": 3}
 #: ADDR_NO_RANDOMIZE, MMAP_PAGE_ZERO, ADDR_COMPAT_LAYOUT, READ_IMPLIES_EXEC, ADDR_LIMIT_32BIT.
 _PERSONA_FLAGS = (0x0040000, 0x0100000, 0x0200000, 0x0400000, 0x0800000)
 
@@ -151,6 +178,31 @@ def _build(sc: Any, network: bool) -> bytes:
                 sc.Arg(0, sc.EQ, family),
                 sc.Arg(1, sc.MASKED_EQ, 0xF, kind),
             )
+        # TCP only: Landlock's port rule does not apply to MPTCP (nor any other protocol).
+        for protocol in range(1, socket.IPPROTO_TCP + 1):
+            if protocol not in _TCP_PROTOCOLS:
+                rules.add_rule(
+                    sc.ERRNO(errno.EPROTONOSUPPORT),
+                    "socket",
+                    sc.Arg(0, sc.EQ, family),
+                    sc.Arg(2, sc.EQ, protocol),
+                )
+        rules.add_rule(
+            sc.ERRNO(errno.EPROTONOSUPPORT),
+            "socket",
+            sc.Arg(0, sc.EQ, family),
+            sc.Arg(2, sc.GT, socket.IPPROTO_TCP),
+        )
+    if network:
+        # Connecting without connect() (TCP Fast Open) and a port bound without bind() (listen
+        # on an unbound socket): neither meets Landlock's TCP rules.
+        for name, index in _SEND_FLAGS.items():
+            rules.add_rule(
+                sc.ERRNO(errno.EOPNOTSUPP),
+                name,
+                sc.Arg(index, sc.MASKED_EQ, _MSG_FASTOPEN, _MSG_FASTOPEN),
+            )
+        rules.add_rule(deny, "listen")
     with tempfile.TemporaryFile() as out:
         rules.export_bpf(out)
         out.seek(0)
