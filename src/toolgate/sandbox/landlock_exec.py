@@ -14,10 +14,15 @@ may see inherited (``pass_fds``). Before it executes the command it, in this ord
    and connect (ABI 4) and the abstract-socket and signal scopes (ABI 6), grants each inherited
    descriptor its rights (``--read FD``, ``--exec FD``, ``--write FD``, ``--dev FD``) and TCP
    connect to the ``--connect PORT`` ports only, then sets ``no_new_privs`` and restricts itself;
-5. closes every descriptor but 0, 1 and 2 (the held folders, the ruleset);
-6. loads the seccomp filter given as ``--bpf HEX`` (a classic BPF program compiled by the gateway
+5. drops every capability (bounding, ambient, effective, permitted and inheritable sets), as
+   bubblewrap's ``--cap-drop ALL``: started by a root gateway, the tool would otherwise keep
+   ``CAP_SYS_ADMIN``, ``CAP_SYS_TIME``, ``CAP_SYS_NICE``... (Landlock and seccomp leave
+   ``sethostname``, ``settimeofday``, realtime scheduling, ``fanotify`` open to them); with
+   ``no_new_privs`` an ``execve`` as uid 0 cannot get them back;
+6. closes every descriptor but 0, 1 and 2 (the held folders, the ruleset);
+7. loads the seccomp filter given as ``--bpf HEX`` (a classic BPF program compiled by the gateway
    with libseccomp: :func:`toolgate.sandbox.seccomp.filter_bpf`);
-7. executes the command with the environment it was given (the sandbox's, made by the gateway).
+8. executes the command with the environment it was given (the sandbox's, made by the gateway).
 
 The descriptors were opened and checked by the gateway (``O_PATH``): a rule is added to what the
 descriptor points to, never to a name resolved again. Any failure exits with 126 and a line on
@@ -89,6 +94,12 @@ _PR_SET_PDEATHSIG = 1
 _PR_SET_NO_NEW_PRIVS = 38
 _PR_SET_SECCOMP = 22
 _SECCOMP_MODE_FILTER = 2
+_PR_CAPBSET_READ = 23
+_PR_CAPBSET_DROP = 24
+_PR_CAP_AMBIENT = 47
+_PR_CAP_AMBIENT_CLEAR_ALL = 4
+_CAP_SETPCAP = 8
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
 
 class _RulesetAttr(ctypes.Structure):
@@ -106,6 +117,18 @@ class _PathBeneath(ctypes.Structure):
 
 class _NetPort(ctypes.Structure):
     _fields_ = [("allowed_access", ctypes.c_uint64), ("port", ctypes.c_uint64)]
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
 
 
 class _SockFprog(ctypes.Structure):
@@ -178,6 +201,37 @@ def _restrict(libc: ctypes.CDLL, rules: Sequence[tuple[int, int]], ports: Sequen
     os.close(ruleset)
 
 
+def _capabilities(libc: ctypes.CDLL) -> tuple[int, int, int]:
+    """This process's (effective, permitted, inheritable) capability sets."""
+    header, data = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0), (_CapData * 2)()
+    _check(libc.capget(ctypes.byref(header), data), "capget")
+    return (
+        data[0].effective | data[1].effective << 32,
+        data[0].permitted | data[1].permitted << 32,
+        data[0].inheritable | data[1].inheritable << 32,
+    )
+
+
+def _drop_capabilities(libc: ctypes.CDLL) -> None:
+    """Empty every capability set (bubblewrap's ``--cap-drop ALL``); raises
+    :class:`LauncherError` when one is left."""
+    if _capabilities(libc)[1] >> _CAP_SETPCAP & 1:  # only CAP_SETPCAP may shrink the bounding set
+        for cap in range(64):
+            held = libc.prctl(_PR_CAPBSET_READ, cap, 0, 0, 0)
+            if held < 0:
+                break  # EINVAL: past the kernel's last capability
+            if held:
+                _check(libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0), f"prctl(PR_CAPBSET_DROP, {cap})")
+    _check(
+        libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0),
+        "prctl(PR_CAP_AMBIENT_CLEAR_ALL)",
+    )
+    header, data = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0), (_CapData * 2)()
+    _check(libc.capset(ctypes.byref(header), data), "capset")
+    if any(_capabilities(libc)):
+        raise LauncherError("capabilities are still held after dropping them all")
+
+
 def _load_seccomp(libc: ctypes.CDLL, program: bytes) -> None:
     if not program or len(program) % 8:
         raise LauncherError("the seccomp filter is empty or not whole BPF instructions")
@@ -231,6 +285,7 @@ def main(argv: Sequence[str]) -> None:
         ]
         ports = [int(port) for port in options.get("connect", [])]
         _restrict(libc, rules, ports)
+        _drop_capabilities(libc)
         os.closerange(3, 1 << 20)
         bpf = options.get("bpf", [""])[-1]
         _load_seccomp(libc, bytes.fromhex(bpf))

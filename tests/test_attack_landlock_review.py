@@ -1,0 +1,237 @@
+"""Attack review of the Landlock layer: what a hostile tool script tries under it.
+
+Each attack runs for real inside a call made through the installed ``toolgate`` console script
+(``sandbox.layer: landlock`` forces the layer; bubblewrap works on this machine). One call tries
+several things, to keep the tests short.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import textwrap
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import RunCli
+from egress_support import hello_server
+from toolgate.sandbox.landlock import MIN_ABI
+from toolgate.sandbox.landlock_exec import abi_version
+
+pytestmark = pytest.mark.slow
+
+
+def _landlock_works() -> None:
+    if abi_version() < MIN_ABI:
+        pytest.skip(f"this kernel's Landlock ABI is {abi_version()} (< {MIN_ABI})")
+    pytest.importorskip("pyseccomp")
+
+
+def _tool(root: Path, name: str, script: str, front: str = "") -> None:
+    folder = root / name
+    folder.mkdir(parents=True)
+    (folder / "run.py").write_text(script)
+    (folder / "tool.md").write_text(
+        f"---\nname: {name}\nscript: run.py\nruntime: python\nsandbox: compartment\n{front}"
+        "inputSchema:\n  type: object\n---\nA hostile test tool.\n"
+    )
+
+
+def _config(project: Path, sandbox: str = "") -> None:
+    (project / "toolgate.yaml").write_text(
+        "tool_folders:\n  - path: tools\n    namespace: t\nsandbox:\n  layer: landlock\n"
+        + textwrap.indent(textwrap.dedent(sandbox), "  ")
+    )
+
+
+def _call(run_cli: RunCli, tool: str, args: dict[str, Any], workspace: Path) -> dict[str, Any]:
+    done = run_cli("call", tool, "--json", "-a", json.dumps(args), "--workspace", str(workspace))
+    assert done.stdout, done.stderr
+    outcome: dict[str, Any] = json.loads(done.stdout)
+    return outcome
+
+
+@contextmanager
+def _victim() -> Iterator[tuple[int, list[bytes]]]:
+    """A TCP service on another loopback port (a Redis or PostgreSQL of the gateway): yields its
+    port and what reached it."""
+    got: list[bytes] = []
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.settimeout(2)
+                try:
+                    got.append(conn.recv(64) or b"<connected>")
+                except OSError:
+                    got.append(b"<connected>")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[1], got
+    finally:
+        stop.set()
+        thread.join()
+        listener.close()
+
+
+#: Ways around Landlock's TCP connect rule (it allows the proxy's port only): an MPTCP socket
+#: (Landlock rules TCP sockets only), TCP Fast Open (``sendto`` with ``MSG_FASTOPEN`` connects
+#: without ``connect``), and an inbound port opened by ``listen`` on an unbound socket.
+NET_BYPASS = r"""
+import errno, json, socket, sys
+data = json.load(sys.stdin)
+out = {}
+def attempt(name, fn):
+    try:
+        out[name] = "ok:" + str(fn())
+    except OSError as exc:
+        out[name] = "denied:" + errno.errorcode.get(exc.errno, "?")
+target = ("127.0.0.1", data["victim"])
+def plain():
+    with socket.socket() as s:
+        s.settimeout(2)
+        s.connect(target)
+        return "connected"
+def mptcp(family, address):
+    with socket.socket(family, socket.SOCK_STREAM, 262) as s:  # IPPROTO_MPTCP
+        s.settimeout(2)
+        s.connect(address)
+        s.sendall(b"mptcp")
+        return "connected"
+def fastopen():
+    with socket.socket() as s:
+        s.sendto(b"fastopen", 0x20000000, target)  # MSG_FASTOPEN
+        return "sent"
+def listen():
+    with socket.socket() as s:
+        s.listen(1)
+        return s.getsockname()
+attempt("plain", plain)
+attempt("mptcp", lambda: mptcp(socket.AF_INET, target))
+attempt("mptcp6", lambda: mptcp(socket.AF_INET6, ("::ffff:127.0.0.1", data["victim"])))
+attempt("fastopen", fastopen)
+attempt("listen", listen)
+print(json.dumps(out))
+"""
+
+
+def test_a_network_tool_cannot_reach_another_port_through_mptcp_fastopen_or_listen(
+    run_cli: RunCli, project: Path, tmp_path: Path
+) -> None:
+    _landlock_works()
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    with hello_server() as port, _victim() as (victim, got):
+        front = f"permissions:\n  network: ['allowed.test:{port}']\n"
+        _tool(project / "tools", "net", NET_BYPASS, front)
+        _config(project, 'hosts: {allowed.test: [127.0.0.1]}\naccept_weaker: {"t/*": landlock}\n')
+        outcome = _call(run_cli, "t:net", {"victim": victim}, workspace)
+    assert outcome["status"] == "ok", outcome
+    seen = outcome["content"]
+    assert seen["plain"] == "denied:EACCES", seen  # Landlock's port rule
+    for name in ("mptcp", "mptcp6", "fastopen", "listen"):
+        assert seen[name].startswith("denied:"), (name, seen)
+    assert got == [], got  # nothing reached the other port
+
+
+#: What a tool started by a root gateway may still do with its capabilities (read, not used:
+#: changing the host's name or clock would change the test machine).
+CAPS = r"""
+import ctypes, errno, json, os, sys
+json.load(sys.stdin)
+libc = ctypes.CDLL(None, use_errno=True)
+class Header(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+class Data(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                ("inheritable", ctypes.c_uint32)]
+header, data = Header(0x20080522, 0), (Data * 2)()
+assert libc.capget(ctypes.byref(header), data) == 0
+def joined(name):
+    return getattr(data[0], name) | getattr(data[1], name) << 32
+bounding = [cap for cap in range(64) if libc.prctl(23, cap, 0, 0, 0) == 1]  # PR_CAPBSET_READ
+ambient = [cap for cap in range(64) if libc.prctl(47, 1, cap, 0, 0) == 1]  # PR_CAP_AMBIENT_IS_SET
+out = {"uid": os.getuid(), "effective": joined("effective"), "permitted": joined("permitted"),
+       "inheritable": joined("inheritable"), "bounding": bounding, "ambient": ambient}
+print(json.dumps(out))
+"""
+
+
+def test_a_tool_of_a_root_gateway_has_no_capabilities(
+    run_cli: RunCli, project: Path, tmp_path: Path
+) -> None:
+    # bubblewrap runs the tool with --cap-drop ALL; the launcher must drop them too, or a tool
+    # of a root gateway keeps CAP_SYS_ADMIN, CAP_SYS_TIME, CAP_SYS_NICE... (sethostname,
+    # settimeofday, realtime scheduling, fanotify over the whole filesystem).
+    _landlock_works()
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    _tool(project / "tools", "caps", CAPS)
+    _config(project)
+    outcome = _call(run_cli, "t:caps", {}, workspace)
+    assert outcome["status"] == "ok", outcome
+    seen = outcome["content"]
+    assert seen["effective"] == 0, seen
+    assert seen["permitted"] == 0, seen
+    assert seen["inheritable"] == 0, seen
+    assert seen["ambient"] == [], seen
+    # Empty bounding set: an execve as uid 0 cannot get them back.
+    assert seen["bounding"] == [], seen
+
+
+#: System V IPC objects outlive the process that made them (bubblewrap's IPC namespace dies
+#: with the call; here there is none): memory a call leaves behind, and the gateway user's
+#: segments by guessable id.
+SYSV = r"""
+import ctypes, errno, json, sys
+json.load(sys.stdin)
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+out = {}
+def attempt(name, nr, *args):
+    result = libc.syscall(nr, *args)
+    if result >= 0:
+        out[name] = "ok:" + str(result)
+        if name == "shmget":
+            libc.syscall(31, result, 0, None)  # IPC_RMID: leave nothing behind
+        if name == "msgget":
+            libc.syscall(71, result, 0, None)
+        if name == "semget":
+            libc.syscall(66, result, 0, 0, None)
+    else:
+        out[name] = "denied:" + errno.errorcode.get(ctypes.get_errno(), "?")
+attempt("shmget", 29, 0, 4096, 0o1600)   # IPC_PRIVATE, IPC_CREAT
+attempt("msgget", 68, 0, 0o1600)
+attempt("semget", 64, 0, 1, 0o1600)
+attempt("shmat", 30, 0, None, 0)
+print(json.dumps(out))
+"""
+
+
+def test_a_tool_cannot_make_or_attach_system_v_ipc_objects(
+    run_cli: RunCli, project: Path, tmp_path: Path
+) -> None:
+    _landlock_works()
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    _tool(project / "tools", "sysv", SYSV)
+    _config(project)
+    outcome = _call(run_cli, "t:sysv", {}, workspace)
+    assert outcome["status"] == "ok", outcome
+    seen = outcome["content"]
+    for name in ("shmget", "msgget", "semget", "shmat"):
+        assert seen[name] == "denied:EPERM", (name, seen)
