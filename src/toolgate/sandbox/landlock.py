@@ -123,8 +123,9 @@ ENFORCEMENT: dict[str, dict[str, tuple[bool, str]]] = {
         "env": (True, "declared keys only (runtime-code keys refused)"),
         "network": (
             False,
-            "seccomp: TCP sockets only; Landlock: connect to the egress proxy's "
-            "port only, but on ANY address (Landlock filters by port, not address)",
+            "seccomp: TCP sockets only (no MPTCP, TCP Fast Open or listen); Landlock: "
+            "connect to the egress proxy's port only, but on ANY address (Landlock filters "
+            "by port, not address)",
         ),
         "tmp": (
             True,
@@ -140,13 +141,15 @@ ENFORCEMENT: dict[str, dict[str, tuple[bool, str]]] = {
         "processes": (
             True,
             "pids cgroup when usable, else RLIMIT_NPROC (counts every process "
-            "of the gateway's user); killpg at the timeout (setsid refused)",
+            "of the gateway's user); killpg at the timeout (setsid refused); a gateway "
+            "killed with SIGKILL leaves what the tool started running",
         ),
         "signals": (True, "Landlock signal scope: no process outside the call can be signalled"),
         "syscalls": (
             True,
-            "seccomp: ptrace, mount, unshare, bpf, keyctl, modules, "
-            "perf_event_open, io_uring... refused; no_new_privs",
+            "no capabilities (all sets empty, also under a root gateway); no_new_privs; "
+            "seccomp: ptrace, mount, unshare, bpf, keyctl, modules, perf_event_open, "
+            "io_uring, System V IPC... refused",
         ),
     },
 }
