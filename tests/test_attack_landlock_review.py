@@ -319,3 +319,60 @@ def test_what_a_tool_started_dies_with_a_killed_gateway(
             import shutil
 
             shutil.rmtree(child["scratch"], ignore_errors=True)
+
+
+#: A Unix datagram socket can be re-addressed (``sendto``/``connect`` to a path), and Landlock
+#: does not rule Unix sockets: a datagram ``socketpair`` (``SOCK_RAW`` is one too for
+#: ``AF_UNIX``) reaches any pathname datagram socket (syslog's ``/dev/log``, journald, systemd's
+#: notify socket). Stream and seqpacket pairs are connected for good.
+DGRAM = r"""
+import errno, json, socket, sys
+data = json.load(sys.stdin)
+out = {}
+def attempt(name, fn):
+    try:
+        out[name] = "ok:" + str(fn())
+    except OSError as exc:
+        out[name] = "denied:" + errno.errorcode.get(exc.errno, "?")
+def pair(kind):
+    one, two = socket.socketpair(socket.AF_UNIX, kind)
+    with one, two:
+        one.sendto(b"escaped", data["victim"])
+        return "sent"
+def stream():
+    one, two = socket.socketpair()
+    with one, two:
+        one.sendall(b"x")
+        return two.recv(1).decode()
+attempt("dgram", lambda: pair(socket.SOCK_DGRAM))
+attempt("raw", lambda: pair(socket.SOCK_RAW))
+attempt("stream", stream)
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("network", [False, True])
+def test_a_tool_cannot_reach_a_unix_datagram_socket_through_a_socketpair(
+    run_cli: RunCli, project: Path, tmp_path: Path, network: bool
+) -> None:
+    _landlock_works()
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    path = tmp_path / "victim.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as victim:
+        victim.bind(str(path))
+        front = "permissions:\n  network: ['allowed.test']\n" if network else ""
+        _tool(project / "tools", "dgram", DGRAM, front)
+        _config(project, 'accept_weaker: {"t/*": landlock}\n' if network else "")
+        outcome = _call(run_cli, "t:dgram", {"victim": str(path)}, workspace)
+        victim.setblocking(False)
+        try:
+            got: bytes | None = victim.recv(64)
+        except BlockingIOError:
+            got = None
+    assert outcome["status"] == "ok", outcome
+    seen = outcome["content"]
+    assert seen["dgram"].startswith("denied:"), seen
+    assert seen["raw"].startswith("denied:"), seen
+    assert seen["stream"] == "ok:x", seen  # pipes between its own processes still work
+    assert got is None, got

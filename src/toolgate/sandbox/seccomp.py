@@ -29,12 +29,16 @@ refuse, plus what keeps the process group whole):
 * sockets: ``socket`` of every family but, for a tool with network permissions, ``AF_INET`` and
   ``AF_INET6`` of type ``SOCK_STREAM`` and protocol TCP (a tool without them may make no socket
   at all, not even ``AF_UNIX``; ``socketpair`` stays allowed for pipes between its own
-  processes). Landlock's port rule covers TCP only, and two ways reach a port without the
-  ``connect`` it checks, so a tool with network permissions may also not make an MPTCP socket
-  (``IPPROTO_MPTCP``: Landlock does not rule it), send with ``MSG_FASTOPEN`` (TCP Fast Open
-  connects inside ``sendto``/``sendmsg``; answered ``EOPNOTSUPP``, as when the host turns Fast
-  Open off, so clients fall back to ``connect``) or ``listen`` (on an unbound socket it binds a
-  port of every address without the ``bind`` Landlock checks).
+  processes, of type ``SOCK_STREAM`` or ``SOCK_SEQPACKET`` only: a datagram pair, and
+  ``SOCK_RAW``, which ``AF_UNIX`` makes a datagram socket, can be re-addressed with
+  ``sendto``/``connect`` to any pathname datagram socket of the host (syslog's ``/dev/log``,
+  journald, systemd's notify socket), which Landlock does not rule). Landlock's port rule
+  covers TCP only, and two ways reach a port without the ``connect`` it checks, so a tool with
+  network permissions may also not make an MPTCP socket (``IPPROTO_MPTCP``: Landlock does not
+  rule it), send with ``MSG_FASTOPEN`` (TCP Fast Open connects inside ``sendto``/``sendmsg``;
+  answered ``EOPNOTSUPP``, as when the host turns Fast Open off, so clients fall back to
+  ``connect``) or ``listen`` (on an unbound socket it binds a port of every address without
+  the ``bind`` Landlock checks).
 """
 
 from __future__ import annotations
@@ -116,6 +120,8 @@ _TCP_PROTOCOLS = (0, socket.IPPROTO_TCP)
 #: ``MSG_FASTOPEN``: ``sendto``/``sendmsg`` connect as they send (the flags argument's index).
 _MSG_FASTOPEN = 0x20000000
 _SEND_FLAGS = {"sendto": 3, "sendmsg": 2, "sendmmsg": 3}
+#: The ``socketpair`` types that stay connected to each other for good.
+_PAIR_TYPES = (socket.SOCK_STREAM, socket.SOCK_SEQPACKET)
 #: ADDR_NO_RANDOMIZE, MMAP_PAGE_ZERO, ADDR_COMPAT_LAYOUT, READ_IMPLIES_EXEC, ADDR_LIMIT_32BIT.
 _PERSONA_FLAGS = (0x0040000, 0x0100000, 0x0200000, 0x0400000, 0x0800000)
 
@@ -164,6 +170,11 @@ def _build(sc: Any, network: bool) -> bytes:
         rules.add_rule(deny, "personality", sc.Arg(0, sc.EQ, persona))
     for flag in _PERSONA_FLAGS:
         rules.add_rule(deny, "personality", sc.Arg(0, sc.MASKED_EQ, flag, flag))
+    for kind in range(16):
+        if kind not in _PAIR_TYPES:
+            rules.add_rule(
+                sc.ERRNO(errno.EPROTONOSUPPORT), "socketpair", sc.Arg(1, sc.MASKED_EQ, 0xF, kind)
+            )
     allowed = (socket.AF_INET, socket.AF_INET6) if network else ()
     refuse_socket = sc.ERRNO(errno.EAFNOSUPPORT)
     for family in range(_FAMILIES):
