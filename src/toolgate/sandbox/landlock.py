@@ -118,7 +118,9 @@ ENFORCEMENT: dict[str, dict[str, tuple[bool, str]]] = {
             True,
             "Landlock: read(+execute) of the system, code and declared prefixes, the "
             "workspace (writable when the tool writes) and the call's scratch folder; "
-            "everything else refused (the paths exist but cannot be opened)",
+            "everything else refused (the paths exist but cannot be opened; their "
+            "metadata is not ruled: modes, groups and times of files the gateway's user "
+            "owns can change anywhere, never to setuid or world-writable)",
         ),
         "env": (True, "declared keys only (runtime-code keys refused)"),
         "network": (
@@ -149,7 +151,7 @@ ENFORCEMENT: dict[str, dict[str, tuple[bool, str]]] = {
             True,
             "no capabilities (all sets empty, also under a root gateway); no_new_privs; "
             "seccomp: ptrace, mount, unshare, bpf, keyctl, modules, perf_event_open, "
-            "io_uring, System V IPC... refused",
+            "io_uring, System V IPC, setuid chmod, xattr writes... refused",
         ),
     },
 }

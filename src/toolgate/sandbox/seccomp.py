@@ -26,6 +26,13 @@ refuse, plus what keeps the process group whole):
 * System V IPC (``shmget``, ``semget``, ``msgget`` and the calls on their objects): its objects
   outlive the call (bubblewrap's IPC namespace dies with it; here there is none), so a tool
   could leave memory behind, or attach the gateway user's segments by their guessable ids;
+* metadata Landlock does not rule (it rules opening, writing, making and removing files, not
+  their modes or attributes): extended attributes cannot be set or removed (``setxattr`` and its
+  variants answer ``EOPNOTSUPP``, as on a file system without them), and no ``chmod`` variant may
+  set the setuid, setgid or sticky bit or make a file writable by its group or others (a tool
+  of a root gateway would otherwise make ``/usr/bin/python3`` setuid root for every local user,
+  or any file it cannot open world-writable). Other mode changes, owners' groups and times of
+  files the gateway's user owns stay possible everywhere (a limit of the layer);
 * sockets: ``socket`` of every family but, for a tool with network permissions, ``AF_INET`` and
   ``AF_INET6`` of type ``SOCK_STREAM`` and protocol TCP (a tool without them may make no socket
   at all, not even ``AF_UNIX``; ``socketpair`` stays allowed for pipes between its own
@@ -108,6 +115,23 @@ _DENIED = (
     "msgrcv",
     "msgctl",
 )
+#: The calls that set or remove an extended attribute (by path, by descriptor, and the
+#: ``*xattrat`` calls of Linux 6.13, by number: the same on every architecture, unknown to
+#: older libseccomp).
+_XATTR_WRITES: tuple[str | int, ...] = (
+    "setxattr",
+    "lsetxattr",
+    "fsetxattr",
+    "removexattr",
+    "lremovexattr",
+    "fremovexattr",
+    463,  # setxattrat
+    466,  # removexattrat
+)
+#: The ``chmod`` calls, by the index of their mode argument.
+_CHMODS = {"chmod": 1, "fchmod": 1, "fchmodat": 2, "fchmodat2": 2}
+#: Mode bits no ``chmod`` may set: setuid, setgid, sticky, group-write, other-write.
+_REFUSED_MODE_BITS = (0o4000, 0o2000, 0o1000, 0o020, 0o002)
 #: Every ``CLONE_NEW*`` flag (``CLONE_NEWTIME`` is only for ``clone3`` and ``unshare``).
 _CLONE_NEW = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000)
 #: Socket families the filter enumerates (``AF_MAX`` is 46 in Linux 6.x; above: refused whole).
@@ -161,6 +185,11 @@ def _build(sc: Any, network: bool) -> bytes:
     rules = sc.SyscallFilter(sc.ALLOW)
     for name in _DENIED:
         rules.add_rule(deny, name)
+    for call in _XATTR_WRITES:
+        rules.add_rule(sc.ERRNO(errno.EOPNOTSUPP), call)
+    for name, index in _CHMODS.items():
+        for bit in _REFUSED_MODE_BITS:
+            rules.add_rule(deny, name, sc.Arg(index, sc.MASKED_EQ, bit, bit))
     for flag in _CLONE_NEW:
         rules.add_rule(deny, "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
     rules.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
