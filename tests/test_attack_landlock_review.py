@@ -454,3 +454,73 @@ def test_a_tool_cannot_change_the_mode_of_a_file_outside_its_grants(
     outcome = _call(run_cli, "t:mode", {"outside": str(outside)}, workspace)
     assert outcome["status"] == "ok", outcome
     assert outside.stat().st_mode & 0o7777 == 0o600
+
+
+#: Leaves a file in a folder of its scratch space that it made read-only and unsearchable.
+LOCKED = r"""
+import json, os, sys
+data = json.load(sys.stdin)
+folder = os.path.join(os.environ["TMPDIR"], "locked", "deeper")
+os.makedirs(folder)
+with open(os.path.join(folder, "left.bin"), "wb") as handle:
+    handle.write(b"x" * 4096)
+os.symlink(data["outside"], os.path.join(os.environ["TMPDIR"], "link"))
+os.chmod(folder, 0)
+os.chmod(os.path.dirname(folder), 0)
+with open(os.path.join(data["workspace"], "scratch.txt"), "w") as handle:
+    handle.write(os.path.dirname(os.environ["TMPDIR"]))
+print("{}")
+"""
+
+
+def test_the_scratch_folder_is_removed_even_when_the_tool_locked_a_folder_in_it(
+    project: Path, toolgate_home: Path, tmp_path: Path
+) -> None:
+    # A gateway that is not root has no CAP_DAC_OVERRIDE: simulated by running it with every
+    # capability dropped (setpriv), so a folder the tool made 000 cannot be emptied unless the
+    # gateway gives it back its mode first.
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    _landlock_works()
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("setpriv (util-linux) is not installed")
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    outside = tmp_path / "outside.txt"
+    outside.write_text("x")
+    outside.chmod(0o640)
+    _tool(project / "tools", "lock", LOCKED, "side_effect: write\n")
+    _config(project, "allow_unlimited_processes: true\n")
+    args = json.dumps({"workspace": str(workspace), "outside": str(outside)})
+    toolgate = Path(sys.executable).parent / "toolgate"
+    no_caps = [setpriv, "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all"]
+    done = subprocess.run(
+        [
+            *no_caps,
+            str(toolgate),
+            "call",
+            "t:lock",
+            "--json",
+            "-a",
+            args,
+            "--workspace",
+            str(workspace),
+        ],
+        cwd=project,
+        env={**os.environ, "TOOLGATE_HOME": str(toolgate_home)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert json.loads(done.stdout)["status"] == "ok", done.stdout + done.stderr
+    scratch = Path((workspace / "scratch.txt").read_text())
+    try:
+        assert not scratch.exists(), sorted(str(p) for p in scratch.rglob("*"))
+        assert outside.stat().st_mode & 0o777 == 0o640  # the symlink was not followed
+    finally:
+        subprocess.run(["chmod", "-R", "u+rwx", str(scratch)], check=False)
+        shutil.rmtree(scratch, ignore_errors=True)

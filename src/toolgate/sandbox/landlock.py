@@ -45,6 +45,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
+import stat
 import subprocess
 import sys
 import threading
@@ -70,6 +72,7 @@ __all__ = [
     "landlock_argv",
     "probe_landlock",
     "refuse_protected",
+    "remove_scratch",
 ]
 
 #: The Landlock ABI this layer needs: 6 brings the signal and abstract-socket scopes (Linux
@@ -263,6 +266,29 @@ def refuse_protected(label: str, granted: Sequence[Path], protected: Sequence[Pa
                         "(bubblewrap covers it). Move the gateway's state out of the tool's "
                         "folders, workspace and fs prefixes"
                     )
+
+
+def remove_scratch(folder: Path) -> None:
+    """Remove a call's scratch folder and whatever the tool left in it (after its processes are
+    gone). A tool may take the write or search bit off a folder of its own (Landlock does not
+    rule modes), and a gateway without ``CAP_DAC_OVERRIDE`` (any but root) could then not
+    empty it: the folders are given back to their owner first, never following a symlink."""
+    failed: list[str] = []
+    shutil.rmtree(folder, onerror=lambda _function, path, _exc: failed.append(path))
+    if not failed:
+        return
+    pending = [str(folder)]
+    while pending:
+        current = pending.pop()
+        try:
+            if not stat.S_ISDIR(os.lstat(current).st_mode):
+                continue
+            os.chmod(current, 0o700)  # a folder, not a symlink: lstat said so
+            with os.scandir(current) as entries:
+                pending += [entry.path for entry in entries if entry.is_dir(follow_symlinks=False)]
+        except OSError:
+            continue
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 _CACHE: dict[str | None, LandlockCapabilities] = {}

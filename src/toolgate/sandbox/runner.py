@@ -46,7 +46,6 @@ import dataclasses
 import functools
 import importlib
 import os
-import shutil
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -86,6 +85,7 @@ from .landlock import (
     hold_system,
     landlock_argv,
     refuse_protected,
+    remove_scratch,
 )
 from .layers import LayerChoice, choose_layer, declared_permissions, weaker_permissions
 from .limits import ResourceLimits, prlimit_argv, shell_limit_args
@@ -660,7 +660,7 @@ class Sandbox:
         async with contextlib.AsyncExitStack() as stack:
             # The call's scratch folder: TMPDIR and HOME, writable, removed at the end.
             scratch = Path(tempfile.mkdtemp(prefix="toolgate-call-"))
-            stack.callback(shutil.rmtree, scratch, True)
+            stack.callback(remove_scratch, scratch)
             (scratch / "tmp").mkdir()
             (scratch / "home").mkdir()
             scratch_real = held.hold(scratch, directory=True)
