@@ -130,7 +130,8 @@ ENFORCEMENT: dict[str, dict[str, tuple[bool, str]]] = {
             False,
             "seccomp: TCP sockets only (no MPTCP, TCP Fast Open or listen); Landlock: "
             "connect to the egress proxy's port only, but on ANY address (Landlock filters "
-            "by port, not address)",
+            "by port, not address): a server that listens on that port, as any server an "
+            "attacker runs can, is reached directly, past the proxy's host allowlist",
         ),
         "tmp": (
             True,
