@@ -524,3 +524,48 @@ def test_the_scratch_folder_is_removed_even_when_the_tool_locked_a_folder_in_it(
     finally:
         subprocess.run(["chmod", "-R", "u+rwx", str(scratch)], check=False)
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+#: Landlock scopes signals and ptrace, not limits or scheduling: the gateway (the tool's parent)
+#: is the same user. Each change here sets what is already set (nothing changes if allowed).
+LIMITS = r"""
+import errno, json, os, resource, sys
+json.load(sys.stdin)
+out = {}
+def attempt(name, fn):
+    try:
+        out[name] = "ok:" + str(fn())
+    except OSError as exc:
+        out[name] = "denied:" + errno.errorcode.get(exc.errno, "?")
+gateway = os.getppid()
+now = resource.prlimit(gateway, resource.RLIMIT_NOFILE)
+attempt("read_gateway_limit", lambda: now)
+attempt("set_gateway_limit", lambda: resource.prlimit(gateway, resource.RLIMIT_NOFILE, now))
+attempt("renice_user", lambda: os.setpriority(os.PRIO_USER, 0, os.getpriority(os.PRIO_USER, 0)))
+attempt("renice_gateway", lambda: os.setpriority(os.PRIO_PROCESS, gateway, 0))
+other = os.sched_param(0)
+attempt("schedule_gateway", lambda: os.sched_setscheduler(gateway, os.SCHED_OTHER, other))
+mine = resource.getrlimit(resource.RLIMIT_NOFILE)
+attempt("own_limit", lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (mine[0] // 2, mine[1])))
+attempt("own_nice", lambda: os.nice(1))
+print(json.dumps(out))
+"""
+
+
+def test_a_tool_cannot_change_the_gateways_limits_or_scheduling(
+    run_cli: RunCli, project: Path, tmp_path: Path
+) -> None:
+    _landlock_works()
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    _tool(project / "tools", "limits", LIMITS)
+    _config(project)
+    outcome = _call(run_cli, "t:limits", {}, workspace)
+    assert outcome["status"] == "ok", outcome
+    seen = outcome["content"]
+    assert seen["read_gateway_limit"].startswith("ok:"), seen
+    for name in ("set_gateway_limit", "renice_user", "renice_gateway", "schedule_gateway"):
+        assert seen[name] == "denied:EPERM", (name, seen)
+    # Its own limits and niceness, as always.
+    assert seen["own_limit"] == "ok:None", seen
+    assert seen["own_nice"] == "ok:1", seen

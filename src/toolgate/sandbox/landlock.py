@@ -155,7 +155,8 @@ ENFORCEMENT: dict[str, dict[str, tuple[bool, str]]] = {
             True,
             "no capabilities (all sets empty, also under a root gateway); no_new_privs; "
             "seccomp: ptrace, mount, unshare, bpf, keyctl, modules, perf_event_open, "
-            "io_uring, System V IPC, setuid chmod, xattr writes... refused",
+            "io_uring, System V IPC, setuid chmod, xattr writes, other processes' limits "
+            "and scheduling... refused",
         ),
     },
 }

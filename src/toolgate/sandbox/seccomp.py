@@ -26,6 +26,11 @@ refuse, plus what keeps the process group whole):
 * System V IPC (``shmget``, ``semget``, ``msgget`` and the calls on their objects): its objects
   outlive the call (bubblewrap's IPC namespace dies with it; here there is none), so a tool
   could leave memory behind, or attach the gateway user's segments by their guessable ids;
+* other processes' limits and scheduling, which Landlock does not scope (only signals and
+  ``ptrace``): ``prlimit64`` that sets a limit of another process (a tool could set the
+  gateway's ``RLIMIT_CPU`` or ``RLIMIT_NOFILE`` and stop it), and ``setpriority``,
+  ``sched_setscheduler``, ``sched_setparam``, ``sched_setattr`` and ``ioprio_set`` on any
+  process but the caller (``SCHED_IDLE`` or nice 19 would starve a gateway that is not root);
 * metadata Landlock does not rule (it rules opening, writing, making and removing files, not
   their modes or attributes): extended attributes cannot be set or removed (``setxattr`` and its
   variants answer ``EOPNOTSUPP``, as on a file system without them), and no ``chmod`` variant may
@@ -185,6 +190,14 @@ def _build(sc: Any, network: bool) -> bytes:
     rules = sc.SyscallFilter(sc.ALLOW)
     for name in _DENIED:
         rules.add_rule(deny, name)
+    # Limits and scheduling: the caller only (0), or, for prlimit64, reading another's.
+    rules.add_rule(deny, "prlimit64", sc.Arg(0, sc.NE, 0), sc.Arg(2, sc.NE, 0))
+    for name in ("sched_setscheduler", "sched_setparam", "sched_setattr"):
+        rules.add_rule(deny, name, sc.Arg(0, sc.NE, 0))
+    rules.add_rule(deny, "setpriority", sc.Arg(0, sc.NE, 0))  # PRIO_PGRP, PRIO_USER
+    rules.add_rule(deny, "setpriority", sc.Arg(1, sc.NE, 0))
+    rules.add_rule(deny, "ioprio_set", sc.Arg(0, sc.NE, 1))  # IOPRIO_WHO_PROCESS only
+    rules.add_rule(deny, "ioprio_set", sc.Arg(1, sc.NE, 0))
     for call in _XATTR_WRITES:
         rules.add_rule(sc.ERRNO(errno.EOPNOTSUPP), call)
     for name, index in _CHMODS.items():
