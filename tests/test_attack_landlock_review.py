@@ -569,3 +569,61 @@ def test_a_tool_cannot_change_the_gateways_limits_or_scheduling(
     # Its own limits and niceness, as always.
     assert seen["own_limit"] == "ok:None", seen
     assert seen["own_nice"] == "ok:1", seen
+
+
+#: clone(CLONE_PARENT) makes a sibling: a child of the gateway, which never waits for it. Under
+#: bubblewrap the sandbox's own init is that parent; here every one would stay a zombie of a
+#: long-running gateway (a pid each, counted by the process limits).
+SIBLINGS = r"""
+import ctypes, json, os, sys
+json.load(sys.stdin)
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+made, refused = 0, None
+for _ in range(5):
+    pid = libc.syscall(56, 0x00008000 | 17, 0, 0, 0, 0)  # clone(CLONE_PARENT | SIGCHLD)
+    if pid == 0:
+        os._exit(0)
+    if pid < 0:
+        refused = ctypes.get_errno()
+        break
+    made += 1
+print(json.dumps({"made": made, "refused": refused}))
+"""
+
+
+def _zombie_children() -> set[int]:
+    import os
+
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] == "Z" and int(fields[1]) == os.getpid():
+            found.add(int(entry.name))
+    return found
+
+
+def test_a_tool_cannot_leave_zombie_children_to_the_gateway(tmp_path: Path) -> None:
+    from folder_tools import clean_environ
+    from gateway_support import gateway_with
+    from toolgate.sandbox.runner import Sandbox
+    from toolgate.sandbox.settings import SandboxConfig
+
+    _landlock_works()
+    root = tmp_path / "tools"
+    _tool(root, "siblings", SIBLINGS)
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    before = _zombie_children()
+    sandbox = Sandbox(SandboxConfig(layer="landlock"))
+    with gateway_with(tool_folders=[root], environ=clean_environ(), sandbox=sandbox) as gateway:
+        outcome = gateway.call_sync("local:siblings", {}, workspace=workspace)
+        left = _zombie_children() - before
+    assert outcome.ok, outcome.message
+    assert outcome.content == {"made": 0, "refused": errno.EPERM}, outcome.content
+    assert not left, left

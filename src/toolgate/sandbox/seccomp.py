@@ -11,6 +11,9 @@ refuse, plus what keeps the process group whole):
 
 * debugging and other processes' memory: ``ptrace``, ``process_vm_readv``/``writev``,
   ``kcmp``, ``pidfd_getfd``;
+* ``clone`` with ``CLONE_PARENT``: the new process would be the gateway's child, which never
+  waits for it (under bubblewrap the sandbox's init is that parent): a zombie of a long-running
+  gateway per call, each holding a pid;
 * namespaces and mounts: ``unshare``, ``setns``, ``clone`` with any ``CLONE_NEW*`` flag, ``mount``,
   ``umount2``, ``pivot_root``, ``chroot``, ``open_tree``, ``move_mount``, ``fsopen``, ``fsmount``,
   ``fsconfig``, ``fspick``, ``mount_setattr``; ``clone3`` answers ``ENOSYS`` (its flags are in
@@ -139,6 +142,7 @@ _CHMODS = {"chmod": 1, "fchmod": 1, "fchmodat": 2, "fchmodat2": 2}
 _REFUSED_MODE_BITS = (0o4000, 0o2000, 0o1000, 0o020, 0o002)
 #: Every ``CLONE_NEW*`` flag (``CLONE_NEWTIME`` is only for ``clone3`` and ``unshare``).
 _CLONE_NEW = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000)
+_CLONE_PARENT = 0x00008000
 #: Socket families the filter enumerates (``AF_MAX`` is 46 in Linux 6.x; above: refused whole).
 _FAMILIES = 64
 #: Socket types other than ``SOCK_STREAM`` (the low four bits of ``type``).
@@ -203,7 +207,7 @@ def _build(sc: Any, network: bool) -> bytes:
     for name, index in _CHMODS.items():
         for bit in _REFUSED_MODE_BITS:
             rules.add_rule(deny, name, sc.Arg(index, sc.MASKED_EQ, bit, bit))
-    for flag in _CLONE_NEW:
+    for flag in (*_CLONE_NEW, _CLONE_PARENT):
         rules.add_rule(deny, "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
     rules.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
     # personality(): no other persona, none of the flags that weaken the address space (a
