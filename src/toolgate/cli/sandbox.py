@@ -23,6 +23,8 @@ from rich.text import Text
 from ..config.files import load_config
 from ..runtimes import RUNTIMES
 from ..sandbox.host import HostCapabilities, forget_probes, probe_host
+from ..sandbox.landlock import ENFORCEMENT, PERMISSIONS, forget_landlock_probes
+from ..sandbox.layers import LayerChoice, choose_layer
 from ..sandbox.runner import Sandbox
 from ..sandbox.settings import SandboxConfig
 from .errors import EXIT_CODES_HELP
@@ -34,7 +36,8 @@ __all__ = ["register", "sandbox_report"]
 EXIT_CANNOT_SANDBOX = 1
 
 sandbox_app = typer.Typer(
-    help="Check what the process sandbox (bubblewrap) can enforce on this host.",
+    help="Check which sandbox layer (bubblewrap, or Landlock + seccomp) works on this host "
+    "and what it enforces.",
     epilog=EXIT_CODES_HELP,
     no_args_is_help=True,
 )
@@ -50,7 +53,11 @@ def _config(state: CliState) -> SandboxConfig:
 def sandbox_report(config: SandboxConfig) -> dict[str, Any]:
     """What ``sandbox check --json`` prints."""
     forget_probes()  # a fresh answer: the operator may just have installed bubblewrap
-    host = probe_host(config.bwrap_path, config.pids_cgroup)
+    forget_landlock_probes()
+    layer = choose_layer(config)
+    host = layer.host or probe_host(config.bwrap_path, config.pids_cgroup)
+    if layer.name == "landlock":
+        return _landlock_report(config, layer, host)
     process_problem = host.process_problem() if host.works else None
     if host.works and process_problem is None:
         compartment = "run sandboxed"
@@ -65,31 +72,104 @@ def sandbox_report(config: SandboxConfig) -> dict[str, Any]:
         compartment = "run on the host WITHOUT a sandbox, labelled 'unsandboxed-host'"
     else:
         compartment = "are unavailable"
+    works = layer.name == "bubblewrap"
     return {
+        "layer": layer.name,
+        "layer_setting": config.layer,
+        "why_not_bubblewrap": layer.why_not_bubblewrap,
+        "layer_problem": layer.problem,
         "bwrap": host.bwrap,
         "bwrap_version": host.version,
         "prlimit": host.prlimit,
         "works": host.works,
         "problem": host.problem,
+        "landlock_abi": layer.landlock.abi if layer.landlock is not None else None,
         "namespaces": "user, mount, pid, network, ipc, uts, cgroup" if host.works else None,
         "capabilities": _capabilities_note(host.capabilities),
+        "enforcement": _enforcement(layer.name),
         "limits": host.limit_notes(
             config.limits.processes, unlimited_accepted=config.allow_unlimited_processes
         )
-        if host.works
+        if works
         else {},
         "process_limit": host.process_note(
             config.limits.processes, unlimited_accepted=config.allow_unlimited_processes
         )
-        if host.works
+        if works
         else None,
-        "pids_cgroup_problem": host.cgroup_problem if host.works else None,
-        "runtimes": _runtimes(config, host),
-        "ready": host.works and (process_problem is None or config.allow_unlimited_processes),
+        "pids_cgroup_problem": host.cgroup_problem if works else None,
+        "runtimes": _runtimes(config, host) if works else {},
+        "ready": works and (process_problem is None or config.allow_unlimited_processes),
         "compartment_tools": compartment,
         "unsandboxed_host": config.unsandboxed_host,
         "allow_unlimited_processes": config.allow_unlimited_processes,
+        "accept_weaker": dict(config.accept_weaker),
     }
+
+
+def _landlock_report(
+    config: SandboxConfig, layer: LayerChoice, host: HostCapabilities | None
+) -> dict[str, Any]:
+    """:func:`sandbox_report` when the Landlock layer is in use."""
+    caps = layer.landlock
+    assert caps is not None
+    process = caps.process_limit
+    ready = process is not None or config.allow_unlimited_processes
+    weaker = [name for name, (held, _) in ENFORCEMENT["landlock"].items() if not held]
+    if process is None and not config.allow_unlimited_processes:
+        compartment = (
+            "are unavailable: the process count cannot be enforced (root, no usable pids "
+            "cgroup); run the gateway as an ordinary user or set "
+            "sandbox.allow_unlimited_processes"
+        )
+    else:
+        compartment = (
+            "run sandboxed by Landlock + seccomp; tools that declare "
+            f"{', '.join(weaker)} permissions are unavailable unless sandbox.accept_weaker "
+            "names them"
+        )
+    return {
+        "layer": "landlock",
+        "layer_setting": config.layer,
+        "why_not_bubblewrap": layer.why_not_bubblewrap,
+        "layer_problem": None,
+        "bwrap": host.bwrap if host is not None else None,
+        "bwrap_version": host.version if host is not None else None,
+        "prlimit": host.prlimit if host is not None else None,
+        "works": bool(host is not None and host.works),
+        "problem": host.problem if host is not None else None,
+        "landlock_abi": caps.abi,
+        "namespaces": None,
+        "capabilities": None,
+        "enforcement": _enforcement("landlock"),
+        "limits": {
+            "cpu time": "enforced (RLIMIT_CPU)",
+            "memory": "enforced per process (RLIMIT_AS)",
+            "file size": "enforced (RLIMIT_FSIZE); the scratch folder has no total size",
+            "processes": f"enforced: {process}" if process else "not enforced",
+            "timeout and output caps": "enforced (the runner kills the process group)",
+        },
+        "process_limit": process,
+        "pids_cgroup_problem": caps.cgroup_problem,
+        "runtimes": {},
+        "ready": ready,
+        "compartment_tools": compartment,
+        "unsandboxed_host": config.unsandboxed_host,
+        "allow_unlimited_processes": config.allow_unlimited_processes,
+        "accept_weaker": dict(config.accept_weaker),
+    }
+
+
+def _enforcement(layer: str | None) -> dict[str, dict[str, str]]:
+    """Per permission: what the layer in use and bubblewrap enforce, side by side."""
+    table: dict[str, dict[str, str]] = {}
+    for name in PERMISSIONS:
+        row: dict[str, str] = {}
+        for each in ("landlock", "bubblewrap") if layer == "landlock" else ("bubblewrap",):
+            held, how = ENFORCEMENT[each][name]
+            row[each] = ("enforced: " if held else "NOT enforced: ") + how
+        table[name] = row
+    return table
 
 
 def _runtimes(config: SandboxConfig, host: HostCapabilities) -> dict[str, str]:
@@ -130,19 +210,35 @@ def check(
         print_json(report)
     else:
         out = state.out
-        if report["works"]:
+        if report["layer"] == "landlock":
+            out.print(
+                Text.assemble(
+                    ("Sandbox works", "green"),
+                    f": layer landlock + seccomp (Landlock ABI {report['landlock_abi']})",
+                )
+            )
+            out.print(f"  bubblewrap not used: {report['why_not_bubblewrap']}", soft_wrap=True)
+        elif report["works"]:
             out.print(Text.assemble(("Sandbox works", "green"), f": {report['bwrap']}"))
+            out.print("  layer: bubblewrap")
             out.print(f"  bubblewrap: {report['bwrap_version'] or 'unknown version'}")
             out.print(f"  namespaces: {report['namespaces']}")
             out.print(f"  capabilities: {report['capabilities']}")
+        else:
+            problem = report["layer_problem"] or report["problem"]
+            out.print(Text.assemble(("Sandbox does not work", "red"), f": {problem}"))
+        if report["layer"] is not None:
+            out.print("  permissions:")
+            for name, row in report["enforcement"].items():
+                for layer, note in row.items():
+                    out.print(f"    {name} [{layer}]: {note}", soft_wrap=True)
             out.print("  limits:")
             for name, note in report["limits"].items():
                 out.print(f"    {name}: {note}", soft_wrap=True)
-            out.print("  runtimes:")
-            for name, note in report["runtimes"].items():
-                out.print(f"    {name}: {note}", soft_wrap=True)
-        else:
-            out.print(Text.assemble(("Sandbox does not work", "red"), f": {report['problem']}"))
+            if report["runtimes"]:
+                out.print("  runtimes:")
+                for name, note in report["runtimes"].items():
+                    out.print(f"    {name}: {note}", soft_wrap=True)
         out.print(f"Compartment-mode tools {report['compartment_tools']}.", soft_wrap=True)
     if not report["ready"]:
         raise typer.Exit(EXIT_CANNOT_SANDBOX)

@@ -76,12 +76,16 @@ class SandboxedCommand:
     pass_fds: tuple[int, ...] = ()
     """Descriptors the process that runs :attr:`argv` must inherit (``pass_fds``): what the
     sandbox binds (``--bind-fd``), open until the ``prepare`` context exits."""
+    layer: str = "bubblewrap"
+    """The sandbox layer (``bubblewrap`` or ``landlock``; :mod:`toolgate.sandbox.layers`)."""
 
     def describe(self) -> dict[str, Any] | None:
         """What the outcome's ``metadata["sandbox"]`` says (``None`` for host-mode tools)."""
         if self.sandboxed:
             egress = [_event(event) for event in self.egress_events]
             described = {"mode": "compartment", "enforced": True, "egress": egress}
+            if self.layer != "bubblewrap":
+                described["layer"] = self.layer
             if self.not_enforced:
                 described["not_enforced"] = list(self.not_enforced)
             return described

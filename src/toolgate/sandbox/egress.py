@@ -181,6 +181,8 @@ class EgressProxy:
 
     socket_path: Path
     """The Unix socket to bind into the sandbox (its folder is private, mode 0700)."""
+    port: int | None = None
+    """With ``tcp``: the port the proxy listens on at ``127.0.0.1`` (the Landlock layer)."""
     events: list[EgressEvent]
     """Every allowed and refused request, in order (at most :data:`MAX_EVENTS`)."""
     dropped_events: int
@@ -220,13 +222,16 @@ class EgressProxy:
         cidr_grants: Collection[str] = (),
         resolver: Resolver | None = None,
         socket_dir: Path | None = None,
+        tcp: bool = False,
     ) -> AbstractAsyncContextManager[EgressProxy]:
         """Parse the permission and grants now (a bare ``*``, a wildcard TLD or a grant over a
         metadata address raises :class:`ValueError` naming the tool), and serve on a fresh Unix
         socket for the ``async with`` block; on exit every connection is closed and the socket
         folder removed. ``socket_dir`` (a private folder the caller owns, already visible in a
         long-lived sandbox) holds the socket instead, under a fresh name; only the socket is
-        removed from it."""
+        removed from it. ``tcp``: listen on a fresh port of ``127.0.0.1`` instead of a socket
+        (:attr:`port`; the Landlock layer, whose tools share the gateway's network namespace
+        and may connect to that port only); the checks are the same."""
         try:
             patterns = parse_allowlist(permissions.network)
             grants = parse_cidr_grants(cidr_grants)
@@ -240,6 +245,7 @@ class EgressProxy:
             deny_ports=frozenset(deny_ports),
             resolver=resolver or system_resolver,
             socket_dir=socket_dir,
+            tcp=tcp,
         )
 
     @classmethod
@@ -254,7 +260,19 @@ class EgressProxy:
         deny_ports: frozenset[int],
         resolver: Resolver,
         socket_dir: Path | None = None,
+        tcp: bool = False,
     ) -> AsyncIterator[EgressProxy]:
+        if tcp:
+            async with cls._serve_tcp(
+                patterns,
+                grants,
+                tool_id=tool_id,
+                call_id=call_id,
+                deny_ports=deny_ports,
+                resolver=resolver,
+            ) as proxy:
+                yield proxy
+            return
         owned = socket_dir is None
         # In the gateway's run folder: a state folder no sandbox is shown (path_policy).
         folder = (
@@ -291,6 +309,41 @@ class EgressProxy:
                 shutil.rmtree(folder, ignore_errors=True)
             else:
                 (folder / name).unlink(missing_ok=True)
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def _serve_tcp(
+        cls,
+        patterns: tuple[HostPattern, ...],
+        grants: tuple[IPNetwork, ...],
+        *,
+        tool_id: str,
+        call_id: str,
+        deny_ports: frozenset[int],
+        resolver: Resolver,
+    ) -> AsyncIterator[EgressProxy]:
+        proxy = cls(
+            patterns,
+            grants,
+            tool_id=tool_id,
+            call_id=call_id,
+            deny_ports=deny_ports,
+            resolver=resolver,
+            socket_path=Path(),
+        )
+        server = await asyncio.start_server(
+            proxy._accept, host="127.0.0.1", port=0, limit=MAX_HEAD_BYTES
+        )
+        proxy.port = server.sockets[0].getsockname()[1]
+        try:
+            yield proxy
+        finally:
+            server.close()
+            for task in list(proxy._tasks):
+                task.cancel()
+            if proxy._tasks:
+                await asyncio.gather(*proxy._tasks, return_exceptions=True)
+            await server.wait_closed()
 
     # -- events --------------------------------------------------------------------------------
 

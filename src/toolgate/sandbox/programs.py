@@ -64,7 +64,7 @@ WHERE_TIMEOUT = 30.0
 #: The variables of the tool's environment the question outside the sandbox is asked with.
 WHERE_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL")
 
-_CACHE: dict[tuple[str, str, str, str, str, tuple[Path, ...]], ContainedProgram] = {}
+_CACHE: dict[tuple[str | None, str, str, str, str, tuple[Path, ...]], ContainedProgram] = {}
 _LOCK = threading.Lock()
 
 
@@ -91,7 +91,7 @@ class ContainedProgram:
 
 
 def contain_program(
-    bwrap: str,
+    bwrap: str | None,
     program: str,
     env: Mapping[str, str],
     *,
@@ -100,7 +100,8 @@ def contain_program(
     untrusted: Sequence[Path] = (),
 ) -> ContainedProgram:
     """How ``program`` (a command's first word, as found on ``env``'s ``PATH``) runs in a
-    sandbox started with ``bwrap`` (see the module documentation). ``sandbox_env`` is the
+    sandbox started with ``bwrap`` (see the module documentation; ``None``: the Landlock layer,
+    where it is not asked again inside). ``sandbox_env`` is the
     environment of a sandboxed process; ``system_paths`` the operator's extra read-only
     folders; a program inside one of the ``untrusted`` folders (the tool's own folder, the
     workspace) is never started outside the sandbox. Never raises: a program that cannot be
@@ -115,7 +116,7 @@ def contain_program(
 
 
 def contained_before(
-    bwrap: str,
+    bwrap: str | None,
     program: str,
     env: Mapping[str, str],
     *,
@@ -141,8 +142,8 @@ def _inside(program: str, folders: Sequence[Path]) -> bool:
 
 
 def _key(
-    bwrap: str, program: str, env: Mapping[str, str], system_paths: Sequence[Path]
-) -> tuple[str, str, str, str, str, tuple[Path, ...]]:
+    bwrap: str | None, program: str, env: Mapping[str, str], system_paths: Sequence[Path]
+) -> tuple[str | None, str, str, str, str, tuple[Path, ...]]:
     path, home = env.get("PATH") or "", env.get("HOME") or ""
     return (bwrap, program, path, home, os.path.realpath(program), tuple(system_paths))
 
@@ -168,7 +169,7 @@ def forget_programs() -> None:
 
 
 def _contain(
-    bwrap: str,
+    bwrap: str | None,
     program: str,
     env: Mapping[str, str],
     sandbox_env: Mapping[str, str],
@@ -211,7 +212,9 @@ def _contain(
         )
     roots = () if _in_system_roots(real) else tuple(install_root(real))
     checked = _checked(real, program, roots, runtime)
-    if checked.problem is not None or not roots:
+    if checked.problem is not None or not roots or bwrap is None:
+        # No bubblewrap (the Landlock layer): the folders are granted, nothing else; a runtime
+        # that needs more fails in the sandbox, it never gets more.
         return checked
     # The same question inside a sandbox with only these binds: proof that it is contained.
     inside = BwrapSpec(

@@ -46,7 +46,9 @@ import dataclasses
 import functools
 import importlib
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextvars import ContextVar
 from pathlib import Path
@@ -57,7 +59,7 @@ from ..model.permission_rules import env_refusal
 from ..path_policy import PathPolicy, outside_system
 from .addresses import tool_grant
 from .bwrap import BwrapSpec, HeldPaths, bwrap_argv, install_root
-from .cgroups import BRIDGE_TASKS, BWRAP_TASKS, CallCgroup
+from .cgroups import BRIDGE_TASKS, BWRAP_TASKS, CallCgroup, PidsHierarchy
 from .command import (
     SANDBOX_ENV,
     SANDBOX_HOME,
@@ -77,9 +79,12 @@ from .held_binds import (
 )
 from .host import HostCapabilities, probe_host
 from .identity import IdentityGuard
+from .landlock import ENFORCEMENT, LandlockCapabilities, LandlockSpec, hold_system, landlock_argv
+from .layers import LayerChoice, choose_layer, declared_permissions, weaker_permissions
 from .limits import ResourceLimits, prlimit_argv, shell_limit_args
 from .path_checks import CheckedPolicy, PathChecks
 from .programs import ContainedProgram, contain_program, contained_before, resolved_folders
+from .seccomp import SeccompUnavailableError
 from .settings import SandboxConfig
 
 __all__ = [
@@ -251,6 +256,17 @@ class Sandbox:
         """This host's capabilities (probed once per bwrap path and cgroup setting)."""
         return probe_host(self.config.bwrap_path, self.config.pids_cgroup)
 
+    def layer(self) -> LayerChoice:
+        """The sandbox layer compartment tools run under here (``sandbox.layer``; see
+        :mod:`toolgate.sandbox.layers`)."""
+        return choose_layer(self.config)
+
+    def weaker(self, tool: Tool) -> tuple[str, ...]:
+        """The declared permissions of ``tool`` the layer in use does not enforce (empty under
+        bubblewrap, or when no layer works)."""
+        name = self.layer().name
+        return weaker_permissions(tool, name) if name is not None else ()
+
     def mode_for(self, tool: Tool) -> SandboxMode:
         """The mode ``tool`` runs in (see :class:`SandboxConfig`)."""
         return self.config.mode_for(tool)
@@ -277,18 +293,25 @@ class Sandbox:
         refused = self.fs_refusal(tool, checks=checks)
         if refused is not None:
             return refused
-        host = self.host()
-        if not host.works:
+        layer = self.layer()
+        if layer.name is None:
             if self.config.unsandboxed_host:
                 return None
             return (
                 f"{tool.id} runs in sandbox mode 'compartment', but this host cannot sandbox: "
-                f"{host.problem}. It does not run unsandboxed unless the operator sets "
+                f"{layer.problem}. It does not run unsandboxed unless the operator sets "
                 "'sandbox: {unsandboxed_host: true}' in toolgate.yaml."
             )
-        problem = host.process_problem()
+        if layer.name == "bubblewrap":
+            assert layer.host is not None
+            problem = layer.host.process_problem()
+        else:
+            problem = _landlock_process_problem(layer.landlock)
         if problem is not None and not self.config.allow_unlimited_processes:
             return f"{tool.id} runs in sandbox mode 'compartment', but {problem}."
+        weaker = weaker_permissions(tool, layer.name)
+        if weaker and not self.config.accepts_weaker(tool.id, layer.name):
+            return _weaker_reason(tool, layer, weaker)
         if tool.sandbox.permissions.network and _egress() is None:
             return (
                 f"{tool.id} declares network permissions, but the egress proxy "
@@ -307,9 +330,9 @@ class Sandbox:
         """How ``program`` (found on ``env``'s ``PATH``) runs in this host's sandboxes: the
         real interpreter behind a shim and the folders it needs (see
         :mod:`toolgate.sandbox.programs`; a program inside ``untrusted`` is never started to
-        ask). Only when the host can sandbox."""
-        bwrap = self.host().bwrap
-        assert bwrap is not None
+        ask). Only when a layer works here (under Landlock the program is not asked again inside
+        a sandbox: its folders are granted, nothing else)."""
+        bwrap = self.host().bwrap if self.layer().name == "bubblewrap" else None
         return contain_program(
             bwrap,
             program,
@@ -322,8 +345,7 @@ class Sandbox:
     def _contained_before(
         self, program: str, env: Mapping[str, str], untrusted: Sequence[Path]
     ) -> ContainedProgram | None:
-        bwrap = self.host().bwrap
-        assert bwrap is not None
+        bwrap = self.host().bwrap if self.layer().name == "bubblewrap" else None
         return contained_before(
             bwrap, program, env, system_paths=self._system_paths(), untrusted=untrusted
         )
@@ -335,8 +357,11 @@ class Sandbox:
         """What is enforced for ``tool``, one line per aspect (for ``tools show``)."""
         if self.mode_for(tool) is SandboxMode.HOST:
             return {"sandbox": "host: no isolation (clean environment, timeout, output caps)"}
-        if not self.host().works:
+        layer = self.layer()
+        if layer.name is None:
             return {"sandbox": UNSANDBOXED_LABEL if self.config.unsandboxed_host else "none"}
+        if layer.name == "landlock":
+            return self._enforced_landlock(tool, layer)
         perms = tool.sandbox.permissions
         return {
             "sandbox": "compartment (bubblewrap)",
@@ -354,6 +379,39 @@ class Sandbox:
                 unlimited_accepted=self.config.allow_unlimited_processes,
             ),
         }
+
+    def _enforced_landlock(self, tool: Tool, layer: LayerChoice) -> dict[str, str]:
+        """:meth:`enforced` under the Landlock layer: the layer, then each aspect of
+        :data:`~toolgate.sandbox.landlock.ENFORCEMENT` that holds for ``tool``."""
+        weaker = weaker_permissions(tool, "landlock")
+        lines = {"sandbox": "compartment (landlock + seccomp)"}
+        if weaker:
+            accepted = self.config.accepts_weaker(tool.id, "landlock")
+            lines["sandbox"] += f"; NOT enforced: {', '.join(weaker)} " + (
+                "(accepted by sandbox.accept_weaker)" if accepted else "(so unavailable)"
+            )
+        lines["layer"] = f"landlock (bubblewrap not used: {layer.why_not_bubblewrap})"
+        perms = tool.sandbox.permissions
+        for name in declared_permissions(tool):
+            held, how = ENFORCEMENT["landlock"][name]
+            lines[f"{name} (landlock)"] = ("enforced: " if held else "NOT enforced: ") + how
+        lines["filesystem"] = (
+            "system read-only"
+            + (f"; read-only: {', '.join(perms.fs)}" if perms.fs else "")
+            + "; workspace "
+            + ("writable" if tool.side_effect.writes else "read-only")
+            + "; private scratch folder (TMPDIR, HOME)"
+        )
+        lines["network"] = (
+            ("only via egress proxy to: " + ", ".join(perms.network)) if perms.network else "none"
+        )
+        lines["environment"] = "declared keys only: " + (", ".join(perms.env or tool.env) or "none")
+        lines["processes"] = (
+            f"enforced: {layer.process_limit}"
+            if layer.process_limit is not None
+            else "not enforced (root, no usable pids cgroup); killpg at the timeout"
+        )
+        return lines
 
     @contextlib.asynccontextmanager
     async def prepare(
@@ -388,13 +446,31 @@ class Sandbox:
         reason = self.unavailable_reason(tool, checks=checks)
         if reason is not None:
             raise SandboxUnavailableError(f"Tool {tool.id} is unavailable: {reason}")
-        host = self.host()
-        if not host.works:
+        layer = self.layer()
+        if layer.name is None:
             # The operator's explicit choice (unsandboxed_host): host, labelled.
             yield SandboxedCommand(
                 list(argv), dict(env), host_cwd, host_cwd, False, label=UNSANDBOXED_LABEL
             )
             return
+        if layer.name == "landlock":
+            assert layer.landlock is not None
+            with HeldPaths() as held:
+                async with self._landlocked(
+                    tool,
+                    argv,
+                    env,
+                    layer.landlock,
+                    held,
+                    checks,
+                    workspace,
+                    code,
+                    programs,
+                    call_id,
+                ) as command:
+                    yield command
+            return
+        host = self.host()
         assert host.bwrap is not None and host.prlimit is not None
         # Every host path a bind shows is opened once here, checked as what the descriptor
         # points to, and bound from the descriptor: nothing is resolved by name again.
@@ -513,6 +589,138 @@ class Sandbox:
                 pass_fds=spec.pass_fds,
             )
 
+    async def _programs(
+        self,
+        tool: Tool,
+        argv: list[str],
+        env: Mapping[str, str],
+        programs: Sequence[str],
+        untrusted: Sequence[Path],
+    ) -> tuple[list[str], list[Path]]:
+        """``argv`` with a shim replaced by the interpreter it runs, and the folders the
+        programs need (read-only); raises :class:`SandboxUnavailableError`."""
+        folders: list[Path] = []
+        for program in programs:
+            contained = self._contained_before(program, env, untrusted)
+            if contained is None:
+                contained = await asyncio.to_thread(
+                    functools.partial(self.contained, program, env, untrusted=untrusted)
+                )
+            if contained.problem is not None:
+                raise SandboxUnavailableError(
+                    f"Tool {tool.id} is unavailable: it runs in sandbox mode 'compartment', "
+                    f"but {contained.problem}"
+                )
+            folders += contained.read_only
+            if argv and argv[0] == program:
+                argv[0] = contained.program
+        return argv, folders
+
+    @contextlib.asynccontextmanager
+    async def _landlocked(
+        self,
+        tool: Tool,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        caps: LandlockCapabilities,
+        held: HeldPaths,
+        checks: CheckedPolicy,
+        workspace: Path | None,
+        code: Sequence[Path],
+        programs: Sequence[str],
+        call_id: str | None,
+    ) -> AsyncIterator[SandboxedCommand]:
+        """:meth:`prepare` of a compartment tool under the Landlock layer
+        (:mod:`toolgate.sandbox.landlock`): the same checks and held descriptors as under
+        bubblewrap, a scratch folder of the call, the egress proxy on a loopback port."""
+        if workspace is not None:
+            workspace = self._checked_workspace(tool, workspace, held, checks)
+        refused = self.fs_refusal(tool, code, checks=checks)
+        if refused is not None:
+            raise SandboxUnavailableError(f"Tool {tool.id} did not run: {refused}")
+        perms = tool.sandbox.permissions
+        network = bool(perms.network)
+        declared = tuple(dict.fromkeys((*tool.env, *perms.env)))
+        sandbox_env = sandbox_environment(declared, env)
+        read = self._held_fs(tool, code, held, checks)
+        execs = hold(tool, held, [*map(Path, self.config.system_paths), *code])
+        untrusted = [*code, *([workspace] if workspace is not None else [])]
+        command, folders = await self._programs(tool, list(argv), env, programs, untrusted)
+        execs += hold(tool, held, folders)
+        granted = [*read, *execs, *([workspace] if workspace is not None else [])]
+        _refuse_protected(tool, granted, self.protected)
+        system_fds, dev_fds = hold_system(held, network=network)
+        async with contextlib.AsyncExitStack() as stack:
+            # The call's scratch folder: TMPDIR and HOME, writable, removed at the end.
+            scratch = Path(tempfile.mkdtemp(prefix="toolgate-call-"))
+            stack.callback(shutil.rmtree, scratch, True)
+            (scratch / "tmp").mkdir()
+            (scratch / "home").mkdir()
+            scratch_real = held.hold(scratch, directory=True)
+            sandbox_env |= {"TMPDIR": str(scratch / "tmp"), "HOME": str(scratch / "home")}
+            write_fds = [held.fd(scratch_real)]
+            read_fds = [held.fd(path) for path in read]
+            if workspace is not None:
+                target = write_fds if tool.side_effect.writes else read_fds
+                target.append(held.fd(workspace))
+            cgroup = self._call_cgroup_of(caps.pids_cgroup, caps.nproc_enforced, overhead=1)
+            if cgroup is not None:
+                stack.push_async_callback(cgroup.close)
+            ports: list[int] = []
+            events: Sequence[Any] = ()
+            bind_call: Callable[[str], None] = no_call
+            if network:
+                proxy = await stack.enter_async_context(
+                    _egress().EgressProxy.start(
+                        perms,
+                        tool_id=tool.id,
+                        call_id=call_id or "",
+                        deny_ports=self.deny_ports,
+                        cidr_grants=tool_grant(self.cidr_grants, tool.id),
+                        tcp=True,
+                        **({"resolver": self.resolver} if self.resolver is not None else {}),
+                    )
+                )
+                ports.append(proxy.port)
+                url = f"http://127.0.0.1:{proxy.port}"
+                for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY"):
+                    sandbox_env[name] = url
+                events = proxy.events
+                bind_call = functools.partial(setattr, proxy, "call_id")
+            spec = LandlockSpec(
+                command=command,
+                exec_fds=[*system_fds, *(held.fd(path) for path in execs)],
+                read_fds=read_fds,
+                write_fds=write_fds,
+                dev_fds=dev_fds,
+                connect_ports=ports,
+                limits=self.limits,
+                nproc=caps.nproc_enforced and caps.pids_cgroup is None,
+                network=network,
+            )
+            try:
+                launched = landlock_argv(sys.executable, spec)
+            except SeccompUnavailableError as exc:
+                raise SandboxUnavailableError(f"Tool {tool.id} is unavailable: {exc}") from None
+            if cgroup is not None:
+                launched = cgroup.wrap(launched)
+            not_enforced = weaker_permissions(tool, "landlock")
+            if caps.process_limit is None:
+                not_enforced += ("processes",)
+            cwd = workspace or scratch / "tmp"
+            yield SandboxedCommand(
+                launched,
+                sandbox_env,
+                cwd,
+                cwd,
+                sandboxed=True,
+                egress_events=events,
+                not_enforced=not_enforced,
+                bind_call=bind_call,
+                pass_fds=spec.pass_fds,
+                layer="landlock",
+            )
+
     def _checked_workspace(
         self, tool: Tool, workspace: Path, held: HeldPaths, checks: CheckedPolicy
     ) -> Path:
@@ -568,18 +776,67 @@ class Sandbox:
         keep running. Raises :class:`SandboxUnavailableError` when it cannot be made and
         nothing else would limit the process count.
         """
-        if host.pids_cgroup is None:
-            return None
         overhead = BWRAP_TASKS + (BRIDGE_TASKS if network else 0)
+        return self._call_cgroup_of(host.pids_cgroup, host.nproc_enforced, overhead=overhead)
+
+    def _call_cgroup_of(
+        self, hierarchy: PidsHierarchy | None, nproc_enforced: bool, *, overhead: int
+    ) -> CallCgroup | None:
+        """:meth:`_call_cgroup` in ``hierarchy`` with ``overhead`` tasks over the limit."""
+        if hierarchy is None:
+            return None
         try:
-            return CallCgroup.create(host.pids_cgroup, self.limits.processes + overhead)
+            return CallCgroup.create(hierarchy, self.limits.processes + overhead)
         except OSError as exc:
-            if host.nproc_enforced:
+            if nproc_enforced:
                 return None  # RLIMIT_NPROC still holds (the gateway is not root)
             raise SandboxUnavailableError(
-                f"cannot create the call's pids cgroup in {host.pids_cgroup.parent}: "
-                f"{exc.strerror or exc}"
+                f"cannot create the call's pids cgroup in {hierarchy.parent}: {exc.strerror or exc}"
             ) from None
+
+
+def _landlock_process_problem(caps: LandlockCapabilities | None) -> str | None:
+    """Why the Landlock layer cannot enforce the process count here (``None``: it can)."""
+    if caps is None or caps.process_limit is not None:
+        return None
+    return (
+        "the process count of a sandbox cannot be enforced here: the gateway runs as root, "
+        "which the kernel exempts from RLIMIT_NPROC, and no pids cgroup is usable "
+        f"({caps.cgroup_problem or 'none found'}). Run the gateway as an ordinary user (a "
+        "container's 'runAsNonRoot'), give it a writable pids cgroup (sandbox.pids_cgroup), or "
+        "accept it with 'sandbox: {allow_unlimited_processes: true}' in toolgate.yaml"
+    )
+
+
+def _weaker_reason(tool: Tool, layer: LayerChoice, weaker: Sequence[str]) -> str:
+    """Why ``tool`` is unavailable under ``layer``, which does not enforce ``weaker``."""
+    name = layer.name
+    assert name is not None
+    hows = "; ".join(f"{aspect}: {ENFORCEMENT[name][aspect][1]}" for aspect in weaker)
+    namespace = tool.id.partition(":")[0]
+    return (
+        f"{tool.id} runs in sandbox mode 'compartment', but the sandbox layer in use here "
+        f"({name}; bubblewrap is not: {layer.why_not_bubblewrap}) does not enforce its declared "
+        f"{', '.join(weaker)} permission ({hows}). It does not run with less unless the "
+        f'operator accepts the layer for it: \'sandbox: {{accept_weaker: {{"{tool.id}": '
+        f'{name}}}}}\' (or "{namespace}/*") in toolgate.yaml, or give the gateway user '
+        "namespaces so bubblewrap works (docs/guides/sandboxing-containers.md)"
+    )
+
+
+def _refuse_protected(tool: Tool, granted: Sequence[Path], protected: Sequence[Path]) -> None:
+    """Landlock grants whole folders and cannot hide a file inside one: a granted folder that
+    holds one of the gateway's protected paths (its database, ``.env``, secrets) is refused."""
+    for item in protected:
+        for path in {Path(os.path.abspath(item)), Path(os.path.realpath(item))}:
+            for folder in granted:
+                if path == folder or folder in path.parents:
+                    raise SandboxUnavailableError(
+                        f"Tool {tool.id} did not run: {folder} holds the gateway's protected "
+                        f"{path}, which the Landlock layer cannot hide inside a granted folder "
+                        "(bubblewrap covers it). Move the gateway's state out of the tool's "
+                        "folders, workspace and fs prefixes"
+                    )
 
 
 def _egress() -> Any:

@@ -20,6 +20,9 @@
         processes: 256
         tmp_size_mb: 256
       system_paths: [/opt/node]    # extra read-only folders a runtime needs
+      layer: auto                  # auto | bubblewrap | landlock (sandboxing-containers.md)
+      accept_weaker:               # tools that may run under a layer that enforces less
+        "web/*": landlock
 
 How the mode of a tool is decided (:meth:`SandboxConfig.mode_for`), first match wins:
 
@@ -32,11 +35,17 @@ How the mode of a tool is decided (:meth:`SandboxConfig.mode_for`), first match 
 
 from __future__ import annotations
 
+import fnmatch
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..model import SandboxMode, SourceFormat, Tool, split_tool_id
 
-__all__ = ["SandboxConfig", "SandboxLimitsConfig"]
+__all__ = ["LAYERS", "SandboxConfig", "SandboxLimitsConfig"]
+
+#: The sandbox layers, strongest first (:mod:`toolgate.sandbox.layers`).
+LAYERS = ("bubblewrap", "landlock")
 
 
 class _Section(BaseModel):
@@ -91,6 +100,18 @@ class SandboxConfig(_Section):
     limits: SandboxLimitsConfig = Field(default_factory=SandboxLimitsConfig)
     system_paths: tuple[str, ...] = ()
     """Extra host folders bound read-only into every sandbox (a runtime installed in /opt)."""
+    layer: Literal["auto", "bubblewrap", "landlock"] = "auto"
+    """The sandbox layer of compartment tools. ``auto`` (default): bubblewrap when it starts
+    here, else Landlock + seccomp when the kernel has Landlock ABI 6 or later (a container whose
+    seccomp profile refuses user namespaces), else none (compartment tools are unavailable unless
+    ``unsandboxed_host``). ``bubblewrap`` or ``landlock``: that layer only; when it does not work
+    here, compartment tools are unavailable with the reason. ``toolgate sandbox check`` names the
+    layer in use and what it enforces."""
+    accept_weaker: dict[str, Literal["landlock"]] = Field(default_factory=dict)
+    """Per tool id or namespace pattern (``web/*``, ``files:read``): the weaker layer the operator
+    accepts for those tools when it cannot enforce all their declared permissions (Landlock
+    cannot filter the network by address, only by port). Without it such a tool is unavailable
+    under that layer; with it the tool runs and every outcome lists what was not enforced."""
 
     @field_validator("system_paths")
     @classmethod
@@ -106,6 +127,19 @@ class SandboxConfig(_Section):
         if value is not None and not value.startswith("/"):
             raise ValueError(f"pids_cgroup must be an absolute path, not {value!r}")
         return value
+
+    def accepts_weaker(self, tool_id: str, layer: str) -> bool:
+        """Whether :attr:`accept_weaker` accepts ``layer`` for ``tool_id`` (a pattern matches
+        the id, or its namespace as ``<namespace>/*``)."""
+        namespace = tool_id.partition(":")[0]
+        for pattern, accepted in self.accept_weaker.items():
+            if accepted != layer:
+                continue
+            if pattern == tool_id or fnmatch.fnmatchcase(tool_id, pattern):
+                return True
+            if pattern.endswith("/*") and pattern[:-2] == namespace:
+                return True
+        return False
 
     def mode_for(self, tool: Tool) -> SandboxMode:
         """The mode ``tool`` runs in under this configuration (see the module docs)."""
