@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -218,23 +219,32 @@ def served(
 
 def test_sandbox_check_names_the_layer_in_use(served: Served) -> None:
     report = served.check.stdout + served.check.stderr
+    assert served.check.returncode == 0, report
     if served.layer == "bubblewrap":
-        assert served.check.returncode == 0, report
-        assert "bubblewrap" in report and "Sandbox works" in report, report
+        assert "\n  layer: bubblewrap\n" in report, report
         return
     # The second layer: check says so, and why bubblewrap is not used.
-    assert served.check.returncode == 0, report
-    assert "landlock" in report.lower(), report
-    if served.layer == "standin":
-        assert "No permissions to create new namespace" in report, report
+    assert report.startswith("Sandbox works: layer landlock + seccomp"), report
+    why = {
+        "landlock": "bubblewrap not used: sandbox.layer is 'landlock' in toolgate.yaml",
+        "standin": "bubblewrap not used: bubblewrap cannot create a sandbox here (bwrap: No "
+        "permissions to create new namespace",
+    }[served.layer]
+    assert why in report, report
 
 
 def test_a_contained_call_reads_its_prefix_and_writes_its_own_tmp(served: Served) -> None:
     served.still_serves()
-    wrote = served.attack("write", path="/tmp/attacker-was-here")
+    name = f"attacker-was-here-{served.layer}-{os.getpid()}"
+    wrote = served.attack("write_tmp", name=name)
     assert wrote["ok"] is True, wrote
-    # The sandbox's /tmp is its own: nothing reached the host's.
-    assert not Path("/tmp/attacker-was-here").exists()
+    # Its temporary folder is its own: nothing reached the host's /tmp, whether the layer
+    # gives it a tmpfs there (bubblewrap) or a scratch folder elsewhere (Landlock, which then
+    # refuses the host's /tmp itself).
+    assert not (Path("/tmp") / name).exists()
+    literal = served.attack("write", path=f"/tmp/{name}")
+    assert not (Path("/tmp") / name).exists(), literal
+    assert served.attack("write_tmp", name=name + "-again")["ok"] is True
 
 
 # -- the file system -----------------------------------------------------------------------------
@@ -389,6 +399,33 @@ def test_direct_connections_fail(served: Served, target: str) -> None:
     for tool in ("t:probe", "t:net"):
         outcome = served.attack("connect", tool=tool, host=host, port=port)
         assert outcome["ok"] is False, (tool, target, outcome)
+    served.still_serves()
+
+
+@pytest.mark.parametrize("where", ["postgresql", "abstract"])
+def test_unix_sockets_of_the_host_are_out_of_reach(served: Served, where: str) -> None:
+    name = f"toolgate-attack-{served.layer}-{os.getpid()}"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind("\0" + name)  # an abstract socket: no file a path rule could cover
+        listener.listen(1)
+        path = {"postgresql": "/var/run/postgresql/.s.PGSQL.5432", "abstract": "@" + name}
+        if where == "postgresql" and not Path(path[where]).exists():
+            pytest.skip("PostgreSQL's Unix socket is not at /var/run/postgresql here")
+        for tool in ("t:probe", "t:net"):
+            outcome = served.attack("unix", tool=tool, path=path[where])
+            assert outcome["ok"] is False, (tool, where, outcome)
+    served.still_serves()
+
+
+def test_udp_does_not_leave_the_tool(served: Served) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as listener:
+        listener.bind(("127.0.0.1", 0))
+        port = listener.getsockname()[1]
+        for tool in ("t:probe", "t:net"):
+            served.attack("udp", tool=tool, host="127.0.0.1", port=port)
+        listener.settimeout(1)  # the datagrams were sent (or not) before the calls returned
+        with pytest.raises(TimeoutError):
+            print("received:", listener.recvfrom(100))
     served.still_serves()
 
 

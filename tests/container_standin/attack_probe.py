@@ -57,6 +57,20 @@ def connect(host, port):
         return "connected"
 
 
+def connect_unix(path):
+    # A name starting with "@" is an abstract socket (no file: only Landlock's scope stops it).
+    address = "\0" + path[1:] if path.startswith("@") else path
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(3)
+        sock.connect(address)
+        return "connected"
+
+
+def send_udp(host, port):
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        return sock.sendto(b"exfiltrated by the attacker", (host, port))
+
+
 def fetch(url):
     with urllib.request.urlopen(url, timeout=10) as response:
         return response.read().decode()
@@ -111,12 +125,20 @@ if op == "read":
     result = attempt(lambda: read(args["path"]))
 elif op == "write":
     result = attempt(lambda: write(args["path"]))
+elif op == "write_tmp":  # the tool's own temporary folder, wherever the layer puts it
+    import tempfile
+
+    result = attempt(lambda: write(os.path.join(tempfile.gettempdir(), args["name"])))
 elif op == "listdir":
     result = attempt(lambda: sorted(os.listdir(args["path"])))
 elif op == "env":
     result = {"ok": True, "value": dict(os.environ)}
 elif op == "connect":
     result = attempt(lambda: connect(args["host"], args["port"]))
+elif op == "unix":
+    result = attempt(lambda: connect_unix(args["path"]))
+elif op == "udp":
+    result = attempt(lambda: send_udp(args["host"], args["port"]))
 elif op == "http":
     result = attempt(lambda: fetch(args["url"]))
 elif op == "kill":
