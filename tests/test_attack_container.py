@@ -54,6 +54,8 @@ SECRETS = {
     "config": "config-secret-2b77",
 }
 PLUGIN = "@toolgate-test/probe"
+#: Environment variables that make a runtime load or run code.
+INJECTIONS = ("LD_PRELOAD", "BASH_ENV", "PYTHONSTARTUP")
 
 
 @dataclass
@@ -138,10 +140,11 @@ def _world(root: Path, layer: str, hello: int, plugin: Path) -> tuple[Path, Path
         script_name="forkbomb_4f1c.py",
     )  # fmt: skip
     write_tool(tools, "shell", "echo '{\"ok\": true}'\n", runtime="bash", sandbox="compartment")
-    write_tool(
-        tools, "preload", PROBE, runtime="python", sandbox="compartment",
-        permissions={"env": ["LD_PRELOAD"]},
-    )  # fmt: skip
+    for key in INJECTIONS:
+        write_tool(
+            tools, key.lower(), PROBE, runtime="python", sandbox="compartment",
+            permissions={"env": [key]},
+        )  # fmt: skip
     (project / "toolgate.yaml").write_text(
         f"# {SECRETS['config']}\n"
         "tool_folders:\n  - path: tools\n    namespace: t\n"
@@ -362,6 +365,16 @@ def test_a_fork_bomb_ends_with_its_call_and_leaves_nothing(served: Served) -> No
     served.still_serves()
 
 
+def test_a_detached_grandchild_dies_with_the_call(served: Served) -> None:
+    outcome = served.attack("daemon", tool="t:bomb")
+    assert outcome == {"ok": True, "value": "detached"}, outcome
+    deadline = time.monotonic() + 30  # a hang guard: the call's processes are killed as it ends
+    while _alive("forkbomb_4f1c.py") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _alive("forkbomb_4f1c.py") == []
+    served.still_serves()
+
+
 # -- the environment -----------------------------------------------------------------------------
 
 
@@ -374,11 +387,12 @@ def test_the_gateways_environment_does_not_reach_the_tool(served: Served) -> Non
     assert "INJECTED" not in json.dumps(served.call("t:shell")), "BASH_ENV ran"
 
 
-def test_a_tool_declaring_a_code_loading_variable_is_refused(served: Served) -> None:
-    outcome = served.call("t:preload", op="env")
+@pytest.mark.parametrize("key", INJECTIONS)
+def test_a_tool_declaring_a_code_loading_variable_is_refused(served: Served, key: str) -> None:
+    outcome = served.call(f"t:{key.lower()}", op="env")
     assert outcome.get("code") == "tool_not_found", outcome
     listed = served.cli("tools", "list")
-    assert "'LD_PRELOAD' may not be declared" in listed.stdout + listed.stderr, listed
+    assert f"'{key}' may not be declared" in listed.stdout + listed.stderr, listed
 
 
 # -- the network ---------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ Every attack reports what happened instead of crashing, so a test tells "denied"
 the errno) from "the tool broke" (no JSON at all).
 """
 
+import contextlib
 import ctypes
 import json
 import os
@@ -121,6 +122,17 @@ def fork_bomb():
     return f"forked {children}"
 
 
+def daemon():
+    # The classic escape from a call: fork, setsid (if allowed), fork again, outlive the call.
+    if os.fork() == 0:
+        with contextlib.suppress(OSError):
+            os.setsid()
+        if os.fork() == 0:
+            time.sleep(60)
+        os._exit(0)
+    return "detached"
+
+
 if op == "read":
     result = attempt(lambda: read(args["path"]))
 elif op == "write":
@@ -153,6 +165,8 @@ elif op == "unshare_mount":
     result = attempt(lambda: unshare(CLONE_NEWNS))
 elif op == "mount":
     result = attempt(mount)
+elif op == "daemon":
+    result = attempt(daemon)
 elif op == "fork_bomb":
     result = attempt(fork_bomb)
 else:
