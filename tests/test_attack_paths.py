@@ -179,7 +179,9 @@ def test_an_unsandboxed_compartment_tool_cannot_take_the_gateway_home_as_its_wor
     # The operator accepted that this host cannot sandbox: the tool runs on the host, and the
     # workspace rule still holds (it is checked before the call runs, not in the sandbox).
     _project(
-        project, f"sandbox:\n  bwrap_path: {tmp_path / 'no-bwrap'}\n  unsandboxed_host: true\n"
+        project,
+        f"sandbox:\n  bwrap_path: {tmp_path / 'no-bwrap'}\n  layer: bubblewrap\n"
+        "  unsandboxed_host: true\n",
     )
     (toolgate_home / "tools").mkdir()
     outcome = json.loads(

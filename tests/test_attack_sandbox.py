@@ -238,7 +238,7 @@ def test_sandbox_check_and_calls_refuse_a_bwrap_that_keeps_capabilities(
         f'exec {real} "${{args[@]}}"\n'
     )
     wrapper.chmod(0o755)
-    attack.configure(f"bwrap_path: {wrapper}\n")
+    attack.configure(f"bwrap_path: {wrapper}\nlayer: bubblewrap\n")
 
     done = attack.run_cli("sandbox", "check", "--json")
     assert done.returncode == 1, done.stdout + done.stderr

@@ -117,7 +117,7 @@ def test_where_bubblewrap_works_the_host_also_runs_in_the_process_sandbox(tmp_pa
 def test_without_a_working_bubblewrap_the_compartment_alone_is_the_boundary(
     tmp_path: Path,
 ) -> None:
-    sandbox = Sandbox(SandboxConfig(bwrap_path=str(tmp_path / "no-such-bwrap")))
+    sandbox = Sandbox(SandboxConfig(bwrap_path=str(tmp_path / "no-such-bwrap"), layer="bubblewrap"))
     folder = plugin_copy(tmp_path, "probe")
     with gateway_with(environ={}, sandbox=sandbox) as gateway:
         gateway.add_source(folder)

@@ -138,7 +138,9 @@ def test_on_an_unsandboxed_host_a_plugin_outcome_carries_the_label(tmp_path: Pat
     # The operator's explicit choice: the worker runs on the host, like a script tool would,
     # and every outcome (and audit record) says so.
     folder = _plugin(tmp_path, {})
-    config = SandboxConfig(bwrap_path=str(tmp_path / "no-bwrap"), unsandboxed_host=True)
+    config = SandboxConfig(
+        bwrap_path=str(tmp_path / "no-bwrap"), layer="bubblewrap", unsandboxed_host=True
+    )
     with gateway_with(
         environ={}, sandbox=Sandbox(config), audit_path=tmp_path / "audit.db"
     ) as gateway:

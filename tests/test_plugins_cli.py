@@ -90,7 +90,11 @@ def configure(
     sandbox (bubblewrap not found), where compartment tools need the host-mode opt-in; with a
     working sandbox they run in the sandboxed worker instead (tests/test_sandbox_wiring_plugins)."""
     options = "\n    options: {host_mode: true}" if weather_host_mode else ""
-    sandbox = "" if sandbox_works else f"sandbox:\n  bwrap_path: {project / 'no-such-bwrap'}\n"
+    sandbox = (
+        ""
+        if sandbox_works
+        else f"sandbox:\n  bwrap_path: {project / 'no-such-bwrap'}\n  layer: bubblewrap\n"
+    )
     (project / "toolgate.yaml").write_text(
         f"sources:\n"
         f"  - path: {plugins / 'weather'}{options}\n"

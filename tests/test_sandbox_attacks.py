@@ -373,7 +373,9 @@ def test_a_setsid_grandchild_dies_with_the_call(world: World) -> None:
 
 def test_without_bubblewrap_the_tool_is_unavailable_and_never_runs(tmp_path: Path) -> None:
     world = make_world(tmp_path)
-    world.backend.sandbox = Sandbox(SandboxConfig(bwrap_path=str(tmp_path / "no-bwrap")))
+    world.backend.sandbox = Sandbox(
+        SandboxConfig(bwrap_path=str(tmp_path / "no-bwrap"), layer="bubblewrap")
+    )
     with world.gateway:
         tool = world.add("fenced")
         marker = world.workspace / "ran.txt"
@@ -387,7 +389,9 @@ def test_without_bubblewrap_the_tool_is_unavailable_and_never_runs(tmp_path: Pat
 def test_an_unsandboxed_host_runs_it_with_the_label(tmp_path: Path) -> None:
     world = make_world(tmp_path)
     world.backend.sandbox = Sandbox(
-        SandboxConfig(bwrap_path=str(tmp_path / "no-bwrap"), unsandboxed_host=True)
+        SandboxConfig(
+            bwrap_path=str(tmp_path / "no-bwrap"), layer="bubblewrap", unsandboxed_host=True
+        )
     )
     with world.gateway:
         tool = world.add("labelled")

@@ -53,12 +53,12 @@ def test_check_reports_a_working_host(tmp_path: Path, monkeypatch: pytest.Monkey
 def test_check_fails_with_a_fix_when_bwrap_is_missing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    report = sandbox_report(SandboxConfig(bwrap_path=str(tmp_path / "none")))
+    report = sandbox_report(SandboxConfig(bwrap_path=str(tmp_path / "none"), layer="bubblewrap"))
     assert report["works"] is False
     assert "apt-get install bubblewrap" in report["problem"]
     assert report["compartment_tools"] == "are unavailable"
     labelled = sandbox_report(
-        SandboxConfig(bwrap_path=str(tmp_path / "none"), unsandboxed_host=True)
+        SandboxConfig(bwrap_path=str(tmp_path / "none"), layer="bubblewrap", unsandboxed_host=True)
     )
     assert "unsandboxed-host" in labelled["compartment_tools"]
 

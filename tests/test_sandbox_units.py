@@ -174,7 +174,7 @@ def test_an_os_command_is_unavailable_without_bwrap(tmp_path: Path) -> None:
 
 
 def _config(tmp_path: Path) -> SandboxConfig:
-    return SandboxConfig(bwrap_path=str(tmp_path / "missing-bwrap"))
+    return SandboxConfig(bwrap_path=str(tmp_path / "missing-bwrap"), layer="bubblewrap")
 
 
 def _add_os(gateway: Gateway, entry: RegisteredTool) -> None:

@@ -156,7 +156,7 @@ def test_a_bwrap_that_is_missing_makes_compartment_tools_unavailable(
 ) -> None:
     _tool(project / "tools", "peek", "sandbox: compartment\n")
     _tool(project / "tools", "plain")
-    _config(project, f"sandbox:\n  bwrap_path: {tmp_path / 'no-such-bwrap'}\n")
+    _config(project, f"sandbox:\n  bwrap_path: {tmp_path / 'no-such-bwrap'}\n  layer: bubblewrap\n")
 
     done = run_cli("call", "t:peek", "--json", "-a", json.dumps({"path": str(outside)}))
     assert done.returncode != 0
@@ -187,7 +187,8 @@ def test_an_unsandboxed_host_runs_compartment_tools_labelled(
     _tool(project / "tools", "peek", "sandbox: compartment\n")
     _config(
         project,
-        f"sandbox:\n  bwrap_path: {tmp_path / 'no-such-bwrap'}\n  unsandboxed_host: true\n",
+        f"sandbox:\n  bwrap_path: {tmp_path / 'no-such-bwrap'}\n  layer: bubblewrap\n"
+        "  unsandboxed_host: true\n",
     )
     outcome = _call(run_cli, "t:peek", outside, project)
     assert outcome["status"] == "ok"

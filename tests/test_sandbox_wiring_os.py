@@ -155,7 +155,7 @@ def test_an_os_tool_is_unavailable_when_bwrap_is_missing(
     run_cli: RunCli, project: Path, outside: Path, tmp_path: Path
 ) -> None:
     _resources(project)
-    _config(project, f"sandbox:\n  bwrap_path: {tmp_path / 'no-such-bwrap'}\n")
+    _config(project, f"sandbox:\n  bwrap_path: {tmp_path / 'no-such-bwrap'}\n  layer: bubblewrap\n")
     done = run_cli("call", "ops:peek", "--json", "-a", json.dumps({"path": str(outside)}))
     outcome = json.loads(done.stdout)
     assert outcome["code"] == "unavailable"
@@ -163,7 +163,8 @@ def test_an_os_tool_is_unavailable_when_bwrap_is_missing(
 
     _config(
         project,
-        f"sandbox:\n  bwrap_path: {tmp_path / 'no-such-bwrap'}\n  unsandboxed_host: true\n",
+        f"sandbox:\n  bwrap_path: {tmp_path / 'no-such-bwrap'}\n  layer: bubblewrap\n"
+        "  unsandboxed_host: true\n",
     )
     labelled = _call(run_cli, outside, project)
     assert labelled["content"]["read"] is True

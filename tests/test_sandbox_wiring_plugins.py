@@ -170,7 +170,7 @@ def test_without_a_working_sandbox_the_entry_is_not_imported(
 ) -> None:
     marker = tmp_path / "ran-on-the-host"
     _plugin(project, marker)
-    _config(project, f"sandbox:\n  bwrap_path: {tmp_path / 'no-such-bwrap'}\n")
+    _config(project, f"sandbox:\n  bwrap_path: {tmp_path / 'no-such-bwrap'}\n  layer: bubblewrap\n")
     done = run_cli("call", "@t/peek:peek", "--json", "-a", "{}")
     assert done.returncode != 0
     assert json.loads(done.stdout)["code"] == "tool_not_found"
@@ -192,7 +192,8 @@ def test_an_unsandboxed_host_runs_the_worker_on_the_host_labelled(
     _plugin(project, marker)
     _config(
         project,
-        f"sandbox:\n  bwrap_path: {tmp_path / 'no-such-bwrap'}\n  unsandboxed_host: true\n",
+        f"sandbox:\n  bwrap_path: {tmp_path / 'no-such-bwrap'}\n  layer: bubblewrap\n"
+        "  unsandboxed_host: true\n",
     )
     outcome = _call(run_cli, "@t/peek:peek", {"path": str(outside)})
     assert outcome["status"] == "ok", outcome

@@ -20,6 +20,7 @@ import contextlib
 import json
 import os
 import subprocess
+import sys
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -29,8 +30,10 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ToolError
 from ..model import Permissions
 from ..sandbox.bwrap import BwrapSpec, HeldPaths, bwrap_argv
+from ..sandbox.landlock import LandlockSpec, hold_system, landlock_argv, refuse_protected
 from ..sandbox.programs import contain_program
 from ..sandbox.runner import SANDBOX_ENV, SandboxUnavailableError
+from ..sandbox.seccomp import SeccompUnavailableError
 from .js_install import JsRuntimeError, ensure_installed, host_script, node_program
 from .prestart import PoolKey
 from .workers import WorkerPool, WorkerSettings
@@ -63,7 +66,8 @@ class JsConfinement:
     works): no network namespace access but the egress sockets, no writes, only the plugin, the
     host's code and packages, Node.js and the declared ``fs`` prefixes visible (read-only)."""
 
-    bwrap: str
+    bwrap: str | None
+    """The bubblewrap program (``None`` under the Landlock layer)."""
     protected: tuple[Path, ...] = ()
     """The gateway's state, hidden again wherever a bind would expose it."""
     egress_dir: Path | None = None
@@ -74,6 +78,9 @@ class JsConfinement:
     command line is made; one refused makes the host refuse to start."""
     where: str = "permissions.fs"
     """Where the ``fs`` prefixes were granted (``…/pandora.json: permissions.fs``)."""
+    layer: str = "bubblewrap"
+    """``bubblewrap``, or ``landlock`` (:mod:`toolgate.sandbox.landlock`: the host's folders
+    read(+execute) only, no socket, no writes; for hosts without network permissions)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,10 +196,15 @@ def _confined_argv(
         raise JsRuntimeError(f"the JavaScript host cannot run in a sandbox: {node.problem}")
     command = (node.program, *command[1:])
     read_only = [spec.root, package, modules, *node.read_only]
-    read_only += _checked_prefixes(spec, leave_out_refused, held)
+    prefixes = _checked_prefixes(spec, leave_out_refused, held)
+    if confinement.layer == "landlock":
+        code = [*read_only, *([Path(ca_file)] if ca_file else [])]
+        return _landlocked_argv(spec, command, code, prefixes, held)
+    read_only += prefixes
     if ca_file:
         read_only.append(Path(ca_file))
     egress = confinement.egress_dir
+    assert confinement.bwrap is not None
     return bwrap_argv(
         confinement.bwrap,
         BwrapSpec(
@@ -206,6 +218,47 @@ def _confined_argv(
             held=held.held if held is not None else {},
         ),
     )
+
+
+def _landlocked_argv(
+    spec: JsHostSpec,
+    command: tuple[str, ...],
+    code: list[Path],
+    prefixes: list[Path],
+    held: HeldPaths | None,
+) -> list[str]:
+    """The Landlock launcher's command line around the host (:mod:`toolgate.sandbox.landlock`):
+    the system, Node.js, the host's code and the plugin read(+execute), the ``fs`` prefixes
+    read-only, nothing writable, no socket. Every folder is opened here and ruled by its
+    descriptor, so the descriptors must stay open while a process may start: ``held`` (the
+    pool key's)."""
+    if held is None:
+        # A key only compared, never started (JsHosts' "plain" key): its descriptors are
+        # closed at once; a process started from it would fail in the launcher (EBADF).
+        with HeldPaths() as mine:
+            for path in prefixes:  # checked already (and closed): only this key's numbers
+                mine.hold(path)
+            return _landlocked_argv(spec, command, code, prefixes, mine)
+    confinement = spec.confinement
+    assert confinement is not None and confinement.sandbox is not None
+    exec_fds, dev_fds = hold_system(held, network=False)
+    for path in code:
+        if path.exists():
+            exec_fds.append(held.fd(held.hold(path)))
+    granted = [held.hold(path) for path in code if path.exists()]
+    refuse_protected(spec.label, [*granted, *prefixes], confinement.protected)
+    landlocked = LandlockSpec(
+        command=command,
+        exec_fds=exec_fds,
+        read_fds=[held.fd(path) for path in prefixes],
+        dev_fds=dev_fds,
+        # A long-lived host: no CPU-time limit (as under bubblewrap); V8's heap limit holds.
+        limits=None,
+    )
+    try:
+        return landlock_argv(sys.executable, landlocked)
+    except SeccompUnavailableError as exc:
+        raise JsRuntimeError(f"the JavaScript host cannot run in a sandbox: {exc}") from None
 
 
 def _checked_prefixes(

@@ -55,6 +55,7 @@ from pathlib import Path
 from . import landlock_exec
 from .bwrap import ETC_BASE, ETC_NETWORK, SYSTEM_ROOTS, HeldPaths
 from .cgroups import PidsHierarchy, probe_pids_cgroup
+from .command import SandboxUnavailableError
 from .limits import ResourceLimits
 from .seccomp import SeccompUnavailableError, filter_bpf
 
@@ -68,6 +69,7 @@ __all__ = [
     "forget_landlock_probes",
     "landlock_argv",
     "probe_landlock",
+    "refuse_protected",
 ]
 
 #: The Landlock ABI this layer needs: 6 brings the signal and abstract-socket scopes (Linux
@@ -75,6 +77,9 @@ __all__ = [
 MIN_ABI = 6
 #: The device files a tool may read and write.
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+#: Files of /etc readable under Landlock besides bubblewrap's: a file that exists but cannot be
+#: opened is an error where an absent one is not (Node.js stops at an unreadable openssl.cnf).
+ETC_EXTRA = ("/etc/ssl/openssl.cnf",)
 #: Seconds the probe may take.
 PROBE_TIMEOUT = 10.0
 #: The launcher's exit code when it could not confine the process (nothing ran).
@@ -184,7 +189,8 @@ class LandlockSpec:
     """The scratch folder and a writable workspace."""
     dev_fds: Sequence[int] = ()
     connect_ports: Sequence[int] = ()
-    limits: ResourceLimits = field(default_factory=ResourceLimits)
+    limits: ResourceLimits | None = field(default_factory=ResourceLimits)
+    """The call's rlimits (``None``: none, for a long-lived host process)."""
     nproc: bool = True
     """Set ``RLIMIT_NPROC`` (only where it means something: the gateway is not root)."""
     network: bool = False
@@ -202,11 +208,13 @@ def launcher_path() -> str:
 def landlock_argv(python: str, spec: LandlockSpec) -> list[str]:
     """The launcher's command line for ``spec``, run by ``python`` (the gateway's interpreter).
     Raises :class:`~toolgate.sandbox.seccomp.SeccompUnavailableError`."""
+    argv = [python, "-I", "-S", launcher_path()]
     lim = spec.limits
-    figures = [lim.cpu_seconds, lim.memory_bytes, lim.file_size_bytes]
-    if spec.nproc:
-        figures.append(lim.processes)
-    argv = [python, "-I", "-S", launcher_path(), "--limits", ",".join(map(str, figures))]
+    if lim is not None:
+        figures = [lim.cpu_seconds, lim.memory_bytes, lim.file_size_bytes]
+        if spec.nproc:
+            figures.append(lim.processes)
+        argv += ["--limits", ",".join(map(str, figures))]
     for option, fds in (
         ("--exec", spec.exec_fds),
         ("--read", spec.read_fds),
@@ -225,7 +233,7 @@ def hold_system(held: HeldPaths, *, network: bool) -> tuple[list[int], list[int]
     """Open the system folders and ``/etc`` files (read and execute) and the device files in
     ``held``: their descriptors."""
     exec_fds: list[int] = []
-    for name in (*SYSTEM_ROOTS, *ETC_BASE, *(ETC_NETWORK if network else ())):
+    for name in (*SYSTEM_ROOTS, *ETC_BASE, *ETC_EXTRA, *(ETC_NETWORK if network else ())):
         if os.path.exists(name):
             exec_fds.append(held.fd(held.hold(Path(name))))
     dev_fds = [held.fd(held.hold(Path(name))) for name in DEVICES if os.path.exists(name)]
@@ -234,6 +242,23 @@ def hold_system(held: HeldPaths, *, network: bool) -> tuple[list[int], list[int]
 
 #: The probe's shell: reads /proc/self/status, which the ruleset refuses; exit 3 when it could.
 _PROBE_SCRIPT = "cat /proc/self/status >/dev/null 2>&1 && exit 3; exit 0"
+
+
+def refuse_protected(label: str, granted: Sequence[Path], protected: Sequence[Path]) -> None:
+    """Landlock grants whole folders and cannot hide a file inside one: a granted folder that
+    holds one of the gateway's protected paths (its database, ``.env``, secrets) is refused
+    (:class:`~toolgate.sandbox.command.SandboxUnavailableError`; ``label`` names the tool)."""
+    for item in protected:
+        for path in {Path(os.path.abspath(item)), Path(os.path.realpath(item))}:
+            for folder in granted:
+                if path == folder or folder in path.parents:
+                    raise SandboxUnavailableError(
+                        f"{label} did not run: {folder} holds the gateway's protected {path}, "
+                        "which the Landlock layer cannot hide inside a granted folder "
+                        "(bubblewrap covers it). Move the gateway's state out of the tool's "
+                        "folders, workspace and fs prefixes"
+                    )
+
 
 _CACHE: dict[str | None, LandlockCapabilities] = {}
 _LOCK = threading.Lock()

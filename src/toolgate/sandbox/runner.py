@@ -79,7 +79,14 @@ from .held_binds import (
 )
 from .host import HostCapabilities, probe_host
 from .identity import IdentityGuard
-from .landlock import ENFORCEMENT, LandlockCapabilities, LandlockSpec, hold_system, landlock_argv
+from .landlock import (
+    ENFORCEMENT,
+    LandlockCapabilities,
+    LandlockSpec,
+    hold_system,
+    landlock_argv,
+    refuse_protected,
+)
 from .layers import LayerChoice, choose_layer, declared_permissions, weaker_permissions
 from .limits import ResourceLimits, prlimit_argv, shell_limit_args
 from .path_checks import CheckedPolicy, PathChecks
@@ -648,7 +655,7 @@ class Sandbox:
         command, folders = await self._programs(tool, list(argv), env, programs, untrusted)
         execs += hold(tool, held, folders)
         granted = [*read, *execs, *([workspace] if workspace is not None else [])]
-        _refuse_protected(tool, granted, self.protected)
+        refuse_protected(f"Tool {tool.id}", granted, self.protected)
         system_fds, dev_fds = hold_system(held, network=network)
         async with contextlib.AsyncExitStack() as stack:
             # The call's scratch folder: TMPDIR and HOME, writable, removed at the end.
@@ -822,21 +829,6 @@ def _weaker_reason(tool: Tool, layer: LayerChoice, weaker: Sequence[str]) -> str
         f'{name}}}}}\' (or "{namespace}/*") in toolgate.yaml, or give the gateway user '
         "namespaces so bubblewrap works (docs/guides/sandboxing-containers.md)"
     )
-
-
-def _refuse_protected(tool: Tool, granted: Sequence[Path], protected: Sequence[Path]) -> None:
-    """Landlock grants whole folders and cannot hide a file inside one: a granted folder that
-    holds one of the gateway's protected paths (its database, ``.env``, secrets) is refused."""
-    for item in protected:
-        for path in {Path(os.path.abspath(item)), Path(os.path.realpath(item))}:
-            for folder in granted:
-                if path == folder or folder in path.parents:
-                    raise SandboxUnavailableError(
-                        f"Tool {tool.id} did not run: {folder} holds the gateway's protected "
-                        f"{path}, which the Landlock layer cannot hide inside a granted folder "
-                        "(bubblewrap covers it). Move the gateway's state out of the tool's "
-                        "folders, workspace and fs prefixes"
-                    )
 
 
 def _egress() -> Any:

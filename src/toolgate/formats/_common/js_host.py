@@ -29,13 +29,25 @@ def confinement(
     key: tuple[str, ...],
     where: str = "permissions.fs",
 ) -> JsConfinement | None:
-    """Bubblewrap around a compartment host, where it works and the operator's namespaces put
-    the tool in a compartment (``None`` otherwise: the SES compartment alone). ``key`` names
+    """The sandbox layer around a compartment host (bubblewrap; or Landlock + seccomp where
+    bubblewrap cannot start, for a host without network permissions), where one works and the
+    operator's namespaces put the tool in a compartment (``None`` otherwise: the SES
+    compartment alone). ``key`` names
     the host, for the private folder its calls' egress sockets are made in."""
     if sandbox is None or (tool is not None and sandbox.mode_for(tool) is SandboxMode.HOST):
         return None
+    layer = sandbox.layer()
+    if layer.name == "landlock":
+        # Landlock + seccomp around the host: only without network permissions. The calls of
+        # a network plugin reach the egress proxy through a Unix socket, and a seccomp filter
+        # that lets the host make Unix sockets would let it connect to every socket of the
+        # machine (Landlock does not filter Unix connects): such a host keeps the SES
+        # compartment alone, as on a host with no layer.
+        if network:
+            return None
+        return JsConfinement(None, tuple(sandbox.protected), None, sandbox, where, "landlock")
     host = sandbox.host()
-    if not host.works or host.bwrap is None:
+    if layer.name != "bubblewrap" or host.bwrap is None:
         return None
     egress = None
     if network:

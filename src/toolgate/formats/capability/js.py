@@ -130,7 +130,9 @@ class JsHandler:
         }
         described: dict[str, Any] = {"mode": "compartment", "enforced": True, "runtime": "ses"}
         if self.spec.confinement is not None:
-            described["process_sandbox"] = "bwrap"
+            # The outer layer: bubblewrap, or Landlock + seccomp where bubblewrap cannot start.
+            layer = self.spec.confinement.layer
+            described["process_sandbox"] = "bwrap" if layer == "bubblewrap" else layer
         if metadata is not None:
             metadata["sandbox"] = described
         run = self.hosts.execute

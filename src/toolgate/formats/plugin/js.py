@@ -145,7 +145,9 @@ def js_binding(
             return await hosts.execute(spec, tool.id, local_id, arguments, timeout=tool.timeout)
         described: dict[str, Any] = {"mode": "compartment", "enforced": True, "runtime": "ses"}
         if spec.confinement is not None:
-            described["process_sandbox"] = "bwrap"
+            # The outer layer: bubblewrap, or Landlock + seccomp where bubblewrap cannot start.
+            layer = spec.confinement.layer
+            described["process_sandbox"] = "bwrap" if layer == "bubblewrap" else layer
         metadata["sandbox"] = described
         if not network:
             return await hosts.execute(spec, tool.id, local_id, arguments, timeout=tool.timeout)
