@@ -6,7 +6,9 @@ One real ``toolgate serve`` per layer, called over the HTTP API as an agent call
 - ``landlock``: on this host, with ``sandbox.layer: landlock`` (the second layer, forced);
 - ``standin``: under the container stand-in (``tests/container_standin/launch.py``: Docker's
   default seccomp rules and capabilities), where bubblewrap cannot start and ``auto`` must
-  fall back to the second layer by itself.
+  fall back to the second layer by itself;
+- ``restricted``: the stand-in as the Helm chart's pod runs it (Kubernetes' restricted Pod
+  Security Standard): a non-root user (nobody), every capability dropped, its own files.
 
 The attacker is a compartment tool folder (``tests/container_standin/attack_probe.py``) with
 one ``fs`` prefix; every attack is one call, and each test checks that it fails for the attacker
@@ -18,10 +20,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -43,7 +47,9 @@ HERE = Path(__file__).parent
 LAUNCH = HERE / "container_standin" / "launch.py"
 PROBE = (HERE / "container_standin" / "attack_probe.py").read_text()
 TOOLGATE = str(Path(sys.executable).parent / "toolgate")
-LAYERS = ("bubblewrap", "landlock", "standin")
+LAYERS = ("bubblewrap", "landlock", "standin", "restricted")
+#: The user of the ``restricted`` layer (a pod's runAsUser): nobody.
+POD_USER = 65534
 
 #: Secrets the attacker must never see, each in one place the tool may not read.
 SECRETS = {
@@ -74,13 +80,14 @@ class Served:
     hello: int
     check: subprocess.CompletedProcess[str]
     http: httpx.Client
-    prefix: list[str]
+    command: list[str]
+    """How this layer's gateway runs ``toolgate`` (the stand-in, then the program)."""
     env: dict[str, str]
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         """Run ``toolgate ARGS`` as the gateway runs (same folder, environment and layer)."""
         return subprocess.run(
-            [*self.prefix, TOOLGATE, *args], cwd=self.project, env=self.env,
+            [*self.command, *args], cwd=self.project, env=self.env,
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip
 
@@ -93,7 +100,7 @@ class Served:
     def attack(self, op: str, tool: str = "t:probe", **arguments: Any) -> dict[str, Any]:
         """What the probe reports about one attack (it ran sandboxed, or the test fails)."""
         outcome = self.call(tool, op=op, **arguments)
-        assert outcome.get("status") == "ok", outcome
+        assert outcome.get("status") == "ok", json.dumps(outcome)
         assert outcome["metadata"]["sandbox"]["enforced"] is True, outcome["metadata"]
         content: dict[str, Any] = outcome["content"]
         return content
@@ -180,7 +187,14 @@ def served(
 ) -> Iterator[Served]:
     layer: str = request.param
     require_program("bwrap")
-    root = tmp_path_factory.mktemp(f"container-{layer}")
+    if layer == "restricted":
+        # Outside pytest's root-only folder, so that the pod's user can reach its files.
+        root = Path(tempfile.mkdtemp(prefix="toolgate-restricted-"))
+        root.chmod(0o755)
+        request.addfinalizer(lambda: shutil.rmtree(root, ignore_errors=True))
+    else:
+        root = tmp_path_factory.mktemp(f"container-{layer}")
+    entry = Path(TOOLGATE)
     with hello_server() as hello:
         plugin = plugin_copy(root, "probe", permissions={"fs": [str(root / "data")]})
         project, home, user_home, data = _world(root, layer, hello, plugin)
@@ -196,17 +210,49 @@ def served(
         }
         (root / "bash_env.sh").write_text("echo INJECTED-BASH-ENV\n")
         (root / "startup.py").write_text("print('INJECTED-PYTHONSTARTUP')\n")
-        prefix = [sys.executable, str(LAUNCH), "--"] if layer == "standin" else []
+        prefix = {
+            "standin": [sys.executable, str(LAUNCH), "--"],
+            "restricted": [sys.executable, str(LAUNCH), "--caps=none", f"--user={POD_USER}", "--"],
+        }.get(layer, [])
+        if layer == "restricted":
+            # The pod's user runs toolgate from a Python it can read: this one may live in a
+            # folder only root can enter (/root/.pyenv), so the system's, with these packages.
+            # Its own folder: the gateway's program folder is never shown to a tool.
+            bin_folder = Path(tempfile.mkdtemp(prefix="toolgate-pod-bin-"))
+            bin_folder.chmod(0o755)
+            request.addfinalizer(lambda: shutil.rmtree(bin_folder, ignore_errors=True))
+            entry = bin_folder / "toolgate"
+            entry.write_text(
+                "#!/usr/bin/python3\nimport site, sys\n"
+                f"for folder in {[p for p in sys.path if p.endswith('site-packages')]!r}:\n"
+                "    site.addsitedir(folder)\n"
+                "from toolgate.cli import main\nsys.exit(main())\n"
+            )
+            entry.chmod(0o755)
+            env["PATH"] = "/usr/local/bin:/usr/bin:/bin"
+            runs = subprocess.run(
+                [*prefix, str(entry), "--version"], env=env, capture_output=True, text=True,
+                timeout=60,
+            )  # fmt: skip
+            if runs.returncode != 0:
+                pytest.skip(
+                    f"the pod's user (uid {POD_USER}) cannot run toolgate with the system's "
+                    f"Python: {runs.stderr.strip()[-300:]}"
+                )
+            # The pod's files are its user's, the secrets included.
+            for path in [root, *root.rglob("*")]:
+                os.chown(path, POD_USER, POD_USER, follow_symlinks=False)
+        program = str(entry)
         check = subprocess.run(
-            [*prefix, TOOLGATE, "sandbox", "check"], cwd=project, env=env,
+            [*prefix, program, "sandbox", "check"], cwd=project, env=env,
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip
-        process, url = _start([*prefix, TOOLGATE, "serve", "--port", "0"], project, env)
+        process, url = _start([*prefix, program, "serve", "--port", "0"], project, env)
         try:
             with httpx.Client(base_url=url, timeout=120) as http:
                 yield Served(
                     layer, url, process, root, project, home, user_home, data,
-                    int(url.rsplit(":", 1)[1]), hello, check, http, prefix, env,
+                    int(url.rsplit(":", 1)[1]), hello, check, http, [*prefix, program], env,
                 )  # fmt: skip
         finally:
             process.send_signal(signal.SIGTERM)
@@ -232,7 +278,7 @@ def test_sandbox_check_names_the_layer_in_use(served: Served) -> None:
         "landlock": "bubblewrap not used: sandbox.layer is 'landlock' in toolgate.yaml",
         "standin": "bubblewrap not used: bubblewrap cannot create a sandbox here (bwrap: No "
         "permissions to create new namespace",
-    }[served.layer]
+    }[served.layer if served.layer != "restricted" else "standin"]
     assert why in report, report
 
 
@@ -363,6 +409,8 @@ def test_a_fork_bomb_ends_with_its_call_and_leaves_nothing(served: Served) -> No
         time.sleep(0.2)
     assert _alive("forkbomb_4f1c.py") == []
     served.still_serves()
+    # Nothing of the bomb holds on to the process budget: the next call forks as usual.
+    assert served.attack("children", count=16) == {"ok": True, "value": 16}
 
 
 def test_a_detached_grandchild_dies_with_the_call(served: Served) -> None:

@@ -122,6 +122,19 @@ def fork_bomb():
     return f"forked {children}"
 
 
+def children(count):
+    # What any ordinary tool does: start a few processes and wait for them.
+    pids = []
+    for _ in range(count):
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        pids.append(pid)
+    for pid in pids:
+        os.waitpid(pid, 0)
+    return len(pids)
+
+
 def daemon():
     # The classic escape from a call: fork, setsid (if allowed), fork again, outlive the call.
     if os.fork() == 0:
@@ -165,6 +178,8 @@ elif op == "unshare_mount":
     result = attempt(lambda: unshare(CLONE_NEWNS))
 elif op == "mount":
     result = attempt(mount)
+elif op == "children":
+    result = attempt(lambda: children(args["count"]))
 elif op == "daemon":
     result = attempt(daemon)
 elif op == "fork_bomb":

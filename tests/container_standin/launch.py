@@ -4,7 +4,8 @@ default capability set and ``no_new_privs``.
 
 Usage::
 
-    python tests/container_standin/launch.py [--caps docker|none|keep] -- toolgate serve ...
+    python tests/container_standin/launch.py [--caps docker|none|keep] [--user UID[:GID]] \
+        -- toolgate serve ...
 
 The filter is a deny list over an ALLOW default: it reproduces the outcome of the profile's
 allow list (default action ``EPERM``) for every system call that decides whether a sandbox can
@@ -206,6 +207,12 @@ def main(argv: list[str] | None = None) -> int:
         help="capabilities left: Docker's default set (default), none (Kubernetes' "
         "restricted profile drops ALL) or the caller's",
     )
+    parser.add_argument(
+        "--user",
+        metavar="UID[:GID]",
+        help="run the command as this user (a pod's runAsUser/runAsGroup; no extra groups); "
+        "a non-root user keeps no capabilities",
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER)
     options = parser.parse_args(argv)
     command = options.command[1:] if options.command[:1] == ["--"] else options.command
@@ -213,7 +220,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("give the command to run after --")
     try:
         if options.caps != "keep":
+            # The bounding set only: the capabilities in effect now still change the user.
             drop_capabilities(set(DOCKER_CAPABILITIES) if options.caps == "docker" else set())
+        if options.user:
+            uid, _, gid = options.user.partition(":")
+            os.setgroups([])
+            os.setgid(int(gid or uid))
+            os.setuid(int(uid))  # a non-root user: no capabilities left at all
         rules, _unknown = build_filter()
         libc = ctypes.CDLL(None, use_errno=True)
         if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
