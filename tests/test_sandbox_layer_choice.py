@@ -11,10 +11,13 @@ from pathlib import Path
 import pytest
 
 from conftest import RunCli
+from gateway_support import gateway_with
+from test_sandbox_wiring_plugins import _plugin
 from toolgate.sandbox.host import forget_probes
 from toolgate.sandbox.landlock import MIN_ABI, forget_landlock_probes
 from toolgate.sandbox.landlock_exec import abi_version
 from toolgate.sandbox.layers import choose_layer
+from toolgate.sandbox.runner import Sandbox
 from toolgate.sandbox.settings import SandboxConfig
 
 #: What bubblewrap prints when clone(CLONE_NEWUSER) is refused (Docker's default profile).
@@ -88,3 +91,45 @@ def test_sandbox_check_reports_the_fallback_and_why(
     report = json.loads(done.stdout)
     assert report["layer"] is None
     assert report["ready"] is False
+
+
+def test_compartment_tools_run_under_landlock_when_bubblewrap_cannot_start(
+    run_cli: RunCli, project: Path, tmp_path: Path, docker_bwrap: Path
+) -> None:
+    _landlock_works()
+    # A folder tool, through the CLI.
+    folder = project / "tools" / "peek"
+    folder.mkdir(parents=True)
+    (folder / "peek.py").write_text(
+        "import json, sys\njson.load(sys.stdin)\n"
+        "try:\n    open('/proc/self/status').close()\n    print(json.dumps({'proc': True}))\n"
+        "except OSError:\n    print(json.dumps({'proc': False}))\n"
+    )
+    (folder / "tool.md").write_text(
+        "---\nname: peek\nscript: peek.py\nruntime: python\nsandbox: compartment\n"
+        "inputSchema: {type: object}\n---\nPeek.\n"
+    )
+    (project / "toolgate.yaml").write_text(
+        "tool_folders:\n  - path: tools\n    namespace: t\n"
+        f"sandbox:\n  bwrap_path: {docker_bwrap}\n"
+    )
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    done = run_cli("call", "t:peek", "--json", "-a", "{}", "--workspace", str(workspace))
+    outcome = json.loads(done.stdout)
+    assert outcome["status"] == "ok", outcome
+    assert outcome["metadata"]["sandbox"]["layer"] == "landlock"
+    assert outcome["content"] == {"proc": False}
+
+    # A compartment Python plugin, through the Gateway API: its worker runs under Landlock.
+    marker = tmp_path / "marker"
+    plugin = _plugin(project, marker)
+    environ = {"API_TOKEN": "granted", "PATH": "/usr/bin:/bin"}
+    sandbox = Sandbox(SandboxConfig(bwrap_path=str(docker_bwrap)))
+    with gateway_with(environ=environ, sandbox=sandbox) as gateway:
+        gateway.add_source(plugin)
+        called = gateway.call_sync("@t/peek:peek", {"path": str(plugin / "index.py")})
+    assert called.status == "ok", called.message
+    assert called.metadata["sandbox"]["layer"] == "landlock"
+    assert called.content["env"] == {"API_TOKEN": "granted"}
+    assert not marker.exists()  # the entry's top-level code never ran on the host

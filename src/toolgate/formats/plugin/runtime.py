@@ -364,7 +364,7 @@ def worker_runs(sandbox: Sandbox | None, tool: Tool) -> bool:
     return (
         sandbox is not None
         and sandbox.mode_for(tool) is SandboxMode.COMPARTMENT
-        and (sandbox.host().works or sandbox.config.unsandboxed_host)
+        and (sandbox.layer().name is not None or sandbox.config.unsandboxed_host)
     )
 
 
@@ -457,7 +457,7 @@ def no_worker_reason(sandbox: Sandbox | None, tool: Tool) -> str:
         return "this gateway has no process sandbox"
     if sandbox.mode_for(tool) is SandboxMode.HOST:
         return "the operator's sandbox.namespaces puts its namespace in mode 'host'"
-    problem = sandbox.host().problem or "the sandbox does not work"
+    problem = sandbox.layer().problem or "the sandbox does not work"
     return (
         f"{problem}; the operator's 'sandbox: {{unsandboxed_host: true}}' would run it in the "
         "worker on the host, labelled 'unsandboxed-host'"

@@ -580,7 +580,7 @@ class _PluginLoader:
                 unavailable_reason=reason,
                 in_worker=in_worker and self.sandbox is not None,
                 worker_unsandboxed=(
-                    in_worker and self.sandbox is not None and not self.sandbox.host().works
+                    in_worker and self.sandbox is not None and self.sandbox.layer().name is None
                 ),
             )
         )
