@@ -71,6 +71,16 @@ SYSCALLS = textwrap.dedent(
     except OSError as exc:
         result["socket AF_VSOCK"] = exc.errno
     result["fork"] = in_child(lambda: 0)
+    # ptrace of one's own child: allowed by Docker's profile (kernel >= 4.8), so the attack
+    # tests see toolgate's layer refuse it, not the stand-in.
+    child = os.fork()
+    if child == 0:
+        import time
+        time.sleep(30)
+        os._exit(0)
+    result["ptrace"] = outcome(libc.ptrace(16, child, None, None))  # PTRACE_ATTACH
+    os.kill(child, 9)
+    os.waitpid(child, 0)
     print(json.dumps(result))
     """
 )
@@ -92,6 +102,7 @@ REFUSED = {
     "open_by_handle_at": errno.EPERM,
     "socket AF_VSOCK": errno.EPERM,
     "fork": 0,
+    "ptrace": 0,
 }
 
 #: The capabilities Docker leaves a container (moby oci/caps/defaults.go), as a CapBnd mask.
