@@ -31,6 +31,7 @@ from ..errors import ToolError
 from ..model import Permissions
 from ..sandbox.bwrap import BwrapSpec, HeldPaths, bwrap_argv
 from ..sandbox.landlock import LandlockSpec, hold_system, landlock_argv, refuse_protected
+from ..sandbox.orphans import adopt_orphans
 from ..sandbox.programs import contain_program
 from ..sandbox.runner import SANDBOX_ENV, SandboxUnavailableError
 from ..sandbox.seccomp import SeccompUnavailableError
@@ -264,6 +265,8 @@ def _landlocked_argv(
         # A long-lived host: no CPU-time limit (as under bubblewrap); V8's heap limit holds.
         limits=None,
     )
+    # No PID namespace: what the host leaves behind when it stops is the gateway's to reap.
+    adopt_orphans()
     try:
         return landlock_argv(sys.executable, landlocked)
     except SeccompUnavailableError as exc:

@@ -22,6 +22,7 @@ from rich.text import Text
 
 from ..config.files import load_config
 from ..runtimes import RUNTIMES
+from ..sandbox.bwrap import nested_userns_flags
 from ..sandbox.host import HostCapabilities, forget_probes, probe_host
 from ..sandbox.landlock import ENFORCEMENT, PERMISSIONS, forget_landlock_probes
 from ..sandbox.layers import LayerChoice, choose_layer
@@ -84,7 +85,7 @@ def sandbox_report(config: SandboxConfig) -> dict[str, Any]:
         "works": host.works,
         "problem": host.problem,
         "landlock_abi": layer.landlock.abi if layer.landlock is not None else None,
-        "namespaces": "user, mount, pid, network, ipc, uts, cgroup" if host.works else None,
+        "namespaces": _namespaces_note(host) if host.works else None,
         "capabilities": _capabilities_note(host.capabilities),
         "enforcement": _enforcement(layer.name),
         "limits": host.limit_notes(
@@ -105,6 +106,18 @@ def sandbox_report(config: SandboxConfig) -> dict[str, Any]:
         "allow_unlimited_processes": config.allow_unlimited_processes,
         "accept_weaker": dict(config.accept_weaker),
     }
+
+
+def _namespaces_note(host: HostCapabilities) -> str:
+    """The namespaces of a sandbox, and whether a tool may make user namespaces of its own."""
+    assert host.bwrap is not None
+    if nested_userns_flags(host.bwrap):
+        return "user, mount, pid, network, ipc, uts, cgroup; nested user namespaces refused"
+    return (
+        "user, mount, pid, network, ipc, uts, cgroup; nested user namespaces ALLOWED "
+        f"({host.version or host.bwrap} has no --disable-userns: bubblewrap 0.8.0 or later "
+        "refuses them)"
+    )
 
 
 def _landlock_report(

@@ -65,7 +65,9 @@ whoever starts the sandbox; :func:`~toolgate.sandbox.host.probe_host` checks it 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,6 +81,7 @@ __all__ = [
     "held_path",
     "install_root",
     "kernel_bind_problem",
+    "nested_userns_flags",
 ]
 
 #: Top-level system folders bound read-only (or re-created as the host's symlinks).
@@ -266,6 +269,7 @@ def bwrap_argv(bwrap: str, spec: BwrapSpec) -> list[str]:
     argv = [
         bwrap,
         "--unshare-all",
+        *nested_userns_flags(bwrap),
         "--die-with-parent",
         "--new-session",
         # Started by root, bubblewrap keeps every capability in the sandbox unless told so.
@@ -319,6 +323,25 @@ def bwrap_argv(bwrap: str, spec: BwrapSpec) -> list[str]:
     argv += ["--chdir", str(spec.workspace) if spec.workspace is not None else "/tmp"]
     argv += ["--", *spec.command]
     return argv
+
+
+@functools.cache
+def nested_userns_flags(bwrap: str) -> tuple[str, ...]:
+    """``--unshare-user --disable-userns`` when ``bwrap`` has them (bubblewrap 0.8.0 and later),
+    else nothing.
+
+    Without them a tool may create user namespaces of its own inside the sandbox. That does not
+    undo the sandbox (its mounts stay locked in the new namespace), but it reaches the kernel's
+    namespace code, the usual first step of a kernel exploit, which container runtimes keep
+    away from their workloads too; ``sandbox check`` says which holds. Asked once per program
+    (``bwrap --help``)."""
+    try:
+        done = subprocess.run([bwrap, "--help"], capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ()
+    if b"--disable-userns" not in done.stdout + done.stderr:
+        return ()
+    return ("--unshare-user", "--disable-userns")
 
 
 def _bind(spec: BwrapSpec, path: Path, *, writable: bool) -> list[str]:

@@ -89,6 +89,7 @@ from .landlock import (
 )
 from .layers import LayerChoice, choose_layer, declared_permissions, weaker_permissions
 from .limits import ResourceLimits, prlimit_argv, shell_limit_args
+from .orphans import adopt_orphans, reap_soon
 from .path_checks import CheckedPolicy, PathChecks
 from .programs import ContainedProgram, contain_program, contained_before, resolved_folders
 from .seccomp import SeccompUnavailableError
@@ -705,6 +706,9 @@ class Sandbox:
                 nproc=caps.nproc_enforced and caps.pids_cgroup is None,
                 network=network,
             )
+            # No PID namespace here: what the call leaves behind is the gateway's to reap.
+            adopt_orphans()
+            stack.callback(reap_soon)
             try:
                 launched = landlock_argv(sys.executable, spec)
             except SeccompUnavailableError as exc:

@@ -1,0 +1,118 @@
+"""Reap the processes a call under the Landlock layer leaves to the gateway.
+
+Under bubblewrap a call's processes live in a PID namespace of their own, whose init reaps them.
+The Landlock layer has no PID namespace: when a tool's process exits before its children (a fork
+bomb, a daemon that forks twice), the kernel hands the children to the nearest ancestor that is a
+*child subreaper*, or to PID 1. When the runner kills the call's process tree at the end of the
+call, each killed orphan stays a zombie until its new parent waits for it, and a zombie still
+counts against ``RLIMIT_NPROC`` of its user — the limit that bounds a fork bomb where no pids
+cgroup is usable (a non-root pod). A PID 1 that does not reap (a container whose first process
+is ``toolgate serve``, a machine's own service manager) would leave them forever, and the next
+calls of that user could not fork at all.
+
+So, the first time a call runs under the Landlock layer, the gateway makes itself a child
+subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``) and starts a thread that reaps the orphans it
+adopts: :func:`reap_soon` wakes it when a call ends; it also looks every
+:data:`IDLE_SWEEP` seconds.
+
+Which zombies are reaped here, and why no one else's: a zombie child of the gateway that is not
+the leader of its session and not in the gateway's own session. Every process the gateway
+starts itself either stays in the gateway's session or leads a new one
+(``start_new_session=True``), and whoever started it waits for it; a tool under the Landlock
+layer cannot leave the session its launcher leads (seccomp refuses ``setsid``), so each process
+it leaves behind matches, and a process someone else waits for never does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import threading
+
+__all__ = ["IDLE_SWEEP", "adopt_orphans", "reap_now", "reap_soon"]
+
+#: Seconds between two looks for orphans when no call has ended.
+IDLE_SWEEP = 30.0
+#: After a call ends, looks at these delays (seconds): a killed process becomes a zombie soon
+#: after its ``SIGKILL``, but not at once.
+_AFTER_CALL = (0.0, 0.05, 0.25, 1.0, 5.0)
+
+_PR_SET_CHILD_SUBREAPER = 36
+_PROC = "/proc"
+
+_lock = threading.Lock()
+_wake = threading.Event()
+_started = False
+
+
+def adopt_orphans() -> bool:
+    """Make the gateway the subreaper of what its calls leave behind, and start reaping (once
+    per process). ``False`` when the kernel refused (then the orphans go to PID 1, as before)."""
+    global _started
+    with _lock:
+        if _started:
+            return True
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+            return False
+        threading.Thread(target=_reaper, name="toolgate-orphan-reaper", daemon=True).start()
+        _started = True
+        return True
+
+
+def reap_soon() -> None:
+    """A call under the Landlock layer ended: look for its orphans in the next seconds."""
+    _wake.set()
+
+
+def reap_now() -> list[int]:
+    """Reap every orphan zombie of this process now (see the module documentation); the pids
+    reaped."""
+    me, my_session = os.getpid(), os.getsid(0)
+    reaped: list[int] = []
+    try:
+        names = os.listdir(_PROC)
+    except OSError:
+        return reaped
+    for name in names:
+        if not name.isdigit():
+            continue
+        found = _zombie_orphan(int(name), me, my_session)
+        if found and _reap(int(name)):
+            reaped.append(int(name))
+    return reaped
+
+
+def _zombie_orphan(pid: int, parent: int, parent_session: int) -> bool:
+    try:
+        with open(f"{_PROC}/{pid}/stat", "rb") as stat:
+            text = stat.read()
+    except OSError:
+        return False
+    # The command name is in parentheses and may hold anything: the fields follow the last ")".
+    fields = text[text.rfind(b")") + 2 :].split()
+    if len(fields) < 4 or fields[0] != b"Z":
+        return False
+    ppid, session = int(fields[1]), int(fields[3])
+    return ppid == parent and session not in (pid, parent_session)
+
+
+def _reap(pid: int) -> bool:
+    with contextlib.suppress(ChildProcessError, OSError):
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        return done == pid
+    return False
+
+
+def _reaper() -> None:
+    while True:
+        if not _wake.wait(IDLE_SWEEP):
+            reap_now()
+            continue
+        step = 0
+        while step < len(_AFTER_CALL):
+            _wake.clear()
+            # Another call ended meanwhile: its looks start again from the first.
+            step = 0 if _wake.wait(_AFTER_CALL[step]) else step + 1
+            reap_now()
