@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import shlex
 import sys
 from collections.abc import Iterator
@@ -28,7 +29,9 @@ KUBERNETES_VERSION = "1.37.0"
 #: The venv's bin folder: where the image's /opt/toolgate/bin (its venv) is on this machine.
 VENV_BIN = Path(sys.executable).parent
 
-helm = pytest.importorskip("helm_python", reason="helm-python-sdk is not installed (toolgate[test])")
+helm = pytest.importorskip(
+    "helm_python", reason="helm-python-sdk is not installed (toolgate[test])"
+)
 
 
 def render(values: dict[str, Any], *, name: str = "tg", namespace: str = "tools") -> dict[str, str]:
@@ -49,7 +52,9 @@ def manifests(rendered: dict[str, str]) -> list[dict[str, Any]]:
     return objects
 
 
-def find(objects: list[dict[str, Any]], kind: str, *, hook: bool | None = None) -> list[dict[str, Any]]:
+def find(
+    objects: list[dict[str, Any]], kind: str, *, hook: bool | None = None
+) -> list[dict[str, Any]]:
     """The objects of ``kind`` (only hooks, or none, when ``hook`` says)."""
     found = [o for o in objects if o["kind"] == kind]
     if hook is not None:
@@ -136,6 +141,7 @@ class PodFiles:
         self.root = root
         self.objects = objects
         self.mounts: dict[str, Path] = {}
+        self._written: list[Path] = []
         container = spec["containers"][0]
         volumes = {v["name"]: v for v in spec.get("volumes", [])}
         for mount in container.get("volumeMounts", []):
@@ -145,6 +151,9 @@ class PodFiles:
             self.mounts[mount["mountPath"]] = folder
         # The image's venv is this machine's venv.
         self.mounts["/opt/toolgate/bin"] = VENV_BIN
+        # Files name the pod's paths (toolgate.yaml's tool_folders): mapped too, once all are known.
+        for path in self._written:
+            path.write_text(self._map_text(path.read_text()))
 
     def _object(self, kind: str, name: str) -> dict[str, Any]:
         for obj in self.objects:
@@ -168,6 +177,14 @@ class PodFiles:
             target = folder / item["path"]
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(data[item["key"]])
+            self._written.append(target)
+
+    def _map_text(self, text: str) -> str:
+        """``text`` with each mounted path that appears in it as a whole path mapped (in one
+        pass: a mapped path, itself under /tmp, is never mapped again)."""
+        paths = "|".join(re.escape(p) for p in sorted(self.mounts, key=len, reverse=True))
+        pattern = r"(?<![\w/.])(" + paths + r")(?=/|\b|$)"
+        return re.sub(pattern, lambda match: str(self.mounts[match.group(1)]), text)
 
     def map(self, value: str) -> str:
         """``value`` with a mounted path (or a path inside one) replaced by its folder here."""

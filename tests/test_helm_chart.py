@@ -169,7 +169,9 @@ def restricted_violations(spec: dict[str, Any]) -> list[str]:
     if (pod.get("windowsOptions") or {}).get("hostProcess"):
         found.append("HostProcess: pod")
     containers = (
-        spec.get("containers", []) + spec.get("initContainers", []) + spec.get("ephemeralContainers", [])
+        spec.get("containers", [])
+        + spec.get("initContainers", [])
+        + spec.get("ephemeralContainers", [])
     )
     for container in containers:
         name = container["name"]
@@ -188,7 +190,9 @@ def restricted_violations(spec: dict[str, Any]) -> list[str]:
         if apparmor not in (None, "RuntimeDefault", "Localhost"):
             found.append(f"AppArmor: {name} {apparmor}")
         if context.get("allowPrivilegeEscalation") is not False:
-            found.append(f"privilege escalation: {name} does not set allowPrivilegeEscalation false")
+            found.append(
+                f"privilege escalation: {name} does not set allowPrivilegeEscalation false"
+            )
         run_as_non_root = context.get("runAsNonRoot", pod.get("runAsNonRoot"))
         if run_as_non_root is not True:
             found.append(f"running as non-root: {name} (runAsNonRoot not true)")
@@ -361,7 +365,9 @@ def test_tool_folders_are_mounted_as_folders_and_named_in_toolgate_yaml() -> Non
         {"key": "greet.script.py", "path": "greet/script.py"},
         {"key": "greet.tool.md", "path": "greet/tool.md"},
     ]
-    (config,) = [c for c in find(objects, "ConfigMap") if c["metadata"]["name"] == "tg-toolgate-config"]
+    (config,) = [
+        c for c in find(objects, "ConfigMap") if c["metadata"]["name"] == "tg-toolgate-config"
+    ]
     import yaml
 
     toolgate_yaml = yaml.safe_load(config["data"]["toolgate.yaml"])
@@ -391,16 +397,40 @@ def test_replicas_without_a_database_are_refused() -> None:
 @pytest.mark.parametrize(
     ("values", "expected"),
     [
-        ({**MINIMAL, "config": {**MINIMAL["config"], "state": "postgresql://db/x"}}, "config.state: give the URL as database.url"),
-        ({**MINIMAL, "config": {**MINIMAL["config"], "redis": "redis://r"}}, "config.redis: give the URL as redis.url"),
-        ({**MINIMAL, "toolFolders": {"My.Tool": {"tool.md": ""}}}, "toolFolders.My.Tool: a tool folder's name"),
-        ({**MINIMAL, "toolFolders": {"greet": {"sub/tool.md": ""}}}, "toolFolders.greet.sub/tool.md: a file name"),
-        ({**MINIMAL, "toolFolders": {"greet": "tool.md"}}, "toolFolders.greet: must map file names"),
+        (
+            {**MINIMAL, "config": {**MINIMAL["config"], "state": "postgresql://db/x"}},
+            "config.state: give the URL as database.url",
+        ),
+        (
+            {**MINIMAL, "config": {**MINIMAL["config"], "redis": "redis://r"}},
+            "config.redis: give the URL as redis.url",
+        ),
+        (
+            {**MINIMAL, "toolFolders": {"My.Tool": {"tool.md": ""}}},
+            "toolFolders.My.Tool: a tool folder's name",
+        ),
+        (
+            {**MINIMAL, "toolFolders": {"greet": {"sub/tool.md": ""}}},
+            "toolFolders.greet.sub/tool.md: a file name",
+        ),
+        (
+            {**MINIMAL, "toolFolders": {"greet": "tool.md"}},
+            "toolFolders.greet: must map file names",
+        ),
         ({**MINIMAL, "configFiles": {"toolgate.yaml": ""}}, "configFiles.toolgate.yaml"),
         ({"config": "agents: {}"}, "config: must be toolgate.yaml as a mapping"),
         ({"agentKeysInDatabase": True}, "agentKeysInDatabase: true needs database.url"),
     ],
-    ids=["state", "redis", "folder-name", "file-name", "folder-shape", "toolgate-yaml", "config-string", "keys-in-db"],
+    ids=[
+        "state",
+        "redis",
+        "folder-name",
+        "file-name",
+        "folder-shape",
+        "toolgate-yaml",
+        "config-string",
+        "keys-in-db",
+    ],
 )
 def test_values_that_would_break_the_deployment_are_refused_by_name(
     values: dict[str, Any], expected: str
