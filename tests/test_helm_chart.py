@@ -9,6 +9,7 @@ import hashlib
 from typing import Any
 
 import pytest
+import yaml
 
 from deploy_support import (
     CHART,
@@ -368,8 +369,6 @@ def test_tool_folders_are_mounted_as_folders_and_named_in_toolgate_yaml() -> Non
     (config,) = [
         c for c in find(objects, "ConfigMap") if c["metadata"]["name"] == "tg-toolgate-config"
     ]
-    import yaml
-
     toolgate_yaml = yaml.safe_load(config["data"]["toolgate.yaml"])
     assert toolgate_yaml["tool_folders"] == [{"path": "/srv/toolgate/tools", "namespace": "local"}]
     assert toolgate_yaml["rate_limits"] == {"per_agent": True}
@@ -436,3 +435,26 @@ def test_values_that_would_break_the_deployment_are_refused_by_name(
     values: dict[str, Any], expected: str
 ) -> None:
     assert expected in refusal(values)
+
+
+# -- the values of the docs ----------------------------------------------------------------------
+
+
+def test_the_values_of_the_kubernetes_guide_render_validate_and_make_a_valid_toolgate_yaml() -> (
+    None
+):
+    from doc_blocks import marked_blocks
+    from toolgate.config.files import parse_config
+
+    (text,) = marked_blocks("kubernetes:helm-values").values()
+    values = yaml.safe_load(text)
+    objects = manifests(render(values, name="toolgate"))
+    for obj in objects:
+        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+    (deployment,) = find(objects, "Deployment")
+    assert restricted_violations(pod_spec(deployment)) == []
+    assert deployment["metadata"]["name"] == "toolgate"  # the names the guide's commands use
+    (job,) = find(objects, "Job")
+    assert job["metadata"]["name"] == "toolgate-db-upgrade"
+    (config,) = [c for c in find(objects, "ConfigMap") if c["metadata"]["name"].endswith("config")]
+    parse_config(config["data"]["toolgate.yaml"], label="the guide's toolgate.yaml")
