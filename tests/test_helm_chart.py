@@ -44,6 +44,7 @@ FULL: dict[str, Any] = {
     "configFiles": {"policies.yaml": "[]\n", "my_tools.py": "from toolgate import tool\n"},
     "toolFolders": {"greet": {"tool.md": "---\nname: greet\n---\n", "script.py": "print('{}')\n"}},
     "userNamespaces": True,
+    "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0}},
     "env": [{"name": "OTEL_SERVICE_NAME", "value": "toolgate"}],
     "topologySpreadConstraints": [
         {
@@ -67,7 +68,7 @@ RENDERINGS = {"minimal": MINIMAL, "full": FULL, "existing-secrets": EXISTING_SEC
 
 def refusal(values: dict[str, Any]) -> str:
     """The message of the chart's refusal to render ``values``."""
-    with pytest.raises(helm.HelmRenderError) as refused:
+    with pytest.raises((helm.HelmRenderError, helm.HelmValuesError)) as refused:
         render(values)
     return str(refused.value)
 
@@ -112,6 +113,7 @@ def test_what_each_rendering_holds() -> None:
     ]
     (deployment,) = find(full, "Deployment")
     assert deployment["spec"]["replicas"] == 3
+    assert deployment["spec"]["strategy"]["rollingUpdate"] == {"maxUnavailable": 0}
     (pdb,) = find(full, "PodDisruptionBudget")
     assert pdb["spec"]["maxUnavailable"] == 1
     assert pdb["spec"]["selector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
@@ -414,11 +416,18 @@ def test_replicas_without_a_database_are_refused() -> None:
         ),
         (
             {**MINIMAL, "toolFolders": {"greet": "tool.md"}},
-            "toolFolders.greet: must map file names",
+            "at '/toolFolders/greet': got string, want object",
         ),
         ({**MINIMAL, "configFiles": {"toolgate.yaml": ""}}, "configFiles.toolgate.yaml"),
-        ({"config": "agents: {}"}, "config: must be toolgate.yaml as a mapping"),
+        ({"config": "agents: {}"}, "at '/config': got string, want object"),
         ({"agentKeysInDatabase": True}, "agentKeysInDatabase: true needs database.url"),
+        ({**MINIMAL, "replicaCont": 3}, "additional properties 'replicaCont' not allowed"),
+        ({**MINIMAL, "database": {"uri": "x"}}, "at '/database': additional properties 'uri'"),
+        ({**MINIMAL, "replicaCount": "3"}, "at '/replicaCount': got string, want integer"),
+        (
+            {**MINIMAL, "securityContext": {"seccompProfile": {"type": "Unconfined"}}},
+            "seccompProfile/type",
+        ),
     ],
     ids=[
         "state",
@@ -429,6 +438,10 @@ def test_replicas_without_a_database_are_refused() -> None:
         "toolgate-yaml",
         "config-string",
         "keys-in-db",
+        "misspelt-key",
+        "misspelt-nested-key",
+        "wrong-type",
+        "unconfined",
     ],
 )
 def test_values_that_would_break_the_deployment_are_refused_by_name(
