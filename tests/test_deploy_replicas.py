@@ -98,6 +98,8 @@ def _redis_up() -> None:
 class Replicas:
     urls: list[str]
     namespace: str
+    #: What a pod of the Deployment did when started before the migration Job had run.
+    before_migration: subprocess.CompletedProcess[str]
 
     def call(self, replica: int, tool: str, **arguments: Any) -> dict[str, Any]:
         response = httpx2.post(
@@ -176,14 +178,32 @@ def replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replicas]:
     with scratch_database() as database_url:
         objects = manifests(render(_values(namespace, database_url)))
 
+        (deployment,) = find(objects, "Deployment")
+        spec = pod_spec(deployment)
+        container = spec["containers"][0]
+
+        # A pod started on a database never upgraded refuses, naming the fix: why the Job runs
+        # as a pre-install hook.
+        files = PodFiles(tmp_path_factory.mktemp("early"), objects, spec)
+        argv = files.argv(container)
+        argv[argv.index("--port") + 1] = "0"
+        early = subprocess.run(
+            argv,
+            env=files.environment(image_env, container),
+            cwd=files.map(workdir),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
         # The migration Job, as Helm runs it before the Deployment exists.
         (job,) = find(objects, "Job", hook=True)
         job_pod = pod_spec(job)
         files = PodFiles(tmp_path_factory.mktemp("job"), objects, job_pod)
-        container = job_pod["containers"][0]
+        job_container = job_pod["containers"][0]
         upgrade = subprocess.run(
-            files.argv(container),
-            env=files.environment(image_env, container),
+            files.argv(job_container),
+            env=files.environment(image_env, job_container),
             cwd=files.map(workdir),
             capture_output=True,
             text=True,
@@ -193,10 +213,7 @@ def replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replicas]:
         assert f"to {SCHEMA_VERSION}" in upgrade.stdout
 
         # Three pods of the Deployment, started at once, each with its own volumes.
-        (deployment,) = find(objects, "Deployment")
-        spec = pod_spec(deployment)
         assert deployment["spec"]["replicas"] == 3
-        container = spec["containers"][0]
         processes: list[tuple[subprocess.Popen[str], Path]] = []
         try:
             for _ in range(3):
@@ -210,7 +227,7 @@ def replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replicas]:
             urls = [_banner_url(process, log) for process, log in processes]
             for (process, _), url in zip(processes, urls, strict=True):
                 _wait_ready(url, container["readinessProbe"], process)
-            yield Replicas(urls, namespace)
+            yield Replicas(urls, namespace, early)
         finally:
             for process, _ in processes:
                 process.send_signal(signal.SIGTERM)
@@ -256,3 +273,9 @@ def test_without_credentials_a_replica_answers_nothing_but_health(replicas: Repl
     url = replicas.urls[0]
     refused = httpx2.get(url + "/v1/tools", timeout=10)
     assert refused.status_code == 401
+
+
+def test_a_pod_started_before_the_migration_job_refuses_and_names_it(replicas: Replicas) -> None:
+    early = replicas.before_migration
+    assert early.returncode == 3, early.stdout + early.stderr
+    assert "toolgate db upgrade" in early.stderr
