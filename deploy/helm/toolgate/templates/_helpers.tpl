@@ -16,6 +16,18 @@
 {{- end -}}
 {{- end -}}
 
+{{/* The hook Job's name, a label value (63 characters at most) since the Job controller puts it
+into its pods' job-name label; the fullname alone may be 63 long. A fullname cut short keeps a
+digest of itself, so two long release names with one prefix do not share (and replace) a Job. */}}
+{{- define "toolgate.jobName" -}}
+{{- $fullname := include "toolgate.fullname" . -}}
+{{- if le (len $fullname) 52 -}}
+{{- printf "%s-db-upgrade" $fullname -}}
+{{- else -}}
+{{- printf "%s-%s-db-upgrade" ($fullname | trunc 45 | trimSuffix "-") ($fullname | sha256sum | trunc 6) -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "toolgate.labels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{ include "toolgate.selectorLabels" . }}
@@ -64,6 +76,17 @@ because the alternative is pods that exit 3 in a crash loop.
 */}}
 {{- define "toolgate.checks" -}}
 {{- $v := .Values -}}
+{{- $fullname := include "toolgate.fullname" . -}}
+{{- if not (regexMatch "^[a-z]([-a-z0-9]*[a-z0-9])?$" $fullname) -}}
+{{- fail (printf "the release's objects would be named %q, which cannot name a Service: a name must start with a letter and hold only lowercase letters, digits and '-' (DNS-1035). Choose another release name, or set fullnameOverride (or nameOverride) to one" $fullname) -}}
+{{- end -}}
+{{- range $i, $entry := $v.env -}}
+{{- $name := (kindIs "map" $entry) | ternary (get $entry "name") "" -}}
+{{- $owner := get (dict "TOOLGATE_DATABASE_URL" "database.url (or database.existingSecret)" "TOOLGATE_REDIS_URL" "redis.url (or redis.existingSecret)" "TOOLGATE_SECRETS_KEY" "secretsKey.value (or secretsKey.existingSecret)" "TOOLGATE_HOME" "home.mountPath" "HOME" "home.mountPath" "TMPDIR" "tmp (TMPDIR is /tmp, a volume)") (toString $name) -}}
+{{- if $owner -}}
+{{- fail (printf "env[%d]: %s is set by the chart: give it as %s instead. A second entry would override the chart's (the last one wins) without reaching the migration Job, and a value written in env stands in plain text in the Deployment (kubectl describe shows it), where a Secret's does not" $i $name $owner) -}}
+{{- end -}}
+{{- end -}}
 {{- if not (kindIs "map" $v.config) -}}
 {{- fail "config: must be toolgate.yaml as a mapping (config: {agents: {...}}), not a string" -}}
 {{- end -}}
@@ -80,7 +103,7 @@ because the alternative is pods that exit 3 in a crash loop.
 {{- if and (kindIs "map" $agent) $agent.key_sha256 -}}{{- $keys = true -}}{{- end -}}
 {{- end -}}
 {{- if not (or $keys (hasKey $v.config "auth") $v.agentKeysInDatabase) -}}
-{{- fail "config.agents: no agent has a key_sha256, and no auth: is configured; toolgate serve listens beyond loopback in a pod and refuses to start without credentials. Add config.agents.NAME.key_sha256 (printf %s \"$KEY\" | sha256sum), configure OAuth under config.auth, or set agentKeysInDatabase: true after adding keys with 'toolgate agents add' to the PostgreSQL database" -}}
+{{- fail "config.agents: no agent has a key_sha256, and no auth: is configured; toolgate serve listens beyond loopback in a pod and refuses to start without credentials. Add config.agents.NAME.key_sha256 (printf %s \"$KEY\" | sha256sum | cut -d' ' -f1), configure OAuth under config.auth, or set agentKeysInDatabase: true after adding keys with 'toolgate agents add' to the PostgreSQL database" -}}
 {{- end -}}
 {{- if and $v.agentKeysInDatabase (not (include "toolgate.hasDatabase" .)) -}}
 {{- fail "agentKeysInDatabase: true needs database.url (or database.existingSecret): keys added with 'toolgate agents add' are kept in PostgreSQL" -}}
@@ -113,6 +136,22 @@ because the alternative is pods that exit 3 in a crash loop.
 {{- $_ := set $config "tool_folders" (append $folders (dict "path" "/srv/toolgate/tools" "namespace" .Values.toolFoldersNamespace)) -}}
 {{- end -}}
 {{- toYaml $config -}}
+{{- end -}}
+
+{{/*
+checksum/secret of the pod template: changes with the inline secrets, so pods roll when they
+change. Whoever may read Deployments sees it, and every byte of the Secret's manifest but the
+secrets follows from the chart and the release's name: a plain SHA-256 of it would let a short
+password be found offline at billions of guesses a second. So it is derived with scrypt (sprig's
+derivePassword: 32 MiB and about 0.1 s a guess), salted with the release's namespace and name.
+*/}}
+{{- define "toolgate.secretChecksum" -}}
+{{- $secret := include (print .Template.BasePath "/secret.yaml") . -}}
+{{- if trim $secret -}}
+{{- derivePassword 1 "maximum" $secret (printf "%s/%s" .Release.Namespace .Release.Name) "toolgate checksum/secret" | sha256sum -}}
+{{- else -}}
+{{- "none" -}}
+{{- end -}}
 {{- end -}}
 
 {{/* An environment variable from a Secret: the chart's (inline value) or one of yours. */}}

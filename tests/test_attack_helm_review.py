@@ -1,0 +1,187 @@
+"""Attack review of the Helm chart (deploy/helm/toolgate) and its guide: an operator who gets the
+values wrong, a newcomer who copy-pastes the guide, and someone in the cluster who may read
+Deployments and pod logs but not Secrets (Kubernetes' ``view`` role). Each case renders the chart
+with Helm's own engine, as ``helm install`` would."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import subprocess
+from typing import Any
+
+import pytest
+import yaml
+
+from deploy_support import find, helm, manifests, pod_spec, render
+
+KEY_SHA256 = hashlib.sha256(b"tg_review_key").hexdigest()
+MINIMAL: dict[str, Any] = {"config": {"agents": {"bot": {"key_sha256": KEY_SHA256}}}}
+#: Replicas on PostgreSQL, so that every object (the hook Job and its Secret too) is rendered.
+REPLICAS: dict[str, Any] = {
+    **MINIMAL,
+    "replicaCount": 2,
+    "database": {"url": "postgresql://toolgate:pw@db.internal:5432/toolgate"},
+}
+#: Kubernetes' limit for a DNS label, a label value and the name of a Job (the Job controller
+#: puts the Job's name into its pods' ``job-name`` label).
+LABEL_MAX = 63
+
+
+def refusal(values: dict[str, Any], *, name: str = "tg") -> str:
+    with pytest.raises((helm.HelmRenderError, helm.HelmValuesError)) as refused:
+        render(values, name=name)
+    return str(refused.value)
+
+
+# -- names -----------------------------------------------------------------------------------------
+
+
+def test_a_long_release_name_gives_a_job_name_kubernetes_accepts() -> None:
+    """Helm allows release names of 53 characters; the fullname is cut at 63, but the hook Job's
+    ``-db-upgrade`` was added after the cut, so the API server refused the Job (its name becomes
+    a label value) and every install failed."""
+    objects = manifests(render(REPLICAS, name="r" * 53))
+    (job,) = find(objects, "Job")
+    assert len(job["metadata"]["name"]) <= LABEL_MAX, job["metadata"]["name"]
+    assert job["metadata"]["name"].endswith("-db-upgrade")
+    for obj in objects:
+        assert len(obj["metadata"]["name"]) <= 253
+        for value in (obj["metadata"].get("labels") or {}).values():
+            assert len(value) <= LABEL_MAX, (obj["kind"], value)
+    # The long-name release keeps its objects apart from a release whose name shares the prefix.
+    other = manifests(render(REPLICAS, name="r" * 52 + "s"))
+    assert find(other, "Job")[0]["metadata"]["name"] != job["metadata"]["name"]
+
+
+def test_a_release_name_that_cannot_name_a_service_is_refused_by_name() -> None:
+    """A Service's name must start with a letter (DNS-1035); Helm accepts "1tg" as a release name,
+    and the API server would refuse the Service mid-install."""
+    message = refusal(MINIMAL, name="1tg")
+    assert "1tg-toolgate" in message and "start with a letter" in message
+    assert "fullnameOverride" in message
+    message = refusal({**MINIMAL, "fullnameOverride": "Toolgate_Prod"})
+    assert "Toolgate_Prod" in message
+
+
+# -- secrets that leak ---------------------------------------------------------------------------
+
+
+def _secret_checksum(values: dict[str, Any]) -> str:
+    (deployment,) = find(manifests(render(values)), "Deployment")
+    annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+    checksum: str = annotations["checksum/secret"]
+    return checksum
+
+
+def test_the_secret_checksum_is_not_a_fast_hash_of_the_secret_manifest() -> None:
+    """Someone allowed to read Deployments but not Secrets sees ``checksum/secret``. When it is
+    the SHA-256 of the rendered Secret (whose every other byte follows from the public chart and
+    the release's name), a short database password is found offline at billions of guesses a
+    second: render the Secret for each guess, hash it, compare."""
+    checksum = _secret_checksum(REPLICAS)
+    # The attacker's fast path: the chart's own Secret template, rendered for the guess.
+    guesses = ["secret", "pw", "toolgate"]
+    for guess in guesses:
+        values = {
+            **REPLICAS,
+            "database": {"url": f"postgresql://toolgate:{guess}@db.internal:5432/toolgate"},
+        }
+        (secret_yaml,) = [
+            text for path, text in render(values).items() if path.endswith("/secret.yaml")
+        ]
+        assert hashlib.sha256(secret_yaml.encode()).hexdigest() != checksum, (
+            f"checksum/secret reveals the database password {guess!r}"
+        )
+    # Still a checksum: a changed secret rolls the pods, an unchanged one does not.
+    assert _secret_checksum(REPLICAS) == checksum
+    changed = {**REPLICAS, "database": {"url": "postgresql://toolgate:px@db.internal/toolgate"}}
+    assert _secret_checksum(changed) != checksum
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("TOOLGATE_DATABASE_URL", "database.url"),
+        ("TOOLGATE_REDIS_URL", "redis.url"),
+        ("TOOLGATE_SECRETS_KEY", "secretsKey.value"),
+        ("TOOLGATE_HOME", "home.mountPath"),
+        ("HOME", "home.mountPath"),
+    ],
+)
+def test_env_may_not_override_what_the_chart_sets(name: str, expected: str) -> None:
+    """``env: [{name: TOOLGATE_DATABASE_URL, value: postgresql://…:password@…}]`` rendered a
+    second entry after the chart's own: it won (the last one does), the password stood in the
+    Deployment for ``kubectl describe`` and anyone who reads Deployments, and the migration Job,
+    which does not get ``env``, migrated another database or none."""
+    values = {**MINIMAL, "env": [{"name": name, "value": "postgresql://u:pw@elsewhere/x"}]}
+    message = refusal(values)
+    assert f"env[0]: {name}" in message and expected in message
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {**MINIMAL, "database": {"existingSecret": "toolgate-db\n      optional: true"}},
+        {**MINIMAL, "redis": {"existingSecret": "r", "existingSecretKey": "url\n  x: y"}},
+        {**MINIMAL, "secretsKey": {"existingSecret": "Key Store"}},
+        {**MINIMAL, "image": {"repository": "registry.example.com/toolgate\n  x: y"}},
+        {**MINIMAL, "home": {"mountPath": "/var/lib/toolgate\n  x: y"}},
+        {**MINIMAL, "priorityClassName": "high\n      hostPID: true"},
+    ],
+    ids=["secret-name", "secret-key", "secret-name-space", "image", "home", "priority"],
+)
+def test_a_value_cannot_write_yaml_into_the_manifests(values: dict[str, Any]) -> None:
+    """Values the templates write unquoted: a newline in them added fields to the pod (an
+    ``existingSecret`` made the database URL ``optional: true``, so the pods started without it,
+    each on SQLite of its own). They are refused by the schema instead."""
+    assert "does not match pattern" in refusal(values)
+
+
+# -- the guide, copy-pasted ----------------------------------------------------------------------
+
+
+def _guide_blocks() -> tuple[str, str, str]:
+    from doc_blocks import doc_block
+
+    return (
+        doc_block("kubernetes:make-key"),
+        doc_block("kubernetes:helm-values"),
+        doc_block("kubernetes:helm-install"),
+    )
+
+
+def test_the_guides_values_hold_no_agent_key_someone_else_knows() -> None:
+    """The guide's values held the SHA-256 of "test" as the key of an agent labelled
+    ``role: operator``: a newcomer who copied them deployed a gateway that takes the key "test"."""
+    _, values_text, _ = _guide_blocks()
+    hashes = re.findall(r"\b[0-9a-f]{64}\b", values_text)
+    assert hashes == [], f"the guide's values name agent keys by hash: {hashes}"
+    values = yaml.safe_load(values_text)
+    message = refusal(values, name="toolgate")
+    assert "no agent has a key_sha256" in message  # copied alone, it is refused, not served
+
+
+def test_the_guides_key_and_install_commands_give_the_chart_the_readers_own_key() -> None:
+    """The guide's commands, run: the key made by its block, its SHA-256 passed by the install
+    command's ``--set-string``, renders a release that takes that key and no other."""
+    make_key, values_text, install = _guide_blocks()
+    shell = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", make_key + '\nprintf "%s\\n%s" "$KEY" "$KEY_SHA256"'],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    key, key_sha256 = shell.stdout.split("\n")
+    assert key.startswith("tg_") and hashlib.sha256(key.encode()).hexdigest() == key_sha256
+    sets = re.findall(r"--set-string ([\w.-]+)=\"?\$KEY_SHA256\"?", install)
+    assert sets == ["config.agents.ci-bot.key_sha256"], install
+    values = yaml.safe_load(values_text)
+    values["config"]["agents"]["ci-bot"]["key_sha256"] = key_sha256
+    objects = manifests(render(values, name="toolgate"))
+    (config,) = [c for c in find(objects, "ConfigMap") if c["metadata"]["name"].endswith("config")]
+    agents = yaml.safe_load(config["data"]["toolgate.yaml"])["agents"]
+    assert [a.get("key_sha256") for a in agents.values()] == [key_sha256]
+    assert find(objects, "Deployment")[0]["metadata"]["name"] == "toolgate"
+    assert pod_spec(find(objects, "Job")[0])["containers"][0]["args"] == ["db", "upgrade"]
