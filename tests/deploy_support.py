@@ -219,9 +219,11 @@ class PodFiles:
 
     def argv(self, container: dict[str, Any]) -> list[str]:
         """``command`` + ``args`` with paths mapped, the program found as the image would."""
-        words = [self.map(word) for word in container["command"] + container.get("args", [])]
-        if words[0] == "toolgate":
-            words[0] = str(VENV_BIN / "toolgate")
+        command = container["command"]
+        words = [self.map(word) for word in command + container.get("args", [])]
+        # The program, or the program an init (tini --) starts.
+        if "toolgate" in command:
+            words[command.index("toolgate")] = str(VENV_BIN / "toolgate")
         return words
 
 

@@ -6,10 +6,15 @@ with Helm's own engine, as ``helm install`` would."""
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import shutil
 import subprocess
+import time
+from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 import yaml
 
@@ -185,3 +190,115 @@ def test_the_guides_key_and_install_commands_give_the_chart_the_readers_own_key(
     assert [a.get("key_sha256") for a in agents.values()] == [key_sha256]
     assert find(objects, "Deployment")[0]["metadata"]["name"] == "toolgate"
     assert pod_spec(find(objects, "Job")[0])["containers"][0]["args"] == ["db", "upgrade"]
+
+
+# -- PID 1 -----------------------------------------------------------------------------------------
+
+#: A script tool that leaves a process behind: its child exits at once, the grandchild a moment
+#: later, reparented to the container's PID 1.
+ORPHANING_TOOL_MD = """---
+name: orphan
+script: script.py
+runtime: python
+inputSchema: {type: object}
+outputSchema: {type: object, properties: {ok: {type: boolean}}}
+---
+
+Start a process that outlives the script.
+"""
+ORPHANING_SCRIPT = """import json, subprocess
+subprocess.Popen(["sh", "-c", "sleep 0.2 &"])
+print(json.dumps({"ok": True}))
+"""
+
+
+def _descendants(root: int) -> dict[int, str]:
+    """Every descendant of ``root`` (pid -> state letter), from /proc."""
+    parents: dict[int, tuple[int, str]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = open(f"/proc/{entry}/stat").read()  # noqa: SIM115 - read once
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        parents[int(entry)] = (int(fields[1]), fields[0])
+    found: dict[int, str] = {}
+    frontier = [root]
+    while frontier:
+        parent = frontier.pop()
+        for pid, (ppid, state) in parents.items():
+            if ppid == parent and pid not in found:
+                found[pid] = state
+                frontier.append(pid)
+    return found
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("unshare") is None,
+    reason="needs root and unshare(1) to give the pod's command a PID namespace of its own",
+)
+def test_the_pods_pid_1_reaps_what_tools_leave_behind(tmp_path: Path) -> None:
+    """In a container the command is PID 1, and every process whose parent exits is reparented
+    to it. ``toolgate serve`` as PID 1 waits only for the children it started, so each call of a
+    script tool that left a process behind left zombies in the pod for good, until the pod's
+    process limit refused every fork. The rendered command runs here as PID 1 of a PID namespace
+    of its own, as in a pod."""
+    from deploy_support import PodFiles, containerfile_stages
+
+    values = {
+        **MINIMAL,
+        "toolFolders": {"orphan": {"tool.md": ORPHANING_TOOL_MD, "script.py": ORPHANING_SCRIPT}},
+    }
+    objects = manifests(render(values))
+    spec = pod_spec(find(objects, "Deployment")[0])
+    container = spec["containers"][0]
+    files = PodFiles(tmp_path, objects, spec)
+    argv = files.argv(container)
+    argv[argv.index("--port") + 1] = "0"
+    stage = containerfile_stages()[-1]
+    env = files.environment(stage.env(), container)
+    env["COLUMNS"] = "500"
+    pid_namespace = ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc"]
+    server = subprocess.Popen(
+        pid_namespace + argv,
+        env=env,
+        cwd=files.map(stage.last("WORKDIR") or "/"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        banner = ""
+        while "on http://" not in banner:
+            line = server.stdout.readline()
+            assert line, banner + (server.stdout.read() or "")
+            banner += line
+        port = re.search(r"on http://0\.0\.0\.0:(\d+)", banner)
+        assert port, banner
+        key = "tg_review_key"
+        for _ in range(3):
+            answer = httpx2.post(
+                f"http://127.0.0.1:{port.group(1)}/v1/tools/local:orphan/call",
+                json={"arguments": {}},
+                headers={"Authorization": f"Bearer {key}"},
+                timeout=30,
+            ).json()
+            assert answer["status"] == "ok", answer
+        # The grandchildren exit after 0.2 s; a reaper collects them at once. Look until none is
+        # left unreaped, for at most 10 seconds (zombies that nobody reaps never go).
+        deadline = time.monotonic() + 10
+        while True:
+            zombies = [pid for pid, state in _descendants(server.pid).items() if state == "Z"]
+            if not zombies or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert zombies == [], f"{len(zombies)} zombies under the pod's PID 1 ({argv[:3]})"
+    finally:
+        server.terminate()
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            server.kill()

@@ -54,7 +54,8 @@ def test_each_target_runs_as_the_charts_numeric_non_root_user(target: str) -> No
 
 def test_entrypoint_cmd_port_and_paths_match_the_chart() -> None:
     image = stages()["toolgate"]
-    assert image.exec_form("ENTRYPOINT") == ["toolgate"]
+    # tini is PID 1: it reaps what tools leave behind and passes signals on to toolgate.
+    assert image.exec_form("ENTRYPOINT") == ["tini", "-s", "--", "toolgate"]
     cmd = image.exec_form("CMD")
     values = chart_values()
     assert cmd[0] == "serve"
@@ -92,6 +93,7 @@ def test_node_is_only_in_the_js_target() -> None:
 def test_bubblewrap_is_installed_in_the_base() -> None:
     runs = [v for i, v in stages()["base"].instructions if i == "RUN"]
     assert any("bubblewrap" in run for run in runs)
+    assert any(re.search(r"\btini\b", run) for run in runs)  # the ENTRYPOINT's init
 
 
 @pytest.mark.slow
@@ -123,8 +125,9 @@ def test_the_images_command_serves_a_mounted_config_and_passes_its_healthcheck(
     env["PATH"] = ":".join(mapped(part) for part in env["PATH"].split(":"))
     env["TMPDIR"] = str(mounts["/tmp"])
     env["COLUMNS"] = "500"  # the banner on one line, however long this machine's paths are
-    argv = [mapped(word) for word in image.exec_form("ENTRYPOINT") + image.exec_form("CMD")]
-    argv[0] = str(VENV_BIN / argv[0])
+    entrypoint = image.exec_form("ENTRYPOINT")
+    argv = [mapped(word) for word in entrypoint + image.exec_form("CMD")]
+    argv[entrypoint.index("toolgate")] = str(VENV_BIN / "toolgate")
     argv[argv.index("--port") + 1] = "0"  # this machine's port 8470 may be taken
     workdir = mapped(image.last("WORKDIR") or "/")
     process = subprocess.Popen(
