@@ -302,3 +302,46 @@ def test_the_pods_pid_1_reaps_what_tools_leave_behind(tmp_path: Path) -> None:
             server.wait(30)
         except subprocess.TimeoutExpired:
             server.kill()
+
+
+# -- what the chart's tests let through (mutations that survived them) ----------------------------
+
+
+def test_the_hook_secret_with_the_database_url_does_not_outlive_the_hooks() -> None:
+    """A hook is no part of the release: ``helm uninstall`` leaves it. Without a delete policy
+    the database URL and its password stayed in the namespace after every install."""
+    (secret,) = find(manifests(render(REPLICAS)), "Secret", hook=True)
+    policies = secret["metadata"]["annotations"]["helm.sh/hook-delete-policy"].split(",")
+    assert {"before-hook-creation", "hook-succeeded"} <= set(policies)
+
+
+def test_home_and_tmp_are_the_volumes_the_values_name() -> None:
+    """``TOOLGATE_HOME`` follows ``home.mountPath`` (the image's own is /var/lib/toolgate), and
+    /tmp is a disk-backed emptyDir with its size limit (a tool filling it evicts the pod, it does
+    not take the node's memory)."""
+    values = {**MINIMAL, "home": {"mountPath": "/data", "volume": {"emptyDir": {}}}}
+    spec = pod_spec(find(manifests(render(values)), "Deployment")[0])
+    (container,) = spec["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["TOOLGATE_HOME"] == env["HOME"] == "/data" and env["TMPDIR"] == "/tmp"
+    writable = {
+        m["mountPath"]: m["name"] for m in container["volumeMounts"] if not m.get("readOnly")
+    }
+    assert writable == {"/data": "home", "/tmp": "tmp"}
+    (tmp,) = [v for v in spec["volumes"] if v["name"] == "tmp"]
+    assert tmp == {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}}
+
+
+def test_a_localhost_seccomp_profile_without_its_file_is_refused_by_name() -> None:
+    """``seccompProfile: {type: Localhost}`` (the guide's way to allow user namespaces) without
+    ``localhostProfile`` rendered, and the API server refused every pod at install."""
+    values = {**MINIMAL, "securityContext": {"seccompProfile": {"type": "Localhost"}}}
+    assert "localhostProfile" in refusal(values)
+    profile = {"type": "Localhost", "localhostProfile": "profiles/toolgate-userns.json"}
+    spec = pod_spec(
+        find(
+            manifests(render({**MINIMAL, "securityContext": {"seccompProfile": profile}})),
+            "Deployment",
+        )[0]
+    )
+    assert spec["securityContext"]["seccompProfile"] == profile
