@@ -9,6 +9,7 @@ import hashlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -296,12 +297,19 @@ def test_the_pods_pid_1_reaps_what_tools_leave_behind(tmp_path: Path) -> None:
                 break
             time.sleep(0.2)
         assert zombies == [], f"{len(zombies)} zombies under the pod's PID 1 ({argv[:3]})"
+        assert server.poll() is None
     finally:
-        server.terminate()
+        # unshare(1) ignores SIGTERM while it waits: the pod's PID 1 (its child) gets it, as the
+        # kubelet would send it.
+        children = Path(f"/proc/{server.pid}/task/{server.pid}/children")
+        for pid in children.read_text().split() if children.exists() else []:
+            os.kill(int(pid), signal.SIGTERM)
         try:
             server.wait(30)
         except subprocess.TimeoutExpired:
             server.kill()
+    # SIGTERM to PID 1 reached toolgate, which stopped cleanly.
+    assert server.returncode == 0, server.stdout.read() if server.stdout else ""
 
 
 # -- what the chart's tests let through (mutations that survived them) ----------------------------
