@@ -353,3 +353,26 @@ def test_a_localhost_seccomp_profile_without_its_file_is_refused_by_name() -> No
         )[0]
     )
     assert spec["securityContext"]["seccompProfile"] == profile
+
+
+def test_the_migration_job_connects_as_the_server_does() -> None:
+    """libpq reads TLS and credential settings from the environment (``PGSSLMODE``,
+    ``PGSSLROOTCERT``, ``PGPASSWORD``…). Given in ``env``/``envFrom``, they reached the server but
+    not the migration Job, which then connected another way (without TLS) or not at all."""
+    values = {
+        **REPLICAS,
+        "env": [
+            {"name": "PGSSLMODE", "value": "verify-full"},
+            {
+                "name": "PGPASSWORD",
+                "valueFrom": {"secretKeyRef": {"name": "pg", "key": "password"}},
+            },
+        ],
+        "envFrom": [{"secretRef": {"name": "pg-settings"}}],
+    }
+    objects = manifests(render(values))
+    server = pod_spec(find(objects, "Deployment")[0])["containers"][0]
+    job = pod_spec(find(objects, "Job")[0])["containers"][0]
+    for entry in values["env"]:
+        assert entry in server["env"] and entry in job["env"], entry["name"]
+    assert job["envFrom"] == server["envFrom"] == values["envFrom"]

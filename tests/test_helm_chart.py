@@ -337,7 +337,8 @@ def test_the_migration_job_runs_db_upgrade_before_install_and_upgrade() -> None:
     assert int(secret["metadata"]["annotations"]["helm.sh/hook-weight"]) < int(
         annotations["helm.sh/hook-weight"]
     )
-    ref = container["env"][-1]["valueFrom"]["secretKeyRef"]
+    (url,) = [e for e in container["env"] if e["name"] == "TOOLGATE_DATABASE_URL"]
+    ref = url["valueFrom"]["secretKeyRef"]
     assert ref == {"name": secret["metadata"]["name"], "key": "database-url"}
     assert "serviceAccountName" not in pod_spec(job)  # the release's is not there at pre-install
     assert find(manifests(render(MINIMAL)), "Job") == []  # SQLite: nothing to migrate
