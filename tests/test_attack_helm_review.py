@@ -376,3 +376,14 @@ def test_the_migration_job_connects_as_the_server_does() -> None:
     for entry in values["env"]:
         assert entry in server["env"] and entry in job["env"], entry["name"]
     assert job["envFrom"] == server["envFrom"] == values["envFrom"]
+
+
+def test_a_crash_looping_pod_does_not_block_a_node_drain() -> None:
+    """With two replicas and ``maxUnavailable: 1``, one pod that never gets ready (a bad config,
+    a database it cannot reach at start) counts as the one unavailable: the PodDisruptionBudget
+    then refused to evict the other, healthy or not, and a node drain hung. Unhealthy pods may
+    always be evicted (``unhealthyPodEvictionPolicy``, Kubernetes 1.27 or later)."""
+    (pdb,) = find(manifests(render(REPLICAS)), "PodDisruptionBudget")
+    assert pdb["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
+    assert pdb["spec"]["maxUnavailable"] == 1
+    assert find(manifests(render(MINIMAL)), "PodDisruptionBudget") == []  # one replica: none
