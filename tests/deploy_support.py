@@ -231,3 +231,31 @@ def manifest_documents(objects: list[dict[str, Any]]) -> Iterator[tuple[str, dic
     """Each object with a short name for messages (``Kind/name``)."""
     for obj in objects:
         yield f"{obj['kind']}/{obj['metadata']['name']}", obj
+
+
+# -- toolgate.yaml's schema in the chart's ------------------------------------------------------
+
+
+def chart_config_schema() -> dict[str, Any]:
+    """toolgate.yaml's JSON Schema (``toolgate config schema``) as the chart's values.schema.json
+    holds it under ``config``: its definitions kept beside it, and references rewritten to reach
+    them from the root of the chart's schema (draft 7, which has every keyword it uses)."""
+    from toolgate.config.json_schema import config_json_schema
+
+    schema = dict(config_json_schema())
+    schema.pop("$schema", None)
+    schema.pop("$id", None)
+    text = json.dumps(schema).replace('"#/$defs/', '"#/properties/config/$defs/')
+    rewritten: dict[str, Any] = json.loads(text)
+    rewritten["description"] = (
+        "toolgate.yaml as YAML (docs/guides/configuration.md); its schema is toolgate config schema"
+    )
+    return rewritten
+
+
+def write_chart_config_schema() -> None:
+    """Put :func:`chart_config_schema` into the chart's values.schema.json."""
+    path = CHART / "values.schema.json"
+    schema = json.loads(path.read_text())
+    schema["properties"]["config"] = chart_config_schema()
+    path.write_text(json.dumps(schema, indent=2) + "\n")

@@ -387,3 +387,38 @@ def test_a_crash_looping_pod_does_not_block_a_node_drain() -> None:
     assert pdb["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
     assert pdb["spec"]["maxUnavailable"] == 1
     assert find(manifests(render(MINIMAL)), "PodDisruptionBudget") == []  # one replica: none
+
+
+# -- toolgate.yaml checked at install ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ({"agent": {"bot": {"key_sha256": KEY_SHA256}}}, "'agent' not allowed"),
+        ({**MINIMAL["config"], "serve": {"prot": 8470}}, "at '/config/serve'"),
+        ({**MINIMAL["config"], "rate_limits": {"per_agent": "yes"}}, "per_agent"),
+        ({"agents": {"bot": {"key_sha": KEY_SHA256}}}, "at '/config/agents/bot'"),
+    ],
+    ids=["misspelt-section", "misspelt-key", "wrong-type", "misspelt-agent-key"],
+)
+def test_a_toolgate_yaml_the_gateway_would_refuse_is_refused_at_install(
+    config: dict[str, Any], expected: str
+) -> None:
+    """``config`` rendered into the ConfigMap whatever it held: a misspelt key passed
+    ``helm install`` and every pod then exited 3 in a crash loop. The chart's schema holds
+    toolgate.yaml's own (``toolgate config schema``), so Helm names the key at install."""
+    assert expected in refusal({"config": config})
+
+
+def test_the_charts_copy_of_the_toolgate_yaml_schema_is_this_toolgates() -> None:
+    import json
+
+    from deploy_support import CHART, chart_config_schema
+
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    assert schema["properties"]["config"] == chart_config_schema(), (
+        "deploy/helm/toolgate/values.schema.json's config is not this toolgate's schema of "
+        "toolgate.yaml: regenerate it with python -c \"import sys; sys.path.insert(0, 'tests'); "
+        'import deploy_support; deploy_support.write_chart_config_schema()"'
+    )

@@ -385,7 +385,8 @@ def test_the_default_values_are_refused_until_an_agent_has_a_key() -> None:
     message = refusal({})
     assert "config.agents: no agent has a key_sha256" in message
     assert "sha256sum" in message and "agentKeysInDatabase" in message
-    render({"config": {"auth": {"issuer": "https://login.example.com"}}})  # OAuth will do
+    oauth = {"issuer": "https://login.example.com", "resource": "https://toolgate.example.com"}
+    render({"config": {"auth": oauth}})  # OAuth will do
 
 
 def test_replicas_without_a_database_are_refused() -> None:
