@@ -422,3 +422,46 @@ def test_the_charts_copy_of_the_toolgate_yaml_schema_is_this_toolgates() -> None
         "toolgate.yaml: regenerate it with python -c \"import sys; sys.path.insert(0, 'tests'); "
         'import deploy_support; deploy_support.write_chart_config_schema()"'
     )
+
+
+# -- values that would leave the restricted standard without an error ----------------------------
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ({"home": {"volume": {"hostPath": {"path": "/"}}}}, "/home/volume"),
+        ({"home": {"volume": {"emptyDir": {}, "hostPath": {"path": "/"}}}}, "/home/volume"),
+        (
+            {
+                "podAnnotations": {
+                    "container.apparmor.security.beta.kubernetes.io/toolgate": "unconfined"
+                }
+            },
+            "/podAnnotations",
+        ),
+    ],
+    ids=["host-path", "two-sources", "apparmor-unconfined"],
+)
+def test_values_cannot_take_the_pod_out_of_the_restricted_standard(
+    values: dict[str, Any], expected: str
+) -> None:
+    """In a namespace that does not enforce the restricted standard nothing stops such a pod:
+    ``home.volume: {hostPath: {path: /}}`` gave toolgate (and every tool it runs) the node's root
+    file system, writable; an annotation ran it without AppArmor."""
+    assert expected in refusal({**MINIMAL, **values})
+    pvc = {"persistentVolumeClaim": {"claimName": "toolgate-home"}}
+    spec = pod_spec(find(manifests(render({**MINIMAL, "home": {"volume": pvc}})), "Deployment")[0])
+    assert {"name": "home", **pvc} in spec["volumes"]
+
+
+def test_the_documented_persistent_volume_for_home_replaces_the_default() -> None:
+    """Helm merges a map of the values with the default's: ``home.volume:
+    {persistentVolumeClaim: …}`` (values.yaml's own example) kept the default ``emptyDir`` beside
+    it, a volume of two sources that the API server refuses."""
+    pvc = {"persistentVolumeClaim": {"claimName": "toolgate-home"}}
+    spec = pod_spec(find(manifests(render({**MINIMAL, "home": {"volume": pvc}})), "Deployment")[0])
+    (home,) = [v for v in spec["volumes"] if v["name"] == "home"]
+    assert home == {"name": "home", **pvc}
+    default = pod_spec(find(manifests(render(MINIMAL)), "Deployment")[0])
+    assert {"name": "home", "emptyDir": {}} in default["volumes"]
