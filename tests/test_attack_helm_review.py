@@ -134,8 +134,19 @@ def test_env_may_not_override_what_the_chart_sets(name: str, expected: str) -> N
         {**MINIMAL, "image": {"repository": "registry.example.com/toolgate\n  x: y"}},
         {**MINIMAL, "home": {"mountPath": "/var/lib/toolgate\n  x: y"}},
         {**MINIMAL, "priorityClassName": "high\n      hostPID: true"},
+        {**MINIMAL, "serviceAccount": {"name": "tg\n      hostNetwork: true"}},
+        {**MINIMAL, "tmp": {"sizeLimit": "1Gi\n          medium: Memory"}},
     ],
-    ids=["secret-name", "secret-key", "secret-name-space", "image", "home", "priority"],
+    ids=[
+        "secret-name",
+        "secret-key",
+        "secret-name-space",
+        "image",
+        "home",
+        "priority",
+        "service-account",
+        "tmp-size",
+    ],
 )
 def test_a_value_cannot_write_yaml_into_the_manifests(values: dict[str, Any]) -> None:
     """Values the templates write unquoted: a newline in them added fields to the pod (an
