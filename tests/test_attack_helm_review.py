@@ -476,3 +476,11 @@ def test_the_documented_persistent_volume_for_home_replaces_the_default() -> Non
     assert home == {"name": "home", **pvc}
     default = pod_spec(find(manifests(render(MINIMAL)), "Deployment")[0])
     assert {"name": "home", "emptyDir": {}} in default["volumes"]
+
+
+def test_every_object_names_the_release_namespace() -> None:
+    """``helm template -n tools … | kubectl apply -f -`` (and GitOps tools that apply the
+    rendering) put objects without a namespace into the current context's, away from the Secrets
+    they name and the address NOTES.txt gives."""
+    for obj in manifests(render(REPLICAS, namespace="tools")):
+        assert obj["metadata"].get("namespace") == "tools", (obj["kind"], obj["metadata"]["name"])
