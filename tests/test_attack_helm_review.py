@@ -247,9 +247,11 @@ def _descendants(root: int) -> dict[int, str]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
-    os.geteuid() != 0 or shutil.which("unshare") is None,
-    reason="needs root and unshare(1) to give the pod's command a PID namespace of its own",
+    os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("tini") is None,
+    reason="needs root and unshare(1) to give the pod's command a PID namespace of its own, and "
+    "tini (Debian's package; .ci/run installs it), the command's PID 1",
 )
 def test_the_pods_pid_1_reaps_what_tools_leave_behind(tmp_path: Path) -> None:
     """In a container the command is PID 1, and every process whose parent exits is reparented
