@@ -10,6 +10,7 @@ import base64
 import json
 import re
 import shlex
+import shutil
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -220,11 +221,18 @@ class PodFiles:
     def argv(self, container: dict[str, Any]) -> list[str]:
         """``command`` + ``args`` with paths mapped, the program found as the image would."""
         command = container["command"]
+        require_program(command[0])
         words = [self.map(word) for word in command + container.get("args", [])]
         # The program, or the program an init (tini --) starts.
         if "toolgate" in command:
             words[command.index("toolgate")] = str(VENV_BIN / "toolgate")
         return words
+
+
+def require_program(program: str) -> None:
+    """Skip, saying how to install it, when the image's PID 1 (tini) is not on this machine."""
+    if program != "toolgate" and shutil.which(program) is None:
+        pytest.skip(f"{program} is not installed: apt-get install {program} (.ci/run does)")
 
 
 def manifest_documents(objects: list[dict[str, Any]]) -> Iterator[tuple[str, dict[str, Any]]]:

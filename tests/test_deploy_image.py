@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from deploy_support import CHART, VENV_BIN, Stage, containerfile_stages
+from deploy_support import CHART, VENV_BIN, Stage, containerfile_stages, require_program
 
 KEY = "tg_image_test_key"
 
@@ -126,6 +126,7 @@ def test_the_images_command_serves_a_mounted_config_and_passes_its_healthcheck(
     env["TMPDIR"] = str(mounts["/tmp"])
     env["COLUMNS"] = "500"  # the banner on one line, however long this machine's paths are
     entrypoint = image.exec_form("ENTRYPOINT")
+    require_program(entrypoint[0])
     argv = [mapped(word) for word in entrypoint + image.exec_form("CMD")]
     argv[entrypoint.index("toolgate")] = str(VENV_BIN / "toolgate")
     argv[argv.index("--port") + 1] = "0"  # this machine's port 8470 may be taken
