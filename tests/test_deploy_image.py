@@ -96,6 +96,16 @@ def test_bubblewrap_is_installed_in_the_base() -> None:
     assert any(re.search(r"\btini\b", run) for run in runs)  # the ENTRYPOINT's init
 
 
+def test_the_landlock_layer_can_work_in_the_image() -> None:
+    """Under the chart's RuntimeDefault seccomp profile bubblewrap cannot start; the second layer
+    needs the 'landlock' extra (pyseccomp) in the virtual environment and libseccomp in the base."""
+    text = Path(CHART.parents[2] / "Containerfile").read_text()
+    extras = re.search(r"^ARG EXTRAS=(\S+)$", text, re.MULTILINE)
+    assert extras is not None and "landlock" in extras.group(1).split(",")
+    runs = [v for i, v in stages()["base"].instructions if i == "RUN"]
+    assert any(re.search(r"\blibseccomp2\b", run) for run in runs)
+
+
 @pytest.mark.slow
 def test_the_images_command_serves_a_mounted_config_and_passes_its_healthcheck(
     tmp_path: Path,
