@@ -142,6 +142,15 @@ def test_no_piece_of_an_awkward_password_is_shown_when_connecting_fails(
     assert secret not in redact_url(url)
 
 
+def test_a_one_letter_password_does_not_mangle_the_reason() -> None:
+    """Masking every "e" of the reason hid it ("Conn***ction r***fus***d") and told anyone
+    reading the log the password."""
+    with pytest.raises(StateUnavailableError) as caught:
+        PostgresDatabase("postgresql://bob:e@127.0.0.1:1/test", timeout=1.0)
+    message = str(caught.value)
+    assert "Connection refused" in message, message
+
+
 def test_a_redis_drivers_reason_keeps_no_piece_of_the_password() -> None:
     from toolgate._urls import scrub_reason
 

@@ -314,8 +314,21 @@ def _connect_failure(exc: BaseException, url: str) -> str:
     except psycopg.Error:
         password = None
     if isinstance(password, str) and password:
-        reason = reason.replace(password, "***")
+        reason = _mask(reason, password)
     return scrub_reason(reason, url)
+
+
+def _mask(reason: str, password: str) -> str:
+    """``reason`` with ``password`` masked: everywhere when it is long enough to mean nothing
+    else, only where it stands alone when it is short (a password ``e`` must not turn
+    "Connection refused" into "Conn***ction r***fus***d")."""
+    if len(password) >= _SHORT_PASSWORD:
+        return reason.replace(password, "***")
+    return re.sub(rf"(?<![0-9A-Za-z]){re.escape(password)}(?![0-9A-Za-z])", "***", reason)
+
+
+#: Below this many characters a password is masked only where it stands alone.
+_SHORT_PASSWORD: Final = 4
 
 
 #: SQLSTATEs of a server going away: admin, crash or restart shutdown (class 08 is the
