@@ -22,7 +22,7 @@ from rich.text import Text
 
 from ..config.files import load_config
 from ..runtimes import RUNTIMES
-from ..sandbox.bwrap import nested_userns_flags
+from ..sandbox.bwrap import nested_userns_flags, user_namespaces_off
 from ..sandbox.host import HostCapabilities, forget_probes, probe_host
 from ..sandbox.landlock import ENFORCEMENT, PERMISSIONS, forget_landlock_probes
 from ..sandbox.layers import LayerChoice, choose_layer
@@ -113,6 +113,13 @@ def _namespaces_note(host: HostCapabilities) -> str:
     assert host.bwrap is not None
     if nested_userns_flags(host.bwrap):
         return "user, mount, pid, network, ipc, uts, cgroup; nested user namespaces refused"
+    off = user_namespaces_off()
+    if off is not None:
+        # bubblewrap makes no user namespace here, and a tool cannot make one either.
+        return (
+            "mount, pid, network, ipc, uts, cgroup (no user namespace: user namespaces are off "
+            f"on this host, {off}); nested user namespaces refused"
+        )
     return (
         "user, mount, pid, network, ipc, uts, cgroup; nested user namespaces ALLOWED "
         f"({host.version or host.bwrap} has no --disable-userns: bubblewrap 0.8.0 or later "

@@ -82,6 +82,7 @@ __all__ = [
     "install_root",
     "kernel_bind_problem",
     "nested_userns_flags",
+    "user_namespaces_off",
 ]
 
 #: Top-level system folders bound read-only (or re-created as the host's symlinks).
@@ -327,14 +328,21 @@ def bwrap_argv(bwrap: str, spec: BwrapSpec) -> list[str]:
 
 @functools.cache
 def nested_userns_flags(bwrap: str) -> tuple[str, ...]:
-    """``--unshare-user --disable-userns`` when ``bwrap`` has them (bubblewrap 0.8.0 and later),
-    else nothing.
+    """``--unshare-user --disable-userns`` when ``bwrap`` has them (bubblewrap 0.8.0 and later)
+    and this host makes user namespaces at all, else nothing.
 
     Without them a tool may create user namespaces of its own inside the sandbox. That does not
     undo the sandbox (its mounts stay locked in the new namespace), but it reaches the kernel's
     namespace code, the usual first step of a kernel exploit, which container runtimes keep
     away from their workloads too; ``sandbox check`` says which holds. Asked once per program
-    (``bwrap --help``)."""
+    (``bwrap --help``).
+
+    Where user namespaces are off (:func:`user_namespaces_off`), ``--unshare-all`` makes none
+    (bubblewrap's ``--unshare-user-try``) and a root gateway's sandbox works without one; an
+    explicit ``--unshare-user`` would make every sandbox fail to start there. A tool cannot make
+    one either then, so nothing is lost."""
+    if user_namespaces_off() is not None:
+        return ()
     try:
         done = subprocess.run([bwrap, "--help"], capture_output=True, timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired):
@@ -342,6 +350,20 @@ def nested_userns_flags(bwrap: str) -> tuple[str, ...]:
     if b"--disable-userns" not in done.stdout + done.stderr:
         return ()
     return ("--unshare-user", "--disable-userns")
+
+
+def user_namespaces_off() -> str | None:
+    """Why this host makes no user namespaces (the checks of bubblewrap's
+    ``--unshare-user-try``), or ``None`` when it may."""
+    if not os.path.exists("/proc/self/ns/user"):
+        return "the kernel has no user namespaces"
+    with contextlib.suppress(OSError):
+        if Path("/sys/module/user_namespace/parameters/enable").read_text().strip() in {"N", "0"}:
+            return "user_namespace.enable is off"
+    with contextlib.suppress(OSError):
+        if Path("/proc/sys/user/max_user_namespaces").read_text().strip() == "0":
+            return "user.max_user_namespaces is 0"
+    return None
 
 
 def _bind(spec: BwrapSpec, path: Path, *, writable: bool) -> list[str]:
