@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import logging
 import os
 import threading
 
@@ -42,8 +43,12 @@ _PR_SET_CHILD_SUBREAPER = 36
 _PROC = "/proc"
 
 _lock = threading.Lock()
+#: Held by a sweep: two at once could both read a zombie orphan, one reap it and the other then
+#: wait for whatever process the kernel gave that pid next (a child someone else waits for).
+_sweeping = threading.Lock()
 _wake = threading.Event()
 _started = False
+_log = logging.getLogger(__name__)
 
 
 def adopt_orphans() -> bool:
@@ -69,19 +74,44 @@ def reap_soon() -> None:
 def reap_now() -> list[int]:
     """Reap every orphan zombie of this process now (see the module documentation); the pids
     reaped."""
-    me, my_session = os.getpid(), os.getsid(0)
-    reaped: list[int] = []
-    try:
-        names = os.listdir(_PROC)
-    except OSError:
+    with _sweeping:
+        me, my_session = os.getpid(), os.getsid(0)
+        reaped: list[int] = []
+        for pid in _children(me):
+            if _zombie_orphan(pid, me, my_session) and _reap(pid):
+                reaped.append(pid)
         return reaped
-    for name in names:
-        if not name.isdigit():
-            continue
-        found = _zombie_orphan(int(name), me, my_session)
-        if found and _reap(int(name)):
-            reaped.append(int(name))
-    return reaped
+
+
+def _children(me: int) -> list[int]:
+    """The pids that may be children of this process: those the kernel lists as children of
+    its threads (a few reads, however many processes the host runs), else every pid in
+    ``/proc`` (a kernel without ``CONFIG_PROC_CHILDREN``). Nothing when ``/proc`` is not this
+    process's PID namespace (its pids would name other processes to ``waitpid``)."""
+    try:
+        if os.readlink(f"{_PROC}/self") != str(me):
+            return []
+        tids = os.listdir(f"{_PROC}/self/task")
+    except OSError:
+        return []
+    if not os.path.exists(f"{_PROC}/self/task/{me}/children"):
+        return [int(name) for name in _listdir(_PROC) if name.isdigit()]
+    pids: list[int] = []
+    for tid in tids:
+        # A thread that ended meanwhile has no file any more; its children went to another.
+        with (
+            contextlib.suppress(OSError, ValueError),
+            open(f"{_PROC}/self/task/{tid}/children", "rb") as listed,
+        ):
+            pids.extend(int(word) for word in listed.read().split())
+    return pids
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
 
 
 def _zombie_orphan(pid: int, parent: int, parent_session: int) -> bool:
@@ -108,11 +138,20 @@ def _reap(pid: int) -> bool:
 def _reaper() -> None:
     while True:
         if not _wake.wait(IDLE_SWEEP):
-            reap_now()
+            _sweep()
             continue
         step = 0
         while step < len(_AFTER_CALL):
             _wake.clear()
             # Another call ended meanwhile: its looks start again from the first.
             step = 0 if _wake.wait(_AFTER_CALL[step]) else step + 1
-            reap_now()
+            _sweep()
+
+
+def _sweep() -> None:
+    """:func:`reap_now`, which must not end the thread: a sweep that fails is logged and the
+    next one runs as planned (a dead reaper would leave every later orphan a zombie)."""
+    try:
+        reap_now()
+    except Exception:  # noqa: BLE001 - whatever failed, the thread must go on
+        _log.exception("toolgate: looking for orphan zombies failed; the next look is as planned")
