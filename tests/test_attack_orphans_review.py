@@ -178,6 +178,29 @@ def test_a_sweep_reads_the_gateways_children_not_every_process(
     assert os.getppid() not in read and 1 not in read  # not this process's children
 
 
+def test_without_the_kernels_children_lists_every_process_is_looked_at(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A kernel without ``CONFIG_PROC_CHILDREN``: the sweep falls back to all of ``/proc``
+    and still reaps the orphan (and only it)."""
+    assert adopt_orphans()
+    monkeypatch.setattr(orphans, "_kernel_lists_children", lambda me: False)
+    plain = subprocess.Popen(["sh", "-c", "exit 3"])
+    shell = subprocess.run(
+        ["sh", "-c", "exit 0 & echo $!"],
+        capture_output=True, text=True, check=True, start_new_session=True,
+    )  # fmt: skip
+    pid = int(shell.stdout)
+    deadline = time.monotonic() + 10
+    while {_state(pid), _state(plain.pid)} != {("Z", os.getpid())} and time.monotonic() < deadline:
+        if _state(pid) is None:
+            break  # the reaper thread was quicker
+        time.sleep(0.02)
+    reap_now()
+    assert _state(pid) is None
+    assert plain.wait(timeout=5) == 3
+
+
 # -- session leaders ------------------------------------------------------------------------------
 
 

@@ -94,7 +94,7 @@ def _children(me: int) -> list[int]:
         tids = os.listdir(f"{_PROC}/self/task")
     except OSError:
         return []
-    if not os.path.exists(f"{_PROC}/self/task/{me}/children"):
+    if not _kernel_lists_children(me):
         return [int(name) for name in _listdir(_PROC) if name.isdigit()]
     pids: list[int] = []
     for tid in tids:
@@ -105,6 +105,10 @@ def _children(me: int) -> list[int]:
         ):
             pids.extend(int(word) for word in listed.read().split())
     return pids
+
+
+def _kernel_lists_children(me: int) -> bool:
+    return os.path.exists(f"{_PROC}/self/task/{me}/children")
 
 
 def _listdir(path: str) -> list[str]:
