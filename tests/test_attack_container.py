@@ -10,6 +10,8 @@ One real ``toolgate serve`` per layer, called over the HTTP API as an agent call
 - ``restricted``: the stand-in as the Helm chart's pod runs it (Kubernetes' restricted Pod
   Security Standard): a non-root user (nobody), every capability dropped, its own files.
 
+Under the stand-in, ``toolgate serve`` runs behind the image's PID 1, ``tini -s``.
+
 The attacker is a compartment tool folder (``tests/container_standin/attack_probe.py``) with
 one ``fs`` prefix; every attack is one call, and each test checks that it fails for the attacker
 and that the gateway still serves. Network tools reach a loopback stand-in host through the
@@ -210,10 +212,17 @@ def served(
         }
         (root / "bash_env.sh").write_text("echo INJECTED-BASH-ENV\n")
         (root / "startup.py").write_text("print('INJECTED-PYTHONSTARTUP')\n")
+        # In a container, PID 1 is the image's init (``tini -s``, the chart's command too): it
+        # reaps what a tool leaves behind under a layer without a PID namespace.
+        init = ["tini", "-s", "--"] if layer in ("standin", "restricted") else []
+        if init:
+            require_program("tini")
         prefix = {
-            "standin": [sys.executable, str(LAUNCH), "--"],
-            "restricted": [sys.executable, str(LAUNCH), "--caps=none", f"--user={POD_USER}", "--"],
-        }.get(layer, [])
+            "standin": [sys.executable, str(LAUNCH), "--", *init],
+            "restricted": [
+                sys.executable, str(LAUNCH), "--caps=none", f"--user={POD_USER}", "--", *init,
+            ],
+        }.get(layer, [])  # fmt: skip
         if layer == "restricted":
             # The pod's user runs toolgate from a Python it can read: this one may live in a
             # folder only root can enter (/root/.pyenv), so the system's, with these packages.

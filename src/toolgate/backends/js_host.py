@@ -265,7 +265,7 @@ def _landlocked_argv(
         # A long-lived host: no CPU-time limit (as under bubblewrap); V8's heap limit holds.
         limits=None,
     )
-    # No PID namespace: what the host leaves behind when it stops is the gateway's to reap.
+    # No PID namespace: what the host leaves behind goes to PID 1, maybe the gateway itself.
     adopt_orphans()
     try:
         return landlock_argv(sys.executable, landlocked)

@@ -1,37 +1,41 @@
-"""Reap the processes a call under the Landlock layer leaves to the gateway.
+"""Reap the processes a call under the Landlock layer leaves behind, when no one else will.
 
 Under bubblewrap a call's processes live in a PID namespace of their own, whose init reaps them.
 The Landlock layer has no PID namespace: when a tool's process exits before its children (a fork
-bomb, a daemon that forks twice), the kernel hands the children to the nearest ancestor that is a
-*child subreaper*, or to PID 1. When the runner kills the call's process tree at the end of the
-call, each killed orphan stays a zombie until its new parent waits for it, and a zombie still
-counts against ``RLIMIT_NPROC`` of its user — the limit that bounds a fork bomb where no pids
-cgroup is usable (a non-root pod). A PID 1 that does not reap (a container whose first process
-is ``toolgate serve``, a machine's own service manager) would leave them forever, and the next
-calls of that user could not fork at all.
+bomb, a daemon that forks twice), the kernel hands the children to the nearest *child
+subreaper* ancestor, or to PID 1. When the runner kills the call's process tree at the end of
+the call, each killed orphan stays a zombie until that process waits for it, and a zombie still
+counts against ``RLIMIT_NPROC`` of its user, the limit that bounds a fork bomb where no pids
+cgroup is usable (a non-root pod). Zombies nobody reaps would soon stop every call of that user
+from forking.
 
-So, the first time a call runs under the Landlock layer, the gateway makes itself a child
-subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``) and starts a thread that reaps the orphans it
-adopts: :func:`reap_soon` wakes it when a call ends; it also looks every
-:data:`IDLE_SWEEP` seconds.
+Reaping them is PID 1's job, and an init does it: the image's ``tini -s`` (the Helm chart's
+command), systemd on a host. A gateway that *is* PID 1 (a container started without an init,
+``docker run --entrypoint toolgate``) gets every orphan of the container and would reap none, so
+there, the first time a call runs under the Landlock layer, :func:`adopt_orphans` starts a thread
+that reaps them: :func:`reap_soon` wakes it when a call ends; it also looks every
+:data:`IDLE_SWEEP` seconds. The gateway never makes itself a child subreaper: under an init that
+reaps, that would only take orphans away from it (a host tool's daemon that leads its own session
+would then stay a zombie of the gateway, below).
 
 Which zombies are reaped here, and why no one else's: a zombie child of the gateway that is not
 the leader of its session and not in the gateway's own session. Every process the gateway
 starts itself either stays in the gateway's session or leads a new one
 (``start_new_session=True``), and whoever started it waits for it; a tool under the Landlock
 layer cannot leave the session its launcher leads (seccomp refuses ``setsid``), so each process
-it leaves behind matches, and a process someone else waits for never does.
+it leaves behind matches, and a process someone else waits for never does. An orphan that leads
+a session of its own (a host tool's daemon) looks like a process the gateway started and is
+left: run the gateway under an init.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import logging
 import os
 import threading
 
-__all__ = ["IDLE_SWEEP", "adopt_orphans", "reap_now", "reap_soon"]
+__all__ = ["IDLE_SWEEP", "adopt_orphans", "reap_now", "reap_soon", "start_reaper"]
 
 #: Seconds between two looks for orphans when no call has ended.
 IDLE_SWEEP = 30.0
@@ -39,7 +43,6 @@ IDLE_SWEEP = 30.0
 #: after its ``SIGKILL``, but not at once.
 _AFTER_CALL = (0.0, 0.05, 0.25, 1.0, 5.0)
 
-_PR_SET_CHILD_SUBREAPER = 36
 _PROC = "/proc"
 
 _lock = threading.Lock()
@@ -52,18 +55,24 @@ _log = logging.getLogger(__name__)
 
 
 def adopt_orphans() -> bool:
-    """Make the gateway the subreaper of what its calls leave behind, and start reaping (once
-    per process). ``False`` when the kernel refused (then the orphans go to PID 1, as before)."""
+    """Start reaping the orphans handed to the gateway when it is PID 1 of its PID namespace
+    (once per process; see the module documentation). ``False`` under another PID 1, which
+    reaps them."""
+    if os.getpid() != 1:
+        return False
+    start_reaper()
+    return True
+
+
+def start_reaper() -> None:
+    """Start the reaper thread, whatever this process is (once per process): for a process
+    that made itself a child subreaper on purpose (an embedder, the tests), which then owns
+    what its calls leave behind."""
     global _started
     with _lock:
-        if _started:
-            return True
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
-            return False
-        threading.Thread(target=_reaper, name="toolgate-orphan-reaper", daemon=True).start()
-        _started = True
-        return True
+        if not _started:
+            threading.Thread(target=_reaper, name="toolgate-orphan-reaper", daemon=True).start()
+            _started = True
 
 
 def reap_soon() -> None:

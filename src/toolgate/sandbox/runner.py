@@ -706,7 +706,8 @@ class Sandbox:
                 nproc=caps.nproc_enforced and caps.pids_cgroup is None,
                 network=network,
             )
-            # No PID namespace here: what the call leaves behind is the gateway's to reap.
+            # No PID namespace here: what the call leaves behind goes to PID 1, which the
+            # gateway may be itself (a container without an init): then it reaps them.
             adopt_orphans()
             stack.callback(reap_soon)
             try:
