@@ -7,6 +7,12 @@ not a rebuild (bench/search_bench.py measures adding one tool at 10,000). Each s
 the caller's ``allowed`` predicate (availability, access rules) while it walks the ranking, so
 an agent never sees a tool it may not call, and only as much of the ranking is checked as the
 results need.
+
+BM25's statistics (how many tools, how many use each word, their average length) are counted
+over the caller's own tools, so a tool it may not see changes none of its scores. That needs the
+caller's decision on every tool: it is made once per ``scope`` (the gateway's: agent,
+credentials' namespaces, policies) and kept, and after a change to the registry only the tools
+changed are decided again (a log of the slots each change touched).
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import dataclasses
 import itertools
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..registry import RegisteredTool, Registry
@@ -46,6 +52,23 @@ RANK_DEPTH = 100
 #: Explain looks for the closest prompt example among a tool's first this many (a tool with
 #: 3,000 examples cost 4.9 s per explain; ranking reads only the first 256 tokens of its text).
 MAX_EXPLAINED_EXAMPLES = 64
+#: Slots changed, remembered so that a caller's visibility is brought up to date by deciding
+#: only those again; a visibility older than the log is decided anew for every tool.
+CHANGE_LOG = 4096
+#: Callers' visibilities kept (one per agent and credentials; bounded anyway).
+MAX_SCOPES = 256
+
+Scope = tuple[Hashable, object]
+"""What a search's ``allowed`` decides: ``(key, version)``. Searches with an equal ``key`` and
+the same ``version`` object (compared by identity: the access policies in force) must allow the
+same tools while the registry is unchanged."""
+
+
+@dataclasses.dataclass(slots=True)
+class _Visibility:
+    version: object
+    generation: int
+    mask: npt.NDArray[np.bool_]
 
 
 @dataclasses.dataclass(slots=True)
@@ -54,6 +77,8 @@ class _Scored:
     lexical: npt.NDArray[np.float32] | None
     similarity: npt.NDArray[np.float32] | None
     alive: npt.NDArray[np.bool_]
+    visible: npt.NDArray[np.bool_] | None
+    """The caller's tools among the slots (``None``: every tool)."""
 
 
 class ToolIndex:
@@ -91,6 +116,9 @@ class ToolIndex:
         self._vectors: Any = None  # float32 (capacity, dimensions), one row per slot
         self._alive: Any = None  # bool (capacity,)
         self._example_vectors: dict[str, tuple[Tool, Any]] = {}
+        self._generation = 0  # counts the syncs that changed a slot
+        self._changes: list[tuple[int, int]] = []  # (generation, slot), the latest CHANGE_LOG
+        self._visibility: dict[Hashable, _Visibility] = {}
 
     def like(self, registry: Registry) -> ToolIndex:
         """A new index over ``registry`` that ranks exactly as this one (same model, same mode):
@@ -112,8 +140,11 @@ class ToolIndex:
             return
         entries = tuple(self._registry)
         current = {entry.tool.id: entry for entry in entries}
+        touched: list[int] = []
         for tool_id in [tool_id for tool_id in self._slot_of if tool_id not in current]:
-            self._drop(self._slot_of.pop(tool_id))
+            gone = self._slot_of.pop(tool_id)
+            self._drop(gone)
+            touched.append(gone)
         added: list[tuple[int, RegisteredTool]] = []
         for entry in entries:
             slot = self._slot_of.get(entry.tool.id)
@@ -121,6 +152,7 @@ class ToolIndex:
                 held = self._slots[slot]
                 if held is entry:
                     continue
+                touched.append(slot)
                 if held is not None and held.tool is entry.tool:
                     self._slots[slot] = entry  # same tool, new binding or availability
                     continue
@@ -133,6 +165,11 @@ class ToolIndex:
             self._slot_of[entry.tool.id] = slot
             self._lexical.add(slot, document_terms(entry.tool))
             added.append((slot, entry))
+            touched.append(slot)
+        if touched:
+            self._generation += 1
+            self._changes.extend((self._generation, slot) for slot in touched)
+            del self._changes[:-CHANGE_LOG]
         capacity = len(self._slots)
         if self._alive is None or len(self._alive) < capacity:
             alive = np.zeros(max(64, 2 * capacity), dtype=bool)
@@ -189,6 +226,7 @@ class ToolIndex:
         limit: int = DEFAULT_LIMIT,
         mode: SearchMode | None = None,
         matches_only: bool = False,
+        scope: Scope | None = None,
     ) -> list[SearchHit]:
         """The tools that best match ``query``, best first, at most ``limit``.
 
@@ -198,7 +236,10 @@ class ToolIndex:
         ``limit`` results whenever the caller may see that many); by default fused when
         semantic ranking is on, else lexical. ``matches_only``: fused search keeps only the
         tools that share a term with the request or are similar enough (as lexical and
-        semantic search do), for a catalog filter rather than a ranking. Raises
+        semantic search do), for a catalog filter rather than a ranking. ``scope``: names what
+        ``allowed`` decides (:data:`Scope`), so that its decisions on every tool, which BM25's
+        statistics need, are kept between searches; without it they are made for each search
+        (``allowed`` given) or not needed (``None``: every tool counts). Raises
         :class:`~toolgate.errors.SearchQueryError` for an empty or over-long query or a limit
         outside 1-100.
         """
@@ -207,8 +248,8 @@ class ToolIndex:
         text = clean_query(query)
         limit = check_limit(limit)
         chosen = self._mode(mode)
-        scored = self._score(text, chosen)
         keep = _memo(allowed)
+        scored = self._score(text, chosen, None if allowed is None else keep, scope)
         lexical, similarity = scored.lexical, scored.similarity
         if chosen == "lexical":
             assert lexical is not None
@@ -250,8 +291,16 @@ class ToolIndex:
                 scored.entries,
                 keep,
             )
+        shares: list[list[tuple[str, float]]] = [[] for _ in chosen_slots]
+        if lexical is not None:
+            # Explain's term shares, counted now over the caller's tools as the scores were.
+            with self._lock:
+                current = [s for s in chosen_slots if self._slots[s] is scored.entries[s]]
+                found = self._lexical.shares(terms(text), current, scored.visible)
+            by_slot = dict(zip(current, found, strict=True))
+            shares = [by_slot.get(slot, []) for slot in chosen_slots]
         hits = []
-        for slot in chosen_slots:
+        for slot, found_terms in zip(chosen_slots, shares, strict=True):
             entry = scored.entries[slot]
             assert entry is not None
             hits.append(
@@ -264,6 +313,7 @@ class ToolIndex:
                     semantic_score=(
                         None if similarity is None else round(float(similarity[slot]), 6)
                     ),
+                    terms=tuple((term, round(share, 4)) for term, share in found_terms),
                 )
             )
         return hits
@@ -284,10 +334,13 @@ class ToolIndex:
             vector = self._require_model().encode([text])[0]
         explained: list[Explanation] = []
         for hit in hits:
-            with self._lock:
-                self._sync()
-                slot = self._slot_of.get(hit.tool.id)
-                found = () if slot is None else tuple(self._lexical.explain(query_terms, slot))
+            if hit.terms is not None:  # counted at search time, over the caller's tools
+                found = hit.terms
+            else:
+                with self._lock:
+                    self._sync()
+                    slot = self._slot_of.get(hit.tool.id)
+                    found = () if slot is None else tuple(self._lexical.explain(query_terms, slot))
             example = example_similarity = None
             if vector is not None and hit.tool.display.examples:
                 examples = self._examples_of(hit.tool)
@@ -358,7 +411,13 @@ class ToolIndex:
         assert model is not None
         return model
 
-    def _score(self, text: str, chosen: SearchMode) -> _Scored:
+    def _score(
+        self,
+        text: str,
+        chosen: SearchMode,
+        keep: Callable[[RegisteredTool], bool] | None,
+        scope: Scope | None,
+    ) -> _Scored:
         import numpy as np
 
         vector = None
@@ -368,7 +427,11 @@ class ToolIndex:
             self._sync()
             size = len(self._slots)
             alive = np.zeros(0, dtype=bool) if self._alive is None else self._alive[:size].copy()
-            lexical = None if chosen == "semantic" else self._lexical.scores(terms(text), size)
+            visible = None
+            lexical = None
+            if chosen != "semantic":
+                visible = None if keep is None else self._visible(keep, scope, size)
+                lexical = self._lexical.scores(terms(text), size, visible)
             similarity = None
             if vector is not None:
                 if self._vectors is None:
@@ -376,7 +439,42 @@ class ToolIndex:
                 else:
                     similarity = self._vectors[:size] @ vector
                     similarity[~alive] = -np.inf
-            return _Scored(list(self._slots), lexical, similarity, alive)
+            return _Scored(list(self._slots), lexical, similarity, alive, visible)
+
+    def _visible(
+        self, keep: Callable[[RegisteredTool], bool], scope: Scope | None, size: int
+    ) -> npt.NDArray[np.bool_]:
+        """The caller's tools among the first ``size`` slots (under the lock): kept per scope,
+        and brought up to date by deciding again only the slots changed since."""
+        import numpy as np
+
+        slots = self._slots
+        known = None if scope is None else self._visibility.get(scope[0])
+        if (
+            scope is not None
+            and known is not None
+            and known.version is scope[1]
+            and len(known.mask) >= size
+        ):
+            # The log's oldest generation may have lost slots to the bound: only the ones after
+            # it are whole.
+            oldest = self._changes[0][0] if self._changes else 0
+            if known.generation == self._generation or known.generation >= oldest:
+                for generation, slot in reversed(self._changes):
+                    if generation <= known.generation:
+                        break
+                    entry = slots[slot]
+                    known.mask[slot] = entry is not None and keep(entry)
+                known.generation = self._generation
+                return known.mask[:size]
+        mask = np.zeros(max(64, 2 * size), dtype=bool)
+        for slot, entry in enumerate(slots):
+            mask[slot] = entry is not None and keep(entry)
+        if scope is not None:
+            if len(self._visibility) >= MAX_SCOPES:
+                self._visibility.clear()
+            self._visibility[scope[0]] = _Visibility(scope[1], self._generation, mask)
+        return mask[:size]
 
 
 def _best_first(
