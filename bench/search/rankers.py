@@ -183,7 +183,7 @@ def compute(name: str, folder: Path, model: CachedModel) -> Scores:
         semantic["max(mean(name + description, text), examples)"] = semantic[
             "mean(name + description, text)"
         ]
-    tool_actions = [action(t.name) for t in tools]
+    tool_actions = [action(t.name, name=True) for t in tools]
     request_actions = [action(text) for text in queries]
     action_match = np.array(
         [[float(a is not None and a == b) for b in tool_actions] for a in request_actions],

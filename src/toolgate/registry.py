@@ -176,9 +176,11 @@ class Registry:
     ) -> tuple[str, ...]:
         """The closest known ids, for "did you mean" messages; with ``among``, only ids of tools
         it accepts (what the caller may see: a suggestion must never reveal a hidden tool)."""
-        ids = [
-            tool_id for tool_id, entry in self._tools.items() if among is None or among(entry.tool)
-        ]
+        # A snapshot, taken under the lock: a hot reload adding a tool from its thread while
+        # ``among`` decides made the walk over the dict fail ("changed size during iteration").
+        with self._lock:
+            known = list(self._tools.items())
+        ids = [tool_id for tool_id, entry in known if among is None or among(entry.tool)]
         candidates = difflib.get_close_matches(name, ids, n=limit, cutoff=0.5)
         if len(candidates) < limit:
             # "add" should find "demo:add": also match on the part after the namespace.

@@ -183,7 +183,7 @@ class ToolIndex:
             self._alive, self._actions = alive, actions
         for slot, entry in added:
             self._alive[slot] = True
-            self._actions[slot] = _action_code(entry.tool.name)
+            self._actions[slot] = _action_code(entry.tool.name, name=True)
         if self.semantic and added:
             self._embed(added)
         self._version = version
@@ -363,7 +363,11 @@ class ToolIndex:
                 "fused": f"similarity + {LEXICAL_WEIGHT} * BM25 / (best BM25 of your tools for "
                 "this request)",
             }[chosen]
-            if chosen == "fused" and asked is not None and action(hit.tool.name) == asked:
+            if (
+                chosen == "fused"
+                and asked is not None
+                and action(hit.tool.name, name=True) == asked
+            ):
                 formula += f" + {ACTION_WEIGHT} (the request and the tool's name both {asked})"
             explained.append(
                 Explanation(
@@ -525,9 +529,9 @@ def _best_first(
 _ACTION_CODES = {kind: code for code, kind in enumerate(ACTIONS)}
 
 
-def _action_code(text: str) -> int:
-    """The action class of ``text`` as a small integer (-1: none)."""
-    kind = action(text)
+def _action_code(text: str, *, name: bool = False) -> int:
+    """The action class of ``text`` (``name``: a tool name) as a small integer (-1: none)."""
+    kind = action(text, name=name)
     return -1 if kind is None else _ACTION_CODES[kind]
 
 

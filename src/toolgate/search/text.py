@@ -18,6 +18,7 @@ __all__ = [
     "ACTIONS",
     "MAX_DOCUMENT_TERMS",
     "MAX_FIELD_CHARS",
+    "NAME_OBJECTS",
     "action",
     "document_terms",
     "document_text",
@@ -50,8 +51,8 @@ EXAMPLE_WEIGHT = 2
 
 
 #: What a request or a tool name asks to do, by its first action word: fused search adds a small
-#: bonus when a request's class is the tool name's ("open a GitHub issue" and create_issue, not
-#: get_issue). bench/search/rankers.py measured it on both sets.
+#: bonus when a request's class is the tool name's ("file a GitHub issue" and create_issue, not
+#: get_issue; "open" is a *get*). bench/search/rankers.py measured it on both sets.
 ACTIONS: dict[str, tuple[str, ...]] = {
     "create": (
         "create",
@@ -104,16 +105,29 @@ _ACTION_OF = {word: kind for kind, words in ACTIONS.items() for word in words}
 _LETTERS = re.compile(r"[A-Za-z]+")
 
 
-def action(text: str) -> str | None:
+#: Action words that are also what a tool acts on: in a request they lead ("file a bug", "email
+#: bob"), in a name they often come first as the object ("file_delete", "message_delete",
+#: "email_list", "call_log_get"). In a name a later action word, the verb, wins over them.
+NAME_OBJECTS = frozenset({"file", "message", "email", "comment", "call"})
+
+
+def action(text: str, *, name: bool = False) -> str | None:
     """The class (a key of :data:`ACTIONS`) of the first action word of ``text``, a request or
-    a tool name ("creates", "created" count as "create"); ``None`` when it has none."""
+    (``name``) a tool name ("creates", "created" count as "create"); ``None`` when it has none.
+    In a name, a word of :data:`NAME_OBJECTS` counts only when no other action word follows.
+    Either way one class, the first verb's: a name of every action word is lifted for one."""
+    fallback = None
     for word in _LETTERS.findall(_CAMEL.sub(" ", text[:MAX_ACTION_CHARS])):
         lowered = word.lower()
         stem = lowered[:-2] if lowered.endswith("ed") else lowered.rstrip("s")
         kind = _ACTION_OF.get(lowered) or _ACTION_OF.get(stem)
-        if kind is not None:
-            return kind
-    return None
+        if kind is None:
+            continue
+        if name and (lowered in NAME_OBJECTS or stem in NAME_OBJECTS):
+            fallback = fallback or kind
+            continue
+        return kind
+    return fallback
 
 
 def _stem(word: str) -> str:
