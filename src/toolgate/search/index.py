@@ -5,8 +5,8 @@ version moved) and indexes only the tools added, replaced or removed: a hot relo
 or an MCP ``list_changed`` in a catalog of 10,000 tools costs that tool's terms and embedding,
 not a rebuild (bench/search_bench.py measures adding one tool at 10,000). Each search filters by
 the caller's ``allowed`` predicate (availability, access rules) while it walks the ranking, so
-an agent never sees a tool it may not call, and only as much of the ranking is checked as the
-results need.
+an agent never sees a tool it may not call (a semantic search checks only as much of the
+ranking as the results need; lexical and fused searches need every decision, below).
 
 BM25's statistics (how many tools, how many use each word, their average length) are counted
 over the caller's own tools, so a tool it may not see changes none of its scores. That needs the
@@ -237,7 +237,8 @@ class ToolIndex:
         """The tools that best match ``query``, best first, at most ``limit``.
 
         ``allowed`` keeps only the tools the caller may see (the gateway passes availability and
-        the agent's access rules). ``mode``: ``lexical`` (tools sharing a term with the
+        the agent's access rules); it may be called under the index's lock, so it must not
+        search or refresh this index. ``mode``: ``lexical`` (tools sharing a term with the
         request), ``semantic`` (tools similar enough) or ``fused`` (every visible tool, so
         ``limit`` results whenever the caller may see that many); by default fused when
         semantic ranking is on, else lexical. ``matches_only``: fused search keeps only the
