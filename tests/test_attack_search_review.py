@@ -3,6 +3,10 @@ registry's lock): each test failed on the change as given."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import random
+import sys
 import threading
 from collections.abc import Sequence
 
@@ -10,7 +14,9 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from toolgate import Tool
+from gateway_support import gateway_with
+from toolgate import SafetySpec, Tool
+from toolgate.errors import DuplicateToolError
 from toolgate.registry import RegisteredTool, Registry
 from toolgate.search import embedder
 from toolgate.search.fusion import ACTION_WEIGHT, LEXICAL_WEIGHT
@@ -122,3 +128,78 @@ def test_a_name_of_every_action_is_lifted_for_one_class_only(
         if _lifted(monkeypatch, names, request)
     ]
     assert won == ["get it"]
+
+
+def test_kept_decisions_follow_changes_made_from_threads_while_searching() -> None:
+    # Tools added, removed and made unavailable from two threads while two agents search with
+    # their kept decisions: once quiet, each agent's scores and term shares equal deciding every
+    # tool afresh, and no search failed or showed a tool the agent may not call.
+    words = ["send", "mail", "read", "file", "list", "folder", "play", "music", "payroll"]
+
+    def tool(i: int, rng: random.Random) -> Tool:
+        only = ("root",) if rng.random() < 0.5 else None
+        return Tool(
+            id=f"ns{i % 3}:tool_{i:03d}",
+            description=" ".join(rng.sample(words, 3)),
+            input_schema={},
+            safety=SafetySpec() if only is None else SafetySpec(allowed_agents=only),
+        )
+
+    errors: list[BaseException] = []
+    with gateway_with(semantic_search=False) as gw:
+        seed = random.Random(1)
+        for i in range(30):
+            gw.add(tool(i, seed), handler=lambda: None)
+
+        def change(n: int) -> None:
+            rng = random.Random(n)
+            try:
+                for _ in range(150):
+                    i = rng.randrange(60)
+                    entry = gw.registry.get(f"ns{i % 3}:tool_{i:03d}")
+                    roll = rng.random()
+                    if entry is None:
+                        # The other thread may add it first.
+                        with contextlib.suppress(DuplicateToolError):
+                            gw.add(tool(i, rng), handler=lambda: None)
+                    elif roll < 0.4:
+                        gw.registry.remove(entry.tool.id)
+                    else:
+                        reason = None if entry.unavailable_reason else "no runtime"
+                        gw.registry.replace(dataclasses.replace(entry, unavailable_reason=reason))
+            except BaseException as error:  # noqa: BLE001 - reported below
+                errors.append(error)
+
+        def search(agent: str) -> None:
+            try:
+                for _ in range(60):
+                    for hit in gw.search_tools("payroll mail", agent=agent, mode="lexical"):
+                        assert agent == "root" or hit.tool.safety.allowed_agents is None, hit
+            except BaseException as error:  # noqa: BLE001 - reported below
+                errors.append(error)
+
+        for agent in ("bob", "root"):  # decisions kept before the changes begin
+            gw.search_tools("payroll mail", agent=agent, mode="lexical")
+        threads = [threading.Thread(target=change, args=(n,)) for n in (1, 2)]
+        threads += [threading.Thread(target=search, args=(a,)) for a in ("bob", "root")]
+        switch = sys.getswitchinterval()
+        sys.setswitchinterval(1e-5)  # threads take turns often: searches run between changes
+        try:
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        finally:
+            sys.setswitchinterval(switch)
+        assert not errors, errors
+        for agent in ("bob", "root"):
+
+            def allowed(entry: RegisteredTool, agent: str = agent) -> bool:
+                return entry.available and gw.access.decide(entry.tool, agent).allowed
+
+            for query in ("payroll mail", "read folder", "play music"):
+                kept = gw.search_tools(query, agent=agent, mode="lexical", limit=50)
+                fresh = gw.search_index.search(query, allowed=allowed, mode="lexical", limit=50)
+                assert [(h.tool.id, h.score, h.terms) for h in kept] == [
+                    (h.tool.id, h.score, h.terms) for h in fresh
+                ]
