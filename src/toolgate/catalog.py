@@ -151,6 +151,9 @@ class GatewayCatalog:
             ),
             limit=limit,
             mode=mode,
+            # BM25's statistics count the caller's tools only; its decisions on every tool are
+            # kept for these credentials until the policies change.
+            scope=((agent, namespaces), self.access.policies),
         )
 
     def add_search_tool(self) -> Tool:

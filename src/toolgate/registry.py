@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -54,6 +55,10 @@ class Registry:
         self._by_legacy_name: dict[str, str] = {}
         self._listeners: list[Callable[[], None]] = []
         self._sorted: list[RegisteredTool] | None = None
+        # Changes and the sorted listing are made under this lock: two threads adding one id
+        # both passed the check, and a listing sorted before an add was stored after it, so
+        # the search index took it with the new version and never saw the tool.
+        self._lock = threading.RLock()
         self.version = 0
         """Increases on every change; surfaces use it to notice list changes."""
 
@@ -64,9 +69,10 @@ class Registry:
         # Sorted once per change, not on every listing (a catalog of 10,000 tools is listed
         # by every tools/list, catalog page and search); a change makes a new list, so an
         # iteration in progress goes on over the tools as they were.
-        if self._sorted is None:
-            self._sorted = sorted(self._tools.values(), key=lambda e: e.tool.id)
-        return iter(self._sorted)
+        with self._lock:
+            if self._sorted is None:
+                self._sorted = sorted(self._tools.values(), key=lambda e: e.tool.id)
+            return iter(self._sorted)
 
     def __contains__(self, tool_id: object) -> bool:
         return tool_id in self._tools
@@ -76,13 +82,21 @@ class Registry:
         self._listeners.append(listener)
 
     def _changed(self) -> None:
+        # Under the lock; the listeners are told after it is released (one may list the tools).
         self._sorted = None
         self.version += 1
+
+    def _notify(self) -> None:
         for listener in self._listeners:
             listener()
 
     def add(self, entry: RegisteredTool) -> None:
         """Register a new tool. Raises :class:`DuplicateToolError` naming both declarations."""
+        with self._lock:
+            self._add(entry)
+        self._notify()
+
+    def _add(self, entry: RegisteredTool) -> None:
         tool_id = entry.tool.id
         existing = self._tools.get(tool_id)
         if existing is not None:
@@ -124,22 +138,26 @@ class Registry:
     def replace(self, entry: RegisteredTool) -> None:
         """Add or update a tool in place (hot reload, availability changes)."""
         tool_id = entry.tool.id
-        if tool_id in self._tools:
-            self._tools[tool_id] = entry
-            self._changed()
-        else:
-            self.add(entry)
+        with self._lock:
+            if tool_id in self._tools:
+                self._tools[tool_id] = entry
+                self._changed()
+            else:
+                self._add(entry)
+        self._notify()
 
     def remove(self, tool_id: str) -> bool:
         """Remove a tool; returns whether it was there."""
-        if self._tools.pop(tool_id, None) is None:
-            return False
-        for name in _surface_names(tool_id):
-            self._by_name.pop(name, None)
-        legacy = legacy_shortened_name(tool_id)
-        if legacy is not None and self._by_legacy_name.get(legacy) == tool_id:
-            del self._by_legacy_name[legacy]
-        self._changed()
+        with self._lock:
+            if self._tools.pop(tool_id, None) is None:
+                return False
+            for name in _surface_names(tool_id):
+                self._by_name.pop(name, None)
+            legacy = legacy_shortened_name(tool_id)
+            if legacy is not None and self._by_legacy_name.get(legacy) == tool_id:
+                del self._by_legacy_name[legacy]
+            self._changed()
+        self._notify()
         return True
 
     def get(self, name: str) -> RegisteredTool | None:
@@ -158,9 +176,11 @@ class Registry:
     ) -> tuple[str, ...]:
         """The closest known ids, for "did you mean" messages; with ``among``, only ids of tools
         it accepts (what the caller may see: a suggestion must never reveal a hidden tool)."""
-        ids = [
-            tool_id for tool_id, entry in self._tools.items() if among is None or among(entry.tool)
-        ]
+        # A snapshot, taken under the lock: a hot reload adding a tool from its thread while
+        # ``among`` decides made the walk over the dict fail ("changed size during iteration").
+        with self._lock:
+            known = list(self._tools.items())
+        ids = [tool_id for tool_id, entry in known if among is None or among(entry.tool)]
         candidates = difflib.get_close_matches(name, ids, n=limit, cutoff=0.5)
         if len(candidates) < limit:
             # "add" should find "demo:add": also match on the part after the namespace.

@@ -27,6 +27,10 @@ class SearchHit:
     """BM25 score (``None``: lexical ranking not used)."""
     semantic_score: float | None = None
     """Cosine similarity of the request and the tool (``None``: semantic ranking not used)."""
+    terms: tuple[tuple[str, float], ...] | None = None
+    """The request's search terms found in the tool, each with its share of the BM25 score,
+    counted over the caller's tools as the score was (``None``: not counted); what
+    :meth:`~toolgate.search.index.ToolIndex.explain` reports."""
 
 
 @dataclass(frozen=True, slots=True)

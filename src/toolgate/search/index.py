@@ -5,8 +5,14 @@ version moved) and indexes only the tools added, replaced or removed: a hot relo
 or an MCP ``list_changed`` in a catalog of 10,000 tools costs that tool's terms and embedding,
 not a rebuild (bench/search_bench.py measures adding one tool at 10,000). Each search filters by
 the caller's ``allowed`` predicate (availability, access rules) while it walks the ranking, so
-an agent never sees a tool it may not call, and only as much of the ranking is checked as the
-results need.
+an agent never sees a tool it may not call (a semantic search checks only as much of the
+ranking as the results need; lexical and fused searches need every decision, below).
+
+BM25's statistics (how many tools, how many use each word, their average length) are counted
+over the caller's own tools, so a tool it may not see changes none of its scores. That needs the
+caller's decision on every tool: it is made once per ``scope`` (the gateway's: agent,
+credentials' namespaces, policies) and kept, and after a change to the registry only the tools
+changed are decided again (a log of the slots each change touched).
 """
 
 from __future__ import annotations
@@ -15,16 +21,16 @@ import dataclasses
 import itertools
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..registry import RegisteredTool, Registry
-from .fusion import LEXICAL_WEIGHT, fuse_scores
+from .fusion import ACTION_WEIGHT, LEXICAL_WEIGHT, fuse_scores
 from .hits import Explanation, SearchHit
 from .lexical import LexicalIndex
 from .query import DEFAULT_LIMIT, check_limit, clean_query
 from .semantic import SemanticModel, semantic_available
-from .text import document_terms, document_text, summary_text, terms
+from .text import ACTIONS, action, document_terms, document_text, summary_text, terms
 
 if TYPE_CHECKING:
     import numpy as np
@@ -46,6 +52,23 @@ RANK_DEPTH = 100
 #: Explain looks for the closest prompt example among a tool's first this many (a tool with
 #: 3,000 examples cost 4.9 s per explain; ranking reads only the first 256 tokens of its text).
 MAX_EXPLAINED_EXAMPLES = 64
+#: Slots changed, remembered so that a caller's visibility is brought up to date by deciding
+#: only those again; a visibility older than the log is decided anew for every tool.
+CHANGE_LOG = 4096
+#: Callers' visibilities kept (one per agent and credentials; bounded anyway).
+MAX_SCOPES = 256
+
+Scope = tuple[Hashable, object]
+"""What a search's ``allowed`` decides: ``(key, version)``. Searches with an equal ``key`` and
+the same ``version`` object (compared by identity: the access policies in force) must allow the
+same tools while the registry is unchanged."""
+
+
+@dataclasses.dataclass(slots=True)
+class _Visibility:
+    version: object
+    generation: int
+    mask: npt.NDArray[np.bool_]
 
 
 @dataclasses.dataclass(slots=True)
@@ -54,6 +77,10 @@ class _Scored:
     lexical: npt.NDArray[np.float32] | None
     similarity: npt.NDArray[np.float32] | None
     alive: npt.NDArray[np.bool_]
+    visible: npt.NDArray[np.bool_] | None
+    """The caller's tools among the slots (``None``: every tool)."""
+    actions: npt.NDArray[np.int8]
+    """Each slot's tool name's action class (an index in ACTIONS; -1: none)."""
 
 
 class ToolIndex:
@@ -90,7 +117,11 @@ class ToolIndex:
         self._lexical = LexicalIndex()
         self._vectors: Any = None  # float32 (capacity, dimensions), one row per slot
         self._alive: Any = None  # bool (capacity,)
+        self._actions: Any = None  # int8 (capacity,): the tool name's action class, -1: none
         self._example_vectors: dict[str, tuple[Tool, Any]] = {}
+        self._generation = 0  # counts the syncs that changed a slot
+        self._changes: list[tuple[int, int]] = []  # (generation, slot), the latest CHANGE_LOG
+        self._visibility: dict[Hashable, _Visibility] = {}
 
     def like(self, registry: Registry) -> ToolIndex:
         """A new index over ``registry`` that ranks exactly as this one (same model, same mode):
@@ -112,8 +143,11 @@ class ToolIndex:
             return
         entries = tuple(self._registry)
         current = {entry.tool.id: entry for entry in entries}
+        touched: list[int] = []
         for tool_id in [tool_id for tool_id in self._slot_of if tool_id not in current]:
-            self._drop(self._slot_of.pop(tool_id))
+            gone = self._slot_of.pop(tool_id)
+            self._drop(gone)
+            touched.append(gone)
         added: list[tuple[int, RegisteredTool]] = []
         for entry in entries:
             slot = self._slot_of.get(entry.tool.id)
@@ -121,6 +155,7 @@ class ToolIndex:
                 held = self._slots[slot]
                 if held is entry:
                     continue
+                touched.append(slot)
                 if held is not None and held.tool is entry.tool:
                     self._slots[slot] = entry  # same tool, new binding or availability
                     continue
@@ -133,14 +168,22 @@ class ToolIndex:
             self._slot_of[entry.tool.id] = slot
             self._lexical.add(slot, document_terms(entry.tool))
             added.append((slot, entry))
+            touched.append(slot)
+        if touched:
+            self._generation += 1
+            self._changes.extend((self._generation, slot) for slot in touched)
+            del self._changes[:-CHANGE_LOG]
         capacity = len(self._slots)
         if self._alive is None or len(self._alive) < capacity:
             alive = np.zeros(max(64, 2 * capacity), dtype=bool)
+            actions = np.full(len(alive), -1, dtype=np.int8)
             if self._alive is not None:
                 alive[: len(self._alive)] = self._alive
-            self._alive = alive
-        for slot, _ in added:
+                actions[: len(self._actions)] = self._actions
+            self._alive, self._actions = alive, actions
+        for slot, entry in added:
             self._alive[slot] = True
+            self._actions[slot] = _action_code(entry.tool.name, name=True)
         if self.semantic and added:
             self._embed(added)
         self._version = version
@@ -189,16 +232,21 @@ class ToolIndex:
         limit: int = DEFAULT_LIMIT,
         mode: SearchMode | None = None,
         matches_only: bool = False,
+        scope: Scope | None = None,
     ) -> list[SearchHit]:
         """The tools that best match ``query``, best first, at most ``limit``.
 
         ``allowed`` keeps only the tools the caller may see (the gateway passes availability and
-        the agent's access rules). ``mode``: ``lexical`` (tools sharing a term with the
+        the agent's access rules); it may be called under the index's lock, so it must not
+        search or refresh this index. ``mode``: ``lexical`` (tools sharing a term with the
         request), ``semantic`` (tools similar enough) or ``fused`` (every visible tool, so
         ``limit`` results whenever the caller may see that many); by default fused when
         semantic ranking is on, else lexical. ``matches_only``: fused search keeps only the
         tools that share a term with the request or are similar enough (as lexical and
-        semantic search do), for a catalog filter rather than a ranking. Raises
+        semantic search do), for a catalog filter rather than a ranking. ``scope``: names what
+        ``allowed`` decides (:data:`Scope`), so that its decisions on every tool, which BM25's
+        statistics need, are kept between searches; without it they are made for each search
+        (``allowed`` given) or not needed (``None``: every tool counts). Raises
         :class:`~toolgate.errors.SearchQueryError` for an empty or over-long query or a limit
         outside 1-100.
         """
@@ -207,8 +255,8 @@ class ToolIndex:
         text = clean_query(query)
         limit = check_limit(limit)
         chosen = self._mode(mode)
-        scored = self._score(text, chosen)
         keep = _memo(allowed)
+        scored = self._score(text, chosen, None if allowed is None else keep, scope)
         lexical, similarity = scored.lexical, scored.similarity
         if chosen == "lexical":
             assert lexical is not None
@@ -229,7 +277,9 @@ class ToolIndex:
             # hidden tool matching better lowered the visible tools' scores (and so told the
             # caller that some tool it may not see has the request's words).
             best = _best_visible(lexical, scored.entries, keep)
-            ranking = fuse_scores(similarity, lexical, best=best)
+            asked = _action_code(text)
+            matched = None if asked < 0 else scored.actions == asked
+            ranking = fuse_scores(similarity, lexical, best=best, action_match=matched)
         head = max(4 * limit, 64)
         chosen_slots = _take(
             _best_first(candidates, ranking, head, scored.entries), scored.entries, keep, limit
@@ -250,8 +300,16 @@ class ToolIndex:
                 scored.entries,
                 keep,
             )
+        shares: list[list[tuple[str, float]]] = [[] for _ in chosen_slots]
+        if lexical is not None:
+            # Explain's term shares, counted now over the caller's tools as the scores were.
+            with self._lock:
+                current = [s for s in chosen_slots if self._slots[s] is scored.entries[s]]
+                found = self._lexical.shares(terms(text), current, scored.visible)
+            by_slot = dict(zip(current, found, strict=True))
+            shares = [by_slot.get(slot, []) for slot in chosen_slots]
         hits = []
-        for slot in chosen_slots:
+        for slot, found_terms in zip(chosen_slots, shares, strict=True):
             entry = scored.entries[slot]
             assert entry is not None
             hits.append(
@@ -264,6 +322,7 @@ class ToolIndex:
                     semantic_score=(
                         None if similarity is None else round(float(similarity[slot]), 6)
                     ),
+                    terms=tuple((term, round(share, 4)) for term, share in found_terms),
                 )
             )
         return hits
@@ -279,15 +338,19 @@ class ToolIndex:
         text = clean_query(query)
         chosen = self._mode(mode)
         query_terms = terms(text)
+        asked = action(text)
         vector = None
         if chosen != "lexical":
             vector = self._require_model().encode([text])[0]
         explained: list[Explanation] = []
         for hit in hits:
-            with self._lock:
-                self._sync()
-                slot = self._slot_of.get(hit.tool.id)
-                found = () if slot is None else tuple(self._lexical.explain(query_terms, slot))
+            if hit.terms is not None:  # counted at search time, over the caller's tools
+                found = hit.terms
+            else:
+                with self._lock:
+                    self._sync()
+                    slot = self._slot_of.get(hit.tool.id)
+                    found = () if slot is None else tuple(self._lexical.explain(query_terms, slot))
             example = example_similarity = None
             if vector is not None and hit.tool.display.examples:
                 examples = self._examples_of(hit.tool)
@@ -301,6 +364,12 @@ class ToolIndex:
                 "fused": f"similarity + {LEXICAL_WEIGHT} * BM25 / (best BM25 of your tools for "
                 "this request)",
             }[chosen]
+            if (
+                chosen == "fused"
+                and asked is not None
+                and action(hit.tool.name, name=True) == asked
+            ):
+                formula += f" + {ACTION_WEIGHT} (the request and the tool's name both {asked})"
             explained.append(
                 Explanation(
                     tool_id=hit.tool.id,
@@ -358,7 +427,13 @@ class ToolIndex:
         assert model is not None
         return model
 
-    def _score(self, text: str, chosen: SearchMode) -> _Scored:
+    def _score(
+        self,
+        text: str,
+        chosen: SearchMode,
+        keep: Callable[[RegisteredTool], bool] | None,
+        scope: Scope | None,
+    ) -> _Scored:
         import numpy as np
 
         vector = None
@@ -368,7 +443,14 @@ class ToolIndex:
             self._sync()
             size = len(self._slots)
             alive = np.zeros(0, dtype=bool) if self._alive is None else self._alive[:size].copy()
-            lexical = None if chosen == "semantic" else self._lexical.scores(terms(text), size)
+            actions = (
+                np.zeros(0, dtype=np.int8) if self._actions is None else self._actions[:size].copy()
+            )
+            visible = None
+            lexical = None
+            if chosen != "semantic":
+                visible = None if keep is None else self._visible(keep, scope, size)
+                lexical = self._lexical.scores(terms(text), size, visible)
             similarity = None
             if vector is not None:
                 if self._vectors is None:
@@ -376,7 +458,42 @@ class ToolIndex:
                 else:
                     similarity = self._vectors[:size] @ vector
                     similarity[~alive] = -np.inf
-            return _Scored(list(self._slots), lexical, similarity, alive)
+            return _Scored(list(self._slots), lexical, similarity, alive, visible, actions)
+
+    def _visible(
+        self, keep: Callable[[RegisteredTool], bool], scope: Scope | None, size: int
+    ) -> npt.NDArray[np.bool_]:
+        """The caller's tools among the first ``size`` slots (under the lock): kept per scope,
+        and brought up to date by deciding again only the slots changed since."""
+        import numpy as np
+
+        slots = self._slots
+        known = None if scope is None else self._visibility.get(scope[0])
+        if (
+            scope is not None
+            and known is not None
+            and known.version is scope[1]
+            and len(known.mask) >= size
+        ):
+            # The log's oldest generation may have lost slots to the bound: only the ones after
+            # it are whole.
+            oldest = self._changes[0][0] if self._changes else 0
+            if known.generation == self._generation or known.generation >= oldest:
+                for generation, slot in reversed(self._changes):
+                    if generation <= known.generation:
+                        break
+                    entry = slots[slot]
+                    known.mask[slot] = entry is not None and keep(entry)
+                known.generation = self._generation
+                return known.mask[:size]
+        mask = np.zeros(max(64, 2 * size), dtype=bool)
+        for slot, entry in enumerate(slots):
+            mask[slot] = entry is not None and keep(entry)
+        if scope is not None:
+            if len(self._visibility) >= MAX_SCOPES:
+                self._visibility.clear()
+            self._visibility[scope[0]] = _Visibility(scope[1], self._generation, mask)
+        return mask[:size]
 
 
 def _best_first(
@@ -408,6 +525,15 @@ def _best_first(
         rest = rest[~top]
         head *= 2
     yield from ordered(rest)
+
+
+_ACTION_CODES = {kind: code for code, kind in enumerate(ACTIONS)}
+
+
+def _action_code(text: str, *, name: bool = False) -> int:
+    """The action class of ``text`` (``name``: a tool name) as a small integer (-1: none)."""
+    kind = action(text, name=name)
+    return -1 if kind is None else _ACTION_CODES[kind]
 
 
 def _tool_id(entry: RegisteredTool | None) -> str:

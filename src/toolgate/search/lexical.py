@@ -11,6 +11,12 @@ millisecond), and a query still reads only the postings of its terms (bench/sear
 measures both at 10,000 tools). The formula is bm25s's default (Lucene's: ``idf = ln(1 + (N -
 df + 0.5) / (df + 0.5))``, ``tf / (tf + k1 * (1 - b + b * length / average))``, k1 = 1.5,
 b = 0.75), so rankings are unchanged; a test checks the scores against bm25s.
+
+The statistics (document count, each term's document frequency, average length) may be counted
+over a subset of the documents, ``visible``: the tools one caller may see. Counted over every
+tool, a visible tool's score told the caller how many tools it may not see use a word (the IDF of
+"payroll" falls as hidden payroll tools are added). The subset costs one count over the query
+terms' postings, not a pass over the documents.
 """
 
 from __future__ import annotations
@@ -104,47 +110,106 @@ class LexicalIndex:
             cached = self._arrays[term] = (slots, counts)
         return cached
 
-    def explain(self, query_terms: Sequence[str], slot: int) -> list[tuple[str, float]]:
-        """The query terms found in the document in ``slot``, each with its BM25 contribution,
-        largest first."""
+    def _statistics(self, visible: npt.NDArray[np.bool_] | None) -> tuple[int, float]:
+        """The document count and average length, over ``visible`` slots (``None``: all)."""
         import numpy as np
 
-        documents = len(self._documents)
-        counts = self._documents.get(slot)
-        if not documents or counts is None:
-            return []
-        average = self._total / documents or 1.0
-        found: list[tuple[str, float]] = []
-        for term in list(dict.fromkeys(query_terms))[:MAX_QUERY_TERMS]:
-            count = counts.get(term)
-            if count is None:
+        if visible is None:
+            documents = len(self._documents)
+            return documents, (self._total / documents if documents else 0.0) or 1.0
+        width = min(len(visible), len(self._lengths))
+        shown = visible[:width]
+        documents = int(np.count_nonzero(shown))
+        total = float(self._lengths[:width][shown].sum())
+        return documents, (total / documents if documents else 0.0) or 1.0
+
+    def _frequency(
+        self, slots: npt.NDArray[np.int64], visible: npt.NDArray[np.bool_] | None
+    ) -> int:
+        """How many of ``slots`` (a term's postings) count: all, or the ``visible`` ones."""
+        import numpy as np
+
+        if visible is None:
+            return len(slots)
+        inside = slots[slots < len(visible)]
+        return int(np.count_nonzero(visible[inside]))
+
+    def explain(
+        self,
+        query_terms: Sequence[str],
+        slot: int,
+        visible: npt.NDArray[np.bool_] | None = None,
+    ) -> list[tuple[str, float]]:
+        """The query terms found in the document in ``slot``, each with its BM25 contribution
+        (statistics over the ``visible`` slots, as :meth:`scores`), largest first."""
+        return self.shares(query_terms, [slot], visible)[0]
+
+    def shares(
+        self,
+        query_terms: Sequence[str],
+        slots: Sequence[int],
+        visible: npt.NDArray[np.bool_] | None = None,
+    ) -> list[list[tuple[str, float]]]:
+        """:meth:`explain` for each of ``slots``, the statistics counted once."""
+        import math
+
+        documents, average = self._statistics(visible)
+        idf: dict[str, float] = {}
+        found: list[list[tuple[str, float]]] = []
+        for slot in slots:
+            counts = self._documents.get(slot)
+            if not documents or counts is None:
+                found.append([])
                 continue
-            df = len(self._postings[term])
-            idf = float(np.log(1.0 + (documents - df + 0.5) / (df + 0.5)))
             norm = K1 * (1.0 - B + B * float(self._lengths[slot]) / average)
-            found.append((term, idf * count / (count + norm)))
-        return sorted(found, key=lambda pair: -pair[1])
+            mine: list[tuple[str, float]] = []
+            for term in list(dict.fromkeys(query_terms))[:MAX_QUERY_TERMS]:
+                count = counts.get(term)
+                if count is None:
+                    continue
+                if term not in idf:
+                    postings = self._postings_of(term)
+                    assert postings is not None
+                    df = self._frequency(postings[0], visible)
+                    idf[term] = math.log(1.0 + (documents - df + 0.5) / (df + 0.5))
+                mine.append((term, idf[term] * count / (count + norm)))
+            found.append(sorted(mine, key=lambda pair: -pair[1]))
+        return found
 
     def scores(
-        self, query_terms: Sequence[str], size: int | None = None
+        self,
+        query_terms: Sequence[str],
+        size: int | None = None,
+        visible: npt.NDArray[np.bool_] | None = None,
     ) -> npt.NDArray[np.float32]:
-        """One BM25 score per slot (0 where no term matches, and for empty slots)."""
+        """One BM25 score per slot (0 where no term matches, and for empty slots).
+
+        ``visible``: a mask over the slots; the statistics are counted over those documents only
+        and the others score 0, so a document outside it cannot change a score inside it.
+        """
         import numpy as np
 
         size = self.size if size is None else size
         total = np.zeros(size, dtype=np.float32)
-        documents = len(self._documents)
+        documents, average = self._statistics(visible)
         if not documents:
             return total
-        average = self._total / documents or 1.0
         for term in list(dict.fromkeys(query_terms))[:MAX_QUERY_TERMS]:
             postings = self._postings_of(term)
             if postings is None:
                 continue
             slots, counts = postings
-            idf = np.log(1.0 + (documents - len(slots) + 0.5) / (len(slots) + 0.5))
+            df = self._frequency(slots, visible)
+            if not df:
+                continue
+            idf = np.log(1.0 + (documents - df + 0.5) / (df + 0.5))
             norm = K1 * (1.0 - B + B * self._lengths[slots] / average)
-            total[slots] += (idf * counts / (counts + norm)).astype(np.float32)
+            inside = slots < size
+            total[slots[inside]] += (idf * counts / (counts + norm)).astype(np.float32)[inside]
+        if visible is not None:
+            width = min(size, len(visible))
+            total[:width][~visible[:width]] = 0.0
+            total[width:] = 0.0
         return total
 
 
