@@ -295,15 +295,8 @@ class EgressProxy:
             server = await asyncio.start_unix_server(
                 proxy._accept, path=str(proxy.socket_path), limit=MAX_HEAD_BYTES
             )
-            try:
+            async with proxy._running(server):
                 yield proxy
-            finally:
-                server.close()
-                for task in list(proxy._tasks):
-                    task.cancel()
-                if proxy._tasks:
-                    await asyncio.gather(*proxy._tasks, return_exceptions=True)
-                await server.wait_closed()
         finally:
             if owned:
                 shutil.rmtree(folder, ignore_errors=True)
@@ -335,14 +328,21 @@ class EgressProxy:
             proxy._accept, host="127.0.0.1", port=0, limit=MAX_HEAD_BYTES
         )
         proxy.port = server.sockets[0].getsockname()[1]
-        try:
+        async with proxy._running(server):
             yield proxy
+
+    @contextlib.asynccontextmanager
+    async def _running(self, server: asyncio.Server) -> AsyncIterator[None]:
+        """While ``server`` accepts for this proxy; then it is closed and every connection
+        still open is cancelled."""
+        try:
+            yield
         finally:
             server.close()
-            for task in list(proxy._tasks):
+            for task in list(self._tasks):
                 task.cancel()
-            if proxy._tasks:
-                await asyncio.gather(*proxy._tasks, return_exceptions=True)
+            if self._tasks:
+                await asyncio.gather(*self._tasks, return_exceptions=True)
             await server.wait_closed()
 
     # -- events --------------------------------------------------------------------------------

@@ -504,17 +504,12 @@ class Sandbox:
     ) -> AsyncIterator[SandboxedCommand]:
         """:meth:`prepare` of a compartment tool on a host that sandboxes."""
         assert host.bwrap is not None and host.prlimit is not None
-        if workspace is not None:
-            workspace = self._checked_workspace(tool, workspace, held, checks)
-        refused = self.fs_refusal(tool, code, checks=checks)
-        if refused is not None:
-            raise SandboxUnavailableError(f"Tool {tool.id} did not run: {refused}")
+        workspace, sandbox_env, ro, code_paths = self._checked_call(
+            tool, env, held, checks, workspace, code
+        )
+        ro += code_paths
         perms = tool.sandbox.permissions
         network = bool(perms.network)
-        declared = tuple(dict.fromkeys((*tool.env, *perms.env)))
-        sandbox_env = sandbox_environment(declared, env)
-        ro = self._held_fs(tool, code, held, checks)
-        ro += hold(tool, held, [*map(Path, self.config.system_paths), *code])
         argv = list(argv)
         for program in programs:
             # A shim (pyenv, asdf…) becomes the interpreter it runs, with its root bound; found
@@ -641,17 +636,11 @@ class Sandbox:
         """:meth:`prepare` of a compartment tool under the Landlock layer
         (:mod:`toolgate.sandbox.landlock`): the same checks and held descriptors as under
         bubblewrap, a scratch folder of the call, the egress proxy on a loopback port."""
-        if workspace is not None:
-            workspace = self._checked_workspace(tool, workspace, held, checks)
-        refused = self.fs_refusal(tool, code, checks=checks)
-        if refused is not None:
-            raise SandboxUnavailableError(f"Tool {tool.id} did not run: {refused}")
+        workspace, sandbox_env, read, execs = self._checked_call(
+            tool, env, held, checks, workspace, code
+        )
         perms = tool.sandbox.permissions
         network = bool(perms.network)
-        declared = tuple(dict.fromkeys((*tool.env, *perms.env)))
-        sandbox_env = sandbox_environment(declared, env)
-        read = self._held_fs(tool, code, held, checks)
-        execs = hold(tool, held, [*map(Path, self.config.system_paths), *code])
         untrusted = [*code, *([workspace] if workspace is not None else [])]
         command, folders = await self._programs(tool, list(argv), env, programs, untrusted)
         execs += hold(tool, held, folders)
@@ -732,6 +721,29 @@ class Sandbox:
                 pass_fds=spec.pass_fds,
                 layer="landlock",
             )
+
+    def _checked_call(
+        self,
+        tool: Tool,
+        env: Mapping[str, str],
+        held: HeldPaths,
+        checks: CheckedPolicy,
+        workspace: Path | None,
+        code: Sequence[Path],
+    ) -> tuple[Path | None, dict[str, str], list[Path], list[Path]]:
+        """What every layer checks and holds first for one call: the workspace (checked and
+        held; :class:`SandboxWorkspaceError`), the ``fs`` prefixes (refused:
+        :class:`SandboxUnavailableError`), the sandbox's environment, the held ``fs`` prefixes
+        and the held system and code folders."""
+        if workspace is not None:
+            workspace = self._checked_workspace(tool, workspace, held, checks)
+        refused = self.fs_refusal(tool, code, checks=checks)
+        if refused is not None:
+            raise SandboxUnavailableError(f"Tool {tool.id} did not run: {refused}")
+        declared = tuple(dict.fromkeys((*tool.env, *tool.sandbox.permissions.env)))
+        fs_paths = self._held_fs(tool, code, held, checks)
+        code_paths = hold(tool, held, [*map(Path, self.config.system_paths), *code])
+        return workspace, sandbox_environment(declared, env), fs_paths, code_paths
 
     def _checked_workspace(
         self, tool: Tool, workspace: Path, held: HeldPaths, checks: CheckedPolicy
