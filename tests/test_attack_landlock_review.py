@@ -265,12 +265,6 @@ def _running(pid: int) -> bool:
         return False
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Landlock layer: no PID namespace dies with the gateway. PR_SET_PDEATHSIG reaches the "
-    "tool's first process only, so what it started (and the call's scratch folder) outlives a "
-    "gateway killed with SIGKILL; fixing it needs a supervising launcher process per call",
-)
 def test_what_a_tool_started_dies_with_a_killed_gateway(
     project: Path, toolgate_home: Path, tmp_path: Path
 ) -> None:
@@ -305,8 +299,10 @@ def test_what_a_tool_started_dies_with_a_killed_gateway(
         child = json.loads(record.read_text())
         gateway.send_signal(signal.SIGKILL)
         gateway.wait()
-        for _ in range(40):  # the kernel's death signal is asynchronous
-            if not _running(child["pid"]):
+        # The kernel's death signal is asynchronous, and the supervisor removes the scratch
+        # folder after it reaped the call's processes.
+        for _ in range(100):
+            if not _running(child["pid"]) and not Path(child["scratch"]).exists():
                 break
             time.sleep(0.05)
         assert not _running(child["pid"]), "a process of the call outlived the gateway"

@@ -40,18 +40,25 @@ def test_the_js_host_runs_inside_the_landlock_launcher(tmp_path: Path) -> None:
         sibling = gateway.call_sync(f"{PLUGIN}:read", {"path": str(tmp_path / "sibling.txt")})
         pids = source.js_hosts.pids()
         assert len(pids) == 1  # one host per entry and permission set, as under bubblewrap
+        # The process the gateway started is the launcher's supervisor; the host is its child.
+        hosts = [
+            int(child)
+            for pid in pids
+            for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        ]
         seen = [
             (
                 Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0],
                 Path(f"/proc/{pid}/status").read_text(),
             )
-            for pid in pids
+            for pid in hosts
         ]
+        assert len(seen) == 1
     assert echo.ok and read.ok, (echo.message, read.message)
     assert read.content == {"text": "inside"}
     assert not sibling.ok  # outside the declared prefix (the compartment refuses it first)
     assert echo.metadata["sandbox"]["process_sandbox"] == "landlock"
-    # The launcher became Node.js, with no_new_privs and a seccomp filter in force.
+    # The supervisor's child became Node.js, with no_new_privs and a seccomp filter in force.
     for program, status in seen:
         assert program.endswith(b"node"), program
         assert "NoNewPrivs:\t1" in status

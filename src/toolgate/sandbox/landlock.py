@@ -147,8 +147,8 @@ ENFORCEMENT: dict[str, dict[str, tuple[bool, str]]] = {
         "processes": (
             True,
             "pids cgroup when usable, else RLIMIT_NPROC (counts every process "
-            "of the gateway's user); killpg at the timeout (setsid refused); a gateway "
-            "killed with SIGKILL leaves what the tool started running",
+            "of the gateway's user); the launcher's supervisor reaps the call and kills its "
+            "process group (setsid refused) when the tool ends or the gateway dies",
         ),
         "signals": (True, "Landlock signal scope: no process outside the call can be signalled"),
         "syscalls": (
@@ -204,6 +204,8 @@ class LandlockSpec:
     nproc: bool = True
     """Set ``RLIMIT_NPROC`` (only where it means something: the gateway is not root)."""
     network: bool = False
+    scratch: Path | None = None
+    """The call's scratch folder: the launcher's supervisor removes it when the gateway dies."""
 
     @property
     def pass_fds(self) -> tuple[int, ...]:
@@ -235,6 +237,8 @@ def landlock_argv(python: str, spec: LandlockSpec) -> list[str]:
             argv += [option, str(fd)]
     for port in spec.connect_ports:
         argv += ["--connect", str(port)]
+    if spec.scratch is not None:
+        argv += ["--scratch", str(spec.scratch)]
     argv += ["--bpf", filter_bpf(spec.network).hex(), "--", *spec.command]
     return argv
 

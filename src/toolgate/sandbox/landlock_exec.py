@@ -1,14 +1,24 @@
-"""The launcher of the Landlock layer: confine this process, then become the tool.
+"""The launcher of the Landlock layer: supervise the call, confine a child, make it the tool.
 
 This file is a standalone program (standard library and ``ctypes`` only, no toolgate imports):
 the gateway starts it as ``python -I -S <this file> <options> -- <command> [args...]``
 (:func:`toolgate.sandbox.landlock.landlock_argv`), with the descriptors of the folders the call
-may see inherited (``pass_fds``). Before it executes the command it, in this order:
+may see inherited (``pass_fds``).
 
-1. starts a new session and process group (``setsid``; the runner starts it as a session leader
-   already), so a timeout's ``killpg`` reaches every process the tool starts: the seccomp filter
-   refuses ``setsid``/``setpgid`` afterwards, so none can leave the group;
-2. asks the kernel to kill it when the gateway dies (``PR_SET_PDEATHSIG``);
+The launcher stays, unconfined, as the call's **supervisor** (the part of a PID namespace's
+init that the Landlock layer has no namespace for): it leads the call's session, is the child
+subreaper of everything the tool starts, and reaps it; when the tool's first process ends it
+kills the tool's process group (nothing the tool started outlives it) and exits as that process
+did (its exit code, or its signal); when the gateway dies (``PR_SET_PDEATHSIG`` → ``SIGTERM``)
+it kills the group, reaps it and removes the call's ``--scratch`` folder. The tool cannot
+signal or trace it (Landlock's signal scope and ptrace rule, seccomp). The gateway's timeout
+kills the supervisor's whole tree as before.
+
+Its child, before it executes the command, in this order:
+
+1. makes a process group of its own (``setpgid``), which the supervisor kills: the seccomp filter
+   refuses ``setsid``/``setpgid`` afterwards, so no process of the tool can leave it;
+2. asks the kernel to kill it when the supervisor dies (``PR_SET_PDEATHSIG``);
 3. sets the rlimits (``--limits cpu,as,fsize[,nproc]``; soft = hard; core dumps off);
 4. builds a Landlock ruleset that handles every filesystem right of the kernel's ABI, TCP bind
    and connect (ABI 4) and the abstract-socket and signal scopes (ABI 6), grants each inherited
@@ -33,11 +43,13 @@ from __future__ import annotations
 
 import ctypes
 import os
+import signal
 import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # no typing import at run time: the launcher starts with every call
     from collections.abc import Sequence
+    from typing import NoReturn
 
 __all__ = ["abi_version", "main"]
 
@@ -91,6 +103,7 @@ WRITE = (
 DEV = FS_READ_FILE | FS_WRITE_FILE
 
 _PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
 _PR_SET_NO_NEW_PRIVS = 38
 _PR_SET_SECCOMP = 22
 _SECCOMP_MODE_FILTER = 2
@@ -269,14 +282,39 @@ def _parse(argv: Sequence[str]) -> tuple[dict[str, list[str]], list[str]]:
 
 
 def main(argv: Sequence[str]) -> None:
-    """Confine this process as ``argv`` says and execute its command (never returns)."""
+    """Supervise the call ``argv`` describes (see the module documentation); never returns."""
     try:
         options, command = _parse(argv)
         libc = _libc()
         libc.syscall.restype = ctypes.c_long
         if os.getsid(0) != os.getpid():  # the runner starts it as a session leader already
             os.setsid()
-        _check(libc.prctl(_PR_SET_PDEATHSIG, 9, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
+        gateway = os.getppid()
+        _check(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(PR_SET_CHILD_SUBREAPER)")
+        signal.signal(signal.SIGTERM, _gateway_gone)
+        _check(libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
+        if os.getppid() != gateway:  # it died before the death signal was asked for
+            raise LauncherError("the gateway is gone")
+        tool = os.fork()
+    except (LauncherError, OSError, ValueError) as exc:
+        _fail(exc)
+    if tool == 0:
+        _become_tool(libc, options, command)
+    _supervise(tool, options.get("scratch", [""])[-1])
+
+
+def _fail(exc: BaseException) -> NoReturn:
+    sys.stderr.write(f"toolgate landlock: {exc}\n")
+    sys.stderr.flush()
+    os._exit(126)
+
+
+def _become_tool(libc: ctypes.CDLL, options: dict[str, list[str]], command: list[str]) -> NoReturn:
+    """In the supervisor's child: confine this process and execute the command."""
+    try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.setpgid(0, 0)
+        _check(libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
         for words in options.get("limits", []):
             _set_limits(words)
         rights = {"read": READ, "exec": EXEC, "write": WRITE, "dev": DEV}
@@ -291,9 +329,58 @@ def main(argv: Sequence[str]) -> None:
         _load_seccomp(libc, bytes.fromhex(bpf))
         os.execvp(command[0], command)
     except (LauncherError, OSError, ValueError) as exc:
-        sys.stderr.write(f"toolgate landlock: {exc}\n")
-        sys.stderr.flush()
-        os._exit(126)
+        _fail(exc)
+    raise AssertionError("unreachable")  # execvp returned without raising
+
+
+#: Set by ``SIGTERM``: the gateway died (or stops the call): kill the tool's group and go.
+_gone: list[int] = []
+_tool_group: list[int] = []
+
+
+def _gateway_gone(_signum: int, _frame: object) -> None:
+    _gone.append(1)
+    if _tool_group:
+        _kill_group(_tool_group[0])
+
+
+def _kill_group(group: int) -> None:
+    try:  # noqa: SIM105 - no contextlib import here: the launcher starts with every call
+        os.killpg(group, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _supervise(tool: int, scratch: str) -> NoReturn:
+    """Reap everything the tool starts; exit as its first process did."""
+    _tool_group.append(tool)
+    os.closerange(3, 1 << 20)  # the held folders are the tool's, not the supervisor's
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)  # the call's input is the tool's
+    os.close(null)
+    if _gone:
+        _kill_group(tool)
+    status = 0
+    while True:
+        try:
+            pid, code = os.waitpid(-1, 0)
+        except ChildProcessError:
+            break  # nothing of the call is left
+        if pid == tool:
+            status = code
+            _kill_group(tool)  # what it started dies with it, as in a PID namespace
+    if _gone and scratch:
+        import shutil
+
+        shutil.rmtree(scratch, ignore_errors=True)
+    if os.WIFSIGNALED(status):
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+        os.kill(os.getpid(), os.WTERMSIG(status))
+        os._exit(128 + os.WTERMSIG(status))
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 126)
 
 
 if __name__ == "__main__":

@@ -694,6 +694,7 @@ class Sandbox:
                 limits=self.limits,
                 nproc=caps.nproc_enforced and caps.pids_cgroup is None,
                 network=network,
+                scratch=scratch,
             )
             # No PID namespace here: what the call leaves behind goes to PID 1, which the
             # gateway may be itself (a container without an init): then it reaps them.
