@@ -376,10 +376,13 @@ def _supervise(tool: int, scratch: str) -> NoReturn:
     if os.WIFSIGNALED(status):
         import resource
 
+        signum = os.WTERMSIG(status)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
-        os.kill(os.getpid(), os.WTERMSIG(status))
-        os._exit(128 + os.WTERMSIG(status))
+        # SIGKILL (the CPU limit's, the OOM killer's) has no handler to reset: signal() refuses.
+        if signum != signal.SIGKILL:
+            signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        os._exit(128 + signum)
     os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 126)
 
 

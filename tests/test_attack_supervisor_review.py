@@ -1,0 +1,120 @@
+"""Attack review of the Landlock launcher's supervisor: the unconfined parent of the tool.
+
+Each test makes real calls through the installed ``toolgate`` console script, with
+``sandbox.layer: landlock`` forcing the layer: the tool's end (exit code, signal) must reach the
+gateway exactly as before the supervisor, and the tool must not reach the supervisor.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import RunCli
+from toolgate.sandbox.landlock import MIN_ABI
+from toolgate.sandbox.landlock_exec import abi_version
+
+pytestmark = pytest.mark.slow
+
+
+def _landlock_works() -> None:
+    if abi_version() < MIN_ABI:
+        pytest.skip(f"this kernel's Landlock ABI is {abi_version()} (< {MIN_ABI})")
+    pytest.importorskip("pyseccomp")
+
+
+def _tool(root: Path, name: str, script: str) -> None:
+    folder = root / name
+    folder.mkdir(parents=True)
+    (folder / "run.py").write_text(script)
+    (folder / "tool.md").write_text(
+        f"---\nname: {name}\nscript: run.py\nruntime: python\nsandbox: compartment\n"
+        "inputSchema:\n  type: object\n---\nA hostile test tool.\n"
+    )
+
+
+def _config(project: Path, sandbox: str = "") -> None:
+    (project / "toolgate.yaml").write_text(
+        "tool_folders:\n  - path: tools\n    namespace: t\nsandbox:\n  layer: landlock\n"
+        + textwrap.indent(textwrap.dedent(sandbox), "  ")
+    )
+
+
+def _call(run_cli: RunCli, tool: str, args: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir(exist_ok=True)
+    done = run_cli("call", tool, "--json", "-a", json.dumps(args), "--workspace", str(workspace))
+    assert done.stdout, done.stderr
+    outcome: dict[str, Any] = json.loads(done.stdout)
+    return outcome
+
+
+#: Kills itself with the signal it is given, or spins until its CPU limit kills it.
+DIE = r"""
+import json, os, sys
+signum = json.load(sys.stdin)["signal"]
+if signum:
+    os.kill(os.getpid(), signum)
+while True:
+    pass
+"""
+
+
+def test_a_tool_killed_by_sigkill_or_its_cpu_limit_is_reported_as_killed(
+    project: Path, run_cli: RunCli, tmp_path: Path
+) -> None:
+    """SIGKILL (the CPU limit's and the kernel's OOM killer's signal) cannot be given a handler:
+    the supervisor must still end by it, not by a traceback of its own."""
+    _landlock_works()
+    _tool(project / "tools", "die", DIE)
+    _config(project, "limits:\n  cpu_seconds: 1\n")
+    for signum in (9, 0):  # 0: the CPU limit (soft = hard: the kernel sends SIGKILL)
+        outcome = _call(run_cli, "t:die", {"signal": signum}, tmp_path)
+        assert outcome["status"] == "error", outcome
+        assert "was killed by signal 9" in outcome["message"], outcome
+        assert "Traceback" not in outcome["message"], outcome
+
+
+#: Tries every way at the unconfined supervisor (its parent): signals, ptrace, its memory.
+REACH = r"""
+import ctypes, errno, json, os, signal, sys
+json.load(sys.stdin)
+supervisor = os.getppid()
+reached = []
+for signum in (signal.SIGTERM, signal.SIGSTOP, signal.SIGKILL, signal.SIGCONT):
+    try:
+        os.kill(supervisor, signum)
+        reached.append(f"signal {signum}")
+    except PermissionError:
+        pass
+try:
+    os.killpg(os.getsid(0), signal.SIGSTOP)
+    reached.append("its process group")
+except PermissionError:
+    pass
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.ptrace(16, supervisor, 0, 0) == 0:  # PTRACE_ATTACH
+    reached.append("ptrace")
+for name in ("mem", "environ"):
+    try:
+        open(f"/proc/{supervisor}/{name}", "rb").read(1)
+        reached.append(name)
+    except OSError:
+        pass
+print(json.dumps({"reached": reached}))
+"""
+
+
+def test_the_tool_cannot_reach_its_supervisor(
+    project: Path, run_cli: RunCli, tmp_path: Path
+) -> None:
+    _landlock_works()
+    _tool(project / "tools", "reach", REACH)
+    _config(project)
+    outcome = _call(run_cli, "t:reach", {}, tmp_path)
+    assert outcome["status"] == "ok", outcome
+    assert outcome["content"] == {"reached": []}
