@@ -118,3 +118,47 @@ def test_the_tool_cannot_reach_its_supervisor(
     outcome = _call(run_cli, "t:reach", {}, tmp_path)
     assert outcome["status"] == "ok", outcome
     assert outcome["content"] == {"reached": []}
+
+
+#: Starts a grandchild that outlives its parent (adopted by the supervisor), records every pid,
+#: then blocks past its timeout.
+STUCK = r"""
+import json, os, subprocess, sys, time
+workspace = json.load(sys.stdin)["workspace"]
+middle = subprocess.Popen([sys.executable, "-c",
+    "import subprocess, sys; print(subprocess.Popen([sys.executable, '-c', "
+    "'import time; time.sleep(120)']).pid, flush=True)"],
+    stdout=subprocess.PIPE)
+grandchild = int(middle.stdout.readline())
+middle.wait()
+with open(os.path.join(workspace, "pids.json"), "w") as out:
+    json.dump([os.getppid(), os.getpid(), grandchild], out)
+time.sleep(120)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"  # a zombie is reaped by init soon; it holds nothing
+
+
+def test_a_timed_out_call_leaves_no_process(project: Path, run_cli: RunCli, tmp_path: Path) -> None:
+    _landlock_works()
+    _tool(project / "tools", "stuck", STUCK)
+    (project / "tools" / "stuck" / "tool.md").write_text(
+        (project / "tools" / "stuck" / "tool.md")
+        .read_text()
+        .replace(
+            "sandbox: compartment\n", "sandbox: compartment\nside_effect: write\ntimeout: 2000\n"
+        )
+    )
+    _config(project, "allow_unlimited_processes: true\n")
+    workspace = tmp_path / "workspace"
+    outcome = _call(run_cli, "t:stuck", {"workspace": str(workspace)}, tmp_path)
+    assert outcome["status"] == "error" and outcome["code"] == "timeout", outcome["message"]
+    pids = json.loads((workspace / "pids.json").read_text())
+    # The supervisor, the tool, and the grandchild the supervisor adopted.
+    assert [pid for pid in pids if _alive(pid)] == []

@@ -295,11 +295,15 @@ def main(argv: Sequence[str]) -> None:
         _check(libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
         if os.getppid() != gateway:  # it died before the death signal was asked for
             raise LauncherError("the gateway is gone")
+        # SIGTERM waits until the child has a process group to kill: a SIGTERM handled before
+        # that would kill no group (killpg: no such group) and the tool would run on.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        supervisor = os.getpid()
         tool = os.fork()
     except (LauncherError, OSError, ValueError) as exc:
         _fail(exc)
     if tool == 0:
-        _become_tool(libc, options, command)
+        _become_tool(libc, options, command, supervisor)
     _supervise(tool, options.get("scratch", [""])[-1])
 
 
@@ -309,12 +313,17 @@ def _fail(exc: BaseException) -> NoReturn:
     os._exit(126)
 
 
-def _become_tool(libc: ctypes.CDLL, options: dict[str, list[str]], command: list[str]) -> NoReturn:
+def _become_tool(
+    libc: ctypes.CDLL, options: dict[str, list[str]], command: list[str], supervisor: int
+) -> NoReturn:
     """In the supervisor's child: confine this process and execute the command."""
     try:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # the mask outlives exec
         os.setpgid(0, 0)
         _check(libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
+        if os.getppid() != supervisor:  # it died before the death signal was asked for
+            raise LauncherError("the supervisor is gone")
         for words in options.get("limits", []):
             _set_limits(words)
         rights = {"read": READ, "exec": EXEC, "write": WRITE, "dev": DEV}
@@ -353,7 +362,12 @@ def _kill_group(group: int) -> None:
 
 def _supervise(tool: int, scratch: str) -> NoReturn:
     """Reap everything the tool starts; exit as its first process did."""
+    try:  # noqa: SIM105 - as a shell does: whichever of parent and child runs first makes it
+        os.setpgid(tool, tool)
+    except OSError:
+        pass  # the child failed already (it exits 126) or made the group itself
     _tool_group.append(tool)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
     os.closerange(3, 1 << 20)  # the held folders are the tool's, not the supervisor's
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)  # the call's input is the tool's
