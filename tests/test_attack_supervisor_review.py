@@ -162,3 +162,90 @@ def test_a_timed_out_call_leaves_no_process(project: Path, run_cli: RunCli, tmp_
     pids = json.loads((workspace / "pids.json").read_text())
     # The supervisor, the tool, and the grandchild the supervisor adopted.
     assert [pid for pid in pids if _alive(pid)] == []
+
+
+#: Records that it ran, and that it was still running a moment later.
+MARK = r"""
+import json, os, sys, time
+workspace = json.load(sys.stdin)["workspace"]
+open(os.path.join(workspace, "ran"), "w").close()
+time.sleep(3)
+open(os.path.join(workspace, "still"), "w").close()
+"""
+
+
+def test_the_gateways_death_between_fork_and_process_group_still_stops_the_tool(
+    project: Path, toolgate_home: Path, tmp_path: Path
+) -> None:
+    """The gateway's death reaches the supervisor as SIGTERM (``PR_SET_PDEATHSIG``). Arriving
+    after the fork but before the child made its process group, it used to kill no group
+    (``killpg``: no such group) and the tool ran to its end with the gateway gone. strace widens
+    that window: every ``setpgid`` waits 1.5 s before it enters the kernel."""
+    import os
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    _landlock_works()
+    strace = shutil.which("strace")
+    if strace is None:
+        pytest.skip("strace is not installed")
+    _tool(project / "tools", "mark", MARK)
+    (project / "tools" / "mark" / "tool.md").write_text(
+        (project / "tools" / "mark" / "tool.md")
+        .read_text()
+        .replace("sandbox: compartment\n", "sandbox: compartment\nside_effect: write\n")
+    )
+    _config(project)
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    toolgate = Path(sys.executable).parent / "toolgate"
+    args = json.dumps({"workspace": str(workspace)})
+    delay = [
+        "-o",
+        os.devnull,
+        "-f",
+        "-e",
+        "trace=setpgid",
+        "-e",
+        "inject=setpgid:delay_enter=1500000",
+    ]
+    command = [str(toolgate), "call", "t:mark", "--json", "-a", args, "--workspace", str(workspace)]
+    call = subprocess.Popen(
+        [strace, *delay, *command],
+        cwd=project,
+        env={**os.environ, "TOOLGATE_HOME": str(toolgate_home)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        launchers: list[int] = []
+        for _ in range(400):  # the call's supervisor and its child, not yet the tool
+            launchers = [
+                int(pid)
+                for pid in os.listdir("/proc")
+                if pid.isdigit() and _cmdline_has(int(pid), b"landlock_exec.py", b"mark")
+            ]
+            if len(launchers) >= 2 or call.poll() is not None:
+                break
+            time.sleep(0.02)
+        assert len(launchers) >= 2, "the launcher did not fork"
+        os.kill(min(launchers), signal.SIGTERM)  # the supervisor: the older pid
+        out, _ = call.communicate(timeout=60)
+    finally:
+        if call.poll() is None:
+            call.kill()
+            call.wait()
+    assert not (workspace / "still").exists(), "the tool ran on after the gateway's death"
+    outcome = json.loads(out[out.index(b"{") :])
+    assert outcome["status"] == "error", outcome
+
+
+def _cmdline_has(pid: int, *words: bytes) -> bool:
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return all(word in cmdline for word in words)
