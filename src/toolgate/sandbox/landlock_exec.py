@@ -10,9 +10,10 @@ init that the Landlock layer has no namespace for): it leads the call's session,
 subreaper of everything the tool starts, and reaps it; when the tool's first process ends it
 kills the tool's process group (nothing the tool started outlives it) and exits as that process
 did (its exit code, or its signal); when the gateway dies (``PR_SET_PDEATHSIG`` → ``SIGTERM``)
-it kills the group, reaps it and removes the call's ``--scratch`` folder. The tool cannot
-signal or trace it (Landlock's signal scope and ptrace rule, seccomp). The gateway's timeout
-kills the supervisor's whole tree as before.
+it kills the group, reaps it and removes the call's ``--scratch`` folder (``SIGTERM`` is held
+from the fork until the group exists, which parent and child both make, as a shell does). The
+tool cannot signal or trace it (Landlock's signal scope and ptrace rule, seccomp). The
+gateway's timeout kills the supervisor's whole tree as before.
 
 Its child, before it executes the command, in this order:
 
