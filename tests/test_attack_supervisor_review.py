@@ -249,3 +249,25 @@ def _cmdline_has(pid: int, *words: bytes) -> bool:
     except OSError:
         return False
     return all(word in cmdline for word in words)
+
+
+def test_the_tool_starts_with_default_signal_dispositions(
+    project: Path, run_cli: RunCli, tmp_path: Path
+) -> None:
+    """Python ignores SIGPIPE and SIGXFSZ, and an ignored signal stays ignored across ``execve``:
+    a shell tool under the Python launcher would not die by SIGPIPE at a closed pipe nor by
+    SIGXFSZ at its file-size limit, as it does under bubblewrap (started with the defaults)."""
+    _landlock_works()
+    folder = project / "tools" / "traps"
+    folder.mkdir(parents=True)
+    (folder / "run.sh").write_text(
+        'cat > /dev/null\nignored="$(trap -p)"\nprintf \'{"ignored": "%s"}\\n\' "$ignored"\n'
+    )
+    (folder / "tool.md").write_text(
+        "---\nname: traps\nscript: run.sh\nruntime: bash\nsandbox: compartment\n"
+        "inputSchema:\n  type: object\n---\nLists the signals it was started ignoring.\n"
+    )
+    _config(project)
+    outcome = _call(run_cli, "t:traps", {}, tmp_path)
+    assert outcome["status"] == "ok", outcome.get("message")
+    assert outcome["content"] == {"ignored": ""}

@@ -319,7 +319,10 @@ def _become_tool(
 ) -> NoReturn:
     """In the supervisor's child: confine this process and execute the command."""
     try:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        # Python ignores SIGPIPE and SIGXFSZ, and an ignored signal stays ignored across exec:
+        # the tool starts with the defaults, as under bubblewrap (subprocess's restore_signals).
+        for signum in (signal.SIGTERM, signal.SIGPIPE, signal.SIGXFSZ):
+            signal.signal(signum, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # the mask outlives exec
         os.setpgid(0, 0)
         _check(libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
