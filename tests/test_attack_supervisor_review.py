@@ -15,8 +15,11 @@ from typing import Any
 import pytest
 
 from conftest import RunCli
+from js_support import js_runtime
 from toolgate.sandbox.landlock import MIN_ABI
 from toolgate.sandbox.landlock_exec import abi_version
+
+__all__ = ["js_runtime"]  # the fixture, used by name
 
 pytestmark = pytest.mark.slow
 
@@ -271,3 +274,31 @@ def test_the_tool_starts_with_default_signal_dispositions(
     outcome = _call(run_cli, "t:traps", {}, tmp_path)
     assert outcome["status"] == "ok", outcome.get("message")
     assert outcome["content"] == {"ignored": ""}
+
+
+@pytest.mark.usefixtures("js_runtime")
+def test_a_closed_gateway_leaves_no_js_host_nor_its_supervisor(tmp_path: Path) -> None:
+    """The JS host is long-lived: the gateway stops it at close. Its supervisor (the process the
+    gateway started) and the Node.js host (the supervisor's child) must both be gone then."""
+    from gateway_support import gateway_with
+    from js_support import plugin_copy
+    from toolgate.formats.plugin.source import PluginSource
+    from toolgate.sandbox.runner import Sandbox
+    from toolgate.sandbox.settings import SandboxConfig
+
+    _landlock_works()
+    data = tmp_path / "data"
+    data.mkdir()
+    folder = plugin_copy(tmp_path, "probe", permissions={"fs": [str(data)]})
+    with gateway_with(environ={}, sandbox=Sandbox(SandboxConfig(layer="landlock"))) as gateway:
+        assert gateway.add_source(folder).diagnostics == []
+        assert gateway.call_sync("@toolgate-test/probe:echo", {"n": 1}).ok
+        [source] = [s for s in gateway.declarations.sources if isinstance(s, PluginSource)]
+        started = list(source.js_hosts.pids())
+        hosts = [
+            int(child)
+            for pid in started
+            for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        ]
+        assert started and hosts
+    assert [pid for pid in started + hosts if _alive(pid)] == []
