@@ -46,9 +46,7 @@ import dataclasses
 import functools
 import importlib
 import os
-import sys
-import tempfile
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
@@ -57,7 +55,8 @@ from ..model import SandboxMode, SandboxSpec, Tool
 from ..model.permission_rules import env_refusal
 from ..path_policy import PathPolicy, outside_system
 from .addresses import tool_grant
-from .bwrap import BwrapSpec, HeldPaths, bwrap_argv, install_root
+from .bwrap import HeldPaths
+from .bwrap_call import bwrap_command
 from .cgroups import BRIDGE_TASKS, BWRAP_TASKS, CallCgroup, PidsHierarchy
 from .command import (
     SANDBOX_ENV,
@@ -66,7 +65,6 @@ from .command import (
     SandboxedCommand,
     SandboxUnavailableError,
     SandboxWorkspaceError,
-    no_call,
     sandbox_environment,
 )
 from .held_binds import (
@@ -81,18 +79,12 @@ from .identity import IdentityGuard
 from .landlock import (
     ENFORCEMENT,
     LandlockCapabilities,
-    LandlockSpec,
-    hold_system,
-    landlock_argv,
-    refuse_protected,
-    remove_scratch,
 )
+from .landlock_call import landlocked_command
 from .layers import LayerChoice, choose_layer, declared_permissions, weaker_permissions
-from .limits import ResourceLimits, prlimit_argv, shell_limit_args
-from .orphans import adopt_orphans, reap_soon
+from .limits import ResourceLimits
 from .path_checks import CheckedPolicy, PathChecks
 from .programs import ContainedProgram, contain_program, contained_before, resolved_folders
-from .seccomp import SeccompUnavailableError
 from .settings import SandboxConfig
 
 __all__ = [
@@ -105,11 +97,6 @@ __all__ = [
     "SandboxedCommand",
     "sandbox_environment",
 ]
-
-#: The port the egress bridge listens on inside the sandbox's network namespace.
-BRIDGE_PORT = 3128
-#: Where the egress socket's folder appears inside the sandbox.
-EGRESS_MOUNT = "/run/toolgate-egress"
 
 
 #: The path checks of the call being prepared (set only around its synchronous checks), so the
@@ -464,7 +451,8 @@ class Sandbox:
         if layer.name == "landlock":
             assert layer.landlock is not None
             with HeldPaths() as held:
-                async with self._landlocked(
+                async with landlocked_command(
+                    self,
                     tool,
                     argv,
                     env,
@@ -483,114 +471,27 @@ class Sandbox:
         # Every host path a bind shows is opened once here, checked as what the descriptor
         # points to, and bound from the descriptor: nothing is resolved by name again.
         with HeldPaths() as held:
-            async with self._prepared(
-                tool, argv, env, host, held, checks, workspace, code, programs, call_id
+            async with bwrap_command(
+                self, tool, argv, env, host, held, checks, workspace, code, programs, call_id
             ) as command:
                 yield command
 
-    @contextlib.asynccontextmanager
-    async def _prepared(
-        self,
-        tool: Tool,
-        argv: Sequence[str],
-        env: Mapping[str, str],
-        host: HostCapabilities,
-        held: HeldPaths,
-        checks: CheckedPolicy,
-        workspace: Path | None,
-        code: Sequence[Path],
-        programs: Sequence[str],
-        call_id: str | None,
-    ) -> AsyncIterator[SandboxedCommand]:
-        """:meth:`prepare` of a compartment tool on a host that sandboxes."""
-        assert host.bwrap is not None and host.prlimit is not None
-        workspace, sandbox_env, ro, code_paths = self._checked_call(
-            tool, env, held, checks, workspace, code
+    async def _call_proxy(
+        self, stack: contextlib.AsyncExitStack, tool: Tool, call_id: str | None, *, tcp: bool
+    ) -> Any:
+        """The egress proxy of one call of ``tool`` (a Unix socket, or a loopback port when
+        ``tcp``), closed with ``stack``."""
+        return await stack.enter_async_context(
+            _egress().EgressProxy.start(
+                tool.sandbox.permissions,
+                tool_id=tool.id,
+                call_id=call_id or "",
+                deny_ports=self.deny_ports,
+                cidr_grants=tool_grant(self.cidr_grants, tool.id),
+                tcp=tcp,
+                **({"resolver": self.resolver} if self.resolver is not None else {}),
+            )
         )
-        ro += code_paths
-        perms = tool.sandbox.permissions
-        network = bool(perms.network)
-        argv = list(argv)
-        for program in programs:
-            # A shim (pyenv, asdf…) becomes the interpreter it runs, with its root bound; found
-            # once per gateway process (a shim takes up to 0.3 s), off the event loop.
-            untrusted = [*code, *([workspace] if workspace is not None else [])]
-            contained = self._contained_before(program, env, untrusted)
-            if contained is None:
-                contained = await asyncio.to_thread(
-                    functools.partial(self.contained, program, env, untrusted=untrusted)
-                )
-            if contained.problem is not None:
-                raise SandboxUnavailableError(
-                    f"Tool {tool.id} is unavailable: it runs in sandbox mode 'compartment', "
-                    f"but {contained.problem}"
-                )
-            ro += hold(tool, held, contained.read_only)
-            if argv and argv[0] == program:
-                argv[0] = contained.program
-        async with contextlib.AsyncExitStack() as stack:
-            cgroup = self._call_cgroup(host, network=network)
-            if cgroup is not None:
-                # Registered first, so it runs last: after the process and the egress proxy.
-                stack.push_async_callback(cgroup.close)
-            # The rlimits are set by the shell that joins the cgroup, before bwrap starts,
-            # where that shell sets them exactly (probed) and RLIMIT_NPROC, the one limit that
-            # must be set inside the sandbox's user namespace, means nothing anyway (the kernel
-            # exempts root from it). An egress bridge runs first in the sandbox and is not the
-            # tool's: then, and everywhere else, prlimit sets them inside, as the tool starts.
-            outside = (
-                cgroup is not None
-                and cgroup.sets_limits
-                and shell_limit_args(self.limits) is not None
-                and not host.nproc_enforced
-                and not network
-            )
-            command = argv if outside else [*prlimit_argv(host.prlimit, self.limits), *argv]
-            extra: list[tuple[Path, Path]] = []
-            events: Sequence[Any] = ()
-            bind_call: Callable[[str], None] = no_call
-            if network:
-                proxy = await stack.enter_async_context(
-                    _egress().EgressProxy.start(
-                        perms,
-                        tool_id=tool.id,
-                        call_id=call_id or "",
-                        deny_ports=self.deny_ports,
-                        cidr_grants=tool_grant(self.cidr_grants, tool.id),
-                        **({"resolver": self.resolver} if self.resolver is not None else {}),
-                    )
-                )
-                python = os.path.realpath(sys.executable)
-                command, extra = _behind_bridge(python, Path(proxy.socket_path), command)
-                ro += hold(tool, held, install_root(python))
-                events = proxy.events
-                bind_call = functools.partial(setattr, proxy, "call_id")
-            spec = BwrapSpec(
-                command=command,
-                workspace=workspace,
-                workspace_writable=tool.side_effect.writes,
-                ro_paths=ro,
-                protected=self.protected,
-                network=network,
-                extra_binds=extra,
-                tmp_size=self.limits.tmp_size_bytes,
-                held=held.held,
-                require_held=True,
-            )
-            sandboxed = bwrap_argv(host.bwrap, spec)
-            if cgroup is not None:
-                sandboxed = cgroup.wrap(sandboxed, limits=self.limits if outside else None)
-            yield SandboxedCommand(
-                sandboxed,
-                sandbox_env,
-                Path("/"),
-                workspace or Path("/tmp"),
-                sandboxed=True,
-                egress_events=events,
-                not_enforced=() if host.process_limit is not None else ("processes",),
-                bind_call=bind_call,
-                pass_fds=spec.pass_fds,
-            )
 
     async def _programs(
         self,
@@ -618,110 +519,6 @@ class Sandbox:
             if argv and argv[0] == program:
                 argv[0] = contained.program
         return argv, folders
-
-    @contextlib.asynccontextmanager
-    async def _landlocked(
-        self,
-        tool: Tool,
-        argv: Sequence[str],
-        env: Mapping[str, str],
-        caps: LandlockCapabilities,
-        held: HeldPaths,
-        checks: CheckedPolicy,
-        workspace: Path | None,
-        code: Sequence[Path],
-        programs: Sequence[str],
-        call_id: str | None,
-    ) -> AsyncIterator[SandboxedCommand]:
-        """:meth:`prepare` of a compartment tool under the Landlock layer
-        (:mod:`toolgate.sandbox.landlock`): the same checks and held descriptors as under
-        bubblewrap, a scratch folder of the call, the egress proxy on a loopback port."""
-        workspace, sandbox_env, read, execs = self._checked_call(
-            tool, env, held, checks, workspace, code
-        )
-        perms = tool.sandbox.permissions
-        network = bool(perms.network)
-        untrusted = [*code, *([workspace] if workspace is not None else [])]
-        command, folders = await self._programs(tool, list(argv), env, programs, untrusted)
-        execs += hold(tool, held, folders)
-        granted = [*read, *execs, *([workspace] if workspace is not None else [])]
-        refuse_protected(f"Tool {tool.id}", granted, self.protected)
-        system_fds, dev_fds = hold_system(held, network=network)
-        async with contextlib.AsyncExitStack() as stack:
-            # The call's scratch folder: TMPDIR and HOME, writable, removed at the end.
-            scratch = Path(tempfile.mkdtemp(prefix="toolgate-call-"))
-            stack.callback(remove_scratch, scratch)
-            (scratch / "tmp").mkdir()
-            (scratch / "home").mkdir()
-            scratch_real = held.hold(scratch, directory=True)
-            sandbox_env |= {"TMPDIR": str(scratch / "tmp"), "HOME": str(scratch / "home")}
-            write_fds = [held.fd(scratch_real)]
-            read_fds = [held.fd(path) for path in read]
-            if workspace is not None:
-                target = write_fds if tool.side_effect.writes else read_fds
-                target.append(held.fd(workspace))
-            cgroup = self._call_cgroup_of(caps.pids_cgroup, caps.nproc_enforced, overhead=1)
-            if cgroup is not None:
-                stack.push_async_callback(cgroup.close)
-            ports: list[int] = []
-            events: Sequence[Any] = ()
-            bind_call: Callable[[str], None] = no_call
-            if network:
-                proxy = await stack.enter_async_context(
-                    _egress().EgressProxy.start(
-                        perms,
-                        tool_id=tool.id,
-                        call_id=call_id or "",
-                        deny_ports=self.deny_ports,
-                        cidr_grants=tool_grant(self.cidr_grants, tool.id),
-                        tcp=True,
-                        **({"resolver": self.resolver} if self.resolver is not None else {}),
-                    )
-                )
-                ports.append(proxy.port)
-                url = f"http://127.0.0.1:{proxy.port}"
-                for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY"):
-                    sandbox_env[name] = url
-                events = proxy.events
-                bind_call = functools.partial(setattr, proxy, "call_id")
-            spec = LandlockSpec(
-                command=command,
-                exec_fds=[*system_fds, *(held.fd(path) for path in execs)],
-                read_fds=read_fds,
-                write_fds=write_fds,
-                dev_fds=dev_fds,
-                connect_ports=ports,
-                limits=self.limits,
-                nproc=caps.nproc_enforced and caps.pids_cgroup is None,
-                network=network,
-                scratch=scratch,
-            )
-            # No PID namespace here: what the call leaves behind goes to PID 1, which the
-            # gateway may be itself (a container without an init): then it reaps them.
-            adopt_orphans()
-            stack.callback(reap_soon)
-            try:
-                launched = landlock_argv(sys.executable, spec)
-            except SeccompUnavailableError as exc:
-                raise SandboxUnavailableError(f"Tool {tool.id} is unavailable: {exc}") from None
-            if cgroup is not None:
-                launched = cgroup.wrap(launched)
-            not_enforced = weaker_permissions(tool, "landlock")
-            if caps.process_limit is None:
-                not_enforced += ("processes",)
-            cwd = workspace or scratch / "tmp"
-            yield SandboxedCommand(
-                launched,
-                sandbox_env,
-                cwd,
-                cwd,
-                sandboxed=True,
-                egress_events=events,
-                not_enforced=not_enforced,
-                bind_call=bind_call,
-                pass_fds=spec.pass_fds,
-                layer="landlock",
-            )
 
     def _checked_call(
         self,
@@ -855,14 +652,3 @@ def _egress() -> Any:
         return importlib.import_module("toolgate.sandbox.egress")
     except ImportError:
         return None
-
-
-def _behind_bridge(
-    python: str, socket_path: Path, command: list[str]
-) -> tuple[list[str], list[tuple[Path, Path]]]:
-    """``command`` behind the egress bridge (run by ``python``, its source passed with ``-c``):
-    the new command and the bind of the socket's folder."""
-    bridge = importlib.import_module("toolgate.sandbox.bridge")
-    inside = f"{EGRESS_MOUNT}/{socket_path.name}"
-    wrapped = bridge.bridge_argv(python, inside, BRIDGE_PORT, command)
-    return list(wrapped), [(socket_path.parent, Path(EGRESS_MOUNT))]
