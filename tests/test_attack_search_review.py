@@ -1,5 +1,6 @@
-"""Attack review of issue 29's second stop (BM25 over the caller's tools, the action bonus, the
-registry's lock): each test failed on the change as given."""
+"""Attack review of issue 29's second stop (BM25 over the caller's tools, the registry's lock):
+each test failed on the change as given. (The action bonus it also attacked was taken out in
+the third stop; a test keeps it out.)"""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from toolgate import SafetySpec, Tool
 from toolgate.errors import DuplicateToolError
 from toolgate.registry import RegisteredTool, Registry
 from toolgate.search import embedder
-from toolgate.search.fusion import ACTION_WEIGHT, LEXICAL_WEIGHT
+from toolgate.search.fusion import LEXICAL_WEIGHT
 from toolgate.search.index import ToolIndex
 from toolgate.search.semantic import SemanticModel
 
@@ -50,8 +51,8 @@ def test_suggestions_while_another_thread_adds_a_tool() -> None:
 
 
 class _Same:
-    """A stand-in encoder that embeds every text alike: every similarity is 1, so a score above
-    another's is the action bonus."""
+    """A stand-in encoder that embeds every text alike: every similarity is 1, so what a score
+    holds beyond it is the lexical share."""
 
     dimensions = 4
 
@@ -59,75 +60,33 @@ class _Same:
         return np.full((len(texts), 4), 0.5, dtype=np.float32)
 
 
-def _lifted(monkeypatch: pytest.MonkeyPatch, names: Sequence[str], request: str) -> set[str]:
-    """The names a fused search for ``request`` lifts by the action bonus."""
+@pytest.mark.parametrize(
+    "request_text",
+    ["delete the old report", "read the report", "create a thing", "send it", "find the report"],
+)
+def test_a_fused_score_is_the_similarity_and_the_lexical_share_only(
+    monkeypatch: pytest.MonkeyPatch, request_text: str
+) -> None:
+    # The second stop's action bonus (a request's verb class matching a tool name's) lowered
+    # the project set's MRR at every weight with the fine-tuned encoder and was taken out: no
+    # tool name may lift a score, and explain's formula names nothing else.
     monkeypatch.setattr(embedder, "missing", lambda: [])  # as if the extra were installed
     registry = Registry()
+    names = ["file_delete", "delete_file", "read_file", "create_comment", "send_message", "x"]
     for name in names:
         registry.add(_entry(f"app:{name}", "Zzz."))
     model = SemanticModel(_Same())
     index = ToolIndex(registry, semantic=True, model=lambda: model)
-    hits = index.search(request, mode="fused", limit=len(names))
-    # Every similarity is equal: take out the lexical share, what is left above the rest is the
-    # bonus.
+    hits = index.search(request_text, mode="fused", limit=len(names))
     best = max(h.lexical_score or 0.0 for h in hits)
-    base = {
-        h.tool.name: h.score - (LEXICAL_WEIGHT * (h.lexical_score or 0.0) / best if best else 0.0)
-        for h in hits
-    }
-    low = min(base.values())
-    lifted = {name for name, value in base.items() if value > low + ACTION_WEIGHT / 2}
-    why = index.explain(request, hits, mode="fused")
-    assert {e.tool_id.partition(":")[2] for e in why if f"+ {ACTION_WEIGHT}" in e.formula} == lifted
-    return lifted
-
-
-@pytest.mark.parametrize(
-    ("request_text", "lifted"),
-    [
-        # Noun-first names: the object comes first, its verb after. "file", "message", "email",
-        # "comment" and "call" are action words in a request ("file a bug", "email bob") but
-        # the thing acted on in these names; they were classed create / send / run.
-        ("delete the old report", {"file_delete", "message_delete", "delete_file"}),
-        ("read the report", {"file_read", "read_file", "call_log_get"}),
-        ("list what I have", {"email_list"}),
-        ("create a thing", {"file_issue", "create_comment"}),
-        ("send it", {"message_user", "send_message"}),
-        # One class per name, its first verb's: no name is lifted for every request.
-        ("update the report", {"comment_update"}),
-        ("find the report", set()),
-    ],
-)
-def test_a_tool_names_action_is_its_verb_not_its_object(
-    monkeypatch: pytest.MonkeyPatch, request_text: str, lifted: set[str]
-) -> None:
-    names = [
-        "file_delete",
-        "delete_file",
-        "file_read",
-        "read_file",
-        "message_delete",
-        "email_list",
-        "comment_update",
-        "create_comment",
-        "call_log_get",
-        "file_issue",
-        "message_user",
-        "send_message",
-    ]
-    assert _lifted(monkeypatch, names, request_text) == lifted
-
-
-def test_a_name_of_every_action_is_lifted_for_one_class_only(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    names = ["file_get_list_create_send_delete_run_update_search", "other_tool"]
-    won = [
-        request
-        for request in ("get it", "list them", "create it", "send it", "delete it", "run it")
-        if _lifted(monkeypatch, names, request)
-    ]
-    assert won == ["get it"]
+    for hit in hits:
+        share = LEXICAL_WEIGHT * (hit.lexical_score or 0.0) / best if best else 0.0
+        assert hit.semantic_score is not None
+        assert hit.score == pytest.approx(hit.semantic_score + share, abs=1e-5), hit.tool.id
+    for explanation in index.explain(request_text, hits, mode="fused"):
+        assert explanation.formula == (
+            f"similarity + {LEXICAL_WEIGHT} * BM25 / (best BM25 of your tools for this request)"
+        )
 
 
 def test_kept_decisions_follow_changes_made_from_threads_while_searching() -> None:

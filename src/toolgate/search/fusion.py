@@ -22,15 +22,12 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["ACTION_WEIGHT", "LEXICAL_WEIGHT", "RRF_K", "fuse_scores", "reciprocal_rank_fusion"]
+__all__ = ["LEXICAL_WEIGHT", "RRF_K", "fuse_scores", "reciprocal_rank_fusion"]
 
-#: The share of the normalized BM25 score added to the similarity (tuned on the project's set:
-#: 0.05-0.3 tried, 0.2 best by MRR; bench/search/rankers_result.txt).
-LEXICAL_WEIGHT = 0.2
-#: Added when the request's action class is the tool name's (:func:`toolgate.search.text.action`;
-#: tuned on the project's set only: 0.02-0.12 tried, 0.08 best by MRR, top-1 0.677 -> 0.704;
-#: on the held-out set top-1 0.729 -> 0.717, bench/search/rankers_result.txt).
-ACTION_WEIGHT = 0.08
+#: The share of the normalized BM25 score added to the similarity, tuned on the project's set
+#: only (0.02-0.5 tried, bench/search/rankers_result.txt): 0.1 best by MRR with the fine-tuned
+#: encoder (0.2 with the general-purpose one; a stronger similarity needs less help from words).
+LEXICAL_WEIGHT = 0.1
 
 #: The constant of the original paper; it damps the weight of the very first ranks.
 RRF_K = 60
@@ -44,19 +41,15 @@ def fuse_scores(
     *,
     weight: float = LEXICAL_WEIGHT,
     best: float | None = None,
-    action_match: npt.NDArray[np.bool_] | None = None,
 ) -> npt.NDArray[np.float32]:
     """``similarity + weight * bm25 / best`` per tool (the similarity alone when no term
-    matched), plus :data:`ACTION_WEIGHT` where ``action_match``. ``best``: the best BM25 among
-    the tools the caller may see (default: the best of ``bm25``); a tool the caller may not see
-    must not change the others' scores."""
+    matched). ``best``: the best BM25 among the tools the caller may see (default: the best of
+    ``bm25``); a tool the caller may not see must not change the others' scores."""
     if best is None:
         best = float(bm25.max()) if len(bm25) else 0.0
     fused: npt.NDArray[np.float32] = (
         similarity.copy() if best <= 0.0 else similarity + (weight / best) * bm25
     )
-    if action_match is not None:
-        fused += ACTION_WEIGHT * action_match.astype(fused.dtype)
     return fused
 
 

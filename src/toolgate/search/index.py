@@ -25,12 +25,12 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..registry import RegisteredTool, Registry
-from .fusion import ACTION_WEIGHT, LEXICAL_WEIGHT, fuse_scores
+from .fusion import LEXICAL_WEIGHT, fuse_scores
 from .hits import Explanation, SearchHit
 from .lexical import LexicalIndex
 from .query import DEFAULT_LIMIT, check_limit, clean_query
 from .semantic import SemanticModel, semantic_available
-from .text import ACTIONS, action, document_terms, document_text, summary_text, terms
+from .text import document_terms, document_text, summary_text, terms
 
 if TYPE_CHECKING:
     import numpy as np
@@ -79,8 +79,6 @@ class _Scored:
     alive: npt.NDArray[np.bool_]
     visible: npt.NDArray[np.bool_] | None
     """The caller's tools among the slots (``None``: every tool)."""
-    actions: npt.NDArray[np.int8]
-    """Each slot's tool name's action class (an index in ACTIONS; -1: none)."""
 
 
 class ToolIndex:
@@ -117,7 +115,6 @@ class ToolIndex:
         self._lexical = LexicalIndex()
         self._vectors: Any = None  # float32 (capacity, dimensions), one row per slot
         self._alive: Any = None  # bool (capacity,)
-        self._actions: Any = None  # int8 (capacity,): the tool name's action class, -1: none
         self._example_vectors: dict[str, tuple[Tool, Any]] = {}
         self._generation = 0  # counts the syncs that changed a slot
         self._changes: list[tuple[int, int]] = []  # (generation, slot), the latest CHANGE_LOG
@@ -176,14 +173,11 @@ class ToolIndex:
         capacity = len(self._slots)
         if self._alive is None or len(self._alive) < capacity:
             alive = np.zeros(max(64, 2 * capacity), dtype=bool)
-            actions = np.full(len(alive), -1, dtype=np.int8)
             if self._alive is not None:
                 alive[: len(self._alive)] = self._alive
-                actions[: len(self._actions)] = self._actions
-            self._alive, self._actions = alive, actions
-        for slot, entry in added:
+            self._alive = alive
+        for slot, _ in added:
             self._alive[slot] = True
-            self._actions[slot] = _action_code(entry.tool.name, name=True)
         if self.semantic and added:
             self._embed(added)
         self._version = version
@@ -277,9 +271,7 @@ class ToolIndex:
             # hidden tool matching better lowered the visible tools' scores (and so told the
             # caller that some tool it may not see has the request's words).
             best = _best_visible(lexical, scored.entries, keep)
-            asked = _action_code(text)
-            matched = None if asked < 0 else scored.actions == asked
-            ranking = fuse_scores(similarity, lexical, best=best, action_match=matched)
+            ranking = fuse_scores(similarity, lexical, best=best)
         head = max(4 * limit, 64)
         chosen_slots = _take(
             _best_first(candidates, ranking, head, scored.entries), scored.entries, keep, limit
@@ -338,7 +330,6 @@ class ToolIndex:
         text = clean_query(query)
         chosen = self._mode(mode)
         query_terms = terms(text)
-        asked = action(text)
         vector = None
         if chosen != "lexical":
             vector = self._require_model().encode([text])[0]
@@ -364,12 +355,6 @@ class ToolIndex:
                 "fused": f"similarity + {LEXICAL_WEIGHT} * BM25 / (best BM25 of your tools for "
                 "this request)",
             }[chosen]
-            if (
-                chosen == "fused"
-                and asked is not None
-                and action(hit.tool.name, name=True) == asked
-            ):
-                formula += f" + {ACTION_WEIGHT} (the request and the tool's name both {asked})"
             explained.append(
                 Explanation(
                     tool_id=hit.tool.id,
@@ -443,9 +428,6 @@ class ToolIndex:
             self._sync()
             size = len(self._slots)
             alive = np.zeros(0, dtype=bool) if self._alive is None else self._alive[:size].copy()
-            actions = (
-                np.zeros(0, dtype=np.int8) if self._actions is None else self._actions[:size].copy()
-            )
             visible = None
             lexical = None
             if chosen != "semantic":
@@ -458,7 +440,7 @@ class ToolIndex:
                 else:
                     similarity = self._vectors[:size] @ vector
                     similarity[~alive] = -np.inf
-            return _Scored(list(self._slots), lexical, similarity, alive, visible, actions)
+            return _Scored(list(self._slots), lexical, similarity, alive, visible)
 
     def _visible(
         self, keep: Callable[[RegisteredTool], bool], scope: Scope | None, size: int
@@ -525,15 +507,6 @@ def _best_first(
         rest = rest[~top]
         head *= 2
     yield from ordered(rest)
-
-
-_ACTION_CODES = {kind: code for code, kind in enumerate(ACTIONS)}
-
-
-def _action_code(text: str, *, name: bool = False) -> int:
-    """The action class of ``text`` (``name``: a tool name) as a small integer (-1: none)."""
-    kind = action(text, name=name)
-    return -1 if kind is None else _ACTION_CODES[kind]
 
 
 def _tool_id(entry: RegisteredTool | None) -> str:

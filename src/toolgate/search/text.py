@@ -15,11 +15,8 @@ from typing import Any
 from ..model import Tool
 
 __all__ = [
-    "ACTIONS",
     "MAX_DOCUMENT_TERMS",
     "MAX_FIELD_CHARS",
-    "NAME_OBJECTS",
-    "action",
     "document_terms",
     "document_text",
     "summary_text",
@@ -48,86 +45,6 @@ MAX_DOCUMENT_TERMS = 8_192
 NAME_WEIGHT = 3
 TITLE_WEIGHT = 2
 EXAMPLE_WEIGHT = 2
-
-
-#: What a request or a tool name asks to do, by its first action word: fused search adds a small
-#: bonus when a request's class is the tool name's ("file a GitHub issue" and create_issue, not
-#: get_issue; "open" is a *get*). bench/search/rankers.py measured it on both sets.
-ACTIONS: dict[str, tuple[str, ...]] = {
-    "create": (
-        "create",
-        "add",
-        "new",
-        "make",
-        "insert",
-        "generate",
-        "draw",
-        "start",
-        "file",
-        "write",
-        "post",
-    ),
-    "get": (
-        "get",
-        "show",
-        "read",
-        "fetch",
-        "view",
-        "display",
-        "retrieve",
-        "print",
-        "load",
-        "describe",
-        "open",
-    ),
-    "list": ("list", "which", "enumerate"),
-    "search": ("search", "find", "query", "lookup", "look"),
-    "update": (
-        "update",
-        "edit",
-        "change",
-        "set",
-        "modify",
-        "rename",
-        "move",
-        "patch",
-        "replace",
-        "mark",
-        "close",
-    ),
-    "delete": ("delete", "remove", "drop", "forget", "clear", "erase", "destroy", "unstage"),
-    "send": ("send", "reply", "comment", "message", "notify", "email"),
-    "run": ("run", "execute", "evaluate", "call", "trigger"),
-}
-#: A request's or name's action word is looked for in its first this many characters.
-MAX_ACTION_CHARS = 2_000
-_ACTION_OF = {word: kind for kind, words in ACTIONS.items() for word in words}
-_LETTERS = re.compile(r"[A-Za-z]+")
-
-
-#: Action words that are also what a tool acts on: in a request they lead ("file a bug", "email
-#: bob"), in a name they often come first as the object ("file_delete", "message_delete",
-#: "email_list", "call_log_get"). In a name a later action word, the verb, wins over them.
-NAME_OBJECTS = frozenset({"file", "message", "email", "comment", "call"})
-
-
-def action(text: str, *, name: bool = False) -> str | None:
-    """The class (a key of :data:`ACTIONS`) of the first action word of ``text``, a request or
-    (``name``) a tool name ("creates", "created" count as "create"); ``None`` when it has none.
-    In a name, a word of :data:`NAME_OBJECTS` counts only when no other action word follows.
-    Either way one class, the first verb's: a name of every action word is lifted for one."""
-    fallback = None
-    for word in _LETTERS.findall(_CAMEL.sub(" ", text[:MAX_ACTION_CHARS])):
-        lowered = word.lower()
-        stem = lowered[:-2] if lowered.endswith("ed") else lowered.rstrip("s")
-        kind = _ACTION_OF.get(lowered) or _ACTION_OF.get(stem)
-        if kind is None:
-            continue
-        if name and (lowered in NAME_OBJECTS or stem in NAME_OBJECTS):
-            fallback = fallback or kind
-            continue
-        return kind
-    return fallback
 
 
 def _stem(word: str) -> str:
