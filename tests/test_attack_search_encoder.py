@@ -186,3 +186,31 @@ def test_hostile_texts_embed_alike_alone_and_in_a_padded_batch() -> None:
     assert np.isfinite(together).all()
     assert np.allclose(np.linalg.norm(together, axis=1), 1.0, atol=1e-5)
     assert np.allclose(together, alone, atol=1e-4)
+
+
+@needs_model
+def test_the_cli_says_when_search_fell_back_to_words(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, fresh_model: None
+) -> None:
+    # Before: with the model or its tokenizer broken, `toolgate tools search` printed the words
+    # ranking (Semantic "-") and nothing else: the warning went only to an unconfigured log.
+    from typer.testing import CliRunner
+
+    from toolgate.cli.app import app
+
+    (tmp_path / "mytools.py").write_text(
+        "from toolgate import tool\n\n"
+        '@tool(namespace="mail", effect="read_only")\n'
+        "def send(to: str) -> str:\n"
+        '    "Send an email to a colleague."\n'
+        "    return to\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "toolgate.yaml").write_text("python:\n  - module: ./mytools.py\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TOOLGATE_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(embedder, "TOKENIZER", tmp_path / "gone.json")
+    result = CliRunner().invoke(app, ["tools", "search", "send email"])
+    assert result.exit_code == 0, result.output
+    assert "mail:send" in result.stdout
+    assert "searching by words only" in result.stderr and "reinstall toolgate" in result.stderr

@@ -120,6 +120,11 @@ class ToolIndex:
         self._changes: list[tuple[int, int]] = []  # (generation, slot), the latest CHANGE_LOG
         self._visibility: dict[Hashable, _Visibility] = {}
 
+    @property
+    def semantic_error(self) -> str | None:
+        """Why the embedding model could not load (search goes on by words only), or ``None``."""
+        return self._model_error
+
     def like(self, registry: Registry) -> ToolIndex:
         """A new index over ``registry`` that ranks exactly as this one (same model, same mode):
         what ``toolgate examples check`` searches with."""
