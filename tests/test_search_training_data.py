@@ -44,13 +44,32 @@ def test_the_training_data_loads_and_is_large_enough() -> None:
 
 def test_no_training_service_is_in_an_evaluation_set() -> None:
     assert train_encoder.leaked_services(train_encoder.TRAIN) == set()
-    evaluated = {
-        re.sub(r"[^a-z0-9]", "", t.namespace.lower()) for _, tools, _ in _sets() for t in tools
-    }
-    trained = {
-        re.sub(r"[^a-z0-9]", "", t.namespace.lower()) for part in SLICES for t in load_tools(part)
-    }
+    key = train_encoder.service_key
+    evaluated = {key(t.namespace) for _, tools, _ in _sets() for t in tools}
+    trained = {key(t.namespace) for part in SLICES for t in load_tools(part)}
     assert trained and not trained & evaluated
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    ["googlemaps", "GoogleMaps", "aws_s3", "amazon-s3", "ms_teams", "microsoft_teams", "x"],
+)
+def test_an_evaluation_service_under_another_spelling_is_found(
+    tmp_path: Path, spelling: str
+) -> None:
+    # The evaluation sets have google_maps, s3, teams and twitter.
+    part = tmp_path / "leaky"
+    part.mkdir()
+    (part / "catalog_1.txt").write_text(f"## {spelling}\nsome_tool | Does a thing. | x\n")
+    assert train_encoder.leaked_services(tmp_path)
+
+
+def test_no_training_request_or_description_is_nearly_an_evaluation_sets() -> None:
+    # A request equal but for a few words ("what have I been listening to lately? Last.fm user
+    # jdoe88" against "what have I been listening to lately", "what address is at 48.8584,
+    # 2.2945" against "... at latitude 48.8584 longitude 2.2945") escapes the equality above.
+    copies = train_encoder.near_duplicates(train_encoder.TRAIN)
+    assert not copies, f"{len(copies)} near an evaluation set's: {copies[:5]}"
 
 
 def test_no_request_or_description_is_shared_with_an_evaluation_set() -> None:
@@ -77,3 +96,16 @@ def test_training_refuses_data_with_an_evaluation_service(
         train_encoder.main(["--data", str(tmp_path), "--out", str(tmp_path / "out")])
     assert raised.value.code == 2
     assert "training services that an evaluation set has: ['gmail']" in capsys.readouterr().err
+
+
+def test_training_refuses_a_near_copy_of_an_evaluation_request(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    part = tmp_path / "copied"
+    part.mkdir()
+    (part / "catalog_1.txt").write_text("## deezer\nrecent | Recent tracks. | user\n")
+    (part / "requests.txt").write_text("deezer:recent | what have I been listening to lately?\n")
+    with pytest.raises(SystemExit) as raised:
+        train_encoder.main(["--data", str(tmp_path), "--out", str(tmp_path / "out")])
+    assert raised.value.code == 2
+    assert "nearly an evaluation set's" in capsys.readouterr().err

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import math
 import random
+import re
 import sys
 import time
 from collections import defaultdict
@@ -42,8 +43,30 @@ TRAIN = Path(__file__).parent / "train"
 SCALE = 20.0
 
 
+#: A vendor's name in front of its product's ("aws_s3", "ms_teams", "meta_ads").
+VENDORS = ("amazon", "aws", "google", "microsoft", "ms", "azure", "gcp", "atlassian", "meta")
+#: The vendors whose name is also taken off when written together ("googlemaps", "awss3"):
+#: no product's own name starts with one of them ("metabase" and "mssql" do for the others).
+JOINED_VENDORS = ("amazon", "aws", "google", "microsoft", "azure", "atlassian")
+#: Other names of one service (product renames and short forms), by :func:`service_key`.
+ALIASES = {"gdrive": "drive", "gcal": "calendar", "x": "twitter", "msteams": "teams"}
+
+
+def service_key(namespace: str) -> str:
+    """One spelling for a service's names: "Google Maps", "google-maps", "googlemaps" and
+    "maps" are one service, as are "aws_s3" and "s3", "ms_teams" and "teams"."""
+    words = re.findall(r"[a-z0-9]+", namespace.lower())
+    while len(words) > 1 and words[0] in VENDORS:
+        words = words[1:]
+    key = "".join(words)
+    for vendor in JOINED_VENDORS:
+        if key.startswith(vendor) and len(key) > len(vendor):
+            key = key[len(vendor) :]
+    return ALIASES.get(key, key)
+
+
 def _namespaces(folder: Path) -> set[str]:
-    return {tool.namespace.replace("-", "_").lower() for tool in load_tools(folder)}
+    return {service_key(tool.namespace) for tool in load_tools(folder)}
 
 
 def training_pairs(folder: Path) -> tuple[list[tuple[str, frozenset[str], str]], dict]:
@@ -78,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     leaked = leaked_services(args.data)
     if leaked:
         parser.error(f"training services that an evaluation set has: {sorted(leaked)}")
+    copies = near_duplicates(args.data)
+    if copies:
+        parser.error(f"training texts that are nearly an evaluation set's: {copies[:5]}")
 
     import numpy as np
     import torch
@@ -172,6 +198,145 @@ def leaked_services(folder: Path) -> set[str]:
     for part in (p for p in folder.iterdir() if p.is_dir()):
         found |= _namespaces(part)
     return found & (_namespaces(HERE) | _namespaces(HOLDOUT))
+
+
+def _words(text: str, names: set[str]) -> list[str]:
+    """``text``'s words, lower case, without services' names, plural and tense endings cut."""
+    words = []
+    for word in re.findall(r"[a-z0-9]+", text.lower()):
+        if word in names:
+            continue
+        for ending in ("ing", "ed", "es", "s"):
+            if len(word) > len(ending) + 2 and word.endswith(ending):
+                word = word[: -len(ending)]
+                if len(word) > 2 and word[-1] == word[-2]:  # "scanned" -> "scan"
+                    word = word[:-1]
+                break
+        words.append(word)
+    return words
+
+
+def _longest_run(a: list[str], b: list[str]) -> int:
+    best, previous = 0, [0] * (len(b) + 1)
+    for x in a:
+        current = [0] * (len(b) + 1)
+        for j, y in enumerate(b):
+            if x == y:
+                current[j + 1] = previous[j] + 1
+                best = max(best, current[j + 1])
+        previous = current
+    return best
+
+
+#: Words too common to make two requests alike on their own.
+COMMON = frozenset(
+    [
+        "a",
+        "all",
+        "am",
+        "an",
+        "and",
+        "any",
+        "are",
+        "as",
+        "at",
+        "be",
+        "been",
+        "by",
+        "can",
+        "did",
+        "do",
+        "doe",
+        "for",
+        "from",
+        "get",
+        "give",
+        "ha",
+        "have",
+        "how",
+        "i",
+        "in",
+        "is",
+        "it",
+        "m",
+        "me",
+        "my",
+        "of",
+        "on",
+        "or",
+        "our",
+        "put",
+        "s",
+        "show",
+        "that",
+        "the",
+        "this",
+        "to",
+        "us",
+        "was",
+        "we",
+        "what",
+        "which",
+        "who",
+        "with",
+        "you",
+        "your",
+    ]
+)
+
+
+def near_duplicates(folder: Path) -> list[tuple[str, str]]:
+    """(training text, evaluation text) for each request of the training data in ``folder``
+    that is nearly one of an evaluation set's, and each tool description that is one but for
+    the service's name.
+
+    Services' names left out, two requests are near when one's words are all among the
+    other's (five words or more, two of them not :data:`COMMON`), or when they share a run of
+    five words or more that is three fifths of the shorter or more ("what have I been
+    listening to lately" in "what have I been listening to lately? Last.fm user jdoe88").
+    """
+    evaluated = [(tool, folder_) for folder_ in (HERE, HOLDOUT) for tool in load_tools(folder_)]
+    parts = [p for p in sorted(folder.iterdir()) if p.is_dir()]
+    trained = [tool for part in parts for tool in load_tools(part)]
+    names = {re.sub(r"[^a-z0-9]", "", t.namespace.lower()) for t, _ in evaluated}
+    names |= {re.sub(r"[^a-z0-9]", "", t.namespace.lower()) for t in trained}
+    found = []
+
+    descriptions = {}
+    for tool, _ in evaluated:
+        words = [w for w in _words(tool.description, names) if w not in ("a", "an", "the")]
+        descriptions[" ".join(words)] = tool.description
+    for tool in trained:
+        words = [w for w in _words(tool.description, names) if w not in ("a", "an", "the")]
+        if " ".join(words) in descriptions:
+            found.append((tool.description, descriptions[" ".join(words)]))
+
+    requests: list[tuple[str, list[str]]] = []
+    for folder_ in (HERE, HOLDOUT):
+        known = {tool.id for tool, where in evaluated if where == folder_}
+        requests += [(r.text, _words(r.text, names)) for r in load_requests(known, folder_)]
+    by_word: dict[str, set[int]] = defaultdict(set)
+    for i, (_, words) in enumerate(requests):
+        for word in words:
+            by_word[word].add(i)
+    for part in parts:
+        for request in load_requests({t.id for t in load_tools(part)}, part):
+            a = _words(request.text, names)
+            shared: dict[int, int] = defaultdict(int)
+            for word in set(a):
+                for i in by_word.get(word, ()):
+                    shared[i] += 1
+            for i in (i for i, count in shared.items() if count >= 4):
+                text, b = requests[i]
+                small = min(set(a), set(b), key=len)
+                contained = set(a) <= set(b) or set(b) <= set(a)
+                if contained and len(small) >= 5 and len(small - COMMON) >= 2:
+                    found.append((request.text, text))
+                    continue
+                run = _longest_run(a, b)
+                if run >= 5 and 5 * run >= 3 * min(len(a), len(b)):
+                    found.append((request.text, text))
+    return found
 
 
 def export(weights: Path, out: Path) -> None:

@@ -94,6 +94,12 @@ def search(
             raise CliUsageError(str(error)) from None
         except RuntimeError as error:  # semantic ranking asked for without the extra
             raise CliUsageError(f"--mode: {error}") from None
+        fallback = gateway.search_index.semantic_error
+    if fallback is not None:  # on by default, but the model would not load: said, not hidden
+        state.err.print(
+            Text(f"warning: semantic search is off, searching by words only: {fallback}"),
+            soft_wrap=True,
+        )
     if as_json:
         print_json(
             [

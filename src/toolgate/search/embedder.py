@@ -44,6 +44,8 @@ TOKENIZER = Path(__file__).with_name("minilm_tokenizer.json")
 MODEL = Path(__file__).with_name("minilm_tools_int8.onnx")
 #: The sha256 of the file measured (bench/search_models.py); a file that differs is refused.
 MODEL_SHA256 = "78a925030c16fdb79e84eec14802b3871619bcb6c9093cbe15bed0951325bc8c"
+#: The sha256 of the tokenizer the model was trained and measured with; another is refused.
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 #: all-MiniLM-L6-v2 was trained on at most 256 tokens (its sentence_bert_config.json).
 MAX_TOKENS = 256
 #: Texts per ONNX Runtime call when embedding many (sorted by length, so little padding).
@@ -131,8 +133,10 @@ def minilm(threads: int = 1) -> OnnxEncoder:
 
     The file ships with toolgate (:data:`MODEL`) and is checked against :data:`MODEL_SHA256`
     before ONNX Runtime loads it; the tokenizer is the model's own ``tokenizer.json``, shipped
-    beside it. Raises ``RuntimeError`` naming what is missing when a package is not installed,
-    and saying to reinstall toolgate when the file is missing, unreadable or not the one tested.
+    beside it and checked against :data:`TOKENIZER_SHA256` (a swapped one would load and rank
+    silently wrong). Raises ``RuntimeError`` naming what is missing when a package is not installed,
+    and saying to reinstall toolgate when a file is missing, unreadable, not the one tested or
+    does not load.
     """
     absent = missing()
     if absent:
@@ -140,18 +144,32 @@ def minilm(threads: int = 1) -> OnnxEncoder:
     import onnxruntime as ort  # type: ignore[import-untyped, unused-ignore]
     from tokenizers import Tokenizer  # type: ignore[import-untyped, unused-ignore]
 
+    data = _checked(MODEL, MODEL_SHA256, "search model")
+    vocabulary = _checked(TOKENIZER, TOKENIZER_SHA256, "search model's tokenizer")
     try:
-        data = MODEL.read_bytes()
-    except OSError as error:  # deleted, a dangling symlink, unreadable
-        raise RuntimeError(
-            f"cannot read the search model {MODEL} ({error.strerror or error}); reinstall toolgate"
-        ) from None
-    if hashlib.sha256(data).hexdigest() != MODEL_SHA256:
-        raise RuntimeError(
-            f"{MODEL} is not the search model this toolgate was tested with "
-            f"(sha256 {MODEL_SHA256}); reinstall toolgate"
+        session = ort.InferenceSession(
+            data, session_options(threads), providers=["CPUExecutionProvider"]
         )
-    session = ort.InferenceSession(
-        data, session_options(threads), providers=["CPUExecutionProvider"]
-    )
-    return OnnxEncoder(session, Tokenizer.from_file(str(TOKENIZER)), dimensions=384)
+        tokenizer = Tokenizer.from_str(vocabulary.decode("utf-8"))
+    except Exception as error:  # noqa: BLE001 - neither library raises one documented type
+        raise RuntimeError(
+            f"cannot load the search model ({type(error).__name__}: {error}); reinstall toolgate"
+        ) from None
+    return OnnxEncoder(session, tokenizer, dimensions=384)
+
+
+def _checked(path: Path, sha256: str, what: str) -> bytes:
+    """``path``'s bytes, when their sha256 is ``sha256``; else ``RuntimeError`` saying to
+    reinstall."""
+    try:
+        data = path.read_bytes()
+    except OSError as error:  # deleted, a dangling symlink, a folder, unreadable
+        raise RuntimeError(
+            f"cannot read the {what} {path} ({error.strerror or error}); reinstall toolgate"
+        ) from None
+    if hashlib.sha256(data).hexdigest() != sha256:
+        raise RuntimeError(
+            f"{path} is not the {what} this toolgate was tested with (sha256 {sha256}); "
+            "reinstall toolgate"
+        )
+    return data

@@ -120,6 +120,11 @@ class ToolIndex:
         self._changes: list[tuple[int, int]] = []  # (generation, slot), the latest CHANGE_LOG
         self._visibility: dict[Hashable, _Visibility] = {}
 
+    @property
+    def semantic_error(self) -> str | None:
+        """Why the embedding model could not load (search goes on by words only), or ``None``."""
+        return self._model_error
+
     def like(self, registry: Registry) -> ToolIndex:
         """A new index over ``registry`` that ranks exactly as this one (same model, same mode):
         what ``toolgate examples check`` searches with."""
@@ -179,7 +184,19 @@ class ToolIndex:
         for slot, _ in added:
             self._alive[slot] = True
         if self.semantic and added:
-            self._embed(added)
+            try:
+                self._embed(added)
+            except BaseException:
+                # Not taken in, so the next sync tries them again: taken in without vectors,
+                # they would rank with similarity 0 until they changed.
+                for slot, entry in added:
+                    if self._slot_of.get(entry.tool.id) == slot:
+                        del self._slot_of[entry.tool.id]
+                        self._drop(slot)
+                self._generation += 1
+                self._changes.extend((self._generation, slot) for slot, _ in added)
+                del self._changes[:-CHANGE_LOG]
+                raise
         self._version = version
 
     def _drop(self, slot: int) -> None:

@@ -94,7 +94,14 @@ class SemanticModel:
 
         if not texts:
             return np.zeros((0, self.dimensions), dtype=np.float32)
-        clipped = [" ".join(text[: 4 * MAX_TEXT_CHARS].split())[:MAX_TEXT_CHARS] for text in texts]
+        # A lone surrogate (a tool's text from JSON may hold one) is no text to the tokenizer:
+        # it raised TypeError for the whole batch.
+        clipped = [
+            " ".join(text[: 4 * MAX_TEXT_CHARS].split())[:MAX_TEXT_CHARS]
+            .encode("utf-8", "replace")
+            .decode("utf-8")
+            for text in texts
+        ]
         result: npt.NDArray[np.float32] = np.asarray(
             self._encoder.encode(clipped), dtype=np.float32
         )
