@@ -7,6 +7,7 @@ without it would install a gateway whose semantic search refuses every request.
 from __future__ import annotations
 
 import hashlib
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -37,3 +38,15 @@ def test_the_wheel_ships_the_search_model_and_its_tokenizer(tmp_path: Path) -> N
     assert tokenizer == embedder.TOKENIZER.read_bytes()
     # Nothing of the training or evaluation data, nor build output, goes into the wheel.
     assert not [n for n in names if n.startswith(("bench/", "tests/", ".venv/"))]
+    # Exactly the package's tracked files: a stray file left in src/toolgate (a float32 export
+    # of the model beside the int8 one, say) would ship too, as hatchling takes what git does
+    # not ignore.
+    if shutil.which("git") and (ROOT / ".git").exists():
+        listed = subprocess.run(
+            ["git", "-C", str(ROOT), "ls-files", "src/toolgate"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+        tracked = {name.removeprefix("src/") for name in listed}
+        assert {n for n in names if n.startswith("toolgate/")} == tracked

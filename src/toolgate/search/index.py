@@ -44,9 +44,12 @@ log = logging.getLogger("toolgate.search")
 
 SearchMode = Literal["lexical", "semantic", "fused"]
 
-#: Below this cosine similarity a tool is not a semantic match (unrelated text scores ~0-0.15);
-#: applies to semantic-only search. Fused search ranks every visible tool.
-MIN_SIMILARITY = 0.2
+#: Below this cosine similarity a tool is not a semantic match: semantic-only search and the
+#: catalog filter (``matches_only``) leave it out; fused search ranks every visible tool. On the
+#: project's evaluation set the fine-tuned encoder keeps 97.6% of right tools at 0.3 and lets 4.1%
+#: of the others through, where the general-purpose one at 0.2 kept 93.5% and let 6.4% through
+#: (at 0.2 the fine-tuned one lets 11.6% through: a catalog filter twice as noisy).
+MIN_SIMILARITY = 0.3
 #: Ranks in each ranking are counted among the caller's tools this far, then reported as None.
 RANK_DEPTH = 100
 #: Explain looks for the closest prompt example among a tool's first this many (a tool with
