@@ -21,6 +21,7 @@ from toolgate import Gateway, tool
 from toolgate.registry import RegisteredTool
 from toolgate.search import embedder
 from toolgate.search.fusion import LEXICAL_WEIGHT
+from toolgate.search.index import MIN_SIMILARITY
 from toolgate.search.semantic import SemanticModel, semantic_available
 
 MISSING = semantic_available()
@@ -174,7 +175,7 @@ def test_the_shared_model_can_be_replaced_by_another_encoder(
         with gateway_with(semantic_search=True) as gw:
             gw.add(now, read_file, post)
             hits = gw.search_tools("ggg hhh", mode="semantic")
-            assert hits and all(0.2 <= hit.score <= 1.0 for hit in hits)
+            assert hits and all(MIN_SIMILARITY <= hit.score <= 1.0 for hit in hits)
         # The query (embedded outside the index's lock), and the catalog in one call: two
         # texts per tool (its name and description, and its whole text).
         assert letters.calls == [1, 6]
@@ -193,7 +194,7 @@ def test_semantic_ranking_finds_a_tool_that_shares_no_word_with_the_request(
     assert gateway.search_tools(request, mode="lexical") == []
     hits = gateway.search_tools(request, mode="semantic")
     assert hits[0].tool.id == "time:now" and hits[0].semantic_rank == 1
-    assert hits[0].lexical_rank is None and 0.2 <= hits[0].score <= 1.0
+    assert hits[0].lexical_rank is None and MIN_SIMILARITY <= hits[0].score <= 1.0
 
 
 @needs_model

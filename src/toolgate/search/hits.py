@@ -16,7 +16,7 @@ class SearchHit:
     tool: Tool
     score: float
     """The ranking score: BM25 for lexical search, the cosine similarity for semantic search,
-    ``similarity + 0.2 * BM25 / best BM25 of the caller's tools for the query`` when fused."""
+    ``similarity + 0.1 * BM25 / best BM25 of the caller's tools for the query`` when fused."""
     lexical_rank: int | None = None
     """1-based rank among the caller's tools by BM25 (``None``: no query term in the tool, or not
     ranked: beyond the first 100, or lexical ranking not used)."""

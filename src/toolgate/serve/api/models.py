@@ -9,6 +9,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ...search.fusion import LEXICAL_WEIGHT
+
 __all__ = [
     "AgentInfo",
     "AlertList",
@@ -220,7 +222,7 @@ class SearchHitView(BaseModel):
     timeout: float
     score: float = Field(
         description="BM25 (lexical), cosine similarity (semantic), or fused: similarity + "
-        "0.2 * BM25 / best BM25 of the caller's tools for the query."
+        f"{LEXICAL_WEIGHT} * BM25 / best BM25 of the caller's tools for the query."
     )
     lexical_rank: int | None
     semantic_rank: int | None
