@@ -84,28 +84,36 @@ def test_no_request_or_description_is_shared_with_an_evaluation_set() -> None:
         assert not copied, f"{part.name}: descriptions of an evaluation set: {sorted(copied)[:5]}"
 
 
-def test_training_refuses_data_with_an_evaluation_service(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("catalog", "request_line", "refusal"),
+    [
+        # A service of an evaluation set.
+        (
+            "## gmail\nsend_email | Send an email. | to, body\n",
+            "gmail:send_email | mail my landlord about the rent\n",
+            "training services that an evaluation set has: ['gmail']",
+        ),
+        # A request nearly one of an evaluation set's, for a service of its own.
+        (
+            "## deezer\nrecent | Recent tracks. | user\n",
+            "deezer:recent | what have I been listening to lately?\n",
+            "nearly an evaluation set's",
+        ),
+    ],
+)
+def test_training_refuses_data_that_meets_an_evaluation_set(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    catalog: str,
+    request_line: str,
+    refusal: str,
 ) -> None:
-    # The check runs before torch is imported: it guards every run of the script.
-    part = tmp_path / "leaky"
+    # The checks run before torch is imported: they guard every run of the script.
+    part = tmp_path / "slice"
     part.mkdir()
-    (part / "catalog_1.txt").write_text("## gmail\nsend_email | Send an email. | to, body\n")
-    (part / "requests.txt").write_text("gmail:send_email | mail my landlord about the rent\n")
+    (part / "catalog_1.txt").write_text(catalog)
+    (part / "requests.txt").write_text(request_line)
     with pytest.raises(SystemExit) as raised:
         train_encoder.main(["--data", str(tmp_path), "--out", str(tmp_path / "out")])
     assert raised.value.code == 2
-    assert "training services that an evaluation set has: ['gmail']" in capsys.readouterr().err
-
-
-def test_training_refuses_a_near_copy_of_an_evaluation_request(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    part = tmp_path / "copied"
-    part.mkdir()
-    (part / "catalog_1.txt").write_text("## deezer\nrecent | Recent tracks. | user\n")
-    (part / "requests.txt").write_text("deezer:recent | what have I been listening to lately?\n")
-    with pytest.raises(SystemExit) as raised:
-        train_encoder.main(["--data", str(tmp_path), "--out", str(tmp_path / "out")])
-    assert raised.value.code == 2
-    assert "nearly an evaluation set's" in capsys.readouterr().err
+    assert refusal in capsys.readouterr().err
