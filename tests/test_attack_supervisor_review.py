@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +149,20 @@ def _alive(pid: int) -> bool:
     return state != "Z"  # a zombie is reaped by init soon; it holds nothing
 
 
+def _still_alive(pids: list[int], within: float = 10.0) -> list[int]:
+    """The processes of ``pids`` still alive after ``within`` seconds (at once when none is).
+
+    A process killed (SIGKILL to its group) dies when the kernel next schedules it: under load
+    it may still show as running for a moment after the one that killed it has exited (CI saw
+    the JS host so once). That moment is not a leak; one alive after ten seconds is."""
+    deadline = time.monotonic() + within
+    alive = [pid for pid in pids if _alive(pid)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+        alive = [pid for pid in alive if _alive(pid)]
+    return alive
+
+
 def test_a_timed_out_call_leaves_no_process(project: Path, run_cli: RunCli, tmp_path: Path) -> None:
     _landlock_works()
     _tool(project / "tools", "stuck", STUCK)
@@ -164,7 +179,7 @@ def test_a_timed_out_call_leaves_no_process(project: Path, run_cli: RunCli, tmp_
     assert outcome["status"] == "error" and outcome["code"] == "timeout", outcome["message"]
     pids = json.loads((workspace / "pids.json").read_text())
     # The supervisor, the tool, and the grandchild the supervisor adopted.
-    assert [pid for pid in pids if _alive(pid)] == []
+    assert _still_alive(pids) == []
 
 
 #: Records that it ran, and that it was still running a moment later.
@@ -301,4 +316,4 @@ def test_a_closed_gateway_leaves_no_js_host_nor_its_supervisor(tmp_path: Path) -
             for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
         ]
         assert started and hosts
-    assert [pid for pid in started + hosts if _alive(pid)] == []
+    assert _still_alive(started + hosts) == []
