@@ -164,15 +164,18 @@ def run(lexical_only: bool, rounds: int, progress: Callable[[str], None]) -> dic
         "semantic_missing": None if semantic else semantic_available() or "--lexical",
         "sets": {},
     }
+    # Each model loaded once (a load reads and hashes its file); the shipped one stays shared.
+    shipped = SemanticModel.shared() if semantic else None
+    encoder = base_encoder() if semantic else None
+    base = None if encoder is None else SemanticModel(encoder)
     for name, folder in SETS.items():
         set_tools = load_tools(folder)
         set_requests = load_requests({tool.id for tool in set_tools}, folder)
         progress(f"quality, {name} set: {len(set_tools)} tools, {len(set_requests)} requests")
         with gateway_of(set_tools, semantic) as gateway:
             figures: dict[str, Any] = {mode: quality(gateway, set_requests, mode) for mode in modes}
-        base = base_encoder() if semantic else None
         if base is not None:
-            SemanticModel.use(SemanticModel(base))
+            SemanticModel.use(base)
             try:
                 with gateway_of(set_tools, semantic) as gateway:
                     for mode in ("semantic", "fused"):
@@ -180,7 +183,7 @@ def run(lexical_only: bool, rounds: int, progress: Callable[[str], None]) -> dic
                             gateway, set_requests, mode
                         )
             finally:
-                SemanticModel.use(None)
+                SemanticModel.use(shipped)
         baseline = BruteForce(set_tools)
         hits = sum(bool(set(baseline.search(r.text, 3)) & r.labels) for r in set_requests)
         figures["brute_force_tfidf_top3"] = hits / len(set_requests)

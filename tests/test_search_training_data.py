@@ -43,11 +43,10 @@ def test_the_training_data_loads_and_is_large_enough() -> None:
 
 
 def test_no_training_service_is_in_an_evaluation_set() -> None:
+    # leaked_services compares every slice's services with both sets' by service_key; the
+    # slices do hold services, so an empty answer is not an empty comparison.
+    assert all(load_tools(part) for part in SLICES)
     assert train_encoder.leaked_services(train_encoder.TRAIN) == set()
-    key = train_encoder.service_key
-    evaluated = {key(t.namespace) for _, tools, _ in _sets() for t in tools}
-    trained = {key(t.namespace) for part in SLICES for t in load_tools(part)}
-    assert trained and not trained & evaluated
 
 
 @pytest.mark.parametrize(
